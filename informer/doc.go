@@ -1,0 +1,10 @@
+// Package informer runs one informer set per cluster.
+//
+// A Set resolves the configured resources (kubectl-style names such as "pods" or
+// "deployments.apps") through its own cluster's discovery, and runs one client-go informer
+// per resource, with transforms that strip what nobody queries. It keeps per-resource sync
+// state and the last error, and it can start warm: the first list of an informer is then a
+// snapshot at a saved resourceVersion, and the watch resumes from there.
+//
+// A Set knows about one cluster only; the fleet is assembled by package aggregate.
+package informer
