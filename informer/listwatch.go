@@ -1,0 +1,172 @@
+package informer
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/tools/cache"
+)
+
+// listWatch lists and watches one resource in one namespace (or all) of one cluster,
+// with the configured selectors, through the dynamic or the metadata client.
+//
+// Streaming lists (a WATCH with sendInitialEvents=true) are guarded: if the server does
+// not send the initial-events-end bookmark within bookmarkTimeout, the watch ends with
+// an error, which makes the reflector fall back to a paginated LIST, and every later
+// streaming attempt through this listWatch fails at once so that the fallback is quick.
+type listWatch struct {
+	list  func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error)
+	watch func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+	// tweak applies the configured selectors.
+	tweak           func(*metav1.ListOptions)
+	bookmarkTimeout time.Duration
+	// noStreaming is set once a streaming list failed to end.
+	noStreaming atomic.Bool
+}
+
+var (
+	_ cache.ListerWatcher            = (*listWatch)(nil)
+	_ cache.ListerWatcherWithContext = (*listWatch)(nil)
+)
+
+func newListWatch(dyn dynamic.Interface, md metadata.Interface, m Mapping, r Resource, namespace string, bookmarkTimeout time.Duration) *listWatch {
+	lw := &listWatch{
+		bookmarkTimeout: bookmarkTimeout,
+		tweak: func(o *metav1.ListOptions) {
+			if r.LabelSelector != "" {
+				o.LabelSelector = r.LabelSelector
+			}
+			if r.FieldSelector != "" {
+				o.FieldSelector = r.FieldSelector
+			}
+		},
+	}
+	if r.MetadataOnly {
+		var c metadata.ResourceInterface = md.Resource(m.Resource)
+		if m.Namespaced {
+			c = md.Resource(m.Resource).Namespace(namespace)
+		}
+		lw.list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return c.List(ctx, o) }
+		lw.watch = c.Watch
+	} else {
+		var c dynamic.ResourceInterface = dyn.Resource(m.Resource)
+		if m.Namespaced {
+			c = dyn.Resource(m.Resource).Namespace(namespace)
+		}
+		lw.list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return c.List(ctx, o) }
+		lw.watch = c.Watch
+	}
+	return lw
+}
+
+func (lw *listWatch) List(opts metav1.ListOptions) (runtime.Object, error) {
+	return lw.ListWithContext(context.Background(), opts)
+}
+
+func (lw *listWatch) Watch(opts metav1.ListOptions) (watch.Interface, error) {
+	return lw.WatchWithContext(context.Background(), opts)
+}
+
+func (lw *listWatch) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+	lw.tweak(&opts)
+	return lw.list(ctx, opts)
+}
+
+func (lw *listWatch) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	lw.tweak(&opts)
+	streaming := opts.SendInitialEvents != nil && *opts.SendInitialEvents
+	if !streaming {
+		return lw.watch(ctx, opts)
+	}
+	if lw.noStreaming.Load() {
+		return nil, notStreamingError()
+	}
+	w, err := lw.watch(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return newBookmarkGuard(w, lw.bookmarkTimeout, func() { lw.noStreaming.Store(true) }), nil
+}
+
+// notStreamingError is an error that the reflector does not retry as a streaming list:
+// it falls back to a paginated LIST.
+func notStreamingError() error {
+	return apierrors.NewBadRequest(ErrNoInitialEventsEnd.Error())
+}
+
+// bookmarkGuard passes a streaming list's events through and ends it with an error event
+// if the initial-events-end bookmark does not arrive in time.
+type bookmarkGuard struct {
+	in       watch.Interface
+	out      chan watch.Event
+	stopOnce sync.Once
+	stopped  chan struct{}
+}
+
+func newBookmarkGuard(in watch.Interface, timeout time.Duration, onTimeout func()) *bookmarkGuard {
+	g := &bookmarkGuard{in: in, out: make(chan watch.Event), stopped: make(chan struct{})}
+	go g.run(timeout, onTimeout)
+	return g
+}
+
+func (g *bookmarkGuard) run(timeout time.Duration, onTimeout func()) {
+	defer close(g.out)
+	defer g.in.Stop()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	ended := false
+	for {
+		var expired <-chan time.Time
+		if !ended {
+			expired = timer.C
+		}
+		select {
+		case <-g.stopped:
+			return
+		case <-expired:
+			onTimeout()
+			st := notStreamingError().(*apierrors.StatusError).ErrStatus
+			st.Message = fmt.Sprintf("%s within %v", st.Message, timeout)
+			select {
+			case g.out <- watch.Event{Type: watch.Error, Object: &st}:
+			case <-g.stopped:
+			}
+			return
+		case ev, ok := <-g.in.ResultChan():
+			if !ok {
+				return
+			}
+			if !ended && ev.Type == watch.Bookmark && isInitialEventsEnd(ev.Object) {
+				ended = true
+			}
+			select {
+			case g.out <- ev:
+			case <-g.stopped:
+				return
+			}
+		}
+	}
+}
+
+func isInitialEventsEnd(obj runtime.Object) bool {
+	m, err := metaAccessor(obj)
+	if err != nil {
+		return false
+	}
+	return m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true"
+}
+
+func (g *bookmarkGuard) Stop() {
+	g.stopOnce.Do(func() { close(g.stopped) })
+}
+
+func (g *bookmarkGuard) ResultChan() <-chan watch.Event { return g.out }

@@ -1,0 +1,619 @@
+package informer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+)
+
+// Store is where the informer for one resource of one cluster keeps its objects. The
+// informer uses it as the known objects of its queue, so a relist is diffed against it,
+// and calls the mutators from a single goroutine per namespace it watches.
+// aggregate.ClusterStore implements it.
+type Store interface {
+	// ListKeys and GetByKey use client-go keys: namespace/name, or name for
+	// cluster-scoped objects.
+	cache.KeyListerGetter
+	// Apply adds or updates obj. initialList is true while the informer delivers its
+	// initial list.
+	Apply(obj runtime.Object, initialList bool)
+	// Delete removes obj. finalStateUnknown is true when the delete was detected by a
+	// relist: obj is then the last known state.
+	Delete(obj runtime.Object, finalStateUnknown bool)
+	// MarkSynced records that the initial list has been delivered completely.
+	MarkSynced()
+}
+
+// Sink hands a Set the stores of its cluster. It is implemented by the code that wires
+// a Set to the fleet.
+type Sink interface {
+	// Store returns the store for resource gvr of the Set's cluster.
+	Store(gvr schema.GroupVersionResource) Store
+	// RemoveResource drops every object of resource gvr of the Set's cluster: the
+	// cluster no longer serves it.
+	RemoveResource(gvr schema.GroupVersionResource)
+}
+
+// Limiter bounds how many clusters do their initial list at once across a fleet.
+type Limiter interface {
+	// Acquire blocks until a slot is free or ctx is done.
+	Acquire(ctx context.Context) error
+	// Release frees a slot taken by Acquire.
+	Release()
+}
+
+// NewLimiter returns a Limiter with n slots.
+func NewLimiter(n int) Limiter {
+	return chanLimiter(make(chan struct{}, max(n, 1)))
+}
+
+type chanLimiter chan struct{}
+
+func (l chanLimiter) Acquire(ctx context.Context) error {
+	select {
+	case l <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (l chanLimiter) Release() { <-l }
+
+// Options configure a Set.
+type Options struct {
+	// Cluster names the cluster in logs and errors. Required.
+	Cluster string
+	// Config reaches the cluster. Required.
+	Config *rest.Config
+	// Resources to inform on. Required.
+	Resources []Resource
+	// Sink receives the objects. Required.
+	Sink Sink
+
+	// SyncTimeout bounds the initial sync: a resource that has not synced by then is
+	// reported with ErrSyncTimeout (and keeps trying), and the Set releases its
+	// InitialSyncLimiter slot. Default 2 minutes.
+	SyncTimeout time.Duration
+	// DiscoveryInterval is how often the cluster's discovery is read again, so that a
+	// resource that appears (a CRD installed) is picked up and one that disappears is
+	// dropped. Default 30 seconds.
+	DiscoveryInterval time.Duration
+	// StreamingListTimeout bounds how long a streaming list may go without its
+	// initial-events-end bookmark before the informer falls back to a paginated LIST.
+	// Default 2 minutes.
+	StreamingListTimeout time.Duration
+	// InitialSyncLimiter, if set, is acquired before the Set's initial list and released
+	// once it has synced or SyncTimeout has passed.
+	InitialSyncLimiter Limiter
+	// KeepManagedFields keeps metadata.managedFields, which are stripped by default.
+	KeepManagedFields bool
+	// KeepSecretData keeps the data and stringData of Secrets, which are dropped by
+	// default.
+	KeepSecretData bool
+	// Transform, if set, runs on every object after the built-in transforms.
+	Transform cache.TransformFunc
+	// OnChange, if set, is called whenever the status of a resource changes. It is called
+	// without locks held and must return quickly.
+	OnChange func()
+	// Clock defaults to the real clock.
+	Clock clock.WithTicker
+}
+
+func (o *Options) validate() error {
+	var errs []error
+	if o.Cluster == "" {
+		errs = append(errs, errors.New("Options.Cluster is required"))
+	}
+	if o.Config == nil {
+		errs = append(errs, errors.New("Options.Config is required"))
+	}
+	if o.Sink == nil {
+		errs = append(errs, errors.New("Options.Sink is required"))
+	}
+	seen := map[string]bool{}
+	for i, r := range o.Resources {
+		if err := ValidateName(r.Name); err != nil {
+			errs = append(errs, fmt.Errorf("Options.Resources[%d]: %w", i, err))
+		}
+		if seen[r.Name] {
+			errs = append(errs, fmt.Errorf("Options.Resources[%d]: %q listed twice", i, r.Name))
+		}
+		seen[r.Name] = true
+	}
+	return errors.Join(errs...)
+}
+
+func (o *Options) defaults() {
+	if o.SyncTimeout == 0 {
+		o.SyncTimeout = 2 * time.Minute
+	}
+	if o.DiscoveryInterval == 0 {
+		o.DiscoveryInterval = 30 * time.Second
+	}
+	if o.StreamingListTimeout == 0 {
+		o.StreamingListTimeout = 2 * time.Minute
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	o.Resources = slices.Clone(o.Resources)
+}
+
+// State is the sync state of one resource of a Set.
+type State string
+
+const (
+	// StatePending: not resolved yet (discovery has not answered).
+	StatePending State = "Pending"
+	// StateNotFound: the cluster does not serve the resource.
+	StateNotFound State = "NotFound"
+	// StateSyncing: the informer runs and its initial list is not complete.
+	StateSyncing State = "Syncing"
+	// StateSynced: the informer's initial list is complete.
+	StateSynced State = "Synced"
+)
+
+// ResourceStatus is the state of one configured resource in one cluster.
+type ResourceStatus struct {
+	// Name is the configured name.
+	Name string
+	// Mapping is what Name resolved to; zero while Pending or NotFound.
+	Mapping Mapping
+	State   State
+	// SyncedTime is when the initial list completed.
+	SyncedTime time.Time
+	// LastError is the most recent list, watch or discovery error, cleared by a
+	// successful sync; LastErrorTime is when it happened.
+	LastError     error
+	LastErrorTime time.Time
+	// ResourceVersions is the last synced resourceVersion per watched namespace ("" for
+	// all namespaces).
+	ResourceVersions map[string]string
+}
+
+// Set runs the informers of one cluster.
+type Set struct {
+	opts Options
+
+	dyn    dynamic.Interface
+	md     metadata.Interface
+	mapper meta.RESTMapper
+	// discovery is the cached discovery behind mapper; reset drops its cache.
+	discovery *restmapper.DeferredDiscoveryRESTMapper
+
+	// rediscover asks the discovery loop to run now.
+	rediscover chan struct{}
+
+	// mu guards status and running.
+	mu sync.Mutex
+	// status is indexed like opts.Resources.
+	status []ResourceStatus
+	// running holds the informers of the resolved resources, by configured name.
+	running map[string]*runner
+}
+
+// runner is the informers of one resource: one per watched namespace.
+type runner struct {
+	mapping     Mapping
+	cancel      context.CancelFunc
+	done        chan struct{}
+	controllers map[string]cache.Controller // by namespace, "" = all
+}
+
+// New validates opts and returns a Set. Nothing runs until Start.
+func New(opts Options) (*Set, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	opts.defaults()
+	cfg := rest.CopyConfig(opts.Config)
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", opts.Cluster, err)
+	}
+	md, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", opts.Cluster, err)
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", opts.Cluster, err)
+	}
+	cached := memory.NewMemCacheClient(dc)
+	deferred := restmapper.NewDeferredDiscoveryRESTMapper(cached)
+	s := &Set{
+		opts:       opts,
+		dyn:        dyn,
+		md:         md,
+		mapper:     restmapper.NewShortcutExpander(deferred, cached, nil),
+		discovery:  deferred,
+		rediscover: make(chan struct{}, 1),
+		running:    map[string]*runner{},
+	}
+	for _, r := range opts.Resources {
+		s.status = append(s.status, ResourceStatus{Name: r.Name, State: StatePending})
+	}
+	return s, nil
+}
+
+// Start runs the informers until ctx is done, then stops them and returns ctx's error
+// cause. Objects stay in the Sink: on shutdown they are the last known state.
+func (s *Set) Start(ctx context.Context) error {
+	logger := klog.FromContext(ctx).WithValues("cluster", s.opts.Cluster)
+	ctx = klog.NewContext(ctx, logger)
+
+	if l := s.opts.InitialSyncLimiter; l != nil {
+		if err := l.Acquire(ctx); err != nil {
+			return err
+		}
+		released := false
+		release := func() {
+			if !released {
+				released = true
+				l.Release()
+			}
+		}
+		defer release()
+		s.reconcile(ctx)
+		s.waitInitialSync(ctx)
+		release()
+	} else {
+		s.reconcile(ctx)
+		go s.waitInitialSync(ctx)
+	}
+
+	ticker := s.opts.Clock.NewTicker(s.opts.DiscoveryInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			s.stopAll()
+			return context.Cause(ctx)
+		case <-ticker.C():
+		case <-s.rediscover:
+		}
+		s.reconcile(ctx)
+	}
+}
+
+// waitInitialSync waits until every resolved resource has synced, or SyncTimeout.
+func (s *Set) waitInitialSync(ctx context.Context) {
+	timeout := s.opts.Clock.NewTimer(s.opts.SyncTimeout)
+	defer timeout.Stop()
+	poll := s.opts.Clock.NewTicker(50 * time.Millisecond)
+	defer poll.Stop()
+	for !s.initialSyncDone() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timeout.C():
+			s.markSyncTimeout()
+			return
+		case <-poll.C():
+		}
+	}
+}
+
+// initialSyncDone reports whether no resource is Pending or Syncing.
+func (s *Set) initialSyncDone() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, st := range s.status {
+		if st.State == StatePending || st.State == StateSyncing {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Set) markSyncTimeout() {
+	now := s.opts.Clock.Now()
+	s.mu.Lock()
+	for i := range s.status {
+		if st := &s.status[i]; st.State == StatePending || st.State == StateSyncing {
+			err := fmt.Errorf("%s: %w after %v", st.Name, ErrSyncTimeout, s.opts.SyncTimeout)
+			if st.LastError != nil {
+				err = fmt.Errorf("%w (last error: %v)", err, st.LastError)
+			}
+			st.LastError, st.LastErrorTime = err, now
+		}
+	}
+	s.mu.Unlock()
+	s.changed()
+}
+
+// HasSynced reports whether every resource has either synced or is not served.
+func (s *Set) HasSynced() bool { return s.initialSyncDone() }
+
+// Status returns a copy of the status of every configured resource, in configured order.
+func (s *Set) Status() []ResourceStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]ResourceStatus, len(s.status))
+	for i, st := range s.status {
+		st.ResourceVersions = cloneMap(st.ResourceVersions)
+		out[i] = st
+	}
+	return out
+}
+
+func (s *Set) changed() {
+	if s.opts.OnChange != nil {
+		s.opts.OnChange()
+	}
+}
+
+// reconcile resolves every configured resource through discovery and starts, stops or
+// restarts its informers to match.
+func (s *Set) reconcile(ctx context.Context) {
+	s.discovery.Reset()
+	for i, r := range s.opts.Resources {
+		m, err := resolve(s.mapper, r.Name)
+		s.mu.Lock()
+		cur := s.running[r.Name]
+		s.mu.Unlock()
+		switch {
+		case err == nil:
+			if cur != nil && cur.mapping == m {
+				continue
+			}
+			if cur != nil {
+				s.stop(r.Name, cur)
+				s.opts.Sink.RemoveResource(cur.mapping.Resource)
+			}
+			s.start(ctx, i, r, m)
+		case errors.Is(err, ErrResourceNotFound):
+			if cur != nil {
+				klog.FromContext(ctx).Info("Resource no longer served; dropping its objects", "resource", r.Name, "gvr", cur.mapping.Resource)
+				s.stop(r.Name, cur)
+				s.opts.Sink.RemoveResource(cur.mapping.Resource)
+			}
+			s.setStatus(i, func(st *ResourceStatus) {
+				st.State, st.Mapping, st.ResourceVersions = StateNotFound, Mapping{}, nil
+				st.LastError, st.LastErrorTime = err, s.opts.Clock.Now()
+			})
+		default:
+			// Discovery failed (the cluster may be unreachable): keep what runs, record
+			// the error, and try again next round rather than once per resource.
+			now := s.opts.Clock.Now()
+			for j := i; j < len(s.opts.Resources); j++ {
+				s.setStatus(j, func(st *ResourceStatus) { st.LastError, st.LastErrorTime = err, now })
+			}
+			return
+		}
+	}
+}
+
+func (s *Set) setStatus(i int, update func(*ResourceStatus)) {
+	s.mu.Lock()
+	before := s.status[i]
+	update(&s.status[i])
+	after := s.status[i]
+	s.mu.Unlock()
+	if before.State != after.State || !errors.Is(after.LastError, before.LastError) || before.Mapping != after.Mapping {
+		s.changed()
+	}
+}
+
+// start runs the informers of resource r (index i), resolved to m.
+func (s *Set) start(ctx context.Context, i int, r Resource, m Mapping) {
+	ctx, cancel := context.WithCancel(ctx)
+	run := &runner{mapping: m, cancel: cancel, done: make(chan struct{}), controllers: map[string]cache.Controller{}}
+	store := s.opts.Sink.Store(m.Resource)
+	namespaces := []string{metav1.NamespaceAll}
+	if m.Namespaced && len(r.Namespaces) > 0 {
+		namespaces = r.Namespaces
+	}
+	var wg sync.WaitGroup
+	for _, ns := range namespaces {
+		var known cache.KeyListerGetter = store
+		if ns != metav1.NamespaceAll {
+			known = namespaceKeys{store: store, namespace: ns}
+		}
+		var objType runtime.Object = &unstructured.Unstructured{}
+		if r.MetadataOnly {
+			objType = &metav1.PartialObjectMetadata{}
+		}
+		ctrl := cache.New(&cache.Config{
+			Queue: cache.NewRealFIFOWithOptions(cache.RealFIFOOptions{
+				Name:         fmt.Sprintf("%s %s %s", s.opts.Cluster, m.Resource, ns),
+				KeyFunction:  cache.DeletionHandlingMetaNamespaceKeyFunc,
+				KnownObjects: known,
+				Transformer:  s.transform(m),
+			}),
+			ListerWatcher:     newListWatch(s.dyn, s.md, m, r, ns, s.opts.StreamingListTimeout),
+			ObjectType:        objType,
+			ObjectDescription: m.Resource.String(),
+			Process:           processDeltas(store),
+			WatchErrorHandlerWithContext: func(ctx context.Context, _ *cache.Reflector, err error) {
+				s.watchError(ctx, i, err)
+			},
+		})
+		run.controllers[ns] = ctrl
+		wg.Go(func() { ctrl.RunWithContext(ctx) })
+	}
+	go func() {
+		wg.Wait()
+		close(run.done)
+	}()
+	s.mu.Lock()
+	s.running[r.Name] = run
+	s.mu.Unlock()
+	s.setStatus(i, func(st *ResourceStatus) {
+		st.State, st.Mapping, st.SyncedTime, st.ResourceVersions = StateSyncing, m, time.Time{}, nil
+	})
+	go s.watchSync(ctx, i, run, store)
+}
+
+// watchSync marks resource i Synced once all its informers have synced.
+func (s *Set) watchSync(ctx context.Context, i int, run *runner, store Store) {
+	poll := s.opts.Clock.NewTicker(20 * time.Millisecond)
+	defer poll.Stop()
+	for {
+		synced := true
+		for _, c := range run.controllers {
+			synced = synced && c.HasSynced()
+		}
+		if synced {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-poll.C():
+		}
+	}
+	store.MarkSynced()
+	rvs := map[string]string{}
+	for ns, c := range run.controllers {
+		rvs[ns] = c.LastSyncResourceVersion()
+	}
+	s.setStatus(i, func(st *ResourceStatus) {
+		st.State, st.SyncedTime, st.ResourceVersions = StateSynced, s.opts.Clock.Now(), rvs
+		st.LastError, st.LastErrorTime = nil, time.Time{}
+	})
+}
+
+// watchError records a list or watch error of resource i. A NotFound means the resource
+// may be gone: discovery runs again at once.
+func (s *Set) watchError(ctx context.Context, i int, err error) {
+	cache.DefaultWatchErrorHandler(ctx, nil, err)
+	s.setStatus(i, func(st *ResourceStatus) { st.LastError, st.LastErrorTime = err, s.opts.Clock.Now() })
+	if apierrors.IsNotFound(err) {
+		select {
+		case s.rediscover <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (s *Set) stop(name string, run *runner) {
+	run.cancel()
+	<-run.done
+	s.mu.Lock()
+	if s.running[name] == run {
+		delete(s.running, name)
+	}
+	s.mu.Unlock()
+}
+
+func (s *Set) stopAll() {
+	s.mu.Lock()
+	running := make(map[string]*runner, len(s.running))
+	for k, v := range s.running {
+		running[k] = v
+	}
+	s.mu.Unlock()
+	for name, run := range running {
+		s.stop(name, run)
+	}
+}
+
+// transform strips what nobody queries before an object reaches the store.
+func (s *Set) transform(m Mapping) cache.TransformFunc {
+	secrets := m.Resource.Group == "" && m.Resource.Resource == "secrets"
+	return func(obj interface{}) (interface{}, error) {
+		if !s.opts.KeepManagedFields {
+			if a, err := meta.Accessor(obj); err == nil {
+				a.SetManagedFields(nil)
+			}
+		}
+		if secrets && !s.opts.KeepSecretData {
+			if u, ok := obj.(*unstructured.Unstructured); ok {
+				unstructured.RemoveNestedField(u.Object, "data")
+				unstructured.RemoveNestedField(u.Object, "stringData")
+			}
+		}
+		if s.opts.Transform != nil {
+			return s.opts.Transform(obj)
+		}
+		return obj, nil
+	}
+}
+
+// processDeltas applies the deltas popped from an informer's queue to store.
+func processDeltas(store Store) cache.ProcessFunc {
+	return func(obj interface{}, initialList bool) error {
+		deltas, ok := obj.(cache.Deltas)
+		if !ok {
+			return fmt.Errorf("unexpected %T from the informer queue", obj)
+		}
+		for _, d := range deltas {
+			switch d.Type {
+			case cache.Deleted:
+				if tomb, ok := d.Object.(cache.DeletedFinalStateUnknown); ok {
+					if o, ok := tomb.Obj.(runtime.Object); ok {
+						store.Delete(o, true)
+					}
+					continue
+				}
+				if o, ok := d.Object.(runtime.Object); ok {
+					store.Delete(o, false)
+				}
+			default: // Added, Updated, Replaced, Sync
+				o, ok := d.Object.(runtime.Object)
+				if !ok {
+					return fmt.Errorf("unexpected %T in a %s delta", d.Object, d.Type)
+				}
+				store.Apply(o, initialList)
+			}
+		}
+		return nil
+	}
+}
+
+// namespaceKeys is the part of a store in one namespace: the known objects of an
+// informer that watches only that namespace, so that its relists do not delete the
+// objects of other namespaces.
+type namespaceKeys struct {
+	store     cache.KeyListerGetter
+	namespace string
+}
+
+func (n namespaceKeys) ListKeys() []string {
+	prefix := n.namespace + "/"
+	var keys []string
+	for _, k := range n.store.ListKeys() {
+		if len(k) > len(prefix) && k[:len(prefix)] == prefix {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+func (n namespaceKeys) GetByKey(key string) (interface{}, bool, error) {
+	return n.store.GetByKey(key)
+}
+
+func metaAccessor(obj runtime.Object) (metav1.Object, error) { return meta.Accessor(obj) }
+
+func cloneMap(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}

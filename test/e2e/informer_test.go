@@ -1,0 +1,374 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/fleetwatch/fleetwatch/informer"
+	"github.com/fleetwatch/fleetwatch/internal/testenv"
+)
+
+// recordingSink is an informer.Sink that keeps objects in maps and records every call,
+// to test package informer on its own against real clusters.
+type recordingSink struct {
+	mu      sync.Mutex
+	stores  map[schema.GroupVersionResource]*recordingStore
+	removed []schema.GroupVersionResource
+}
+
+func newRecordingSink() *recordingSink {
+	return &recordingSink{stores: map[schema.GroupVersionResource]*recordingStore{}}
+}
+
+func (s *recordingSink) Store(gvr schema.GroupVersionResource) informer.Store {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.stores[gvr]
+	if !ok {
+		st = &recordingStore{objects: map[string]runtime.Object{}}
+		s.stores[gvr] = st
+	}
+	return st
+}
+
+func (s *recordingSink) RemoveResource(gvr schema.GroupVersionResource) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.removed = append(s.removed, gvr)
+	delete(s.stores, gvr)
+}
+
+func (s *recordingSink) store(gvr schema.GroupVersionResource) *recordingStore {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stores[gvr]
+}
+
+type recordingStore struct {
+	mu      sync.Mutex
+	objects map[string]runtime.Object
+	synced  bool
+	// calls counts Apply calls for keys that were already present with the same
+	// resourceVersion (no-ops), added, updated and deleted keys.
+	noops, adds, updates, deletes, tombstones int
+	updated                                   []string
+}
+
+func (s *recordingStore) ListKeys() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	keys := make([]string, 0, len(s.objects))
+	for k := range s.objects {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+func (s *recordingStore) GetByKey(key string) (interface{}, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o, ok := s.objects[key]
+	return o, ok, nil
+}
+
+func (s *recordingStore) Apply(obj runtime.Object, _ bool) {
+	key, _ := cache.MetaNamespaceKeyFunc(obj)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, ok := s.objects[key]
+	switch {
+	case !ok:
+		s.adds++
+	case rvOf(old) == rvOf(obj):
+		s.noops++
+	default:
+		s.updates++
+		s.updated = append(s.updated, fmt.Sprintf("%s %s->%s", key, rvOf(old), rvOf(obj)))
+	}
+	s.objects[key] = obj
+}
+
+func (s *recordingStore) Delete(obj runtime.Object, finalStateUnknown bool) {
+	key, _ := cache.MetaNamespaceKeyFunc(obj)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.objects, key)
+	s.deletes++
+	if finalStateUnknown {
+		s.tombstones++
+	}
+}
+
+func (s *recordingStore) MarkSynced() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.synced = true
+}
+
+// snapshot returns key → resourceVersion.
+func (s *recordingStore) snapshot() map[string]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]string{}
+	for k, o := range s.objects {
+		out[k] = rvOf(o)
+	}
+	return out
+}
+
+func rvOf(obj runtime.Object) string {
+	a, err := meta.Accessor(obj)
+	if err != nil {
+		return ""
+	}
+	return a.GetResourceVersion()
+}
+
+var (
+	podsGVR       = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	configMapsGVR = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+)
+
+// serverTruth lists gvr in c and returns namespace/name → resourceVersion.
+func serverTruth(ctx context.Context, t *testing.T, c *testenv.Cluster, gvr schema.GroupVersionResource, opts metav1.ListOptions) map[string]string {
+	t.Helper()
+	list, err := c.Dynamic().Resource(gvr).List(ctx, opts)
+	if err != nil {
+		t.Fatalf("listing %s in %s: %v", gvr.Resource, c.Name, err)
+	}
+	out := map[string]string{}
+	for _, item := range list.Items {
+		key, _ := cache.MetaNamespaceKeyFunc(&item)
+		out[key] = item.GetResourceVersion()
+	}
+	return out
+}
+
+func diffRVs(want, got map[string]string) string {
+	var d string
+	for k, rv := range want {
+		if g, ok := got[k]; !ok {
+			d += fmt.Sprintf("missing %s@%s; ", k, rv)
+		} else if g != rv {
+			d += fmt.Sprintf("stale %s: have %s, server %s; ", k, g, rv)
+		}
+	}
+	for k, rv := range got {
+		if _, ok := want[k]; !ok {
+			d += fmt.Sprintf("ghost %s@%s; ", k, rv)
+		}
+	}
+	return d
+}
+
+// eventually polls cond until it returns "" (no difference) or timeout, then fails with
+// the last difference.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() string) {
+	t.Helper()
+	var last string
+	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		last = cond()
+		return last == "", nil
+	})
+	if err != nil {
+		t.Fatalf("%s: after %v: %s", what, timeout, last)
+	}
+}
+
+// startSet starts a Set until the test ends or the returned stop is called.
+func startSet(t *testing.T, opts informer.Options) (*informer.Set, func()) {
+	t.Helper()
+	set, err := informer.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = set.Start(ctx)
+	}()
+	stop := func() {
+		cancel()
+		<-done
+	}
+	t.Cleanup(stop)
+	return set, stop
+}
+
+// TestInformerSet runs one informer set against a real cluster: resources resolved
+// through discovery (a CRD that is missing, then installed, then removed), transforms,
+// namespace and label filters, and a relist after 410 Gone diffed against the store.
+func TestInformerSet(t *testing.T) {
+	env := testenv.New(t, testenv.Options{Clusters: 1})
+	c := env.Clusters[0]
+	ctx := t.Context()
+	if err := c.Seed(ctx, testenv.SampleOptions{Namespaces: []string{"shop", "payments"}, Deployments: 3, Replicas: 3}); err != nil {
+		t.Fatal(err)
+	}
+	createConfigMap(t, c.Clientset(), "shop", "settings", c.Name)
+	createConfigMap(t, c.Clientset(), "payments", "settings", c.Name)
+
+	sink := newRecordingSink()
+	set, stop := startSet(t, informer.Options{
+		Cluster: c.Name,
+		Config:  c.RESTConfig(),
+		Sink:    sink,
+		Resources: []informer.Resource{
+			{Name: "pods", LabelSelector: "tier=frontend"},
+			{Name: "configmaps", Namespaces: []string{"shop"}, MetadataOnly: true},
+			{Name: "deploy"}, // a short name
+			{Name: "widgets.v1alpha1.example.com"},
+		},
+		DiscoveryInterval: 500 * time.Millisecond,
+	})
+	eventually(t, 60*time.Second, "initial sync", func() string {
+		if !set.HasSynced() {
+			return fmt.Sprintf("not synced: %+v", set.Status())
+		}
+		return ""
+	})
+
+	st := set.Status()
+	if st[2].Mapping.Resource != (schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}) {
+		t.Errorf("deploy resolved to %v", st[2].Mapping.Resource)
+	}
+	if st[3].State != informer.StateNotFound {
+		t.Errorf("widgets without a CRD: state %s, want NotFound", st[3].State)
+	}
+
+	pods := sink.store(podsGVR)
+	if d := diffRVs(serverTruth(ctx, t, c, podsGVR, metav1.ListOptions{LabelSelector: "tier=frontend"}), pods.snapshot()); d != "" {
+		t.Errorf("pods (tier=frontend): %s", d)
+	}
+	for _, o := range pods.objects {
+		if a, _ := meta.Accessor(o); len(a.GetManagedFields()) != 0 {
+			t.Fatalf("managedFields not stripped from %s", a.GetName())
+		}
+	}
+	cms := sink.store(configMapsGVR)
+	want := serverTruth(ctx, t, c, configMapsGVR, metav1.ListOptions{})
+	for k := range want {
+		if ns, _, _ := cache.SplitMetaNamespaceKey(k); ns != "shop" {
+			delete(want, k)
+		}
+	}
+	if d := diffRVs(want, cms.snapshot()); d != "" {
+		t.Errorf("configmaps in shop: %s", d)
+	}
+	for k, o := range cms.objects {
+		if _, ok := o.(*metav1.PartialObjectMetadata); !ok {
+			t.Errorf("metadata-only configmap %s is a %T", k, o)
+		}
+	}
+
+	t.Run("CRD installed later is picked up, removed is dropped", func(t *testing.T) {
+		if err := c.InstallWidgetCRD(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Dynamic().Resource(testenv.WidgetGVR).Namespace("shop").Create(ctx, testenv.Widget("shop", "w1", nil), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 30*time.Second, "widget cached", func() string {
+			if s := sink.store(testenv.WidgetGVR); s == nil || len(s.snapshot()) != 1 {
+				return fmt.Sprintf("status %+v", set.Status()[3])
+			}
+			return ""
+		})
+		if err := c.DeleteWidgetCRD(ctx); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 30*time.Second, "widgets dropped", func() string {
+			if s := set.Status()[3]; s.State != informer.StateNotFound {
+				return fmt.Sprintf("state %s", s.State)
+			}
+			if s := sink.store(testenv.WidgetGVR); s != nil && len(s.snapshot()) != 0 {
+				return fmt.Sprintf("still cached: %v", s.snapshot())
+			}
+			return ""
+		})
+	})
+
+	resetCounts := func() {
+		pods.mu.Lock()
+		defer pods.mu.Unlock()
+		pods.adds, pods.updates, pods.noops, pods.deletes, pods.tombstones, pods.updated = 0, 0, 0, 0, 0, nil
+	}
+	checkCounts := func(t *testing.T, adds, deletes, tombstones int) {
+		t.Helper()
+		pods.mu.Lock()
+		defer pods.mu.Unlock()
+		if pods.updates != 0 {
+			t.Errorf("%d updates for unchanged pods: %v", pods.updates, pods.updated)
+		}
+		if pods.adds != adds || pods.deletes != deletes || pods.tombstones != tombstones {
+			t.Errorf("adds/deletes/tombstones = %d/%d/%d, want %d/%d/%d", pods.adds, pods.deletes, pods.tombstones, adds, deletes, tombstones)
+		}
+	}
+	frontend := metav1.ListOptions{LabelSelector: "tier=frontend"}
+	cs := c.Clientset()
+	newPod := func(name string) {
+		t.Helper()
+		_, err := cs.CoreV1().Pods("shop").Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name, Labels: map[string]string{"tier": "frontend"}},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	t.Run("relist after 410 Gone is diffed against the store", func(t *testing.T) {
+		resetCounts()
+		if err := c.StopAPIServer(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Compact(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.StartAPIServer(ctx); err != nil {
+			t.Fatal(err)
+		}
+		newPod("web-new")
+		eventually(t, 60*time.Second, "pods converge after 410", func() string {
+			return diffRVs(serverTruth(ctx, t, c, podsGVR, frontend), pods.snapshot())
+		})
+		checkCounts(t, 1, 0, 0)
+	})
+
+	t.Run("changes while the informers were down arrive as a diff", func(t *testing.T) {
+		stop()
+		if err := cs.CoreV1().Pods("shop").Delete(ctx, "web-1", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		newPod("web-new-2")
+		if _, err := c.Compact(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.RestartAPIServer(ctx); err != nil {
+			t.Fatal(err)
+		}
+		resetCounts()
+		_, _ = startSet(t, informer.Options{
+			Cluster:   c.Name,
+			Config:    c.RESTConfig(),
+			Sink:      sink,
+			Resources: []informer.Resource{{Name: "pods", LabelSelector: "tier=frontend"}},
+		})
+		eventually(t, 60*time.Second, "pods converge after restart", func() string {
+			return diffRVs(serverTruth(ctx, t, c, podsGVR, frontend), pods.snapshot())
+		})
+		checkCounts(t, 1, 1, 1)
+	})
+}
