@@ -37,11 +37,11 @@ func ValidateName(name string) error {
 	if strings.ToLower(name) != name {
 		return fmt.Errorf("%w: %q must be lower case", ErrInvalidResource, name)
 	}
-	res, rest, _ := strings.Cut(name, ".")
+	res, rest, dotted := strings.Cut(name, ".")
 	if errs := validation.IsDNS1035Label(res); len(errs) > 0 && validation.IsDNS1123Label(res) != nil {
 		return fmt.Errorf("%w: %q: %s", ErrInvalidResource, name, strings.Join(errs, "; "))
 	}
-	if rest != "" {
+	if dotted {
 		if errs := validation.IsDNS1123Subdomain(rest); len(errs) > 0 {
 			return fmt.Errorf("%w: %q: %s", ErrInvalidResource, name, strings.Join(errs, "; "))
 		}
