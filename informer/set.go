@@ -34,11 +34,11 @@ type Store interface {
 	// cluster-scoped objects.
 	cache.KeyListerGetter
 	// Apply adds or updates obj. initialList is true while the informer delivers its
-	// initial list.
-	Apply(obj runtime.Object, initialList bool)
+	// initial list. It fails only for an object without metadata.
+	Apply(obj runtime.Object, initialList bool) error
 	// Delete removes obj. finalStateUnknown is true when the delete was detected by a
 	// relist: obj is then the last known state.
-	Delete(obj runtime.Object, finalStateUnknown bool)
+	Delete(obj runtime.Object, finalStateUnknown bool) error
 	// MarkSynced records that the initial list has been delivered completely.
 	MarkSynced()
 }
@@ -558,27 +558,24 @@ func processDeltas(store Store) cache.ProcessFunc {
 		if !ok {
 			return fmt.Errorf("unexpected %T from the informer queue", obj)
 		}
+		var errs []error
 		for _, d := range deltas {
-			switch d.Type {
-			case cache.Deleted:
-				if tomb, ok := d.Object.(cache.DeletedFinalStateUnknown); ok {
-					if o, ok := tomb.Obj.(runtime.Object); ok {
-						store.Delete(o, true)
-					}
-					continue
-				}
-				if o, ok := d.Object.(runtime.Object); ok {
-					store.Delete(o, false)
-				}
-			default: // Added, Updated, Replaced, Sync
-				o, ok := d.Object.(runtime.Object)
-				if !ok {
-					return fmt.Errorf("unexpected %T in a %s delta", d.Object, d.Type)
-				}
-				store.Apply(o, initialList)
+			obj, finalStateUnknown := d.Object, false
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj, finalStateUnknown = tomb.Obj, true
+			}
+			o, ok := obj.(runtime.Object)
+			if !ok {
+				errs = append(errs, fmt.Errorf("unexpected %T in a %s delta", obj, d.Type))
+				continue
+			}
+			if d.Type == cache.Deleted {
+				errs = append(errs, store.Delete(o, finalStateUnknown))
+			} else { // Added, Updated, Replaced, Sync
+				errs = append(errs, store.Apply(o, initialList))
 			}
 		}
-		return nil
+		return errors.Join(errs...)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -48,8 +49,67 @@ type Cluster struct {
 	etcd      *process
 	apiserver *process
 
-	// mu serializes the fault methods, which stop and start several processes.
+	// mu serializes the fault methods, which stop and start several processes, and
+	// guards extra.
 	mu sync.Mutex
+	// extra are the additional apiservers started by AddAPIServer.
+	extra []*APIServer
+}
+
+// APIServer is an additional kube-apiserver of a Cluster, on the same etcd: the same
+// cluster reached at another address, as in a highly available control plane. Tests use
+// it to change a cluster while the apiserver that fleetwatch watches is paused.
+type APIServer struct {
+	cluster *Cluster
+	port    int
+	proc    *process
+}
+
+// Server is the additional apiserver's URL.
+func (a *APIServer) Server() string { return fmt.Sprintf("https://127.0.0.1:%d", a.port) }
+
+// RESTConfig returns an admin rest.Config for the additional apiserver.
+func (a *APIServer) RESTConfig() *rest.Config {
+	cfg := a.cluster.RESTConfig()
+	cfg.Host = a.Server()
+	return cfg
+}
+
+// Stop stops the additional apiserver.
+func (a *APIServer) Stop() error { return a.proc.stop(stopGrace) }
+
+// AddAPIServer starts another kube-apiserver on the cluster's etcd and waits until it
+// is ready. It is stopped by Env.Close, or earlier by its Stop.
+func (c *Cluster) AddAPIServer(ctx context.Context) (*APIServer, error) {
+	ports, err := freePorts(1)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := len(c.extra) + 1
+	a := &APIServer{cluster: c, port: ports[0]}
+	args := c.apiserverArgs()
+	for i, arg := range args {
+		if strings.HasPrefix(arg, "--secure-port=") {
+			args[i] = "--secure-port=" + strconv.Itoa(a.port)
+		}
+	}
+	a.proc = &process{
+		name:    fmt.Sprintf("kube-apiserver %s #%d", c.Name, n+1),
+		path:    c.apiserver.path,
+		args:    args,
+		logPath: filepath.Join(c.dir, fmt.Sprintf("kube-apiserver-%d.log", n+1)),
+	}
+	c.extra = append(c.extra, a)
+	if err := a.proc.start(); err != nil {
+		return nil, err
+	}
+	if err := a.proc.errWithLog(c.waitReadyAt(ctx, a.Server(), a.proc)); err != nil {
+		_ = a.proc.kill()
+		return nil, err
+	}
+	return a, nil
 }
 
 // Server is the apiserver URL, such as https://127.0.0.1:34567.
@@ -175,14 +235,18 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 
 // waitReady waits until /readyz passes and the namespaces that every cluster has exist.
 func (c *Cluster) waitReady(ctx context.Context) error {
-	return waitUntil(ctx, 120*time.Second, c.apiserver, func(ctx context.Context) error {
-		if code, body, err := c.get(ctx, "/readyz"); err != nil {
+	return c.waitReadyAt(ctx, c.Server(), c.apiserver)
+}
+
+func (c *Cluster) waitReadyAt(ctx context.Context, server string, p *process) error {
+	return waitUntil(ctx, 120*time.Second, p, func(ctx context.Context) error {
+		if code, body, err := c.getAt(ctx, server, "/readyz"); err != nil {
 			return err
 		} else if code != http.StatusOK {
 			return fmt.Errorf("/readyz: %d %s", code, body)
 		}
 		for _, ns := range []string{metav1.NamespaceSystem, metav1.NamespaceDefault} {
-			if code, _, err := c.get(ctx, "/api/v1/namespaces/"+ns); err != nil {
+			if code, _, err := c.getAt(ctx, server, "/api/v1/namespaces/"+ns); err != nil {
 				return err
 			} else if code != http.StatusOK {
 				return fmt.Errorf("namespace %s: %d", ns, code)
@@ -245,6 +309,11 @@ func (c *Cluster) ResumeAPIServer() error {
 func (c *Cluster) Recreate(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	for _, a := range c.extra {
+		if err := a.proc.stop(stopGrace); err != nil {
+			return err
+		}
+	}
 	if err := c.apiserver.stop(stopGrace); err != nil {
 		return err
 	}
@@ -300,9 +369,13 @@ func (c *Cluster) Metrics(ctx context.Context) (Metrics, error) {
 
 // get sends an authenticated GET to the apiserver with a short timeout.
 func (c *Cluster) get(ctx context.Context, path string) (int, []byte, error) {
+	return c.getAt(ctx, c.Server(), path)
+}
+
+func (c *Cluster) getAt(ctx context.Context, server, path string) (int, []byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.Server()+path, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, server+path, nil)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -221,7 +222,14 @@ func (e *Env) Close() error {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				err := errors.Join(c.apiserver.stop(stopGrace), c.etcd.stop(stopGrace))
+				c.mu.Lock()
+				extra := slices.Clone(c.extra)
+				c.mu.Unlock()
+				var err error
+				for _, a := range extra {
+					err = errors.Join(err, a.proc.stop(stopGrace))
+				}
+				err = errors.Join(err, c.apiserver.stop(stopGrace), c.etcd.stop(stopGrace))
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()

@@ -104,6 +104,29 @@ func TestHarness(t *testing.T) {
 		}
 	})
 
+	t.Run("a second apiserver changes the cluster while the first is paused", func(t *testing.T) {
+		c := env.Clusters[1]
+		second, err := c.AddAPIServer(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer second.Stop()
+		if err := c.PauseAPIServer(); err != nil {
+			t.Fatal(err)
+		}
+		err = kubernetes.NewForConfigOrDie(second.RESTConfig()).CoreV1().ConfigMaps("harness").Delete(ctx, "owner", metav1.DeleteOptions{})
+		if resumeErr := c.ResumeAPIServer(); resumeErr != nil {
+			t.Fatal(resumeErr)
+		}
+		if err != nil {
+			t.Fatalf("delete through the second apiserver: %v", err)
+		}
+		_, err = c.Clientset().CoreV1().ConfigMaps("harness").Get(ctx, "owner", metav1.GetOptions{})
+		if !apierrors.IsNotFound(err) {
+			t.Errorf("the first apiserver after resume: want NotFound, got %v", err)
+		}
+	})
+
 	t.Run("recreate gives an empty cluster with a new identity", func(t *testing.T) {
 		c := env.Clusters[2]
 		before, err := c.UID(ctx)

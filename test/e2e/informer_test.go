@@ -82,7 +82,7 @@ func (s *recordingStore) GetByKey(key string) (interface{}, bool, error) {
 	return o, ok, nil
 }
 
-func (s *recordingStore) Apply(obj runtime.Object, _ bool) {
+func (s *recordingStore) Apply(obj runtime.Object, _ bool) error {
 	key, _ := cache.MetaNamespaceKeyFunc(obj)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -97,9 +97,10 @@ func (s *recordingStore) Apply(obj runtime.Object, _ bool) {
 		s.updated = append(s.updated, fmt.Sprintf("%s %s->%s", key, rvOf(old), rvOf(obj)))
 	}
 	s.objects[key] = obj
+	return nil
 }
 
-func (s *recordingStore) Delete(obj runtime.Object, finalStateUnknown bool) {
+func (s *recordingStore) Delete(obj runtime.Object, finalStateUnknown bool) error {
 	key, _ := cache.MetaNamespaceKeyFunc(obj)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -108,6 +109,7 @@ func (s *recordingStore) Delete(obj runtime.Object, finalStateUnknown bool) {
 	if finalStateUnknown {
 		s.tombstones++
 	}
+	return nil
 }
 
 func (s *recordingStore) MarkSynced() {
