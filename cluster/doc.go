@@ -1,11 +1,27 @@
-// Package cluster turns kubeconfig files into clusters.
+// Package cluster turns kubeconfig files into clusters and keeps the set of clusters in
+// step with the files.
 //
-// Every context of the loaded kubeconfig files that passes the include and exclude globs
-// becomes one cluster, named by its context (or by an alias). A cluster carries its
-// rest.Config and its identity: the UID of its kube-system namespace and its server URL.
-// The set of clusters changes at runtime when kubeconfig files change: clusters are added,
-// removed, or replaced when their server or credentials change. Each cluster is probed for
-// health and reconnected with capped, jittered backoff.
+// Load reads the kubeconfig files named by Options (files, directories, $KUBECONFIG or
+// ~/.kube/config) and returns a Cluster for every context that passes the include and
+// exclude globs. A Cluster is named after its context or an alias, and carries a
+// rest.Config and a Fingerprint of its connection settings. Each context is resolved
+// within its own file; a context defined twice, or two contexts with one cluster name,
+// are errors.
+//
+// A Provider does the same at runtime. Start loads the files, engages every cluster
+// with an Aware, then follows the files (file events on their directories, and a poll):
+//
+//	files ──► Load ──► diff by name and Fingerprint ──► Aware.Engage(ctx, c)   new
+//	                                                ──► cancel ctx, Disengage  gone
+//	                                                ──► both, in that order    replaced
+//
+// The ctx given to Engage lives as long as the cluster is in the set. Its cause tells
+// removal (ErrClusterRemoved, ErrClusterReplaced) from shutdown.
+//
+// For each engaged cluster, a consumer typically reads its Identity (the UID of the
+// kube-system namespace, and the server) with ReadIdentity, to check persisted state
+// against it, and runs RunHealth with the Engage ctx to learn when the cluster becomes
+// unreachable or healthy again; RunHealth probes /readyz with capped, jittered backoff.
 //
 // This package knows nothing about resources or storage.
 package cluster

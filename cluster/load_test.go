@@ -1,0 +1,529 @@
+package cluster
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/fleetwatch/fleetwatch/cluster/clustertest"
+)
+
+const (
+	arnProd    = "arn:aws:eks:eu-west-1:123:cluster/prod"
+	arnStaging = "arn:aws:eks:eu-west-1:123:cluster/staging"
+)
+
+// kctx returns a test context with its own server and token.
+func kctx(name string) clustertest.Context {
+	return clustertest.Context{
+		Name:   name,
+		Server: "https://" + strings.NewReplacer(":", "-", "/", "-").Replace(name) + ".example:6443",
+		Token:  "token-" + name,
+	}
+}
+
+// writeFile writes a hand-written file, creating its directory.
+func writeFile(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	clustertest.WriteFile(t, path, []byte(data))
+}
+
+// loaded is what a test expects of a Cluster.
+type loaded struct {
+	Name, Context, File string // File is relative to the test directory
+}
+
+func TestLoad(t *testing.T) {
+	tests := []struct {
+		name  string
+		setup func(t *testing.T, dir string) Options
+		want  []loaded
+	}{{
+		name: "one file, two contexts",
+		setup: func(t *testing.T, dir string) Options {
+			clustertest.WriteKubeconfig(t, filepath.Join(dir, "a.yaml"), kctx("b"), kctx("a"))
+			return Options{Kubeconfigs: []string{filepath.Join(dir, "a.yaml")}}
+		},
+		want: []loaded{{"a", "a", "a.yaml"}, {"b", "b", "a.yaml"}},
+	}, {
+		name: "several files",
+		setup: func(t *testing.T, dir string) Options {
+			clustertest.WriteKubeconfig(t, filepath.Join(dir, "a.yaml"), kctx("a"))
+			clustertest.WriteKubeconfig(t, filepath.Join(dir, "b.yaml"), kctx("b"), kctx("c"))
+			return Options{Kubeconfigs: []string{filepath.Join(dir, "b.yaml"), filepath.Join(dir, "a.yaml")}}
+		},
+		want: []loaded{{"a", "a", "a.yaml"}, {"b", "b", "b.yaml"}, {"c", "c", "b.yaml"}},
+	}, {
+		name: "directory: regular files only, no dot files, no subdirectories",
+		setup: func(t *testing.T, dir string) Options {
+			d := filepath.Join(dir, "kc")
+			if err := os.MkdirAll(filepath.Join(d, "sub"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			clustertest.WriteKubeconfig(t, filepath.Join(d, "2.yaml"), kctx("b"))
+			clustertest.WriteKubeconfig(t, filepath.Join(d, "1.yaml"), kctx("a"))
+			clustertest.WriteKubeconfig(t, filepath.Join(d, "sub", "3.yaml"), kctx("c"))
+			writeFile(t, filepath.Join(d, ".1.yaml.swp"), "\x00garbage")
+			if err := os.Symlink(filepath.Join(d, "1.yaml"), filepath.Join(dir, "link.yaml")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(filepath.Join(dir, "link.yaml"), filepath.Join(d, "0-link.yaml")); err != nil {
+				t.Fatal(err)
+			}
+			clustertest.WriteKubeconfig(t, filepath.Join(dir, "other", "d.yaml"), kctx("d"))
+			if err := os.Symlink(filepath.Join(dir, "other", "d.yaml"), filepath.Join(d, "4.yaml")); err != nil {
+				t.Fatal(err)
+			}
+			return Options{Kubeconfigs: []string{d}, Exclude: []string{"a"}}
+		},
+		want: []loaded{{"b", "b", "kc/2.yaml"}, {"d", "d", "kc/4.yaml"}},
+	}, {
+		name: "a file listed itself and through its directory is read once",
+		setup: func(t *testing.T, dir string) Options {
+			clustertest.WriteKubeconfig(t, filepath.Join(dir, "kc", "a.yaml"), kctx("a"))
+			return Options{Kubeconfigs: []string{filepath.Join(dir, "kc"), filepath.Join(dir, "kc", "..", "kc", "a.yaml")}}
+		},
+		want: []loaded{{"a", "a", "kc/a.yaml"}},
+	}, {
+		name: "default: the KUBECONFIG path list",
+		setup: func(t *testing.T, dir string) Options {
+			clustertest.WriteKubeconfig(t, filepath.Join(dir, "a.yaml"), kctx("a"))
+			clustertest.WriteKubeconfig(t, filepath.Join(dir, "b.yaml"), kctx("b"))
+			t.Setenv("KUBECONFIG", filepath.Join(dir, "a.yaml")+string(filepath.ListSeparator)+string(filepath.ListSeparator)+filepath.Join(dir, "b.yaml"))
+			return Options{}
+		},
+		want: []loaded{{"a", "a", "a.yaml"}, {"b", "b", "b.yaml"}},
+	}, {
+		name: "default: ~/.kube/config",
+		setup: func(t *testing.T, dir string) Options {
+			clustertest.WriteKubeconfig(t, filepath.Join(dir, ".kube", "config"), kctx("home"))
+			t.Setenv("KUBECONFIG", "")
+			t.Setenv("HOME", dir)
+			return Options{}
+		},
+		want: []loaded{{"home", "home", ".kube/config"}},
+	}, {
+		name: "~ is expanded",
+		setup: func(t *testing.T, dir string) Options {
+			clustertest.WriteKubeconfig(t, filepath.Join(dir, "x", "kc.yaml"), kctx("a"))
+			t.Setenv("HOME", dir)
+			return Options{Kubeconfigs: []string{"~/x/kc.yaml"}}
+		},
+		want: []loaded{{"a", "a", "x/kc.yaml"}},
+	}, {
+		name: "include globs match EKS ARNs across '/' and ':'",
+		setup: func(t *testing.T, dir string) Options {
+			clustertest.WriteKubeconfig(t, filepath.Join(dir, "kc"), kctx(arnProd), kctx(arnStaging), kctx("kind-dev"), kctx("minikube"))
+			return Options{Kubeconfigs: []string{filepath.Join(dir, "kc")}, Include: []string{"arn:aws:eks:*:cluster/prod", "kind-*"}}
+		},
+		want: []loaded{{arnProd, arnProd, "kc"}, {"kind-dev", "kind-dev", "kc"}},
+	}, {
+		name: "exclude wins over include",
+		setup: func(t *testing.T, dir string) Options {
+			clustertest.WriteKubeconfig(t, filepath.Join(dir, "kc"), kctx(arnProd), kctx(arnStaging), kctx("kind-dev"))
+			return Options{Kubeconfigs: []string{filepath.Join(dir, "kc")}, Include: []string{"arn:*", "kind-*"}, Exclude: []string{"*/staging", "kind-?ev"}}
+		},
+		want: []loaded{{arnProd, arnProd, "kc"}},
+	}, {
+		name: "aliases name clusters; aliases of absent contexts are ignored",
+		setup: func(t *testing.T, dir string) Options {
+			clustertest.WriteKubeconfig(t, filepath.Join(dir, "kc"), kctx(arnProd), kctx("kind-dev"))
+			return Options{Kubeconfigs: []string{filepath.Join(dir, "kc")}, Aliases: map[string]string{arnProd: "prod", "gone": "x"}}
+		},
+		want: []loaded{{"kind-dev", "kind-dev", "kc"}, {"prod", arnProd, "kc"}},
+	}, {
+		name: "a context defined twice but excluded is no conflict",
+		setup: func(t *testing.T, dir string) Options {
+			clustertest.WriteKubeconfig(t, filepath.Join(dir, "a.yaml"), kctx("a"), kctx("default"))
+			clustertest.WriteKubeconfig(t, filepath.Join(dir, "b.yaml"), kctx("b"), kctx("default"))
+			return Options{Kubeconfigs: []string{filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml")}, Exclude: []string{"default"}}
+		},
+		want: []loaded{{"a", "a", "a.yaml"}, {"b", "b", "b.yaml"}},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			clusters, err := Load(tt.setup(t, dir))
+			if err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			var got []loaded
+			for _, c := range clusters {
+				rel, err := filepath.Rel(dir, c.Kubeconfig)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, loaded{c.Name, c.Context, filepath.ToSlash(rel)})
+				if want := kctx(c.Context).Server; c.Config.Host != want {
+					t.Errorf("cluster %q: Host = %q, want %q", c.Name, c.Config.Host, want)
+				}
+				if want := kctx(c.Context).Token; c.Config.BearerToken != want {
+					t.Errorf("cluster %q: the token of its own file's user was not used", c.Name)
+				}
+				if c.Fingerprint == "" {
+					t.Errorf("cluster %q: no fingerprint", c.Name)
+				}
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("Load() =\n  %v\nwant\n  %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	tests := []struct {
+		name  string
+		setup func(t *testing.T, dir string) Options
+		is    error
+		want  []string // substrings of the message; "$DIR" is the test directory
+	}{{
+		name: "missing file",
+		setup: func(t *testing.T, dir string) Options {
+			return Options{Kubeconfigs: []string{filepath.Join(dir, "nope.yaml")}}
+		},
+		is:   fs.ErrNotExist,
+		want: []string{"$DIR/nope.yaml"},
+	}, {
+		name: "missing file in KUBECONFIG",
+		setup: func(t *testing.T, dir string) Options {
+			clustertest.WriteKubeconfig(t, filepath.Join(dir, "a.yaml"), kctx("a"))
+			t.Setenv("KUBECONFIG", filepath.Join(dir, "a.yaml")+string(filepath.ListSeparator)+filepath.Join(dir, "nope.yaml"))
+			return Options{}
+		},
+		is:   fs.ErrNotExist,
+		want: []string{"$DIR/nope.yaml"},
+	}, {
+		name: "missing directory",
+		setup: func(t *testing.T, dir string) Options {
+			return Options{Kubeconfigs: []string{filepath.Join(dir, "nope") + "/"}}
+		},
+		is:   fs.ErrNotExist,
+		want: []string{"$DIR/nope"},
+	}, {
+		name: "unreadable file",
+		setup: func(t *testing.T, dir string) Options {
+			if os.Geteuid() == 0 {
+				t.Skip("root reads every file")
+			}
+			clustertest.WriteKubeconfig(t, filepath.Join(dir, "a.yaml"), kctx("a"))
+			if err := os.Chmod(filepath.Join(dir, "a.yaml"), 0); err != nil {
+				t.Fatal(err)
+			}
+			return Options{Kubeconfigs: []string{filepath.Join(dir, "a.yaml")}}
+		},
+		is:   fs.ErrPermission,
+		want: []string{"$DIR/a.yaml"},
+	}, {
+		name: "garbage",
+		setup: func(t *testing.T, dir string) Options {
+			writeFile(t, filepath.Join(dir, "a.yaml"), "\x00\x01\x02{{{ not: [yaml")
+			return Options{Kubeconfigs: []string{filepath.Join(dir, "a.yaml")}}
+		},
+		is:   ErrInvalidKubeconfig,
+		want: []string{"$DIR/a.yaml"},
+	}, {
+		name: "YAML that is not a kubeconfig",
+		setup: func(t *testing.T, dir string) Options {
+			writeFile(t, filepath.Join(dir, "a.yaml"), "contexts: 42\n")
+			return Options{Kubeconfigs: []string{filepath.Join(dir, "a.yaml")}}
+		},
+		is:   ErrInvalidKubeconfig,
+		want: []string{"$DIR/a.yaml"},
+	}, {
+		name: "empty file",
+		setup: func(t *testing.T, dir string) Options {
+			writeFile(t, filepath.Join(dir, "a.yaml"), " \n")
+			return Options{Kubeconfigs: []string{filepath.Join(dir, "a.yaml")}}
+		},
+		is:   ErrInvalidKubeconfig,
+		want: []string{"$DIR/a.yaml", "empty"},
+	}, {
+		name: "garbage in a directory, next to a good file",
+		setup: func(t *testing.T, dir string) Options {
+			clustertest.WriteKubeconfig(t, filepath.Join(dir, "kc", "a.yaml"), kctx("a"))
+			writeFile(t, filepath.Join(dir, "kc", "b.yaml"), "}")
+			return Options{Kubeconfigs: []string{filepath.Join(dir, "kc")}}
+		},
+		is:   ErrInvalidKubeconfig,
+		want: []string{"$DIR/kc/b.yaml"},
+	}, {
+		name: "context naming a cluster its file does not define",
+		setup: func(t *testing.T, dir string) Options {
+			clustertest.WriteKubeconfig(t, filepath.Join(dir, "a.yaml"), kctx("a"))
+			writeFile(t, filepath.Join(dir, "b.yaml"), `apiVersion: v1
+kind: Config
+contexts:
+- name: b
+  context: {cluster: a, user: a}
+users:
+- name: a
+  user: {token: t}
+`)
+			return Options{Kubeconfigs: []string{filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml")}}
+		},
+		is:   ErrInvalidKubeconfig,
+		want: []string{"$DIR/b.yaml", `context "b"`, `cluster "a" is not defined in this file`},
+	}, {
+		name: "context naming a user its file does not define",
+		setup: func(t *testing.T, dir string) Options {
+			writeFile(t, filepath.Join(dir, "b.yaml"), `apiVersion: v1
+kind: Config
+clusters:
+- name: b
+  cluster: {server: "https://b.example"}
+contexts:
+- name: b
+  context: {cluster: b, user: nobody}
+`)
+			return Options{Kubeconfigs: []string{filepath.Join(dir, "b.yaml")}}
+		},
+		is:   ErrInvalidKubeconfig,
+		want: []string{"$DIR/b.yaml", `context "b"`, `user "nobody" is not defined in this file`},
+	}, {
+		name: "cluster without server",
+		setup: func(t *testing.T, dir string) Options {
+			writeFile(t, filepath.Join(dir, "b.yaml"), `apiVersion: v1
+kind: Config
+clusters:
+- name: b
+  cluster: {}
+contexts:
+- name: b
+  context: {cluster: b}
+`)
+			return Options{Kubeconfigs: []string{filepath.Join(dir, "b.yaml")}}
+		},
+		is:   ErrInvalidKubeconfig,
+		want: []string{"$DIR/b.yaml", `context "b"`, "no server"},
+	}, {
+		name: "CA file that cannot be read, relative to the kubeconfig",
+		setup: func(t *testing.T, dir string) Options {
+			writeFile(t, filepath.Join(dir, "kc", "b.yaml"), `apiVersion: v1
+kind: Config
+clusters:
+- name: b
+  cluster: {server: "https://b.example", certificate-authority: ca.crt}
+contexts:
+- name: b
+  context: {cluster: b}
+`)
+			return Options{Kubeconfigs: []string{filepath.Join(dir, "kc", "b.yaml")}}
+		},
+		is:   ErrInvalidKubeconfig,
+		want: []string{"$DIR/kc/b.yaml", `context "b"`, "$DIR/kc/ca.crt"},
+	}, {
+		name: "same context in two files",
+		setup: func(t *testing.T, dir string) Options {
+			clustertest.WriteKubeconfig(t, filepath.Join(dir, "a.yaml"), kctx("a"), kctx("prod"))
+			clustertest.WriteKubeconfig(t, filepath.Join(dir, "b.yaml"), kctx("prod"))
+			return Options{Kubeconfigs: []string{filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml")}}
+		},
+		is:   ErrDuplicateContext,
+		want: []string{`"prod"`, "$DIR/a.yaml", "$DIR/b.yaml"},
+	}, {
+		name: "alias colliding with a context name",
+		setup: func(t *testing.T, dir string) Options {
+			clustertest.WriteKubeconfig(t, filepath.Join(dir, "a.yaml"), kctx("prod"))
+			clustertest.WriteKubeconfig(t, filepath.Join(dir, "b.yaml"), kctx(arnProd))
+			return Options{Kubeconfigs: []string{filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml")}, Aliases: map[string]string{arnProd: "prod"}}
+		},
+		is:   ErrDuplicateCluster,
+		want: []string{`"prod"`, `context "prod"`, `context "` + arnProd + `"`, "$DIR/a.yaml", "$DIR/b.yaml"},
+	}, {
+		name: "two aliases to one name",
+		setup: func(t *testing.T, dir string) Options {
+			clustertest.WriteKubeconfig(t, filepath.Join(dir, "a.yaml"), kctx("a"), kctx("b"))
+			return Options{Kubeconfigs: []string{filepath.Join(dir, "a.yaml")}, Aliases: map[string]string{"a": "x", "b": "x"}}
+		},
+		is:   ErrDuplicateCluster,
+		want: []string{`"x"`, `context "a"`, `context "b"`},
+	}, {
+		name: "empty alias",
+		setup: func(t *testing.T, dir string) Options {
+			clustertest.WriteKubeconfig(t, filepath.Join(dir, "a.yaml"), kctx("a"))
+			return Options{Kubeconfigs: []string{filepath.Join(dir, "a.yaml")}, Aliases: map[string]string{"a": ""}}
+		},
+		is:   ErrInvalidName,
+		want: []string{`alias of context "a"`},
+	}, {
+		name: "context with an empty name and no alias",
+		setup: func(t *testing.T, dir string) Options {
+			clustertest.WriteKubeconfig(t, filepath.Join(dir, "a.yaml"), kctx(""))
+			return Options{Kubeconfigs: []string{filepath.Join(dir, "a.yaml")}}
+		},
+		is:   ErrInvalidName,
+		want: []string{"$DIR/a.yaml", `context ""`, "alias"},
+	}, {
+		name: "invalid globs",
+		setup: func(t *testing.T, dir string) Options {
+			return Options{Kubeconfigs: []string{dir}, Include: []string{"ok", "[prod"}, Exclude: []string{"x\\"}}
+		},
+		is:   ErrInvalidGlob,
+		want: []string{`include: invalid glob "[prod"`, `exclude: invalid glob "x\\"`},
+	}, {
+		name: "no context selected",
+		setup: func(t *testing.T, dir string) Options {
+			clustertest.WriteKubeconfig(t, filepath.Join(dir, "a.yaml"), kctx("a"), kctx("b"))
+			return Options{Kubeconfigs: []string{filepath.Join(dir, "a.yaml")}, Include: []string{"prod-*"}}
+		},
+		is:   ErrNoClusters,
+		want: []string{"2 context(s)", "$DIR/a.yaml", `"prod-*"`},
+	}, {
+		name: "every problem at once",
+		setup: func(t *testing.T, dir string) Options {
+			writeFile(t, filepath.Join(dir, "a.yaml"), "}")
+			clustertest.WriteKubeconfig(t, filepath.Join(dir, "b.yaml"), kctx("x"))
+			clustertest.WriteKubeconfig(t, filepath.Join(dir, "c.yaml"), kctx("x"))
+			return Options{Kubeconfigs: []string{filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml"), filepath.Join(dir, "c.yaml"), filepath.Join(dir, "d.yaml")}}
+		},
+		is:   ErrDuplicateContext,
+		want: []string{"$DIR/a.yaml", "$DIR/c.yaml", "$DIR/d.yaml"},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			clusters, err := Load(tt.setup(t, dir))
+			if err == nil {
+				t.Fatalf("Load() = %d clusters, want an error", len(clusters))
+			}
+			t.Logf("error: %v", err)
+			if !errors.Is(err, tt.is) {
+				t.Errorf("Load() error = %v, want errors.Is %v", err, tt.is)
+			}
+			for _, w := range tt.want {
+				if w = strings.ReplaceAll(w, "$DIR", dir); !strings.Contains(err.Error(), w) {
+					t.Errorf("Load() error = %q\nwant it to contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// TestLoadErrorsHoldNoSecrets feeds broken kubeconfigs that hold a secret in various
+// places, and checks that no error message repeats it.
+func TestLoadErrorsHoldNoSecrets(t *testing.T) {
+	const secret = "s3cr3t-Pa55"
+	files := map[string]string{
+		"unterminated flow": "users:\n- name: u\n  user:\n    token: [" + secret + "\n",
+		"scalar for a list": "users: " + secret + "\n",
+		"map for a string":  "users:\n- name: u\n  user:\n    token: {a: " + secret + "}\n",
+		"json type error":   `{"users": [{"name": "u", "user": {"token": 5, "password": "` + secret + `"}}], "contexts": "` + secret + `"}`,
+		"tab indentation":   "users:\n\t- token: " + secret + "\n",
+		"duplicate key":     "users:\n- name: u\n  user:\n    token: " + secret + "\n    token: " + secret + "\n",
+		"unparseable proxy": kubeconfigYAML(`proxy-url: "http://user:`+secret+`@[::1"`, "token: "+secret),
+		"bad proxy scheme":  kubeconfigYAML(`proxy-url: "ftp://user:`+secret+`@proxy.example"`, "token: "+secret),
+		"unparseable server with password": strings.Replace(kubeconfigYAML("", "token: "+secret),
+			`"https://c.example"`, `"https://user:`+secret+`@c.example:port"`, 1),
+		"exec without command":    kubeconfigYAML("", "token: "+secret+"\n    exec: {apiVersion: client.authentication.k8s.io/v1, args: ["+secret+"]}"),
+		"two auth methods":        kubeconfigYAML("", "token: "+secret+"\n    username: u\n    password: "+secret),
+		"client cert without key": kubeconfigYAML("", "client-certificate-data: "+secret),
+	}
+	for name, data := range files {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "kc")
+			writeFile(t, path, data)
+			_, err := Load(Options{Kubeconfigs: []string{path}})
+			if err == nil {
+				t.Fatal("Load() succeeded, want an error")
+			}
+			t.Logf("error: %v", err)
+			if !strings.Contains(err.Error(), path) {
+				t.Errorf("error %q does not name the file", err)
+			}
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("error %q contains the secret", err)
+			}
+		})
+	}
+}
+
+// kubeconfigYAML returns a kubeconfig with one context "c", with extra lines in its
+// cluster and user entries.
+func kubeconfigYAML(clusterExtra, userExtra string) string {
+	return `apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster:
+    server: "https://c.example"
+    ` + clusterExtra + `
+users:
+- name: c
+  user:
+    ` + userExtra + `
+contexts:
+- name: c
+  context: {cluster: c, user: c}
+`
+}
+
+func TestLoadRestConfig(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "kc", "config")
+	writeFile(t, filepath.Join(dir, "kc", "ca.crt"), "not checked at load time")
+	writeFile(t, filepath.Join(dir, "kc", "token"), "file-token")
+	writeFile(t, path, `apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster: {server: "https://c.example:6443", certificate-authority: ca.crt, tls-server-name: api.c}
+users:
+- name: u
+  user: {tokenFile: token}
+contexts:
+- name: ctx
+  context: {cluster: c, user: u, namespace: ns}
+`)
+	tests := []struct {
+		name      string
+		opts      Options
+		qps       float32
+		burst     int
+		userAgent string
+	}{
+		{"defaults", Options{}, DefaultQPS, DefaultBurst, ""},
+		{"set", Options{QPS: 7, Burst: 9, UserAgent: "fleetwatch-test"}, 7, 9, "fleetwatch-test"},
+		{"no rate limit", Options{QPS: -1}, -1, DefaultBurst, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.opts.Kubeconfigs = []string{path}
+			clusters, err := Load(tt.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := clusters[0].Config
+			if cfg.QPS != tt.qps || cfg.Burst != tt.burst || cfg.UserAgent != tt.userAgent {
+				t.Errorf("QPS, Burst, UserAgent = %v, %v, %q; want %v, %v, %q", cfg.QPS, cfg.Burst, cfg.UserAgent, tt.qps, tt.burst, tt.userAgent)
+			}
+			if want := filepath.Join(dir, "kc", "ca.crt"); cfg.CAFile != want {
+				t.Errorf("CAFile = %q, want %q (resolved against the kubeconfig's directory)", cfg.CAFile, want)
+			}
+			if want := filepath.Join(dir, "kc", "token"); cfg.BearerTokenFile != want {
+				t.Errorf("BearerTokenFile = %q, want %q", cfg.BearerTokenFile, want)
+			}
+			if cfg.ServerName != "api.c" || cfg.Timeout != 0 {
+				t.Errorf("ServerName, Timeout = %q, %v; want api.c, 0", cfg.ServerName, cfg.Timeout)
+			}
+		})
+	}
+}
+
+func TestValidateName(t *testing.T) {
+	for _, name := range []string{"prod", arnProd, "a/b%c", " "} {
+		if err := ValidateName(name); err != nil {
+			t.Errorf("ValidateName(%q) = %v", name, err)
+		}
+	}
+	if err := ValidateName(""); !errors.Is(err, ErrInvalidName) {
+		t.Errorf(`ValidateName("") = %v, want ErrInvalidName`, err)
+	}
+}
