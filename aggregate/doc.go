@@ -1,9 +1,29 @@
-// Package aggregate is the fleet: one federated, indexed cache over many clusters.
+// Package aggregate is the fleet: one federated, indexed cache over many clusters, and
+// the fan-out of its changes to handlers. It does no I/O of its own.
 //
-// Objects are keyed cluster/namespace/name. The Fleet holds them once, indexes them by
-// cluster, namespace, cluster and namespace, label, and by user-defined index functions,
-// and fans out every change as a cluster-tagged Event to the registered handlers, each of
-// which gets its own ordered, bounded stream.
+// A Fleet holds, for each resource (a GroupVersionResource), one Indexer with the objects
+// of every cluster, keyed by Key (cluster/namespace/name). Each object is held once. The
+// Indexer has built-in indices by cluster, namespace, cluster and namespace, and label,
+// and user-defined ones (client-go cache.Indexers).
 //
-// This package does no I/O of its own.
+// Data flows in one direction:
+//
+//	informer of (cluster, resource) ──► ClusterStore.Apply/Delete ──► Indexer ──► one backlog
+//	                                                                   │        per handler
+//	                              Lister, Lister.Cluster (client-go) ◄─┘           │
+//	                                                                               ▼
+//	                                                              Handler.OnEvent(Event)
+//
+// One ClusterStore per cluster and resource is written by that cluster's informer; it is
+// also the informer's KnownObjects (cache.KeyListerGetter), so relists are diffed against
+// the cache. A write updates the Indexer and queues an Event for every handler under the
+// same lock, which is what lets a handler added late receive the current state and then
+// every change, exactly once. Each handler has its own goroutine and bounded backlog, so
+// a slow handler delays no one else; beyond its MaxBacklog its pending events are
+// coalesced per object. Writes that repeat an object's resourceVersion (a warm restart
+// from a snapshot, a relist) change nothing and are not delivered unless asked for.
+//
+// Listers read the Indexer: Lister across the fleet, and Lister.Cluster, a
+// cache.GenericLister of one cluster for code written against client-go. NewQueue and
+// EnqueueHandler connect events to a client-go work queue of keys.
 package aggregate

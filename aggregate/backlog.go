@@ -1,0 +1,245 @@
+package aggregate
+
+import "k8s.io/apimachinery/pkg/runtime"
+
+// objectRef names one object of one resource. The indexer pointer stands for the
+// resource: it is cheaper to hash than a GroupVersionResource.
+type objectRef struct {
+	ix  *Indexer
+	key Key
+}
+
+// pending is one event waiting in a handler's backlog, possibly the merge of several.
+type pending struct {
+	ref objectRef
+	typ EventType
+	obj runtime.Object
+	// old is the object the handler saw before this event: OldObject of an Updated
+	// event, and, for Deleted, the object the store held (not delivered; obj is the final
+	// state).
+	old               runtime.Object
+	initialList       bool
+	finalStateUnknown bool
+
+	// seq is the sequence number of the first event merged into this one; see
+	// Registration.doneThrough.
+	seq uint64
+
+	// merged is set once another event was merged into this one. Then seen and present
+	// describe what the handler knew of the object before this pending event: present is
+	// false if the first merged event was Added, and seen is the object the handler saw
+	// otherwise.
+	merged  bool
+	present bool
+	seen    runtime.Object
+
+	// dead marks a slot whose event was merged into an earlier one or cancelled.
+	dead bool
+}
+
+// event returns the Event the handler receives for p.
+func (p *pending) event() Event {
+	var oldObject runtime.Object
+	if p.typ == Updated {
+		oldObject = p.old
+	}
+	return Event{
+		Cluster:           p.ref.key.Cluster,
+		Resource:          p.ref.ix.resource,
+		Type:              p.typ,
+		Object:            p.obj,
+		OldObject:         oldObject,
+		InitialList:       p.initialList,
+		FinalStateUnknown: p.finalStateUnknown,
+	}
+}
+
+// merge folds the later event e for the same object into p, so that p takes the handler
+// from what it knew before p straight to the state after e. It returns false if the two
+// cancel out: the handler never saw the object, and it is gone again.
+//
+// Writing "before" for what the handler knew before p and "after" for the state after e:
+//   - absent before, present after: Added with the latest object;
+//   - absent before, absent after: nothing (Added then Deleted cancel out);
+//   - present before, present after: Updated from the object the handler saw to the
+//     latest one. This includes Deleted then Added: like a client-go relist, the two
+//     objects can then have different UIDs;
+//   - present before, absent after: Deleted with the last known object and the
+//     FinalStateUnknown of the last deletion.
+//
+// InitialList stays set only if every merged event had it.
+func (p *pending) merge(e *pending) bool {
+	if !p.merged {
+		p.merged = true
+		switch p.typ {
+		case Added:
+			p.present, p.seen = false, nil
+		case Updated, Deleted:
+			p.present, p.seen = true, p.old
+		}
+	}
+	p.initialList = p.initialList && e.initialList
+	p.finalStateUnknown = false
+	switch {
+	case !p.present && e.typ == Deleted:
+		return false
+	case !p.present:
+		p.typ, p.obj, p.old = Added, e.obj, nil
+	case e.typ == Deleted:
+		p.typ, p.obj, p.old = Deleted, e.obj, nil
+		p.finalStateUnknown = e.finalStateUnknown
+	default:
+		p.typ, p.obj, p.old = Updated, e.obj, p.seen
+	}
+	return true
+}
+
+// backlog is the queue of events waiting for one handler. It is a FIFO until it holds
+// more than max events; then it coalesces: an event for an object that already has a
+// pending event is merged into it (see pending.merge), so the backlog holds at most one
+// event per object, in the position of the object's earliest pending event. Per-object
+// order is kept either way. It leaves coalescing mode when it runs empty.
+//
+// backlog is not safe for concurrent use; Registration.mu guards it.
+type backlog struct {
+	max int
+	// items[head:] are the queued events, oldest first, including dead slots.
+	items []pending
+	head  int
+	// live is the number of events that are not dead.
+	live int
+	// dead is the number of dead slots in items[head:].
+	dead int
+	// byRef maps an object to the index in items of its pending event. It is non-nil
+	// exactly in coalescing mode.
+	byRef map[objectRef]int
+}
+
+// push appends p and returns how many events were coalesced as a result: merged into an
+// earlier event, or cancelled together with it.
+func (b *backlog) push(p pending) (coalesced int) {
+	if b.byRef != nil {
+		if i, ok := b.byRef[p.ref]; ok {
+			if b.items[i].merge(&p) {
+				return 1
+			}
+			b.kill(i)
+			b.maybeCompact()
+			return 2
+		}
+		b.byRef[p.ref] = len(b.items)
+	}
+	b.items = append(b.items, p)
+	b.live++
+	if b.byRef == nil && b.live > b.max {
+		return b.startCoalescing()
+	}
+	return 0
+}
+
+// startCoalescing enters coalescing mode, merging the events already queued.
+func (b *backlog) startCoalescing() (coalesced int) {
+	b.byRef = make(map[objectRef]int, b.live)
+	for i := b.head; i < len(b.items); i++ {
+		p := &b.items[i]
+		if p.dead {
+			continue
+		}
+		first, ok := b.byRef[p.ref]
+		if !ok {
+			b.byRef[p.ref] = i
+			continue
+		}
+		// Consume p into the earlier event for the same object.
+		if b.items[first].merge(p) {
+			coalesced++
+		} else {
+			b.kill(first)
+			coalesced += 2
+		}
+		b.live--
+		b.dead++
+		*p = pending{dead: true}
+	}
+	b.maybeCompact()
+	return coalesced
+}
+
+// kill cancels the event at items[i].
+func (b *backlog) kill(i int) {
+	delete(b.byRef, b.items[i].ref)
+	b.items[i] = pending{dead: true}
+	b.live--
+	b.dead++
+}
+
+// pop removes and returns the oldest event.
+func (b *backlog) pop() (pending, bool) {
+	for b.head < len(b.items) {
+		p := b.items[b.head]
+		b.items[b.head] = pending{}
+		b.head++
+		if p.dead {
+			b.dead--
+			continue
+		}
+		b.live--
+		if b.byRef != nil {
+			delete(b.byRef, p.ref)
+		}
+		b.maybeCompact()
+		return p, true
+	}
+	return pending{}, false
+}
+
+// front returns the oldest event without removing it. It drops the dead slots before it.
+func (b *backlog) front() (*pending, bool) {
+	for b.head < len(b.items) {
+		if p := &b.items[b.head]; !p.dead {
+			return p, true
+		}
+		b.items[b.head] = pending{}
+		b.head++
+		b.dead--
+	}
+	return nil, false
+}
+
+// maybeCompact reclaims the slots before head and the dead ones, once they are the
+// majority, so that memory stays proportional to the live events.
+func (b *backlog) maybeCompact() {
+	if b.live == 0 {
+		b.byRef = nil
+		if cap(b.items) > 2*max(b.max, 512) {
+			b.items = nil
+		} else {
+			clear(b.items[b.head:])
+			b.items = b.items[:0]
+		}
+		b.head, b.dead = 0, 0
+		return
+	}
+	if waste := b.head + b.dead; waste < 512 || waste < b.live {
+		return
+	}
+	n := 0
+	for i := b.head; i < len(b.items); i++ {
+		if b.items[i].dead {
+			continue
+		}
+		b.items[n] = b.items[i]
+		if b.byRef != nil {
+			b.byRef[b.items[n].ref] = n
+		}
+		n++
+	}
+	clear(b.items[n:])
+	b.items = b.items[:n]
+	b.head, b.dead = 0, 0
+}
+
+// reset drops every queued event.
+func (b *backlog) reset() {
+	*b = backlog{max: b.max}
+}

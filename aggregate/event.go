@@ -1,0 +1,58 @@
+package aggregate
+
+import (
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// EventType says what happened to an object.
+type EventType string
+
+// Event types.
+const (
+	// Added: the object is new to the handler.
+	Added EventType = "Added"
+	// Updated: the object changed; OldObject is the state the handler saw before.
+	Updated EventType = "Updated"
+	// Deleted: the object is gone; Object is its last known state.
+	Deleted EventType = "Deleted"
+)
+
+// Event is one change of one object in one cluster, as delivered to a Handler.
+//
+// Object and OldObject are the objects held by the fleet's cache (for Deleted, the final
+// state reported by the cluster). They are shared with every other handler and every
+// reader: handlers must not mutate them. Deep-copy first if you need to change one.
+type Event struct {
+	// Cluster is the cluster the object lives in.
+	Cluster string
+	// Resource is the resource of the object.
+	Resource schema.GroupVersionResource
+	// Type is Added, Updated or Deleted.
+	Type EventType
+	// Object is the new state (Added, Updated) or the last known state (Deleted).
+	Object runtime.Object
+	// OldObject is the state the handler saw before an Updated event, nil otherwise. Its
+	// UID can differ from Object's when the object was deleted and re-created while the
+	// handler was not told (a relist, or coalescing under backlog), as with client-go.
+	OldObject runtime.Object
+	// InitialList is set on events of an initial list: the first list of a cluster's
+	// informer, or the current state replayed to a handler added late.
+	InitialList bool
+	// FinalStateUnknown is set on Deleted events for deletions that were not observed as
+	// a watch event: detected by a relist (client-go's DeletedFinalStateUnknown), or the
+	// removal of a whole cluster or resource from the fleet. Object is then the last
+	// state the fleet knew, which may be stale.
+	FinalStateUnknown bool
+}
+
+// Key returns the key of the event's object. If Object has no metadata, the key has only
+// a cluster.
+func (e Event) Key() Key {
+	m, err := meta.Accessor(e.Object)
+	if err != nil {
+		return Key{Cluster: e.Cluster}
+	}
+	return KeyFor(e.Cluster, m)
+}

@@ -1,0 +1,606 @@
+package aggregate
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+)
+
+// Names of the built-in indices of every Indexer.
+const (
+	// IndexCluster indexes objects by cluster name. Values are cluster names, as is.
+	IndexCluster = "cluster"
+	// IndexNamespace indexes objects by namespace across all clusters. Cluster-scoped
+	// objects have the value "".
+	IndexNamespace = "namespace"
+	// IndexClusterNamespace indexes objects by cluster and namespace. Values are
+	// cluster/namespace with the cluster percent-encoded as in keys; build them with
+	// ClusterNamespaceIndexValue.
+	IndexClusterNamespace = "cluster-namespace"
+	// IndexLabel indexes objects by label. Values are key=value; an object has one value
+	// per label. Build them with LabelIndexValue.
+	IndexLabel = "label"
+)
+
+// ClusterNamespaceIndexValue returns the value of IndexClusterNamespace for objects in
+// namespace of cluster.
+func ClusterNamespaceIndexValue(cluster, namespace string) string {
+	return escapeCluster(cluster) + "/" + namespace
+}
+
+// LabelIndexValue returns the value of IndexLabel for objects with label key=value.
+func LabelIndexValue(key, value string) string {
+	return key + "=" + value
+}
+
+func isBuiltinIndex(name string) bool {
+	switch name {
+	case IndexCluster, IndexNamespace, IndexClusterNamespace, IndexLabel:
+		return true
+	}
+	return false
+}
+
+// entry is the one place an object is held. Index sets point at entries, so a lookup
+// through an index needs no second map access, and an update that keeps an object's
+// index values touches no index.
+type entry struct {
+	key Key
+	obj runtime.Object
+	// rv is obj's resourceVersion, kept to recognise no-op updates cheaply.
+	rv string
+}
+
+// set is a set of entries: the objects that have one indexed value.
+type set map[*entry]struct{}
+
+func insert[V comparable](m map[V]set, v V, e *entry) {
+	s := m[v]
+	if s == nil {
+		s = make(set)
+		m[v] = s
+	}
+	s[e] = struct{}{}
+}
+
+func remove[V comparable](m map[V]set, v V, e *entry) {
+	s := m[v]
+	delete(s, e)
+	if len(s) == 0 {
+		delete(m, v)
+	}
+}
+
+type labelPair struct{ key, value string }
+
+// clusterIndex holds the built-in indices of one cluster. The fleet-wide namespace and
+// label indices are the unions over clusters; the sets of different clusters are
+// disjoint, so a union needs no de-duplication.
+type clusterIndex struct {
+	// count is the number of objects of the cluster.
+	count int
+	// namespaces maps a namespace to its objects. Every object of the cluster is in
+	// exactly one of these sets.
+	namespaces map[string]set
+	// labels maps a label to the objects that carry it.
+	labels map[labelPair]set
+}
+
+// userIndex is an index defined by a cache.IndexFunc.
+type userIndex struct {
+	fn     cache.IndexFunc
+	values map[string]set
+}
+
+// Indexer is the federated, indexed cache of one resource: every object of that resource
+// in every cluster, held once, keyed by Key.
+//
+// It has the built-in indices IndexCluster, IndexNamespace, IndexClusterNamespace and
+// IndexLabel, plus the user-defined indices added with AddIndexers.
+//
+// Indexer is safe for concurrent use. It is written only through ClusterStores, so that
+// every change is fanned out to the fleet's handlers. Objects returned by its methods are
+// shared: callers must not modify them. Slices returned are fresh and belong to the
+// caller; their order is unspecified.
+type Indexer struct {
+	resource schema.GroupVersionResource
+
+	// lock guards all fields below, and the removed, syncedAt and waiters fields of the
+	// ClusterStores of this resource. A write to the indexer and the fan-out of its event
+	// to handlers happen under one write lock, and AddHandler snapshots the indexer and
+	// subscribes under the same lock, so a handler sees each change exactly once: in its
+	// snapshot or as an event.
+	lock sync.RWMutex
+	// items holds every object of this resource.
+	items map[Key]*entry
+	// clusters holds the built-in indices, by cluster name. A cluster without objects has
+	// no entry.
+	clusters map[string]*clusterIndex
+	// indices holds the user-defined indices by name.
+	indices map[string]*userIndex
+	// handlers are the registrations this resource's events fan out to.
+	handlers []*Registration
+	// stores are the ClusterStores writing into this indexer, by cluster name.
+	stores map[string]*ClusterStore
+}
+
+func newIndexer(gvr schema.GroupVersionResource, indexers cache.Indexers) *Indexer {
+	ix := &Indexer{
+		resource: gvr,
+		items:    make(map[Key]*entry),
+		clusters: make(map[string]*clusterIndex),
+		indices:  make(map[string]*userIndex, len(indexers)),
+		stores:   make(map[string]*ClusterStore),
+	}
+	for name, fn := range indexers {
+		ix.indices[name] = &userIndex{fn: fn, values: make(map[string]set)}
+	}
+	return ix
+}
+
+// Resource returns the resource whose objects the indexer holds.
+func (ix *Indexer) Resource() schema.GroupVersionResource { return ix.resource }
+
+// AddIndexers adds user-defined indices. It may be called at any time; objects already
+// present are indexed before it returns. It fails, adding nothing, if a name is taken
+// (ErrIndexExists; the built-in names are always taken) or a function is nil
+// (ErrInvalidIndexer).
+//
+// As with client-go, an index function must be deterministic: it must return the same
+// values for the same object every time. An error from it is logged and the object is
+// left out of that index.
+func (ix *Indexer) AddIndexers(indexers cache.Indexers) error {
+	ix.lock.Lock()
+	defer ix.lock.Unlock()
+	for name, fn := range indexers {
+		if isBuiltinIndex(name) || ix.indices[name] != nil {
+			return fmt.Errorf("add index %q to %s: %w", name, ix.resource, ErrIndexExists)
+		}
+		if fn == nil {
+			return fmt.Errorf("add index %q to %s: nil IndexFunc: %w", name, ix.resource, ErrInvalidIndexer)
+		}
+	}
+	for name, fn := range indexers {
+		ui := &userIndex{fn: fn, values: make(map[string]set)}
+		for _, e := range ix.items {
+			for _, v := range ix.indexValues(name, ui, e.obj) {
+				insert(ui.values, v, e)
+			}
+		}
+		ix.indices[name] = ui
+	}
+	return nil
+}
+
+// indexValues calls the index function of ui, logging its error.
+func (ix *Indexer) indexValues(name string, ui *userIndex, obj runtime.Object) []string {
+	values, err := ui.fn(obj)
+	if err != nil {
+		klog.ErrorS(err, "Index function failed; object left out of the index", "resource", ix.resource, "index", name)
+		return nil
+	}
+	return values
+}
+
+// addLocked stores a new object under key.
+func (ix *Indexer) addLocked(key Key, obj runtime.Object, rv string) {
+	e := &entry{key: key, obj: obj, rv: rv}
+	ix.items[key] = e
+	ci := ix.clusters[key.Cluster]
+	if ci == nil {
+		ci = &clusterIndex{namespaces: make(map[string]set), labels: make(map[labelPair]set)}
+		ix.clusters[key.Cluster] = ci
+	}
+	ci.count++
+	insert(ci.namespaces, key.Namespace, e)
+	eachLabel(labelsOf(obj), func(k, v string) {
+		insert(ci.labels, labelPair{k, v}, e)
+	})
+	for name, ui := range ix.indices {
+		for _, v := range ix.indexValues(name, ui, obj) {
+			insert(ui.values, v, e)
+		}
+	}
+}
+
+// updateLocked replaces the object of e. Indices whose values did not change are not
+// touched; the key, hence cluster and namespace, cannot change.
+func (ix *Indexer) updateLocked(e *entry, obj runtime.Object, rv string) {
+	old := e.obj
+	e.obj, e.rv = obj, rv
+	ci := ix.clusters[e.key.Cluster]
+	oldLabels, newLabels := labelsOf(old), labelsOf(obj)
+	if !sameLabels(oldLabels, newLabels) {
+		eachLabel(oldLabels, func(k, v string) {
+			if nv, ok := newLabels.Lookup(k); !ok || nv != v {
+				remove(ci.labels, labelPair{k, v}, e)
+			}
+		})
+		eachLabel(newLabels, func(k, v string) {
+			if ov, ok := oldLabels.Lookup(k); !ok || ov != v {
+				insert(ci.labels, labelPair{k, v}, e)
+			}
+		})
+	}
+	for name, ui := range ix.indices {
+		oldValues, err := ui.fn(old)
+		newValues := ix.indexValues(name, ui, obj)
+		if err == nil && slices.Equal(oldValues, newValues) {
+			continue
+		}
+		ix.removeFromIndexLocked(ui, e, oldValues, err)
+		for _, v := range newValues {
+			insert(ui.values, v, e)
+		}
+	}
+}
+
+// removeLocked removes e from the items and every index.
+func (ix *Indexer) removeLocked(e *entry) {
+	delete(ix.items, e.key)
+	ci := ix.clusters[e.key.Cluster]
+	ci.count--
+	if ci.count == 0 {
+		delete(ix.clusters, e.key.Cluster)
+	} else {
+		remove(ci.namespaces, e.key.Namespace, e)
+		eachLabel(labelsOf(e.obj), func(k, v string) {
+			remove(ci.labels, labelPair{k, v}, e)
+		})
+	}
+	for _, ui := range ix.indices {
+		values, err := ui.fn(e.obj)
+		ix.removeFromIndexLocked(ui, e, values, err)
+	}
+}
+
+// removeFromIndexLocked removes e from the sets of values. If the index function failed
+// (err), where e is indexed is unknown, so every set is searched.
+func (ix *Indexer) removeFromIndexLocked(ui *userIndex, e *entry, values []string, err error) {
+	if err == nil {
+		for _, v := range values {
+			remove(ui.values, v, e)
+		}
+		return
+	}
+	for v, s := range ui.values {
+		if _, ok := s[e]; ok {
+			remove(ui.values, v, e)
+		}
+	}
+}
+
+// Get returns the object with the given key.
+func (ix *Indexer) Get(key Key) (runtime.Object, bool) {
+	ix.lock.RLock()
+	defer ix.lock.RUnlock()
+	e := ix.items[key]
+	if e == nil {
+		return nil, false
+	}
+	return e.obj, true
+}
+
+// List returns every object.
+func (ix *Indexer) List() []runtime.Object {
+	ix.lock.RLock()
+	defer ix.lock.RUnlock()
+	out := make([]runtime.Object, 0, len(ix.items))
+	for _, e := range ix.items {
+		out = append(out, e.obj)
+	}
+	return out
+}
+
+// ListKeys returns the keys of every object.
+func (ix *Indexer) ListKeys() []Key {
+	ix.lock.RLock()
+	defer ix.lock.RUnlock()
+	out := make([]Key, 0, len(ix.items))
+	for k := range ix.items {
+		out = append(out, k)
+	}
+	return out
+}
+
+// Len returns the number of objects.
+func (ix *Indexer) Len() int {
+	ix.lock.RLock()
+	defer ix.lock.RUnlock()
+	return len(ix.items)
+}
+
+// ClusterLen returns the number of objects of one cluster.
+func (ix *Indexer) ClusterLen(cluster string) int {
+	ix.lock.RLock()
+	defer ix.lock.RUnlock()
+	if ci := ix.clusters[cluster]; ci != nil {
+		return ci.count
+	}
+	return 0
+}
+
+// Select returns the objects, of every cluster, whose labels match selector. A nil
+// selector matches everything. When the selector has equality requirements (=, ==, or
+// in), the label index narrows the candidates instead of scanning every object.
+func (ix *Indexer) Select(selector labels.Selector) []runtime.Object {
+	ix.lock.RLock()
+	defer ix.lock.RUnlock()
+	return ix.selectLocked("", "", selector)
+}
+
+// ByIndex returns the objects whose values for the named index include indexedValue.
+func (ix *Indexer) ByIndex(indexName, indexedValue string) ([]runtime.Object, error) {
+	ix.lock.RLock()
+	defer ix.lock.RUnlock()
+	var buf [8]set
+	sets, err := ix.setsLocked(indexName, indexedValue, buf[:0])
+	if err != nil {
+		return nil, err
+	}
+	out := make([]runtime.Object, 0, setsLen(sets))
+	for _, s := range sets {
+		for e := range s {
+			out = append(out, e.obj)
+		}
+	}
+	return out, nil
+}
+
+// IndexKeys returns the keys of the objects whose values for the named index include
+// indexedValue.
+func (ix *Indexer) IndexKeys(indexName, indexedValue string) ([]Key, error) {
+	ix.lock.RLock()
+	defer ix.lock.RUnlock()
+	var buf [8]set
+	sets, err := ix.setsLocked(indexName, indexedValue, buf[:0])
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Key, 0, setsLen(sets))
+	for _, s := range sets {
+		for e := range s {
+			out = append(out, e.key)
+		}
+	}
+	return out, nil
+}
+
+// IndexValues returns the values of the named index that at least one object has, in
+// the form ByIndex takes.
+func (ix *Indexer) IndexValues(indexName string) ([]string, error) {
+	ix.lock.RLock()
+	defer ix.lock.RUnlock()
+	var out []string
+	switch indexName {
+	case IndexCluster:
+		for c := range ix.clusters {
+			out = append(out, c)
+		}
+	case IndexNamespace:
+		seen := make(map[string]struct{})
+		for _, ci := range ix.clusters {
+			for ns := range ci.namespaces {
+				if _, ok := seen[ns]; !ok {
+					seen[ns] = struct{}{}
+					out = append(out, ns)
+				}
+			}
+		}
+	case IndexClusterNamespace:
+		for c, ci := range ix.clusters {
+			for ns := range ci.namespaces {
+				out = append(out, ClusterNamespaceIndexValue(c, ns))
+			}
+		}
+	case IndexLabel:
+		seen := make(map[labelPair]struct{})
+		for _, ci := range ix.clusters {
+			for p := range ci.labels {
+				if _, ok := seen[p]; !ok {
+					seen[p] = struct{}{}
+					out = append(out, LabelIndexValue(p.key, p.value))
+				}
+			}
+		}
+	default:
+		ui := ix.indices[indexName]
+		if ui == nil {
+			return nil, fmt.Errorf("index %q of %s: %w", indexName, ix.resource, ErrUnknownIndex)
+		}
+		for v := range ui.values {
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
+
+// setsLocked appends to buf the disjoint sets of objects that have indexedValue in the
+// named index.
+func (ix *Indexer) setsLocked(indexName, indexedValue string, buf []set) ([]set, error) {
+	switch indexName {
+	case IndexCluster:
+		if ci := ix.clusters[indexedValue]; ci != nil {
+			for _, s := range ci.namespaces {
+				buf = append(buf, s)
+			}
+		}
+	case IndexNamespace:
+		for _, ci := range ix.clusters {
+			if s := ci.namespaces[indexedValue]; s != nil {
+				buf = append(buf, s)
+			}
+		}
+	case IndexClusterNamespace:
+		cluster, namespace, err := parseClusterNamespace(indexedValue)
+		if err != nil {
+			return nil, err
+		}
+		if ci := ix.clusters[cluster]; ci != nil {
+			if s := ci.namespaces[namespace]; s != nil {
+				buf = append(buf, s)
+			}
+		}
+	case IndexLabel:
+		k, v, ok := strings.Cut(indexedValue, "=")
+		if !ok {
+			return nil, fmt.Errorf("index %q value %q: want key=value: %w", IndexLabel, indexedValue, ErrInvalidIndexValue)
+		}
+		for _, ci := range ix.clusters {
+			if s := ci.labels[labelPair{k, v}]; s != nil {
+				buf = append(buf, s)
+			}
+		}
+	default:
+		ui := ix.indices[indexName]
+		if ui == nil {
+			return nil, fmt.Errorf("index %q of %s: %w", indexName, ix.resource, ErrUnknownIndex)
+		}
+		if s := ui.values[indexedValue]; s != nil {
+			buf = append(buf, s)
+		}
+	}
+	return buf, nil
+}
+
+func parseClusterNamespace(value string) (cluster, namespace string, err error) {
+	c, ns, ok := strings.Cut(value, "/")
+	if !ok || strings.IndexByte(ns, '/') >= 0 {
+		return "", "", fmt.Errorf("index %q value %q: want cluster/namespace: %w", IndexClusterNamespace, value, ErrInvalidIndexValue)
+	}
+	cluster, err = unescapeCluster(c)
+	if err != nil {
+		return "", "", fmt.Errorf("index %q value %q: %s: %w", IndexClusterNamespace, value, err.Error(), ErrInvalidIndexValue)
+	}
+	return cluster, ns, nil
+}
+
+func setsLen(sets []set) int {
+	n := 0
+	for _, s := range sets {
+		n += len(s)
+	}
+	return n
+}
+
+// labelRequirement is an equality requirement of a selector: the label key must have one
+// of values.
+type labelRequirement struct {
+	key    string
+	values []string
+}
+
+// equalityRequirements returns the requirements of selector that the label index can
+// answer.
+func equalityRequirements(selector labels.Selector) []labelRequirement {
+	reqs, selectable := selector.Requirements()
+	if !selectable {
+		return nil
+	}
+	var out []labelRequirement
+	for _, r := range reqs {
+		switch r.Operator() {
+		case selection.Equals, selection.DoubleEquals, selection.In:
+			out = append(out, labelRequirement{key: r.Key(), values: r.ValuesUnsorted()})
+		}
+	}
+	return out
+}
+
+// selectLocked returns the objects in cluster (every cluster if empty) and namespace
+// (every namespace if empty, as in client-go listers) whose labels match selector.
+func (ix *Indexer) selectLocked(cluster, namespace string, selector labels.Selector) []runtime.Object {
+	if selector == nil {
+		selector = labels.Everything()
+	}
+	if labels.MatchesNothing(selector) {
+		return nil
+	}
+	q := query{namespace: namespace, selector: selector, everything: selector.Empty()}
+	if !q.everything {
+		q.requirements = equalityRequirements(selector)
+	}
+	if cluster != "" {
+		if ci := ix.clusters[cluster]; ci != nil {
+			return q.appendMatches(nil, ci)
+		}
+		return nil
+	}
+	var out []runtime.Object
+	for _, ci := range ix.clusters {
+		out = q.appendMatches(out, ci)
+	}
+	return out
+}
+
+// query is a label selector restricted to a namespace, evaluated one cluster at a time.
+type query struct {
+	namespace    string
+	selector     labels.Selector
+	everything   bool
+	requirements []labelRequirement
+}
+
+// appendMatches appends the matching objects of ci to out. It scans the smallest
+// candidate sets it can find: the namespace's, or those of one equality requirement.
+func (q *query) appendMatches(out []runtime.Object, ci *clusterIndex) []runtime.Object {
+	size := ci.count
+	if q.namespace != "" {
+		size = len(ci.namespaces[q.namespace])
+	}
+	best := -1
+	for i, r := range q.requirements {
+		n := 0
+		for _, v := range r.values {
+			n += len(ci.labels[labelPair{r.key, v}])
+		}
+		if n < size {
+			best, size = i, n
+		}
+	}
+	if size == 0 {
+		return out
+	}
+	var buf [8]set
+	candidates := buf[:0]
+	filterNamespace := false
+	switch {
+	case best >= 0:
+		r := q.requirements[best]
+		for _, v := range r.values {
+			if s := ci.labels[labelPair{r.key, v}]; s != nil {
+				candidates = append(candidates, s)
+			}
+		}
+		filterNamespace = q.namespace != ""
+	case q.namespace != "":
+		candidates = append(candidates, ci.namespaces[q.namespace])
+	default:
+		for _, s := range ci.namespaces {
+			candidates = append(candidates, s)
+		}
+	}
+	if q.everything {
+		out = slices.Grow(out, size)
+	}
+	for _, s := range candidates {
+		for e := range s {
+			if filterNamespace && e.key.Namespace != q.namespace {
+				continue
+			}
+			if !q.everything && !q.selector.Matches(labelsOf(e.obj)) {
+				continue
+			}
+			out = append(out, e.obj)
+		}
+	}
+	return out
+}

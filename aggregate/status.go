@@ -1,0 +1,193 @@
+package aggregate
+
+import (
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+)
+
+// Phase is where a cluster stands, as a user reads it.
+type Phase string
+
+const (
+	// PhaseConnecting: the cluster was added and has not answered yet.
+	PhaseConnecting Phase = "Connecting"
+	// PhaseSyncing: the cluster answers and its initial lists are not complete.
+	PhaseSyncing Phase = "Syncing"
+	// PhaseSynced: every resource of the cluster has synced, and the cluster answers.
+	PhaseSynced Phase = "Synced"
+	// PhaseUnreachable: the cluster does not answer. Its last known objects stay
+	// readable, and are stale.
+	PhaseUnreachable Phase = "Unreachable"
+	// PhaseStale: the objects come from a snapshot and have not been confirmed against
+	// the cluster yet.
+	PhaseStale Phase = "Stale"
+)
+
+// Condition types of a ClusterStatus.
+const (
+	// ConditionReachable is True while the cluster's health probe passes.
+	ConditionReachable = "Reachable"
+	// ConditionSynced is True once every resource has synced.
+	ConditionSynced = "Synced"
+)
+
+// ClusterStatus is the state of one cluster of the fleet.
+type ClusterStatus struct {
+	// Name is the cluster name.
+	Name string
+	// Phase summarizes the conditions.
+	Phase Phase
+	// Conditions are ConditionReachable and ConditionSynced, with the time of their last
+	// transition.
+	Conditions []metav1.Condition
+	// Server is the cluster's server URL (without credentials); UID is the UID of its
+	// kube-system namespace, once read.
+	Server string
+	UID    types.UID
+	// LastSyncTime is when the cluster last completed its initial sync.
+	LastSyncTime time.Time
+	// LastError is the most recent error of the cluster, empty if none.
+	LastError string
+	// Resources are the configured resources, in configured order.
+	Resources []ResourceStatus
+}
+
+// ResourceStatus is the state of one configured resource in one cluster.
+type ResourceStatus struct {
+	// Name is the configured (kubectl-style) name.
+	Name string
+	// Resource is what Name resolved to in this cluster; empty if it is not served.
+	Resource schema.GroupVersionResource
+	// State is the informer's state: Pending, NotFound, Syncing or Synced.
+	State string
+	// Count is the number of cached objects. StatusBoard fills it in when read.
+	Count int
+	// ResourceVersion is the last synced resourceVersion, when one informer watches the
+	// whole resource.
+	ResourceVersion string
+	// LastError is the most recent list or watch error, empty if none.
+	LastError string
+}
+
+// StatusBoard keeps the status of every cluster of a fleet. The code that runs the
+// clusters writes it; readers get copies.
+type StatusBoard struct {
+	clock clock.PassiveClock
+	// counts, if set, returns the number of cached objects of a cluster's resource.
+	counts func(cluster string, gvr schema.GroupVersionResource) int
+
+	// mu guards clusters.
+	mu       sync.RWMutex
+	clusters map[string]*ClusterStatus
+}
+
+// NewStatusBoard returns an empty StatusBoard. counts, if not nil, fills in
+// ResourceStatus.Count when a status is read.
+func NewStatusBoard(clk clock.PassiveClock, counts func(cluster string, gvr schema.GroupVersionResource) int) *StatusBoard {
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	return &StatusBoard{clock: clk, counts: counts, clusters: map[string]*ClusterStatus{}}
+}
+
+// Set records st as the status of cluster st.Name. The conditions of st are merged into
+// the recorded ones: a condition whose status did not change keeps its transition time,
+// and one without a transition time gets the current time when it changes.
+func (b *StatusBoard) Set(st ClusterStatus) {
+	now := metav1.NewTime(b.clock.Now())
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	cur, ok := b.clusters[st.Name]
+	if !ok {
+		cur = &ClusterStatus{}
+	}
+	conditions := cur.Conditions
+	for _, c := range st.Conditions {
+		if c.LastTransitionTime.IsZero() {
+			c.LastTransitionTime = now
+		}
+		meta.SetStatusCondition(&conditions, c)
+	}
+	next := st
+	next.Conditions = conditions
+	next.Resources = slices.Clone(st.Resources)
+	b.clusters[st.Name] = &next
+}
+
+// Update changes the status of cluster name in place under the lock; a cluster without
+// a status starts from the zero ClusterStatus with its Name set.
+func (b *StatusBoard) Update(name string, update func(*ClusterStatus)) {
+	b.mu.RLock()
+	cur, ok := b.clusters[name]
+	var st ClusterStatus
+	if ok {
+		st = cloneStatus(*cur)
+	}
+	b.mu.RUnlock()
+	st.Name = name
+	update(&st)
+	b.Set(st)
+}
+
+// Remove forgets cluster name.
+func (b *StatusBoard) Remove(name string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.clusters, name)
+}
+
+// Get returns a copy of the status of cluster name.
+func (b *StatusBoard) Get(name string) (ClusterStatus, bool) {
+	b.mu.RLock()
+	cur, ok := b.clusters[name]
+	var st ClusterStatus
+	if ok {
+		st = cloneStatus(*cur)
+	}
+	b.mu.RUnlock()
+	if !ok {
+		return ClusterStatus{}, false
+	}
+	b.fillCounts(&st)
+	return st, true
+}
+
+// List returns a copy of every cluster's status, sorted by name.
+func (b *StatusBoard) List() []ClusterStatus {
+	b.mu.RLock()
+	out := make([]ClusterStatus, 0, len(b.clusters))
+	for _, st := range b.clusters {
+		out = append(out, cloneStatus(*st))
+	}
+	b.mu.RUnlock()
+	slices.SortFunc(out, func(a, b ClusterStatus) int { return strings.Compare(a.Name, b.Name) })
+	for i := range out {
+		b.fillCounts(&out[i])
+	}
+	return out
+}
+
+func (b *StatusBoard) fillCounts(st *ClusterStatus) {
+	if b.counts == nil {
+		return
+	}
+	for i, r := range st.Resources {
+		if !r.Resource.Empty() {
+			st.Resources[i].Count = b.counts(st.Name, r.Resource)
+		}
+	}
+}
+
+func cloneStatus(st ClusterStatus) ClusterStatus {
+	st.Conditions = slices.Clone(st.Conditions)
+	st.Resources = slices.Clone(st.Resources)
+	return st
+}

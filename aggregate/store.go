@@ -1,0 +1,236 @@
+package aggregate
+
+import (
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
+)
+
+// ClusterStore is the part of the fleet that one cluster's informer for one resource
+// writes into. Get one with Fleet.ClusterStore.
+//
+// The informer calls the mutators Apply and Delete, then MarkSynced after its initial
+// list. All methods are safe for concurrent use, and stores of different clusters or
+// resources are written concurrently; the events of one object are delivered in the
+// order of the calls that changed it. Every write updates the resource's Indexer and is
+// queued for every handler before the call returns; it never waits for a handler.
+//
+// ClusterStore implements cache.KeyListerGetter over the objects of its cluster, with
+// client-go keys (namespace/name, or name for cluster-scoped objects), so it can be the
+// KnownObjects of a client-go DeltaFIFO or RealFIFO: a relist then reports the objects
+// the cluster no longer has as cache.DeletedFinalStateUnknown, which the informer passes
+// to Delete with finalStateUnknown set.
+type ClusterStore struct {
+	cluster string
+	ix      *Indexer
+	fleet   *Fleet
+
+	// synced is set by MarkSynced; written under ix.lock, read without it.
+	synced atomic.Bool
+
+	// The fields below are guarded by ix.lock.
+
+	// removed is set when the cluster or resource was removed from the fleet; writes
+	// then fail with ErrStoreRemoved.
+	removed bool
+	// syncedAt is when MarkSynced was first called.
+	syncedAt time.Time
+	// waiters are the registrations whose HasSynced waits for this store.
+	waiters []*Registration
+}
+
+var _ cache.KeyListerGetter = (*ClusterStore)(nil)
+
+// Cluster returns the name of the store's cluster.
+func (s *ClusterStore) Cluster() string { return s.cluster }
+
+// Resource returns the store's resource.
+func (s *ClusterStore) Resource() schema.GroupVersionResource { return s.ix.resource }
+
+// Apply inserts or updates obj, which must have ObjectMeta, and delivers the change:
+// Added if its key is new, Updated (with the previous object as OldObject) otherwise.
+// initialList marks the events as part of an initial list.
+//
+// If the stored object has the same non-empty resourceVersion as obj, the update is a
+// no-op: the stored object is kept, and the event is delivered only to handlers that
+// asked for no-op updates. This is what makes a warm restart silent: the store is seeded
+// from a snapshot, and the informer's first list applies the same objects again.
+//
+// The store keeps obj itself, not a copy: the caller must not modify it afterwards.
+func (s *ClusterStore) Apply(obj runtime.Object, initialList bool) error {
+	key, rv, err := s.keyOf(obj)
+	if err != nil {
+		return fmt.Errorf("apply to %s in cluster %q: %w", s.ix.resource, s.cluster, err)
+	}
+	ix := s.ix
+	ix.lock.Lock()
+	defer ix.lock.Unlock()
+	if s.removed {
+		return fmt.Errorf("apply %s to %s: %w", key, ix.resource, ErrStoreRemoved)
+	}
+	e := ix.items[key]
+	switch {
+	case e == nil:
+		ix.addLocked(key, obj, rv)
+		ix.fanOutLocked(pending{ref: objectRef{ix, key}, typ: Added, obj: obj, initialList: initialList}, false)
+	case rv != "" && rv == e.rv:
+		ix.fanOutLocked(pending{ref: objectRef{ix, key}, typ: Updated, obj: e.obj, old: e.obj, initialList: initialList}, true)
+	default:
+		old := e.obj
+		ix.updateLocked(e, obj, rv)
+		ix.fanOutLocked(pending{ref: objectRef{ix, key}, typ: Updated, obj: obj, old: old, initialList: initialList}, false)
+	}
+	return nil
+}
+
+// Delete removes the object with obj's key and delivers Deleted with obj as the last
+// known state. finalStateUnknown says the deletion was detected by a relist rather than
+// watched (obj then is typically the stored object). Deleting a key that is not present
+// does nothing.
+func (s *ClusterStore) Delete(obj runtime.Object, finalStateUnknown bool) error {
+	key, _, err := s.keyOf(obj)
+	if err != nil {
+		return fmt.Errorf("delete from %s in cluster %q: %w", s.ix.resource, s.cluster, err)
+	}
+	ix := s.ix
+	ix.lock.Lock()
+	defer ix.lock.Unlock()
+	if s.removed {
+		return fmt.Errorf("delete %s from %s: %w", key, ix.resource, ErrStoreRemoved)
+	}
+	e := ix.items[key]
+	if e == nil {
+		return nil
+	}
+	ix.removeLocked(e)
+	ix.fanOutLocked(pending{ref: objectRef{ix, key}, typ: Deleted, obj: obj, old: e.obj, finalStateUnknown: finalStateUnknown}, false)
+	return nil
+}
+
+func (s *ClusterStore) keyOf(obj runtime.Object) (Key, string, error) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return Key{}, "", fmt.Errorf("%w: %w", ErrNoMetadata, err)
+	}
+	key := Key{Cluster: s.cluster, Namespace: m.GetNamespace(), Name: m.GetName()}
+	if err := key.validate(); err != nil {
+		return Key{}, "", err
+	}
+	return key, m.GetResourceVersion(), nil
+}
+
+// MarkSynced records that the informer has applied its initial list. Calls after the
+// first do nothing.
+func (s *ClusterStore) MarkSynced() {
+	ix := s.ix
+	ix.lock.Lock()
+	if s.synced.Load() {
+		ix.lock.Unlock()
+		return
+	}
+	s.synced.Store(true)
+	s.syncedAt = s.fleet.clock.Now()
+	waiters := s.waiters
+	s.waiters = nil
+	ix.lock.Unlock()
+	for _, r := range waiters {
+		r.storeSynced()
+	}
+}
+
+// Synced reports whether MarkSynced has been called.
+func (s *ClusterStore) Synced() bool { return s.synced.Load() }
+
+// Len returns the number of objects of the store's cluster and resource.
+func (s *ClusterStore) Len() int {
+	s.ix.lock.RLock()
+	defer s.ix.lock.RUnlock()
+	if s.removed {
+		return 0
+	}
+	if ci := s.ix.clusters[s.cluster]; ci != nil {
+		return ci.count
+	}
+	return 0
+}
+
+// ListKeys returns the client-go keys of the store's objects. It implements
+// cache.KeyLister.
+func (s *ClusterStore) ListKeys() []string {
+	s.ix.lock.RLock()
+	defer s.ix.lock.RUnlock()
+	ci := s.ix.clusters[s.cluster]
+	if s.removed || ci == nil {
+		return nil
+	}
+	out := make([]string, 0, ci.count)
+	for _, set := range ci.namespaces {
+		for e := range set {
+			out = append(out, e.key.MetaNamespaceKey())
+		}
+	}
+	return out
+}
+
+// GetByKey returns the object with the given client-go key. It implements
+// cache.KeyGetter; the error is always nil.
+func (s *ClusterStore) GetByKey(key string) (value any, exists bool, err error) {
+	namespace, name, ok := splitMetaNamespaceKey(key)
+	if !ok {
+		return nil, false, nil
+	}
+	s.ix.lock.RLock()
+	defer s.ix.lock.RUnlock()
+	if s.removed {
+		return nil, false, nil
+	}
+	e := s.ix.items[Key{Cluster: s.cluster, Namespace: namespace, Name: name}]
+	if e == nil {
+		return nil, false, nil
+	}
+	return e.obj, true, nil
+}
+
+// fanOutLocked queues p for every handler of the indexer. noOp marks a no-op update,
+// which only handlers that asked for them receive.
+func (ix *Indexer) fanOutLocked(p pending, noOp bool) {
+	for _, r := range ix.handlers {
+		if noOp && !r.deliverNoOp {
+			continue
+		}
+		r.enqueue(p)
+	}
+}
+
+// removeClusterLocked removes the objects of cluster from ix, delivering Deleted events
+// with FinalStateUnknown set, and retires the cluster's store. It returns the
+// registrations that were waiting for that store to sync.
+func (ix *Indexer) removeClusterLocked(cluster string) (waiters []*Registration) {
+	if s := ix.stores[cluster]; s != nil {
+		s.removed = true
+		waiters, s.waiters = s.waiters, nil
+		delete(ix.stores, cluster)
+	}
+	ci := ix.clusters[cluster]
+	if ci == nil {
+		return waiters
+	}
+	// The cluster's own indices go as a whole; only items and user indices are shared.
+	delete(ix.clusters, cluster)
+	for _, set := range ci.namespaces {
+		for e := range set {
+			delete(ix.items, e.key)
+			for _, ui := range ix.indices {
+				values, err := ui.fn(e.obj)
+				ix.removeFromIndexLocked(ui, e, values, err)
+			}
+			ix.fanOutLocked(pending{ref: objectRef{ix, e.key}, typ: Deleted, obj: e.obj, old: e.obj, finalStateUnknown: true}, false)
+		}
+	}
+	return waiters
+}
