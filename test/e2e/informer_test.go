@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/fleetwatch/fleetwatch/informer"
@@ -332,8 +333,19 @@ func TestInformerSet(t *testing.T) {
 	}
 
 	t.Run("relist after 410 Gone is diffed against the store", func(t *testing.T) {
+		// Change the cluster through a second apiserver while the watched one is down,
+		// then compact, so that the informer's resourceVersion is gone and it relists.
+		second, err := c.AddAPIServer(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer second.Stop()
 		resetCounts()
-		if err := c.StopAPIServer(); err != nil {
+		if err := c.KillAPIServer(); err != nil {
+			t.Fatal(err)
+		}
+		cs2 := kubernetes.NewForConfigOrDie(second.RESTConfig())
+		if err := cs2.CoreV1().Pods("shop").Delete(ctx, "api-0", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := c.Compact(ctx); err != nil {
@@ -346,7 +358,7 @@ func TestInformerSet(t *testing.T) {
 		eventually(t, 60*time.Second, "pods converge after 410", func() string {
 			return diffRVs(serverTruth(ctx, t, c, podsGVR, frontend), pods.snapshot())
 		})
-		checkCounts(t, 1, 0, 0)
+		checkCounts(t, 1, 1, 1)
 	})
 
 	t.Run("changes while the informers were down arrive as a diff", func(t *testing.T) {

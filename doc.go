@@ -1,0 +1,17 @@
+// Package fleetwatch assembles the fleet: it follows the kubeconfig files (package
+// cluster), runs one informer set per cluster (package informer), and feeds them all into
+// one federated cache with cluster-tagged event handlers (package aggregate).
+//
+// A Manager is the entry point for programs that embed fleetwatch:
+//
+//	mgr, err := fleetwatch.NewManager(fleetwatch.Options{
+//		Clusters:  cluster.Options{Kubeconfigs: []string{"~/.kube/config"}},
+//		Resources: []informer.Resource{{Name: "pods"}, {Name: "deployments.apps"}},
+//	})
+//	...
+//	mgr.Fleet().AddHandler(aggregate.HandlerFunc(func(e aggregate.Event) { ... }), aggregate.HandlerOptions{})
+//	err = mgr.Start(ctx) // blocks until ctx is done
+//
+// Listers, indices and handlers are those of the aggregate.Fleet returned by Fleet; the
+// state of every cluster is in Status.
+package fleetwatch

@@ -1,0 +1,132 @@
+// Command controller is a minimal multi-cluster controller built on fleetwatch: one
+// cluster-aware work queue fed by fleet events, and workers that reconcile each
+// cluster/namespace/name from the federated cache.
+//
+//	go run ./examples/controller --kubeconfig ~/.kube/config
+//
+// Every kubeconfig context is a cluster. For each deployment in any cluster, the
+// reconciler prints its key and its desired replicas; for a deleted one, that it is gone.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/fleetwatch/fleetwatch"
+	"github.com/fleetwatch/fleetwatch/aggregate"
+	"github.com/fleetwatch/fleetwatch/cluster"
+	"github.com/fleetwatch/fleetwatch/informer"
+)
+
+var deployments = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+
+func main() {
+	os.Exit(run())
+}
+
+func run() int {
+	var kubeconfigs stringList
+	flag.Var(&kubeconfigs, "kubeconfig", "kubeconfig file or directory (repeatable; default $KUBECONFIG, else ~/.kube/config)")
+	workers := flag.Int("workers", 2, "reconcile workers")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	mgr, err := fleetwatch.NewManager(fleetwatch.Options{
+		Clusters:  cluster.Options{Kubeconfigs: kubeconfigs},
+		Resources: []informer.Resource{{Name: "deployments.apps"}},
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "controller:", err)
+		return 1
+	}
+	fleet := mgr.Fleet()
+
+	// One queue per resource; its keys carry the cluster.
+	queue := aggregate.NewQueue("deployments")
+	reg, err := fleet.AddHandler(aggregate.EnqueueHandler(queue), aggregate.HandlerOptions{
+		Name:      "deployments-controller",
+		Resources: []schema.GroupVersionResource{deployments},
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "controller:", err)
+		return 1
+	}
+
+	errc := make(chan error, 1)
+	go func() { errc <- mgr.Start(ctx) }()
+
+	// Wait until every cluster has synced (or timed out) and the handler has seen it all.
+	if !cache.WaitForCacheSync(ctx.Done(), reg.HasSynced, mgr.Ready) {
+		fmt.Fprintln(os.Stderr, "controller: stopped before the caches synced")
+		return 1
+	}
+	fmt.Println("controller: caches synced")
+	for range *workers {
+		go func() {
+			for processNext(fleet, queue) {
+			}
+		}()
+	}
+
+	<-ctx.Done()
+	queue.ShutDown()
+	if err := <-errc; err != nil {
+		fmt.Fprintln(os.Stderr, "controller:", err)
+		return 1
+	}
+	return 0
+}
+
+// processNext reconciles one key; it returns false once the queue is shut down.
+func processNext(fleet *aggregate.Fleet, queue workqueue.TypedRateLimitingInterface[aggregate.Key]) bool {
+	key, shutdown := queue.Get()
+	if shutdown {
+		return false
+	}
+	defer queue.Done(key)
+	if err := reconcile(fleet, key); err != nil {
+		fmt.Fprintf(os.Stderr, "reconcile %s: %v\n", key, err)
+		queue.AddRateLimited(key)
+		return true
+	}
+	queue.Forget(key)
+	return true
+}
+
+// reconcile reads the object from the federated cache, as a controller reads its lister.
+func reconcile(fleet *aggregate.Fleet, key aggregate.Key) error {
+	obj, err := fleet.Lister(deployments).Cluster(key.Cluster).ByNamespace(key.Namespace).Get(key.Name)
+	if apierrors.IsNotFound(err) {
+		fmt.Printf("%s: deleted\n", key)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return fmt.Errorf("unexpected %T", obj)
+	}
+	replicas, _, _ := unstructured.NestedInt64(u.Object, "spec", "replicas")
+	fmt.Printf("%s: replicas=%d generation=%d at %s\n", key, replicas, u.GetGeneration(), time.Now().Format(time.TimeOnly))
+	return nil
+}
+
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }

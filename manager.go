@@ -1,0 +1,402 @@
+package fleetwatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/fleetwatch/fleetwatch/aggregate"
+	"github.com/fleetwatch/fleetwatch/cluster"
+	"github.com/fleetwatch/fleetwatch/informer"
+)
+
+// Defaults of Options.
+const (
+	DefaultSyncTimeout        = 2 * time.Minute
+	DefaultMaxConcurrentSyncs = 8
+)
+
+// Options configure a Manager. Every field documents its default.
+type Options struct {
+	// Clusters selects the clusters: kubeconfig files, context globs and aliases. See
+	// cluster.Options for its defaults ($KUBECONFIG, else ~/.kube/config; every context).
+	Clusters cluster.Options
+	// Resources are the resources cached in every cluster. Required.
+	Resources []informer.Resource
+	// Fleet configures the federated cache. See aggregate.Options.
+	Fleet aggregate.Options
+	// Health configures the probe of each cluster. See cluster.HealthOptions.
+	Health cluster.HealthOptions
+
+	// SyncTimeout bounds each cluster's initial sync. A cluster that has not synced by
+	// then no longer holds back readiness, and its unsynced resources report
+	// informer.ErrSyncTimeout; it keeps trying. Default DefaultSyncTimeout.
+	SyncTimeout time.Duration
+	// MaxConcurrentSyncs bounds how many clusters do their initial list at once, so that
+	// starting a large fleet is not a thundering herd. Default DefaultMaxConcurrentSyncs.
+	MaxConcurrentSyncs int
+	// DiscoveryInterval is how often each cluster's discovery is read again. Default:
+	// informer's (30 seconds).
+	DiscoveryInterval time.Duration
+	// KeepManagedFields keeps metadata.managedFields, stripped by default.
+	KeepManagedFields bool
+	// KeepSecretData keeps the data of Secrets, dropped by default.
+	KeepSecretData bool
+	// Transform, if set, runs on every object after the built-in transforms.
+	Transform cache.TransformFunc
+
+	// Clock defaults to the real clock.
+	Clock clock.WithTicker
+}
+
+// Manager runs a fleet: it engages every cluster that the kubeconfig files select, runs
+// an informer set and a health probe for each, and keeps the status of each.
+type Manager struct {
+	opts     Options
+	fleet    *aggregate.Fleet
+	status   *aggregate.StatusBoard
+	provider *cluster.Provider
+	limiter  informer.Limiter
+	// releaseSync releases the fleet's sync hold once the Manager is first ready, so that
+	// handlers registered before the clusters were engaged report HasSynced only after
+	// the initial lists.
+	releaseSync func()
+
+	// wg counts the goroutines of engaged clusters, so that Start returns after them.
+	wg sync.WaitGroup
+
+	// mu guards members.
+	mu sync.Mutex
+	// members are the engaged clusters, by name.
+	members map[string]*member
+}
+
+var (
+	_ cluster.Aware      = (*Manager)(nil)
+	_ cluster.Disengager = (*Manager)(nil)
+)
+
+// member is one engaged cluster.
+type member struct {
+	cluster *cluster.Cluster
+	set     *informer.Set
+	// done is closed when the informer set has stopped.
+	done chan struct{}
+
+	// mu guards the fields below.
+	mu sync.Mutex
+	// health is the last health report; nil before the first probe.
+	health *cluster.Health
+	// identity is the cluster's identity, once read.
+	identity cluster.Identity
+	// syncTimedOut is set when SyncTimeout passed before the initial sync completed.
+	syncTimedOut bool
+}
+
+// NewManager validates opts and returns a Manager. Nothing runs until Start.
+func NewManager(opts Options) (*Manager, error) {
+	if len(opts.Resources) == 0 {
+		return nil, errors.New("fleetwatch: Options.Resources is empty")
+	}
+	for i, r := range opts.Resources {
+		if err := informer.ValidateName(r.Name); err != nil {
+			return nil, fmt.Errorf("fleetwatch: Options.Resources[%d]: %w", i, err)
+		}
+	}
+	if opts.SyncTimeout == 0 {
+		opts.SyncTimeout = DefaultSyncTimeout
+	}
+	if opts.MaxConcurrentSyncs == 0 {
+		opts.MaxConcurrentSyncs = DefaultMaxConcurrentSyncs
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.Fleet.Clock == nil {
+		opts.Fleet.Clock = opts.Clock
+	}
+	opts.Resources = slices.Clone(opts.Resources)
+	fleet := aggregate.New(opts.Fleet)
+	m := &Manager{
+		opts:        opts,
+		fleet:       fleet,
+		limiter:     informer.NewLimiter(opts.MaxConcurrentSyncs),
+		releaseSync: fleet.HoldSync(),
+		members:     map[string]*member{},
+		status: aggregate.NewStatusBoard(opts.Clock, func(c string, gvr schema.GroupVersionResource) int {
+			return fleet.Indexer(gvr).ClusterLen(c)
+		}),
+	}
+	p, err := cluster.NewProvider(opts.Clusters, m)
+	if err != nil {
+		return nil, err
+	}
+	m.provider = p
+	return m, nil
+}
+
+// Fleet returns the federated cache: listers, indices and handlers. A handler's
+// Registration.HasSynced turns true only once the Manager has been Ready, so
+// cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) waits for the initial lists of the
+// clusters, also for handlers added before Start.
+func (m *Manager) Fleet() *aggregate.Fleet { return m.fleet }
+
+// Status returns the status of every engaged cluster, sorted by name.
+func (m *Manager) Status() []aggregate.ClusterStatus { return m.status.List() }
+
+// ClusterStatus returns the status of one cluster.
+func (m *Manager) ClusterStatus(name string) (aggregate.ClusterStatus, bool) {
+	return m.status.Get(name)
+}
+
+// Ready reports whether every engaged cluster has either synced, or failed to sync
+// within SyncTimeout and serves its last known state. A Manager without clusters is not
+// ready.
+func (m *Manager) Ready() bool {
+	m.mu.Lock()
+	members := make([]*member, 0, len(m.members))
+	for _, mb := range m.members {
+		members = append(members, mb)
+	}
+	m.mu.Unlock()
+	if len(members) == 0 {
+		return false
+	}
+	for _, mb := range members {
+		mb.mu.Lock()
+		timedOut := mb.syncTimedOut
+		mb.mu.Unlock()
+		if !timedOut && !mb.set.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+// Start runs the fleet until ctx is done. It stops in order: first the clusters (the
+// sources of events), then the fleet's handlers, so that no handler misses an event
+// that was already cached.
+func (m *Manager) Start(ctx context.Context) error {
+	fleetCtx, stopFleet := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopFleet()
+	fleetDone := make(chan error, 1)
+	go func() { fleetDone <- m.fleet.Start(fleetCtx) }()
+
+	err := m.provider.Start(ctx)
+	m.wg.Wait()
+	stopFleet()
+	return errors.Join(err, <-fleetDone)
+}
+
+// Engage implements cluster.Aware: it starts the cluster's informer set, health probe
+// and identity read, bound to ctx.
+func (m *Manager) Engage(ctx context.Context, c *cluster.Cluster) error {
+	mb := &member{cluster: c, done: make(chan struct{})}
+	set, err := informer.New(informer.Options{
+		Cluster:            c.Name,
+		Config:             c.Config,
+		Resources:          m.opts.Resources,
+		Sink:               sink{fleet: m.fleet, cluster: c.Name},
+		SyncTimeout:        m.opts.SyncTimeout,
+		DiscoveryInterval:  m.opts.DiscoveryInterval,
+		InitialSyncLimiter: m.limiter,
+		KeepManagedFields:  m.opts.KeepManagedFields,
+		KeepSecretData:     m.opts.KeepSecretData,
+		Transform:          m.opts.Transform,
+		OnChange:           func() { m.refresh(mb) },
+		Clock:              m.opts.Clock,
+	})
+	if err != nil {
+		return err
+	}
+	mb.set = set
+	m.mu.Lock()
+	m.members[c.Name] = mb
+	m.mu.Unlock()
+	m.status.Set(aggregate.ClusterStatus{Name: c.Name, Server: c.Server(), Phase: aggregate.PhaseConnecting})
+	m.refresh(mb)
+
+	m.wg.Add(4)
+	go func() {
+		defer m.wg.Done()
+		defer close(mb.done)
+		if err := set.Start(ctx); err != nil && ctx.Err() == nil {
+			klog.FromContext(ctx).Error(err, "Informers stopped")
+		}
+	}()
+	go func() {
+		defer m.wg.Done()
+		_ = cluster.RunHealth(ctx, c, m.opts.Health, func(h cluster.Health) {
+			mb.mu.Lock()
+			mb.health = &h
+			mb.mu.Unlock()
+			m.refresh(mb)
+		})
+	}()
+	go func() {
+		defer m.wg.Done()
+		m.readIdentity(ctx, mb)
+	}()
+	go func() {
+		defer m.wg.Done()
+		select {
+		case <-ctx.Done():
+		case <-m.opts.Clock.After(m.opts.SyncTimeout):
+			mb.mu.Lock()
+			mb.syncTimedOut = !set.HasSynced()
+			mb.mu.Unlock()
+			m.refresh(mb)
+		}
+	}()
+	return nil
+}
+
+// Disengage implements cluster.Disengager: once the cluster's informers have stopped,
+// its objects leave the cache, with a Deleted event each.
+func (m *Manager) Disengage(ctx context.Context, c *cluster.Cluster, cause error) error {
+	m.mu.Lock()
+	mb := m.members[c.Name]
+	if mb != nil && mb.cluster == c {
+		delete(m.members, c.Name)
+	} else {
+		mb = nil
+	}
+	m.mu.Unlock()
+	if mb == nil {
+		return nil
+	}
+	select {
+	case <-mb.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	m.fleet.RemoveCluster(c.Name)
+	m.status.Remove(c.Name)
+	klog.FromContext(ctx).Info("Cluster left the fleet; its objects were removed", "cluster", c.Name, "reason", cause)
+	return nil
+}
+
+// readIdentity reads the cluster's identity, retrying with backoff until it succeeds or
+// ctx is done.
+func (m *Manager) readIdentity(ctx context.Context, mb *member) {
+	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: time.Minute}
+	for ctx.Err() == nil {
+		id, err := cluster.ReadIdentity(ctx, mb.cluster.Config)
+		if err == nil {
+			mb.mu.Lock()
+			mb.identity = id
+			mb.mu.Unlock()
+			m.refresh(mb)
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-m.opts.Clock.After(backoff.Step()):
+		}
+	}
+}
+
+// refresh recomputes the status of a cluster from its informers and its health.
+func (m *Manager) refresh(mb *member) {
+	m.mu.Lock()
+	current := m.members[mb.cluster.Name] == mb
+	m.mu.Unlock()
+	if !current {
+		return
+	}
+	resources := mb.set.Status()
+	mb.mu.Lock()
+	health, identity, timedOut := mb.health, mb.identity, mb.syncTimedOut
+	mb.mu.Unlock()
+
+	st := aggregate.ClusterStatus{
+		Name:      mb.cluster.Name,
+		Server:    mb.cluster.Server(),
+		UID:       identity.UID,
+		Resources: make([]aggregate.ResourceStatus, len(resources)),
+	}
+	synced, answered := true, health != nil && health.Healthy
+	for i, r := range resources {
+		rs := aggregate.ResourceStatus{Name: r.Name, Resource: r.Mapping.Resource, State: string(r.State)}
+		if len(r.ResourceVersions) == 1 {
+			rs.ResourceVersion = r.ResourceVersions[metav1.NamespaceAll]
+		}
+		if r.LastError != nil {
+			rs.LastError = r.LastError.Error()
+			if st.LastError == "" {
+				st.LastError = rs.LastError
+			}
+		}
+		switch r.State {
+		case informer.StateSynced:
+			answered = true
+			if r.SyncedTime.After(st.LastSyncTime) {
+				st.LastSyncTime = r.SyncedTime
+			}
+		case informer.StateNotFound:
+			answered = true
+		default:
+			synced = false
+		}
+		st.Resources[i] = rs
+	}
+
+	reachable := metav1.Condition{Type: aggregate.ConditionReachable, Status: metav1.ConditionUnknown, Reason: "NotProbed"}
+	if health != nil {
+		if health.Healthy {
+			reachable.Status, reachable.Reason = metav1.ConditionTrue, "ProbeSucceeded"
+		} else {
+			reachable.Status, reachable.Reason, reachable.Message = metav1.ConditionFalse, "ProbeFailed", health.Err.Error()
+			st.LastError = health.Err.Error()
+		}
+	}
+	syncedCond := metav1.Condition{Type: aggregate.ConditionSynced, Status: metav1.ConditionFalse, Reason: "Syncing"}
+	switch {
+	case synced:
+		syncedCond.Status, syncedCond.Reason = metav1.ConditionTrue, "AllResourcesSynced"
+	case timedOut:
+		syncedCond.Reason, syncedCond.Message = "SyncTimeout", fmt.Sprintf("not synced within %v", m.opts.SyncTimeout)
+	}
+	st.Conditions = []metav1.Condition{reachable, syncedCond}
+
+	switch {
+	case health != nil && !health.Healthy:
+		st.Phase = aggregate.PhaseUnreachable
+	case synced:
+		st.Phase = aggregate.PhaseSynced
+	case answered:
+		st.Phase = aggregate.PhaseSyncing
+	default:
+		st.Phase = aggregate.PhaseConnecting
+	}
+	m.status.Set(st)
+	if m.Ready() {
+		m.releaseSync()
+	}
+}
+
+// sink hands one cluster's informer set its stores in the fleet.
+type sink struct {
+	fleet   *aggregate.Fleet
+	cluster string
+}
+
+var _ informer.Sink = sink{}
+
+func (s sink) Store(gvr schema.GroupVersionResource) informer.Store {
+	return s.fleet.ClusterStore(s.cluster, gvr)
+}
+
+func (s sink) RemoveResource(gvr schema.GroupVersionResource) {
+	s.fleet.RemoveClusterResource(s.cluster, gvr)
+}
