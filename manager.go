@@ -393,8 +393,8 @@ type sink struct {
 
 var _ informer.Sink = sink{}
 
-func (s sink) Store(gvr schema.GroupVersionResource) informer.Store {
-	return s.fleet.ClusterStore(s.cluster, gvr)
+func (s sink) Store(scope informer.Scope) informer.Store {
+	return s.fleet.ClusterStore(s.cluster, scope.Resource)
 }
 
 func (s sink) RemoveResource(gvr schema.GroupVersionResource) {

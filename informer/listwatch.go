@@ -9,6 +9,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
@@ -31,7 +32,51 @@ type listWatch struct {
 	bookmarkTimeout time.Duration
 	// noStreaming is set once a streaming list failed to end.
 	noStreaming atomic.Bool
+
+	// seeded is set by seed; then the first list is seedList, without a request.
+	seeded   bool
+	seedList func() (runtime.Object, error)
+	// seedUsed is set once the seed list was handed out.
+	seedUsed atomic.Bool
 }
+
+// seed makes the first list return the objects of known at resourceVersion, without
+// asking the cluster, so that the watch resumes from there. It also turns streaming
+// lists off for this informer: they would bypass List.
+func (lw *listWatch) seed(known cache.KeyListerGetter, m Mapping, metadataOnly bool, resourceVersion string) {
+	lw.seeded = true
+	lw.seedList = func() (runtime.Object, error) {
+		keys := known.ListKeys()
+		if metadataOnly {
+			list := &metav1.PartialObjectMetadataList{Items: make([]metav1.PartialObjectMetadata, 0, len(keys))}
+			list.ResourceVersion = resourceVersion
+			for _, k := range keys {
+				if obj, ok, _ := known.GetByKey(k); ok {
+					if p, ok := obj.(*metav1.PartialObjectMetadata); ok {
+						list.Items = append(list.Items, *p)
+					}
+				}
+			}
+			return list, nil
+		}
+		list := &unstructured.UnstructuredList{Object: map[string]interface{}{}, Items: make([]unstructured.Unstructured, 0, len(keys))}
+		list.SetAPIVersion(m.Kind.GroupVersion().String())
+		list.SetKind(m.Kind.Kind + "List")
+		list.SetResourceVersion(resourceVersion)
+		for _, k := range keys {
+			if obj, ok, _ := known.GetByKey(k); ok {
+				if u, ok := obj.(*unstructured.Unstructured); ok {
+					list.Items = append(list.Items, *u)
+				}
+			}
+		}
+		return list, nil
+	}
+}
+
+// IsWatchListSemanticsUnSupported tells client-go's reflector not to use streaming
+// lists for a seeded informer, whose first list must go through List.
+func (lw *listWatch) IsWatchListSemanticsUnSupported() bool { return lw.seeded }
 
 var (
 	_ cache.ListerWatcher            = (*listWatch)(nil)
@@ -77,6 +122,9 @@ func (lw *listWatch) Watch(opts metav1.ListOptions) (watch.Interface, error) {
 }
 
 func (lw *listWatch) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+	if lw.seeded && lw.seedUsed.CompareAndSwap(false, true) {
+		return lw.seedList()
+	}
 	lw.tweak(&opts)
 	return lw.list(ctx, opts)
 }

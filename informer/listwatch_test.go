@@ -15,7 +15,9 @@ import (
 
 func fakeListWatch(w *watch.FakeWatcher, timeout time.Duration) *listWatch {
 	return &listWatch{
-		list:            func(context.Context, metav1.ListOptions) (runtime.Object, error) { return &unstructured.UnstructuredList{}, nil },
+		list: func(context.Context, metav1.ListOptions) (runtime.Object, error) {
+			return &unstructured.UnstructuredList{}, nil
+		},
 		watch:           func(context.Context, metav1.ListOptions) (watch.Interface, error) { return w, nil },
 		tweak:           func(*metav1.ListOptions) {},
 		bookmarkTimeout: timeout,

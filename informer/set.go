@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,14 +44,34 @@ type Store interface {
 	MarkSynced()
 }
 
+// Checkpointer is an optional interface of a Store that persists what it holds.
+type Checkpointer interface {
+	// Checkpoint says that the objects the informer has applied so far are the state of
+	// its scope at resourceVersion. The informer calls it after each watch event and
+	// after a list has been applied completely, never in the middle of a list, so state
+	// saved with a checkpoint is always consistent.
+	Checkpoint(resourceVersion string)
+}
+
 // Sink hands a Set the stores of its cluster. It is implemented by the code that wires
 // a Set to the fleet.
 type Sink interface {
-	// Store returns the store for resource gvr of the Set's cluster.
-	Store(gvr schema.GroupVersionResource) Store
+	// Store returns the store for an informer of scope. The informers of one resource
+	// (one per configured namespace) get stores that share their objects.
+	Store(scope Scope) Store
 	// RemoveResource drops every object of resource gvr of the Set's cluster: the
 	// cluster no longer serves it.
 	RemoveResource(gvr schema.GroupVersionResource)
+}
+
+// Seeder is an optional interface of a Sink whose stores were seeded from saved state.
+type Seeder interface {
+	// Seed returns the resourceVersion at which the store of scope holds saved state,
+	// if it does. The informer's first list is then that state, read from the store
+	// without asking the cluster, and its watch resumes from resourceVersion. If the
+	// cluster has compacted it away (410 Gone), the informer lists normally and the list
+	// is diffed against the store.
+	Seed(scope Scope) (resourceVersion string, ok bool)
 }
 
 // Limiter bounds how many clusters do their initial list at once across a fleet.
@@ -110,8 +131,13 @@ type Options struct {
 	// KeepSecretData keeps the data and stringData of Secrets, which are dropped by
 	// default.
 	KeepSecretData bool
-	// Transform, if set, runs on every object after the built-in transforms.
+	// Transform, if set, runs on every object after the built-in transforms. It must be
+	// idempotent: objects seeded from saved state pass through it again.
 	Transform cache.TransformFunc
+	// TransformID identifies Transform in the Spec of every Scope, so that state saved
+	// under another transform does not seed an informer. Change it when Transform
+	// changes what it keeps.
+	TransformID string
 	// OnChange, if set, is called whenever the status of a resource changes. It is called
 	// without locks held and must return quickly.
 	OnChange func()
@@ -419,13 +445,16 @@ func (s *Set) setStatus(i int, update func(*ResourceStatus)) {
 func (s *Set) start(ctx context.Context, i int, r Resource, m Mapping) {
 	ctx, cancel := context.WithCancel(ctx)
 	run := &runner{mapping: m, cancel: cancel, done: make(chan struct{}), controllers: map[string]cache.Controller{}}
-	store := s.opts.Sink.Store(m.Resource)
 	namespaces := []string{metav1.NamespaceAll}
 	if m.Namespaced && len(r.Namespaces) > 0 {
 		namespaces = r.Namespaces
 	}
 	var wg sync.WaitGroup
+	var stores []Store
 	for _, ns := range namespaces {
+		scope := Scope{Resource: m.Resource, Namespace: ns, Spec: s.opts.spec(r)}
+		store := s.opts.Sink.Store(scope)
+		stores = append(stores, store)
 		var known cache.KeyListerGetter = store
 		if ns != metav1.NamespaceAll {
 			known = namespaceKeys{store: store, namespace: ns}
@@ -434,14 +463,20 @@ func (s *Set) start(ctx context.Context, i int, r Resource, m Mapping) {
 		if r.MetadataOnly {
 			objType = &metav1.PartialObjectMetadata{}
 		}
+		lw := newListWatch(s.dyn, s.md, m, r, ns, s.opts.StreamingListTimeout)
+		if seeder, ok := s.opts.Sink.(Seeder); ok {
+			if rv, ok := seeder.Seed(scope); ok {
+				lw.seed(known, m, r.MetadataOnly, rv)
+			}
+		}
 		ctrl := cache.New(&cache.Config{
-			Queue: cache.NewRealFIFOWithOptions(cache.RealFIFOOptions{
-				Name:         fmt.Sprintf("%s %s %s", s.opts.Cluster, m.Resource, ns),
+			Queue: listMarkingQueue{cache.NewRealFIFOWithOptions(cache.RealFIFOOptions{
+				Name:         fmt.Sprintf("%s %s", s.opts.Cluster, scope),
 				KeyFunction:  cache.DeletionHandlingMetaNamespaceKeyFunc,
 				KnownObjects: known,
 				Transformer:  s.transform(m),
-			}),
-			ListerWatcher:     newListWatch(s.dyn, s.md, m, r, ns, s.opts.StreamingListTimeout),
+			})},
+			ListerWatcher:     lw,
 			ObjectType:        objType,
 			ObjectDescription: m.Resource.String(),
 			Process:           processDeltas(store),
@@ -462,11 +497,11 @@ func (s *Set) start(ctx context.Context, i int, r Resource, m Mapping) {
 	s.setStatus(i, func(st *ResourceStatus) {
 		st.State, st.Mapping, st.SyncedTime, st.ResourceVersions = StateSyncing, m, time.Time{}, nil
 	})
-	go s.watchSync(ctx, i, run, store)
+	go s.watchSync(ctx, i, run, stores)
 }
 
 // watchSync marks resource i Synced once all its informers have synced.
-func (s *Set) watchSync(ctx context.Context, i int, run *runner, store Store) {
+func (s *Set) watchSync(ctx context.Context, i int, run *runner, stores []Store) {
 	poll := s.opts.Clock.NewTicker(20 * time.Millisecond)
 	defer poll.Stop()
 	for {
@@ -483,7 +518,9 @@ func (s *Set) watchSync(ctx context.Context, i int, run *runner, store Store) {
 		case <-poll.C():
 		}
 	}
-	store.MarkSynced()
+	for _, store := range stores {
+		store.MarkSynced()
+	}
 	rvs := map[string]string{}
 	for ns, c := range run.controllers {
 		rvs[ns] = c.LastSyncResourceVersion()
@@ -533,6 +570,9 @@ func (s *Set) stopAll() {
 func (s *Set) transform(m Mapping) cache.TransformFunc {
 	secrets := m.Resource.Group == "" && m.Resource.Resource == "secrets"
 	return func(obj interface{}) (interface{}, error) {
+		if _, ok := obj.(runtime.Object); !ok {
+			return obj, nil // a listDone marker
+		}
 		if !s.opts.KeepManagedFields {
 			if a, err := meta.Accessor(obj); err == nil {
 				a.SetManagedFields(nil)
@@ -551,8 +591,11 @@ func (s *Set) transform(m Mapping) cache.TransformFunc {
 	}
 }
 
-// processDeltas applies the deltas popped from an informer's queue to store.
+// processDeltas applies the deltas popped from an informer's queue to store, and tells a
+// Checkpointer store at which resourceVersion its state is consistent: after each watch
+// event, and when a list has been applied completely.
 func processDeltas(store Store) cache.ProcessFunc {
+	checkpointer, _ := store.(Checkpointer)
 	return func(obj interface{}, initialList bool) error {
 		deltas, ok := obj.(cache.Deltas)
 		if !ok {
@@ -560,6 +603,12 @@ func processDeltas(store Store) cache.ProcessFunc {
 		}
 		var errs []error
 		for _, d := range deltas {
+			if rv, ok := listDoneRV(d.Object); ok {
+				if checkpointer != nil {
+					checkpointer.Checkpoint(rv)
+				}
+				continue
+			}
 			obj, finalStateUnknown := d.Object, false
 			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj, finalStateUnknown = tomb.Obj, true
@@ -569,14 +618,49 @@ func processDeltas(store Store) cache.ProcessFunc {
 				errs = append(errs, fmt.Errorf("unexpected %T in a %s delta", obj, d.Type))
 				continue
 			}
+			var err error
 			if d.Type == cache.Deleted {
-				errs = append(errs, store.Delete(o, finalStateUnknown))
+				err = store.Delete(o, finalStateUnknown)
 			} else { // Added, Updated, Replaced, Sync
-				errs = append(errs, store.Apply(o, initialList))
+				err = store.Apply(o, initialList)
+			}
+			errs = append(errs, err)
+			// Watch events (Added, Updated, Deleted but not a relist's tombstone) leave the
+			// state consistent at their object's resourceVersion; list items do not.
+			watched := d.Type == cache.Added || d.Type == cache.Updated || (d.Type == cache.Deleted && !finalStateUnknown)
+			if checkpointer != nil && err == nil && watched {
+				if a, err := meta.Accessor(o); err == nil && a.GetResourceVersion() != "" {
+					checkpointer.Checkpoint(a.GetResourceVersion())
+				}
 			}
 		}
 		return errors.Join(errs...)
 	}
+}
+
+// listDonePrefix starts the key of the marker that listMarkingQueue queues after a list.
+// It cannot be the key of an object: keys are namespace/name or name.
+const listDonePrefix = "\x00list-done\x00"
+
+// listMarkingQueue queues a marker after every list (Replace), so that the informer
+// knows when a list has been applied completely and at which resourceVersion.
+type listMarkingQueue struct {
+	*cache.RealFIFO
+}
+
+func (q listMarkingQueue) Replace(list []interface{}, resourceVersion string) error {
+	if err := q.RealFIFO.Replace(list, resourceVersion); err != nil {
+		return err
+	}
+	return q.RealFIFO.Add(cache.ExplicitKey(listDonePrefix + resourceVersion))
+}
+
+func listDoneRV(obj interface{}) (string, bool) {
+	k, ok := obj.(cache.ExplicitKey)
+	if !ok {
+		return "", false
+	}
+	return strings.CutPrefix(string(k), listDonePrefix)
 }
 
 // namespaceKeys is the part of a store in one namespace: the known objects of an

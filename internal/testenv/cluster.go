@@ -507,3 +507,14 @@ func labelsMatch(labels []*dto.LabelPair, match map[string]string) bool {
 func (m Metrics) Requests(verb, resource string) float64 {
 	return m.Sum("apiserver_request_total", map[string]string{"verb": verb, "resource": resource})
 }
+
+// ListedObjects is the number of objects of a resource that the apiserver has handed out
+// as lists, by any path: streaming lists (apiserver_init_events_total), lists from the
+// watch cache and lists from etcd (apiserver_{cache,storage}_list_returned_objects_total).
+// A LIST request count alone proves nothing since informers stream their lists.
+func (m Metrics) ListedObjects(group, resource string) float64 {
+	match := map[string]string{"group": group, "resource": resource}
+	return m.Sum("apiserver_init_events_total", match) +
+		m.Sum("apiserver_cache_list_returned_objects_total", match) +
+		m.Sum("apiserver_storage_list_returned_objects_total", match)
+}

@@ -26,21 +26,59 @@ type recordingSink struct {
 	mu      sync.Mutex
 	stores  map[schema.GroupVersionResource]*recordingStore
 	removed []schema.GroupVersionResource
+	// seeds, if set, makes the sink a Seeder: scope → resourceVersion.
+	seeds map[informer.Scope]string
+}
+
+var _ informer.Seeder = (*recordingSink)(nil)
+
+func (s *recordingSink) Seed(scope informer.Scope) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rv, ok := s.seeds[scope]
+	return rv, ok
+}
+
+// checkpoints returns the last checkpoint of every scope.
+func (s *recordingSink) checkpoints() map[informer.Scope]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[informer.Scope]string{}
+	for _, st := range s.stores {
+		st.mu.Lock()
+		for sc, rv := range st.checkpoints {
+			out[sc] = rv
+		}
+		st.mu.Unlock()
+	}
+	return out
 }
 
 func newRecordingSink() *recordingSink {
 	return &recordingSink{stores: map[schema.GroupVersionResource]*recordingStore{}}
 }
 
-func (s *recordingSink) Store(gvr schema.GroupVersionResource) informer.Store {
+func (s *recordingSink) Store(scope informer.Scope) informer.Store {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st, ok := s.stores[gvr]
+	st, ok := s.stores[scope.Resource]
 	if !ok {
-		st = &recordingStore{objects: map[string]runtime.Object{}}
-		s.stores[gvr] = st
+		st = &recordingStore{objects: map[string]runtime.Object{}, checkpoints: map[informer.Scope]string{}}
+		s.stores[scope.Resource] = st
 	}
-	return st
+	return scopedStore{st, scope}
+}
+
+// scopedStore records the checkpoints of one scope in its recordingStore.
+type scopedStore struct {
+	*recordingStore
+	scope informer.Scope
+}
+
+func (s scopedStore) Checkpoint(rv string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.checkpoints[s.scope] = rv
 }
 
 func (s *recordingSink) RemoveResource(gvr schema.GroupVersionResource) {
@@ -48,6 +86,18 @@ func (s *recordingSink) RemoveResource(gvr schema.GroupVersionResource) {
 	defer s.mu.Unlock()
 	s.removed = append(s.removed, gvr)
 	delete(s.stores, gvr)
+}
+
+func (s *recordingSink) checkpointsLocked() map[informer.Scope]string {
+	out := map[informer.Scope]string{}
+	for _, st := range s.stores {
+		st.mu.Lock()
+		for sc, rv := range st.checkpoints {
+			out[sc] = rv
+		}
+		st.mu.Unlock()
+	}
+	return out
 }
 
 func (s *recordingSink) store(gvr schema.GroupVersionResource) *recordingStore {
@@ -64,6 +114,7 @@ type recordingStore struct {
 	// resourceVersion (no-ops), added, updated and deleted keys.
 	noops, adds, updates, deletes, tombstones int
 	updated                                   []string
+	checkpoints                               map[informer.Scope]string
 }
 
 func (s *recordingStore) ListKeys() []string {
@@ -361,6 +412,7 @@ func TestInformerSet(t *testing.T) {
 		checkCounts(t, 1, 1, 1)
 	})
 
+	var stopWarm func()
 	t.Run("changes while the informers were down arrive as a diff", func(t *testing.T) {
 		stop()
 		if err := cs.CoreV1().Pods("shop").Delete(ctx, "web-1", metav1.DeleteOptions{}); err != nil {
@@ -374,7 +426,7 @@ func TestInformerSet(t *testing.T) {
 			t.Fatal(err)
 		}
 		resetCounts()
-		_, _ = startSet(t, informer.Options{
+		_, stopWarm = startSet(t, informer.Options{
 			Cluster:   c.Name,
 			Config:    c.RESTConfig(),
 			Sink:      sink,
@@ -384,5 +436,67 @@ func TestInformerSet(t *testing.T) {
 			return diffRVs(serverTruth(ctx, t, c, podsGVR, frontend), pods.snapshot())
 		})
 		checkCounts(t, 1, 1, 1)
+	})
+
+	t.Run("warm start: the first list is the saved state, the watch resumes", func(t *testing.T) {
+		eventually(t, 30*time.Second, "synced before stopping", func() string {
+			if _, ok := sink.checkpoints()[informer.Scope{Resource: podsGVR, Spec: "labels=tier%3Dfrontend"}]; !ok {
+				return fmt.Sprintf("no checkpoint for pods: %v", sink.checkpoints())
+			}
+			return ""
+		})
+		stopWarm()
+		sink.mu.Lock()
+		sink.seeds = sink.checkpointsLocked()
+		sink.mu.Unlock()
+		// Changes while down, inside the watch window.
+		newPod("web-while-down")
+		if err := cs.CoreV1().Pods("shop").Delete(ctx, "web-2", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		before, err := c.Metrics(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resetCounts()
+		set, _ := startSet(t, informer.Options{
+			Cluster:   c.Name,
+			Config:    c.RESTConfig(),
+			Sink:      sink,
+			Resources: []informer.Resource{{Name: "pods", LabelSelector: "tier=frontend"}},
+		})
+		// Wait without asking the server, so that its metrics count only the informer.
+		eventually(t, 30*time.Second, "warm informer sees the changes made while down", func() string {
+			got := pods.snapshot()
+			_, added := got["shop/web-while-down"]
+			_, deleted := got["shop/web-2"]
+			if !set.HasSynced() || !added || deleted {
+				return fmt.Sprintf("synced=%v added=%v deleted=%v", set.HasSynced(), added, !deleted)
+			}
+			return ""
+		})
+		after, err := c.Metrics(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := after.Requests("LIST", "pods") - before.Requests("LIST", "pods"); d != 0 {
+			t.Errorf("%v LIST requests for pods during a warm start", d)
+		}
+		// A watch that resumes from an older resourceVersion is first sent the events since
+		// then, which the apiserver counts as init events: here the three changes made
+		// while down (a create, and a graceful delete: an update, then the delete). A list
+		// would hand out every pod.
+		if d := after.ListedObjects("", "pods") - before.ListedObjects("", "pods"); d > 3 {
+			t.Errorf("%v pods handed out as lists or replayed during a warm start, want at most the 3 changes made while down (%d pods)", d, len(pods.snapshot()))
+		}
+		if d := diffRVs(serverTruth(ctx, t, c, podsGVR, frontend), pods.snapshot()); d != "" {
+			t.Errorf("after warm start: %s", d)
+		}
+		// The pod deleted while down: its graceful delete is an update, then a delete.
+		pods.mu.Lock()
+		defer pods.mu.Unlock()
+		if pods.adds != 1 || pods.deletes != 1 || pods.tombstones != 0 || pods.updates > 1 {
+			t.Errorf("adds/updates/deletes/tombstones = %d/%d/%d/%d, want 1/<=1/1/0: only the changes made while down, as watch events", pods.adds, pods.updates, pods.deletes, pods.tombstones)
+		}
 	})
 }
