@@ -1,6 +1,19 @@
-// Package config defines the fleetwatch configuration file: its schema, its defaults and
-// its validation. Load reads it with viper, the file first, then FLEETWATCH_* environment
-// variables, then flags. Validation reports every problem at once, each naming the key.
+// Package config defines the configuration of the fleetwatch daemon: the schema of its
+// config file (Config, whose keys are a contract documented in docs/config.md), the
+// defaults (Default, DefaultResources), the validation (Config.Validate), and the
+// loading (Load).
 //
-// This package starts nothing.
+// Load reads up to three layers over the defaults, each replacing what the one below
+// sets, key by key: the YAML config file, then FLEETWATCH_* environment variables, then
+// the flags set on the command line. The file is checked node by node against the
+// schema, so that an unknown key or a value of the wrong type is reported with its line;
+// viper then merges the layers and decodes them into a Config. Every problem is reported
+// at once, as a *FieldError naming the key and where its value came from.
+//
+// BindFlags defines one flag per key, derived from the same schema as the environment
+// variables, so that package main only owns the FlagSet and stays thin.
+//
+// A Config holds no secrets, only the paths of files that hold them, and String is safe
+// to log. This package reads the config file and nothing else: it starts nothing and
+// opens none of the files that a Config names.
 package config

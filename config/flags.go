@@ -1,0 +1,171 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// ConfigFlag is the flag that names the config file, and ConfigEnv its environment
+// variable. See LoadOptions.File.
+const (
+	ConfigFlag = "config"
+	ConfigEnv  = EnvPrefix + "CONFIG"
+)
+
+// usages describe every key, for flag help and docs/config.md. Keys inside the items of
+// resources are written "resources[].name".
+var usages = map[string]string{
+	"kubeconfig":                "kubeconfig files or directories; empty means $KUBECONFIG, else ~/.kube/config",
+	"contexts.include":          "globs over context names that select clusters; empty means all",
+	"contexts.exclude":          "globs over context names that are never clusters; wins over include",
+	"contexts.aliases":          "cluster names of contexts, as context=cluster pairs; other contexts are named after themselves",
+	"resources":                 "resources cached in every cluster; empty means the default set",
+	"resources[].name":          "kubectl-style resource name, such as pods, deployments.apps or widgets.v1alpha1.example.com",
+	"resources[].namespaces":    "namespaces to cache; empty means all (ignored for cluster-scoped resources)",
+	"resources[].labelSelector": "label selector, as for kubectl --selector; empty means all",
+	"resources[].fieldSelector": "field selector, as for kubectl --field-selector; empty means all",
+	"resources[].metadataOnly":  "cache only the metadata of the objects",
+	"sync.timeout":              "time a cluster may take for its initial sync before it stops holding back readiness",
+	"sync.maxConcurrent":        "number of clusters that do their initial sync at once",
+	"cache.keepManagedFields":   "keep metadata.managedFields, which are stripped by default",
+	"cache.keepSecretData":      "keep the data and stringData of Secrets, which are dropped by default",
+	"snapshot.path":             "snapshot file; empty disables persistence",
+	"snapshot.interval":         "longest time a change waits before the snapshot is committed",
+	"snapshot.maxPending":       "number of pending changes that commits the snapshot before snapshot.interval",
+	"server.address":            "host:port of the HTTP server; other than loopback requires TLS and a token file",
+	"server.tls.certFile":       "PEM certificate (and intermediates) of the server; enables HTTPS with keyFile",
+	"server.tls.keyFile":        "PEM private key of server.tls.certFile",
+	"server.auth.tokenFile":     "file of accepted bearer tokens, one a line",
+	"log.verbosity":             "log verbosity, as klog's -v",
+	"log.format":                "log format: text or json",
+}
+
+// BindFlags defines on fs a flag for every key, named after the key path
+// ("server.tls.certFile" is --server-tls-cert-file), and --config for the file. Load
+// reads them from LoadOptions.Flags: only the flags set on the command line override.
+//
+// Lists are repeatable and comma-separated (--contexts-include 'prod-*,staging-*'),
+// except --kubeconfig, which takes one path at a time. --contexts-aliases takes
+// context=cluster pairs. --resources takes resource names, each with default settings,
+// and replaces the resources of the file.
+//
+// The flags live here, not in package main, so that keys, environment variables and
+// flags are derived from one schema and cannot drift apart; main owns the FlagSet and
+// parses it.
+func BindFlags(fs *pflag.FlagSet) {
+	fs.String(ConfigFlag, "", "config file (YAML); default $"+ConfigEnv+", else none")
+	def := Default()
+	for i := range leaves {
+		l := &leaves[i]
+		usage := usages[l.path]
+		switch v := l.value(&def).(type) {
+		case string:
+			fs.String(l.flag, v, usage)
+		case bool:
+			fs.Bool(l.flag, v, usage)
+		case int:
+			fs.Int(l.flag, v, usage)
+		case time.Duration:
+			fs.Duration(l.flag, v, usage)
+		case map[string]string:
+			fs.StringToString(l.flag, v, usage)
+		case []Resource:
+			// The default set is too long for a flag default; docs/config.md lists it.
+			fs.StringSlice(l.flag, nil, usage)
+		case []string:
+			if l.isPath {
+				fs.StringArray(l.flag, v, usage)
+			} else {
+				fs.StringSlice(l.flag, v, usage)
+			}
+		default:
+			panic(fmt.Sprintf("config: no flag for key %s", l.path))
+		}
+	}
+}
+
+// parseFlags reads the flags of fs that were set on the command line. Flags that fs
+// does not define are skipped, so that a program may define only some of them.
+func parseFlags(fs *pflag.FlagSet) (layer, error) {
+	ly := newLayer()
+	if fs == nil {
+		return ly, nil
+	}
+	for i := range leaves {
+		l := &leaves[i]
+		f := fs.Lookup(l.flag)
+		if f == nil || !f.Changed {
+			continue
+		}
+		ly.set[l.path] = true
+		v, err := flagValue(fs, f, l)
+		if err != nil {
+			return ly, fmt.Errorf("config: flag --%s: %w", l.flag, err)
+		}
+		if l.isPath {
+			if v, err = resolvePaths(v); err != nil {
+				fe := newFieldError(ErrInvalidValue, l.path, err)
+				fe.Flag = l.flag
+				ly.errs = append(ly.errs, fe)
+				ly.bad[l.path] = true
+				continue
+			}
+		}
+		setNested(ly.values, l.path, v)
+	}
+	return ly, nil
+}
+
+// flagValue returns the value of flag f as the type of l.
+func flagValue(fs *pflag.FlagSet, f *pflag.Flag, l *leaf) (any, error) {
+	switch l.kind {
+	case kindString:
+		return fs.GetString(f.Name)
+	case kindBool:
+		return fs.GetBool(f.Name)
+	case kindInt:
+		return fs.GetInt(f.Name)
+	case kindDuration:
+		return fs.GetDuration(f.Name)
+	case kindMap:
+		return fs.GetStringToString(f.Name)
+	case kindStrings, kindResources:
+		sv, ok := f.Value.(pflag.SliceValue)
+		if !ok {
+			return nil, fmt.Errorf("a flag of type %s is not a list", f.Value.Type())
+		}
+		var items []string
+		for _, s := range sv.GetSlice() {
+			if s = strings.TrimSpace(s); s != "" {
+				items = append(items, s)
+			}
+		}
+		if l.kind == kindResources {
+			return resourcesNamed(items), nil
+		}
+		return items, nil
+	}
+	panic(fmt.Sprintf("config: no flag value for key %s", l.path))
+}
+
+// resolvePaths expands "~" in a path or a list of paths from the environment or the
+// command line, where relative paths are relative to the working directory.
+func resolvePaths(v any) (any, error) {
+	switch v := v.(type) {
+	case string:
+		return resolvePath(v, "")
+	case []string:
+		out := make([]string, len(v))
+		for i, p := range v {
+			var err error
+			if out[i], err = resolvePath(p, ""); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
+	return v, nil
+}

@@ -1,0 +1,207 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/fleetwatch/fleetwatch/cluster"
+	"github.com/fleetwatch/fleetwatch/informer"
+)
+
+// Validate reports every problem with c at once, joined with errors.Join, each a
+// *FieldError that names the key. It does no I/O: the files that c names are not
+// opened, and resources are not looked up in any cluster. An empty Resources is valid;
+// it stands for DefaultResources.
+func (c Config) Validate() error {
+	return joinFieldErrors(c.validate())
+}
+
+func joinFieldErrors(fes []*FieldError) error {
+	errs := make([]error, len(fes))
+	for i, fe := range fes {
+		errs[i] = fe
+	}
+	return errors.Join(errs...)
+}
+
+// validator collects the problems of a Config.
+type validator struct {
+	errs []*FieldError
+}
+
+func (v *validator) add(key string, format string, args ...any) {
+	v.errs = append(v.errs, newFieldError(ErrInvalidValue, key, fmt.Errorf(format, args...)))
+}
+
+// addAt adds a problem with key that is caused by the value of the key at.
+func (v *validator) addAt(at, key string, format string, args ...any) {
+	fe := newFieldError(ErrInvalidValue, key, fmt.Errorf(format, args...))
+	fe.at = at
+	v.errs = append(v.errs, fe)
+}
+
+func (c *Config) validate() []*FieldError {
+	var v validator
+	v.unique("kubeconfig", c.Kubeconfig, func(key, p string) {
+		if p == "" {
+			v.add(key, "the path is empty")
+		}
+	})
+	for _, list := range []struct {
+		key   string
+		globs []string
+	}{{"contexts.include", c.Contexts.Include}, {"contexts.exclude", c.Contexts.Exclude}} {
+		v.unique(list.key, list.globs, func(key, g string) {
+			if err := cluster.ValidateGlob(g); err != nil {
+				v.add(key, "%w", err)
+			}
+		})
+	}
+	v.aliases(c.Contexts.Aliases)
+	v.resources(c.Resources)
+
+	if c.Sync.Timeout <= 0 {
+		v.add("sync.timeout", "must be positive, got %s", formatDuration(c.Sync.Timeout))
+	}
+	if c.Sync.MaxConcurrent < 1 {
+		v.add("sync.maxConcurrent", "must be at least 1, got %d", c.Sync.MaxConcurrent)
+	}
+	if c.Snapshot.Interval <= 0 {
+		v.add("snapshot.interval", "must be positive, got %s", formatDuration(c.Snapshot.Interval))
+	}
+	if c.Snapshot.MaxPending < 1 {
+		v.add("snapshot.maxPending", "must be at least 1, got %d", c.Snapshot.MaxPending)
+	}
+	v.server(c.Server)
+	if c.Log.Verbosity < 0 {
+		v.add("log.verbosity", "must not be negative, got %d", c.Log.Verbosity)
+	}
+	if c.Log.Format != LogFormatText && c.Log.Format != LogFormatJSON {
+		v.add("log.format", "%q is neither %q nor %q", c.Log.Format, LogFormatText, LogFormatJSON)
+	}
+	return v.errs
+}
+
+// unique calls check for every item of list, and reports items listed twice.
+func (v *validator) unique(key string, list []string, check func(key, item string)) {
+	first := map[string]int{}
+	for i, item := range list {
+		k := indexKey(key, i)
+		if j, dup := first[item]; dup {
+			v.add(k, "%q is already listed as %s", item, indexKey(key, j))
+			continue
+		}
+		first[item] = i
+		check(k, item)
+	}
+}
+
+func (v *validator) aliases(aliases map[string]string) {
+	const key = "contexts.aliases"
+	contextOf := map[string]string{}
+	for _, context := range slices.Sorted(maps.Keys(aliases)) {
+		k := mapKey(key, context)
+		name := aliases[context]
+		if context == "" {
+			v.add(k, "the context name is empty")
+		}
+		if err := cluster.ValidateName(name); err != nil {
+			v.add(k, "%w", err)
+			continue
+		}
+		if other, dup := contextOf[name]; dup {
+			v.add(k, "cluster name %q is also the alias of context %q", name, other)
+			continue
+		}
+		contextOf[name] = context
+	}
+}
+
+func (v *validator) resources(rs []Resource) {
+	first := map[string]int{}
+	for i, r := range rs {
+		key := indexKey("resources", i)
+		if err := informer.ValidateName(r.Name); err != nil {
+			v.add(key+".name", "%w", err)
+		} else if j, dup := first[r.Name]; dup {
+			v.add(key+".name", "%q is already configured by %s", r.Name, indexKey("resources", j))
+		} else {
+			first[r.Name] = i
+		}
+		v.unique(key+".namespaces", r.Namespaces, func(k, ns string) {
+			if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+				v.add(k, "%q is not a namespace name: %s", ns, strings.Join(errs, "; "))
+			}
+		})
+		if _, err := labels.Parse(r.LabelSelector); err != nil {
+			v.add(key+".labelSelector", "%q: %w", r.LabelSelector, err)
+		}
+		if _, err := fields.ParseSelector(r.FieldSelector); err != nil {
+			v.add(key+".fieldSelector", "%q: %w", r.FieldSelector, err)
+		}
+	}
+}
+
+func (v *validator) server(s Server) {
+	const (
+		address   = "server.address"
+		certFile  = "server.tls.certFile"
+		keyFile   = "server.tls.keyFile"
+		tokenFile = "server.auth.tokenFile"
+	)
+	loopback, err := isLoopback(s.Address)
+	if err != nil {
+		v.add(address, "%q: %w", s.Address, err)
+		return
+	}
+	if !loopback {
+		// DESIGN.md: listening on any other address requires TLS and authentication.
+		for _, missing := range []struct{ key, value string }{
+			{certFile, s.TLS.CertFile}, {keyFile, s.TLS.KeyFile}, {tokenFile, s.Auth.TokenFile},
+		} {
+			if missing.value == "" {
+				v.addAt(address, missing.key, "required because %s %q is not a loopback address", address, s.Address)
+			}
+		}
+		return
+	}
+	switch {
+	case s.TLS.CertFile != "" && s.TLS.KeyFile == "":
+		v.addAt(certFile, keyFile, "required because %s is set", certFile)
+	case s.TLS.CertFile == "" && s.TLS.KeyFile != "":
+		v.addAt(keyFile, certFile, "required because %s is set", keyFile)
+	}
+}
+
+// isLoopback parses a host:port listen address and reports whether its host is a
+// loopback address. An empty host listens on every interface. Host names other than
+// localhost are taken not to be loopback: resolving them would be I/O, and their
+// addresses can change.
+func isLoopback(addr string) (bool, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		var ae *net.AddrError
+		if errors.As(err, &ae) {
+			return false, errors.New(ae.Err)
+		}
+		return false, err
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return false, fmt.Errorf("the port %q is not a number from 0 to 65535", port)
+	}
+	if host == "localhost" {
+		return true, nil
+	}
+	host, _, _ = strings.Cut(host, "%") // an IPv6 zone
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback(), nil
+}
