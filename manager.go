@@ -327,7 +327,13 @@ func (m *Manager) refresh(mb *member) {
 	}
 	synced, answered := true, health != nil && health.Healthy
 	for i, r := range resources {
-		rs := aggregate.ResourceStatus{Name: r.Name, Resource: r.Mapping.Resource, State: string(r.State)}
+		rs := aggregate.ResourceStatus{
+			Name:       r.Name,
+			Resource:   r.Mapping.Resource,
+			Kind:       r.Mapping.Kind,
+			Namespaced: r.Mapping.Namespaced,
+			State:      string(r.State),
+		}
 		if len(r.ResourceVersions) == 1 {
 			rs.ResourceVersion = r.ResourceVersions[metav1.NamespaceAll]
 		}

@@ -66,6 +66,10 @@ type ResourceStatus struct {
 	Name string
 	// Resource is what Name resolved to in this cluster; empty if it is not served.
 	Resource schema.GroupVersionResource
+	// Kind is the kind of Resource's objects, and Namespaced whether they live in
+	// namespaces; both are unset if the resource is not served.
+	Kind       schema.GroupVersionKind
+	Namespaced bool
 	// State is the informer's state: Pending, NotFound, Syncing or Synced.
 	State string
 	// Count is the number of cached objects. StatusBoard fills it in when read.
