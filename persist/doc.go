@@ -1,9 +1,45 @@
 // Package persist keeps the fleet's snapshot in a bbolt file, so that a restart is warm.
 //
-// For each cluster it stores the cluster's identity, and for each of the cluster's
-// resources the objects together with the resourceVersion they were current at, written
-// in one transaction. It loads, verifies and migrates the file, and moves a corrupt file
-// aside instead of failing.
+// A Store is the file. Open checks it, migrates it, and moves it aside if it cannot be
+// read; Load returns its content as a Snapshot: per cluster, the cluster's Identity, and
+// per resource the objects and the resourceVersion they were current at. A Writer,
+// created by Store.NewWriter, is fed the informers' changes (Upsert, Delete) and
+// checkpoints (Checkpoint), and commits them in batches. For each (cluster, resource),
+// the stored objects and the stored resourceVersion are written in the same transaction,
+// so the objects are always the informer's state at that resourceVersion, whenever the
+// process dies. Inspect and Verify serve the snapshot tool commands.
 //
-// This package knows nothing about HTTP or config files.
+// A resource, here, is what a ResourceKey names: a resource such as "/v1/pods", or the
+// part of it that one informer watches, such as "/v1/pods?ns=shop". Each key has its
+// own resourceVersion and is its own unit of consistency.
+//
+// This package knows nothing about HTTP, config files or the other fleetwatch packages:
+// its callers translate. Identity converts to and from cluster.Identity, and an
+// informer.Scope's String is a ResourceKey.
+//
+// # Layout
+//
+// Schema version 1:
+//
+//	meta/
+//	  version -> uint64, big-endian: the schema version
+//	  created -> uint64, big-endian: creation time, Unix nanoseconds
+//	clusters/
+//	  <cluster name>/
+//	    identity -> JSON {"uid": <kube-system namespace UID>, "server": <server URL>}
+//	    resources/
+//	      <resource key>/          "group/version/resource[?qualifier]", "/v1/pods"
+//	        rv -> the resourceVersion the objects are current at
+//	        objects/
+//	          <namespace>/<name> -> one format byte, then the encoded object
+//
+// A cluster-scoped object's key has an empty namespace: "/node-1". The format byte says
+// what the object decodes to: 1 is an *unstructured.Unstructured, 2 a
+// *metav1.PartialObjectMetadata (a resource cached metadata-only), both encoded in CBOR
+// as Kubernetes' CBOR serializer writes it.
+//
+// A resource bucket always has both rv and objects; a resource that is not stored has no
+// bucket. A file without any bucket is version 0, and is laid out by the first
+// migration. Each later change of the layout is a migration appended to the list in
+// schema.go, with a test.
 package persist

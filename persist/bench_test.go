@@ -1,0 +1,102 @@
+package persist
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strconv"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// benchPods returns n distinct realistic pods.
+func benchPods(b *testing.B, n int) []*unstructured.Unstructured {
+	out := make([]*unstructured.Unstructured, n)
+	for i := range out {
+		out[i] = testPod(b, fmt.Sprintf("ns-%d", i%50), fmt.Sprintf("pod-%06d", i))
+	}
+	return out
+}
+
+// BenchmarkWriter measures the Writer with a commit every second.
+//
+// "produce" is the rate at which producers hand changes (an upsert and a checkpoint of
+// one of 2000 pods) to a Writer that commits once per second: producers never wait for
+// the file, and the commits write each changed pod once.
+//
+// "commit" is the rate at which commits write distinct pods: each iteration changes
+// every one of 2000 pods and commits them in one transaction, fsync included.
+func BenchmarkWriter(b *testing.B) {
+	objs := benchPods(b, 2000)
+
+	b.Run("produce", func(b *testing.B) {
+		s := openTest(b, testPath(b), Options{})
+		w := s.NewWriter(WriterOptions{Interval: time.Second, MaxPending: math.MaxInt})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- w.Start(ctx) }()
+		i := 0
+		start := time.Now()
+		for b.Loop() {
+			w.Upsert("prod", pods, objs[i%len(objs)])
+			w.Checkpoint("prod", pods, strconv.Itoa(i))
+			i++
+		}
+		cancel()
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
+		elapsed := time.Since(start)
+		st := w.Stats()
+		b.ReportMetric(float64(i)/elapsed.Seconds(), "changes/s")
+		b.ReportMetric(float64(st.Commits), "commits")
+	})
+
+	b.Run("commit", func(b *testing.B) {
+		s := openTest(b, testPath(b), Options{})
+		w := s.NewWriter(WriterOptions{Interval: time.Hour})
+		rv := 0
+		var commitTime time.Duration
+		for b.Loop() {
+			for _, obj := range objs {
+				w.Upsert("prod", pods, obj)
+			}
+			rv++
+			w.Checkpoint("prod", pods, strconv.Itoa(rv))
+			start := time.Now()
+			if err := w.Flush(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			commitTime += time.Since(start)
+		}
+		b.ReportMetric(float64(rv*len(objs))/commitTime.Seconds(), "objects/s")
+		b.ReportMetric(float64(s.fileSize())/(1<<20), "file-MiB")
+	})
+}
+
+// BenchmarkLoad measures Load of 10000 realistic pods.
+func BenchmarkLoad(b *testing.B) {
+	s := openTest(b, testPath(b), Options{})
+	w := s.NewWriter(WriterOptions{})
+	objs := benchPods(b, 10000)
+	for _, obj := range objs {
+		w.Upsert("prod", pods, obj)
+	}
+	w.Checkpoint("prod", pods, "1")
+	if err := w.Flush(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	objs = nil
+	for b.Loop() {
+		snap, err := s.Load()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if n := len(resourceOf(snap, "prod", pods).Objects); n != 10000 {
+			b.Fatalf("%d objects", n)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/10000, "ns/object")
+}

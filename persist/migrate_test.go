@@ -1,0 +1,169 @@
+package persist
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+// Every migration of the package's list has a test here.
+
+// TestMigrateToV1 lays out version 1 in a version 0 file: a bbolt file without any
+// bucket, as bbolt creates it.
+func TestMigrateToV1(t *testing.T) {
+	path := testPath(t)
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	created := time.Date(2026, 11, 21, 0, 0, 0, 0, time.UTC)
+	s := openTest(t, path, Options{Clock: clocktesting.NewFakePassiveClock(created)})
+	info, err := s.Inspect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.SchemaVersion != 1 || !info.Created.Equal(created) {
+		t.Errorf("after the migration: %+v", info)
+	}
+	if moved, _ := s.Recovered(); moved != "" {
+		t.Error("a version 0 file was moved aside")
+	}
+	if err := s.Verify(); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestOlderLayoutIsRejected: a file with buckets but no meta bucket is not a snapshot of
+// any version. Open refuses it and leaves it alone, rather than migrate or move it.
+func TestOlderLayoutIsRejected(t *testing.T) {
+	path := testPath(t)
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Update(func(tx *bolt.Tx) error {
+		b, _ := createBucketIfNotExists(tx, bucketClusters, []byte("prod"), bucketResources, []byte("/v1/pods"))
+		return b.Put(keyRV, []byte("5"))
+	})
+	db.Close()
+	before, _ := os.ReadFile(path)
+
+	_, err = Open(path, Options{})
+	if !errors.Is(err, ErrNotSnapshot) || !strings.Contains(err.Error(), `"clusters"`) {
+		t.Fatalf("got %v, want ErrNotSnapshot naming the bucket", err)
+	}
+	if after, _ := os.ReadFile(path); string(after) != string(before) {
+		t.Error("the file changed")
+	}
+}
+
+// testMigrations is a list of three migrations that record the order in which they ran.
+func testMigrations(ran *[]int, failAt int) []migration {
+	list := []migration{migrations[0]}
+	for v := 1; v < 3; v++ {
+		list = append(list, migration{name: "test", migrate: func(tx *bolt.Tx, _ time.Time) error {
+			*ran = append(*ran, v+1)
+			if err := tx.Bucket(bucketMeta).Put([]byte("migrated-to"), []byte{byte(v + 1)}); err != nil {
+				return err
+			}
+			if v+1 == failAt {
+				return errors.New("migration failed")
+			}
+			return nil
+		}})
+	}
+	return list
+}
+
+func TestMigrationMachinery(t *testing.T) {
+	tests := []struct {
+		name string
+		// from is the version the file is at; failAt the migration that fails, or 0.
+		from, failAt int
+		wantRan      []int
+		wantVersion  uint64
+		wantErr      bool
+	}{
+		{name: "from version 0", from: 0, wantRan: []int{2, 3}, wantVersion: 3},
+		{name: "from version 1", from: 1, wantRan: []int{2, 3}, wantVersion: 3},
+		{name: "from version 2", from: 2, wantRan: []int{3}, wantVersion: 3},
+		{name: "current", from: 3, wantRan: nil, wantVersion: 3},
+		{name: "a failed migration changes nothing", from: 1, failAt: 3, wantRan: []int{2, 3}, wantVersion: 1, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := testPath(t)
+			if tt.from > 0 {
+				var ran []int
+				s, err := Open(path, Options{migrations: testMigrations(&ran, 0)[:tt.from]})
+				if err != nil {
+					t.Fatal(err)
+				}
+				s.SetIdentity("a", Identity{UID: "u"})
+				s.Close()
+			}
+			before, _ := os.ReadFile(path)
+
+			var ran []int
+			s, err := Open(path, Options{migrations: testMigrations(&ran, tt.failAt)})
+			if tt.wantErr {
+				if err == nil || !strings.Contains(err.Error(), "from version 2 to 3") {
+					t.Fatalf("got %v, want the error of the migration to version 3", err)
+				}
+				if after, _ := os.ReadFile(path); string(after) != string(before) {
+					t.Error("a failed migration changed the file")
+				}
+				if errors.Is(err, ErrCorrupt) {
+					t.Error("a failed migration counts as corruption")
+				}
+				if matches, _ := filepath.Glob(path + ".corrupt-*"); len(matches) > 0 {
+					t.Error("moved aside")
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(ran, tt.wantRan) {
+				t.Errorf("ran migrations to %v, want %v", ran, tt.wantRan)
+			}
+			if s != nil {
+				defer s.Close()
+				if tt.from > 0 && mustLoad(t, s).Clusters["a"] == nil {
+					t.Error("the migration lost data")
+				}
+			}
+			if s == nil {
+				s = openTest(t, path, Options{ReadOnly: true, migrations: testMigrations(new([]int), 0)[:1]})
+			}
+			info, err := s.Inspect()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.SchemaVersion != tt.wantVersion {
+				t.Errorf("schema version %d, want %d", info.SchemaVersion, tt.wantVersion)
+			}
+		})
+	}
+}
+
+func TestReadOnlyDoesNotMigrate(t *testing.T) {
+	path := testPath(t)
+	s := openTest(t, path, Options{})
+	s.Close()
+	_, err := Open(path, Options{ReadOnly: true, migrations: testMigrations(new([]int), 0)})
+	if !errors.Is(err, ErrSchemaTooOld) {
+		t.Errorf("got %v, want ErrSchemaTooOld", err)
+	}
+	_, err = Open(path, Options{ReadOnly: true, migrations: migrations[:0]})
+	if !errors.Is(err, ErrSchemaTooNew) || !strings.Contains(err.Error(), "version 1, this binary knows versions up to 0") {
+		t.Errorf("got %v, want ErrSchemaTooNew", err)
+	}
+}

@@ -1,0 +1,295 @@
+package persist
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Names of buckets and keys; see the package documentation for the tree they form.
+var (
+	bucketMeta      = []byte("meta")
+	keyVersion      = []byte("version")
+	keyCreated      = []byte("created")
+	bucketClusters  = []byte("clusters")
+	keyIdentity     = []byte("identity")
+	bucketResources = []byte("resources")
+	keyRV           = []byte("rv")
+	bucketObjects   = []byte("objects")
+)
+
+// Identity tells whether a stored cluster is the cluster a connection reaches now. It
+// has the fields of cluster.Identity, so that one converts to the other.
+type Identity struct {
+	// UID is the UID of the cluster's kube-system namespace.
+	UID types.UID
+	// Server is the normalized server URL.
+	Server string
+}
+
+// storedIdentity is the stored form of an Identity.
+type storedIdentity struct {
+	UID    string `json:"uid"`
+	Server string `json:"server"`
+}
+
+func encodeIdentity(id Identity) ([]byte, error) {
+	return json.Marshal(storedIdentity{UID: string(id.UID), Server: id.Server})
+}
+
+func decodeIdentity(data []byte) (Identity, error) {
+	var s storedIdentity
+	if err := json.Unmarshal(data, &s); err != nil {
+		return Identity{}, fmt.Errorf("%w: identity: %v", ErrCorrupt, err)
+	}
+	return Identity{UID: types.UID(s.UID), Server: s.Server}, nil
+}
+
+// getBucket returns the bucket at the path of names under the root, or nil if one of
+// them does not exist.
+func getBucket(tx *bolt.Tx, names ...[]byte) *bolt.Bucket {
+	b := tx.Bucket(names[0])
+	for _, name := range names[1:] {
+		if b == nil {
+			return nil
+		}
+		b = b.Bucket(name)
+	}
+	return b
+}
+
+// createBucketIfNotExists returns the bucket at the path of names under the root,
+// creating the buckets that are missing.
+func createBucketIfNotExists(tx *bolt.Tx, names ...[]byte) (*bolt.Bucket, error) {
+	b, err := tx.CreateBucketIfNotExists(names[0])
+	for _, name := range names[1:] {
+		if err != nil {
+			return nil, err
+		}
+		b, err = b.CreateBucketIfNotExists(name)
+	}
+	return b, err
+}
+
+func getMetaBucket(tx *bolt.Tx) *bolt.Bucket { return tx.Bucket(bucketMeta) }
+
+func getClustersBucket(tx *bolt.Tx) *bolt.Bucket { return tx.Bucket(bucketClusters) }
+
+func createClusterBucket(tx *bolt.Tx, cluster string) (*bolt.Bucket, error) {
+	return createBucketIfNotExists(tx, bucketClusters, []byte(cluster))
+}
+
+func createResourceBucket(tx *bolt.Tx, cluster, resource string) (*bolt.Bucket, error) {
+	return createBucketIfNotExists(tx, bucketClusters, []byte(cluster), bucketResources, []byte(resource))
+}
+
+// putUint64 and getUint64 store integers big-endian, so that they also sort as bytes.
+func putUint64(b *bolt.Bucket, key []byte, v uint64) error {
+	return b.Put(key, binary.BigEndian.AppendUint64(nil, v))
+}
+
+func getUint64(b *bolt.Bucket, key []byte) (uint64, bool) {
+	v := b.Get(key)
+	if len(v) != 8 {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(v), true
+}
+
+// migration moves the file from the schema version that is its index in the list of
+// migrations to the next version. It runs in the same transaction that records the new
+// version, so a failed or interrupted migration leaves the file as it was.
+type migration struct {
+	// name says what the migration does, for errors.
+	name    string
+	migrate func(tx *bolt.Tx, now time.Time) error
+}
+
+// migrations is the ordered list of migrations; the schema version this binary writes is
+// its length. Append to it; never change or reorder an entry. Every migration has a test
+// (migrate_test.go).
+var migrations = []migration{
+	{name: "create the version 1 layout", migrate: migrateToV1},
+}
+
+// migrateToV1 lays out an empty file: version 0 is a bbolt file without any bucket.
+func migrateToV1(tx *bolt.Tx, now time.Time) error {
+	meta, err := tx.CreateBucket(bucketMeta)
+	if err != nil {
+		return err
+	}
+	if err := putUint64(meta, keyCreated, uint64(now.UnixNano())); err != nil {
+		return err
+	}
+	_, err = tx.CreateBucket(bucketClusters)
+	return err
+}
+
+// readVersion returns the schema version of the file: 0 for a file without buckets. A
+// file with buckets but without the meta bucket was not written by fleetwatch.
+func readVersion(tx *bolt.Tx) (uint64, error) {
+	meta := getMetaBucket(tx)
+	if meta == nil {
+		var names []string
+		if err := tx.ForEach(func(name []byte, _ *bolt.Bucket) error {
+			names = append(names, fmt.Sprintf("%q", name))
+			return nil
+		}); err != nil {
+			return 0, err
+		}
+		if len(names) > 0 {
+			return 0, fmt.Errorf("%w: it has the buckets %s and no %q bucket", ErrNotSnapshot, strings.Join(names, ", "), bucketMeta)
+		}
+		return 0, nil
+	}
+	v, ok := getUint64(meta, keyVersion)
+	if !ok {
+		return 0, fmt.Errorf("%w: the schema version is missing or malformed", ErrCorrupt)
+	}
+	return v, nil
+}
+
+// migrate brings the file to the schema version of the list, in one transaction. A file
+// that needs no migration is not written to.
+func migrate(db *bolt.DB, list []migration, now time.Time) error {
+	var current bool
+	if err := db.View(func(tx *bolt.Tx) error {
+		v, err := readVersion(tx)
+		current = err == nil && v == uint64(len(list))
+		return nil
+	}); err != nil || current {
+		return err
+	}
+	return db.Update(func(tx *bolt.Tx) error {
+		from, err := readVersion(tx)
+		if err != nil {
+			return err
+		}
+		to := uint64(len(list))
+		if from > to {
+			return fmt.Errorf("%w: the file has schema version %d, this binary knows versions up to %d", ErrSchemaTooNew, from, to)
+		}
+		if from == to {
+			return nil
+		}
+		for v := from; v < to; v++ {
+			if err := list[v].migrate(tx, now); err != nil {
+				return fmt.Errorf("migrating the schema from version %d to %d (%s): %w", v, v+1, list[v].name, err)
+			}
+		}
+		meta := getMetaBucket(tx)
+		if meta == nil {
+			return fmt.Errorf("migrating the schema to version %d: no %q bucket after the migrations", to, bucketMeta)
+		}
+		return putUint64(meta, keyVersion, to)
+	})
+}
+
+// checkVersion is migrate's check for a read-only Store, which cannot migrate.
+func checkVersion(tx *bolt.Tx, list []migration) error {
+	v, err := readVersion(tx)
+	if err != nil {
+		return err
+	}
+	switch want := uint64(len(list)); {
+	case v > want:
+		return fmt.Errorf("%w: the file has schema version %d, this binary knows versions up to %d", ErrSchemaTooNew, v, want)
+	case v < want:
+		return fmt.Errorf("%w: the file has schema version %d, this binary writes version %d; open it writable once", ErrSchemaTooOld, v, want)
+	}
+	return nil
+}
+
+// checkSize checks that the file is at least as long as the database says. bbolt maps
+// more than the file, and a page beyond its end would fault when read, so the other
+// checks come after this one.
+func checkSize(tx *bolt.Tx, fileSize int64) error {
+	if size := tx.Size(); size > fileSize {
+		return fmt.Errorf("%w: the file is truncated: %d bytes, the database needs %d", ErrCorrupt, fileSize, size)
+	}
+	return nil
+}
+
+// checkTree is the cheap integrity check of Open: the bucket tree down to each resource
+// has the expected form. It reads a few pages per resource, and none of the objects,
+// which Load and Verify read. A bad page can panic in bbolt; the caller recovers.
+func checkTree(tx *bolt.Tx) error {
+	meta := getMetaBucket(tx)
+	if meta == nil {
+		return fmt.Errorf("%w: no %q bucket", ErrCorrupt, bucketMeta)
+	}
+	if _, ok := getUint64(meta, keyCreated); !ok {
+		return fmt.Errorf("%w: the creation time is missing or malformed", ErrCorrupt)
+	}
+	clusters := getClustersBucket(tx)
+	if clusters == nil {
+		return fmt.Errorf("%w: no %q bucket", ErrCorrupt, bucketClusters)
+	}
+	return forEachCluster(tx, func(cluster string, cb *bolt.Bucket, _ Identity) error {
+		return forEachResource(cluster, cb, func(resource string, rb *bolt.Bucket) error {
+			if _, err := ParseResourceKey(resource); err != nil {
+				return fmt.Errorf("%w: cluster %q: %v", ErrCorrupt, cluster, err)
+			}
+			if len(rb.Get(keyRV)) == 0 {
+				return fmt.Errorf("%w: cluster %q, resource %q: no resourceVersion", ErrCorrupt, cluster, resource)
+			}
+			if rb.Bucket(bucketObjects) == nil {
+				return fmt.Errorf("%w: cluster %q, resource %q: no %q bucket", ErrCorrupt, cluster, resource, bucketObjects)
+			}
+			return nil
+		})
+	})
+}
+
+// forEachCluster calls fn for each cluster bucket, in key order, with the cluster's
+// identity (zero if none is stored). A value where a bucket belongs, or an identity that
+// does not decode, is ErrCorrupt.
+func forEachCluster(tx *bolt.Tx, fn func(cluster string, cb *bolt.Bucket, id Identity) error) error {
+	clusters := getClustersBucket(tx)
+	if clusters == nil {
+		return fmt.Errorf("%w: no %q bucket", ErrCorrupt, bucketClusters)
+	}
+	c := clusters.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		cluster := string(k)
+		if v != nil {
+			return fmt.Errorf("%w: cluster %q is a value, not a bucket", ErrCorrupt, cluster)
+		}
+		cb := clusters.Bucket(k)
+		var id Identity
+		if data := cb.Get(keyIdentity); data != nil {
+			var err error
+			if id, err = decodeIdentity(data); err != nil {
+				return fmt.Errorf("cluster %q: %w", cluster, err)
+			}
+		}
+		if err := fn(cluster, cb, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// forEachResource calls fn for each resource bucket of the cluster bucket cb, in key
+// order. A value where a bucket belongs is ErrCorrupt.
+func forEachResource(cluster string, cb *bolt.Bucket, fn func(resource string, rb *bolt.Bucket) error) error {
+	resources := cb.Bucket(bucketResources)
+	if resources == nil {
+		return nil
+	}
+	c := resources.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if v != nil {
+			return fmt.Errorf("%w: cluster %q: resource %q is a value, not a bucket", ErrCorrupt, cluster, k)
+		}
+		if err := fn(string(k), resources.Bucket(k)); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,506 @@
+package persist
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/clock"
+)
+
+// WriterOptions configures a Writer. The zero value is ready to use.
+type WriterOptions struct {
+	// Interval is how often the Writer commits what is ready. It bounds the lag of the
+	// snapshot behind the informers, plus the time a commit takes. Default: 1s.
+	Interval time.Duration
+
+	// MaxPending is how many checkpointed changes make the Writer commit before the
+	// Interval is over, so that a burst of watch events is written in parts of about
+	// this size. (The changes of a relist, which has one checkpoint at its end, are
+	// committed together, however many they are.) Default: 5000.
+	MaxPending int
+
+	// FinalFlushTimeout bounds the last commit, made by Start when its context is done.
+	// Default: 10s.
+	FinalFlushTimeout time.Duration
+
+	// Clock drives the interval and measures the lag. Default: the real clock.
+	Clock clock.WithTicker
+}
+
+func (o WriterOptions) withDefaults() WriterOptions {
+	if o.Interval <= 0 {
+		o.Interval = time.Second
+	}
+	if o.MaxPending <= 0 {
+		o.MaxPending = 5000
+	}
+	if o.FinalFlushTimeout <= 0 {
+		o.FinalFlushTimeout = 10 * time.Second
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	return o
+}
+
+// Writer writes the informers' changes to the Store behind their back, in batches.
+//
+// The producer methods (Upsert, Delete, Checkpoint, DropResource, DropCluster) may be
+// called from many goroutines. They never wait for the file: they record the change in
+// memory and return. For each object only its latest state is kept (a deletion being a
+// state), so memory is bounded by the number of distinct objects, even while commits
+// fail. Objects passed to Upsert are kept by reference and encoded at commit time: they
+// must not be modified after the call, as for any object of an informer's cache.
+//
+// The consistency contract: for each (cluster, resource), the changes since its last
+// Checkpoint are not committed until the next Checkpoint of that (cluster, resource).
+// A commit writes, for each (cluster, resource), exactly the changes up to its latest
+// checkpoint and that checkpoint's resourceVersion, and it writes all of them in one
+// bbolt transaction. So the stored objects of a resource are always the informer's state
+// at the stored resourceVersion, whenever the process dies. The informer layer sends a
+// Checkpoint after each watch event and after a relist has been applied completely, so
+// that a state in the middle of a relist is never stored with a resourceVersion.
+//
+// Changes to one (cluster, resource) must be sent in the order in which they happened,
+// and so must DropResource and DropCluster relative to them: a drop discards what was
+// sent before it, and what follows it starts from an empty resource.
+//
+// A Writer commits once per WriterOptions.Interval, or as soon as MaxPending changes
+// are checkpointed, while Start runs, and when Flush is called. A commit that fails (a
+// full disk) keeps its changes in memory, under those that arrived since, and the next
+// commit retries; Stats reports the failures and the lag.
+type Writer struct {
+	store *Store
+	opts  WriterOptions
+	clock clock.WithTicker
+	// kick asks the loop of Start for a commit before the interval is over.
+	kick    chan struct{}
+	started atomic.Bool
+
+	// mu guards state, sinceCommit and stats.
+	mu    sync.Mutex
+	state pending
+	// sinceCommit counts the changes checkpointed since the last commit was taken.
+	sinceCommit int
+	stats       Stats
+}
+
+// Stats describes a Writer, for metrics. Durations and counts are as of the call.
+type Stats struct {
+	// Pending is the number of changes not committed yet, counted per object.
+	Pending int
+	// Checkpointed is how many of Pending are covered by a checkpoint, and so wait only
+	// for the next commit.
+	Checkpointed int
+	// Lag is the age of the oldest checkpointed change (or checkpoint) not committed yet,
+	// 0 if there is none: how far the snapshot is behind the informers. It stays below
+	// the interval plus the duration of a commit as long as commits succeed.
+	Lag time.Duration
+	// OldestPending is the age of the oldest change not committed, checkpointed or not.
+	// A change without a checkpoint waits for one, as in the middle of a relist.
+	OldestPending time.Duration
+
+	// Commits and CommitErrors count the commits that succeeded and failed.
+	Commits      uint64
+	CommitErrors uint64
+	// Rejected counts changes that cannot be stored: calls with an empty cluster name, an
+	// invalid resource or resourceVersion, and objects that cannot be encoded, for which
+	// the whole resource is dropped from the file and not written again until it is
+	// dropped by the caller.
+	Rejected uint64
+	// LastError is the last error of a commit or a rejection, and LastErrorTime its time.
+	LastError     error
+	LastErrorTime time.Time
+	// LastCommitTime and LastCommitDuration describe the last successful commit.
+	LastCommitTime     time.Time
+	LastCommitDuration time.Duration
+
+	// FileSize is the size of the snapshot file in bytes.
+	FileSize int64
+}
+
+// NewWriter returns the Writer of s. A Store has at most one Writer: NewWriter panics
+// if it is called twice. Once s has a Writer, SetIdentity, DropCluster and DropResource
+// of s go through it, so that they are ordered with its changes.
+func (s *Store) NewWriter(opts WriterOptions) *Writer {
+	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
+	if s.writer != nil {
+		panic("persist: NewWriter called twice on one Store")
+	}
+	opts = opts.withDefaults()
+	w := &Writer{store: s, opts: opts, clock: opts.Clock, kick: make(chan struct{}, 1)}
+	s.writer = w
+	return w
+}
+
+// Upsert records the new state of an object, an *unstructured.Unstructured or a
+// *metav1.PartialObjectMetadata. It is committed with the next Checkpoint of its
+// (cluster, resource).
+func (w *Writer) Upsert(cluster string, resource ResourceKey, obj runtime.Object) {
+	if err := validateGroup(cluster, resource); err != nil {
+		w.reject(err)
+		return
+	}
+	key, err := keyOf(obj)
+	now := w.clock.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil {
+		err = fmt.Errorf("cluster %q, resource %q: %w; the resource is not stored any more", cluster, resource, err)
+		w.state.breakResource(cluster, resource, err)
+		w.rejectLocked(err, now)
+		return
+	}
+	w.state.change(cluster, resource, key, obj, now)
+}
+
+// Delete records that an object is gone. It is committed with the next Checkpoint of
+// its (cluster, resource). namespace is empty for a cluster-scoped object.
+func (w *Writer) Delete(cluster string, resource ResourceKey, namespace, name string) {
+	if err := validateGroup(cluster, resource); err != nil {
+		w.reject(err)
+		return
+	}
+	if name == "" {
+		w.reject(fmt.Errorf("%w: cluster %q, resource %q: delete of an object without a name", ErrInvalid, cluster, resource))
+		return
+	}
+	now := w.clock.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.state.change(cluster, resource, objectKey(namespace, name), nil, now)
+}
+
+// Checkpoint says that the informer of (cluster, resource) holds, at resourceVersion,
+// exactly the state that the changes sent so far describe. Those changes become ready
+// to commit, together with resourceVersion. Informers that share a store (one per
+// namespace) have a resourceVersion each, and so need a resource key each.
+func (w *Writer) Checkpoint(cluster string, resource ResourceKey, resourceVersion string) {
+	if err := validateGroup(cluster, resource); err != nil {
+		w.reject(err)
+		return
+	}
+	if resourceVersion == "" {
+		w.reject(fmt.Errorf("%w: cluster %q, resource %q: checkpoint without a resourceVersion", ErrInvalid, cluster, resource))
+		return
+	}
+	now := w.clock.Now()
+	w.mu.Lock()
+	w.sinceCommit += w.state.checkpoint(cluster, resource, resourceVersion, now)
+	full := w.sinceCommit >= w.opts.MaxPending
+	w.mu.Unlock()
+	if full {
+		select {
+		case w.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// DropResource discards what the Writer holds for (cluster, resource), and deletes the
+// resource from the file at the next commit. Changes sent after it start from an empty
+// resource: call it before the informer of a resource starts over without the snapshot
+// (the snapshot was not valid for it, or the resource changed between full objects and
+// metadata only).
+func (w *Writer) DropResource(cluster string, resource ResourceKey) {
+	if err := validateGroup(cluster, resource); err != nil {
+		w.reject(err)
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.state.dropResource(cluster, resource)
+}
+
+// DropCluster discards what the Writer holds for cluster, and deletes the cluster from
+// the file, with its identity, at the next commit. Call it when a cluster leaves the
+// fleet, or before it starts over because its identity changed.
+func (w *Writer) DropCluster(cluster string) {
+	if err := validateCluster(cluster); err != nil {
+		w.reject(err)
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.state.dropCluster(cluster)
+}
+
+// Start commits what is ready once per interval, or sooner when MaxPending changes are
+// ready, until ctx is done. Then it commits one last time, bounded by
+// WriterOptions.FinalFlushTimeout, and returns the error of that commit. A failed commit
+// is retried at the next interval. Start may be called once.
+func (w *Writer) Start(ctx context.Context) error {
+	if !w.started.CompareAndSwap(false, true) {
+		return ErrStarted
+	}
+	ticker := w.clock.NewTicker(w.opts.Interval)
+	defer ticker.Stop()
+	failing := false
+	for {
+		select {
+		case <-ctx.Done():
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.opts.FinalFlushTimeout)
+			defer cancel()
+			return w.Flush(fctx)
+		case <-ticker.C():
+			failing = w.store.commit(nil) != nil
+		case <-w.kick:
+			// After a failure, wait for the interval rather than retry at the pace of
+			// the producers.
+			if !failing {
+				failing = w.store.commit(nil) != nil
+			}
+		}
+	}
+}
+
+// Flush commits what is ready now and returns the error of the commit; nil means that
+// every change checkpointed before the call is in the file. If ctx ends first, Flush
+// returns ctx's error, and the commit goes on in the background.
+func (w *Writer) Flush(ctx context.Context) error {
+	done := make(chan error, 1)
+	go func() { done <- w.store.commit(nil) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("flushing snapshot %s: %w", w.store.path, ctx.Err())
+	}
+}
+
+// Stats returns the Writer's current statistics.
+func (w *Writer) Stats() Stats {
+	now := w.clock.Now()
+	w.mu.Lock()
+	st := w.stats
+	st.Pending, st.Checkpointed, st.Lag, st.OldestPending = w.state.counts(now)
+	w.mu.Unlock()
+	st.FileSize = w.store.fileSize()
+	return st
+}
+
+func (w *Writer) reject(err error) {
+	now := w.clock.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.rejectLocked(err, now)
+}
+
+func (w *Writer) rejectLocked(err error, now time.Time) {
+	w.stats.Rejected++
+	w.stats.LastError, w.stats.LastErrorTime = err, now
+}
+
+// keyOf returns the object key of an object that the Writer can store.
+func keyOf(obj runtime.Object) (string, error) {
+	var m metav1.Object
+	switch o := obj.(type) {
+	case *unstructured.Unstructured:
+		if o != nil && o.Object != nil {
+			m = o
+		}
+	case *metav1.PartialObjectMetadata:
+		if o != nil {
+			m = o
+		}
+	default:
+		return "", fmt.Errorf("%w: objects of type %T cannot be stored, only *unstructured.Unstructured and *metav1.PartialObjectMetadata", ErrInvalid, obj)
+	}
+	if m == nil {
+		return "", fmt.Errorf("%w: nil object", ErrInvalid)
+	}
+	if m.GetName() == "" {
+		return "", fmt.Errorf("%w: object without a name", ErrInvalid)
+	}
+	return objectKey(m.GetNamespace(), m.GetName()), nil
+}
+
+// commit takes what is ready, from the Writer if there is one and otherwise from a
+// pending of its own, after applying mutate to it, and writes it in one transaction. A
+// batch that fails goes back to the Writer, which retries it with its next commit.
+func (s *Store) commit(mutate func(*pending)) error {
+	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
+	w := s.writer
+	if w == nil {
+		if mutate == nil {
+			return nil
+		}
+		var p pending
+		mutate(&p)
+		b := p.take()
+		if b == nil {
+			return nil
+		}
+		_, err := s.write(b)
+		return err
+	}
+
+	w.mu.Lock()
+	if mutate != nil {
+		mutate(&w.state)
+	}
+	w.sinceCommit = 0
+	b := w.state.take()
+	w.mu.Unlock()
+	if b == nil {
+		return nil
+	}
+	start := w.clock.Now()
+	broken, err := s.write(b)
+	now := w.clock.Now()
+
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, g := range broken {
+		w.state.breakResource(g.cluster, g.resource, g.err)
+		w.rejectLocked(g.err, now)
+	}
+	if err != nil {
+		w.state.restore(b)
+		w.sinceCommit += b.changes
+		w.stats.CommitErrors++
+		w.stats.LastError, w.stats.LastErrorTime = err, now
+		return err
+	}
+	w.stats.Commits++
+	w.stats.LastCommitTime, w.stats.LastCommitDuration = now, now.Sub(start)
+	return nil
+}
+
+// brokenResource is a resource with an object that could not be encoded.
+type brokenResource struct {
+	cluster  string
+	resource ResourceKey
+	err      error
+}
+
+// op is one write to an objects bucket; a nil value deletes the key.
+type op struct {
+	key, value []byte
+}
+
+// write encodes a batch and commits it in one transaction. A resource with an object
+// that cannot be encoded is turned into a drop in b, and returned in broken: the file
+// must not keep a state of it that lacks a change.
+func (s *Store) write(b *batch) (broken []brokenResource, err error) {
+	ops := make(map[*groupBatch][]op)
+	for cluster, cb := range b.clusters {
+		for resource, gb := range cb.groups {
+			list := make([]op, 0, len(gb.changes))
+			for key, obj := range gb.changes {
+				o := op{key: []byte(key)}
+				if obj != nil {
+					var encErr error
+					if o.value, encErr = encodeObject(obj); encErr != nil {
+						encErr = fmt.Errorf("cluster %q, resource %q, object %q: %w; the resource is not stored any more", cluster, resource, key, encErr)
+						broken = append(broken, brokenResource{cluster, resource, encErr})
+						*gb = groupBatch{drop: true}
+						list = nil
+						break
+					}
+				}
+				list = append(list, o)
+			}
+			// bbolt inserts faster in key order.
+			slices.SortFunc(list, func(a, b op) int { return bytes.Compare(a.key, b.key) })
+			ops[gb] = list
+		}
+	}
+	err = s.update(func(tx *bolt.Tx) error { return apply(tx, b, ops) })
+	if err != nil {
+		err = fmt.Errorf("committing to snapshot %s: %w", s.path, err)
+	}
+	return broken, err
+}
+
+// apply writes a batch in tx, in the order that pending describes.
+func apply(tx *bolt.Tx, b *batch, ops map[*groupBatch][]op) error {
+	clusters := getClustersBucket(tx)
+	if clusters == nil {
+		return fmt.Errorf("%w: no %q bucket", ErrCorrupt, bucketClusters)
+	}
+	for cluster, cb := range b.clusters {
+		name := []byte(cluster)
+		if cb.drop {
+			if err := deleteBucket(clusters, name); err != nil {
+				return err
+			}
+		}
+		writes := cb.identity != nil
+		for _, gb := range cb.groups {
+			writes = writes || gb.rv != ""
+		}
+		cbk := getBucket(tx, bucketClusters, name)
+		if writes && cbk == nil {
+			var err error
+			if cbk, err = createClusterBucket(tx, cluster); err != nil {
+				return err
+			}
+		}
+		if cbk == nil {
+			continue // only drops, of what is not there
+		}
+		if cb.identity != nil {
+			data, err := encodeIdentity(*cb.identity)
+			if err != nil {
+				return err
+			}
+			if err := cbk.Put(keyIdentity, data); err != nil {
+				return err
+			}
+		}
+		for resource, gb := range cb.groups {
+			key := []byte(resource)
+			if res := getBucket(tx, bucketClusters, name, bucketResources); gb.drop && res != nil {
+				if err := deleteBucket(res, key); err != nil {
+					return err
+				}
+			}
+			if gb.rv == "" {
+				continue
+			}
+			rb, err := createResourceBucket(tx, cluster, string(key))
+			if err != nil {
+				return err
+			}
+			objects, err := rb.CreateBucketIfNotExists(bucketObjects)
+			if err != nil {
+				return err
+			}
+			for _, o := range ops[gb] {
+				if o.value == nil {
+					err = objects.Delete(o.key)
+				} else {
+					err = objects.Put(o.key, o.value)
+				}
+				if err != nil {
+					return err
+				}
+			}
+			if err := rb.Put(keyRV, []byte(gb.rv)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// deleteBucket deletes a child bucket of b, if it exists.
+func deleteBucket(b *bolt.Bucket, name []byte) error {
+	if err := b.DeleteBucket(name); err != nil && !errors.Is(err, bolt.ErrBucketNotFound) {
+		return err
+	}
+	return nil
+}
