@@ -18,6 +18,7 @@ import (
 	"github.com/fleetwatch/fleetwatch/aggregate"
 	"github.com/fleetwatch/fleetwatch/cluster"
 	"github.com/fleetwatch/fleetwatch/informer"
+	"github.com/fleetwatch/fleetwatch/persist"
 )
 
 // Defaults of Options.
@@ -52,8 +53,20 @@ type Options struct {
 	KeepManagedFields bool
 	// KeepSecretData keeps the data of Secrets, dropped by default.
 	KeepSecretData bool
-	// Transform, if set, runs on every object after the built-in transforms.
+	// Transform, if set, runs on every object after the built-in transforms. It must be
+	// idempotent (objects loaded from the snapshot pass through it again).
 	Transform cache.TransformFunc
+	// TransformID identifies Transform; change it when Transform changes what it keeps,
+	// so that snapshot state made under the old one is not reused.
+	TransformID string
+
+	// Snapshot, if set, makes restarts warm: NewManager loads it into the fleet, so reads
+	// are served at once, and every informer whose cluster still has the same identity
+	// resumes its watch from the saved resourceVersion instead of listing. The Manager
+	// keeps it up to date through a persist.Writer. The caller opens and closes it.
+	Snapshot *persist.Store
+	// SnapshotWriter configures the writer of Snapshot. See persist.WriterOptions.
+	SnapshotWriter persist.WriterOptions
 
 	// Clock defaults to the real clock.
 	Clock clock.WithTicker
@@ -67,6 +80,10 @@ type Manager struct {
 	status   *aggregate.StatusBoard
 	provider *cluster.Provider
 	limiter  informer.Limiter
+	// writer keeps Options.Snapshot up to date; nil without a snapshot.
+	writer *persist.Writer
+	// saved is what the snapshot held, by cluster. Entries are taken by Engage.
+	saved map[string]*saved
 	// releaseSync releases the fleet's sync hold once the Manager is first ready, so that
 	// handlers registered before the clusters were engaged report HasSynced only after
 	// the initial lists.
@@ -90,8 +107,11 @@ var (
 type member struct {
 	cluster *cluster.Cluster
 	set     *informer.Set
+	sink    *sink
 	// done is closed when the informer set has stopped.
 	done chan struct{}
+	// saved is the snapshot's state of the cluster, nil if none (or dropped).
+	saved *saved
 
 	// mu guards the fields below.
 	mu sync.Mutex
@@ -101,6 +121,9 @@ type member struct {
 	identity cluster.Identity
 	// syncTimedOut is set when SyncTimeout passed before the initial sync completed.
 	syncTimedOut bool
+	// stale is set while the cluster's objects come from the snapshot and have not been
+	// confirmed by its server.
+	stale bool
 }
 
 // NewManager validates opts and returns a Manager. Nothing runs until Start.
@@ -142,7 +165,37 @@ func NewManager(opts Options) (*Manager, error) {
 		return nil, err
 	}
 	m.provider = p
+	if opts.Snapshot != nil {
+		if err := m.loadSnapshot(); err != nil {
+			return nil, err
+		}
+	}
 	return m, nil
+}
+
+// loadSnapshot seeds the fleet from Options.Snapshot and creates its writer. The loaded
+// clusters are Stale until their servers confirm them.
+func (m *Manager) loadSnapshot() error {
+	snap, err := m.opts.Snapshot.Load()
+	if err != nil {
+		// Load moved a corrupt file aside; start cold.
+		klog.Background().Error(err, "Snapshot unusable; starting cold", "path", m.opts.Snapshot.Path())
+		snap = &persist.Snapshot{}
+	}
+	m.saved = seed(klog.NewContext(context.Background(), klog.Background()), m.fleet, snap)
+	for name, s := range m.saved {
+		m.status.Set(aggregate.ClusterStatus{Name: name, Server: s.identity.Server, UID: s.identity.UID, Phase: aggregate.PhaseStale})
+	}
+	m.writer = m.opts.Snapshot.NewWriter(m.opts.SnapshotWriter)
+	return nil
+}
+
+// SnapshotStats returns the snapshot writer's statistics; ok is false without a snapshot.
+func (m *Manager) SnapshotStats() (stats persist.Stats, ok bool) {
+	if m.writer == nil {
+		return persist.Stats{}, false
+	}
+	return m.writer.Stats(), true
 }
 
 // Fleet returns the federated cache: listers, indices and handlers. A handler's
@@ -184,35 +237,81 @@ func (m *Manager) Ready() bool {
 }
 
 // Start runs the fleet until ctx is done. It stops in order: first the clusters (the
-// sources of events), then the fleet's handlers, so that no handler misses an event
-// that was already cached.
+// sources of events), then the snapshot writer, which flushes what they delivered, then
+// the fleet's handlers, so that no handler misses an event that was already cached.
 func (m *Manager) Start(ctx context.Context) error {
 	fleetCtx, stopFleet := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopFleet()
 	fleetDone := make(chan error, 1)
 	go func() { fleetDone <- m.fleet.Start(fleetCtx) }()
 
+	writerCtx, stopWriter := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWriter()
+	writerDone := make(chan error, 1)
+	if m.writer != nil {
+		m.dropUnconfiguredClusters(ctx)
+		go func() { writerDone <- m.writer.Start(writerCtx) }()
+	} else {
+		writerDone <- nil
+	}
+
 	err := m.provider.Start(ctx)
 	m.wg.Wait()
+	stopWriter()
+	werr := <-writerDone
 	stopFleet()
-	return errors.Join(err, <-fleetDone)
+	return errors.Join(err, werr, <-fleetDone)
+}
+
+// dropUnconfiguredClusters removes the snapshot's clusters that the kubeconfig files no
+// longer select, so that their objects are not served as ghosts.
+func (m *Manager) dropUnconfiguredClusters(ctx context.Context) {
+	clusters, err := cluster.Load(m.opts.Clusters)
+	if err != nil {
+		return // Provider.Start reports it.
+	}
+	keep := map[string]bool{}
+	for _, c := range clusters {
+		keep[c.Name] = true
+	}
+	m.mu.Lock()
+	var drop []string
+	for name := range m.saved {
+		if !keep[name] {
+			drop = append(drop, name)
+			delete(m.saved, name)
+		}
+	}
+	m.mu.Unlock()
+	for _, name := range drop {
+		klog.FromContext(ctx).Info("Dropping a snapshot cluster that the kubeconfig no longer selects", "cluster", name)
+		m.fleet.RemoveCluster(name)
+		m.status.Remove(name)
+		m.writer.DropCluster(name)
+	}
 }
 
 // Engage implements cluster.Aware: it starts the cluster's informer set, health probe
 // and identity read, bound to ctx.
 func (m *Manager) Engage(ctx context.Context, c *cluster.Cluster) error {
-	mb := &member{cluster: c, done: make(chan struct{})}
+	m.mu.Lock()
+	sv := m.saved[c.Name]
+	delete(m.saved, c.Name)
+	m.mu.Unlock()
+	mb := &member{cluster: c, done: make(chan struct{}), saved: sv, stale: sv != nil}
+	mb.sink = &sink{fleet: m.fleet, cluster: c.Name, writer: m.writer}
 	set, err := informer.New(informer.Options{
 		Cluster:            c.Name,
 		Config:             c.Config,
 		Resources:          m.opts.Resources,
-		Sink:               sink{fleet: m.fleet, cluster: c.Name},
+		Sink:               mb.sink,
 		SyncTimeout:        m.opts.SyncTimeout,
 		DiscoveryInterval:  m.opts.DiscoveryInterval,
 		InitialSyncLimiter: m.limiter,
 		KeepManagedFields:  m.opts.KeepManagedFields,
 		KeepSecretData:     m.opts.KeepSecretData,
 		Transform:          m.opts.Transform,
+		TransformID:        m.opts.TransformID,
 		OnChange:           func() { m.refresh(mb) },
 		Clock:              m.opts.Clock,
 	})
@@ -223,13 +322,23 @@ func (m *Manager) Engage(ctx context.Context, c *cluster.Cluster) error {
 	m.mu.Lock()
 	m.members[c.Name] = mb
 	m.mu.Unlock()
-	m.status.Set(aggregate.ClusterStatus{Name: c.Name, Server: c.Server(), Phase: aggregate.PhaseConnecting})
+	phase := aggregate.PhaseConnecting
+	if sv != nil {
+		phase = aggregate.PhaseStale
+	}
+	m.status.Set(aggregate.ClusterStatus{Name: c.Name, Server: c.Server(), Phase: phase})
 	m.refresh(mb)
 
-	m.wg.Add(4)
+	m.wg.Add(3)
 	go func() {
 		defer m.wg.Done()
 		defer close(mb.done)
+		// With saved state, the identity must be confirmed before the informers resume
+		// from it: a recreated or repointed cluster must not inherit another's objects.
+		if !m.confirmIdentity(ctx, mb) {
+			return
+		}
+		go m.dropUnrequestedOnceSynced(ctx, mb)
 		if err := set.Start(ctx); err != nil && ctx.Err() == nil {
 			klog.FromContext(ctx).Error(err, "Informers stopped")
 		}
@@ -245,10 +354,6 @@ func (m *Manager) Engage(ctx context.Context, c *cluster.Cluster) error {
 	}()
 	go func() {
 		defer m.wg.Done()
-		m.readIdentity(ctx, mb)
-	}()
-	go func() {
-		defer m.wg.Done()
 		select {
 		case <-ctx.Done():
 		case <-m.opts.Clock.After(m.opts.SyncTimeout):
@@ -259,6 +364,67 @@ func (m *Manager) Engage(ctx context.Context, c *cluster.Cluster) error {
 		}
 	}()
 	return nil
+}
+
+// confirmIdentity reads the cluster's identity (retrying until ctx is done) and records
+// it. If the cluster had saved state under another identity, that state is dropped, and
+// the cluster syncs cold. With saved state it returns only once the identity is known;
+// without, it reads the identity in the background and returns true at once. It returns
+// false if ctx ended first.
+func (m *Manager) confirmIdentity(ctx context.Context, mb *member) bool {
+	if mb.saved == nil {
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			m.readIdentity(ctx, mb)
+		}()
+		return true
+	}
+	id, ok := m.readIdentity(ctx, mb)
+	if !ok {
+		return false
+	}
+	name := mb.cluster.Name
+	if !id.Equal(mb.saved.identity) {
+		klog.FromContext(ctx).Info("Cluster identity changed since the snapshot; dropping its saved objects and syncing cold",
+			"cluster", name, "saved", mb.saved.identity.String(), "now", id.String())
+		m.fleet.RemoveCluster(name)
+		m.writer.DropCluster(name)
+		if err := m.opts.Snapshot.SetIdentity(name, persist.Identity{UID: id.UID, Server: id.Server}); err != nil {
+			klog.FromContext(ctx).Error(err, "Recording the cluster identity in the snapshot", "cluster", name)
+		}
+		mb.saved = nil
+		mb.mu.Lock()
+		mb.stale = false
+		mb.mu.Unlock()
+		return true
+	}
+	seeds := map[informer.Scope]savedScope{}
+	for scope, s := range mb.saved.scopes {
+		seeds[scope] = s
+	}
+	mb.sink.mu.Lock()
+	mb.sink.seeds = seeds
+	mb.sink.mu.Unlock()
+	return true
+}
+
+// dropUnrequestedOnceSynced waits for the cluster's first sync, then drops the saved
+// scopes that its informers did not ask for.
+func (m *Manager) dropUnrequestedOnceSynced(ctx context.Context, mb *member) {
+	if mb.saved == nil {
+		return
+	}
+	tick := m.opts.Clock.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for !mb.set.HasSynced() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C():
+		}
+	}
+	mb.sink.dropUnrequested(ctx, mb.saved.scopes)
 }
 
 // Disengage implements cluster.Disengager: once the cluster's informers have stopped,
@@ -282,13 +448,16 @@ func (m *Manager) Disengage(ctx context.Context, c *cluster.Cluster, cause error
 	}
 	m.fleet.RemoveCluster(c.Name)
 	m.status.Remove(c.Name)
+	if m.writer != nil {
+		m.writer.DropCluster(c.Name)
+	}
 	klog.FromContext(ctx).Info("Cluster left the fleet; its objects were removed", "cluster", c.Name, "reason", cause)
 	return nil
 }
 
 // readIdentity reads the cluster's identity, retrying with backoff until it succeeds or
-// ctx is done.
-func (m *Manager) readIdentity(ctx context.Context, mb *member) {
+// ctx is done, records it, and saves it in the snapshot.
+func (m *Manager) readIdentity(ctx context.Context, mb *member) (cluster.Identity, bool) {
 	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: time.Minute}
 	for ctx.Err() == nil {
 		id, err := cluster.ReadIdentity(ctx, mb.cluster.Config)
@@ -296,14 +465,20 @@ func (m *Manager) readIdentity(ctx context.Context, mb *member) {
 			mb.mu.Lock()
 			mb.identity = id
 			mb.mu.Unlock()
+			if m.opts.Snapshot != nil && (mb.saved == nil || id.Equal(mb.saved.identity)) {
+				if err := m.opts.Snapshot.SetIdentity(mb.cluster.Name, persist.Identity{UID: id.UID, Server: id.Server}); err != nil {
+					klog.FromContext(ctx).Error(err, "Recording the cluster identity in the snapshot")
+				}
+			}
 			m.refresh(mb)
-			return
+			return id, true
 		}
 		select {
 		case <-ctx.Done():
 		case <-m.opts.Clock.After(backoff.Step()):
 		}
 	}
+	return cluster.Identity{}, false
 }
 
 // refresh recomputes the status of a cluster from its informers and its health.
@@ -375,11 +550,19 @@ func (m *Manager) refresh(mb *member) {
 	}
 	st.Conditions = []metav1.Condition{reachable, syncedCond}
 
+	mb.mu.Lock()
+	if synced {
+		mb.stale = false
+	}
+	stale := mb.stale
+	mb.mu.Unlock()
 	switch {
 	case health != nil && !health.Healthy:
 		st.Phase = aggregate.PhaseUnreachable
 	case synced:
 		st.Phase = aggregate.PhaseSynced
+	case stale:
+		st.Phase = aggregate.PhaseStale
 	case answered:
 		st.Phase = aggregate.PhaseSyncing
 	default:
@@ -389,20 +572,4 @@ func (m *Manager) refresh(mb *member) {
 	if m.Ready() {
 		m.releaseSync()
 	}
-}
-
-// sink hands one cluster's informer set its stores in the fleet.
-type sink struct {
-	fleet   *aggregate.Fleet
-	cluster string
-}
-
-var _ informer.Sink = sink{}
-
-func (s sink) Store(scope informer.Scope) informer.Store {
-	return s.fleet.ClusterStore(s.cluster, scope.Resource)
-}
-
-func (s sink) RemoveResource(gvr schema.GroupVersionResource) {
-	s.fleet.RemoveClusterResource(s.cluster, gvr)
 }

@@ -1,0 +1,221 @@
+package fleetwatch
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/fleetwatch/fleetwatch/aggregate"
+	"github.com/fleetwatch/fleetwatch/cluster"
+	"github.com/fleetwatch/fleetwatch/informer"
+	"github.com/fleetwatch/fleetwatch/persist"
+)
+
+// saved is what a snapshot holds of one cluster, once loaded into the fleet.
+type saved struct {
+	identity cluster.Identity
+	// scopes maps each saved scope to its resourceVersion and the keys of its objects.
+	scopes map[informer.Scope]savedScope
+}
+
+type savedScope struct {
+	key             persist.ResourceKey
+	resourceVersion string
+	objects         []runtime.Object
+}
+
+// seed loads the snapshot into the fleet: reads are served at once, before any network
+// call. It returns what was loaded, by cluster.
+func seed(ctx context.Context, fleet *aggregate.Fleet, snap *persist.Snapshot) map[string]*saved {
+	logger := klog.FromContext(ctx)
+	out := map[string]*saved{}
+	for name, cs := range snap.Clusters {
+		s := &saved{
+			identity: cluster.Identity{UID: cs.Identity.UID, Server: cs.Identity.Server},
+			scopes:   map[informer.Scope]savedScope{},
+		}
+		n := 0
+		for key, rs := range cs.Resources {
+			scope, err := informer.ParseScope(string(key))
+			if err != nil {
+				logger.Info("Ignoring an unreadable resource key in the snapshot", "cluster", name, "key", key, "err", err)
+				continue
+			}
+			store := fleet.ClusterStore(name, scope.Resource)
+			for _, obj := range rs.Objects {
+				if err := store.Apply(obj, true); err != nil {
+					logger.Info("Ignoring a snapshot object", "cluster", name, "key", key, "err", err)
+				}
+			}
+			s.scopes[scope] = savedScope{key: key, resourceVersion: rs.ResourceVersion, objects: rs.Objects}
+			n += len(rs.Objects)
+		}
+		out[name] = s
+		logger.V(1).Info("Loaded cluster from snapshot", "cluster", name, "scopes", len(s.scopes), "objects", n)
+	}
+	return out
+}
+
+// sink hands one cluster's informer set its stores in the fleet, and, with persistence,
+// mirrors their changes into the snapshot writer and seeds them from the snapshot.
+type sink struct {
+	fleet   *aggregate.Fleet
+	cluster string
+	writer  *persist.Writer // nil without persistence
+
+	// mu guards seeds and requested.
+	mu sync.Mutex
+	// seeds are the saved scopes that may seed their informer, by scope.
+	seeds map[informer.Scope]savedScope
+	// requested are the scopes the informer set asked a store for.
+	requested map[informer.Scope]bool
+}
+
+var (
+	_ informer.Sink   = (*sink)(nil)
+	_ informer.Seeder = (*sink)(nil)
+)
+
+func (s *sink) Store(scope informer.Scope) informer.Store {
+	s.mu.Lock()
+	if s.requested == nil {
+		s.requested = map[informer.Scope]bool{}
+	}
+	s.requested[scope] = true
+	s.mu.Unlock()
+	store := s.fleet.ClusterStore(s.cluster, scope.Resource)
+	if s.writer == nil {
+		return store
+	}
+	return &persistingStore{ClusterStore: store, writer: s.writer, cluster: s.cluster, key: persist.ResourceKey(scope.String())}
+}
+
+func (s *sink) RemoveResource(gvr schema.GroupVersionResource) {
+	s.fleet.RemoveClusterResource(s.cluster, gvr)
+	if s.writer == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for scope := range s.requested {
+		if scope.Resource == gvr {
+			s.writer.DropResource(s.cluster, persist.ResourceKey(scope.String()))
+			delete(s.requested, scope)
+		}
+	}
+}
+
+// Seed implements informer.Seeder. A seed is used once: an informer that starts again
+// (a resource that came back) lists normally.
+func (s *sink) Seed(scope informer.Scope) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	saved, ok := s.seeds[scope]
+	if !ok {
+		return "", false
+	}
+	delete(s.seeds, scope)
+	return saved.resourceVersion, saved.resourceVersion != ""
+}
+
+// dropUnrequested removes what the snapshot held for scopes that the informer set did
+// not ask for (a resource no longer configured, or configured differently): from the
+// fleet, with Deleted events, and from the snapshot.
+func (s *sink) dropUnrequested(ctx context.Context, all map[informer.Scope]savedScope) {
+	s.mu.Lock()
+	var stale []informer.Scope
+	for scope := range all {
+		if !s.requested[scope] {
+			stale = append(stale, scope)
+		}
+	}
+	s.mu.Unlock()
+	for _, scope := range stale {
+		saved := all[scope]
+		store := s.fleet.ClusterStore(s.cluster, scope.Resource)
+		for _, obj := range saved.objects {
+			a, err := meta.Accessor(obj)
+			if err != nil {
+				continue
+			}
+			// An object that a watched scope covers is that informer's business: its list
+			// is diffed against the store. The others would be ghosts.
+			if !s.covered(scope.Resource, a.GetNamespace()) {
+				_ = store.Delete(obj, true)
+			}
+		}
+		if s.writer != nil {
+			s.writer.DropResource(s.cluster, saved.key)
+		}
+		klog.FromContext(ctx).V(1).Info("Dropped a snapshot scope that is no longer configured", "cluster", s.cluster, "scope", scope.String())
+	}
+}
+
+// covered reports whether a requested scope watches objects of gvr in namespace.
+func (s *sink) covered(gvr schema.GroupVersionResource, namespace string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for r := range s.requested {
+		if r.Resource == gvr && (r.Namespace == "" || r.Namespace == namespace) {
+			return true
+		}
+	}
+	return false
+}
+
+// persistingStore is a fleet store whose changes are also written to the snapshot.
+type persistingStore struct {
+	*aggregate.ClusterStore
+	writer  *persist.Writer
+	cluster string
+	key     persist.ResourceKey
+}
+
+var (
+	_ informer.Store        = (*persistingStore)(nil)
+	_ informer.Checkpointer = (*persistingStore)(nil)
+)
+
+func (p *persistingStore) Apply(obj runtime.Object, initialList bool) error {
+	// A re-applied object with the same resourceVersion (a seeded list, a relist) is
+	// already in the snapshot: don't write it again.
+	unchanged := false
+	if a, err := meta.Accessor(obj); err == nil && a.GetResourceVersion() != "" {
+		if key, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
+			if old, ok, _ := p.GetByKey(key); ok {
+				if oa, err := meta.Accessor(old); err == nil {
+					unchanged = oa.GetResourceVersion() == a.GetResourceVersion()
+				}
+			}
+		}
+	}
+	if err := p.ClusterStore.Apply(obj, initialList); err != nil {
+		return err
+	}
+	if !unchanged {
+		p.writer.Upsert(p.cluster, p.key, obj)
+	}
+	return nil
+}
+
+func (p *persistingStore) Delete(obj runtime.Object, finalStateUnknown bool) error {
+	if err := p.ClusterStore.Delete(obj, finalStateUnknown); err != nil {
+		return err
+	}
+	a, err := meta.Accessor(obj)
+	if err != nil {
+		return fmt.Errorf("delete from snapshot: %w", err)
+	}
+	p.writer.Delete(p.cluster, p.key, a.GetNamespace(), a.GetName())
+	return nil
+}
+
+func (p *persistingStore) Checkpoint(resourceVersion string) {
+	p.writer.Checkpoint(p.cluster, p.key, resourceVersion)
+}
