@@ -19,19 +19,24 @@ func main() {
 }
 
 func run(args []string) int {
-	root := &cobra.Command{
-		Use:           "fleetwatch",
-		Short:         "Watch many Kubernetes clusters through one federated cache",
-		SilenceUsage:  true,
-		SilenceErrors: true,
-	}
-	root.AddCommand(newVersionCommand())
+	root := newRootCommand()
 	root.SetArgs(args)
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "fleetwatch:", err)
 		return 1
 	}
 	return 0
+}
+
+func newRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "fleetwatch",
+		Short:         "Watch many Kubernetes clusters through one federated cache",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newVersionCommand(), newSnapshotCommand())
+	return root
 }
 
 func newVersionCommand() *cobra.Command {
