@@ -1,0 +1,41 @@
+package main
+
+import (
+	"github.com/fleetwatch/fleetwatch"
+	"github.com/fleetwatch/fleetwatch/cluster"
+	"github.com/fleetwatch/fleetwatch/config"
+	"github.com/fleetwatch/fleetwatch/informer"
+	"github.com/fleetwatch/fleetwatch/persist"
+)
+
+// managerOptions turns the configuration into the Manager's options.
+func managerOptions(cfg *config.Config) fleetwatch.Options {
+	resources := make([]informer.Resource, 0, len(cfg.Resources))
+	for _, r := range cfg.Resources {
+		resources = append(resources, informer.Resource{
+			Name:          r.Name,
+			Namespaces:    r.Namespaces,
+			LabelSelector: r.LabelSelector,
+			FieldSelector: r.FieldSelector,
+			MetadataOnly:  r.MetadataOnly,
+		})
+	}
+	return fleetwatch.Options{
+		Clusters: cluster.Options{
+			Kubeconfigs: cfg.Kubeconfig,
+			Include:     cfg.Contexts.Include,
+			Exclude:     cfg.Contexts.Exclude,
+			Aliases:     cfg.Contexts.Aliases,
+			UserAgent:   "fleetwatch/" + buildVersion(),
+		},
+		Resources:          resources,
+		SyncTimeout:        cfg.Sync.Timeout,
+		MaxConcurrentSyncs: cfg.Sync.MaxConcurrent,
+		KeepManagedFields:  cfg.Cache.KeepManagedFields,
+		KeepSecretData:     cfg.Cache.KeepSecretData,
+		SnapshotWriter: persist.WriterOptions{
+			Interval:   cfg.Snapshot.Interval,
+			MaxPending: cfg.Snapshot.MaxPending,
+		},
+	}
+}
