@@ -35,7 +35,7 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCommand(), newSnapshotCommand(), newKubeconfigCommand())
+	root.AddCommand(newServeCommand(), newVersionCommand(), newSnapshotCommand(), newKubeconfigCommand())
 	return root
 }
 

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/textlogger"
+
+	"github.com/fleetwatch/fleetwatch"
+	"github.com/fleetwatch/fleetwatch/config"
+	"github.com/fleetwatch/fleetwatch/persist"
+)
+
+// shutdownTimeout bounds a graceful shutdown; a second signal cuts it short.
+const shutdownTimeout = 30 * time.Second
+
+func newServeCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the daemon: watch the clusters, keep the snapshot, serve the inventory API",
+		Long: `Run the daemon: watch every cluster that the kubeconfig files select, keep the
+federated cache and its snapshot, and serve the kube-style inventory API.
+
+Configuration comes from defaults, then the --config file, then FLEETWATCH_*
+environment variables, then flags; see docs/config.md.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.Load(config.LoadOptions{Flags: cmd.Flags()})
+			if err != nil {
+				return err
+			}
+			return serve(cmd.Context(), cfg)
+		},
+	}
+	config.BindFlags(cmd.Flags())
+	return cmd
+}
+
+// serve runs the daemon until SIGINT or SIGTERM. A second signal exits at once.
+func serve(ctx context.Context, cfg *config.Config) error {
+	logger := newLogger(cfg.Log)
+	klog.SetLogger(logger)
+	ctx = klog.NewContext(ctx, logger)
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(signals)
+	go func() {
+		sig, ok := <-signals
+		if !ok {
+			return
+		}
+		logger.Info("Shutting down", "signal", sig.String(), "timeout", shutdownTimeout)
+		cancel(fmt.Errorf("received %s", sig))
+		select {
+		case sig := <-signals:
+			logger.Info("Second signal; exiting now", "signal", sig.String())
+			os.Exit(1)
+		case <-time.After(shutdownTimeout):
+			logger.Info("Graceful shutdown took too long; exiting now", "timeout", shutdownTimeout)
+			os.Exit(1)
+		}
+	}()
+
+	opts := managerOptions(cfg)
+	if cfg.Snapshot.Path != "" {
+		store, err := persist.Open(cfg.Snapshot.Path, persist.Options{})
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if err := store.Close(); err != nil {
+				logger.Error(err, "Closing the snapshot")
+			}
+		}()
+		if moved, cause := store.Recovered(); moved != "" {
+			logger.Info("Snapshot was unreadable; moved it aside and starting cold", "path", cfg.Snapshot.Path, "movedTo", moved, "reason", cause.Error())
+		}
+		opts.Snapshot = store
+	}
+	mgr, err := fleetwatch.NewManager(opts)
+	if err != nil {
+		return err
+	}
+	logger.Info("Starting", "version", buildVersion(), "config", cfg.String())
+	return runDaemon(ctx, cfg, mgr)
+}
+
+func newLogger(cfg config.Log) logr.Logger {
+	if cfg.Format == config.LogFormatJSON {
+		level := slog.Level(-cfg.Verbosity) // logr's V(n) is slog level -n
+		return logr.FromSlogHandler(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	}
+	return textlogger.NewLogger(textlogger.NewConfig(textlogger.Verbosity(cfg.Verbosity)))
+}
+
+// runDaemon runs the manager until ctx is done, then shuts down in order: the clusters
+// (sources), the snapshot writer's final flush, the handlers.
+func runDaemon(ctx context.Context, cfg *config.Config, mgr *fleetwatch.Manager) error {
+	err := mgr.Start(ctx)
+	if errors.Is(context.Cause(ctx), context.Canceled) || ctx.Err() != nil {
+		klog.FromContext(ctx).Info("Stopped")
+	}
+	return err
+}
