@@ -474,7 +474,7 @@ func (s *Set) start(ctx context.Context, i int, r Resource, m Mapping) {
 				Name:         fmt.Sprintf("%s %s", s.opts.Cluster, scope),
 				KeyFunction:  cache.DeletionHandlingMetaNamespaceKeyFunc,
 				KnownObjects: known,
-				Transformer:  s.transform(m),
+				Transformer:  s.transform(m, known),
 			})},
 			ListerWatcher:     lw,
 			ObjectType:        objType,
@@ -567,11 +567,19 @@ func (s *Set) stopAll() {
 }
 
 // transform strips what nobody queries before an object reaches the store.
-func (s *Set) transform(m Mapping) cache.TransformFunc {
+//
+// An object that the store already holds at the same resourceVersion is replaced by the
+// stored one, untouched: the lists of a warm start hand out shallow copies of stored
+// objects, which are shared with readers and must not be mutated, and an unchanged
+// object of a relist needs no second copy in memory.
+func (s *Set) transform(m Mapping, known cache.KeyListerGetter) cache.TransformFunc {
 	secrets := m.Resource.Group == "" && m.Resource.Resource == "secrets"
 	return func(obj interface{}) (interface{}, error) {
 		if _, ok := obj.(runtime.Object); !ok {
 			return obj, nil // a listDone marker
+		}
+		if stored, ok := storedSame(known, obj); ok {
+			return stored, nil
 		}
 		if !s.opts.KeepManagedFields {
 			if a, err := meta.Accessor(obj); err == nil {
@@ -589,6 +597,28 @@ func (s *Set) transform(m Mapping) cache.TransformFunc {
 		}
 		return obj, nil
 	}
+}
+
+// storedSame returns the object that known holds under obj's key, if it has obj's
+// non-empty resourceVersion.
+func storedSame(known cache.KeyListerGetter, obj interface{}) (interface{}, bool) {
+	a, err := meta.Accessor(obj)
+	if err != nil || a.GetResourceVersion() == "" {
+		return nil, false
+	}
+	key, err := cache.MetaNamespaceKeyFunc(obj)
+	if err != nil {
+		return nil, false
+	}
+	stored, ok, err := known.GetByKey(key)
+	if err != nil || !ok {
+		return nil, false
+	}
+	sa, err := meta.Accessor(stored)
+	if err != nil || sa.GetResourceVersion() != a.GetResourceVersion() {
+		return nil, false
+	}
+	return stored, true
 }
 
 // processDeltas applies the deltas popped from an informer's queue to store, and tells a
