@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# build-tools.sh builds the kube-apiserver and etcd binaries that the test harness and
-# `make demo` start, from Go modules only (hack/tools/*), and caches them outside the repo:
+# build-tools.sh builds the kube-apiserver, etcd and kubectl binaries that the test
+# harness and `make demo` use, from Go modules only (hack/tools/*), and caches them
+# outside the repo:
 #
 #   ${FLEETWATCH_BIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fleetwatch/bin}/<tool>-<version>/<tool>
 #
 # A binary is rebuilt only when its version (the one pinned in its tools go.mod) changes.
-# Progress goes to stderr. With --print, stdout gets the two paths as shell assignments:
+# Progress goes to stderr. With --print, stdout gets the paths as shell assignments:
 #   FLEETWATCH_KUBE_APISERVER=...
 #   FLEETWATCH_ETCD=...
+#   FLEETWATCH_KUBECTL=...
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -39,13 +41,17 @@ kver=$(version "$here/tools/kube-apiserver" k8s.io/kubernetes)
 minor=${kver#v1.}; minor=${minor%%.*}
 kas=$(build kube-apiserver "$kver" "$here/tools/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver \
   "-X k8s.io/component-base/version.gitVersion=$kver -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean")
+kubectl=$(build kubectl "$kver" "$here/tools/kube-apiserver" k8s.io/kubernetes/cmd/kubectl \
+  "-X k8s.io/component-base/version.gitVersion=$kver -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean")
 ever=$(version "$here/tools/etcd" go.etcd.io/etcd/server/v3)
 etcd=$(build etcd "$ever" "$here/tools/etcd" .)
 
 if $print; then
   echo "FLEETWATCH_KUBE_APISERVER=$kas"
   echo "FLEETWATCH_ETCD=$etcd"
+  echo "FLEETWATCH_KUBECTL=$kubectl"
 else
   echo "kube-apiserver: $kas"
   echo "etcd:           $etcd"
+  echo "kubectl:        $kubectl"
 fi

@@ -28,6 +28,8 @@ const (
 	// hack/build-tools.sh, which builds them once into a cache outside the repo.
 	EnvKubeAPIServer = "FLEETWATCH_KUBE_APISERVER"
 	EnvEtcd          = "FLEETWATCH_ETCD"
+	// EnvKubectl names the kubectl that end-to-end tests drive.
+	EnvKubectl = "FLEETWATCH_KUBECTL"
 	// EnvSkip, when set to a non-empty value, makes New skip the test instead of failing
 	// it when the clusters cannot start. CI never sets it.
 	EnvSkip = "FLEETWATCH_E2E_SKIP"
@@ -247,42 +249,63 @@ func (e *Env) Close() error {
 // and FLEETWATCH_ETCD when set, else from hack/build-tools.sh, which builds them on first
 // use.
 func Binaries() (kubeAPIServer, etcd string, err error) {
-	kubeAPIServer, etcd = os.Getenv(EnvKubeAPIServer), os.Getenv(EnvEtcd)
-	if kubeAPIServer == "" || etcd == "" {
+	paths, err := tools(EnvKubeAPIServer, EnvEtcd)
+	if err != nil {
+		return "", "", err
+	}
+	return paths[EnvKubeAPIServer], paths[EnvEtcd], nil
+}
+
+// Kubectl returns the path of the kubectl built from the same Kubernetes release as the
+// apiservers: FLEETWATCH_KUBECTL when set, else from hack/build-tools.sh.
+func Kubectl() (string, error) {
+	paths, err := tools(EnvKubectl)
+	if err != nil {
+		return "", err
+	}
+	return paths[EnvKubectl], nil
+}
+
+// tools returns the path of each tool named by its environment variable, running
+// hack/build-tools.sh for those that are not set.
+func tools(envs ...string) (map[string]string, error) {
+	paths := map[string]string{}
+	missing := false
+	for _, e := range envs {
+		paths[e] = os.Getenv(e)
+		missing = missing || paths[e] == ""
+	}
+	if missing {
 		root, err := repoRoot()
 		if err != nil {
-			return "", "", err
+			return nil, err
 		}
 		script := filepath.Join(root, "hack", "build-tools.sh")
 		cmd := exec.Command(script, "--print")
 		cmd.Stderr = os.Stderr
 		out, err := cmd.Output()
 		if err != nil {
-			return "", "", fmt.Errorf("%s: %w", script, err)
+			return nil, fmt.Errorf("%s: %w", script, err)
 		}
 		sc := bufio.NewScanner(strings.NewReader(string(out)))
 		for sc.Scan() {
 			k, v, _ := strings.Cut(sc.Text(), "=")
-			switch k {
-			case EnvKubeAPIServer:
-				if kubeAPIServer == "" {
-					kubeAPIServer = v
-				}
-			case EnvEtcd:
-				if etcd == "" {
-					etcd = v
-				}
+			if p, ok := paths[k]; ok && p == "" {
+				paths[k] = v
 			}
 		}
 	}
-	for _, p := range []string{kubeAPIServer, etcd} {
+	for e, p := range paths {
+		if p == "" {
+			return nil, fmt.Errorf("no path for %s from hack/build-tools.sh", e)
+		}
 		if st, err := os.Stat(p); err != nil {
-			return "", "", fmt.Errorf("test binary: %w", err)
+			return nil, fmt.Errorf("test binary: %w", err)
 		} else if st.Mode()&0o111 == 0 {
-			return "", "", fmt.Errorf("test binary %s is not executable", p)
+			return nil, fmt.Errorf("test binary %s is not executable", p)
 		}
 	}
-	return kubeAPIServer, etcd, nil
+	return paths, nil
 }
 
 // repoRoot finds the fleetwatch repository from the working directory upwards.
