@@ -5,19 +5,24 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
+	apiversion "k8s.io/apimachinery/pkg/version"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/textlogger"
 
 	"github.com/fleetwatch/fleetwatch"
 	"github.com/fleetwatch/fleetwatch/config"
 	"github.com/fleetwatch/fleetwatch/persist"
+	"github.com/fleetwatch/fleetwatch/server"
 )
 
 // shutdownTimeout bounds a graceful shutdown; a second signal cuts it short.
@@ -105,12 +110,51 @@ func newLogger(cfg config.Log) logr.Logger {
 	return textlogger.NewLogger(textlogger.NewConfig(textlogger.Verbosity(cfg.Verbosity)))
 }
 
-// runDaemon runs the manager until ctx is done, then shuts down in order: the clusters
-// (sources), the snapshot writer's final flush, the handlers.
+// runDaemon serves the inventory API and runs the manager until ctx is done, then shuts
+// down in order: the clusters (sources), the snapshot writer's final flush and the
+// handlers (all inside Manager.Start), then the HTTP server, so that the API answers
+// until the cache has stopped changing.
 func runDaemon(ctx context.Context, cfg *config.Config, mgr *fleetwatch.Manager) error {
-	err := mgr.Start(ctx)
-	if errors.Is(context.Cause(ctx), context.Canceled) || ctx.Err() != nil {
-		klog.FromContext(ctx).Info("Stopped")
+	logger := klog.FromContext(ctx)
+	srv, err := server.New(mgr, server.Options{
+		Address:     cfg.Server.Address,
+		TLSCertFile: cfg.Server.TLS.CertFile,
+		TLSKeyFile:  cfg.Server.TLS.KeyFile,
+		TokenFile:   cfg.Server.Auth.TokenFile,
+		Version:     apiversion.Info{GitVersion: buildVersion(), GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH},
+		Collectors:  []prometheus.Collector{mgr.SnapshotCollector()},
+		// client-go's workqueue and informer metrics on /metrics.
+		ClientGoMetrics: true,
+	})
+	if err != nil {
+		return err
 	}
+	ln, err := net.Listen("tcp", cfg.Server.Address)
+	if err != nil {
+		return fmt.Errorf("server.address: %w", err)
+	}
+	scheme := "http"
+	if cfg.Server.TLS.CertFile != "" {
+		scheme = "https"
+	}
+	logger.Info("Serving the inventory API", "url", scheme+"://"+ln.Addr().String())
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	srvCtx, stopSrv := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopSrv()
+	srvDone := make(chan error, 1)
+	go func() {
+		err := srv.Serve(srvCtx, ln)
+		if err != nil {
+			cancel(fmt.Errorf("inventory API: %w", err))
+		}
+		srvDone <- err
+	}()
+
+	err = mgr.Start(ctx)
+	stopSrv()
+	err = errors.Join(err, <-srvDone)
+	logger.Info("Stopped", "reason", context.Cause(ctx))
 	return err
 }

@@ -1,0 +1,394 @@
+package server
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/fleetwatch/fleetwatch/aggregate"
+)
+
+// watchCache is the server's view of the fleet, kept by one fleet handler: for each
+// resource, the current objects of every cluster and a bounded history of their changes.
+// It plays the part of the apiserver's watch cache. Lists, gets and watches are served
+// from it rather than from the fleet's Indexer because fleet handlers run behind the
+// Indexer: only a view that is written by the same handler that writes the history can
+// hand out a list together with the exact point of the history it reflects, so that a
+// watch from that point neither misses nor repeats a change. The objects are the fleet's
+// own (shared, never modified); the view costs one map entry per object, and the history
+// keeps up to its size of past object states alive.
+type watchCache struct {
+	historySize int
+	// epoch identifies this watch cache in cursors: positions of another epoch (the
+	// server was restarted) cannot be compared with ours.
+	epoch string
+
+	// reg is the fleet registration, set once AddHandler has returned.
+	reg atomic.Pointer[aggregate.Registration]
+	// active counts OnEvent calls in progress.
+	active atomic.Int32
+	// primed is closed once the handler has caught up with the fleet for the first time:
+	// before, the view may lack objects the fleet has.
+	primed    chan struct{}
+	primeOnce sync.Once
+
+	// mu guards resources.
+	mu        sync.RWMutex
+	resources map[schema.GroupVersionResource]*resourceCache
+}
+
+var _ aggregate.Handler = (*watchCache)(nil)
+
+func newWatchCache(historySize int) *watchCache {
+	var b [9]byte
+	_, _ = rand.Read(b[:]) // never fails
+	return &watchCache{
+		historySize: historySize,
+		epoch:       base64.RawURLEncoding.EncodeToString(b[:]),
+		primed:      make(chan struct{}),
+		resources:   make(map[schema.GroupVersionResource]*resourceCache),
+	}
+}
+
+// register adds the watch cache to fleet as a handler of every resource. The fleet
+// replays its current state to the handler first.
+func (wc *watchCache) register(fleet *aggregate.Fleet) (*aggregate.Registration, error) {
+	reg, err := fleet.AddHandler(wc, aggregate.HandlerOptions{Name: "server"})
+	if err != nil {
+		return nil, err
+	}
+	wc.reg.Store(reg)
+	// Nothing was queued (an empty fleet), or everything was already delivered. An event
+	// that was just taken off the queue and is about to enter OnEvent is missed by this
+	// check: the view is then primed one event early, as if the request that follows had
+	// come a moment sooner.
+	if reg.Backlog() == 0 && wc.active.Load() == 0 {
+		wc.prime()
+	}
+	return reg, nil
+}
+
+func (wc *watchCache) prime() { wc.primeOnce.Do(func() { close(wc.primed) }) }
+
+// OnEvent applies a fleet event to the view and its history.
+func (wc *watchCache) OnEvent(e aggregate.Event) {
+	wc.active.Add(1)
+	wc.resource(e.Resource).apply(e)
+	wc.active.Add(-1)
+	// Inside OnEvent, an empty backlog means every event queued so far has been handled.
+	if reg := wc.reg.Load(); reg != nil && reg.Backlog() == 0 {
+		wc.prime()
+	}
+}
+
+// resource returns the cache of gvr, creating it if needed.
+func (wc *watchCache) resource(gvr schema.GroupVersionResource) *resourceCache {
+	wc.mu.RLock()
+	rc := wc.resources[gvr]
+	wc.mu.RUnlock()
+	if rc != nil {
+		return rc
+	}
+	wc.mu.Lock()
+	defer wc.mu.Unlock()
+	if rc = wc.resources[gvr]; rc == nil {
+		rc = newResourceCache(gvr, wc.historySize)
+		wc.resources[gvr] = rc
+	}
+	return rc
+}
+
+// lookup returns the cache of gvr, or nil if no event of gvr has been seen.
+func (wc *watchCache) lookup(gvr schema.GroupVersionResource) *resourceCache {
+	wc.mu.RLock()
+	defer wc.mu.RUnlock()
+	return wc.resources[gvr]
+}
+
+// all returns the cache of every resource seen.
+func (wc *watchCache) all() []*resourceCache {
+	wc.mu.RLock()
+	defer wc.mu.RUnlock()
+	return slices.Collect(maps.Values(wc.resources))
+}
+
+// resourceCache is the view and history of one resource.
+type resourceCache struct {
+	resource    schema.GroupVersionResource
+	historySize int
+
+	// mu guards every field below.
+	mu sync.RWMutex
+	// clusters holds the current objects, by cluster, namespace and name. A cluster
+	// without objects has no entry.
+	clusters map[string]*clusterObjects
+	// ring is the history, oldest first from head once it is full. nextSeq is the
+	// sequence number of the next change; the ring holds nextSeq-len(ring) to nextSeq-1.
+	ring    []entry
+	head    int
+	nextSeq uint64
+	// positions is the position of every cluster that has had a change.
+	positions map[string]position
+	// evicted is, for every cluster that has lost changes off the end of the history,
+	// the position of the last one lost. A cursor before it is too old.
+	evicted map[string]position
+	// changed is closed and replaced on every change.
+	changed chan struct{}
+	// kind and namespaced are read off the objects, for resources that no cluster status
+	// describes (a cluster whose discovery has not answered yet serves from a snapshot).
+	kind       schema.GroupVersionKind
+	namespaced bool
+	// metadataOnly is set once a metadata-only object was seen.
+	metadataOnly bool
+	// events counts the changes of each cluster, for metrics.
+	events map[string]uint64
+}
+
+type clusterObjects struct {
+	count      int
+	namespaces map[string]map[string]runtime.Object
+}
+
+// entry is one change in the history.
+type entry struct {
+	seq     uint64
+	cluster string
+	pos     position
+	typ     watch.EventType
+	// obj is the new state, or for Deleted the last state. old is the state before a
+	// Modified or Deleted: what a watcher saw, which its selectors are applied to.
+	obj, old runtime.Object
+}
+
+func newResourceCache(gvr schema.GroupVersionResource, historySize int) *resourceCache {
+	return &resourceCache{
+		resource:    gvr,
+		historySize: historySize,
+		clusters:    make(map[string]*clusterObjects),
+		positions:   make(map[string]position),
+		evicted:     make(map[string]position),
+		changed:     make(chan struct{}),
+		events:      make(map[string]uint64),
+	}
+}
+
+// apply records a fleet event. The event's type is recomputed from the view, so that the
+// history is always consistent with it.
+func (rc *resourceCache) apply(e aggregate.Event) {
+	m, err := meta.Accessor(e.Object)
+	if err != nil {
+		return // the fleet only holds objects with metadata
+	}
+	ns, name := m.GetNamespace(), m.GetName()
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	co := rc.clusters[e.Cluster]
+	var prev runtime.Object
+	if co != nil {
+		prev = co.namespaces[ns][name]
+	}
+	var typ watch.EventType
+	switch e.Type {
+	case aggregate.Deleted:
+		if prev == nil {
+			return
+		}
+		names := co.namespaces[ns]
+		delete(names, name)
+		if len(names) == 0 {
+			delete(co.namespaces, ns)
+		}
+		if co.count--; co.count == 0 {
+			delete(rc.clusters, e.Cluster)
+		}
+		typ = watch.Deleted
+	default:
+		if co == nil {
+			co = &clusterObjects{namespaces: make(map[string]map[string]runtime.Object)}
+			rc.clusters[e.Cluster] = co
+		}
+		names := co.namespaces[ns]
+		if names == nil {
+			names = make(map[string]runtime.Object)
+			co.namespaces[ns] = names
+		}
+		names[name] = e.Object
+		typ = watch.Modified
+		if prev == nil {
+			co.count++
+			typ = watch.Added
+		}
+		rc.observeLocked(e.Object, ns)
+	}
+	rc.events[e.Cluster]++
+	rc.appendLocked(entry{
+		cluster: e.Cluster,
+		pos:     rc.positions[e.Cluster].next(m.GetResourceVersion()),
+		typ:     typ,
+		obj:     e.Object,
+		old:     prev,
+	})
+}
+
+func (rc *resourceCache) observeLocked(obj runtime.Object, namespace string) {
+	if rc.kind.Empty() {
+		if gvk := obj.GetObjectKind().GroupVersionKind(); gvk.Kind != "" && gvk.Group != "meta.k8s.io" {
+			rc.kind = gvk
+		}
+	}
+	if namespace != "" {
+		rc.namespaced = true
+	}
+	if _, ok := obj.(*metav1.PartialObjectMetadata); ok {
+		rc.metadataOnly = true
+	}
+}
+
+func (rc *resourceCache) isMetadataOnly() bool {
+	rc.mu.RLock()
+	defer rc.mu.RUnlock()
+	return rc.metadataOnly
+}
+
+func (rc *resourceCache) appendLocked(e entry) {
+	e.seq = rc.nextSeq
+	rc.nextSeq++
+	rc.positions[e.cluster] = e.pos
+	if len(rc.ring) < rc.historySize {
+		rc.ring = append(rc.ring, e)
+	} else {
+		lost := rc.ring[rc.head]
+		rc.evicted[lost.cluster] = lost.pos
+		rc.ring[rc.head] = e
+		rc.head = (rc.head + 1) % len(rc.ring)
+	}
+	close(rc.changed)
+	rc.changed = make(chan struct{})
+}
+
+// firstSeqLocked is the sequence number of the oldest change in the history.
+func (rc *resourceCache) firstSeqLocked() uint64 { return rc.nextSeq - uint64(len(rc.ring)) }
+
+// readLocked appends to buf up to max changes from sequence number seq on, which must
+// still be in the history.
+func (rc *resourceCache) readLocked(seq uint64, max int, buf []entry) []entry {
+	first := rc.firstSeqLocked()
+	for s := seq; s < rc.nextSeq && max > 0; s, max = s+1, max-1 {
+		buf = append(buf, rc.ring[(rc.head+int(s-first))%len(rc.ring)])
+	}
+	return buf
+}
+
+// cursorLocked returns the current cursor of the clusters in sc.
+func (rc *resourceCache) cursorLocked(epoch string, sc scope) cursor {
+	c := cursor{epoch: epoch, positions: make(map[string]position)}
+	for cl, p := range rc.positions {
+		if sc.includes(cl) {
+			c.positions[cl] = p
+		}
+	}
+	return c
+}
+
+// expiredLocked returns a cluster of sc for which c is older than the history, if any.
+func (rc *resourceCache) expiredLocked(c cursor, sc scope) (string, bool) {
+	for _, cl := range slices.Sorted(maps.Keys(rc.evicted)) {
+		if sc.includes(cl) && c.positions[cl].compare(rc.evicted[cl]) < 0 {
+			return cl, true
+		}
+	}
+	return "", false
+}
+
+// object is an object of the view with its cluster.
+type object struct {
+	cluster string
+	obj     runtime.Object
+}
+
+// listLocked returns, in (cluster, namespace, name) order, the objects that q matches,
+// starting after the key after (if not nil), at most limit of them (0: no limit). more
+// says whether further objects match.
+func (rc *resourceCache) listLocked(q *query, after *aggregate.Key, limit int) (out []object, more bool) {
+	for _, cl := range slices.Sorted(maps.Keys(rc.clusters)) {
+		if !q.scope.includes(cl) || (after != nil && cl < after.Cluster) {
+			continue
+		}
+		co := rc.clusters[cl]
+		for _, ns := range slices.Sorted(maps.Keys(co.namespaces)) {
+			if q.namespace != "" && ns != q.namespace {
+				continue
+			}
+			sameNS := after != nil && cl == after.Cluster
+			if sameNS && ns < after.Namespace {
+				continue
+			}
+			sameNS = sameNS && ns == after.Namespace
+			names := co.namespaces[ns]
+			for _, name := range slices.Sorted(maps.Keys(names)) {
+				if sameNS && name <= after.Name {
+					continue
+				}
+				obj := names[name]
+				if !q.matches(obj) {
+					continue
+				}
+				if limit > 0 && len(out) == limit {
+					return out, true
+				}
+				out = append(out, object{cluster: cl, obj: obj})
+			}
+		}
+	}
+	return out, false
+}
+
+// getLocked returns the object namespace/name of every cluster in sc, by cluster name.
+func (rc *resourceCache) getLocked(sc scope, namespace, name string) []object {
+	var out []object
+	for _, cl := range slices.Sorted(maps.Keys(rc.clusters)) {
+		if !sc.includes(cl) {
+			continue
+		}
+		if obj, ok := rc.clusters[cl].namespaces[namespace][name]; ok {
+			out = append(out, object{cluster: cl, obj: obj})
+		}
+	}
+	return out
+}
+
+// hasCluster reports whether the view has objects of cluster.
+func (rc *resourceCache) hasCluster(cluster string) bool {
+	rc.mu.RLock()
+	defer rc.mu.RUnlock()
+	return rc.clusters[cluster] != nil
+}
+
+// scope is the set of clusters a request reads: one, or every cluster (cluster "*")
+// that allow admits. allow is where per-client cluster allow-lists will plug in; nil
+// admits every cluster.
+type scope struct {
+	cluster string
+	allow   func(cluster string) bool
+}
+
+// allClusters is the name of the scope of every cluster.
+const allClusters = "*"
+
+func (s scope) includes(cluster string) bool {
+	if s.cluster != allClusters && s.cluster != cluster {
+		return false
+	}
+	return s.allow == nil || s.allow(cluster)
+}
+
+func (s scope) all() bool { return s.cluster == allClusters }

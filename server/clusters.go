@@ -1,0 +1,228 @@
+package server
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/fleetwatch/fleetwatch/aggregate"
+)
+
+// The API group of fleetwatch's own resources, and the annotations it adds to the objects
+// it serves.
+const (
+	// GroupName is the API group of the Cluster resource.
+	GroupName = "fleetwatch.io"
+	// Version is the version of GroupName that is served.
+	Version = "v1alpha1"
+
+	// ClusterAnnotation is set on every object served: the name of the cluster the object
+	// lives in.
+	ClusterAnnotation = "fleetwatch.io/cluster"
+	// ResourceVersionAnnotation holds the object's resourceVersion in its cluster on
+	// objects whose metadata.resourceVersion was replaced by a fleet cursor: those of
+	// watch events, which clients resume from.
+	ResourceVersionAnnotation = "fleetwatch.io/resource-version"
+)
+
+// SchemeGroupVersion is the group version of the Cluster resource.
+var SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: Version}
+
+var clustersGR = schema.GroupResource{Group: GroupName, Resource: "clusters"}
+
+// Cluster is the state of one cluster of the fleet, served as a Kubernetes-style
+// resource (fleetwatch.io/v1alpha1, kind Cluster, cluster-scoped): kubectl get
+// clusters.fleetwatch.io. Its name is the cluster name; its uid is the UID of the
+// cluster's kube-system namespace, once read.
+type Cluster struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Status            ClusterStatus `json:"status"`
+}
+
+// ClusterStatus is aggregate.ClusterStatus in API form.
+type ClusterStatus struct {
+	// Phase is Connecting, Syncing, Synced, Unreachable or Stale.
+	Phase string `json:"phase"`
+	// Conditions are Reachable and Synced.
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// Server is the URL of the cluster's API server.
+	Server string `json:"server,omitempty"`
+	// UID is the UID of the cluster's kube-system namespace.
+	UID string `json:"uid,omitempty"`
+	// LastSyncTime is when the cluster last completed its initial sync.
+	LastSyncTime *metav1.Time `json:"lastSyncTime,omitempty"`
+	// LastError is the cluster's most recent error.
+	LastError string `json:"lastError,omitempty"`
+	// Objects is the number of cached objects, over every resource.
+	Objects int `json:"objects"`
+	// Resources are the configured resources, in configured order.
+	Resources []ClusterResource `json:"resources,omitempty"`
+}
+
+// ClusterResource is the state of one configured resource in one cluster.
+type ClusterResource struct {
+	// Name is the configured name, as pods or deployments.apps.
+	Name string `json:"name"`
+	// Group, Version, Resource and Kind are what Name resolved to in the cluster; empty
+	// if the cluster does not serve it.
+	Group    string `json:"group,omitempty"`
+	Version  string `json:"version,omitempty"`
+	Resource string `json:"resource,omitempty"`
+	Kind     string `json:"kind,omitempty"`
+	// Namespaced says whether the resource's objects live in namespaces.
+	Namespaced bool `json:"namespaced,omitempty"`
+	// State is Pending, NotFound, Syncing or Synced.
+	State string `json:"state"`
+	// Count is the number of cached objects.
+	Count int `json:"count"`
+	// ResourceVersion is the last synced resourceVersion, when one informer watches the
+	// whole resource.
+	ResourceVersion string `json:"resourceVersion,omitempty"`
+	// LastError is the most recent list or watch error.
+	LastError string `json:"lastError,omitempty"`
+}
+
+// ClusterList is a list of Clusters.
+type ClusterList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Cluster `json:"items"`
+}
+
+// clusterOf converts a cluster status.
+func clusterOf(st aggregate.ClusterStatus) Cluster {
+	c := Cluster{
+		TypeMeta:   metav1.TypeMeta{Kind: "Cluster", APIVersion: SchemeGroupVersion.String()},
+		ObjectMeta: metav1.ObjectMeta{Name: st.Name, UID: st.UID},
+		Status: ClusterStatus{
+			Phase:      string(st.Phase),
+			Conditions: st.Conditions,
+			Server:     st.Server,
+			UID:        string(st.UID),
+			LastError:  st.LastError,
+		},
+	}
+	if !st.LastSyncTime.IsZero() {
+		t := metav1.NewTime(st.LastSyncTime)
+		c.Status.LastSyncTime = &t
+	}
+	for _, rs := range st.Resources {
+		c.Status.Objects += rs.Count
+		c.Status.Resources = append(c.Status.Resources, ClusterResource{
+			Name:            rs.Name,
+			Group:           rs.Resource.Group,
+			Version:         rs.Resource.Version,
+			Resource:        rs.Resource.Resource,
+			Kind:            rs.Kind.Kind,
+			Namespaced:      rs.Namespaced,
+			State:           rs.State,
+			Count:           rs.Count,
+			ResourceVersion: rs.ResourceVersion,
+			LastError:       rs.LastError,
+		})
+	}
+	return c
+}
+
+// serveClusters serves clusters.fleetwatch.io: the list, or one cluster by name. Under a
+// cluster prefix, only the clusters of its scope are served.
+func (s *Server) serveClusters(w http.ResponseWriter, r *http.Request, sc scope, name string, hasName bool) error {
+	q := r.URL.Query()
+	if watching, err := parseBool(q, "watch"); err != nil {
+		return err
+	} else if watching {
+		return apierrors.NewMethodNotSupported(clustersGR, "watch")
+	}
+	f, ok := negotiate(r.Header.Get("Accept"), !hasName, formatTable)
+	if !ok {
+		return notAcceptable("clusters.fleetwatch.io is served as application/json or as a meta.k8s.io/v1 Table")
+	}
+	var statuses []aggregate.ClusterStatus
+	if hasName {
+		st, ok := s.src.ClusterStatus(name)
+		if !ok || !sc.includes(name) {
+			return notFound(clustersGR, name)
+		}
+		statuses = []aggregate.ClusterStatus{st}
+	} else {
+		for _, st := range s.src.Status() {
+			if sc.includes(st.Name) {
+				statuses = append(statuses, st)
+			}
+		}
+	}
+	items := make([]Cluster, 0, len(statuses))
+	for _, st := range statuses {
+		items = append(items, clusterOf(st))
+	}
+	slices.SortFunc(items, func(a, b Cluster) int { return strings.Compare(a.Name, b.Name) })
+	if f == formatTable {
+		opts, err := parseTableOptions(q)
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, s.clustersTable(items, opts))
+		return nil
+	}
+	if hasName {
+		writeJSON(w, http.StatusOK, &items[0])
+		return nil
+	}
+	writeJSON(w, http.StatusOK, &ClusterList{
+		TypeMeta: metav1.TypeMeta{Kind: "ClusterList", APIVersion: SchemeGroupVersion.String()},
+		Items:    items,
+	})
+	return nil
+}
+
+// DeepCopyInto copies c into out.
+func (c *Cluster) DeepCopyInto(out *Cluster) {
+	*out = *c
+	c.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	out.Status.Conditions = nil
+	for _, cond := range c.Status.Conditions {
+		out.Status.Conditions = append(out.Status.Conditions, *cond.DeepCopy())
+	}
+	if c.Status.LastSyncTime != nil {
+		t := *c.Status.LastSyncTime
+		out.Status.LastSyncTime = &t
+	}
+	out.Status.Resources = slices.Clone(c.Status.Resources)
+}
+
+// DeepCopy returns a deep copy of c.
+func (c *Cluster) DeepCopy() *Cluster {
+	if c == nil {
+		return nil
+	}
+	out := new(Cluster)
+	c.DeepCopyInto(out)
+	return out
+}
+
+// DeepCopyObject implements runtime.Object.
+func (c *Cluster) DeepCopyObject() runtime.Object { return c.DeepCopy() }
+
+// DeepCopyObject implements runtime.Object.
+func (l *ClusterList) DeepCopyObject() runtime.Object {
+	if l == nil {
+		return nil
+	}
+	out := &ClusterList{TypeMeta: l.TypeMeta}
+	l.ListMeta.DeepCopyInto(&out.ListMeta)
+	for i := range l.Items {
+		out.Items = append(out.Items, *l.Items[i].DeepCopy())
+	}
+	return out
+}
+
+var (
+	_ runtime.Object = (*Cluster)(nil)
+	_ runtime.Object = (*ClusterList)(nil)
+)

@@ -1,0 +1,196 @@
+package server
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/fleetwatch/fleetwatch/aggregate"
+)
+
+// maxTokenLen bounds the length of a cursor or continue token, before decoding.
+const maxTokenLen = 1 << 20
+
+// position is where one cluster's stream of changes to one resource stands in the watch
+// cache. It is the resourceVersion of the cluster's last change (rv), compared as an
+// unsigned integer, and n, the number of changes since the last one whose
+// resourceVersion went forward. Changes arrive out of resourceVersion order during
+// initial lists and relists (items come in key order), for deletions detected by a
+// relist (they carry the last known resourceVersion), and when a resource is watched by
+// one informer per namespace; n gives each of them a position after every earlier one,
+// so positions strictly increase in the order changes arrive, and "everything after
+// this position" is exact.
+type position struct {
+	rv uint64
+	n  uint32
+}
+
+func (p position) compare(o position) int {
+	return cmp.Or(cmp.Compare(p.rv, o.rv), cmp.Compare(p.n, o.n))
+}
+
+// next returns the position of a change with resourceVersion rv that arrives after p.
+func (p position) next(rv string) position {
+	if v, err := strconv.ParseUint(rv, 10, 64); err == nil && v > p.rv {
+		return position{rv: v}
+	}
+	return position{rv: p.rv, n: p.n + 1}
+}
+
+func (p position) String() string {
+	if p.n == 0 {
+		return strconv.FormatUint(p.rv, 10)
+	}
+	return strconv.FormatUint(p.rv, 10) + "." + strconv.FormatUint(uint64(p.n), 10)
+}
+
+func parsePosition(s string) (position, error) {
+	rv, n, dotted := strings.Cut(s, ".")
+	v, err := strconv.ParseUint(rv, 10, 64)
+	if err != nil {
+		return position{}, fmt.Errorf("cluster position %q is not an unsigned integer, optionally followed by .n", s)
+	}
+	p := position{rv: v}
+	if dotted {
+		m, err := strconv.ParseUint(n, 10, 32)
+		if err != nil || m == 0 {
+			return position{}, fmt.Errorf("cluster position %q is not an unsigned integer, optionally followed by .n", s)
+		}
+		p.n = uint32(m)
+	}
+	return p, nil
+}
+
+// cursor is a fleet resourceVersion: the position of every cluster in the watch cache
+// of one resource, and the epoch of that watch cache. A cluster that is missing has seen
+// no change yet. Positions are only comparable within one epoch: a watch cache starts
+// empty (a new epoch) each time the server starts, and cannot tell what happened before.
+type cursor struct {
+	epoch     string
+	positions map[string]position
+}
+
+// cursorJSON is the encoded form of a cursor, as base64url (no padding) of its compact
+// JSON, for example {"e":"k3J9xQ","c":{"prod":"1042","arn:aws:eks:eu-west-1:1:cluster/x":"77.2"}}.
+type cursorJSON struct {
+	Epoch    string            `json:"e"`
+	Clusters map[string]string `json:"c,omitempty"`
+}
+
+// String encodes c. Equal cursors encode equally: JSON sorts map keys.
+func (c cursor) String() string {
+	j := cursorJSON{Epoch: c.epoch}
+	if len(c.positions) > 0 {
+		j.Clusters = make(map[string]string, len(c.positions))
+		for cl, p := range c.positions {
+			j.Clusters[cl] = p.String()
+		}
+	}
+	b, err := json.Marshal(j)
+	if err != nil {
+		panic(fmt.Sprintf("encode cursor: %v", err)) // strings and maps of strings always marshal
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// errNotCursor means a resourceVersion is a plain unsigned integer: the resourceVersion
+// of an object or of one cluster, not a fleet cursor.
+var errNotCursor = errors.New("a cluster's resourceVersion, not a fleet cursor")
+
+// parseCursor decodes the String form of a cursor. A plain unsigned integer fails with
+// errNotCursor, so that callers can tell a client that reused an object's
+// resourceVersion from one that sent garbage.
+func parseCursor(s string) (cursor, error) {
+	if _, err := strconv.ParseUint(s, 10, 64); err == nil {
+		return cursor{}, errNotCursor
+	}
+	if len(s) > maxTokenLen {
+		return cursor{}, fmt.Errorf("longer than %d bytes", maxTokenLen)
+	}
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return cursor{}, errors.New("not a resourceVersion handed out by this server (not base64url)")
+	}
+	var j cursorJSON
+	if err := decodeStrict(b, &j); err != nil {
+		return cursor{}, fmt.Errorf("not a resourceVersion handed out by this server: %w", err)
+	}
+	if j.Epoch == "" {
+		return cursor{}, errors.New("not a resourceVersion handed out by this server (no epoch)")
+	}
+	c := cursor{epoch: j.Epoch, positions: make(map[string]position, len(j.Clusters))}
+	for cl, ps := range j.Clusters {
+		if cl == "" {
+			return cursor{}, errors.New("empty cluster name")
+		}
+		p, err := parsePosition(ps)
+		if err != nil {
+			return cursor{}, fmt.Errorf("cluster %q: %w", cl, err)
+		}
+		c.positions[cl] = p
+	}
+	return c, nil
+}
+
+// continueToken is the continue parameter of a paged list: the resourceVersion of the
+// first page, which every later page reports too, and the key of the last object
+// returned. The next page starts after that key, in (cluster, namespace, name) order.
+type continueToken struct {
+	resourceVersion string
+	after           aggregate.Key
+}
+
+type continueJSON struct {
+	ResourceVersion string `json:"rv"`
+	After           string `json:"k"`
+}
+
+func (t continueToken) String() string {
+	b, err := json.Marshal(continueJSON{ResourceVersion: t.resourceVersion, After: t.after.String()})
+	if err != nil {
+		panic(fmt.Sprintf("encode continue token: %v", err))
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func parseContinue(s string) (continueToken, error) {
+	if len(s) > maxTokenLen {
+		return continueToken{}, fmt.Errorf("longer than %d bytes", maxTokenLen)
+	}
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return continueToken{}, errors.New("not a continue token handed out by this server (not base64url)")
+	}
+	var j continueJSON
+	if err := decodeStrict(b, &j); err != nil {
+		return continueToken{}, fmt.Errorf("not a continue token handed out by this server: %w", err)
+	}
+	if _, err := parseCursor(j.ResourceVersion); err != nil {
+		return continueToken{}, fmt.Errorf("resourceVersion: %w", err)
+	}
+	k, err := aggregate.ParseKey(j.After)
+	if err != nil {
+		return continueToken{}, fmt.Errorf("last key: %w", err)
+	}
+	return continueToken{resourceVersion: j.ResourceVersion, after: k}, nil
+}
+
+// decodeStrict decodes one JSON object into v, rejecting unknown fields and trailing
+// data.
+func decodeStrict(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if err := dec.Decode(&json.RawMessage{}); err != io.EOF {
+		return errors.New("trailing data")
+	}
+	return nil
+}

@@ -1,0 +1,134 @@
+package server
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/fleetwatch/fleetwatch/aggregate"
+)
+
+func TestCursorRoundTrip(t *testing.T) {
+	for _, c := range []cursor{
+		{epoch: "e", positions: map[string]position{}},
+		{epoch: "e", positions: map[string]position{"prod": {rv: 12}, edge: {rv: 7, n: 3}, "x": {}}},
+	} {
+		s := c.String()
+		if strings.ContainsAny(s, "+/=") {
+			t.Errorf("cursor %q is not URL-safe", s)
+		}
+		got, err := parseCursor(s)
+		if err != nil || !reflect.DeepEqual(got, c) {
+			t.Errorf("parseCursor(%q) = %+v, %v; want %+v", s, got, err, c)
+		}
+		if got.String() != s {
+			t.Errorf("cursor does not encode the same way twice")
+		}
+	}
+}
+
+func TestParseCursorErrors(t *testing.T) {
+	b64 := func(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
+	for _, s := range []string{
+		"", "!", b64("null"), b64("{}"), b64(`{"e":""}`), b64(`{"e":"x","c":{"a":"1x"}}`),
+		b64(`{"e":"x","c":{"a":"1.0"}}`), b64(`{"e":"x","c":{"a":"-1"}}`), b64(`{"e":"x","c":{"":"1"}}`),
+		b64(`{"e":"x","z":1}`), b64(`{"e":"x"} {}`), b64(`{"e":"x","c":{"a":"1.99999999999"}}`),
+		strings.Repeat("A", maxTokenLen+1),
+	} {
+		if _, err := parseCursor(s); err == nil {
+			t.Errorf("parseCursor(%q) succeeded", s)
+		}
+	}
+	if _, err := parseCursor("12345"); !errors.Is(err, errNotCursor) {
+		t.Errorf("parseCursor of an integer: %v", err)
+	}
+}
+
+func TestContinueRoundTrip(t *testing.T) {
+	tok := continueToken{resourceVersion: cursor{epoch: "e"}.String(), after: aggregate.Key{Cluster: edge, Namespace: "ns", Name: "n"}}
+	got, err := parseContinue(tok.String())
+	if err != nil || got != tok {
+		t.Errorf("parseContinue = %+v, %v; want %+v", got, err, tok)
+	}
+	for _, s := range []string{"", "x", base64.RawURLEncoding.EncodeToString([]byte(`{"rv":"1","k":"a//b"}`))} {
+		if _, err := parseContinue(s); err == nil {
+			t.Errorf("parseContinue(%q) succeeded", s)
+		}
+	}
+}
+
+func TestPositionNext(t *testing.T) {
+	// Changes arrive: rv 10, 12, 11 (a relist), "" (no rv), 13; positions increase.
+	var p position
+	var got []string
+	for _, rv := range []string{"10", "12", "11", "", "x", "13", "13"} {
+		p = p.next(rv)
+		got = append(got, p.String())
+	}
+	want := []string{"10", "12", "12.1", "12.2", "12.3", "13", "13.1"}
+	if !slices.Equal(got, want) {
+		t.Errorf("positions %q, want %q", got, want)
+	}
+	for i := 1; i < len(want); i++ {
+		a, _ := parsePosition(want[i-1])
+		b, _ := parsePosition(want[i])
+		if a.compare(b) >= 0 {
+			t.Errorf("%s is not before %s", want[i-1], want[i])
+		}
+	}
+}
+
+func TestResourceCacheHistory(t *testing.T) {
+	rc := newResourceCache(podsGVR, 3)
+	ev := func(cluster string, typ aggregate.EventType, name, rv string) {
+		rc.apply(aggregate.Event{Cluster: cluster, Resource: podsGVR, Type: typ, Object: pod("ns", name, rv, nil)})
+	}
+	ev("a", aggregate.Added, "p", "5")
+	ev("b", aggregate.Added, "p", "9")
+	ev("a", aggregate.Updated, "p", "6")
+	ev("a", aggregate.Deleted, "q", "7") // unknown object: no change
+	ev("a", aggregate.Added, "q", "8")   // evicts a@5
+	ev("a", aggregate.Updated, "q", "8") // the fleet's Updated of an object seen: Modified
+
+	rc.mu.RLock()
+	defer rc.mu.RUnlock()
+	if rc.nextSeq != 5 || rc.firstSeqLocked() != 2 {
+		t.Fatalf("seq %d, first %d", rc.nextSeq, rc.firstSeqLocked())
+	}
+	var got []string
+	for _, e := range rc.readLocked(rc.firstSeqLocked(), 10, nil) {
+		got = append(got, fmt.Sprintf("%d %s %s %s", e.seq, e.cluster, e.typ, e.pos))
+	}
+	want := []string{"2 a MODIFIED 6", "3 a ADDED 8", "4 a MODIFIED 8.1"}
+	if !slices.Equal(got, want) {
+		t.Errorf("history %q, want %q", got, want)
+	}
+	every := scope{cluster: allClusters}
+	for _, tc := range []struct {
+		positions map[string]position
+		expired   string
+	}{
+		{map[string]position{"a": {rv: 6}, "b": {rv: 9}}, ""},
+		{map[string]position{"a": {rv: 5}}, "b"},
+		{map[string]position{"a": {rv: 4}, "b": {rv: 9}}, "a"},
+	} {
+		cl, old := rc.expiredLocked(cursor{positions: tc.positions}, every)
+		if cl != tc.expired || old != (tc.expired != "") {
+			t.Errorf("expired(%v) = %q, %v; want %q", tc.positions, cl, old, tc.expired)
+		}
+	}
+	if _, old := rc.expiredLocked(cursor{positions: map[string]position{"a": {rv: 6}}}, scope{cluster: "a"}); old {
+		t.Errorf("cluster a is expired though only b lost changes")
+	}
+	if c := rc.cursorLocked("e", every); !reflect.DeepEqual(c.positions, map[string]position{"a": {rv: 8, n: 1}, "b": {rv: 9}}) {
+		t.Errorf("cursor %+v", c)
+	}
+	items, more := rc.listLocked(&query{scope: every}, nil, 0)
+	if len(items) != 3 || more {
+		t.Errorf("list %d items", len(items))
+	}
+}

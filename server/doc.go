@@ -1,0 +1,29 @@
+// Package server is fleetwatch's read-only HTTP API: the fleet's cache served the way
+// the Kubernetes API serves a cluster, under a cluster prefix (as kcp does), so that
+// kubectl and client-go work against it unchanged.
+//
+//	/clusters/{cluster}/api/v1/namespaces/default/pods       one cluster (path-escaped name)
+//	/clusters/*/apis/apps/v1/deployments                     every cluster
+//	/apis/fleetwatch.io/v1alpha1/clusters[/{name}]           the clusters themselves
+//	/healthz /livez /readyz /metrics /version
+//
+// A Server reads a Source (a *fleetwatch.Manager): its Fleet, and the status of its
+// clusters, from which discovery documents are built. Data flows through one fleet
+// handler, the watch cache:
+//
+//	Fleet ──► watch cache (one handler) ──► per resource: current objects by cluster,
+//	                                            namespace and name, and a bounded history
+//	                                            of changes, each at a position per cluster
+//	list, get ◄── current objects, with a cursor of every cluster's position
+//	watch     ◄── current objects, or the history after a cursor, then new changes
+//
+// The resourceVersion of a list or a watch event is such a cursor (opaque to clients): a
+// watch from it resumes without missing or repeating a change, or gets 410 Gone once the
+// history no longer reaches back to it, and the client lists again, as reflectors do.
+// Every object served carries the annotation fleetwatch.io/cluster. Tables (kubectl's
+// server-side printing) start with a CLUSTER column. Write verbs get 405; errors are
+// Kubernetes Status objects.
+//
+// Start serves on Options.Address: loopback by default, anything else only with TLS and
+// bearer tokens from a file.
+package server

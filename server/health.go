@@ -1,0 +1,68 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/fleetwatch/fleetwatch/aggregate"
+)
+
+// serveReadyz serves /readyz in the apiserver's format: "ok" when ready, else (and with
+// ?verbose) one line per check, [+] passed or [-] failed with the reason. It is ready
+// once the Source is (every cluster has synced, or has timed out and serves its last
+// known state) and the server's own cache has caught up with the fleet.
+func (s *Server) serveReadyz(w http.ResponseWriter, r *http.Request) {
+	type check struct {
+		name string
+		err  string
+	}
+	checks := []check{{name: "fleet"}, {name: "cache"}}
+	if !s.src.Ready() {
+		checks[0].err = notReadyReason(s.src.Status())
+	}
+	select {
+	case <-s.cache.primed:
+	default:
+		checks[1].err = "the server's cache has not caught up with the fleet yet"
+	}
+	ready := checks[0].err == "" && checks[1].err == ""
+	_, verbose := r.URL.Query()["verbose"]
+	if ready && !verbose {
+		writeBody(w, http.StatusOK, "text/plain; charset=utf-8", []byte("ok"))
+		return
+	}
+	var b strings.Builder
+	for _, c := range checks {
+		if c.err == "" {
+			fmt.Fprintf(&b, "[+]%s ok\n", c.name)
+		} else {
+			fmt.Fprintf(&b, "[-]%s failed: %s\n", c.name, c.err)
+		}
+	}
+	code := http.StatusOK
+	if ready {
+		b.WriteString("readyz check passed\n")
+	} else {
+		code = http.StatusServiceUnavailable
+		b.WriteString("readyz check failed\n")
+	}
+	writeBody(w, code, "text/plain; charset=utf-8", []byte(b.String()))
+}
+
+// notReadyReason names the clusters that hold readiness back.
+func notReadyReason(statuses []aggregate.ClusterStatus) string {
+	if len(statuses) == 0 {
+		return "no cluster has joined the fleet yet"
+	}
+	var names []string
+	for _, st := range statuses {
+		if st.Phase != aggregate.PhaseSynced {
+			names = append(names, fmt.Sprintf("%q (%s)", st.Name, st.Phase))
+		}
+	}
+	if len(names) == 0 {
+		return "clusters are synced, but the fleet is not ready yet"
+	}
+	return "clusters not synced: " + strings.Join(names, ", ")
+}

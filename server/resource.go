@@ -1,0 +1,260 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/klog/v2"
+
+	"github.com/fleetwatch/fleetwatch/aggregate"
+)
+
+// primeWait bounds how long a request waits for the watch cache to catch up with the
+// fleet after the server was created, before it is answered 503 with Retry-After.
+const primeWait = 5 * time.Second
+
+// waitPrimed waits until the watch cache has caught up with the fleet once.
+func (s *Server) waitPrimed(ctx context.Context) error {
+	select {
+	case <-s.cache.primed:
+		return nil
+	default:
+	}
+	t := time.NewTimer(primeWait)
+	defer t.Stop()
+	select {
+	case <-s.cache.primed:
+		return nil
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	se := apierrors.NewServiceUnavailable("the server's cache of the fleet is initializing")
+	se.ErrStatus.Details = &metav1.StatusDetails{RetryAfterSeconds: 1}
+	return se
+}
+
+// serveResource serves a collection or an object of a cached resource: get, list or
+// watch.
+func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, rt route, sc scope, c *catalog, info *requestInfo) error {
+	gvr := schema.GroupVersionResource{Group: rt.group, Version: rt.version, Resource: rt.resource}
+	res := c.get(gvr)
+	switch {
+	case res == nil:
+		return notFound(gvr.GroupResource(), "")
+	case rt.subresource != "":
+		return notFound(schema.GroupResource{Group: gvr.Group, Resource: gvr.Resource + "/" + rt.subresource}, "")
+	case rt.hasNamespace && !res.namespaced:
+		return notFound(gvr.GroupResource(), "")
+	case rt.hasName && res.namespaced && !rt.hasNamespace:
+		return notFound(gvr.GroupResource(), rt.name)
+	}
+	info.resource = gvr.GroupResource().String()
+	q := r.URL.Query()
+	watching, err := parseBool(q, "watch")
+	if err != nil {
+		return err
+	}
+	if rt.hasName && !watching {
+		info.verb = "get"
+		if err := s.waitPrimed(r.Context()); err != nil {
+			return err
+		}
+		return s.serveGet(w, r, res, sc, rt.namespace, rt.name)
+	}
+	p, err := parseListParams(q, false)
+	if err != nil {
+		return err
+	}
+	qr := &query{scope: sc, namespace: rt.namespace}
+	if qr.labels, err = parseLabelSelector(p.labelSelector); err != nil {
+		return err
+	}
+	if qr.fields, err = parseFieldSelector(p.fieldSelector, gvr.GroupResource()); err != nil {
+		return err
+	}
+	if rt.hasName {
+		// A watch of one object by its path, as the apiserver allows it.
+		qr.fields = append(qr.fields, fieldRequirement{field: "metadata.name", value: rt.name, equal: true})
+	}
+	if err := s.waitPrimed(r.Context()); err != nil {
+		return err
+	}
+	if p.watch {
+		info.verb = "watch"
+		return s.serveWatch(w, r, res, qr, p)
+	}
+	info.verb = "list"
+	return s.serveList(w, r, res, qr, p)
+}
+
+// serveGet serves one object. In the scope of every cluster, the object is looked up in
+// every cluster: if more than one has it, the request is ambiguous (409 Conflict), since
+// answering with one of them would hide the others.
+func (s *Server) serveGet(w http.ResponseWriter, r *http.Request, res *apiResource, sc scope, namespace, name string) error {
+	f, ok := negotiate(r.Header.Get("Accept"), false, formatTable, formatPartial)
+	if !ok {
+		return notAcceptable(fmt.Sprintf("%s is served as application/json, a meta.k8s.io/v1 Table or PartialObjectMetadata", res.gvr.GroupResource()))
+	}
+	var opts tableOptions
+	if f == formatTable {
+		var err error
+		if opts, err = parseTableOptions(r.URL.Query()); err != nil {
+			return err
+		}
+	}
+	rc := s.cache.resource(res.gvr)
+	rc.mu.RLock()
+	found := rc.getLocked(sc, namespace, name)
+	rc.mu.RUnlock()
+	switch len(found) {
+	case 0:
+		return notFound(res.gvr.GroupResource(), name)
+	case 1:
+	default:
+		return ambiguous(res, name, found)
+	}
+	switch f {
+	case formatTable:
+		writeJSON(w, http.StatusOK, s.table(res, found, opts, metav1.ListMeta{}, true, ""))
+	case formatPartial:
+		writeJSON(w, http.StatusOK, partial(found[0], ""))
+	default:
+		writeJSON(w, http.StatusOK, served(res, found[0], ""))
+	}
+	return nil
+}
+
+func ambiguous(res *apiResource, name string, found []object) error {
+	clusters := make([]string, len(found))
+	causes := make([]metav1.StatusCause, len(found))
+	for i, o := range found {
+		clusters[i] = fmt.Sprintf("%q", o.cluster)
+		causes[i] = metav1.StatusCause{
+			Type:    metav1.CauseTypeFieldValueDuplicate,
+			Field:   "metadata.annotations[" + ClusterAnnotation + "]",
+			Message: o.cluster,
+		}
+	}
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure,
+		Code:   http.StatusConflict,
+		Reason: metav1.StatusReasonConflict,
+		Message: fmt.Sprintf("%s %q is in more than one cluster (%s): get it from one cluster under /clusters/{cluster}/, or list it with fieldSelector=metadata.name=%s",
+			res.gvr.GroupResource(), name, strings.Join(clusters, ", "), name),
+		Details: &metav1.StatusDetails{
+			Name:   name,
+			Group:  res.gvr.Group,
+			Kind:   res.gvr.Resource,
+			Causes: causes,
+		},
+	}}
+}
+
+// serveList serves a list, one page of it if limit is set.
+//
+// Each page is read from the current state, in (cluster, namespace, name) order, and
+// continues after the last key of the page before: an object present from the first page
+// to the last is returned exactly once, one created or deleted meanwhile may or may not
+// be. Every page reports the resourceVersion of the first, so that a watch from it
+// misses nothing that happened during the paging.
+func (s *Server) serveList(w http.ResponseWriter, r *http.Request, res *apiResource, qr *query, p *listParams) error {
+	f, ok := negotiate(r.Header.Get("Accept"), true, formatTable, formatPartial)
+	if !ok {
+		return notAcceptable(fmt.Sprintf("%s is served as application/json, a meta.k8s.io/v1 Table or PartialObjectMetadataList", res.gvr.GroupResource()))
+	}
+	var opts tableOptions
+	if f == formatTable {
+		var err error
+		if opts, err = parseTableOptions(r.URL.Query()); err != nil {
+			return err
+		}
+	}
+	want, _, foreign, err := resolveResourceVersion(p.resourceVersion, s.cache.epoch, qr.scope)
+	if err != nil {
+		return err
+	}
+	var after *aggregate.Key
+	if p.continueToken != nil {
+		after = &p.continueToken.after
+	}
+	limit := int(min(p.limit, math.MaxInt32))
+
+	rc := s.cache.resource(res.gvr)
+	rc.mu.RLock()
+	current := rc.cursorLocked(s.cache.epoch, qr.scope)
+	if p.rvMatch == metav1.ResourceVersionMatchExact && (foreign || !equalIn(want, current, qr.scope)) {
+		rc.mu.RUnlock()
+		return expired(fmt.Sprintf("resourceVersion %s: only the current state is kept, at resourceVersion %s; list without resourceVersionMatch=Exact", p.resourceVersion, current))
+	}
+	items, more := rc.listLocked(qr, after, limit)
+	rc.mu.RUnlock()
+
+	lm := metav1.ListMeta{ResourceVersion: current.String()}
+	if p.continueToken != nil {
+		lm.ResourceVersion = p.continueToken.resourceVersion
+	}
+	if more {
+		last := items[len(items)-1]
+		m := mustAccessor(last.obj)
+		lm.Continue = continueToken{
+			resourceVersion: lm.ResourceVersion,
+			after:           aggregate.Key{Cluster: last.cluster, Namespace: m.GetNamespace(), Name: m.GetName()},
+		}.String()
+	}
+
+	switch f {
+	case formatTable:
+		writeJSON(w, http.StatusOK, s.table(res, items, opts, lm, true, ""))
+		return nil
+	case formatPartial:
+		return writeList(w, partialGVK.GroupVersion().WithKind("PartialObjectMetadataList"), lm, len(items), func(i int) any {
+			return partial(items[i], "")
+		})
+	default:
+		return writeList(w, res.gvr.GroupVersion().WithKind(res.listKind()), lm, len(items), func(i int) any {
+			return served(res, items[i], "")
+		})
+	}
+}
+
+// writeList streams a list, encoding one item at a time.
+func writeList(w http.ResponseWriter, gvk schema.GroupVersionKind, lm metav1.ListMeta, n int, item func(i int) any) error {
+	head, err := json.Marshal(struct {
+		Kind       string          `json:"kind"`
+		APIVersion string          `json:"apiVersion"`
+		Metadata   metav1.ListMeta `json:"metadata"`
+	}{gvk.Kind, gvk.GroupVersion().String(), lm})
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", contentTypeJSON)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriterSize(w, 64<<10)
+	bw.Write(head[:len(head)-1])
+	bw.WriteString(`,"items":[`)
+	for i := range n {
+		b, err := json.Marshal(item(i))
+		if err != nil {
+			// The headers are sent: nothing left but to cut the response short.
+			klog.ErrorS(err, "Cannot encode a list item; response cut short", "kind", gvk.Kind)
+			panic(http.ErrAbortHandler)
+		}
+		if i > 0 {
+			bw.WriteByte(',')
+		}
+		bw.Write(b)
+	}
+	bw.WriteString("]}\n")
+	_ = bw.Flush()
+	return nil
+}

@@ -1,0 +1,494 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/fleetwatch/fleetwatch/aggregate"
+)
+
+// Source is what the server serves: the fleet's cache, and the state of its clusters.
+// *fleetwatch.Manager implements it.
+//
+// The server reads Status and ClusterStatus on every request that needs the resources
+// of a cluster (discovery, resolving a path), so they should be cheap; the slices they
+// return belong to the server. Ready is read by /readyz.
+type Source interface {
+	// Fleet returns the federated cache. It must return the same Fleet every time.
+	Fleet() *aggregate.Fleet
+	// Status returns the status of every cluster, sorted by name.
+	Status() []aggregate.ClusterStatus
+	// ClusterStatus returns the status of one cluster.
+	ClusterStatus(name string) (aggregate.ClusterStatus, bool)
+	// Ready reports whether every cluster has synced, or has failed to sync within its
+	// timeout and serves its last known state.
+	Ready() bool
+}
+
+// Defaults of Options.
+const (
+	DefaultAddress           = "127.0.0.1:8080"
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultReadTimeout       = 30 * time.Second
+	DefaultWriteTimeout      = time.Minute
+	DefaultIdleTimeout       = 2 * time.Minute
+	DefaultWatchTimeout      = 30 * time.Minute
+	DefaultBookmarkInterval  = time.Minute
+	DefaultHistorySize       = 4096
+	DefaultShutdownTimeout   = 30 * time.Second
+)
+
+// Options configures a Server. The zero value serves on DefaultAddress without TLS or
+// authentication; every field documents its default.
+type Options struct {
+	// Address is the host:port to listen on. Default DefaultAddress. Any address that is
+	// not loopback (localhost, 127.0.0.0/8, ::1) requires TLSCertFile, TLSKeyFile and
+	// TokenFile.
+	Address string
+
+	// TLSCertFile and TLSKeyFile are PEM files of the server's certificate (followed by
+	// any intermediates) and its key. Both or neither; when set, the server speaks HTTPS
+	// only. The files are read again when they change, so a rotated certificate is used
+	// without a restart. Default: none.
+	TLSCertFile string
+	TLSKeyFile  string
+
+	// TokenFile is a file of bearer tokens, one a line; blank lines and lines starting
+	// with # are ignored. When set, every request except the probes (/healthz, /livez,
+	// /readyz) must carry "Authorization: Bearer <token>" with one of them. The file is
+	// read again when it changes; if it cannot be read, no token is accepted until it
+	// can. Tokens are never logged. Default: none, no authentication.
+	TokenFile string
+
+	// ReadHeaderTimeout bounds reading a request's headers. Default
+	// DefaultReadHeaderTimeout.
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds reading a whole request. Default DefaultReadTimeout.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds writing the response of a request that is not a watch, and
+	// each write of a watch, so that a client that stops reading is dropped; a watch
+	// itself lasts up to WatchTimeout. Default DefaultWriteTimeout.
+	WriteTimeout time.Duration
+	// IdleTimeout bounds how long a keep-alive connection waits for its next request.
+	// Default DefaultIdleTimeout.
+	IdleTimeout time.Duration
+	// WatchTimeout is the longest a watch lasts; a client's timeoutSeconds can shorten
+	// it. Clients such as reflectors then watch again from where they stopped. Default
+	// DefaultWatchTimeout.
+	WatchTimeout time.Duration
+	// BookmarkInterval is how often a watch that allows bookmarks gets one. Default
+	// DefaultBookmarkInterval.
+	BookmarkInterval time.Duration
+	// HistorySize is how many changes of each resource are kept for watches to resume
+	// from. A watch from a resourceVersion older than the history gets 410 Gone, and
+	// its client lists again. Default DefaultHistorySize.
+	HistorySize int
+	// ShutdownTimeout bounds how long Start waits, once its context is done, for
+	// requests in progress to complete. Default DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
+
+	// Version is served at /version. GoVersion, Compiler and Platform are filled in
+	// when empty, and GitVersion from the main module's version. Default: those only.
+	Version version.Info
+
+	// Collectors are more Prometheus collectors to serve at /metrics, next to the
+	// server's own (HTTP requests, fleet, Go runtime and process). Default: none.
+	Collectors []prometheus.Collector
+	// ClientGoMetrics serves the metrics of client-go's work queues and informers at
+	// /metrics. client-go takes one metrics provider per process, so this installs
+	// ClientGoCollector's provider if no other was installed first. Default false.
+	ClientGoMetrics bool
+
+	// Clock tells the time for the AGE columns of tables. Default: the real clock.
+	Clock clock.PassiveClock
+}
+
+func (o Options) withDefaults() Options {
+	if o.Address == "" {
+		o.Address = DefaultAddress
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&o.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+	def(&o.ReadTimeout, DefaultReadTimeout)
+	def(&o.WriteTimeout, DefaultWriteTimeout)
+	def(&o.IdleTimeout, DefaultIdleTimeout)
+	def(&o.WatchTimeout, DefaultWatchTimeout)
+	def(&o.BookmarkInterval, DefaultBookmarkInterval)
+	def(&o.ShutdownTimeout, DefaultShutdownTimeout)
+	if o.HistorySize == 0 {
+		o.HistorySize = DefaultHistorySize
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.Version.GitVersion == "" {
+		o.Version.GitVersion = "v0.0.0-devel"
+		if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			o.Version.GitVersion = bi.Main.Version
+		}
+	}
+	if o.Version.GoVersion == "" {
+		o.Version.GoVersion = runtime.Version()
+	}
+	if o.Version.Compiler == "" {
+		o.Version.Compiler = runtime.Compiler
+	}
+	if o.Version.Platform == "" {
+		o.Version.Platform = runtime.GOOS + "/" + runtime.GOARCH
+	}
+	o.Collectors = slices.Clone(o.Collectors)
+	return o
+}
+
+func (o Options) validate() error {
+	var errs []error
+	for name, d := range map[string]time.Duration{
+		"ReadHeaderTimeout": o.ReadHeaderTimeout, "ReadTimeout": o.ReadTimeout, "WriteTimeout": o.WriteTimeout,
+		"IdleTimeout": o.IdleTimeout, "WatchTimeout": o.WatchTimeout, "BookmarkInterval": o.BookmarkInterval,
+		"ShutdownTimeout": o.ShutdownTimeout,
+	} {
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("Options.%s: negative duration %v: %w", name, d, ErrInvalidOptions))
+		}
+	}
+	if o.HistorySize < 0 {
+		errs = append(errs, fmt.Errorf("Options.HistorySize: negative size %d: %w", o.HistorySize, ErrInvalidOptions))
+	}
+	if (o.TLSCertFile == "") != (o.TLSKeyFile == "") {
+		errs = append(errs, fmt.Errorf("Options.TLSCertFile and Options.TLSKeyFile: set both or neither: %w", ErrInvalidOptions))
+	}
+	loopback, err := isLoopback(o.Address)
+	switch {
+	case err != nil:
+		errs = append(errs, fmt.Errorf("Options.Address %q: %v: %w", o.Address, err, ErrInvalidOptions))
+	case !loopback && (o.TLSCertFile == "" || o.TLSKeyFile == "" || o.TokenFile == ""):
+		errs = append(errs, fmt.Errorf("Options.Address %q is not a loopback address: Options.TLSCertFile, Options.TLSKeyFile and Options.TokenFile are required: %w", o.Address, ErrInsecureAddress))
+	}
+	for i, c := range o.Collectors {
+		if c == nil {
+			errs = append(errs, fmt.Errorf("Options.Collectors[%d]: nil: %w", i, ErrInvalidOptions))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// isLoopback reports whether the host of addr is localhost or a loopback IP.
+func isLoopback(addr string) (bool, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false, err
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return false, fmt.Errorf("port %q is not a number from 0 to 65535", port)
+	}
+	if host == "localhost" {
+		return true, nil
+	}
+	host, _, _ = strings.Cut(host, "%")
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback(), nil
+}
+
+// Server is the read-only HTTP API of the fleet. Create it with New; serve it with Start,
+// or mount Handler in a server of your own.
+type Server struct {
+	src   Source
+	opts  Options
+	clock clock.PassiveClock
+	cache *watchCache
+	// reg is the watch cache's registration with the fleet.
+	reg     *aggregate.Registration
+	tokens  *tokenFile    // nil without authentication
+	certs   *certificates // nil without TLS
+	metrics *metrics
+	handler http.Handler
+
+	// stopping is closed when the server shuts down, to end watches.
+	stopping chan struct{}
+	stopOnce sync.Once
+
+	// mu guards started.
+	mu      sync.Mutex
+	started bool
+}
+
+// New validates opts and returns a Server of src. It reads the token file and the TLS
+// files, and registers a handler (named "server") with the fleet, which keeps the
+// server's view of the fleet and the history that watches resume from; the handler is
+// removed when Start returns.
+func New(src Source, opts Options) (*Server, error) {
+	if src == nil || src.Fleet() == nil {
+		return nil, fmt.Errorf("server.New: nil Source or Fleet: %w", ErrInvalidOptions)
+	}
+	opts = opts.withDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{
+		src:      src,
+		opts:     opts,
+		clock:    opts.Clock,
+		cache:    newWatchCache(opts.HistorySize),
+		stopping: make(chan struct{}),
+	}
+	if opts.TokenFile != "" {
+		t, err := loadTokenFile(opts.TokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("Options.TokenFile: %w", err)
+		}
+		s.tokens = t
+	}
+	if opts.TLSCertFile != "" {
+		c, err := loadCertificates(opts.TLSCertFile, opts.TLSKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("Options.TLSCertFile, Options.TLSKeyFile: %w", err)
+		}
+		s.certs = c
+	}
+	m, err := newMetrics(s, opts)
+	if err != nil {
+		return nil, err
+	}
+	s.metrics = m
+	reg, err := s.cache.register(src.Fleet())
+	if err != nil {
+		return nil, fmt.Errorf("server.New: register with the fleet: %w", err)
+	}
+	s.reg = reg
+	s.handler = s.metrics.instrument(recoverPanics(s.authenticate(http.HandlerFunc(s.route))))
+	return s, nil
+}
+
+// Handler returns the server's HTTP handler, for tests and for mounting in another
+// server. It sets no timeouts of its own beyond those of each request (WriteTimeout);
+// the http.Server it runs in should set the rest, as Start does.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Start listens on Options.Address and serves until ctx is done, then shuts down: it
+// ends the watches, waits up to Options.ShutdownTimeout for the other requests in
+// progress, and removes its handler from the fleet. It returns nil after a shutdown on
+// ctx, or the error that stopped it.
+func (s *Server) Start(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.opts.Address)
+	if err != nil {
+		return fmt.Errorf("listen on Options.Address %q: %w", s.opts.Address, err)
+	}
+	return s.Serve(ctx, ln)
+}
+
+// Serve is Start on a listener of the caller's, which it closes. The listener's address
+// is not checked against Options.Address.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	s.mu.Lock()
+	if s.started {
+		s.mu.Unlock()
+		_ = ln.Close()
+		return ErrAlreadyStarted
+	}
+	s.started = true
+	s.mu.Unlock()
+	defer s.reg.Remove()
+
+	logger := klog.FromContext(ctx)
+	srv := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
+		ReadTimeout:       s.opts.ReadTimeout,
+		IdleTimeout:       s.opts.IdleTimeout,
+		// WriteTimeout is left unset: it would end every watch. Each request sets its own
+		// write deadline instead (Options.WriteTimeout).
+		MaxHeaderBytes: 1 << 20,
+		ErrorLog:       klog.NewStandardLogger("INFO"),
+		BaseContext:    func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	if s.certs != nil {
+		srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: s.certs.get}
+	}
+	done := make(chan error, 1)
+	go func() {
+		if s.certs != nil {
+			done <- srv.ServeTLS(ln, "", "")
+		} else {
+			done <- srv.Serve(ln)
+		}
+	}()
+	logger.Info("Serving the fleet API", "address", ln.Addr().String(), "tls", s.certs != nil, "authentication", s.tokens != nil)
+
+	select {
+	case err := <-done:
+		s.stop()
+		return fmt.Errorf("serve on %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	s.stop()
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
+	defer cancel()
+	err := srv.Shutdown(shutdownCtx)
+	if err != nil {
+		_ = srv.Close()
+		err = fmt.Errorf("shut down within Options.ShutdownTimeout (%v): %w", s.opts.ShutdownTimeout, err)
+	}
+	<-done
+	logger.Info("Stopped serving the fleet API")
+	return err
+}
+
+// stop ends the watches.
+func (s *Server) stop() { s.stopOnce.Do(func() { close(s.stopping) }) }
+
+// requestInfo describes a request for metrics; the handlers fill it in.
+type requestInfo struct {
+	verb     string
+	resource string
+}
+
+type requestInfoKey struct{}
+
+func infoFrom(ctx context.Context) *requestInfo {
+	if ri, ok := ctx.Value(requestInfoKey{}).(*requestInfo); ok {
+		return ri
+	}
+	return &requestInfo{}
+}
+
+// probePaths need no authentication.
+var probePaths = []string{"/healthz", "/livez", "/readyz"}
+
+// route serves a request that passed authentication.
+func (s *Server) route(w http.ResponseWriter, r *http.Request) {
+	info := infoFrom(r.Context())
+	// A watch replaces this deadline before each of its writes.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		writeStatus(w, r, methodNotAllowed(r))
+		return
+	}
+	if err := s.serve(w, r, info); err != nil {
+		writeStatus(w, r, err)
+	}
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, info *requestInfo) error {
+	path := r.URL.EscapedPath()
+	switch path {
+	case "/healthz", "/livez":
+		info.verb = "probe"
+		writeBody(w, http.StatusOK, "text/plain; charset=utf-8", []byte("ok"))
+		return nil
+	case "/readyz":
+		info.verb = "probe"
+		s.serveReadyz(w, r)
+		return nil
+	case "/version":
+		info.verb = "version"
+		writeJSON(w, http.StatusOK, &s.opts.Version)
+		return nil
+	case "/metrics":
+		info.verb = "metrics"
+		s.metrics.serve(w, r)
+		return nil
+	case "/":
+		info.verb = "discovery"
+		writeJSON(w, http.StatusOK, map[string][]string{"paths": rootPaths})
+		return nil
+	}
+	rt, err := parseRoute(path)
+	if err != nil || rt.kind == routeNotFound {
+		return notFoundPath(path)
+	}
+	sc := scope{cluster: rt.cluster, allow: s.allow(r)}
+	if rt.cluster != "" && rt.cluster != allClusters && !s.clusterExists(rt.cluster, sc) {
+		return clusterNotFound(rt.cluster)
+	}
+	c := &catalog{}
+	if rt.cluster != "" {
+		c = s.catalog(sc)
+	}
+	info.verb = "discovery"
+	switch rt.kind {
+	case routeVersion:
+		info.verb = "version"
+		writeJSON(w, http.StatusOK, &s.opts.Version)
+		return nil
+	case routeAPIVersions:
+		return serveAPIVersions(w, r, c)
+	case routeAPIGroupList:
+		return serveAPIGroupList(w, r, c)
+	case routeAPIGroup:
+		return serveAPIGroup(w, r, c, rt.group)
+	case routeResourceList:
+		return serveAPIResourceList(w, r, c, rt.groupVersion())
+	}
+	// routeResource
+	if rt.groupVersion() == SchemeGroupVersion {
+		if rt.resource != "clusters" || rt.hasNamespace || rt.subresource != "" {
+			return notFound(schema.GroupResource{Group: GroupName, Resource: rt.resource}, "")
+		}
+		info.resource, info.verb = clustersGR.String(), "list"
+		if rt.hasName {
+			info.verb = "get"
+		}
+		if rt.cluster == "" {
+			sc.cluster = allClusters
+		}
+		return s.serveClusters(w, r, sc, rt.name, rt.hasName)
+	}
+	if rt.cluster == "" {
+		return notFoundPath(path)
+	}
+	info.verb = "other"
+	return s.serveResource(w, r, rt, sc, c, info)
+}
+
+// rootPaths are listed at /, as the apiserver lists its own.
+var rootPaths = []string{
+	"/api", "/apis", "/apis/" + GroupName, "/apis/" + SchemeGroupVersion.String(),
+	"/clusters/{cluster}/api", "/clusters/{cluster}/apis", "/clusters/*/api", "/clusters/*/apis",
+	"/healthz", "/livez", "/metrics", "/readyz", "/version",
+}
+
+func notFoundPath(path string) error {
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure,
+		Code:   http.StatusNotFound,
+		Reason: metav1.StatusReasonNotFound,
+		Message: fmt.Sprintf("the server could not find the requested resource %s: the fleet's resources are served under "+
+			"/clusters/{cluster}/ (a path-escaped cluster name), or /clusters/*/ for every cluster", path),
+	}}
+}
+
+// clusterExists reports whether name is a cluster of the fleet in sc: one with a status,
+// or with cached objects.
+func (s *Server) clusterExists(name string, sc scope) bool {
+	if !sc.includes(name) {
+		return false
+	}
+	if _, ok := s.src.ClusterStatus(name); ok {
+		return true
+	}
+	return slices.ContainsFunc(s.cache.all(), func(rc *resourceCache) bool { return rc.hasCluster(name) })
+}

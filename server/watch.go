@@ -1,0 +1,335 @@
+package server
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// watchBatch is how many changes a watch takes from the history under one lock.
+const watchBatch = 256
+
+// serveWatch serves a watch with the Kubernetes framing: one JSON metav1.WatchEvent per
+// line.
+//
+// Where it starts:
+//   - resourceVersion "" or "0" (without sendInitialEvents), or sendInitialEvents=true:
+//     the current state as ADDED events, then the changes after it. With
+//     sendInitialEvents=true, a BOOKMARK annotated k8s.io/initial-events-end follows
+//     the current state, as client-go's streaming lists expect.
+//   - a cursor (the resourceVersion of a list, an event or a bookmark): the changes after
+//     it, from the history; 410 Gone if the history no longer reaches back to it for
+//     some cluster, or if it is not from this server's watch cache.
+//   - sendInitialEvents=false without resourceVersion: the changes from now on.
+//
+// Streaming lists (sendInitialEvents=true) are refused in the scope of every cluster,
+// with 400: client-go would merge objects of different clusters (see below), and falls
+// back to a list when a streaming list is refused.
+//
+// The resourceVersion of every object sent is the cursor just after its event, so a
+// client resumes where it stopped, as a reflector does; the object's resourceVersion in
+// its cluster is kept in ResourceVersionAnnotation. Changes to objects that the
+// selectors do not match move the cursor too, as bookmarks show. An object that starts
+// to match is sent as ADDED, one that stops matching as DELETED.
+func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, res *apiResource, qr *query, p *listParams) error {
+	f, ok := negotiate(r.Header.Get("Accept"), false, formatTable, formatPartial)
+	if !ok {
+		return notAcceptable(fmt.Sprintf("watches of %s are served as application/json, a meta.k8s.io/v1 Table or PartialObjectMetadata", res.gvr.GroupResource()))
+	}
+	var opts tableOptions
+	if f == formatTable {
+		var err error
+		if opts, err = parseTableOptions(r.URL.Query()); err != nil {
+			return err
+		}
+	}
+	from, zero, foreign, err := resolveResourceVersion(p.resourceVersion, s.cache.epoch, qr.scope)
+	if err != nil {
+		return err
+	}
+	if p.sendInitialEvents != nil && *p.sendInitialEvents && qr.scope.all() {
+		// client-go collects a streaming list in a store keyed by namespace and name,
+		// where objects of different clusters would overwrite each other. Refusing makes
+		// reflectors fall back to a list, into their own store.
+		return badParameter("sendInitialEvents", errors.New("streaming lists are not served for every cluster (/clusters/*/): "+
+			"objects of different clusters can have the same namespace and name, which client-go would merge; list instead"))
+	}
+	initial := p.sendInitialEvents != nil && *p.sendInitialEvents || p.sendInitialEvents == nil && zero
+	if foreign && !initial {
+		return expired(fmt.Sprintf("too old resource version: %s is not a resourceVersion of this server's view of the fleet "+
+			"(it is a cluster's own, or from before the server started); list again", p.resourceVersion))
+	}
+
+	rc := s.cache.resource(res.gvr)
+	ws := &watchStream{s: s, res: res, query: qr, format: f, opts: opts, positions: map[string]position{}}
+	var items []object
+	rc.mu.RLock()
+	switch {
+	case initial:
+		items, _ = rc.listLocked(qr, nil, 0)
+		ws.positions = rc.cursorLocked(s.cache.epoch, qr.scope).positions
+		ws.next = rc.nextSeq
+	case zero:
+		ws.positions = rc.cursorLocked(s.cache.epoch, qr.scope).positions
+		ws.next = rc.nextSeq
+	default:
+		if cl, old := rc.expiredLocked(from, qr.scope); old {
+			rc.mu.RUnlock()
+			return expired(fmt.Sprintf("too old resource version: the history of cluster %q no longer reaches back to %s; list again", cl, p.resourceVersion))
+		}
+		for cl, pos := range from.positions {
+			if qr.scope.includes(cl) {
+				ws.positions[cl] = pos
+			}
+		}
+		ws.next = rc.firstSeqLocked()
+	}
+	rc.mu.RUnlock()
+
+	timeout := s.opts.WatchTimeout
+	if p.timeout > 0 {
+		timeout = min(timeout, p.timeout)
+	}
+	rctl := http.NewResponseController(w)
+	ws.w = bufio.NewWriterSize(w, 64<<10)
+	ws.rctl = rctl
+	s.metrics.watchStarted(res)
+	defer s.metrics.watchEnded(res)
+
+	w.Header().Set("Content-Type", contentTypeJSON)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	ws.deadline()
+	if initial {
+		rv := ws.cursor()
+		for i, o := range items {
+			if i%watchBatch == 0 {
+				ws.deadline()
+			}
+			if err := ws.send(watch.Added, o, rv); err != nil {
+				return nil
+			}
+		}
+		if p.sendInitialEvents != nil && *p.sendInitialEvents {
+			if err := ws.bookmark(map[string]string{metav1.InitialEventsAnnotationKey: "true"}); err != nil {
+				return nil
+			}
+		}
+	}
+	if ws.flush() != nil {
+		return nil
+	}
+
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	var bookmarks <-chan time.Time
+	if p.bookmarks {
+		t := time.NewTicker(s.opts.BookmarkInterval)
+		defer t.Stop()
+		bookmarks = t.C
+	}
+	bookmarkDue := false
+	buf := make([]entry, 0, watchBatch)
+	for {
+		rc.mu.RLock()
+		var lost bool
+		buf, lost = ws.readLocked(rc, buf[:0])
+		changed := rc.changed
+		rc.mu.RUnlock()
+		ws.deadline()
+		if lost {
+			// The history moved past changes this watch had not sent: it is too slow.
+			_ = ws.writeEvent(watch.Error, statusOf(r, expired("too old resource version: the watch fell behind the server's history; list again")))
+			_ = ws.flush()
+			return nil
+		}
+		for _, e := range buf {
+			if err := ws.apply(e); err != nil {
+				return nil
+			}
+		}
+		if len(buf) == watchBatch {
+			continue
+		}
+		if bookmarkDue {
+			bookmarkDue = false
+			if ws.bookmark(nil) != nil {
+				return nil
+			}
+		}
+		if ws.flush() != nil {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-bookmarks:
+			bookmarkDue = true
+		case <-timer.C:
+			return nil
+		case <-r.Context().Done():
+			return nil
+		case <-s.stopping:
+			return nil
+		}
+	}
+}
+
+// watchStream is the sending side of one watch.
+type watchStream struct {
+	s      *Server
+	res    *apiResource
+	query  *query
+	format format
+	opts   tableOptions
+	w      *bufio.Writer
+	rctl   *http.ResponseController
+	// next is the sequence number of the next change to look at.
+	next uint64
+	// positions is where the watch stands for each cluster of its scope.
+	positions map[string]position
+	// sentHeaders is set once a Table with column definitions was sent.
+	sentHeaders bool
+}
+
+func (ws *watchStream) cursor() string {
+	return cursor{epoch: ws.s.cache.epoch, positions: ws.positions}.String()
+}
+
+// readLocked appends to buf the next changes to look at. If the history has moved past
+// some of them, the watch goes on only if none was of a cluster it watches that it had
+// not seen: lost is set otherwise.
+func (ws *watchStream) readLocked(rc *resourceCache, buf []entry) (_ []entry, lost bool) {
+	if first := rc.firstSeqLocked(); ws.next < first {
+		if _, old := rc.expiredLocked(cursor{positions: ws.positions}, ws.query.scope); old {
+			return buf, true
+		}
+		ws.next = first
+	}
+	return rc.readLocked(ws.next, watchBatch, buf), false
+}
+
+// apply sends what change e means to this watch, if anything.
+func (ws *watchStream) apply(e entry) error {
+	ws.next = e.seq + 1
+	if !ws.query.scope.includes(e.cluster) || e.pos.compare(ws.positions[e.cluster]) <= 0 {
+		return nil
+	}
+	ws.positions[e.cluster] = e.pos
+	var typ watch.EventType
+	obj := e.obj
+	switch e.typ {
+	case watch.Added:
+		if ws.query.matches(e.obj) {
+			typ = watch.Added
+		}
+	case watch.Modified:
+		now, before := ws.query.matches(e.obj), ws.query.matches(e.old)
+		switch {
+		case now && before:
+			typ = watch.Modified
+		case now:
+			typ = watch.Added
+		case before:
+			typ, obj = watch.Deleted, e.old
+		}
+	case watch.Deleted:
+		if ws.query.matches(e.old) {
+			typ = watch.Deleted
+		}
+	}
+	if typ == "" {
+		return nil
+	}
+	return ws.send(typ, object{cluster: e.cluster, obj: obj}, ws.cursor())
+}
+
+// send sends one event of object o, whose resourceVersion becomes rv.
+func (ws *watchStream) send(typ watch.EventType, o object, rv string) error {
+	var obj any
+	switch ws.format {
+	case formatTable:
+		obj = ws.s.table(ws.res, []object{o}, ws.opts, metav1.ListMeta{}, !ws.sentHeaders, rv)
+		ws.sentHeaders = true
+	case formatPartial:
+		obj = partial(o, rv)
+	default:
+		obj = served(ws.res, o, rv)
+	}
+	ws.s.metrics.watchEvent(ws.res)
+	return ws.writeEvent(typ, obj)
+}
+
+// bookmark sends a BOOKMARK at the current cursor.
+func (ws *watchStream) bookmark(annotations map[string]string) error {
+	rv := ws.cursor()
+	var obj any
+	switch ws.format {
+	case formatTable:
+		t := ws.s.table(ws.res, nil, ws.opts, metav1.ListMeta{ResourceVersion: rv}, !ws.sentHeaders, "")
+		ws.sentHeaders = true
+		obj = t
+	case formatPartial:
+		obj = &metav1.PartialObjectMetadata{
+			TypeMeta:   metav1.TypeMeta{Kind: partialGVK.Kind, APIVersion: partialGVK.GroupVersion().String()},
+			ObjectMeta: metav1.ObjectMeta{ResourceVersion: rv, Annotations: maps.Clone(annotations)},
+		}
+	default:
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(ws.res.gvk())
+		u.SetResourceVersion(rv)
+		if len(annotations) > 0 {
+			u.SetAnnotations(annotations)
+		}
+		obj = u
+	}
+	return ws.writeEvent(watch.Bookmark, obj)
+}
+
+// writeEvent writes one line of the watch framing.
+func (ws *watchStream) writeEvent(typ watch.EventType, obj any) error {
+	var raw []byte
+	var err error
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		raw, err = json.Marshal(u.Object)
+	} else {
+		raw, err = json.Marshal(obj)
+	}
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(metav1.WatchEvent{Type: string(typ), Object: runtime.RawExtension{Raw: raw}})
+	if err != nil {
+		return err
+	}
+	if _, err := ws.w.Write(b); err != nil {
+		return err
+	}
+	return ws.w.WriteByte('\n')
+}
+
+// flush sends what is buffered to the client. A watch flushes before it waits, so no
+// event is held back while nothing else happens.
+func (ws *watchStream) flush() error {
+	if err := ws.w.Flush(); err != nil {
+		return err
+	}
+	if err := ws.rctl.Flush(); err != nil && err != http.ErrNotSupported {
+		return err
+	}
+	return nil
+}
+
+// deadline bounds the writes that follow, so a client that stops reading cannot hold
+// the watch forever.
+func (ws *watchStream) deadline() {
+	_ = ws.rctl.SetWriteDeadline(time.Now().Add(ws.s.opts.WriteTimeout))
+}

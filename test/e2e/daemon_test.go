@@ -1,0 +1,425 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
+
+	"github.com/fleetwatch/fleetwatch/aggregate"
+	"github.com/fleetwatch/fleetwatch/internal/testenv"
+)
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// kubectl runs the real kubectl and returns its stdout.
+func kubectl(t *testing.T, args ...string) string {
+	t.Helper()
+	bin, err := testenv.Kubectl()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(t.Context(), bin, args...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return string(out)
+}
+
+// itemKeys returns cluster/namespace/name of the items of a kubectl -o json list.
+func itemKeys(t *testing.T, out string) []string {
+	t.Helper()
+	var list unstructured.UnstructuredList
+	if err := list.UnmarshalJSON([]byte(out)); err != nil {
+		t.Fatalf("not a list: %v\n%.500s", err, out)
+	}
+	var keys []string
+	for _, item := range list.Items {
+		c := item.GetAnnotations()["fleetwatch.io/cluster"]
+		if c == "" {
+			t.Fatalf("item %s/%s has no fleetwatch.io/cluster annotation", item.GetNamespace(), item.GetName())
+		}
+		keys = append(keys, aggregate.KeyFor(c, &item).String()+"@"+item.GetResourceVersion())
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func truthKeys(ctx context.Context, t *testing.T, clusters []*testenv.Cluster, filter func(*unstructured.Unstructured) bool) []string {
+	t.Helper()
+	var keys []string
+	for _, c := range clusters {
+		list, err := c.Dynamic().Resource(podsGVR).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, item := range list.Items {
+			if filter == nil || filter(&item) {
+				keys = append(keys, aggregate.KeyFor(c.Name, &item).String()+"@"+item.GetResourceVersion())
+			}
+		}
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// TestDaemonWithKubectl runs `fleetwatch serve` against three real clusters and uses the
+// real kubectl as its client.
+func TestDaemonWithKubectl(t *testing.T) {
+	env := testenv.New(t, testenv.Options{Names: []string{"prod-eu", "prod-us", "staging"}})
+	ctx := t.Context()
+	for i, c := range env.Clusters {
+		opts := testenv.SampleOptions{Deployments: 2 + i, Replicas: 2}
+		if i < 2 {
+			if err := c.InstallWidgetCRD(ctx); err != nil {
+				t.Fatal(err)
+			}
+			opts.Widgets = 2
+		}
+		if err := c.Seed(ctx, opts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := env.WriteKubeconfig(kubeconfig, env.Clusters...); err != nil {
+		t.Fatal(err)
+	}
+	snapshot := filepath.Join(dir, "fleetwatch.db")
+	port := freePort(t)
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	cfgPath := filepath.Join(dir, "fleetwatch.yaml")
+	cfg := fmt.Sprintf(`kubeconfig: [%q]
+resources:
+  - name: pods
+  - name: deployments.apps
+  - name: services
+  - name: namespaces
+  - name: widgets.v1alpha1.example.com
+snapshot:
+  path: %q
+  interval: 100ms
+server:
+  address: 127.0.0.1:%d
+`, kubeconfig, snapshot, port)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := &daemon{bin: buildBinary(t, "./cmd/fleetwatch"), config: cfgPath}
+	d.start(t)
+	defer func() {
+		if d.cmd.ProcessState == nil {
+			_ = d.signal(t, syscall.SIGKILL)
+		}
+	}()
+	waitReady := func() {
+		t.Helper()
+		eventually(t, 90*time.Second, "/readyz", func() string {
+			resp, err := http.Get(base + "/readyz")
+			if err != nil {
+				return err.Error()
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Sprintf("%d %s", resp.StatusCode, body)
+			}
+			return ""
+		})
+	}
+	waitReady()
+
+	all := base + "/clusters/*"
+	t.Run("get pods -A across the fleet, with a CLUSTER column", func(t *testing.T) {
+		out := kubectl(t, "--server", all, "get", "pods", "-A")
+		header := strings.Fields(strings.SplitN(out, "\n", 2)[0])
+		if len(header) < 3 || header[0] != "NAMESPACE" && header[0] != "CLUSTER" {
+			t.Fatalf("header %v", header)
+		}
+		if !slices.Contains(header, "CLUSTER") {
+			t.Fatalf("no CLUSTER column: %v", header)
+		}
+		for _, c := range env.Clusters {
+			if !strings.Contains(out, c.Name) {
+				t.Errorf("no pod of %s in:\n%s", c.Name, out)
+			}
+		}
+		if got, want := itemKeys(t, kubectl(t, "--server", all, "get", "pods", "-A", "-o", "json")), truthKeys(ctx, t, env.Clusters, nil); !slices.Equal(got, want) {
+			t.Errorf("pods of the fleet:\n got %v\nwant %v", got, want)
+		}
+	})
+	t.Run("one cluster, label selectors, get -o yaml", func(t *testing.T) {
+		c := env.Clusters[1]
+		got := itemKeys(t, kubectl(t, "--server", base+"/clusters/"+c.Name, "get", "pods", "-A", "-o", "json"))
+		if want := truthKeys(ctx, t, env.Clusters[1:2], nil); !slices.Equal(got, want) {
+			t.Errorf("pods of %s:\n got %v\nwant %v", c.Name, got, want)
+		}
+		got = itemKeys(t, kubectl(t, "--server", all, "get", "deployments.apps", "-l", "app=web", "-A", "-o", "json"))
+		if len(got) != len(env.Clusters)*2 { // web in shop and payments of every cluster
+			t.Errorf("deployments -l app=web: %v", got)
+		}
+		out := kubectl(t, "--server", base+"/clusters/"+c.Name, "get", "pod", "web-0", "-n", "shop", "-o", "yaml")
+		if !strings.Contains(out, "name: web-0") || !strings.Contains(out, "fleetwatch.io/cluster: "+c.Name) {
+			t.Errorf("get pod -o yaml:\n%s", out)
+		}
+		out = kubectl(t, "--server", all, "get", "widgets", "-A")
+		if strings.Contains(out, "staging") || !strings.Contains(out, "prod-eu") {
+			t.Errorf("widgets exist in prod-eu and prod-us only:\n%s", out)
+		}
+	})
+	t.Run("clusters.fleetwatch.io", func(t *testing.T) {
+		out := kubectl(t, "--server", base, "get", "clusters.fleetwatch.io")
+		for _, c := range env.Clusters {
+			if !strings.Contains(out, c.Name) {
+				t.Errorf("cluster %s missing:\n%s", c.Name, out)
+			}
+		}
+	})
+	t.Run("kubectl -w sees a new pod", func(t *testing.T) {
+		bin, err := testenv.Kubectl()
+		if err != nil {
+			t.Fatal(err)
+		}
+		wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(wctx, bin, "--server", all, "get", "pods", "-A", "-w", "--output-watch-events")
+		stdout, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+		lines := make(chan string, 100)
+		go func() {
+			sc := bufio.NewScanner(stdout)
+			for sc.Scan() {
+				lines <- sc.Text()
+			}
+			close(lines)
+		}()
+		time.Sleep(2 * time.Second)
+		createPod(t, env.Clusters[2], "shop", "watched")
+		for {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					t.Fatal("kubectl -w ended")
+				}
+				if strings.Contains(l, "watched") && strings.Contains(l, "ADDED") && strings.Contains(l, env.Clusters[2].Name) {
+					return
+				}
+			case <-wctx.Done():
+				t.Fatal("no watch event for the new pod")
+			}
+		}
+	})
+	t.Run("a watch resumed from a list's resourceVersion loses and repeats nothing", func(t *testing.T) {
+		resp, err := http.Get(all + "/api/v1/pods")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var list metav1.List
+		err = json.NewDecoder(resp.Body).Decode(&list)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []string
+		for _, c := range env.Clusters {
+			name := "resume-" + c.Name
+			createPod(t, c, "shop", name)
+			want = append(want, aggregate.Key{Cluster: c.Name, Namespace: "shop", Name: name}.String())
+		}
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(wctx, http.MethodGet, all+"/api/v1/pods?watch=true&resourceVersion="+list.ResourceVersion, nil)
+		resp, err = http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			b, _ := io.ReadAll(resp.Body)
+			t.Fatalf("watch: %d %s", resp.StatusCode, b)
+		}
+		dec := json.NewDecoder(resp.Body)
+		var got []string
+		for len(got) < len(want) {
+			var ev struct {
+				Type   string                    `json:"type"`
+				Object unstructured.Unstructured `json:"object"`
+			}
+			if err := dec.Decode(&ev); err != nil {
+				t.Fatalf("after %v: %v", got, err)
+			}
+			if ev.Type == "BOOKMARK" {
+				continue
+			}
+			key := aggregate.KeyFor(ev.Object.GetAnnotations()["fleetwatch.io/cluster"], &ev.Object).String()
+			if !strings.Contains(key, "resume-") {
+				t.Fatalf("event for %s (%s) that happened before the resourceVersion", key, ev.Type)
+			}
+			got = append(got, key)
+		}
+		sort.Strings(got)
+		sort.Strings(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("events %v, want %v", got, want)
+		}
+	})
+	t.Run("write verbs get 405, bad parameters 400", func(t *testing.T) {
+		req, _ := http.NewRequest(http.MethodDelete, all+"/api/v1/namespaces/shop/pods/web-0", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMethodNotAllowed {
+			t.Errorf("DELETE: %d", resp.StatusCode)
+		}
+		resp, err = http.Get(all + "/api/v1/pods?labelSelector=app+in+(")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "labelSelector") {
+			t.Errorf("bad labelSelector: %d %s", resp.StatusCode, body)
+		}
+	})
+	t.Run("kubeconfig edited while running", func(t *testing.T) {
+		clusters := func() []string {
+			out := kubectl(t, "--server", base, "get", "clusters.fleetwatch.io", "-o", "name")
+			return strings.Fields(out)
+		}
+		if err := env.WriteKubeconfig(kubeconfig, env.Clusters[:2]...); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 60*time.Second, "cluster removed", func() string {
+			if got := clusters(); len(got) != 2 {
+				return fmt.Sprint(got)
+			}
+			if out := kubectl(t, "--server", all, "get", "pods", "-A"); strings.Contains(out, "staging") {
+				return "pods of staging still listed"
+			}
+			return ""
+		})
+		if err := env.WriteKubeconfig(kubeconfig, env.Clusters...); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 60*time.Second, "cluster back", func() string {
+			if got := clusters(); len(got) != 3 {
+				return fmt.Sprint(got)
+			}
+			return ""
+		})
+		waitReady()
+	})
+	t.Run("SIGTERM during churn: bounded exit, flushed snapshot, warm restart", func(t *testing.T) {
+		churnCtx, stopChurn := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			churnConfigMaps(churnCtx, t, env.Clusters[0])
+		}()
+		time.Sleep(2 * time.Second)
+		start := time.Now()
+		if err := d.signal(t, syscall.SIGTERM); err != nil {
+			t.Errorf("exit after SIGTERM: %v", err)
+		}
+		if took := time.Since(start); took > 30*time.Second {
+			t.Errorf("shutdown took %v", took)
+		}
+		stopChurn()
+		<-done
+		// The pods did not change: a restart lists none of them.
+		before := listCounters(ctx, t, env)
+		d.start(t)
+		waitReady()
+		after := listCounters(ctx, t, env)
+		for k, b := range before {
+			if strings.HasSuffix(k, " pods") && after[k][0] != b[0] {
+				t.Errorf("%s: %v LIST requests after a graceful restart", k, after[k][0]-b[0])
+			}
+		}
+		if got, want := itemKeys(t, kubectl(t, "--server", all, "get", "pods", "-A", "-o", "json")), truthKeys(ctx, t, env.Clusters, nil); !slices.Equal(got, want) {
+			t.Errorf("pods after restart:\n got %v\nwant %v", got, want)
+		}
+	})
+	t.Run("serving speed: fleet list vs the apiservers' own", func(t *testing.T) {
+		const rounds = 20
+		start := time.Now()
+		for range rounds {
+			resp, err := http.Get(all + "/api/v1/pods")
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		fw := time.Since(start)
+		// The same request to each apiserver, body read and discarded alike;
+		// resourceVersion=0 is served from the apiserver's watch cache.
+		clients := make([]*http.Client, len(env.Clusters))
+		for i, c := range env.Clusters {
+			hc, err := rest.HTTPClientFor(c.RESTConfig())
+			if err != nil {
+				t.Fatal(err)
+			}
+			clients[i] = hc
+		}
+		start = time.Now()
+		for range rounds {
+			for i, c := range env.Clusters {
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.Server()+"/api/v1/pods?resourceVersion=0", nil)
+				req.Header.Set("Accept", "application/json")
+				resp, err := clients[i].Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		}
+		direct := time.Since(start)
+		t.Logf("listing every pod of the fleet %d times: fleetwatch %v, the 3 apiservers' watch caches %v, ratio %.2f", rounds, fw, direct, fw.Seconds()/direct.Seconds())
+	})
+}
+
+func createPod(t *testing.T, c *testenv.Cluster, ns, name string) {
+	t.Helper()
+	pod := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "Pod",
+		"metadata": map[string]any{"namespace": ns, "name": name},
+		"spec":     map[string]any{"containers": []any{map[string]any{"name": "c", "image": "x"}}},
+	}}
+	if _, err := c.Dynamic().Resource(podsGVR).Namespace(ns).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
