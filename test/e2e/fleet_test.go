@@ -126,11 +126,16 @@ func fleetCache(t *testing.T, fleet *aggregate.Fleet, gvr schema.GroupVersionRes
 	return out
 }
 
-func startManager(t *testing.T, opts fleetwatch.Options) (*fleetwatch.Manager, func()) {
+// startManager starts a Manager until the test ends or the returned stop is called.
+// before, if set, runs between NewManager and Start.
+func startManager(t *testing.T, opts fleetwatch.Options, before func(*fleetwatch.Manager)) (*fleetwatch.Manager, func()) {
 	t.Helper()
 	mgr, err := fleetwatch.NewManager(opts)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if before != nil {
+		before(mgr)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
@@ -194,7 +199,7 @@ func TestFleet(t *testing.T) {
 		Health:            cluster.HealthOptions{Interval: 500 * time.Millisecond, Timeout: time.Second},
 		DiscoveryInterval: 2 * time.Second,
 		SyncTimeout:       30 * time.Second,
-	})
+	}, nil)
 	fleet := mgr.Fleet()
 	log := newEventLog()
 	reg, err := fleet.AddHandler(log, aggregate.HandlerOptions{Name: "test"})

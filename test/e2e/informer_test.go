@@ -43,15 +43,7 @@ func (s *recordingSink) Seed(scope informer.Scope) (string, bool) {
 func (s *recordingSink) checkpoints() map[informer.Scope]string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := map[informer.Scope]string{}
-	for _, st := range s.stores {
-		st.mu.Lock()
-		for sc, rv := range st.checkpoints {
-			out[sc] = rv
-		}
-		st.mu.Unlock()
-	}
-	return out
+	return s.checkpointsLocked()
 }
 
 func newRecordingSink() *recordingSink {

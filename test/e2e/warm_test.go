@@ -56,34 +56,27 @@ func runWarm(t *testing.T, env *testenv.Env, path string, log *changeLog, before
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgr, err := fleetwatch.NewManager(fleetwatch.Options{
+	var reg *aggregate.Registration
+	mgr, stopManager := startManager(t, fleetwatch.Options{
 		Clusters:       cluster.Options{Kubeconfigs: []string{env.Kubeconfig}},
 		Resources:      []informer.Resource{{Name: "pods"}, {Name: "configmaps"}, {Name: "deployments.apps"}},
 		Health:         cluster.HealthOptions{Interval: time.Second, Timeout: time.Second},
 		SyncTimeout:    60 * time.Second,
 		Snapshot:       store,
 		SnapshotWriter: persist.WriterOptions{Interval: 100 * time.Millisecond},
+	}, func(mgr *fleetwatch.Manager) {
+		if before != nil {
+			before(mgr)
+		}
+		var err error
+		if reg, err = mgr.Fleet().AddHandler(log, aggregate.HandlerOptions{Name: "changes"}); err != nil {
+			t.Fatal(err)
+		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if before != nil {
-		before(mgr)
-	}
-	reg, err := mgr.Fleet().AddHandler(log, aggregate.HandlerOptions{Name: "changes"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
 	var once sync.Once
 	stop := func() {
 		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("manager: %v", err)
-			}
+			stopManager()
 			if err := store.Close(); err != nil {
 				t.Errorf("closing the snapshot: %v", err)
 			}
