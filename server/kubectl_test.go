@@ -19,6 +19,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
+
+	"github.com/fleetwatch/fleetwatch/internal/testenv"
 )
 
 // kubectl runs the real kubectl against a fixture.
@@ -30,15 +32,13 @@ type kubectl struct {
 	requests []string
 }
 
-// newKubectl finds kubectl. Without it, the test is skipped, unless
-// FLEETWATCH_REQUIRE_KUBECTL=1 requires it.
+// newKubectl finds the kubectl that hack/build-tools.sh builds from the same Kubernetes
+// release as the test apiservers (FLEETWATCH_KUBECTL, or built on first use). The test
+// fails without it: it is never skipped.
 func newKubectl(t *testing.T) *kubectl {
-	path, err := exec.LookPath("kubectl")
+	path, err := testenv.Kubectl()
 	if err != nil {
-		if os.Getenv("FLEETWATCH_REQUIRE_KUBECTL") == "1" {
-			t.Fatalf("kubectl is required (FLEETWATCH_REQUIRE_KUBECTL=1): %v", err)
-		}
-		t.Skipf("kubectl not found: %v", err)
+		t.Fatalf("kubectl: %v", err)
 	}
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "kubeconfig"), nil, 0o600); err != nil {
