@@ -6,6 +6,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
 )
 
 func TestLimiterBoundsConcurrency(t *testing.T) {
@@ -51,3 +54,48 @@ func TestLimiterAcquireHonoursContext(t *testing.T) {
 		t.Fatalf("after Release: %v", err)
 	}
 }
+
+func TestUnreachableClusterGivesBackItsSlot(t *testing.T) {
+	l := &signalingLimiter{Limiter: NewLimiter(1), acquired: make(chan struct{})}
+	// Nothing listens on this address: discovery fails at once.
+	s, err := New(Options{
+		Cluster:            "down",
+		Config:             &rest.Config{Host: "http://127.0.0.1:1", Timeout: time.Second},
+		Resources:          []Resource{{Name: "pods"}},
+		Sink:               nopSink{},
+		InitialSyncLimiter: l,
+		SyncTimeout:        time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go func() { _ = s.Start(ctx) }()
+	<-l.acquired
+	// A second cluster gets the only slot long before the first one's sync timeout.
+	actx, acancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer acancel()
+	if err := l.Limiter.Acquire(actx); err != nil {
+		t.Fatalf("the slot of an unreachable cluster was not given back: %v", err)
+	}
+	l.Limiter.Release()
+}
+
+// signalingLimiter closes acquired on its first Acquire.
+type signalingLimiter struct {
+	Limiter
+	once     sync.Once
+	acquired chan struct{}
+}
+
+func (l *signalingLimiter) Acquire(ctx context.Context) error {
+	err := l.Limiter.Acquire(ctx)
+	l.once.Do(func() { close(l.acquired) })
+	return err
+}
+
+type nopSink struct{}
+
+func (nopSink) Store(Scope) Store                          { return nil }
+func (nopSink) RemoveResource(schema.GroupVersionResource) {}

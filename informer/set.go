@@ -301,7 +301,11 @@ func (s *Set) Start(ctx context.Context) error {
 		}
 		defer release()
 		s.reconcile(ctx)
-		s.waitInitialSync(ctx)
+		// A cluster that does not answer discovery gives its slot back at once, so that
+		// unreachable clusters never hold back the others; it syncs when it answers.
+		if !s.unreachable() {
+			s.waitInitialSync(ctx)
+		}
 		release()
 	} else {
 		s.reconcile(ctx)
@@ -338,6 +342,18 @@ func (s *Set) waitInitialSync(ctx context.Context) {
 		case <-poll.C():
 		}
 	}
+}
+
+// unreachable reports whether discovery failed for every resource: none is resolved.
+func (s *Set) unreachable() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, st := range s.status {
+		if st.State != StatePending || st.LastError == nil {
+			return false
+		}
+	}
+	return len(s.status) > 0
 }
 
 // initialSyncDone reports whether no resource is Pending or Syncing.
