@@ -26,12 +26,17 @@ type daemon struct {
 	bin, config string
 	cmd         *exec.Cmd
 	done        chan error
+	// log collects the output of every run.
+	log *os.File
 }
 
 func (d *daemon) start(t *testing.T) {
 	t.Helper()
-	d.cmd = exec.Command(d.bin, "serve", "--config", d.config)
-	d.cmd.Stderr = logFile(t, "fleetwatch.log")
+	d.cmd = exec.Command(d.bin, "serve", "--config", d.config, "--log-verbosity", "4")
+	if d.log == nil {
+		d.log = logFile(t, "fleetwatch.log")
+	}
+	d.cmd.Stderr = d.log
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -372,6 +372,26 @@ server:
 			t.Errorf("pods after restart:\n got %v\nwant %v", got, want)
 		}
 	})
+	t.Run("no credential in logs or metrics", func(t *testing.T) {
+		resp, err := http.Get(base + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		metrics, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		logs, err := os.ReadFile(d.log.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(logs) == 0 || !strings.Contains(string(metrics), "fleetwatch_") {
+			t.Fatalf("nothing to check: %d bytes of logs, metrics %.200s", len(logs), metrics)
+		}
+		for what, data := range map[string][]byte{"logs": logs, "/metrics": metrics} {
+			if strings.Contains(string(data), env.Token()) {
+				t.Errorf("the clusters' bearer token appears in the daemon's %s", what)
+			}
+		}
+	})
 	t.Run("serving speed: fleet list vs the apiservers' own", func(t *testing.T) {
 		const rounds = 20
 		start := time.Now()
