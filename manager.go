@@ -410,7 +410,7 @@ func (m *Manager) confirmIdentity(ctx context.Context, mb *member) bool {
 }
 
 // dropUnrequestedOnceSynced waits for the cluster's first sync, then drops the saved
-// scopes that its informers did not ask for.
+// scopes that its informers did not ask for, and forgets what was loaded.
 func (m *Manager) dropUnrequestedOnceSynced(ctx context.Context, mb *member) {
 	if mb.saved == nil {
 		return
@@ -425,6 +425,12 @@ func (m *Manager) dropUnrequestedOnceSynced(ctx context.Context, mb *member) {
 		}
 	}
 	mb.sink.dropUnrequested(ctx, mb.saved.scopes)
+	// The loaded objects now live in the fleet only; keeping them here too would hold a
+	// second copy of every object that changes.
+	mb.sink.mu.Lock()
+	mb.sink.seeds = nil
+	mb.sink.mu.Unlock()
+	mb.saved = nil
 }
 
 // Disengage implements cluster.Disengager: once the cluster's informers have stopped,
