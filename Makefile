@@ -13,15 +13,18 @@ FUZZTIME  ?= 30s
 BENCH     ?= .
 BENCHTIME ?= 1s
 COUNT     ?= 5
+BENCH_DIR ?= $(HOME)/.cache/fleetwatch/bench
+BENCH_FLAGS       ?= --pods 10000 --configmaps 3000 --clusters 3 --runs 3 --scale 1,3,10
+BENCH_QUICK_FLAGS ?= --pods 300 --configmaps 100 --clusters 3 --runs 2 --write-rate 30 --write-duration 5s --scale 1,6
 
-.PHONY: all build tools test test-unit test-e2e lint fmt demo bench fuzz clean
+.PHONY: all build tools test test-unit test-e2e lint fmt demo bench bench-quick bench-go fuzz clean
 
 all: lint build test
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/fleetwatch ./cmd/fleetwatch
 
-## tools: build (once) the kube-apiserver and etcd that tests and the demo run
+## tools: build (once) the kube-apiserver, etcd and kubectl that tests and the demo use
 tools:
 	@hack/build-tools.sh
 
@@ -32,7 +35,7 @@ test-unit:
 	$(GO) test -race -count=1 $(UNIT_PKGS)
 
 test-e2e: tools
-	@eval "$$(hack/build-tools.sh --print)" && export FLEETWATCH_KUBE_APISERVER FLEETWATCH_ETCD && \
+	@eval "$$(hack/build-tools.sh --print)" && export FLEETWATCH_KUBE_APISERVER FLEETWATCH_ETCD FLEETWATCH_KUBECTL && \
 		$(GO) test -count=1 $(E2E_FLAGS) $(E2E_PKGS)
 
 lint:
@@ -44,13 +47,24 @@ lint:
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 
-## demo: start 3 local clusters with sample workloads (Ctrl-C stops everything)
-demo: tools
-	@eval "$$(hack/build-tools.sh --print)" && export FLEETWATCH_KUBE_APISERVER FLEETWATCH_ETCD && \
-		$(GO) run ./hack/demo
+## demo: 3 local clusters with sample workloads and fleetwatch serving them (Ctrl-C stops everything)
+demo: tools build
+	@eval "$$(hack/build-tools.sh --print)" && export FLEETWATCH_KUBE_APISERVER FLEETWATCH_ETCD FLEETWATCH_KUBECTL && \
+		$(GO) run ./hack/demo --fleetwatch $(BIN)/fleetwatch
 
-## bench: benchmarks, fleetwatch next to plain client-go
-bench:
+## bench: fleetwatch next to plain client-go on real local clusters (~20 min); writes
+## docs/benchmarks.md. The loaded clusters are kept in BENCH_DIR for the next invocation.
+bench: tools
+	@eval "$$(hack/build-tools.sh --print)" && export FLEETWATCH_KUBE_APISERVER FLEETWATCH_ETCD FLEETWATCH_KUBECTL && \
+		$(GO) run ./test/bench $(BENCH_FLAGS) --dir $(BENCH_DIR) --out docs/benchmarks.md
+
+## bench-quick: the same harness with small sizes (a couple of minutes), results on stdout
+bench-quick: tools
+	@eval "$$(hack/build-tools.sh --print)" && export FLEETWATCH_KUBE_APISERVER FLEETWATCH_ETCD FLEETWATCH_KUBECTL && \
+		$(GO) run ./test/bench $(BENCH_QUICK_FLAGS) --dir $(BENCH_DIR)
+
+## bench-go: the Go micro-benchmarks of the federated cache, next to client-go's indexer
+bench-go:
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) -count $(COUNT) -benchmem ./aggregate/...
 
 ## fuzz: run each fuzz target for FUZZTIME

@@ -1,0 +1,570 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/fleetwatch/fleetwatch"
+	"github.com/fleetwatch/fleetwatch/aggregate"
+	"github.com/fleetwatch/fleetwatch/cluster"
+	"github.com/fleetwatch/fleetwatch/informer"
+	"github.com/fleetwatch/fleetwatch/persist"
+)
+
+// Contender implementations.
+const (
+	implClientGo   = "clientgo"
+	implFleetwatch = "fleetwatch"
+)
+
+// Contender modes.
+const (
+	// modeSync caches everything, measures, and exits.
+	modeSync = "sync"
+	// modeWatch caches everything, measures, says it is ready, and then measures the
+	// events of the writes that the driver makes, between a "start" and a "finish <n>"
+	// command on stdin.
+	modeWatch = "watch"
+)
+
+// stampAnnotation carries the time at which the driver sent a write, in Unix
+// nanoseconds: the handler's latency is its time of delivery minus the stamp.
+const stampAnnotation = "bench.fleetwatch.io/stamp"
+
+// benchGVRs are the resources every contender caches.
+var benchGVRs = []schema.GroupVersionResource{
+	{Version: "v1", Resource: "pods"},
+	{Version: "v1", Resource: "configmaps"},
+}
+
+// message is one JSON line of a contender on stdout.
+type message struct {
+	// Type is "ready" (watch mode: synced and measured, waiting for commands) or
+	// "result" (the last line).
+	Type   string  `json:"type"`
+	Result *Result `json:"result,omitempty"`
+}
+
+// Result is what a contender measured. Times are seconds since the driver started the
+// process.
+type Result struct {
+	Impl string `json:"impl"`
+	Mode string `json:"mode"`
+	// Objects is the number of objects cached once synced, by resource.
+	Objects map[string]int `json:"objects"`
+	Total   int            `json:"total"`
+
+	// LoadedSec is when the cache first held every expected object (fleetwatch with a
+	// snapshot: when NewManager returned), 0 if it did not before sync.
+	LoadedSec     float64 `json:"loadedSec,omitempty"`
+	LoadedObjects int     `json:"loadedObjects,omitempty"`
+	// SyncedSec is when every informer had synced and the handler had received the
+	// initial list (fleetwatch: Manager.Ready and Registration.HasSynced).
+	SyncedSec float64 `json:"syncedSec"`
+	// InitialEvents counts the handler's initial-list events; FirstEventSec and
+	// LastInitialEventSec are the times of the first event and of the last initial one.
+	InitialEvents       int     `json:"initialEvents"`
+	FirstEventSec       float64 `json:"firstEventSec"`
+	LastInitialEventSec float64 `json:"lastInitialEventSec"`
+	// CPUSyncSec is the CPU time of the process up to sync.
+	CPUSyncSec float64 `json:"cpuSyncSec"`
+
+	// PeakRSS is VmHWM at sync: the peak RSS of the initial sync. HeapAfterGC and
+	// RSSAfterGC are the live heap and the RSS after garbage collection, once synced.
+	PeakRSS     uint64 `json:"peakRSS"`
+	HeapAfterGC uint64 `json:"heapAfterGC"`
+	RSSAfterGC  uint64 `json:"rssAfterGC"`
+
+	// Watch mode: the window between "start" and the delivery of the last write.
+	WindowSec float64 `json:"windowSec,omitempty"`
+	// Events counts every event the handler received in the window; Stamped those of
+	// the driver's writes, of which LatenciesMs are the delivery latencies, in the order
+	// of delivery (so that a stall shows as a run of high values).
+	Events         int       `json:"events,omitempty"`
+	Stamped        int       `json:"stamped,omitempty"`
+	Expected       int       `json:"expected,omitempty"`
+	CPUWindowSec   float64   `json:"cpuWindowSec,omitempty"`
+	LatenciesMs    []float64 `json:"latenciesMs,omitempty"`
+	SnapshotLagSec float64   `json:"snapshotLagSec,omitempty"`
+
+	// Catch-up (sync mode with --catch-up): when the handler had received every change
+	// made while the contender was down, the CPU time and the peak RSS by then.
+	CaughtUpSec     float64 `json:"caughtUpSec,omitempty"`
+	CPUCaughtUpSec  float64 `json:"cpuCaughtUpSec,omitempty"`
+	PeakRSSCaughtUp uint64  `json:"peakRSSCaughtUp,omitempty"`
+
+	// Snapshot writer statistics, with a snapshot.
+	SnapshotCommits  uint64 `json:"snapshotCommits,omitempty"`
+	SnapshotFileSize int64  `json:"snapshotFileSize,omitempty"`
+}
+
+// recorder is the handler of a contender: it counts events, and in the watch window it
+// records the latency of each stamped update.
+type recorder struct {
+	t0 time.Time
+
+	initial      atomic.Int64
+	events       atomic.Int64 // in the window
+	firstEvent   atomic.Int64 // ns since t0, 0 if none
+	lastInitial  atomic.Int64 // ns since t0
+	stamped      atomic.Int64
+	windowActive atomic.Bool
+
+	// mu guards latencies.
+	mu        sync.Mutex
+	latencies []time.Duration
+}
+
+func (r *recorder) now() int64 { return int64(time.Since(r.t0)) }
+
+func (r *recorder) added(initial bool) {
+	now := r.now()
+	r.firstEvent.CompareAndSwap(0, now)
+	if initial {
+		r.initial.Add(1)
+		r.lastInitial.Store(now)
+		return
+	}
+	if r.windowActive.Load() {
+		r.events.Add(1)
+	}
+}
+
+func (r *recorder) updated(oldObj, newObj any) {
+	received := time.Now()
+	if !r.windowActive.Load() {
+		return
+	}
+	r.events.Add(1)
+	stamp := stampOf(newObj)
+	if stamp == "" || stamp == stampOf(oldObj) {
+		return
+	}
+	ns, err := strconv.ParseInt(stamp, 10, 64)
+	if err != nil {
+		return
+	}
+	r.stamped.Add(1)
+	r.mu.Lock()
+	r.latencies = append(r.latencies, received.Sub(time.Unix(0, ns)))
+	r.mu.Unlock()
+}
+
+func (r *recorder) deleted() {
+	if r.windowActive.Load() {
+		r.events.Add(1)
+	}
+}
+
+func stampOf(obj any) string {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	a, err := meta.Accessor(obj)
+	if err != nil {
+		return ""
+	}
+	return a.GetAnnotations()[stampAnnotation]
+}
+
+// contender is one implementation under test.
+type contender interface {
+	// start begins caching, with rec as the only handler, and returns at once.
+	start(ctx context.Context, rec *recorder) error
+	// synced reports whether the caches have synced and the handler has received the
+	// initial list.
+	synced() bool
+	// counts returns the number of cached objects by resource.
+	counts() map[string]int
+	// stop stops everything and waits for it.
+	stop()
+}
+
+func runContender(args []string) (err error) {
+	fs := flag.NewFlagSet("contender", flag.ContinueOnError)
+	impl := fs.String("impl", implClientGo, "implementation: clientgo or fleetwatch")
+	mode := fs.String("mode", modeSync, "sync or watch")
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig with one context per cluster")
+	metadataOnly := fs.Bool("metadata-only", false, "fleetwatch: cache every resource metadata-only")
+	snapshot := fs.String("snapshot", "", "fleetwatch: snapshot file (empty: no persistence)")
+	expect := fs.Int("expect", 0, "objects expected in the cache, to time when a warm cache is complete")
+	t0ns := fs.Int64("t0", 0, "Unix nanoseconds at which the driver started this process (default: now)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole process here")
+	memProfile := fs.String("memprofile", "", "write a heap profile after sync here")
+	catchUp := fs.Int("catch-up", 0, "sync mode: after sync, wait until the handler has received this many stamped updates (changes made while the contender was down)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	t0 := time.Now()
+	if *t0ns != 0 {
+		t0 = time.Unix(0, *t0ns)
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			err = errors.Join(err, f.Close())
+		}()
+	}
+	since := func() float64 { return time.Since(t0).Seconds() }
+	res := &Result{Impl: *impl, Mode: *mode}
+	rec := &recorder{t0: t0}
+	rec.windowActive.Store(*catchUp > 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	var c contender
+	switch *impl {
+	case implClientGo:
+		c = &clientGo{kubeconfig: *kubeconfig}
+	case implFleetwatch:
+		fw := &fleetwatchContender{kubeconfig: *kubeconfig, metadataOnly: *metadataOnly, snapshotPath: *snapshot}
+		if err := fw.open(); err != nil {
+			return err
+		}
+		// Everything the snapshot held is readable once NewManager has returned.
+		if n := fw.total(); n > 0 && n >= *expect {
+			res.LoadedSec, res.LoadedObjects = since(), n
+		}
+		c = fw
+	default:
+		return fmt.Errorf("unknown --impl %q", *impl)
+	}
+	if err := c.start(ctx, rec); err != nil {
+		return err
+	}
+	defer c.stop()
+
+	deadline := time.Now().Add(15 * time.Minute)
+	for !c.synced() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not synced after 15 minutes")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	res.SyncedSec = since()
+	res.CPUSyncSec = cpuTime().Seconds()
+	res.PeakRSS = procStatus()["VmHWM"]
+	res.InitialEvents = int(rec.initial.Load())
+	res.FirstEventSec = time.Duration(rec.firstEvent.Load()).Seconds()
+	res.LastInitialEventSec = time.Duration(rec.lastInitial.Load()).Seconds()
+	res.Objects = c.counts()
+	for _, n := range res.Objects {
+		res.Total += n
+	}
+	if *catchUp > 0 {
+		deadline := time.Now().Add(10 * time.Minute)
+		for rec.stamped.Load() < int64(*catchUp) && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		res.CaughtUpSec, res.Stamped, res.Expected = since(), int(rec.stamped.Load()), *catchUp
+		res.CPUCaughtUpSec = cpuTime().Seconds()
+		res.PeakRSSCaughtUp = procStatus()["VmHWM"]
+	}
+	res.HeapAfterGC, res.RSSAfterGC = settledMemory()
+	if *memProfile != "" {
+		if err := writeHeapProfile(*memProfile); err != nil {
+			return err
+		}
+	}
+
+	out := json.NewEncoder(os.Stdout)
+	if *mode == modeWatch {
+		if err := out.Encode(message{Type: "ready"}); err != nil {
+			return err
+		}
+		if err := watchWindow(rec, c, res); err != nil {
+			return err
+		}
+	}
+	if fw, ok := c.(*fleetwatchContender); ok {
+		// Leave a complete snapshot for the next (warm) start.
+		if lag := fw.waitSnapshotCommitted(30 * time.Second); lag > 0 && res.SnapshotLagSec == 0 {
+			res.SnapshotLagSec = lag.Seconds()
+		}
+		if st, ok := fw.mgr.SnapshotStats(); ok {
+			res.SnapshotCommits, res.SnapshotFileSize = st.Commits, st.FileSize
+		}
+	}
+	c.stop()
+	return out.Encode(message{Type: "result", Result: res})
+}
+
+// watchWindow serves the driver's commands: "start" opens the measurement window,
+// "finish <n>" closes it once the handler has seen n stamped writes (or after a timeout).
+func watchWindow(rec *recorder, c contender, res *Result) error {
+	sc := bufio.NewScanner(os.Stdin)
+	var cpu0 time.Duration
+	var start time.Time
+	for sc.Scan() {
+		cmd, arg, _ := strings.Cut(strings.TrimSpace(sc.Text()), " ")
+		switch cmd {
+		case "start":
+			cpu0, start = cpuTime(), time.Now()
+			rec.windowActive.Store(true)
+		case "finish":
+			n, err := strconv.Atoi(arg)
+			if err != nil {
+				return fmt.Errorf("finish %q: %w", arg, err)
+			}
+			res.Expected = n
+			deadline := time.Now().Add(60 * time.Second)
+			for rec.stamped.Load() < int64(n) && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+			end := time.Now()
+			rec.windowActive.Store(false)
+			// The snapshot writer's work for these events is part of their cost.
+			if fw, ok := c.(*fleetwatchContender); ok {
+				res.SnapshotLagSec = fw.waitSnapshotCommitted(30 * time.Second).Seconds()
+			}
+			res.CPUWindowSec = (cpuTime() - cpu0).Seconds()
+			res.WindowSec = end.Sub(start).Seconds()
+			res.Events = int(rec.events.Load())
+			res.Stamped = int(rec.stamped.Load())
+			rec.mu.Lock()
+			for _, l := range rec.latencies {
+				res.LatenciesMs = append(res.LatenciesMs, float64(l)/float64(time.Millisecond))
+			}
+			rec.mu.Unlock()
+			return nil
+		default:
+			return fmt.Errorf("unknown command %q", cmd)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	return errors.New("stdin closed before finish")
+}
+
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// clientGo is what a user writes without fleetwatch: one dynamic informer factory per
+// kubeconfig context, an informer per resource, and a handler on each.
+type clientGo struct {
+	kubeconfig string
+
+	factories []dynamicinformer.DynamicSharedInformerFactory
+	informers []cache.SharedIndexInformer
+	regs      []cache.ResourceEventHandlerRegistration
+	stopCh    chan struct{}
+	stopOnce  sync.Once
+}
+
+func (c *clientGo) start(ctx context.Context, rec *recorder) error {
+	raw, err := clientcmd.LoadFromFile(c.kubeconfig)
+	if err != nil {
+		return err
+	}
+	contexts := make([]string, 0, len(raw.Contexts))
+	for name := range raw.Contexts {
+		contexts = append(contexts, name)
+	}
+	slices.Sort(contexts)
+	c.stopCh = make(chan struct{})
+	handler := cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc:    func(_ any, initial bool) { rec.added(initial) },
+		UpdateFunc: rec.updated,
+		DeleteFunc: func(any) { rec.deleted() },
+	}
+	for _, name := range contexts {
+		cfg, err := clientcmd.NewNonInteractiveClientConfig(*raw, name, &clientcmd.ConfigOverrides{}, nil).ClientConfig()
+		if err != nil {
+			return fmt.Errorf("context %s: %w", name, err)
+		}
+		dyn, err := dynamic.NewForConfig(cfg)
+		if err != nil {
+			return err
+		}
+		f := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
+		for _, gvr := range benchGVRs {
+			inf := f.ForResource(gvr).Informer()
+			reg, err := inf.AddEventHandler(handler)
+			if err != nil {
+				return err
+			}
+			c.informers = append(c.informers, inf)
+			c.regs = append(c.regs, reg)
+		}
+		f.Start(c.stopCh)
+		c.factories = append(c.factories, f)
+	}
+	go func() {
+		<-ctx.Done()
+		c.stop()
+	}()
+	return nil
+}
+
+func (c *clientGo) synced() bool {
+	for i, inf := range c.informers {
+		if !inf.HasSynced() || !c.regs[i].HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *clientGo) counts() map[string]int {
+	out := map[string]int{}
+	for i, inf := range c.informers {
+		out[benchGVRs[i%len(benchGVRs)].Resource] += len(inf.GetStore().ListKeys())
+	}
+	return out
+}
+
+func (c *clientGo) stop() {
+	c.stopOnce.Do(func() {
+		close(c.stopCh)
+		for _, f := range c.factories {
+			f.Shutdown()
+		}
+	})
+}
+
+// fleetwatchContender embeds fleetwatch as the README shows.
+type fleetwatchContender struct {
+	kubeconfig   string
+	metadataOnly bool
+	snapshotPath string
+
+	store    *persist.Store
+	mgr      *fleetwatch.Manager
+	reg      *aggregate.Registration
+	done     chan error
+	cancel   context.CancelFunc
+	stopOnce sync.Once
+}
+
+// open creates the Manager, which loads the snapshot if there is one.
+func (f *fleetwatchContender) open() error {
+	var resources []informer.Resource
+	for _, gvr := range benchGVRs {
+		resources = append(resources, informer.Resource{Name: gvr.Resource, MetadataOnly: f.metadataOnly})
+	}
+	opts := fleetwatch.Options{
+		Clusters:  cluster.Options{Kubeconfigs: []string{f.kubeconfig}},
+		Resources: resources,
+	}
+	if f.snapshotPath != "" {
+		store, err := persist.Open(f.snapshotPath, persist.Options{})
+		if err != nil {
+			return err
+		}
+		f.store = store
+		opts.Snapshot = store
+	}
+	mgr, err := fleetwatch.NewManager(opts)
+	if err != nil {
+		return err
+	}
+	f.mgr = mgr
+	return nil
+}
+
+func (f *fleetwatchContender) total() int {
+	n := 0
+	for _, gvr := range benchGVRs {
+		n += f.mgr.Fleet().Indexer(gvr).Len()
+	}
+	return n
+}
+
+func (f *fleetwatchContender) start(ctx context.Context, rec *recorder) error {
+	reg, err := f.mgr.Fleet().AddHandler(aggregate.HandlerFunc(func(e aggregate.Event) {
+		switch e.Type {
+		case aggregate.Added:
+			rec.added(e.InitialList)
+		case aggregate.Updated:
+			rec.updated(e.OldObject, e.Object)
+		case aggregate.Deleted:
+			rec.deleted()
+		}
+	}), aggregate.HandlerOptions{Name: "bench"})
+	if err != nil {
+		return err
+	}
+	f.reg = reg
+	ctx, f.cancel = context.WithCancel(ctx)
+	f.done = make(chan error, 1)
+	go func() { f.done <- f.mgr.Start(ctx) }()
+	return nil
+}
+
+func (f *fleetwatchContender) synced() bool { return f.mgr.Ready() && f.reg.HasSynced() }
+
+func (f *fleetwatchContender) counts() map[string]int {
+	out := map[string]int{}
+	for _, gvr := range benchGVRs {
+		out[gvr.Resource] = f.mgr.Fleet().Indexer(gvr).Len()
+	}
+	return out
+}
+
+// waitSnapshotCommitted waits until the snapshot writer has nothing pending, and returns
+// how long that took (0 without a snapshot).
+func (f *fleetwatchContender) waitSnapshotCommitted(timeout time.Duration) time.Duration {
+	start := time.Now()
+	for {
+		st, ok := f.mgr.SnapshotStats()
+		if !ok {
+			return 0
+		}
+		if st.Pending == 0 || time.Since(start) > timeout {
+			return time.Since(start)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func (f *fleetwatchContender) stop() {
+	f.stopOnce.Do(func() {
+		if f.cancel != nil {
+			f.cancel()
+			if err := <-f.done; err != nil {
+				fmt.Fprintln(os.Stderr, "manager:", err)
+			}
+		}
+		if f.store != nil {
+			if err := f.store.Close(); err != nil {
+				fmt.Fprintln(os.Stderr, "closing the snapshot:", err)
+			}
+		}
+	})
+}

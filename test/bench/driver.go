@@ -1,0 +1,560 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/fleetwatch/fleetwatch/internal/testenv"
+	"github.com/fleetwatch/fleetwatch/persist"
+)
+
+// driverOptions are the driver's flags.
+type driverOptions struct {
+	pods, configMaps, clusters, runs int
+	dir, out, profileDir             string
+	loadWorkers                      int
+	writeRate                        float64
+	writeDuration                    time.Duration
+	scale                            []int
+	// catchUpGap is how long the catch-up restart waits after the changes it must catch
+	// up with.
+	catchUpGap time.Duration
+	// watch runs the watch phase.
+	watch bool
+}
+
+// driver runs the contenders against one Env.
+type driver struct {
+	opts    driverOptions
+	env     *testenv.Env
+	exe     string
+	workDir string
+	logDir  string
+	stamper *stamper
+	// stampOffset moves the stamped pods along from one watch to the next.
+	stampOffset int
+}
+
+// listCounters are the apiservers' list figures, summed over clusters and resources.
+type listCounters struct {
+	// Requests counts LIST requests.
+	Requests float64 `json:"requests"`
+	// Objects counts the objects handed out as lists, streaming lists included: the sum
+	// of InitEvents, CacheList and StorageList.
+	Objects float64 `json:"objects"`
+	// InitEvents are apiserver_init_events_total: the objects of streaming lists, and the
+	// events replayed to a watch that starts from an older resourceVersion.
+	InitEvents float64 `json:"initEvents"`
+	// CacheList and StorageList are the objects returned by lists served from the watch
+	// cache and from etcd; the latter include the apiserver's own (its watch cache
+	// filling up again).
+	CacheList   float64 `json:"cacheList"`
+	StorageList float64 `json:"storageList"`
+}
+
+func (c listCounters) minus(o listCounters) listCounters {
+	return listCounters{
+		Requests: c.Requests - o.Requests, Objects: c.Objects - o.Objects,
+		InitEvents: c.InitEvents - o.InitEvents, CacheList: c.CacheList - o.CacheList, StorageList: c.StorageList - o.StorageList,
+	}
+}
+
+func runDriver(args []string) error {
+	var o driverOptions
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.IntVar(&o.pods, "pods", 1000, "pods per cluster")
+	fs.IntVar(&o.configMaps, "configmaps", 300, "configmaps per cluster")
+	fs.IntVar(&o.clusters, "clusters", 3, "clusters (each its own etcd and kube-apiserver)")
+	fs.IntVar(&o.runs, "runs", 3, "runs of every measurement")
+	fs.StringVar(&o.dir, "dir", "", "directory for the clusters, snapshots and logs; the clusters' data is kept there and reused by the next invocation with the same sizes (default: a temporary directory, removed)")
+	fs.StringVar(&o.out, "out", "", "Markdown file to write the results to, between the bench:begin and bench:end markers if it has them (default: stdout only)")
+	fs.StringVar(&o.profileDir, "profile", "", "write CPU and heap profiles of every contender of the last run to this directory")
+	fs.IntVar(&o.loadWorkers, "load-workers", 24, "concurrent writers per cluster while loading")
+	fs.Float64Var(&o.writeRate, "write-rate", 60, "writes per second, over all clusters, in the watch phase")
+	fs.DurationVar(&o.writeDuration, "write-duration", 20*time.Second, "duration of the writes of each watch phase")
+	fs.DurationVar(&o.catchUpGap, "catch-up-gap", 0, "time between the changes made while fleetwatch is down and its warm restart; beyond the apiservers' watch cache history (about 75s) it must relist")
+	fs.BoolVar(&o.watch, "watch", true, "run the watch phase (latency, CPU per event)")
+	fs.Func("scale", "comma-separated numbers of contexts for the scale table, such as 1,3,10 (default: no scale table)", func(v string) error {
+		for f := range strings.SplitSeq(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n <= 0 {
+				return fmt.Errorf("bad number of contexts %q", f)
+			}
+			o.scale = append(o.scale, n)
+		}
+		return nil
+	})
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if o.pods <= 0 || o.clusters <= 0 || o.runs <= 0 || o.writeRate <= 0 {
+		return errors.New("--pods, --clusters, --runs and --write-rate must be positive")
+	}
+	command := "go run ./test/bench " + strings.Join(args, " ")
+	log.SetFlags(log.Ltime)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	d := &driver{opts: o}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	d.exe = exe
+	d.workDir = o.dir
+	if d.workDir == "" {
+		if d.workDir, err = os.MkdirTemp("", "fleetwatch-bench-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(d.workDir)
+	}
+	if d.workDir, err = filepath.Abs(d.workDir); err != nil {
+		return err
+	}
+	d.logDir = filepath.Join(d.workDir, "logs", time.Now().Format("20060102-150405"))
+	if err := os.MkdirAll(d.logDir, 0o700); err != nil {
+		return err
+	}
+	started := time.Now()
+	loadBefore := loadAverage()
+
+	envDir := filepath.Join(d.workDir, fmt.Sprintf("env-%dc-%dp-%dcm", o.clusters, o.pods, o.configMaps))
+	log.Printf("starting %d clusters in %s", o.clusters, envDir)
+	env, err := testenv.Start(ctx, testenv.Options{Clusters: o.clusters, Dir: envDir})
+	if err != nil {
+		return err
+	}
+	defer env.Close()
+	d.env = env
+
+	loadStart := time.Now()
+	if err := load(ctx, env, o.pods, o.configMaps, o.loadWorkers); err != nil {
+		return err
+	}
+	loadTime := time.Since(loadStart)
+	if d.stamper, err = newStamper(env, o.pods); err != nil {
+		return err
+	}
+
+	rep := &report{
+		Command:  command,
+		Machine:  machine(),
+		Date:     started.UTC().Format("2006-01-02 15:04 MST"),
+		Versions: versions(ctx, env),
+		Options:  o,
+		LoadTime: loadTime,
+	}
+	if rep.Sizes, err = jsonSizes(ctx, env.Clusters[0]); err != nil {
+		return err
+	}
+	for r := range o.runs {
+		log.Printf("run %d/%d", r+1, o.runs)
+		rr, err := d.run(ctx, r)
+		if err != nil {
+			return fmt.Errorf("run %d: %w", r+1, err)
+		}
+		rep.Runs = append(rep.Runs, rr)
+	}
+	for _, n := range o.scale {
+		log.Printf("scale: %d contexts", n)
+		s, err := d.scale(ctx, n)
+		if err != nil {
+			return fmt.Errorf("scale %d: %w", n, err)
+		}
+		rep.Scale = append(rep.Scale, s)
+	}
+	rep.Duration = time.Since(started)
+	rep.LoadAverage = loadBefore + " at start, " + loadAverage() + " at end"
+
+	md := rep.markdown()
+	fmt.Print(md)
+	if o.out != "" {
+		if err := writeMarked(o.out, md); err != nil {
+			return err
+		}
+		log.Printf("wrote %s", o.out)
+	}
+	raw, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(d.logDir, "report.json"), raw, 0o600)
+}
+
+// runResult holds everything one run measured.
+type runResult struct {
+	// Sync phase.
+	ClientGo     *Result      `json:"clientGo"`
+	Fleetwatch   *Result      `json:"fleetwatch"`
+	Metadata     *Result      `json:"metadataOnly"`
+	SnapCold     *Result      `json:"snapshotCold"`
+	Warm         *Result      `json:"warm"`
+	ClientGoList listCounters `json:"clientGoList"`
+	WarmList     listCounters `json:"warmList"`
+	// CatchUp restarted warm after changes made while it was down.
+	CatchUp     *Result      `json:"catchUp"`
+	CatchUpList listCounters `json:"catchUpList"`
+	Snapshot    persist.Info `json:"snapshot"`
+	// Encoded is the payload of the snapshot's objects, by resource key.
+	Encoded map[string]resourceSize `json:"encoded"`
+	// Watch phase.
+	ClientGoWatch   *Result `json:"clientGoWatch"`
+	FleetwatchWatch *Result `json:"fleetwatchWatch"`
+	SnapWatch       *Result `json:"snapshotWatch"`
+	// WatchLists are the list figures during each watch contender's life, by contender:
+	// a relist after sync shows here.
+	WatchLists map[string]listCounters `json:"watchLists"`
+}
+
+// run measures every contender once. The order of the contenders rotates from one run
+// to the next, so that a drift of the machine does not always favour the same one.
+func (d *driver) run(ctx context.Context, r int) (*runResult, error) {
+	rr := &runResult{WatchLists: map[string]listCounters{}}
+	snapPath := filepath.Join(d.workDir, "fleetwatch.db")
+	profile := r == d.opts.runs-1 && d.opts.profileDir != ""
+	name := func(s string) string { return fmt.Sprintf("run%d-%s", r+1, s) }
+	var err error
+	syncUnits := []func() error{
+		func() error {
+			rr.ClientGo, rr.ClientGoList, err = d.contend(ctx, name("clientgo"), modeSync, profile, "--impl", implClientGo)
+			return err
+		},
+		func() error {
+			rr.Fleetwatch, _, err = d.contend(ctx, name("fleetwatch"), modeSync, profile, "--impl", implFleetwatch)
+			return err
+		},
+		func() error {
+			rr.Metadata, _, err = d.contend(ctx, name("fleetwatch-metadata"), modeSync, profile, "--impl", implFleetwatch, "--metadata-only")
+			return err
+		},
+		func() error {
+			for _, p := range []string{snapPath, snapPath + "-lock"} {
+				if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+					return err
+				}
+			}
+			if rr.SnapCold, _, err = d.contend(ctx, name("fleetwatch-snapshot-cold"), modeSync, profile, "--impl", implFleetwatch, "--snapshot", snapPath); err != nil {
+				return err
+			}
+			if rr.Snapshot, err = inspect(snapPath); err != nil {
+				return err
+			}
+			if rr.Encoded, err = encodedSizes(snapPath); err != nil {
+				return err
+			}
+			rr.Warm, rr.WarmList, err = d.contend(ctx, name("fleetwatch-snapshot-warm"), modeSync, profile,
+				"--impl", implFleetwatch, "--snapshot", snapPath, "--expect", strconv.Itoa(rr.SnapCold.Total))
+			if err != nil {
+				return err
+			}
+			// Changes while fleetwatch is down, then a warm restart that must catch up.
+			n, err := d.stamp(ctx)
+			if err != nil {
+				return err
+			}
+			time.Sleep(d.opts.catchUpGap)
+			rr.CatchUp, rr.CatchUpList, err = d.contend(ctx, name("fleetwatch-snapshot-catchup"), modeSync, profile,
+				"--impl", implFleetwatch, "--snapshot", snapPath, "--expect", strconv.Itoa(rr.SnapCold.Total), "--catch-up", strconv.Itoa(n))
+			return err
+		},
+	}
+	watchUnits := []func() error{
+		func() error {
+			rr.ClientGoWatch, rr.WatchLists["clientgo"], err = d.contend(ctx, name("clientgo-watch"), modeWatch, false, "--impl", implClientGo)
+			return err
+		},
+		func() error {
+			rr.FleetwatchWatch, rr.WatchLists["fleetwatch"], err = d.contend(ctx, name("fleetwatch-watch"), modeWatch, false, "--impl", implFleetwatch)
+			return err
+		},
+		func() error {
+			// A fresh file: the window measures the cost of keeping the snapshot current,
+			// not a warm start's catching up (measured apart, above).
+			watchSnap := filepath.Join(d.workDir, "fleetwatch-watch.db")
+			for _, p := range []string{watchSnap, watchSnap + "-lock"} {
+				if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+					return err
+				}
+			}
+			rr.SnapWatch, rr.WatchLists["fleetwatch+snapshot"], err = d.contend(ctx, name("fleetwatch-snapshot-watch"), modeWatch, false, "--impl", implFleetwatch, "--snapshot", watchSnap)
+			return err
+		},
+	}
+	phases := [][]func() error{syncUnits}
+	if d.opts.watch {
+		phases = append(phases, watchUnits)
+	}
+	for _, units := range phases {
+		for k := range units {
+			if err := units[(k+r)%len(units)](); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return rr, nil
+}
+
+// scale syncs both contenders once on a kubeconfig with n contexts, spread round-robin
+// over the clusters.
+func (d *driver) scale(ctx context.Context, n int) (scaleResult, error) {
+	all := d.env.KubeconfigFor(d.env.Clusters...)
+	cfg := clientcmdapi.NewConfig()
+	cfg.AuthInfos = all.AuthInfos
+	cfg.Clusters = all.Clusters
+	for i := range n {
+		name := fmt.Sprintf("ctx-%02d", i)
+		cfg.Contexts[name] = &clientcmdapi.Context{Cluster: d.env.Clusters[i%len(d.env.Clusters)].Name, AuthInfo: "admin"}
+		if cfg.CurrentContext == "" {
+			cfg.CurrentContext = name
+		}
+	}
+	path := filepath.Join(d.workDir, fmt.Sprintf("kubeconfig-%d", n))
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		return scaleResult{}, err
+	}
+	s := scaleResult{Contexts: n}
+	var err error
+	if s.ClientGo, _, err = d.contend(ctx, fmt.Sprintf("scale%d-clientgo", n), modeSync, false, "--impl", implClientGo, "--kubeconfig", path); err != nil {
+		return s, err
+	}
+	s.Fleetwatch, _, err = d.contend(ctx, fmt.Sprintf("scale%d-fleetwatch", n), modeSync, false, "--impl", implFleetwatch, "--kubeconfig", path)
+	return s, err
+}
+
+// contend runs one contender process and returns its result and the list figures of
+// the apiservers during its life.
+func (d *driver) contend(ctx context.Context, name, mode string, profile bool, args ...string) (*Result, listCounters, error) {
+	before, err := d.listCounters(ctx)
+	if err != nil {
+		return nil, listCounters{}, err
+	}
+	args = append([]string{"contender", "--mode", mode, "--kubeconfig", d.env.Kubeconfig}, args...)
+	if profile {
+		if err := os.MkdirAll(d.opts.profileDir, 0o755); err != nil {
+			return nil, listCounters{}, err
+		}
+		args = append(args, "--cpuprofile", filepath.Join(d.opts.profileDir, name+".cpu.pprof"),
+			"--memprofile", filepath.Join(d.opts.profileDir, name+".heap.pprof"))
+	}
+	logFile, err := os.Create(filepath.Join(d.logDir, name+".log"))
+	if err != nil {
+		return nil, listCounters{}, err
+	}
+	defer logFile.Close()
+	cmd := exec.CommandContext(ctx, d.exe, append(args, "--t0", "")...)
+	cmd.Stderr = logFile
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, listCounters{}, err
+	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, listCounters{}, err
+	}
+	defer stdin.Close()
+	// The process start is the contender's time zero: taken last, just before exec.
+	cmd.Args[len(cmd.Args)-1] = strconv.FormatInt(time.Now().UnixNano(), 10)
+	if err := cmd.Start(); err != nil {
+		return nil, listCounters{}, err
+	}
+	res, readErr := d.converse(ctx, name, stdout, stdin)
+	_, _ = io.Copy(io.Discard, stdout)
+	if err := cmd.Wait(); err != nil {
+		return nil, listCounters{}, fmt.Errorf("%s: %w (log: %s)", name, err, logFile.Name())
+	}
+	if readErr != nil {
+		return nil, listCounters{}, fmt.Errorf("%s: %w (log: %s)", name, readErr, logFile.Name())
+	}
+	after, err := d.listCounters(ctx)
+	if err != nil {
+		return nil, listCounters{}, err
+	}
+	delta := after.minus(before)
+	log.Printf("%-34s synced %.2fs, %d objects, heap %s, RSS %s, peak RSS %s%s", name, res.SyncedSec, res.Total,
+		mib(res.HeapAfterGC), mib(res.RSSAfterGC), mib(res.PeakRSS), watchSummary(res))
+	return res, delta, nil
+}
+
+func watchSummary(r *Result) string {
+	if r.CaughtUpSec > 0 {
+		return fmt.Sprintf("; caught up with %d/%d changes at %.2fs", r.Stamped, r.Expected, r.CaughtUpSec)
+	}
+	if r.Mode != modeWatch {
+		return ""
+	}
+	return fmt.Sprintf("; watch: %d/%d stamped, %d events, p50 %.1fms p99 %.1fms, %.0fµs CPU/event",
+		r.Stamped, r.Expected, r.Events, quantile(r.LatenciesMs, 0.5), quantile(r.LatenciesMs, 0.99), 1e6*r.CPUWindowSec/float64(max(r.Events, 1)))
+}
+
+func mib(b uint64) string { return fmt.Sprintf("%.0fMiB", float64(b)/(1<<20)) }
+
+// converse reads the contender's messages and, in watch mode, makes the writes between
+// its "ready" and its result.
+func (d *driver) converse(ctx context.Context, name string, stdout io.Reader, stdin io.Writer) (*Result, error) {
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for sc.Scan() {
+		var m message
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			return nil, fmt.Errorf("unexpected output %q: %w", sc.Text(), err)
+		}
+		switch m.Type {
+		case "result":
+			return m.Result, nil
+		case "ready":
+			if _, err := fmt.Fprintln(stdin, "start"); err != nil {
+				return nil, err
+			}
+			n, err := d.stamp(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if _, err := fmt.Fprintf(stdin, "finish %d\n", n); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	return nil, errors.New("no result")
+}
+
+// stamp makes the stamped writes of one measurement: --write-rate for --write-duration.
+// It returns how many succeeded; it fails if fewer than 99% did.
+func (d *driver) stamp(ctx context.Context) (int, error) {
+	want := int(d.opts.writeRate * d.opts.writeDuration.Seconds())
+	n, err := d.stamper.run(ctx, d.opts.writeRate, d.opts.writeDuration, d.stampOffset)
+	d.stampOffset += want
+	if err != nil {
+		log.Printf("%d of %d writes failed; first error: %v", want-n, want, err)
+		if n < want*99/100 {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// listCounters reads the list figures of every apiserver for the cached resources.
+func (d *driver) listCounters(ctx context.Context) (listCounters, error) {
+	var out listCounters
+	for _, c := range d.env.Clusters {
+		m, err := c.Metrics(ctx)
+		if err != nil {
+			return out, err
+		}
+		for _, gvr := range benchGVRs {
+			match := map[string]string{"group": gvr.Group, "resource": gvr.Resource}
+			out.Requests += m.Requests("LIST", gvr.Resource)
+			out.Objects += m.ListedObjects(gvr.Group, gvr.Resource)
+			out.InitEvents += m.Sum("apiserver_init_events_total", match)
+			out.CacheList += m.Sum("apiserver_cache_list_returned_objects_total", match)
+			out.StorageList += m.Sum("apiserver_storage_list_returned_objects_total", match)
+		}
+	}
+	return out, nil
+}
+
+func inspect(path string) (persist.Info, error) {
+	store, err := persist.Open(path, persist.Options{ReadOnly: true})
+	if err != nil {
+		return persist.Info{}, err
+	}
+	defer store.Close()
+	return store.Inspect()
+}
+
+// objectSizes are the mean JSON sizes of the loaded objects of one resource.
+type objectSizes struct {
+	Objects int `json:"objects"`
+	// Served is the mean size of an object as the apiserver serves it; Cached the mean
+	// size without metadata.managedFields, as fleetwatch caches it by default.
+	Served float64 `json:"served"`
+	Cached float64 `json:"cached"`
+}
+
+// jsonSizes measures the JSON size of the loaded objects of one cluster.
+func jsonSizes(ctx context.Context, c *testenv.Cluster) (map[string]objectSizes, error) {
+	dyn := c.Dynamic()
+	out := map[string]objectSizes{}
+	for _, gvr := range benchGVRs {
+		var served, cached, n int
+		opts := metav1.ListOptions{Limit: 1000}
+		for {
+			list, err := dyn.Resource(gvr).List(ctx, opts)
+			if err != nil {
+				return nil, err
+			}
+			for _, item := range list.Items {
+				if !strings.HasPrefix(item.GetNamespace(), "bench-") {
+					continue
+				}
+				b, err := json.Marshal(item.Object)
+				if err != nil {
+					return nil, err
+				}
+				unstructured.RemoveNestedField(item.Object, "metadata", "managedFields")
+				s, err := json.Marshal(item.Object)
+				if err != nil {
+					return nil, err
+				}
+				served, cached, n = served+len(b), cached+len(s), n+1
+			}
+			if list.GetContinue() == "" {
+				break
+			}
+			opts.Continue = list.GetContinue()
+		}
+		if n > 0 {
+			out[gvr.Resource] = objectSizes{Objects: n, Served: float64(served) / float64(n), Cached: float64(cached) / float64(n)}
+		}
+	}
+	return out, nil
+}
+
+// versions names the versions of everything measured.
+func versions(ctx context.Context, env *testenv.Env) map[string]string {
+	out := map[string]string{"go": runtime.Version()}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, dep := range bi.Deps {
+			if dep.Path == "k8s.io/client-go" {
+				out["client-go"] = dep.Version
+			}
+		}
+	}
+	if dc, err := discovery.NewDiscoveryClientForConfig(env.Clusters[0].RESTConfig()); err == nil {
+		if v, err := dc.ServerVersion(); err == nil {
+			out["kube-apiserver"] = v.GitVersion
+		}
+	}
+	if _, etcd, err := testenv.Binaries(); err == nil {
+		out["etcd"] = strings.TrimPrefix(filepath.Base(filepath.Dir(etcd)), "etcd-")
+	}
+	if rev, err := exec.CommandContext(ctx, "git", "describe", "--always", "--dirty").Output(); err == nil {
+		out["fleetwatch"] = strings.TrimSpace(string(rev))
+	}
+	return out
+}

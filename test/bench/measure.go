@@ -1,0 +1,88 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// cpuTime is the user plus system CPU time of this process so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// procStatus returns the fields of /proc/self/status that are sizes in kB, in bytes:
+// VmRSS, VmHWM (the peak RSS), ...
+func procStatus() map[string]uint64 {
+	out := map[string]uint64{}
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return out
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if !ok || !strings.HasSuffix(v, " kB") {
+			continue
+		}
+		n, err := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(v, " kB")), 10, 64)
+		if err == nil {
+			out[k] = n << 10
+		}
+	}
+	return out
+}
+
+// settledMemory collects garbage until the heap stops shrinking, returns freed memory to
+// the OS, and returns the live heap and the RSS.
+func settledMemory() (heap, rss uint64) {
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	debug.FreeOSMemory()
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc, procStatus()["VmRSS"]
+}
+
+// machine describes the machine for the report.
+func machine() string {
+	model := "unknown CPU"
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.SplitSeq(string(data), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	mem := "unknown memory"
+	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for line := range strings.SplitSeq(string(data), "\n") {
+			if rest, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+				kb, _ := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+				mem = fmt.Sprintf("%.1f GiB RAM", float64(kb)/(1<<20))
+			}
+		}
+	}
+	return fmt.Sprintf("%d CPUs (nproc), %s, %s, %s/%s", runtime.NumCPU(), mem, model, runtime.GOOS, runtime.GOARCH)
+}
+
+// loadAverage is the 1-minute load average, for the report.
+func loadAverage() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	return strings.Fields(string(data))[0]
+}
