@@ -8,6 +8,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -206,7 +207,7 @@ func (g *bookmarkGuard) run(timeout time.Duration, onTimeout func()) {
 }
 
 func isInitialEventsEnd(obj runtime.Object) bool {
-	m, err := metaAccessor(obj)
+	m, err := meta.Accessor(obj)
 	if err != nil {
 		return false
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -393,7 +394,7 @@ func (s *Set) Status() []ResourceStatus {
 	defer s.mu.Unlock()
 	out := make([]ResourceStatus, len(s.status))
 	for i, st := range s.status {
-		st.ResourceVersions = cloneMap(st.ResourceVersions)
+		st.ResourceVersions = maps.Clone(st.ResourceVersions)
 		out[i] = st
 	}
 	return out
@@ -730,17 +731,4 @@ func (n namespaceKeys) ListKeys() []string {
 
 func (n namespaceKeys) GetByKey(key string) (interface{}, bool, error) {
 	return n.store.GetByKey(key)
-}
-
-func metaAccessor(obj runtime.Object) (metav1.Object, error) { return meta.Accessor(obj) }
-
-func cloneMap(m map[string]string) map[string]string {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
