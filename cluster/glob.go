@@ -150,3 +150,31 @@ func classChar(rs []rune, i int) (rune, int, error) {
 func globError(pattern, reason string) error {
 	return fmt.Errorf("%w %q: %s", ErrInvalidGlob, pattern, reason)
 }
+
+// Globs is a compiled list of globs, with the syntax of ValidateGlob. The zero value
+// matches nothing.
+type Globs struct {
+	gs []glob
+}
+
+// CompileGlobs compiles patterns. The error wraps ErrInvalidGlob and quotes the first
+// invalid pattern.
+func CompileGlobs(patterns ...string) (Globs, error) {
+	gs, err := compileGlobs(patterns)
+	if err != nil {
+		return Globs{}, err
+	}
+	return Globs{gs: gs}, nil
+}
+
+// Match reports whether name matches one of the globs.
+func (g Globs) Match(name string) bool { return matchAny(g.gs, name) }
+
+// String returns the patterns, comma-separated.
+func (g Globs) String() string {
+	ps := make([]string, len(g.gs))
+	for i, x := range g.gs {
+		ps[i] = x.pattern
+	}
+	return strings.Join(ps, ",")
+}

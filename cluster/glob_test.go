@@ -96,3 +96,24 @@ func TestValidateGlob(t *testing.T) {
 		})
 	}
 }
+
+func TestCompileGlobs(t *testing.T) {
+	g, err := CompileGlobs("prod-*", "staging")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]bool{"prod-eu": true, "staging": true, "staging-2": false, "dev": false} {
+		if got := g.Match(name); got != want {
+			t.Errorf("Match(%q) = %v, want %v", name, got, want)
+		}
+	}
+	if g.String() != "prod-*,staging" {
+		t.Errorf("String() = %q", g.String())
+	}
+	if _, err := CompileGlobs("ok", "[z-a]"); !errors.Is(err, ErrInvalidGlob) || !strings.Contains(err.Error(), `"[z-a]"`) {
+		t.Errorf("invalid glob: %v", err)
+	}
+	if (Globs{}).Match("x") {
+		t.Error("the zero Globs matched")
+	}
+}

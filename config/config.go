@@ -117,7 +117,8 @@ type Snapshot struct {
 // Server configures the HTTP server.
 type Server struct {
 	// Address is the host:port the server listens on. Default DefaultServerAddress. Any
-	// address that is not loopback requires TLS and Auth.TokenFile.
+	// address that is not loopback requires TLS and authentication (Auth.TokenFile or
+	// Auth.Delegated).
 	Address string `yaml:"address" mapstructure:"address"`
 	// TLS enables HTTPS when both files are set.
 	TLS TLS `yaml:"tls" mapstructure:"tls"`
@@ -136,10 +137,25 @@ type TLS struct {
 // Auth configures authentication. The token file is read by the server, never by this
 // package, so a Config holds no credentials.
 type Auth struct {
-	// TokenFile is a file of bearer tokens, one a line. When set, every request except
-	// the probes (/healthz, /livez, /readyz) must carry one of them. Default: none,
-	// which is only allowed on a loopback address.
+	// TokenFile is a file of bearer tokens, one a line, each optionally followed by
+	// user=NAME and clusters=GLOB,... (the clusters the token may read). When set, every
+	// request except the probes (/healthz, /livez, /readyz) must carry one of them, or
+	// a token that Delegated accepts. Default: none.
 	TokenFile string `yaml:"tokenFile" mapstructure:"tokenFile" config:"path"`
+	// Delegated has the home cluster authenticate tokens (TokenReview) and authorize
+	// access per cluster (SubjectAccessReview). Without TokenFile or Delegated,
+	// requests are not authenticated, which is only allowed on a loopback address.
+	Delegated Delegated `yaml:"delegated" mapstructure:"delegated"`
+}
+
+// Delegated configures authentication and authorization delegated to the home cluster,
+// as aggregated API servers and kube-rbac-proxy do it.
+type Delegated struct {
+	// Enabled turns delegation on. Default false.
+	Enabled bool `yaml:"enabled" mapstructure:"enabled"`
+	// Kubeconfig is a kubeconfig file whose current context is the home cluster. Empty
+	// means the in-cluster config of the pod fleetwatch runs in.
+	Kubeconfig string `yaml:"kubeconfig" mapstructure:"kubeconfig" config:"path"`
 }
 
 // Log configures logging. fleetwatch logs through klog, like client-go.

@@ -59,7 +59,7 @@ func ExampleLoad_errors() {
 	// testdata/invalid.yaml:10: sync.timeout: expected a duration such as "90s" or "2m", got the integer 120
 	// testdata/invalid.yaml:12: server.tls.certFile: required because server.address "0.0.0.0:8080" is not a loopback address
 	// testdata/invalid.yaml:12: server.tls.keyFile: required because server.address "0.0.0.0:8080" is not a loopback address
-	// testdata/invalid.yaml:12: server.auth.tokenFile: required because server.address "0.0.0.0:8080" is not a loopback address
+	// testdata/invalid.yaml:12: server.auth.tokenFile: required (or server.auth.delegated.enabled) because server.address "0.0.0.0:8080" is not a loopback address
 	// env FLEETWATCH_SYNC_MAXCONCURRENT: sync.maxConcurrent: must be at least 1, got 0
 }
 
@@ -95,6 +95,9 @@ func ExampleConfig_String() {
 	//     keyFile: ""
 	//   auth:
 	//     tokenFile: ""
+	//     delegated:
+	//       enabled: false
+	//       kubeconfig: ""
 	// log:
 	//   verbosity: 0
 	//   format: text

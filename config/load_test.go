@@ -92,7 +92,7 @@ func full() config.Config {
 		Server: config.Server{
 			Address: "0.0.0.0:8443",
 			TLS:     config.TLS{CertFile: "/etc/fleetwatch/tls/tls.crt", KeyFile: "/etc/fleetwatch/tls/tls.key"},
-			Auth:    config.Auth{TokenFile: "/etc/fleetwatch/tokens"},
+			Auth:    config.Auth{TokenFile: "/etc/fleetwatch/tokens", Delegated: config.Delegated{Enabled: true, Kubeconfig: "/etc/fleetwatch/home/kubeconfig"}},
 		},
 		Log: config.Log{Verbosity: 2, Format: config.LogFormatJSON},
 	}
@@ -617,7 +617,7 @@ func TestFileProblems(t *testing.T) {
 		{"wrong type not validated again", "resources:\n  - name: 5\nserver:\n  address: 0.0.0.0:1\n  tls: {certFile: 5}\n", []string{
 			"config.yaml:2: resources[0].name: expected a string, got the integer 5",
 			"config.yaml:4: server.tls.keyFile: required because server.address \"0.0.0.0:1\" is not a loopback address",
-			"config.yaml:4: server.auth.tokenFile: required because server.address \"0.0.0.0:1\" is not a loopback address",
+			"config.yaml:4: server.auth.tokenFile: required (or server.auth.delegated.enabled) because server.address \"0.0.0.0:1\" is not a loopback address",
 			"config.yaml:5: server.tls.certFile: expected a string, got the integer 5",
 		}},
 	} {
@@ -655,7 +655,7 @@ resources:
 			file: "server:\n  tls: {certFile: /c, keyFile: /k}\n",
 			args: []string{"--server-address=:8443"},
 		}, []string{
-			`flag --server-address: server.auth.tokenFile: required because server.address ":8443" is not a loopback address`,
+			`flag --server-address: server.auth.tokenFile: required (or server.auth.delegated.enabled) because server.address ":8443" is not a loopback address`,
 		}},
 		{"env values that do not parse", input{env: map[string]string{
 			"FLEETWATCH_SYNC_MAXCONCURRENT":   "eight",
@@ -723,7 +723,7 @@ log: {verbosity: -1, format: xml}
 		`config.yaml:16: sync.timeout: expected a duration such as "90s" or "2m", got the integer 30`,
 		`config.yaml:17: sync.maxConcurrent: expected an integer, got the string "8"`,
 		`config.yaml:19: server.tls.keyFile: required because server.address "0.0.0.0:8080" is not a loopback address`,
-		`config.yaml:19: server.auth.tokenFile: required because server.address "0.0.0.0:8080" is not a loopback address`,
+		`config.yaml:19: server.auth.tokenFile: required (or server.auth.delegated.enabled) because server.address "0.0.0.0:8080" is not a loopback address`,
 		`config.yaml:22: address: unknown key (did you mean server.address?)`,
 		`config.yaml:23: log.verbosity: must not be negative, got -1`,
 		`config.yaml:23: log.format: "xml" is neither "text" nor "json"`,
@@ -853,7 +853,7 @@ func TestValidate(t *testing.T) {
 		{"every interface needs TLS and tokens", func(c *config.Config) { c.Server.Address = ":8080" }, []string{
 			`server.tls.certFile: required because server.address ":8080" is not a loopback address`,
 			`server.tls.keyFile: required because server.address ":8080" is not a loopback address`,
-			`server.auth.tokenFile: required because server.address ":8080" is not a loopback address`,
+			`server.auth.tokenFile: required (or server.auth.delegated.enabled) because server.address ":8080" is not a loopback address`,
 		}},
 		{"a host name needs TLS and tokens", func(c *config.Config) {
 			c.Server.Address = "fleetwatch.example.com:8443"
@@ -866,7 +866,15 @@ func TestValidate(t *testing.T) {
 			c.Server.Address = "10.0.0.1:8443"
 			c.Server.TLS = config.TLS{CertFile: "/c", KeyFile: "/k"}
 		}, []string{
-			`server.auth.tokenFile: required because server.address "10.0.0.1:8443" is not a loopback address`,
+			`server.auth.tokenFile: required (or server.auth.delegated.enabled) because server.address "10.0.0.1:8443" is not a loopback address`,
+		}},
+		{"TLS and delegated auth", func(c *config.Config) {
+			c.Server.Address = "10.0.0.1:8443"
+			c.Server.TLS = config.TLS{CertFile: "/c", KeyFile: "/k"}
+			c.Server.Auth.Delegated.Enabled = true
+		}, nil},
+		{"home kubeconfig without delegation", func(c *config.Config) { c.Server.Auth.Delegated.Kubeconfig = "/home" }, []string{
+			"server.auth.delegated.kubeconfig: is set, but server.auth.delegated.enabled is false",
 		}},
 		{"certificate without key", func(c *config.Config) { c.Server.TLS.CertFile = "/c" }, []string{
 			"server.tls.keyFile: required because server.tls.certFile is set",

@@ -157,7 +157,12 @@ func (v *validator) server(s Server) {
 		certFile  = "server.tls.certFile"
 		keyFile   = "server.tls.keyFile"
 		tokenFile = "server.auth.tokenFile"
+		delegated = "server.auth.delegated.enabled"
+		homeKube  = "server.auth.delegated.kubeconfig"
 	)
+	if s.Auth.Delegated.Kubeconfig != "" && !s.Auth.Delegated.Enabled {
+		v.add(homeKube, "is set, but %s is false", delegated)
+	}
 	loopback, err := isLoopback(s.Address)
 	if err != nil {
 		v.add(address, "%q: %w", s.Address, err)
@@ -166,11 +171,14 @@ func (v *validator) server(s Server) {
 	if !loopback {
 		// DESIGN.md: listening on any other address requires TLS and authentication.
 		for _, missing := range []struct{ key, value string }{
-			{certFile, s.TLS.CertFile}, {keyFile, s.TLS.KeyFile}, {tokenFile, s.Auth.TokenFile},
+			{certFile, s.TLS.CertFile}, {keyFile, s.TLS.KeyFile},
 		} {
 			if missing.value == "" {
 				v.addAt(address, missing.key, "required because %s %q is not a loopback address", address, s.Address)
 			}
+		}
+		if s.Auth.TokenFile == "" && !s.Auth.Delegated.Enabled {
+			v.addAt(address, tokenFile, "required (or %s) because %s %q is not a loopback address", delegated, address, s.Address)
 		}
 		return
 	}

@@ -19,34 +19,46 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/klog/v2"
+
+	"github.com/fleetwatch/fleetwatch/cluster"
 )
 
 // principal is the client a request comes from, as authentication established it.
 type principal struct {
-	// name identifies the client in logs without revealing its credential: the line
-	// of its token in the token file, as "token-3".
+	// name identifies the client in logs and Statuses without revealing its credential:
+	// the user of its token-file line, "token-3" for a line without one, or the user
+	// name that the home cluster's TokenReview returned.
 	name string
-	// allowCluster, if not nil, restricts the clusters the client may read. This is
-	// where per-token cluster allow-lists plug in: every cluster a request reads is
-	// checked through its scope, which carries this function.
+	// allowCluster, if not nil, restricts the clusters the client may read: every
+	// cluster a request reads is checked through its scope, which carries this
+	// function.
 	allowCluster func(cluster string) bool
+	// allowMetrics reports whether the client may read /metrics, which names every
+	// cluster of the fleet.
+	allowMetrics func() bool
 }
 
 type principalKey struct{}
 
+func principalFrom(r *http.Request) *principal {
+	p, _ := r.Context().Value(principalKey{}).(*principal)
+	return p
+}
+
 // allow returns the filter of the clusters the request's client may read; nil admits
 // every cluster.
 func (s *Server) allow(r *http.Request) func(string) bool {
-	if p, ok := r.Context().Value(principalKey{}).(*principal); ok {
+	if p := principalFrom(r); p != nil {
 		return p.allowCluster
 	}
 	return nil
 }
 
-// authenticate checks the bearer token of every request except the probes, when a token
-// file is configured.
+// authenticate establishes the principal of every request except the probes, when
+// authentication is configured: a bearer token of the token file, else one that the
+// home cluster accepts.
 func (s *Server) authenticate(next http.Handler) http.Handler {
-	if s.tokens == nil {
+	if s.tokens == nil && s.delegated == nil {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -54,8 +66,15 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		p, ok := s.tokens.authenticate(r.Header.Get("Authorization"))
-		if !ok {
+		tok, ok := bearerToken(r.Header.Get("Authorization"))
+		var p *principal
+		if ok && s.tokens != nil {
+			p = s.tokens.authenticate(tok)
+		}
+		if p == nil && ok && s.delegated != nil {
+			p = s.delegated.authenticate(r.Context(), tok)
+		}
+		if p == nil {
 			writeStatus(w, r, apierrors.NewUnauthorized("Unauthorized"))
 			return
 		}
@@ -63,102 +82,214 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 	})
 }
 
+// authorizeCluster returns a 403 Status if the request's client may not read the named
+// cluster. The scope of every cluster ("*") and no cluster ("") are always allowed:
+// their reads are filtered instead.
+func (s *Server) authorizeCluster(r *http.Request, name string) error {
+	p := principalFrom(r)
+	if p == nil || p.allowCluster == nil || name == "" || name == allClusters || p.allowCluster(name) {
+		return nil
+	}
+	return forbiddenCluster(p, name)
+}
+
+// bearerToken returns the token of an "Authorization: Bearer" header.
+func bearerToken(header string) (string, bool) {
+	scheme, tok, ok := strings.Cut(header, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	tok = strings.TrimSpace(tok)
+	return tok, tok != ""
+}
+
+// forbiddenCluster returns the 403 Status of a client that may not read a cluster. It
+// is the same whether or not the cluster exists, so that it tells nothing about the
+// clusters the client may not see.
+func forbiddenCluster(p *principal, name string) error {
+	return apierrors.NewForbidden(clustersGR, name, fmt.Errorf("%s may not read cluster %q", p.name, name))
+}
+
 // tokenFile holds the accepted bearer tokens, read from a file and read again when the
 // file changes. Only the tokens' SHA-256 hashes are kept.
+//
+// Each line holds a token, optionally followed by space-separated fields:
+//
+//	TOKEN [user=NAME] [clusters=GLOB[,GLOB...]]
+//
+// user names the client in logs and Statuses (default "token-LINE"); clusters limits
+// the clusters it may read to those matching one of the globs (cluster.ValidateGlob
+// syntax; default every cluster). Blank lines and lines starting with # are ignored.
 type tokenFile struct {
 	path string
 
 	// mu guards the fields below.
-	mu sync.Mutex
-	// hashes are the hashes of the tokens, in file order; lines has the line of each.
-	hashes [][sha256.Size]byte
-	lines  []int
+	mu      sync.Mutex
+	entries []tokenEntry
 	// stat identifies the version of the file that was read; nil if it could not be.
 	stat os.FileInfo
 }
 
-// loadTokenFile reads a token file. It fails if the file cannot be read or holds no
-// token.
+// tokenEntry is one line of a token file.
+type tokenEntry struct {
+	hash [sha256.Size]byte
+	line int
+	user string
+	// clusters is nil for a token that may read every cluster.
+	clusters *cluster.Globs
+}
+
+// loadTokenFile reads a token file. It fails if the file cannot be read, holds a line
+// that does not parse, or holds no token.
 func loadTokenFile(path string) (*tokenFile, error) {
 	t := &tokenFile{path: path}
 	if err := t.reloadLocked(); err != nil {
 		return nil, err
 	}
-	if len(t.hashes) == 0 {
+	if len(t.entries) == 0 {
 		return nil, fmt.Errorf("%s holds no token", path)
 	}
 	return t, nil
 }
 
 // reloadLocked reads the file if it changed since it was last read. If it cannot be
-// read, no token is accepted: a token file removed to revoke every token must not leave
-// the old ones valid.
+// read or parsed, no token is accepted: a token file removed, or edited, to revoke a
+// token must not leave the old tokens valid.
 func (t *tokenFile) reloadLocked() error {
 	fi, err := os.Stat(t.path)
 	if err == nil && sameFile(fi, t.stat) {
 		return nil
 	}
-	var data []byte
+	var entries []tokenEntry
 	if err == nil {
-		data, err = os.ReadFile(t.path)
+		entries, err = readTokenFile(t.path)
 	}
 	if err != nil {
-		if t.stat != nil || t.hashes != nil {
+		if t.stat != nil || t.entries != nil {
 			klog.ErrorS(err, "Cannot read the token file; no token is accepted until it can be read", "path", t.path)
 		}
-		t.hashes, t.lines, t.stat = nil, nil, nil
+		t.entries, t.stat = nil, nil
 		return err
 	}
-	var hashes [][sha256.Size]byte
-	var lines []int
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for n := 1; sc.Scan(); n++ {
-		tok := strings.TrimSpace(sc.Text())
-		if tok == "" || strings.HasPrefix(tok, "#") {
-			continue
-		}
-		hashes = append(hashes, sha256.Sum256([]byte(tok)))
-		lines = append(lines, n)
+	if t.stat != nil || t.entries != nil {
+		klog.InfoS("Token file changed; tokens reloaded", "path", t.path, "tokens", len(entries))
 	}
-	if err := sc.Err(); err != nil {
-		klog.ErrorS(err, "Cannot read the token file; no token is accepted until it can be read", "path", t.path)
-		t.hashes, t.lines, t.stat = nil, nil, nil
-		return fmt.Errorf("read %s: %w", t.path, err)
-	}
-	if t.stat != nil || t.hashes != nil {
-		klog.InfoS("Token file changed; tokens reloaded", "path", t.path, "tokens", len(hashes))
-	}
-	t.hashes, t.lines, t.stat = hashes, lines, fi
+	t.entries, t.stat = entries, fi
 	return nil
 }
 
-// authenticate checks an Authorization header. Every token is compared, in constant
-// time, so the time taken tells nothing about which token nearly matched.
-func (t *tokenFile) authenticate(header string) (*principal, bool) {
-	scheme, tok, ok := strings.Cut(header, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return nil, false
+// readTokenFile reads and parses a token file. Its errors name the path and line, and
+// never show a token.
+func readTokenFile(path string) ([]tokenEntry, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
 	}
-	tok = strings.TrimSpace(tok)
-	if tok == "" {
-		return nil, false
+	entries, err := parseTokenFile(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s:%w", path, err)
 	}
+	return entries, nil
+}
+
+// parseTokenFile parses the lines of a token file. An error starts with the line
+// number ("3: ...").
+func parseTokenFile(data []byte) ([]tokenEntry, error) {
+	var entries []tokenEntry
+	seen := make(map[[sha256.Size]byte]int)
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	var errs []error
+	n := 0
+	for sc.Scan() {
+		n++
+		fields := strings.Fields(sc.Text())
+		if len(fields) == 0 || strings.HasPrefix(fields[0], "#") {
+			continue
+		}
+		e, err := parseTokenLine(n, fields)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%d: %w", n, err))
+			continue
+		}
+		if first, dup := seen[e.hash]; dup {
+			errs = append(errs, fmt.Errorf("%d: the token of line %d again", n, first))
+			continue
+		}
+		seen[e.hash] = n
+		entries = append(entries, e)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%d: %w", n+1, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return entries, nil
+}
+
+// parseTokenLine parses the fields of one line: the token, then key=value pairs. Its
+// errors quote keys and values, never the token.
+func parseTokenLine(n int, fields []string) (tokenEntry, error) {
+	e := tokenEntry{hash: sha256.Sum256([]byte(fields[0])), line: n, user: fmt.Sprintf("token-%d", n)}
+	set := make(map[string]bool)
+	for _, f := range fields[1:] {
+		key, value, ok := strings.Cut(f, "=")
+		if !ok {
+			return e, fmt.Errorf("%q after the token is not key=value (keys: user, clusters)", f)
+		}
+		if set[key] {
+			return e, fmt.Errorf("%s is set twice", key)
+		}
+		set[key] = true
+		switch key {
+		case "user":
+			if value == "" {
+				return e, errors.New("user is empty")
+			}
+			e.user = value
+		case "clusters":
+			if value == "" {
+				return e, errors.New("clusters is empty; leave it out to allow every cluster")
+			}
+			g, err := cluster.CompileGlobs(strings.Split(value, ",")...)
+			if err != nil {
+				return e, fmt.Errorf("clusters: %w", err)
+			}
+			e.clusters = &g
+		default:
+			return e, fmt.Errorf("unknown key %q (keys: user, clusters)", key)
+		}
+	}
+	return e, nil
+}
+
+// authenticate checks a bearer token. Every token is compared, in constant time, so the
+// time taken tells nothing about which token nearly matched. It returns nil for a token
+// the file does not hold.
+func (t *tokenFile) authenticate(tok string) *principal {
 	sum := sha256.Sum256([]byte(tok))
 	t.mu.Lock()
 	_ = t.reloadLocked()
-	hashes, lines := t.hashes, t.lines
+	entries := t.entries
 	t.mu.Unlock()
 	match := -1
-	for i := range hashes {
-		if subtle.ConstantTimeCompare(sum[:], hashes[i][:]) == 1 {
+	for i := range entries {
+		if subtle.ConstantTimeCompare(sum[:], entries[i].hash[:]) == 1 {
 			match = i
 		}
 	}
 	if match < 0 {
-		return nil, false
+		return nil
 	}
-	return &principal{name: fmt.Sprintf("token-%d", lines[match])}, true
+	e := entries[match]
+	p := &principal{name: e.user}
+	if e.clusters != nil {
+		// A token limited to some clusters does not see /metrics, which names them all.
+		p.allowCluster = e.clusters.Match
+		p.allowMetrics = func() bool { return false }
+	}
+	return p
 }
 
 // certificates holds the server's TLS certificate, read from files and read again when

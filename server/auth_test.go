@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"testing"
@@ -79,14 +80,138 @@ func TestAuthentication(t *testing.T) {
 }
 
 func TestTokenFilePrincipal(t *testing.T) {
-	tf, err := loadTokenFile(writeFile(t, t.TempDir(), "tokens", "a\n# b\nc\n"))
+	tf, err := loadTokenFile(writeFile(t, t.TempDir(), "tokens", "a\n# b\nc\nd user=ci clusters=prod,stag*\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, ok := tf.authenticate("Bearer c")
-	if !ok || p.name != "token-3" || p.allowCluster != nil {
-		t.Errorf("principal %+v, %v", p, ok)
+	p := tf.authenticate("c")
+	if p == nil || p.name != "token-3" || p.allowCluster != nil || p.allowMetrics != nil {
+		t.Errorf("principal of c: %+v", p)
 	}
+	p = tf.authenticate("d")
+	if p == nil || p.name != "ci" || p.allowCluster == nil || p.allowMetrics == nil || p.allowMetrics() {
+		t.Fatalf("principal of d: %+v", p)
+	}
+	for cl, want := range map[string]bool{prod: true, staging: true, edge: false, "prod-2": false} {
+		if got := p.allowCluster(cl); got != want {
+			t.Errorf("d may read %q: %v, want %v", cl, got, want)
+		}
+	}
+	if p := tf.authenticate("b"); p != nil {
+		t.Errorf("a comment authenticated: %+v", p)
+	}
+}
+
+func TestTokenFileErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, file, want string
+	}{
+		{"unknown key", "s3cret-1 role=admin\n", `1: unknown key "role"`},
+		{"not key=value", "s3cret-1 admin\n", `1: "admin" after the token is not key=value`},
+		{"empty user", "\ns3cret-1 user=\n", "2: user is empty"},
+		{"empty clusters", "s3cret-1 clusters=\n", "1: clusters is empty"},
+		{"invalid glob", "s3cret-1 clusters=prod,[z-a]\n", `1: clusters: invalid glob "[z-a]"`},
+		{"key twice", "s3cret-1 user=a user=b\n", "1: user is set twice"},
+		{"token twice", "s3cret-1\n# x\ns3cret-1 user=b\n", "3: the token of line 1 again"},
+		{"every problem", "s3cret-1 x=1\ns3cret-2 y=2\n", `2: unknown key "y"`},
+		{"only comments", "# none\n\n", "holds no token"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := writeFile(t, t.TempDir(), "tokens", tc.file)
+			_, err := loadTokenFile(path)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), path) {
+				t.Fatalf("error %v, want one naming %s and saying %q", err, path, tc.want)
+			}
+			if strings.Contains(err.Error(), "s3cret") {
+				t.Errorf("the error shows a token: %v", err)
+			}
+		})
+	}
+}
+
+func FuzzParseTokenFile(f *testing.F) {
+	f.Add([]byte("a\n# b\nc user=x clusters=prod-*,[a-c]\n"))
+	f.Add([]byte("s3cret clusters=\\\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		entries, err := parseTokenFile(data)
+		if err != nil {
+			return
+		}
+		for _, e := range entries {
+			if e.line < 1 || e.user == "" {
+				t.Fatalf("entry %+v", e)
+			}
+		}
+	})
+}
+
+// TestClusterAllowList serves a token limited to some clusters: the other clusters are
+// forbidden by name and absent from every read of all clusters.
+func TestClusterAllowList(t *testing.T) {
+	tokens := writeFile(t, t.TempDir(), "tokens", "admin-token user=admin\nci-token user=ci clusters=prod,stag*\nedge-token clusters=arn:*\n")
+	f := newFixture(t, func(o *Options) { o.TokenFile = tokens })
+	ci := []string{"Authorization", "Bearer ci-token"}
+	admin := []string{"Authorization", "Bearer admin-token"}
+
+	var l itemList
+	f.getOK(clusterPath(allClusters)+"/api/v1/pods", &l, ci...)
+	if got, want := strings.Join(l.refs(), " "), "prod|default/web-1 prod|default/web-2 prod|kube-system/dns-1 staging|default/api-1 staging|default/web-1"; got != want {
+		t.Errorf("pods of * for ci: %s, want %s", got, want)
+	}
+	f.getOK(clusterPath(allClusters)+"/api/v1/pods", &l, admin...)
+	if len(l.Items) != 6 {
+		t.Errorf("pods of * for admin: %v", l.refs())
+	}
+	f.getOK(clusterPath(allClusters)+"/api/v1/pods", &l, "Authorization", "Bearer edge-token")
+	if got := strings.Join(l.refs(), " "); got != edge+"|default/web-3" {
+		t.Errorf("pods of * for edge-token: %s", got)
+	}
+
+	var cl struct{ Items []Cluster }
+	f.getOK("/apis/fleetwatch.io/v1alpha1/clusters", &cl, ci...)
+	var names []string
+	for _, c := range cl.Items {
+		names = append(names, c.Name)
+	}
+	if got := strings.Join(names, " "); got != "prod staging" {
+		t.Errorf("clusters for ci: %s", got)
+	}
+
+	for _, path := range []string{
+		clusterPath(edge) + "/api/v1/pods",
+		clusterPath(edge) + "/api/v1/namespaces/default/pods/web-3",
+		clusterPath(edge) + "/api",
+		clusterPath(edge) + "/apis",
+		clusterPath("no-such-cluster") + "/api/v1/pods",
+		"/apis/fleetwatch.io/v1alpha1/clusters/" + url.PathEscape(edge),
+		"/apis/fleetwatch.io/v1alpha1/clusters/no-such-cluster",
+		"/metrics",
+	} {
+		r := f.get(path, ci...)
+		st := r.status(t, http.StatusForbidden)
+		if st.Reason != metav1.StatusReasonForbidden || !strings.Contains(st.Message, "ci may not") {
+			t.Errorf("%s: %+v", path, st)
+		}
+	}
+	for _, path := range []string{clusterPath(prod) + "/api/v1/pods", "/apis/fleetwatch.io/v1alpha1/clusters/" + staging, clusterPath(allClusters) + "/apis"} {
+		if r := f.get(path, ci...); r.code != http.StatusOK {
+			t.Errorf("%s for ci: %d %s", path, r.code, r.body)
+		}
+	}
+	if r := f.get("/metrics", admin...); r.code != http.StatusOK {
+		t.Errorf("/metrics for admin: %d", r.code)
+	}
+
+	t.Run("watch", func(t *testing.T) {
+		f.getOK(clusterPath(allClusters)+"/api/v1/pods", &l, ci...)
+		w := f.watch(clusterPath(allClusters)+"/api/v1/pods?watch=true&resourceVersion="+url.QueryEscape(l.Metadata.ResourceVersion), ci...)
+		defer w.stop()
+		f.apply(edge, podsGVR, pod("default", "web-4", "302", web))
+		f.apply(staging, podsGVR, pod("default", "web-5", "204", web))
+		if e := w.nextNot("BOOKMARK"); e.ref() != "ADDED staging|default/web-5" {
+			t.Errorf("first event for ci: %s", e.ref())
+		}
+	})
 }
 
 func TestRecoverPanics(t *testing.T) {

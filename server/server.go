@@ -62,7 +62,7 @@ const (
 type Options struct {
 	// Address is the host:port to listen on. Default DefaultAddress. Any address that is
 	// not loopback (localhost, 127.0.0.0/8, ::1) requires TLSCertFile, TLSKeyFile and
-	// TokenFile.
+	// authentication: TokenFile, Delegated or both.
 	Address string
 
 	// TLSCertFile and TLSKeyFile are PEM files of the server's certificate (followed by
@@ -72,12 +72,19 @@ type Options struct {
 	TLSCertFile string
 	TLSKeyFile  string
 
-	// TokenFile is a file of bearer tokens, one a line; blank lines and lines starting
-	// with # are ignored. When set, every request except the probes (/healthz, /livez,
-	// /readyz) must carry "Authorization: Bearer <token>" with one of them. The file is
-	// read again when it changes; if it cannot be read, no token is accepted until it
-	// can. Tokens are never logged. Default: none, no authentication.
+	// TokenFile is a file of bearer tokens, one a line, each optionally followed by
+	// "user=NAME" (the client's name in logs and Statuses) and "clusters=GLOB,..." (the
+	// only clusters it may read; such a token cannot read /metrics). Blank lines and
+	// lines starting with # are ignored. When set, every request except the probes
+	// (/healthz, /livez, /readyz) must carry "Authorization: Bearer <token>" with one of
+	// them, or one that Delegated accepts. The file is read again when it changes; if
+	// it cannot be read or parsed, no token of it is accepted until it can. Tokens are
+	// never logged. Default: none.
 	TokenFile string
+	// Delegated, if not nil, has the home cluster check the bearer tokens that TokenFile
+	// does not hold, and authorize their users per cluster. See DelegatedAuth. Default:
+	// nil. Without TokenFile and Delegated, requests are not authenticated.
+	Delegated *DelegatedAuth
 
 	// ReadHeaderTimeout bounds reading a request's headers. Default
 	// DefaultReadHeaderTimeout.
@@ -160,6 +167,10 @@ func (o Options) withDefaults() Options {
 		o.Version.Platform = runtime.GOOS + "/" + runtime.GOARCH
 	}
 	o.Collectors = slices.Clone(o.Collectors)
+	if o.Delegated != nil {
+		d := o.Delegated.withDefaults()
+		o.Delegated = &d
+	}
 	return o
 }
 
@@ -184,8 +195,12 @@ func (o Options) validate() error {
 	switch {
 	case err != nil:
 		errs = append(errs, fmt.Errorf("Options.Address %q: %v: %w", o.Address, err, ErrInvalidOptions))
-	case !loopback && (o.TLSCertFile == "" || o.TLSKeyFile == "" || o.TokenFile == ""):
-		errs = append(errs, fmt.Errorf("Options.Address %q is not a loopback address: Options.TLSCertFile, Options.TLSKeyFile and Options.TokenFile are required: %w", o.Address, ErrInsecureAddress))
+	case !loopback && (o.TLSCertFile == "" || o.TLSKeyFile == "" || (o.TokenFile == "" && o.Delegated == nil)):
+		errs = append(errs, fmt.Errorf("Options.Address %q is not a loopback address: Options.TLSCertFile, Options.TLSKeyFile and "+
+			"authentication (Options.TokenFile or Options.Delegated) are required: %w", o.Address, ErrInsecureAddress))
+	}
+	if o.Delegated != nil {
+		errs = append(errs, o.Delegated.validate())
 	}
 	for i, c := range o.Collectors {
 		if c == nil {
@@ -220,11 +235,12 @@ type Server struct {
 	clock clock.PassiveClock
 	cache *watchCache
 	// reg is the watch cache's registration with the fleet.
-	reg     *aggregate.Registration
-	tokens  *tokenFile    // nil without authentication
-	certs   *certificates // nil without TLS
-	metrics *metrics
-	handler http.Handler
+	reg       *aggregate.Registration
+	tokens    *tokenFile     // nil without a token file
+	delegated *delegatedAuth // nil without delegated authentication
+	certs     *certificates  // nil without TLS
+	metrics   *metrics
+	handler   http.Handler
 
 	// stopping is closed when the server shuts down, to end watches.
 	stopping chan struct{}
@@ -260,6 +276,13 @@ func New(src Source, opts Options) (*Server, error) {
 			return nil, fmt.Errorf("Options.TokenFile: %w", err)
 		}
 		s.tokens = t
+	}
+	if opts.Delegated != nil {
+		d, err := newDelegatedAuth(*opts.Delegated)
+		if err != nil {
+			return nil, err
+		}
+		s.delegated = d
 	}
 	if opts.TLSCertFile != "" {
 		c, err := loadCertificates(opts.TLSCertFile, opts.TLSKeyFile)
@@ -335,7 +358,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			done <- srv.Serve(ln)
 		}
 	}()
-	logger.Info("Serving the fleet API", "address", ln.Addr().String(), "tls", s.certs != nil, "authentication", s.tokens != nil)
+	logger.Info("Serving the fleet API", "address", ln.Addr().String(), "tls", s.certs != nil, "tokenFile", s.tokens != nil, "delegatedAuth", s.delegated != nil)
 
 	select {
 	case err := <-done:
@@ -409,6 +432,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, info *requestInfo
 		return nil
 	case "/metrics":
 		info.verb = "metrics"
+		if p := principalFrom(r); p != nil && p.allowMetrics != nil && !p.allowMetrics() {
+			return apierrors.NewForbidden(schema.GroupResource{}, "", fmt.Errorf("%s may not get path %q", p.name, "/metrics"))
+		}
 		s.metrics.serve(w, r)
 		return nil
 	case "/":
@@ -421,6 +447,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, info *requestInfo
 		return notFoundPath(path)
 	}
 	sc := scope{cluster: rt.cluster, allow: s.allow(r)}
+	if err := s.authorizeCluster(r, rt.cluster); err != nil {
+		return err
+	}
 	if rt.cluster != "" && rt.cluster != allClusters && !s.clusterExists(rt.cluster, sc) {
 		return clusterNotFound(rt.cluster)
 	}
@@ -451,6 +480,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, info *requestInfo
 		info.resource, info.verb = clustersGR.String(), "list"
 		if rt.hasName {
 			info.verb = "get"
+			if err := s.authorizeCluster(r, rt.name); err != nil {
+				return err
+			}
 		}
 		if rt.cluster == "" {
 			sc.cluster = allClusters

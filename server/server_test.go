@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/client-go/rest"
 
 	fleetwatch "github.com/fleetwatch/fleetwatch"
 	"github.com/fleetwatch/fleetwatch/aggregate"
@@ -54,6 +55,10 @@ func TestNewOptions(t *testing.T) {
 		{"public without tokens", Options{Address: "10.0.0.1:8080", TLSCertFile: cert, TLSKeyFile: key}, ErrInsecureAddress, "Options.TokenFile"},
 		{"host name", Options{Address: "example.com:8080"}, ErrInsecureAddress, "Options.Address"},
 		{"public, secured", Options{Address: "0.0.0.0:0", TLSCertFile: cert, TLSKeyFile: key, TokenFile: tokens}, nil, ""},
+		{"public, delegated auth", Options{Address: "0.0.0.0:0", TLSCertFile: cert, TLSKeyFile: key, Delegated: &DelegatedAuth{Config: &rest.Config{Host: "https://127.0.0.1:1"}}}, nil, ""},
+		{"delegated auth without a config", Options{Delegated: &DelegatedAuth{}}, ErrInvalidOptions, "Options.Delegated.Config"},
+		{"delegated auth, negative TTL", Options{Delegated: &DelegatedAuth{Config: &rest.Config{}, DenyCacheTTL: -1}}, ErrInvalidOptions, "Options.Delegated.DenyCacheTTL"},
+		{"token file line that does not parse", Options{TokenFile: writeFile(t, dir, "bad", "s3cret role=admin\n")}, nil, "Options.TokenFile"},
 		{"no port", Options{Address: "127.0.0.1"}, ErrInvalidOptions, "Options.Address"},
 		{"bad port", Options{Address: "127.0.0.1:http"}, ErrInvalidOptions, "Options.Address"},
 		{"cert without key", Options{TLSCertFile: cert}, ErrInvalidOptions, "Options.TLSKeyFile"},

@@ -16,6 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	apiversion "k8s.io/apimachinery/pkg/version"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/textlogger"
 
@@ -116,11 +118,16 @@ func newLogger(cfg config.Log) logr.Logger {
 // until the cache has stopped changing.
 func runDaemon(ctx context.Context, cfg *config.Config, mgr *fleetwatch.Manager) error {
 	logger := klog.FromContext(ctx)
+	delegated, err := delegatedAuth(cfg.Server.Auth.Delegated)
+	if err != nil {
+		return err
+	}
 	srv, err := server.New(mgr, server.Options{
 		Address:     cfg.Server.Address,
 		TLSCertFile: cfg.Server.TLS.CertFile,
 		TLSKeyFile:  cfg.Server.TLS.KeyFile,
 		TokenFile:   cfg.Server.Auth.TokenFile,
+		Delegated:   delegated,
 		Version:     apiversion.Info{GitVersion: buildVersion(), GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH},
 		Collectors:  []prometheus.Collector{mgr.SnapshotCollector()},
 		// client-go's workqueue and informer metrics on /metrics.
@@ -157,4 +164,24 @@ func runDaemon(ctx context.Context, cfg *config.Config, mgr *fleetwatch.Manager)
 	err = errors.Join(err, <-srvDone)
 	logger.Info("Stopped", "reason", context.Cause(ctx))
 	return err
+}
+
+// delegatedAuth returns the server's delegated authentication, reaching the home cluster
+// through the configured kubeconfig's current context, or the in-cluster config.
+func delegatedAuth(cfg config.Delegated) (*server.DelegatedAuth, error) {
+	if !cfg.Enabled {
+		return nil, nil
+	}
+	var rc *rest.Config
+	var err error
+	if cfg.Kubeconfig != "" {
+		rc, err = clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("server.auth.delegated.kubeconfig: %w", err)
+		}
+	} else if rc, err = rest.InClusterConfig(); err != nil {
+		return nil, fmt.Errorf("server.auth.delegated.enabled: no server.auth.delegated.kubeconfig, and not in a cluster: %w", err)
+	}
+	rc.UserAgent = "fleetwatch/" + buildVersion() + " (delegated auth)"
+	return &server.DelegatedAuth{Config: rc}, nil
 }
