@@ -5,6 +5,8 @@
 GO        ?= go
 BIN       ?= bin
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+IMAGE     ?= fleetwatch:$(VERSION)
+DOCKER    ?= docker
 # Packages with concurrency run their unit tests with the race detector.
 UNIT_PKGS  = $(shell $(GO) list ./... | grep -v /test/e2e)
 E2E_PKGS   = ./test/e2e/...
@@ -17,12 +19,16 @@ BENCH_DIR ?= $(HOME)/.cache/fleetwatch/bench
 BENCH_FLAGS       ?= --pods 10000 --configmaps 3000 --clusters 3 --runs 3 --scale 1,3,10
 BENCH_QUICK_FLAGS ?= --pods 300 --configmaps 100 --clusters 3 --runs 2 --write-rate 30 --write-duration 5s --scale 1,6
 
-.PHONY: all build tools test test-unit test-e2e lint fmt demo bench bench-quick bench-go fuzz clean
+.PHONY: all build image tools test test-unit test-e2e lint fmt demo bench bench-quick bench-go fuzz clean
 
 all: lint build test
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/fleetwatch ./cmd/fleetwatch
+
+## image: the container image (Dockerfile) as IMAGE; needs a Docker daemon, which nothing else does
+image:
+	$(DOCKER) build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
 
 ## tools: build (once) the kube-apiserver, etcd and kubectl that tests and the demo use
 tools:

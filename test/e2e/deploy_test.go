@@ -1,0 +1,341 @@
+package e2e
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/restmapper"
+
+	"github.com/fleetwatch/fleetwatch/config"
+	"github.com/fleetwatch/fleetwatch/internal/testenv"
+)
+
+// TestDeployManifests renders every kustomization of deploy/ with the kustomize built into
+// the real kubectl, checks that the rendered objects fit together (the configuration that
+// the Deployment mounts loads, and names only mounted paths; the probes and the Service use
+// the named port; the binding binds the ServiceAccount the pod runs as), and applies them
+// to a real apiserver: first with --dry-run=server, which validates every object
+// server-side, including the pod template against the restricted Pod Security Standard
+// of the namespace, then for real, to check with SubjectAccessReviews that the
+// ServiceAccount may read every resource that the configuration caches and write none.
+func TestDeployManifests(t *testing.T) {
+	env := testenv.New(t, testenv.Options{Clusters: 1})
+	cs := env.Clusters[0].Clientset()
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(cs.Discovery()))
+
+	for _, dir := range []string{"base", "overlays/example"} {
+		t.Run(dir, func(t *testing.T) {
+			path := filepath.Join("..", "..", "deploy", filepath.FromSlash(dir))
+			out := kubectl(t, "kustomize", path)
+			if again := kubectl(t, "kustomize", path); again != out {
+				t.Fatalf("kubectl kustomize %s is not stable: two runs differ", dir)
+			}
+			m := parseManifests(t, out)
+
+			for _, s := range m.of("Secret") {
+				// Credentials are created next to the manifests, never kept in them.
+				_, hasData := s.Object["data"]
+				_, hasStringData := s.Object["stringData"]
+				if dir == "base" || hasData || hasStringData {
+					t.Errorf("%s renders Secret %s/%s; the Secrets are only referenced", dir, s.GetNamespace(), s.GetName())
+				}
+			}
+			deploy := m.deployment(t)
+			cfg := m.config(t, deploy)
+			checkDeployment(t, m, deploy, cfg)
+
+			// With --dry-run=server the Namespace is not created, and every namespaced
+			// object in it would fail with "namespaces not found". So the Namespace is
+			// created for real first, from the rendered manifests, and then everything is
+			// applied with --dry-run=server. The namespace warns on the restricted Pod
+			// Security Standard, so a pod template that breaks it shows as a warning.
+			var ns bytes.Buffer
+			for _, o := range m.of("Namespace") {
+				b, err := o.MarshalJSON()
+				if err != nil {
+					t.Fatal(err)
+				}
+				ns.Write(b)
+			}
+			kubectlIn(t, &ns, "--kubeconfig", env.Kubeconfig, "apply", "-f", "-")
+			stderr := kubectlIn(t, nil, "--kubeconfig", env.Kubeconfig, "apply", "--dry-run=server", "-k", path)
+			if strings.Contains(stderr, "Warning") {
+				t.Errorf("kubectl apply --dry-run=server -k %s warned:\n%s", dir, stderr)
+			}
+
+			// Bound for real, the ServiceAccount may read every resource cached (on the
+			// home cluster, when it is one of the watched ones), and write none.
+			kubectlIn(t, nil, "--kubeconfig", env.Kubeconfig, "apply", "-k", path)
+			sa := "system:serviceaccount:" + deploy.Namespace + ":" + deploy.Spec.Template.Spec.ServiceAccountName
+			for _, r := range cfg.Resources {
+				gvr, err := resourceFor(mapper, r.Name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, verb := range []string{"get", "list", "watch", "create", "update", "patch", "delete"} {
+					want := verb == "get" || verb == "list" || verb == "watch"
+					if got := allowed(t, cs, sa, deploy.Namespace, authorizationv1.ResourceAttributes{Verb: verb, Group: gvr.Group, Resource: gvr.Resource}); got != want {
+						t.Errorf("%s may %s %s: %t, want %t", sa, verb, r.Name, got, want)
+					}
+				}
+			}
+			// cluster.ReadIdentity reads the UID of kube-system.
+			if !allowed(t, cs, sa, deploy.Namespace, authorizationv1.ResourceAttributes{Verb: "get", Resource: "namespaces", Name: metav1.NamespaceSystem}) {
+				t.Errorf("%s may not get namespace %s", sa, metav1.NamespaceSystem)
+			}
+		})
+	}
+}
+
+// checkDeployment checks that the Deployment runs the daemon the way docs/deploy.md says,
+// and that the rendered objects and the configuration cfg agree with it.
+func checkDeployment(t *testing.T, m manifests, d *appsv1.Deployment, cfg *config.Config) {
+	t.Helper()
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 || d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+		t.Errorf("Deployment: want 1 replica and the Recreate strategy, as one process locks the snapshot")
+	}
+	pod := d.Spec.Template.Spec
+	c := pod.Containers[0]
+
+	// The probes and the Service use the named port that the daemon listens on.
+	_, port, err := net.SplitHostPort(cfg.Server.Address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == "https" })
+	if i < 0 || strconv.Itoa(int(c.Ports[i].ContainerPort)) != port {
+		t.Errorf("container ports %v: want https on %s, the port of server.address", c.Ports, port)
+	}
+	for name, p := range map[string]*corev1.Probe{"startup": c.StartupProbe, "liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
+		if p == nil || p.HTTPGet == nil || p.HTTPGet.Port.StrVal != "https" || p.HTTPGet.Scheme != corev1.URISchemeHTTPS {
+			t.Errorf("%s probe %+v: want an HTTPS GET on the port named https", name, p)
+		}
+	}
+	if c.LivenessProbe != nil && c.LivenessProbe.HTTPGet != nil && c.LivenessProbe.HTTPGet.Path != "/livez" {
+		t.Errorf("liveness probe path %q, want /livez", c.LivenessProbe.HTTPGet.Path)
+	}
+	if c.ReadinessProbe != nil && c.ReadinessProbe.HTTPGet != nil && c.ReadinessProbe.HTTPGet.Path != "/readyz" {
+		t.Errorf("readiness probe path %q, want /readyz", c.ReadinessProbe.HTTPGet.Path)
+	}
+	for _, o := range m.of("Service") {
+		var svc corev1.Service
+		m.convert(t, o, &svc)
+		for _, p := range svc.Spec.Ports {
+			if p.Name != "https" || p.TargetPort.StrVal != "https" {
+				t.Errorf("Service %s port %+v: want the name https and the target port https", svc.Name, p)
+			}
+		}
+	}
+
+	// Every path of the configuration is on a volume of the right kind.
+	volumes := map[string]corev1.Volume{}
+	for _, v := range pod.Volumes {
+		volumes[v.Name] = v
+	}
+	mountOf := func(key, path string) (corev1.VolumeMount, corev1.Volume) {
+		for _, vm := range c.VolumeMounts {
+			if path == vm.MountPath || strings.HasPrefix(path, vm.MountPath+"/") {
+				return vm, volumes[vm.Name]
+			}
+		}
+		t.Errorf("%s %q is on no volume of the container", key, path)
+		return corev1.VolumeMount{}, corev1.Volume{}
+	}
+	credential := func(key, path string) {
+		if _, v := mountOf(key, path); v.Secret == nil && v.Projected == nil {
+			t.Errorf("%s %q: want it on a Secret or projected volume, got %+v", key, path, v.VolumeSource)
+		}
+	}
+	for i, kc := range cfg.Kubeconfig {
+		credential(fmt.Sprintf("kubeconfig[%d]", i), kc)
+	}
+	credential("server.tls.certFile", cfg.Server.TLS.CertFile)
+	credential("server.tls.keyFile", cfg.Server.TLS.KeyFile)
+	credential("server.auth.tokenFile", cfg.Server.Auth.TokenFile)
+	vm, v := mountOf("snapshot.path", cfg.Snapshot.Path)
+	if v.PersistentVolumeClaim == nil || vm.ReadOnly || m.get("PersistentVolumeClaim", v.PersistentVolumeClaim.ClaimName) == nil {
+		t.Errorf("snapshot.path %q: want it on a writable mount of a PersistentVolumeClaim of the manifests", cfg.Snapshot.Path)
+	}
+
+	// The binding binds the ServiceAccount that the pod runs as, in its namespace.
+	if m.get("ServiceAccount", pod.ServiceAccountName) == nil {
+		t.Errorf("ServiceAccount %s of the pod is not in the manifests", pod.ServiceAccountName)
+	}
+	for _, o := range m.of("ClusterRoleBinding") {
+		subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
+		want := map[string]any{"kind": "ServiceAccount", "name": pod.ServiceAccountName, "namespace": d.Namespace}
+		if !slices.ContainsFunc(subjects, func(s any) bool { return fmt.Sprint(s) == fmt.Sprint(want) }) {
+			t.Errorf("ClusterRoleBinding %s subjects %v: want %v", o.GetName(), subjects, want)
+		}
+	}
+}
+
+// manifests are the objects of a kustomize build.
+type manifests []*unstructured.Unstructured
+
+func parseManifests(t *testing.T, out string) manifests {
+	t.Helper()
+	var m manifests
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(out), 4096)
+	for {
+		var o unstructured.Unstructured
+		if err := dec.Decode(&o.Object); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("parsing the kustomize output: %v", err)
+		}
+		if o.Object != nil {
+			m = append(m, &o)
+		}
+	}
+	if len(m) == 0 {
+		t.Fatal("kustomize rendered no object")
+	}
+	return m
+}
+
+func (m manifests) of(kind string) []*unstructured.Unstructured {
+	var objs []*unstructured.Unstructured
+	for _, o := range m {
+		if o.GetKind() == kind {
+			objs = append(objs, o)
+		}
+	}
+	return objs
+}
+
+func (m manifests) get(kind, name string) *unstructured.Unstructured {
+	for _, o := range m.of(kind) {
+		if o.GetName() == name {
+			return o
+		}
+	}
+	return nil
+}
+
+func (manifests) convert(t *testing.T, o *unstructured.Unstructured, into any) {
+	t.Helper()
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(o.Object, into, true); err != nil {
+		t.Fatalf("%s %s: %v", o.GetKind(), o.GetName(), err)
+	}
+}
+
+// deployment returns the one Deployment, which runs the daemon in one container.
+func (m manifests) deployment(t *testing.T) *appsv1.Deployment {
+	t.Helper()
+	objs := m.of("Deployment")
+	if len(objs) != 1 {
+		t.Fatalf("%d Deployments, want 1", len(objs))
+	}
+	var d appsv1.Deployment
+	m.convert(t, objs[0], &d)
+	if n := len(d.Spec.Template.Spec.Containers); n != 1 {
+		t.Fatalf("Deployment %s has %d containers, want 1", d.Name, n)
+	}
+	return &d
+}
+
+// config returns the configuration that the daemon of d reads: the file named by its
+// --config argument, from the ConfigMap mounted there, loaded as the daemon loads it.
+func (m manifests) config(t *testing.T, d *appsv1.Deployment) *config.Config {
+	t.Helper()
+	c := d.Spec.Template.Spec.Containers[0]
+	var file string
+	for _, a := range c.Args {
+		if v, ok := strings.CutPrefix(a, "--"+config.ConfigFlag+"="); ok {
+			file = v
+		}
+	}
+	i := slices.IndexFunc(c.VolumeMounts, func(vm corev1.VolumeMount) bool { return vm.MountPath == file })
+	if file == "" || i < 0 || c.VolumeMounts[i].SubPath == "" {
+		t.Fatalf("args %q: want --%s=FILE, with FILE a subPath mount", c.Args, config.ConfigFlag)
+	}
+	vm := c.VolumeMounts[i]
+	j := slices.IndexFunc(d.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == vm.Name })
+	if j < 0 || d.Spec.Template.Spec.Volumes[j].ConfigMap == nil {
+		t.Fatalf("%s is not mounted from a ConfigMap", file)
+	}
+	cm := m.get("ConfigMap", d.Spec.Template.Spec.Volumes[j].ConfigMap.Name)
+	if cm == nil {
+		t.Fatalf("ConfigMap %s is not in the manifests", d.Spec.Template.Spec.Volumes[j].ConfigMap.Name)
+	}
+	data, ok, _ := unstructured.NestedString(cm.Object, "data", vm.SubPath)
+	if !ok {
+		t.Fatalf("ConfigMap %s has no key %s", cm.GetName(), vm.SubPath)
+	}
+	local := filepath.Join(t.TempDir(), vm.SubPath)
+	if err := os.WriteFile(local, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(config.LoadOptions{File: local, LookupEnv: func(string) (string, bool) { return "", false }})
+	if err != nil {
+		t.Fatalf("the configuration in ConfigMap %s does not load:\n%v", cm.GetName(), err)
+	}
+	return cfg
+}
+
+// kubectlIn runs the real kubectl with stdin and returns its stderr, which holds the
+// apiserver's warnings.
+func kubectlIn(t *testing.T, stdin io.Reader, args ...string) string {
+	t.Helper()
+	bin, err := testenv.Kubectl()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(t.Context(), bin, args...)
+	cmd.Stdin = stdin
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("kubectl %s: %v\n%s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
+	}
+	return stderr.String()
+}
+
+// resourceFor resolves a kubectl-style resource name the way the informer package does:
+// resource.version.group first, then resource.group.
+func resourceFor(mapper *restmapper.DeferredDiscoveryRESTMapper, name string) (schema.GroupVersionResource, error) {
+	full, gr := schema.ParseResourceArg(name)
+	if full != nil {
+		if gvr, err := mapper.ResourceFor(*full); err == nil {
+			return gvr, nil
+		}
+	}
+	return mapper.ResourceFor(gr.WithVersion(""))
+}
+
+// allowed asks the apiserver whether the ServiceAccount user may do attrs.
+func allowed(t *testing.T, cs kubernetes.Interface, user, namespace string, attrs authorizationv1.ResourceAttributes) bool {
+	t.Helper()
+	sar, err := cs.AuthorizationV1().SubjectAccessReviews().Create(t.Context(), &authorizationv1.SubjectAccessReview{
+		Spec: authorizationv1.SubjectAccessReviewSpec{
+			User:               user,
+			Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
+			ResourceAttributes: &attrs,
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sar.Status.Allowed
+}
