@@ -99,6 +99,16 @@ func TestDeployManifests(t *testing.T) {
 					}
 				}
 			}
+			// Delegated authentication reviews tokens and access in the home cluster.
+			for _, r := range []string{"tokenreviews", "subjectaccessreviews"} {
+				group := "authentication.k8s.io"
+				if r == "subjectaccessreviews" {
+					group = "authorization.k8s.io"
+				}
+				if got := allowed(t, cs, sa, deploy.Namespace, authorizationv1.ResourceAttributes{Verb: "create", Group: group, Resource: r}); got != cfg.Server.Auth.Delegated.Enabled {
+					t.Errorf("%s may create %s: %t, want %t (server.auth.delegated.enabled)", sa, r, got, cfg.Server.Auth.Delegated.Enabled)
+				}
+			}
 			// cluster.ReadIdentity reads the UID of kube-system.
 			if !allowed(t, cs, sa, deploy.Namespace, authorizationv1.ResourceAttributes{Verb: "get", Resource: "namespaces", Name: metav1.NamespaceSystem}) {
 				t.Errorf("%s may not get namespace %s", sa, metav1.NamespaceSystem)
