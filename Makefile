@@ -12,6 +12,7 @@ UNIT_PKGS  = $(shell $(GO) list ./... | grep -v /test/e2e)
 E2E_PKGS   = ./test/e2e/...
 E2E_FLAGS ?= -race -timeout 30m
 FUZZTIME  ?= 30s
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BENCH     ?= .
 BENCHTIME ?= 1s
 COUNT     ?= 5
@@ -46,6 +47,7 @@ test-e2e: tools
 
 lint:
 	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@cd hack/tools/kube-apiserver && $(GO) mod verify >/dev/null
 	@$(GO) mod tidy -diff

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 	"k8s.io/utils/clock"
 )
 
@@ -300,12 +301,12 @@ func openOrCreate(name string, flag int, perm os.FileMode) (*os.File, bool, erro
 // openError translates an error of bolt.Open.
 func (s *Store) openError(err error) error {
 	switch {
-	case errors.Is(err, errLockTimeout), errors.Is(err, bolt.ErrTimeout):
+	case errors.Is(err, errLockTimeout), errors.Is(err, berrors.ErrTimeout):
 		return fmt.Errorf("%w: %s (gave up after %v)", ErrLocked, s.path, s.opts.LockTimeout)
 	case errors.Is(err, errEmptyFile),
-		errors.Is(err, bolt.ErrInvalid),
-		errors.Is(err, bolt.ErrChecksum),
-		errors.Is(err, bolt.ErrVersionMismatch),
+		errors.Is(err, berrors.ErrInvalid),
+		errors.Is(err, berrors.ErrChecksum),
+		errors.Is(err, berrors.ErrVersionMismatch),
 		// bbolt has no sentinel for a file shorter than its two meta pages.
 		strings.Contains(err.Error(), "file size too small"):
 		return fmt.Errorf("%w: %s: %v", ErrCorrupt, s.path, err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -499,7 +500,7 @@ func apply(tx *bolt.Tx, b *batch, ops map[*groupBatch][]op) error {
 
 // deleteBucket deletes a child bucket of b, if it exists.
 func deleteBucket(b *bolt.Bucket, name []byte) error {
-	if err := b.DeleteBucket(name); err != nil && !errors.Is(err, bolt.ErrBucketNotFound) {
+	if err := b.DeleteBucket(name); err != nil && !errors.Is(err, berrors.ErrBucketNotFound) {
 		return err
 	}
 	return nil
