@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -210,6 +211,7 @@ func runContender(args []string) (err error) {
 	t0ns := fs.Int64("t0", 0, "Unix nanoseconds at which the driver started this process (default: now)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole process here")
 	memProfile := fs.String("memprofile", "", "write a heap profile after sync here")
+	namespaces := fs.String("namespaces", "", "comma-separated namespaces to cache (default: all)")
 	catchUp := fs.Int("catch-up", 0, "sync mode: after sync, wait until the handler has received this many stamped updates (changes made while the contender was down)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -241,9 +243,9 @@ func runContender(args []string) (err error) {
 	var c contender
 	switch *impl {
 	case implClientGo:
-		c = &clientGo{kubeconfig: *kubeconfig}
+		c = &clientGo{kubeconfig: *kubeconfig, namespaces: splitList(*namespaces)}
 	case implFleetwatch:
-		fw := &fleetwatchContender{kubeconfig: *kubeconfig, metadataOnly: *metadataOnly, snapshotPath: *snapshot}
+		fw := &fleetwatchContender{kubeconfig: *kubeconfig, metadataOnly: *metadataOnly, snapshotPath: *snapshot, namespaces: splitList(*namespaces)}
 		if err := fw.open(); err != nil {
 			return err
 		}
@@ -379,12 +381,17 @@ func writeHeapProfile(path string) error {
 // kubeconfig context, an informer per resource, and a handler on each.
 type clientGo struct {
 	kubeconfig string
+	// namespaces, if not empty, are the only namespaces cached, with a factory each,
+	// since an informer watches one namespace or all.
+	namespaces []string
 
 	factories []dynamicinformer.DynamicSharedInformerFactory
 	informers []cache.SharedIndexInformer
-	regs      []cache.ResourceEventHandlerRegistration
-	stopCh    chan struct{}
-	stopOnce  sync.Once
+	// gvrs has the resource of each informer.
+	gvrs     []schema.GroupVersionResource
+	regs     []cache.ResourceEventHandlerRegistration
+	stopCh   chan struct{}
+	stopOnce sync.Once
 }
 
 func (c *clientGo) start(ctx context.Context, rec *recorder) error {
@@ -412,18 +419,25 @@ func (c *clientGo) start(ctx context.Context, rec *recorder) error {
 		if err != nil {
 			return err
 		}
-		f := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
-		for _, gvr := range benchGVRs {
-			inf := f.ForResource(gvr).Informer()
-			reg, err := inf.AddEventHandler(handler)
-			if err != nil {
-				return err
-			}
-			c.informers = append(c.informers, inf)
-			c.regs = append(c.regs, reg)
+		namespaces := c.namespaces
+		if len(namespaces) == 0 {
+			namespaces = []string{metav1.NamespaceAll}
 		}
-		f.Start(c.stopCh)
-		c.factories = append(c.factories, f)
+		for _, ns := range namespaces {
+			f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, ns, nil)
+			for _, gvr := range benchGVRs {
+				inf := f.ForResource(gvr).Informer()
+				reg, err := inf.AddEventHandler(handler)
+				if err != nil {
+					return err
+				}
+				c.informers = append(c.informers, inf)
+				c.regs = append(c.regs, reg)
+				c.gvrs = append(c.gvrs, gvr)
+			}
+			f.Start(c.stopCh)
+			c.factories = append(c.factories, f)
+		}
 	}
 	go func() {
 		<-ctx.Done()
@@ -444,7 +458,7 @@ func (c *clientGo) synced() bool {
 func (c *clientGo) counts() map[string]int {
 	out := map[string]int{}
 	for i, inf := range c.informers {
-		out[benchGVRs[i%len(benchGVRs)].Resource] += len(inf.GetStore().ListKeys())
+		out[c.gvrs[i].Resource] += len(inf.GetStore().ListKeys())
 	}
 	return out
 }
@@ -463,6 +477,7 @@ type fleetwatchContender struct {
 	kubeconfig   string
 	metadataOnly bool
 	snapshotPath string
+	namespaces   []string
 
 	store    *persist.Store
 	mgr      *fleetwatch.Manager
@@ -476,7 +491,7 @@ type fleetwatchContender struct {
 func (f *fleetwatchContender) open() error {
 	var resources []informer.Resource
 	for _, gvr := range benchGVRs {
-		resources = append(resources, informer.Resource{Name: gvr.Resource, MetadataOnly: f.metadataOnly})
+		resources = append(resources, informer.Resource{Name: gvr.Resource, MetadataOnly: f.metadataOnly, Namespaces: f.namespaces})
 	}
 	opts := fleetwatch.Options{
 		Clusters:  cluster.Options{Kubeconfigs: []string{f.kubeconfig}},
@@ -567,4 +582,12 @@ func (f *fleetwatchContender) stop() {
 			}
 		}
 	})
+}
+
+// splitList splits a comma-separated flag value; empty gives nil.
+func splitList(v string) []string {
+	if v == "" {
+		return nil
+	}
+	return strings.Split(v, ",")
 }

@@ -38,6 +38,9 @@ type driverOptions struct {
 	writeRate                        float64
 	writeDuration                    time.Duration
 	scale                            []int
+	// scaleNamespaces is the number of bench namespaces that each context caches in
+	// the scale runs; 0 means all.
+	scaleNamespaces int
 	// catchUpGap is how long the catch-up restart waits after the changes it must catch
 	// up with.
 	catchUpGap time.Duration
@@ -96,6 +99,7 @@ func runDriver(args []string) error {
 	fs.DurationVar(&o.writeDuration, "write-duration", 20*time.Second, "duration of the writes of each watch phase")
 	fs.DurationVar(&o.catchUpGap, "catch-up-gap", 0, "time between the changes made while fleetwatch is down and its warm restart; beyond the apiservers' watch cache history (about 75s) it must relist")
 	fs.BoolVar(&o.watch, "watch", true, "run the watch phase (latency, CPU per event)")
+	fs.IntVar(&o.scaleNamespaces, "scale-namespaces", 0, fmt.Sprintf("in the scale runs, each context caches the objects of this many of the %d bench namespaces (default: all)", benchNamespaces))
 	fs.Func("scale", "comma-separated numbers of contexts for the scale table, such as 1,3,10 (default: no scale table)", func(v string) error {
 		for f := range strings.SplitSeq(v, ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -111,6 +115,9 @@ func runDriver(args []string) error {
 	}
 	if o.pods <= 0 || o.clusters <= 0 || o.runs <= 0 || o.writeRate <= 0 {
 		return errors.New("--pods, --clusters, --runs and --write-rate must be positive")
+	}
+	if o.scaleNamespaces < 0 || o.scaleNamespaces > benchNamespaces {
+		return fmt.Errorf("--scale-namespaces must be from 0 to %d", benchNamespaces)
 	}
 	command := "go run ./test/bench " + strings.Join(args, " ")
 	log.SetFlags(log.Ltime)
@@ -335,12 +342,20 @@ func (d *driver) scale(ctx context.Context, n int) (scaleResult, error) {
 	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
 		return scaleResult{}, err
 	}
-	s := scaleResult{Contexts: n}
+	s := scaleResult{Contexts: n, Namespaces: d.opts.scaleNamespaces}
+	args := []string{"--kubeconfig", path}
+	if s.Namespaces > 0 {
+		ns := make([]string, s.Namespaces)
+		for i := range ns {
+			ns[i] = benchNamespace(i)
+		}
+		args = append(args, "--namespaces", strings.Join(ns, ","))
+	}
 	var err error
-	if s.ClientGo, _, err = d.contend(ctx, fmt.Sprintf("scale%d-clientgo", n), modeSync, false, "--impl", implClientGo, "--kubeconfig", path); err != nil {
+	if s.ClientGo, _, err = d.contend(ctx, fmt.Sprintf("scale%d-clientgo", n), modeSync, false, append([]string{"--impl", implClientGo}, args...)...); err != nil {
 		return s, err
 	}
-	s.Fleetwatch, _, err = d.contend(ctx, fmt.Sprintf("scale%d-fleetwatch", n), modeSync, false, "--impl", implFleetwatch, "--kubeconfig", path)
+	s.Fleetwatch, _, err = d.contend(ctx, fmt.Sprintf("scale%d-fleetwatch", n), modeSync, false, append([]string{"--impl", implFleetwatch}, args...)...)
 	return s, err
 }
 

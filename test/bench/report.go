@@ -34,7 +34,9 @@ type report struct {
 
 // scaleResult is one row of the scale table.
 type scaleResult struct {
-	Contexts   int     `json:"contexts"`
+	Contexts int `json:"contexts"`
+	// Namespaces is the number of bench namespaces each context caches; 0 means all.
+	Namespaces int     `json:"namespaces,omitempty"`
 	ClientGo   *Result `json:"clientGo"`
 	Fleetwatch *Result `json:"fleetwatch"`
 }
@@ -321,12 +323,18 @@ func (rep *report) markdown() string {
 	p("\nSnapshot file: %s MiB, %s bytes per cached object.\n", spread(fileSize, "%.1f"), spread(filePer, "%.0f"))
 
 	if len(rep.Scale) > 0 {
-		p("\n### Scale: contexts\n\n")
-		p("One run per row. Contexts beyond the number of clusters are more contexts on the same apiservers, each a cluster of its own to both contenders. Time from process start to synced; heap after GC per cached object.\n\n")
-		p("| contexts | objects | client-go sync (s) | fleetwatch sync (s) | ratio | client-go heap/object (KiB) | fleetwatch heap/object (KiB) | ratio | client-go peak RSS (MiB) | fleetwatch peak RSS (MiB) | ratio |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+		p("\n### Scale: contexts and objects\n\n")
+		p("One run per row. Contexts beyond the number of clusters are more contexts on the same apiservers, each a cluster of its own to both contenders. ")
+		if n := rep.Scale[0].Namespaces; n > 0 {
+			p("Each context caches the pods and configmaps of %d of the %d bench namespaces (`--scale-namespaces %d`), so that the object count grows from about %d to %d with the contexts. ",
+				n, benchNamespaces, n, rep.Scale[0].Fleetwatch.Total, rep.Scale[len(rep.Scale)-1].Fleetwatch.Total)
+		}
+		p("Time from process start to synced, also per cached object; heap after GC per cached object.\n\n")
+		p("| contexts | objects | client-go sync (s) | fleetwatch sync (s) | ratio | client-go sync/object (µs) | fleetwatch sync/object (µs) | client-go heap/object (KiB) | fleetwatch heap/object (KiB) | ratio | client-go peak RSS (MiB) | fleetwatch peak RSS (MiB) | ratio |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, s := range rep.Scale {
 			cg, fw := s.ClientGo, s.Fleetwatch
-			p("| %d | %d | %.2f | %.2f | %s | %.2f | %.2f | %s | %.0f | %.0f | %s |\n", s.Contexts, fw.Total, cg.SyncedSec, fw.SyncedSec, formatRatio(fw.SyncedSec/cg.SyncedSec),
+			p("| %d | %d | %.2f | %.2f | %s | %.0f | %.0f | %.2f | %.2f | %s | %.0f | %.0f | %s |\n", s.Contexts, fw.Total, cg.SyncedSec, fw.SyncedSec, formatRatio(fw.SyncedSec/cg.SyncedSec),
+				1e6*cg.SyncedSec/float64(max(cg.Total, 1)), 1e6*fw.SyncedSec/float64(max(fw.Total, 1)),
 				perObject(cg.HeapAfterGC, cg), perObject(fw.HeapAfterGC, fw), formatRatio(perObject(fw.HeapAfterGC, fw)/perObject(cg.HeapAfterGC, cg)),
 				float64(cg.PeakRSS)/(1<<20), float64(fw.PeakRSS)/(1<<20), formatRatio(float64(fw.PeakRSS)/float64(cg.PeakRSS)))
 		}
