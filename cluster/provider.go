@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -16,6 +14,8 @@ import (
 	"github.com/fsnotify/fsnotify"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	"github.com/fleetwatch/fleetwatch/internal/filewatch"
 )
 
 // Aware is told by a Provider which clusters exist.
@@ -163,15 +163,15 @@ func (p *Provider) Start(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithName("clusters")
 
 	// Watch before the first load, so that no change after it goes unseen.
-	var fw *fileWatch
+	var fw *filewatch.Watch
 	if !p.noWatch {
-		w, err := fsnotify.NewWatcher()
+		w, err := filewatch.New()
 		if err != nil {
 			logger.Error(err, "Cannot watch kubeconfig files; relying on polling", "interval", p.pollInterval)
 		} else {
 			defer w.Close()
-			fw = &fileWatch{w: w}
-			fw.update(logger, p.loader.paths)
+			fw = w
+			fw.Update(logger, p.loader.paths)
 		}
 	}
 
@@ -190,13 +190,13 @@ func (p *Provider) Start(ctx context.Context) error {
 		lastErr string           // of the last failed reload, to log each failure once
 	)
 	if fw != nil {
-		events, errs = fw.w.Events, fw.w.Errors
+		events, errs = fw.Events(), fw.Errors()
 	}
 	reload := func() {
 		if fw != nil {
 			// A directory that was missing or replaced has to be watched anew, and the
 			// targets of symbolic links may have changed.
-			fw.update(logger, p.loader.paths)
+			fw.Update(logger, p.loader.paths)
 		}
 		p.reload(ctx, logger, &lastErr)
 	}
@@ -210,7 +210,7 @@ func (p *Provider) Start(ctx context.Context) error {
 				events = nil
 				continue
 			}
-			if ev.Op == fsnotify.Chmod || !fw.relevant(ev.Name) {
+			if !fw.Relevant(ev) {
 				continue
 			}
 			logger.V(5).Info("Kubeconfig changed", "event", ev.String())
@@ -230,59 +230,6 @@ func (p *Provider) Start(ctx context.Context) error {
 			reload()
 		}
 	}
-}
-
-// fileWatch watches the directories of the kubeconfig files (editors and kubectl
-// replace files by rename, which a watch on the file itself would not survive) and
-// tells which events concern the kubeconfig files. It is used by Start's goroutine only.
-type fileWatch struct {
-	w *fsnotify.Watcher
-	// dirs are configured directories: any change in them counts.
-	dirs map[string]bool
-	// files are configured files and the targets of those that are symbolic links.
-	files map[string]bool
-	// fileDirs are the directories of files. The kubelet updates a mounted Secret or
-	// ConfigMap by swapping a symbolic link named "..data" in them, so changes to names
-	// starting with ".." count there.
-	fileDirs map[string]bool
-}
-
-// update computes what to watch from the configured paths and adds the watches. Adding
-// an existing watch is a no-op.
-func (fw *fileWatch) update(logger klog.Logger, paths []string) {
-	fw.dirs, fw.files, fw.fileDirs = map[string]bool{}, map[string]bool{}, map[string]bool{}
-	for _, path := range paths {
-		if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-			fw.dirs[path] = true
-			continue
-		}
-		fw.files[path] = true
-		fw.fileDirs[filepath.Dir(path)] = true
-		if target, err := filepath.EvalSymlinks(path); err == nil && target != path {
-			fw.files[target] = true
-			fw.fileDirs[filepath.Dir(target)] = true
-		}
-	}
-	for _, dir := range slices.Sorted(maps.Keys(fw.dirs)) {
-		fw.add(logger, dir)
-	}
-	for _, dir := range slices.Sorted(maps.Keys(fw.fileDirs)) {
-		if !fw.dirs[dir] {
-			fw.add(logger, dir)
-		}
-	}
-}
-
-func (fw *fileWatch) add(logger klog.Logger, dir string) {
-	if err := fw.w.Add(dir); err != nil {
-		logger.V(4).Info("Cannot watch kubeconfig directory; polling covers it", "dir", dir, "err", err)
-	}
-}
-
-// relevant reports whether an event for the path name may change the kubeconfigs.
-func (fw *fileWatch) relevant(name string) bool {
-	dir := filepath.Dir(name)
-	return fw.dirs[dir] || fw.files[name] || (fw.fileDirs[dir] && strings.HasPrefix(filepath.Base(name), ".."))
 }
 
 // reload re-reads the kubeconfig files and applies the difference.

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	testingclock "k8s.io/utils/clock/testing"
@@ -458,55 +457,3 @@ func TestNewProviderErrors(t *testing.T) {
 	}
 }
 
-func TestFileWatchRelevant(t *testing.T) {
-	root := t.TempDir()
-	dirSource := filepath.Join(root, "kubeconfigs")
-	fileSource := filepath.Join(root, "home", "config")
-	linked := filepath.Join(root, "linked", "config")
-	target := filepath.Join(root, "dotfiles", "kubeconfig")
-	clustertest.WriteKubeconfig(t, filepath.Join(dirSource, "a"), kctx("a"))
-	clustertest.WriteKubeconfig(t, fileSource, kctx("b"))
-	clustertest.WriteKubeconfig(t, target, kctx("c"))
-	if err := os.MkdirAll(filepath.Dir(linked), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(target, linked); err != nil {
-		t.Fatal(err)
-	}
-	target, err := filepath.EvalSymlinks(target) // the temporary directory may be a link
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	w, err := fsnotify.NewWatcher()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	fw := &fileWatch{w: w}
-	fw.update(klog.Background(), []string{dirSource, fileSource, linked})
-
-	tests := []struct {
-		name string
-		want bool
-	}{
-		{filepath.Join(dirSource, "new.yaml"), true},
-		{filepath.Join(dirSource, ".new.yaml.tmp-1"), true},
-		{filepath.Join(dirSource, "sub", "x"), false},
-		{fileSource, true},
-		{filepath.Join(root, "home", "..data"), true},
-		{filepath.Join(root, "home", "config.lock"), false},
-		{filepath.Join(root, "home", "other"), false},
-		{linked, true},
-		{target, true},
-		{filepath.Join(filepath.Dir(target), "unrelated"), false},
-	}
-	for _, tt := range tests {
-		if got := fw.relevant(tt.name); got != tt.want {
-			t.Errorf("relevant(%s) = %v, want %v", tt.name, got, tt.want)
-		}
-	}
-	if got, want := len(w.WatchList()), 4; got != want {
-		t.Errorf("watching %q, want %d directories", w.WatchList(), want)
-	}
-}
