@@ -70,15 +70,19 @@ type Disengager interface {
 // poll tries again. A reload that finds no selected context at all removes every
 // cluster; only at start is that an error.
 type Provider struct {
-	loader       *loader
 	aware        Aware
 	clock        clock.WithTicker
 	pollInterval time.Duration
 	reloadDelay  time.Duration
 
-	// mu guards clusters, cancels and started. Only Start's goroutine writes clusters
-	// and cancels; it calls out to the Aware without holding mu.
+	// reconfigured tells Start's goroutine that SetOptions replaced the loader.
+	reconfigured chan struct{}
+
+	// mu guards loader, clusters, cancels and started. Only Start's goroutine writes
+	// clusters and cancels; it calls out to the Aware without holding mu.
 	mu sync.RWMutex
+	// loader reads the kubeconfig files as the options say.
+	loader *loader
 	// clusters holds the engaged clusters by name.
 	clusters map[string]*Cluster
 	// cancels holds the cancel func of each engaged cluster's context, by name.
@@ -120,9 +124,43 @@ func NewProvider(opts Options, aware Aware) (*Provider, error) {
 		clock:        clk,
 		pollInterval: cmp.Or(opts.PollInterval, DefaultPollInterval),
 		reloadDelay:  cmp.Or(opts.ReloadDelay, DefaultReloadDelay),
+		reconfigured: make(chan struct{}, 1),
 		clusters:     map[string]*Cluster{},
 		cancels:      map[string]context.CancelCauseFunc{},
 	}, nil
+}
+
+// SetOptions changes which clusters the Provider selects: it takes the Kubeconfigs,
+// Include, Exclude, Aliases, QPS, Burst and UserAgent of opts; PollInterval,
+// ReloadDelay and Clock keep the values given to NewProvider. A running Provider then
+// reloads at once, from its own goroutine, and applies the difference as for an edit of
+// the files: a context no longer selected is removed, a new one is engaged, a cluster
+// whose connection changed is replaced, and a context whose cluster name changed (an
+// alias) is removed under its old name and engaged under the new one. Clusters that
+// did not change are left alone. If that reload fails, the current clusters stay, as
+// for any reload.
+//
+// It returns an error, and changes nothing, if opts are invalid as NewProvider would
+// find them. It may be called from any goroutine, before or after Start.
+func (p *Provider) SetOptions(opts Options) error {
+	l, err := newLoader(opts)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.loader = l
+	p.mu.Unlock()
+	select {
+	case p.reconfigured <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+func (p *Provider) currentLoader() *loader {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.loader
 }
 
 // Clusters returns the engaged clusters, sorted by name. The slice is the caller's; the
@@ -171,11 +209,11 @@ func (p *Provider) Start(ctx context.Context) error {
 		} else {
 			defer w.Close()
 			fw = w
-			fw.Update(logger, p.loader.paths)
+			fw.Update(logger, p.currentLoader().paths)
 		}
 	}
 
-	clusters, err := p.loader.loadSome()
+	clusters, err := p.currentLoader().loadSome()
 	if err != nil {
 		return err
 	}
@@ -196,7 +234,7 @@ func (p *Provider) Start(ctx context.Context) error {
 		if fw != nil {
 			// A directory that was missing or replaced has to be watched anew, and the
 			// targets of symbolic links may have changed.
-			fw.Update(logger, p.loader.paths)
+			fw.Update(logger, p.currentLoader().paths)
 		}
 		p.reload(ctx, logger, &lastErr)
 	}
@@ -226,6 +264,9 @@ func (p *Provider) Start(ctx context.Context) error {
 		case <-pending:
 			pending = nil
 			reload()
+		case <-p.reconfigured:
+			logger.V(2).Info("Cluster selection changed; reloading kubeconfig files")
+			reload()
 		case <-poll.C():
 			reload()
 		}
@@ -234,7 +275,7 @@ func (p *Provider) Start(ctx context.Context) error {
 
 // reload re-reads the kubeconfig files and applies the difference.
 func (p *Provider) reload(ctx context.Context, logger klog.Logger, lastErr *string) {
-	clusters, _, err := p.loader.load()
+	clusters, _, err := p.currentLoader().load()
 	if err != nil {
 		if msg := err.Error(); msg != *lastErr {
 			logger.Error(err, "Reloading kubeconfig files failed; keeping the current clusters")
