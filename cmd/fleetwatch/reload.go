@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -59,7 +61,7 @@ func keysWhere(a, b *config.Config, keep func(key string) bool) []string {
 // in the file's directory, as cluster.Provider does for kubeconfig files, and every
 // pollInterval as a fallback.
 //
-// A configuration that does not load (invalid, or the file missing) changes nothing:
+// A configuration that does not load (invalid, the file missing or empty) changes nothing:
 // the daemon keeps the current one, the error is logged once, and the next event or
 // poll tries again. Of a valid one, the live keys (see liveKeys) are applied, and a
 // change of any other key is logged as needing a restart.
@@ -176,6 +178,12 @@ func (r *reloader) reload(ctx context.Context, logger klog.Logger, lastErr *stri
 		}
 		*lastErr = err.Error()
 		logger.Error(err, msg, "file", r.file)
+	}
+	// A file written in place is empty for a moment, and an empty file is a valid
+	// configuration: the defaults. Write "{}" to mean them.
+	if fi, err := os.Stat(r.file); err == nil && fi.Size() == 0 {
+		failed("Reloading the configuration failed; keeping the current one", fmt.Errorf("config: %s is empty", r.file))
+		return
 	}
 	next, err := r.load()
 	if err != nil {

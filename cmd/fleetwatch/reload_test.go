@@ -215,6 +215,14 @@ func TestReloaderAppliesValidAndKeepsOld(t *testing.T) {
 		t.Errorf("the error does not name every problem: %v", err)
 	}
 
+	t.Log("an empty file, as one written in place may be for a moment, changes nothing")
+	rt.write("")
+	rt.poll()
+	if got := rt.takeApplied(); len(got) != 0 {
+		t.Fatalf("applied %d configurations from an empty file", len(got))
+	}
+	rt.expectLogs(logInvalid)
+
 	t.Log("a later valid edit applies, against the last applied config")
 	rt.write("resources: [{name: pods}, {name: configmaps}]\nsync: {timeout: 1m}\n")
 	rt.poll()
