@@ -61,10 +61,10 @@ func keysWhere(a, b *config.Config, keep func(key string) bool) []string {
 // in the file's directory, as cluster.Provider does for kubeconfig files, and every
 // pollInterval as a fallback.
 //
-// A configuration that does not load (invalid, the file missing or empty) changes nothing:
-// the daemon keeps the current one, the error is logged once, and the next event or
-// poll tries again. Of a valid one, the live keys (see liveKeys) are applied, and a
-// change of any other key is logged as needing a restart.
+// A configuration that does not load (invalid, the file missing or empty) changes
+// nothing: the daemon keeps the current one, the error is logged once, and the next
+// event or poll tries again. Of a valid one, the live keys (see liveKeys) are applied,
+// and a change of any other key is logged as needing a restart.
 type reloader struct {
 	// file is the config file.
 	file string
