@@ -457,7 +457,6 @@ func TestNewProviderErrors(t *testing.T) {
 	}
 }
 
-
 func TestProviderSetOptions(t *testing.T) {
 	dir := t.TempDir()
 	first, second := filepath.Join(dir, "first"), filepath.Join(dir, "second")
