@@ -424,14 +424,14 @@ func (s *Set) changed() {
 // It returns an error, and changes nothing, if opts.Resources is invalid. It may be
 // called before Start and while the Set runs, from any goroutine.
 func (s *Set) Reconfigure(opts Options) error {
-	next := s.opts
+	s.mu.Lock()
+	prev, next := s.opts, s.opts
 	next.Resources = slices.Clone(opts.Resources)
 	next.KeepManagedFields, next.KeepSecretData = opts.KeepManagedFields, opts.KeepSecretData
 	if err := next.validate(); err != nil {
+		s.mu.Unlock()
 		return err
 	}
-	s.mu.Lock()
-	prev := s.opts
 	before := map[string]int{}
 	for i, r := range prev.Resources {
 		before[r.Name] = i
