@@ -13,5 +13,6 @@
 //	err = mgr.Start(ctx) // blocks until ctx is done
 //
 // Listers, indices and handlers are those of the aggregate.Fleet returned by Fleet; the
-// state of every cluster is in Status.
+// state of every cluster is in Status. Reconfigure changes the cluster selection and the
+// resources of a running Manager in place: what did not change is not listed again.
 package fleetwatch

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -73,13 +74,15 @@ type Options struct {
 }
 
 // Manager runs a fleet: it engages every cluster that the kubeconfig files select, runs
-// an informer set and a health probe for each, and keeps the status of each.
+// an informer set and a health probe for each, and keeps the status of each. Reconfigure
+// changes which clusters and resources it caches while it runs.
 type Manager struct {
+	// opts are fixed by NewManager, except the fields that Reconfigure changes (see
+	// reconfigurable), which mu guards.
 	opts     Options
 	fleet    *aggregate.Fleet
 	status   *aggregate.StatusBoard
 	provider *cluster.Provider
-	limiter  informer.Limiter
 	// writer keeps Options.Snapshot up to date; nil without a snapshot.
 	writer *persist.Writer
 	// saved is what the snapshot held, by cluster. Entries are taken by Engage.
@@ -92,10 +95,17 @@ type Manager struct {
 	// wg counts the goroutines of engaged clusters, so that Start returns after them.
 	wg sync.WaitGroup
 
-	// mu guards members.
+	// reconfigureMu serializes Reconfigure, and the creation of each cluster's informer
+	// set with it, so that every set ends up with the latest options. Held, it is taken
+	// before mu.
+	reconfigureMu sync.Mutex
+
+	// mu guards members, limiter and the fields of opts that Reconfigure changes.
 	mu sync.Mutex
 	// members are the engaged clusters, by name.
 	members map[string]*member
+	// limiter bounds the initial lists of the clusters engaged from now on.
+	limiter informer.Limiter
 }
 
 var (
@@ -112,6 +122,8 @@ type member struct {
 	done chan struct{}
 	// saved is the snapshot's state of the cluster, nil if none (or dropped).
 	saved *saved
+	// syncTimeout is the Options.SyncTimeout the cluster was engaged with.
+	syncTimeout time.Duration
 
 	// mu guards the fields below.
 	mu sync.Mutex
@@ -128,27 +140,16 @@ type member struct {
 
 // NewManager validates opts and returns a Manager. Nothing runs until Start.
 func NewManager(opts Options) (*Manager, error) {
-	if len(opts.Resources) == 0 {
-		return nil, errors.New("fleetwatch: Options.Resources is empty")
+	if err := validateResources(opts.Resources); err != nil {
+		return nil, err
 	}
-	for i, r := range opts.Resources {
-		if err := informer.ValidateName(r.Name); err != nil {
-			return nil, fmt.Errorf("fleetwatch: Options.Resources[%d]: %w", i, err)
-		}
-	}
-	if opts.SyncTimeout == 0 {
-		opts.SyncTimeout = DefaultSyncTimeout
-	}
-	if opts.MaxConcurrentSyncs == 0 {
-		opts.MaxConcurrentSyncs = DefaultMaxConcurrentSyncs
-	}
+	opts.defaultReconfigurable()
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
 	if opts.Fleet.Clock == nil {
 		opts.Fleet.Clock = opts.Clock
 	}
-	opts.Resources = slices.Clone(opts.Resources)
 	fleet := aggregate.New(opts.Fleet)
 	m := &Manager{
 		opts:        opts,
@@ -171,6 +172,86 @@ func NewManager(opts Options) (*Manager, error) {
 		}
 	}
 	return m, nil
+}
+
+func validateResources(resources []informer.Resource) error {
+	if len(resources) == 0 {
+		return errors.New("fleetwatch: Options.Resources is empty")
+	}
+	for i, r := range resources {
+		if err := informer.ValidateName(r.Name); err != nil {
+			return fmt.Errorf("fleetwatch: Options.Resources[%d]: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// defaultReconfigurable applies the defaults of the fields that Reconfigure changes,
+// and copies the caller's slices and maps.
+func (o *Options) defaultReconfigurable() {
+	if o.SyncTimeout == 0 {
+		o.SyncTimeout = DefaultSyncTimeout
+	}
+	if o.MaxConcurrentSyncs == 0 {
+		o.MaxConcurrentSyncs = DefaultMaxConcurrentSyncs
+	}
+	o.Resources = slices.Clone(o.Resources)
+	o.Clusters.Kubeconfigs = slices.Clone(o.Clusters.Kubeconfigs)
+	o.Clusters.Include = slices.Clone(o.Clusters.Include)
+	o.Clusters.Exclude = slices.Clone(o.Clusters.Exclude)
+	o.Clusters.Aliases = maps.Clone(o.Clusters.Aliases)
+}
+
+// Reconfigure changes, while the Manager runs, the fields of Options that decide which
+// clusters and resources are cached: Clusters, Resources, SyncTimeout,
+// MaxConcurrentSyncs, KeepManagedFields and KeepSecretData. The other fields of opts are
+// ignored; they are fixed by NewManager. Nothing is restarted that the change does not
+// concern:
+//
+//   - Clusters: the kubeconfig files are read again at once, as when they are edited. A
+//     context no longer selected leaves the fleet with its objects, a new one joins, and
+//     a context whose alias changed leaves under its old name and joins, cold, under the
+//     new one (see cluster.Provider.SetOptions). Other clusters are left alone.
+//   - Resources, KeepManagedFields, KeepSecretData: every cluster's informers are
+//     reconciled in place (see informer.Set.Reconfigure). A resource no longer listed
+//     leaves the fleet and the snapshot; a new one is listed; one whose settings changed
+//     is listed again. The informers of unchanged resources go on: nothing is relisted.
+//     A change of the kept fields changes every resource.
+//   - SyncTimeout and MaxConcurrentSyncs apply to the clusters that join from now on.
+//
+// It returns an error, and changes nothing, if opts.Resources or opts.Clusters are
+// invalid. It may be called from any goroutine, before or after Start.
+func (m *Manager) Reconfigure(opts Options) error {
+	if err := validateResources(opts.Resources); err != nil {
+		return err
+	}
+	opts.defaultReconfigurable()
+	m.reconfigureMu.Lock()
+	defer m.reconfigureMu.Unlock()
+	// The Provider validates the cluster options; it does not block (it reloads in its
+	// own goroutine), and nothing else here can fail, so an error changes nothing.
+	if err := m.provider.SetOptions(opts.Clusters); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	if opts.MaxConcurrentSyncs != m.opts.MaxConcurrentSyncs {
+		m.limiter = informer.NewLimiter(opts.MaxConcurrentSyncs)
+	}
+	m.opts.Clusters = opts.Clusters
+	m.opts.Resources = opts.Resources
+	m.opts.SyncTimeout, m.opts.MaxConcurrentSyncs = opts.SyncTimeout, opts.MaxConcurrentSyncs
+	m.opts.KeepManagedFields, m.opts.KeepSecretData = opts.KeepManagedFields, opts.KeepSecretData
+	members := slices.Collect(maps.Values(m.members))
+	m.mu.Unlock()
+	// Outside mu: a Set reports the change through OnChange, which refreshes the status.
+	setOpts := informer.Options{Resources: opts.Resources, KeepManagedFields: opts.KeepManagedFields, KeepSecretData: opts.KeepSecretData}
+	for _, mb := range members {
+		// Not expected to fail: the resources were validated above.
+		if err := mb.set.Reconfigure(setOpts); err != nil {
+			return fmt.Errorf("cluster %s: %w", mb.cluster.Name, err)
+		}
+	}
+	return nil
 }
 
 // loadSnapshot seeds the fleet from Options.Snapshot and creates its writer. The loaded
@@ -266,7 +347,10 @@ func (m *Manager) Start(ctx context.Context) error {
 // dropUnconfiguredClusters removes the snapshot's clusters that the kubeconfig files no
 // longer select, so that their objects are not served as ghosts.
 func (m *Manager) dropUnconfiguredClusters(ctx context.Context) {
-	clusters, err := cluster.Load(m.opts.Clusters)
+	m.mu.Lock()
+	opts := m.opts.Clusters
+	m.mu.Unlock()
+	clusters, err := cluster.Load(opts)
 	if err != nil {
 		return // Provider.Start reports it.
 	}
@@ -294,17 +378,14 @@ func (m *Manager) dropUnconfiguredClusters(ctx context.Context) {
 // Engage implements cluster.Aware: it starts the cluster's informer set, health probe
 // and identity read, bound to ctx.
 func (m *Manager) Engage(ctx context.Context, c *cluster.Cluster) error {
+	m.reconfigureMu.Lock()
 	m.mu.Lock()
 	sv := m.saved[c.Name]
 	delete(m.saved, c.Name)
-	m.mu.Unlock()
-	mb := &member{cluster: c, done: make(chan struct{}), saved: sv, stale: sv != nil}
-	mb.sink = &sink{fleet: m.fleet, cluster: c.Name, writer: m.writer}
-	set, err := informer.New(informer.Options{
+	setOpts := informer.Options{
 		Cluster:            c.Name,
 		Config:             c.Config,
 		Resources:          m.opts.Resources,
-		Sink:               mb.sink,
 		SyncTimeout:        m.opts.SyncTimeout,
 		DiscoveryInterval:  m.opts.DiscoveryInterval,
 		InitialSyncLimiter: m.limiter,
@@ -312,16 +393,23 @@ func (m *Manager) Engage(ctx context.Context, c *cluster.Cluster) error {
 		KeepSecretData:     m.opts.KeepSecretData,
 		Transform:          m.opts.Transform,
 		TransformID:        m.opts.TransformID,
-		OnChange:           func() { m.refresh(mb) },
 		Clock:              m.opts.Clock,
-	})
+	}
+	m.mu.Unlock()
+	mb := &member{cluster: c, done: make(chan struct{}), saved: sv, stale: sv != nil, syncTimeout: setOpts.SyncTimeout}
+	mb.sink = &sink{fleet: m.fleet, cluster: c.Name, writer: m.writer}
+	setOpts.Sink = mb.sink
+	setOpts.OnChange = func() { m.refresh(mb) }
+	set, err := informer.New(setOpts)
 	if err != nil {
+		m.reconfigureMu.Unlock()
 		return err
 	}
 	mb.set = set
 	m.mu.Lock()
 	m.members[c.Name] = mb
 	m.mu.Unlock()
+	m.reconfigureMu.Unlock()
 	phase := aggregate.PhaseConnecting
 	if sv != nil {
 		phase = aggregate.PhaseStale
@@ -356,7 +444,7 @@ func (m *Manager) Engage(ctx context.Context, c *cluster.Cluster) error {
 		defer m.wg.Done()
 		select {
 		case <-ctx.Done():
-		case <-m.opts.Clock.After(m.opts.SyncTimeout):
+		case <-m.opts.Clock.After(mb.syncTimeout):
 			mb.mu.Lock()
 			mb.syncTimedOut = !set.HasSynced()
 			mb.mu.Unlock()
@@ -552,7 +640,7 @@ func (m *Manager) refresh(mb *member) {
 	case synced:
 		syncedCond.Status, syncedCond.Reason = metav1.ConditionTrue, "AllResourcesSynced"
 	case timedOut:
-		syncedCond.Reason, syncedCond.Message = "SyncTimeout", fmt.Sprintf("not synced within %v", m.opts.SyncTimeout)
+		syncedCond.Reason, syncedCond.Message = "SyncTimeout", fmt.Sprintf("not synced within %v", mb.syncTimeout)
 	}
 	st.Conditions = []metav1.Condition{reachable, syncedCond}
 

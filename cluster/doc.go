@@ -16,7 +16,9 @@
 //	                                                ──► both, in that order    replaced
 //
 // The ctx given to Engage lives as long as the cluster is in the set. Its cause tells
-// removal (ErrClusterRemoved, ErrClusterReplaced) from shutdown.
+// removal (ErrClusterRemoved, ErrClusterReplaced) from shutdown. SetOptions changes the
+// selection (files, globs, aliases) of a running Provider, which applies it as an edit
+// of the files.
 //
 // For each engaged cluster, a consumer typically reads its Identity (the UID of the
 // kube-system namespace, and the server) with ReadIdentity, to check persisted state

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -16,6 +14,8 @@ import (
 	"github.com/fsnotify/fsnotify"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	"github.com/fleetwatch/fleetwatch/internal/filewatch"
 )
 
 // Aware is told by a Provider which clusters exist.
@@ -70,15 +70,19 @@ type Disengager interface {
 // poll tries again. A reload that finds no selected context at all removes every
 // cluster; only at start is that an error.
 type Provider struct {
-	loader       *loader
 	aware        Aware
 	clock        clock.WithTicker
 	pollInterval time.Duration
 	reloadDelay  time.Duration
 
-	// mu guards clusters, cancels and started. Only Start's goroutine writes clusters
-	// and cancels; it calls out to the Aware without holding mu.
+	// reconfigured tells Start's goroutine that SetOptions replaced the loader.
+	reconfigured chan struct{}
+
+	// mu guards loader, clusters, cancels and started. Only Start's goroutine writes
+	// clusters and cancels; it calls out to the Aware without holding mu.
 	mu sync.RWMutex
+	// loader reads the kubeconfig files as the options say.
+	loader *loader
 	// clusters holds the engaged clusters by name.
 	clusters map[string]*Cluster
 	// cancels holds the cancel func of each engaged cluster's context, by name.
@@ -120,9 +124,43 @@ func NewProvider(opts Options, aware Aware) (*Provider, error) {
 		clock:        clk,
 		pollInterval: cmp.Or(opts.PollInterval, DefaultPollInterval),
 		reloadDelay:  cmp.Or(opts.ReloadDelay, DefaultReloadDelay),
+		reconfigured: make(chan struct{}, 1),
 		clusters:     map[string]*Cluster{},
 		cancels:      map[string]context.CancelCauseFunc{},
 	}, nil
+}
+
+// SetOptions changes which clusters the Provider selects: it takes the Kubeconfigs,
+// Include, Exclude, Aliases, QPS, Burst and UserAgent of opts; PollInterval,
+// ReloadDelay and Clock keep the values given to NewProvider. A running Provider then
+// reloads at once, from its own goroutine, and applies the difference as for an edit of
+// the files: a context no longer selected is removed, a new one is engaged, a cluster
+// whose connection changed is replaced, and a context whose cluster name changed (an
+// alias) is removed under its old name and engaged under the new one. Clusters that
+// did not change are left alone. If that reload fails, the current clusters stay, as
+// for any reload.
+//
+// It returns an error, and changes nothing, if opts are invalid as NewProvider would
+// find them. It may be called from any goroutine, before or after Start.
+func (p *Provider) SetOptions(opts Options) error {
+	l, err := newLoader(opts)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.loader = l
+	p.mu.Unlock()
+	select {
+	case p.reconfigured <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+func (p *Provider) currentLoader() *loader {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.loader
 }
 
 // Clusters returns the engaged clusters, sorted by name. The slice is the caller's; the
@@ -163,19 +201,19 @@ func (p *Provider) Start(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithName("clusters")
 
 	// Watch before the first load, so that no change after it goes unseen.
-	var fw *fileWatch
+	var fw *filewatch.Watch
 	if !p.noWatch {
-		w, err := fsnotify.NewWatcher()
+		w, err := filewatch.New()
 		if err != nil {
 			logger.Error(err, "Cannot watch kubeconfig files; relying on polling", "interval", p.pollInterval)
 		} else {
 			defer w.Close()
-			fw = &fileWatch{w: w}
-			fw.update(logger, p.loader.paths)
+			fw = w
+			fw.Update(logger, p.currentLoader().paths)
 		}
 	}
 
-	clusters, err := p.loader.loadSome()
+	clusters, err := p.currentLoader().loadSome()
 	if err != nil {
 		return err
 	}
@@ -190,13 +228,13 @@ func (p *Provider) Start(ctx context.Context) error {
 		lastErr string           // of the last failed reload, to log each failure once
 	)
 	if fw != nil {
-		events, errs = fw.w.Events, fw.w.Errors
+		events, errs = fw.Events(), fw.Errors()
 	}
 	reload := func() {
 		if fw != nil {
 			// A directory that was missing or replaced has to be watched anew, and the
 			// targets of symbolic links may have changed.
-			fw.update(logger, p.loader.paths)
+			fw.Update(logger, p.currentLoader().paths)
 		}
 		p.reload(ctx, logger, &lastErr)
 	}
@@ -210,7 +248,7 @@ func (p *Provider) Start(ctx context.Context) error {
 				events = nil
 				continue
 			}
-			if ev.Op == fsnotify.Chmod || !fw.relevant(ev.Name) {
+			if !fw.Relevant(ev) {
 				continue
 			}
 			logger.V(5).Info("Kubeconfig changed", "event", ev.String())
@@ -226,68 +264,18 @@ func (p *Provider) Start(ctx context.Context) error {
 		case <-pending:
 			pending = nil
 			reload()
+		case <-p.reconfigured:
+			logger.V(2).Info("Cluster selection changed; reloading kubeconfig files")
+			reload()
 		case <-poll.C():
 			reload()
 		}
 	}
 }
 
-// fileWatch watches the directories of the kubeconfig files (editors and kubectl
-// replace files by rename, which a watch on the file itself would not survive) and
-// tells which events concern the kubeconfig files. It is used by Start's goroutine only.
-type fileWatch struct {
-	w *fsnotify.Watcher
-	// dirs are configured directories: any change in them counts.
-	dirs map[string]bool
-	// files are configured files and the targets of those that are symbolic links.
-	files map[string]bool
-	// fileDirs are the directories of files. The kubelet updates a mounted Secret or
-	// ConfigMap by swapping a symbolic link named "..data" in them, so changes to names
-	// starting with ".." count there.
-	fileDirs map[string]bool
-}
-
-// update computes what to watch from the configured paths and adds the watches. Adding
-// an existing watch is a no-op.
-func (fw *fileWatch) update(logger klog.Logger, paths []string) {
-	fw.dirs, fw.files, fw.fileDirs = map[string]bool{}, map[string]bool{}, map[string]bool{}
-	for _, path := range paths {
-		if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-			fw.dirs[path] = true
-			continue
-		}
-		fw.files[path] = true
-		fw.fileDirs[filepath.Dir(path)] = true
-		if target, err := filepath.EvalSymlinks(path); err == nil && target != path {
-			fw.files[target] = true
-			fw.fileDirs[filepath.Dir(target)] = true
-		}
-	}
-	for _, dir := range slices.Sorted(maps.Keys(fw.dirs)) {
-		fw.add(logger, dir)
-	}
-	for _, dir := range slices.Sorted(maps.Keys(fw.fileDirs)) {
-		if !fw.dirs[dir] {
-			fw.add(logger, dir)
-		}
-	}
-}
-
-func (fw *fileWatch) add(logger klog.Logger, dir string) {
-	if err := fw.w.Add(dir); err != nil {
-		logger.V(4).Info("Cannot watch kubeconfig directory; polling covers it", "dir", dir, "err", err)
-	}
-}
-
-// relevant reports whether an event for the path name may change the kubeconfigs.
-func (fw *fileWatch) relevant(name string) bool {
-	dir := filepath.Dir(name)
-	return fw.dirs[dir] || fw.files[name] || (fw.fileDirs[dir] && strings.HasPrefix(filepath.Base(name), ".."))
-}
-
 // reload re-reads the kubeconfig files and applies the difference.
 func (p *Provider) reload(ctx context.Context, logger klog.Logger, lastErr *string) {
-	clusters, _, err := p.loader.load()
+	clusters, _, err := p.currentLoader().load()
 	if err != nil {
 		if msg := err.Error(); msg != *lastErr {
 			logger.Error(err, "Reloading kubeconfig files failed; keeping the current clusters")

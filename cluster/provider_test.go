@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	testingclock "k8s.io/utils/clock/testing"
@@ -458,55 +457,80 @@ func TestNewProviderErrors(t *testing.T) {
 	}
 }
 
-func TestFileWatchRelevant(t *testing.T) {
-	root := t.TempDir()
-	dirSource := filepath.Join(root, "kubeconfigs")
-	fileSource := filepath.Join(root, "home", "config")
-	linked := filepath.Join(root, "linked", "config")
-	target := filepath.Join(root, "dotfiles", "kubeconfig")
-	clustertest.WriteKubeconfig(t, filepath.Join(dirSource, "a"), kctx("a"))
-	clustertest.WriteKubeconfig(t, fileSource, kctx("b"))
-	clustertest.WriteKubeconfig(t, target, kctx("c"))
-	if err := os.MkdirAll(filepath.Dir(linked), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(target, linked); err != nil {
-		t.Fatal(err)
-	}
-	target, err := filepath.EvalSymlinks(target) // the temporary directory may be a link
+func TestProviderSetOptions(t *testing.T) {
+	dir := t.TempDir()
+	first, second := filepath.Join(dir, "first"), filepath.Join(dir, "second")
+	clustertest.WriteKubeconfig(t, first, kctx("a"), kctx("b"), kctx("c"))
+	clustertest.WriteKubeconfig(t, second, kctx("d"))
+
+	rec := newRecorder(t)
+	opts := Options{Kubeconfigs: []string{first}, PollInterval: time.Hour}
+	p, err := NewProvider(opts, rec)
 	if err != nil {
 		t.Fatal(err)
 	}
-
-	w, err := fsnotify.NewWatcher()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	fw := &fileWatch{w: w}
-	fw.update(klog.Background(), []string{dirSource, fileSource, linked})
-
-	tests := []struct {
-		name string
-		want bool
-	}{
-		{filepath.Join(dirSource, "new.yaml"), true},
-		{filepath.Join(dirSource, ".new.yaml.tmp-1"), true},
-		{filepath.Join(dirSource, "sub", "x"), false},
-		{fileSource, true},
-		{filepath.Join(root, "home", "..data"), true},
-		{filepath.Join(root, "home", "config.lock"), false},
-		{filepath.Join(root, "home", "other"), false},
-		{linked, true},
-		{target, true},
-		{filepath.Join(filepath.Dir(target), "unrelated"), false},
-	}
-	for _, tt := range tests {
-		if got := fw.relevant(tt.name); got != tt.want {
-			t.Errorf("relevant(%s) = %v, want %v", tt.name, got, tt.want)
+	reloadErrs := make(chan error, 100)
+	p.afterReload = func(err error) {
+		if err != nil {
+			reloadErrs <- err
 		}
 	}
-	if got, want := len(w.WatchList()), 4; got != want {
-		t.Errorf("watching %q, want %d directories", w.WatchList(), want)
+	startProvider(t, p)
+	rec.expect("engage a", "engage b", "engage c")
+	engagedA := rec.engagement("a")
+
+	t.Log("exclude a context")
+	opts.Exclude = []string{"b"}
+	if err := p.SetOptions(opts); err != nil {
+		t.Fatal(err)
+	}
+	rec.expect("disengage b: cluster removed")
+
+	t.Log("include it again, and alias another")
+	opts.Exclude = nil
+	opts.Aliases = map[string]string{"c": "prod"}
+	if err := p.SetOptions(opts); err != nil {
+		t.Fatal(err)
+	}
+	rec.expect("disengage c: cluster removed", "engage b", "engage prod")
+	if got, _ := p.Get("prod"); got == nil || got.Context != "c" {
+		t.Errorf("Get(prod) = %v, want the cluster of context c", got)
+	}
+
+	t.Log("invalid options change nothing")
+	bad := opts
+	bad.Include = []string{"["}
+	if err := p.SetOptions(bad); !errors.Is(err, ErrInvalidGlob) {
+		t.Fatalf("SetOptions(bad glob) = %v, want ErrInvalidGlob", err)
+	}
+
+	t.Log("add a kubeconfig file, which is then followed")
+	opts.Kubeconfigs = []string{first, second}
+	if err := p.SetOptions(opts); err != nil {
+		t.Fatal(err)
+	}
+	rec.expect("engage d")
+	clustertest.WriteKubeconfig(t, second, kctx("d"), kctx("e"))
+	rec.expect("engage e")
+
+	t.Log("a missing file keeps the clusters")
+	opts.Kubeconfigs = []string{filepath.Join(dir, "missing")}
+	if err := p.SetOptions(opts); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-reloadErrs:
+		if !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("reload error %v, want a missing file", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no failed reload")
+	}
+	rec.none()
+	if got := clusterNames(p.Clusters()); !slices.Equal(got, []string{"a", "b", "d", "e", "prod"}) {
+		t.Errorf("Clusters() = %q", got)
+	}
+	if engagedA.ctx.Err() != nil {
+		t.Error("the context of a cluster that no change concerned was cancelled")
 	}
 }

@@ -58,20 +58,29 @@ type sources struct {
 	env, flags layer
 }
 
+// FileName returns the config file that Load reads, as File documents; "" if none.
+func (opts LoadOptions) FileName() string {
+	if opts.File != "" {
+		return opts.File
+	}
+	if f := flagOf(opts.Flags, ConfigFlag); f != nil && f.Changed {
+		return f.Value.String()
+	}
+	name, _ := opts.lookupEnv()(ConfigEnv)
+	return name
+}
+
+func (opts LoadOptions) lookupEnv() func(string) (string, bool) {
+	if opts.LookupEnv == nil {
+		return os.LookupEnv
+	}
+	return opts.LookupEnv
+}
+
 // readSources reads the file, the environment and the flags of opts.
 func readSources(opts LoadOptions) (*sources, error) {
-	lookup := opts.LookupEnv
-	if lookup == nil {
-		lookup = os.LookupEnv
-	}
-	name := opts.File
-	if f := flagOf(opts.Flags, ConfigFlag); name == "" && f != nil && f.Changed {
-		name = f.Value.String()
-	}
-	if name == "" {
-		name, _ = lookup(ConfigEnv)
-	}
-	s := &sources{file: &fileLayer{layer: newLayer()}, env: parseEnv(lookup)}
+	name := opts.FileName()
+	s := &sources{file: &fileLayer{layer: newLayer()}, env: parseEnv(opts.lookupEnv())}
 	if name != "" {
 		data, err := os.ReadFile(name)
 		if err != nil {

@@ -380,9 +380,13 @@ func TestConfigFileSource(t *testing.T) {
 			if err := fs.Parse(tt.args); err != nil {
 				t.Fatal(err)
 			}
-			c, err := config.Load(config.LoadOptions{File: tt.file, Flags: fs, LookupEnv: lookupIn(tt.env)})
+			opts := config.LoadOptions{File: tt.file, Flags: fs, LookupEnv: lookupIn(tt.env)}
+			c, err := config.Load(opts)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if want := map[int]string{1: byOption, 2: byFlag, 3: byEnv}[tt.want]; opts.FileName() != want {
+				t.Errorf("FileName() = %q, want %q", opts.FileName(), want)
 			}
 			if c.Log.Verbosity != tt.want {
 				t.Errorf("log.verbosity = %d, want %d: the wrong file was read", c.Log.Verbosity, tt.want)

@@ -4,7 +4,9 @@
 // "deployments.apps") through its own cluster's discovery, and runs one client-go informer
 // per resource, with transforms that strip what nobody queries. It keeps per-resource sync
 // state and the last error, and it can start warm: the first list of an informer is then a
-// snapshot at a saved resourceVersion, and the watch resumes from there.
+// snapshot at a saved resourceVersion, and the watch resumes from there. Reconfigure
+// changes the resources of a running Set: only the informers of the resources that
+// changed start or stop.
 //
 // A Set knows about one cluster only; the fleet is assembled by package aggregate.
 package informer

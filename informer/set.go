@@ -231,7 +231,9 @@ type Set struct {
 	// rediscover asks the discovery loop to run now.
 	rediscover chan struct{}
 
-	// mu guards status and running.
+	// mu guards status, running, and the fields of opts that Reconfigure changes:
+	// Resources, KeepManagedFields and KeepSecretData. The other fields of opts do not
+	// change after New.
 	mu sync.Mutex
 	// status is indexed like opts.Resources.
 	status []ResourceStatus
@@ -241,7 +243,11 @@ type Set struct {
 
 // runner is the informers of one resource: one per watched namespace.
 type runner struct {
-	mapping     Mapping
+	mapping Mapping
+	// resource and spec are what the informers were started with: a change of either
+	// restarts them.
+	resource    Resource
+	spec        string
 	cancel      context.CancelFunc
 	done        chan struct{}
 	controllers map[string]cache.Controller // by namespace, "" = all
@@ -406,32 +412,111 @@ func (s *Set) changed() {
 	}
 }
 
+// Reconfigure replaces the Resources, KeepManagedFields and KeepSecretData of the Set
+// with those of opts, and has a running Set reconcile its informers at once; the other
+// fields of opts are ignored. The informers of a resource whose name and settings did
+// not change go on untouched: nothing is listed again. Those of a resource that is no
+// longer configured stop, and its objects leave the Sink (RemoveResource). Those of a
+// resource whose settings changed (its selectors, namespaces, MetadataOnly, or the kept
+// fields, which change every resource) are restarted cold: their objects leave the Sink
+// and are listed again. A new resource starts as it would in New.
+//
+// It returns an error, and changes nothing, if opts.Resources is invalid. It may be
+// called before Start and while the Set runs, from any goroutine.
+func (s *Set) Reconfigure(opts Options) error {
+	s.mu.Lock()
+	prev, next := s.opts, s.opts
+	next.Resources = slices.Clone(opts.Resources)
+	next.KeepManagedFields, next.KeepSecretData = opts.KeepManagedFields, opts.KeepSecretData
+	if err := next.validate(); err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	before := map[string]int{}
+	for i, r := range prev.Resources {
+		before[r.Name] = i
+	}
+	status := make([]ResourceStatus, len(next.Resources))
+	for i, r := range next.Resources {
+		status[i] = ResourceStatus{Name: r.Name, State: StatePending}
+		if j, ok := before[r.Name]; ok && sameSettings(prev, prev.Resources[j], next, r) {
+			status[i] = s.status[j]
+		}
+	}
+	// Only the fields that change are written: the others are read without the lock.
+	s.opts.Resources = next.Resources
+	s.opts.KeepManagedFields, s.opts.KeepSecretData = next.KeepManagedFields, next.KeepSecretData
+	s.status = status
+	s.mu.Unlock()
+	s.changed()
+	select {
+	case s.rediscover <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// sameSettings reports whether the informers of a resource configured as a in aOpts can
+// serve it configured as b in bOpts.
+func sameSettings(aOpts Options, a Resource, bOpts Options, b Resource) bool {
+	return a.Name == b.Name && slices.Equal(a.Namespaces, b.Namespaces) && aOpts.spec(a) == bOpts.spec(b)
+}
+
+// options returns a copy of opts, taken under the lock: its Resources are not shared
+// with Reconfigure.
+func (s *Set) options() Options {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	opts := s.opts
+	opts.Resources = slices.Clone(opts.Resources)
+	return opts
+}
+
 // reconcile resolves every configured resource through discovery and starts, stops or
 // restarts its informers to match.
 func (s *Set) reconcile(ctx context.Context) {
 	s.discovery.Reset()
-	for i, r := range s.opts.Resources {
+	opts := s.options()
+	configured := map[string]bool{}
+	for _, r := range opts.Resources {
+		configured[r.Name] = true
+	}
+	s.mu.Lock()
+	unconfigured := map[string]*runner{}
+	for name, run := range s.running {
+		if !configured[name] {
+			unconfigured[name] = run
+		}
+	}
+	s.mu.Unlock()
+	for _, name := range slices.Sorted(maps.Keys(unconfigured)) {
+		run := unconfigured[name]
+		klog.FromContext(ctx).Info("Resource no longer configured; dropping its objects", "resource", name, "gvr", run.mapping.Resource)
+		s.stop(name, run)
+		s.opts.Sink.RemoveResource(run.mapping.Resource)
+	}
+	for i, r := range opts.Resources {
 		m, err := resolve(s.mapper, r.Name)
 		s.mu.Lock()
 		cur := s.running[r.Name]
 		s.mu.Unlock()
 		switch {
 		case err == nil:
-			if cur != nil && cur.mapping == m {
+			if cur != nil && cur.mapping == m && cur.spec == opts.spec(r) && slices.Equal(cur.resource.Namespaces, r.Namespaces) {
 				continue
 			}
 			if cur != nil {
 				s.stop(r.Name, cur)
 				s.opts.Sink.RemoveResource(cur.mapping.Resource)
 			}
-			s.start(ctx, i, r, m)
+			s.start(ctx, opts, r, m)
 		case errors.Is(err, ErrResourceNotFound):
 			if cur != nil {
 				klog.FromContext(ctx).Info("Resource no longer served; dropping its objects", "resource", r.Name, "gvr", cur.mapping.Resource)
 				s.stop(r.Name, cur)
 				s.opts.Sink.RemoveResource(cur.mapping.Resource)
 			}
-			s.setStatus(i, func(st *ResourceStatus) {
+			s.setStatus(r.Name, nil, func(st *ResourceStatus) {
 				st.State, st.Mapping, st.ResourceVersions = StateNotFound, Mapping{}, nil
 				st.LastError, st.LastErrorTime = err, s.opts.Clock.Now()
 			})
@@ -439,16 +524,24 @@ func (s *Set) reconcile(ctx context.Context) {
 			// Discovery failed (the cluster may be unreachable): keep what runs, record
 			// the error, and try again next round rather than once per resource.
 			now := s.opts.Clock.Now()
-			for j := i; j < len(s.opts.Resources); j++ {
-				s.setStatus(j, func(st *ResourceStatus) { st.LastError, st.LastErrorTime = err, now })
+			for _, r := range opts.Resources[i:] {
+				s.setStatus(r.Name, nil, func(st *ResourceStatus) { st.LastError, st.LastErrorTime = err, now })
 			}
 			return
 		}
 	}
 }
 
-func (s *Set) setStatus(i int, update func(*ResourceStatus)) {
+// setStatus updates the status of the resource name. With run set, it does so only
+// while run is that resource's current runner, so that an informer that was stopped
+// does not report over its successor.
+func (s *Set) setStatus(name string, run *runner, update func(*ResourceStatus)) {
 	s.mu.Lock()
+	i := slices.IndexFunc(s.status, func(st ResourceStatus) bool { return st.Name == name })
+	if i < 0 || (run != nil && s.running[name] != run) {
+		s.mu.Unlock()
+		return
+	}
 	before := s.status[i]
 	update(&s.status[i])
 	after := s.status[i]
@@ -458,18 +551,23 @@ func (s *Set) setStatus(i int, update func(*ResourceStatus)) {
 	}
 }
 
-// start runs the informers of resource r (index i), resolved to m.
-func (s *Set) start(ctx context.Context, i int, r Resource, m Mapping) {
+// start runs the informers of resource r, resolved to m, configured by opts.
+func (s *Set) start(ctx context.Context, opts Options, r Resource, m Mapping) {
 	ctx, cancel := context.WithCancel(ctx)
-	run := &runner{mapping: m, cancel: cancel, done: make(chan struct{}), controllers: map[string]cache.Controller{}}
+	spec := opts.spec(r)
+	run := &runner{mapping: m, resource: r, spec: spec, cancel: cancel, done: make(chan struct{}), controllers: map[string]cache.Controller{}}
 	namespaces := []string{metav1.NamespaceAll}
 	if m.Namespaced && len(r.Namespaces) > 0 {
 		namespaces = r.Namespaces
 	}
+	// Registered first, so that the errors of its informers are recorded.
+	s.mu.Lock()
+	s.running[r.Name] = run
+	s.mu.Unlock()
 	var wg sync.WaitGroup
 	var stores []Store
 	for _, ns := range namespaces {
-		scope := Scope{Resource: m.Resource, Namespace: ns, Spec: s.opts.spec(r)}
+		scope := Scope{Resource: m.Resource, Namespace: ns, Spec: spec}
 		store := s.opts.Sink.Store(scope)
 		stores = append(stores, store)
 		var known cache.KeyListerGetter = store
@@ -491,14 +589,14 @@ func (s *Set) start(ctx context.Context, i int, r Resource, m Mapping) {
 				Name:         fmt.Sprintf("%s %s", s.opts.Cluster, scope),
 				KeyFunction:  cache.DeletionHandlingMetaNamespaceKeyFunc,
 				KnownObjects: known,
-				Transformer:  s.transform(m, known),
+				Transformer:  transform(opts, m, known),
 			})},
 			ListerWatcher:     lw,
 			ObjectType:        objType,
 			ObjectDescription: m.Resource.String(),
 			Process:           processDeltas(store),
 			WatchErrorHandlerWithContext: func(ctx context.Context, _ *cache.Reflector, err error) {
-				s.watchError(ctx, i, err)
+				s.watchError(ctx, r.Name, run, err)
 			},
 		})
 		run.controllers[ns] = ctrl
@@ -508,17 +606,14 @@ func (s *Set) start(ctx context.Context, i int, r Resource, m Mapping) {
 		wg.Wait()
 		close(run.done)
 	}()
-	s.mu.Lock()
-	s.running[r.Name] = run
-	s.mu.Unlock()
-	s.setStatus(i, func(st *ResourceStatus) {
+	s.setStatus(r.Name, run, func(st *ResourceStatus) {
 		st.State, st.Mapping, st.SyncedTime, st.ResourceVersions = StateSyncing, m, time.Time{}, nil
 	})
-	go s.watchSync(ctx, i, run, stores)
+	go s.watchSync(ctx, r.Name, run, stores)
 }
 
-// watchSync marks resource i Synced once all its informers have synced.
-func (s *Set) watchSync(ctx context.Context, i int, run *runner, stores []Store) {
+// watchSync marks resource name Synced once all the informers of run have synced.
+func (s *Set) watchSync(ctx context.Context, name string, run *runner, stores []Store) {
 	poll := s.opts.Clock.NewTicker(20 * time.Millisecond)
 	defer poll.Stop()
 	for {
@@ -542,17 +637,17 @@ func (s *Set) watchSync(ctx context.Context, i int, run *runner, stores []Store)
 	for ns, c := range run.controllers {
 		rvs[ns] = c.LastSyncResourceVersion()
 	}
-	s.setStatus(i, func(st *ResourceStatus) {
+	s.setStatus(name, run, func(st *ResourceStatus) {
 		st.State, st.SyncedTime, st.ResourceVersions = StateSynced, s.opts.Clock.Now(), rvs
 		st.LastError, st.LastErrorTime = nil, time.Time{}
 	})
 }
 
-// watchError records a list or watch error of resource i. A NotFound means the resource
-// may be gone: discovery runs again at once.
-func (s *Set) watchError(ctx context.Context, i int, err error) {
+// watchError records a list or watch error of the informers run of resource name. A
+// NotFound means the resource may be gone: discovery runs again at once.
+func (s *Set) watchError(ctx context.Context, name string, run *runner, err error) {
 	cache.DefaultWatchErrorHandler(ctx, nil, err)
-	s.setStatus(i, func(st *ResourceStatus) { st.LastError, st.LastErrorTime = err, s.opts.Clock.Now() })
+	s.setStatus(name, run, func(st *ResourceStatus) { st.LastError, st.LastErrorTime = err, s.opts.Clock.Now() })
 	if apierrors.IsNotFound(err) {
 		select {
 		case s.rediscover <- struct{}{}:
@@ -589,7 +684,7 @@ func (s *Set) stopAll() {
 // stored one, untouched: the lists of a warm start hand out shallow copies of stored
 // objects, which are shared with readers and must not be mutated, and an unchanged
 // object of a relist needs no second copy in memory.
-func (s *Set) transform(m Mapping, known cache.KeyListerGetter) cache.TransformFunc {
+func transform(opts Options, m Mapping, known cache.KeyListerGetter) cache.TransformFunc {
 	secrets := m.Resource.Group == "" && m.Resource.Resource == "secrets"
 	return func(obj interface{}) (interface{}, error) {
 		if _, ok := obj.(runtime.Object); !ok {
@@ -598,19 +693,19 @@ func (s *Set) transform(m Mapping, known cache.KeyListerGetter) cache.TransformF
 		if stored, ok := storedSame(known, obj); ok {
 			return stored, nil
 		}
-		if !s.opts.KeepManagedFields {
+		if !opts.KeepManagedFields {
 			if a, err := meta.Accessor(obj); err == nil {
 				a.SetManagedFields(nil)
 			}
 		}
-		if secrets && !s.opts.KeepSecretData {
+		if secrets && !opts.KeepSecretData {
 			if u, ok := obj.(*unstructured.Unstructured); ok {
 				unstructured.RemoveNestedField(u.Object, "data")
 				unstructured.RemoveNestedField(u.Object, "stringData")
 			}
 		}
-		if s.opts.Transform != nil {
-			return s.opts.Transform(obj)
+		if opts.Transform != nil {
+			return opts.Transform(obj)
 		}
 		return obj, nil
 	}

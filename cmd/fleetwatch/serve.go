@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -38,23 +39,27 @@ func newServeCommand() *cobra.Command {
 federated cache and its snapshot, and serve the kube-style inventory API.
 
 Configuration comes from defaults, then the --config file, then FLEETWATCH_*
-environment variables, then flags; see docs/config.md.`,
+environment variables, then flags; see docs/config.md. When the config file
+changes, the configuration is loaded again and the keys that select clusters and
+resources apply at once; see "Reloading" in docs/config.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := config.Load(config.LoadOptions{Flags: cmd.Flags()})
+			loadOpts := config.LoadOptions{Flags: cmd.Flags()}
+			cfg, err := config.Load(loadOpts)
 			if err != nil {
 				return err
 			}
-			return serve(cmd.Context(), cfg)
+			return serve(cmd.Context(), loadOpts, cfg)
 		},
 	}
 	config.BindFlags(cmd.Flags())
 	return cmd
 }
 
-// serve runs the daemon until SIGINT or SIGTERM. A second signal exits at once.
-func serve(ctx context.Context, cfg *config.Config) error {
-	logger := newLogger(cfg.Log)
+// serve runs the daemon with cfg, loaded with loadOpts, until SIGINT or SIGTERM. A
+// second signal exits at once.
+func serve(ctx context.Context, loadOpts config.LoadOptions, cfg *config.Config) error {
+	logger, setVerbosity := newLogger(cfg.Log)
 	klog.SetLogger(logger)
 	ctx = klog.NewContext(ctx, logger)
 
@@ -101,22 +106,51 @@ func serve(ctx context.Context, cfg *config.Config) error {
 		return err
 	}
 	logger.Info("Starting", "version", buildVersion(), "config", cfg.String())
-	return runDaemon(ctx, cfg, mgr)
-}
-
-func newLogger(cfg config.Log) logr.Logger {
-	if cfg.Format == config.LogFormatJSON {
-		level := slog.Level(-cfg.Verbosity) // logr's V(n) is slog level -n
-		return logr.FromSlogHandler(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	var rl *reloader
+	if file := loadOpts.FileName(); file != "" {
+		rl = newReloader(file, cfg, func() (*config.Config, error) { return config.Load(loadOpts) }, func(ctx context.Context, old, next *config.Config) error {
+			return applyConfig(ctx, mgr, setVerbosity, old, next)
+		})
 	}
-	return textlogger.NewLogger(textlogger.NewConfig(textlogger.Verbosity(cfg.Verbosity)))
+	return runDaemon(ctx, cfg, mgr, rl)
 }
 
-// runDaemon serves the inventory API and runs the manager until ctx is done, then shuts
-// down in order: the clusters (sources), the snapshot writer's final flush and the
+// applyConfig applies the live keys of the configuration next to the running daemon,
+// whose configuration is old.
+func applyConfig(ctx context.Context, mgr *fleetwatch.Manager, setVerbosity func(int), old, next *config.Config) error {
+	if keysWhere(old, next, func(key string) bool { return isLive(key) && key != "log.verbosity" }) != nil {
+		if err := mgr.Reconfigure(managerOptions(next)); err != nil {
+			return err
+		}
+	}
+	if next.Log.Verbosity != old.Log.Verbosity {
+		setVerbosity(next.Log.Verbosity)
+		klog.FromContext(ctx).Info("Log verbosity changed", "verbosity", next.Log.Verbosity)
+	}
+	return nil
+}
+
+// newLogger returns the daemon's logger and a func that changes its verbosity.
+func newLogger(cfg config.Log) (logr.Logger, func(verbosity int)) {
+	if cfg.Format == config.LogFormatJSON {
+		// logr's V(n) is slog level -n.
+		var level slog.LevelVar
+		level.Set(slog.Level(-cfg.Verbosity))
+		logger := logr.FromSlogHandler(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: &level}))
+		return logger, func(v int) { level.Set(slog.Level(-v)) }
+	}
+	c := textlogger.NewConfig(textlogger.Verbosity(cfg.Verbosity))
+	return textlogger.NewLogger(c), func(v int) {
+		// Not expected to fail: any integer is a verbosity.
+		_ = c.Verbosity().Set(strconv.Itoa(v))
+	}
+}
+
+// runDaemon serves the inventory API, runs the manager and follows the config file with
+// rl (if not nil) until ctx is done, then shuts down in order: the clusters (sources), the snapshot writer's final flush and the
 // handlers (all inside Manager.Start), then the HTTP server, so that the API answers
 // until the cache has stopped changing.
-func runDaemon(ctx context.Context, cfg *config.Config, mgr *fleetwatch.Manager) error {
+func runDaemon(ctx context.Context, cfg *config.Config, mgr *fleetwatch.Manager, rl *reloader) error {
 	logger := klog.FromContext(ctx)
 	delegated, err := delegatedAuth(cfg.Server.Auth.Delegated)
 	if err != nil {
@@ -159,7 +193,21 @@ func runDaemon(ctx context.Context, cfg *config.Config, mgr *fleetwatch.Manager)
 		srvDone <- err
 	}()
 
+	rlCtx, stopRl := context.WithCancel(ctx)
+	defer stopRl()
+	rlDone := make(chan struct{})
+	if rl != nil {
+		go func() {
+			defer close(rlDone)
+			_ = rl.Start(rlCtx)
+		}()
+	} else {
+		close(rlDone)
+	}
+
 	err = mgr.Start(ctx)
+	stopRl()
+	<-rlDone
 	stopSrv()
 	err = errors.Join(err, <-srvDone)
 	logger.Info("Stopped", "reason", context.Cause(ctx))

@@ -491,4 +491,100 @@ func TestInformerSet(t *testing.T) {
 			t.Errorf("adds/updates/deletes/tombstones = %d/%d/%d/%d, want 1/<=1/1/0: only the changes made while down, as watch events", pods.adds, pods.updates, pods.deletes, pods.tombstones)
 		}
 	})
+
+	t.Run("Reconfigure changes the resources in place", func(t *testing.T) {
+		sink := newRecordingSink()
+		set, _ := startSet(t, informer.Options{
+			Cluster:   c.Name,
+			Config:    c.RESTConfig(),
+			Sink:      sink,
+			Resources: []informer.Resource{{Name: "pods"}, {Name: "configmaps"}},
+		})
+		eventually(t, 60*time.Second, "initial sync", func() string {
+			if !set.HasSynced() {
+				return fmt.Sprintf("not synced: %+v", set.Status())
+			}
+			return ""
+		})
+		pods, cms := sink.store(podsGVR), sink.store(configMapsGVR)
+		before, err := c.Metrics(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// pods unchanged, configmaps now in shop only, deployments added, and a
+		// resource that is not served.
+		err = set.Reconfigure(informer.Options{Resources: []informer.Resource{
+			{Name: "pods"},
+			{Name: "configmaps", Namespaces: []string{"shop"}},
+			{Name: "deployments.apps"},
+			{Name: "widgets.v1alpha1.example.com"},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 30*time.Second, "reconfigured", func() string {
+			st := set.Status()
+			if len(st) != 4 || !set.HasSynced() || st[2].State != informer.StateSynced || st[3].State != informer.StateNotFound {
+				return fmt.Sprintf("status %+v", st)
+			}
+			return ""
+		})
+		after, err := c.Metrics(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := after.ListedObjects("", "pods") - before.ListedObjects("", "pods"); d != 0 {
+			t.Errorf("%v pods listed again, want none: their settings did not change", d)
+		}
+		if sink.store(podsGVR) != pods || sink.store(configMapsGVR) == cms {
+			t.Errorf("pods should keep their store, configmaps get a new one (removed: %v)", sink.removed)
+		}
+		shop := serverTruth(ctx, t, c, configMapsGVR, metav1.ListOptions{})
+		for k := range shop {
+			if ns, _, _ := cache.SplitMetaNamespaceKey(k); ns != "shop" {
+				delete(shop, k)
+			}
+		}
+		if d := diffRVs(shop, sink.store(configMapsGVR).snapshot()); d != "" {
+			t.Errorf("configmaps in shop: %s", d)
+		}
+		if d := diffRVs(serverTruth(ctx, t, c, deploymentsGVR, metav1.ListOptions{}), sink.store(deploymentsGVR).snapshot()); d != "" {
+			t.Errorf("deployments: %s", d)
+		}
+
+		// Removing a resource drops it; keeping managed fields changes every resource.
+		if err := set.Reconfigure(informer.Options{Resources: []informer.Resource{{Name: "pods"}}, KeepManagedFields: true}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 30*time.Second, "deployments and configmaps dropped, pods relisted with managed fields", func() string {
+			if st := set.Status(); len(st) != 1 || !set.HasSynced() {
+				return fmt.Sprintf("status %+v", st)
+			}
+			if sink.store(deploymentsGVR) != nil || sink.store(configMapsGVR) != nil {
+				return fmt.Sprintf("removed only %v", sink.removed)
+			}
+			p := sink.store(podsGVR)
+			if p == nil || p == pods {
+				return "pods not restarted"
+			}
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			if len(p.objects) == 0 {
+				return "no pods"
+			}
+			for _, o := range p.objects {
+				if a, _ := meta.Accessor(o); len(a.GetManagedFields()) == 0 {
+					return "managedFields still stripped from " + a.GetName()
+				}
+			}
+			return ""
+		})
+
+		if err := set.Reconfigure(informer.Options{Resources: []informer.Resource{{Name: "Pods"}}}); err == nil {
+			t.Error("Reconfigure with an invalid resource name succeeded")
+		}
+		if st := set.Status(); len(st) != 1 || st[0].Name != "pods" {
+			t.Errorf("a failed Reconfigure changed the status: %+v", st)
+		}
+	})
 }
