@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -200,77 +199,30 @@ func (p *Provider) Start(ctx context.Context) error {
 	p.mu.Unlock()
 	logger := klog.FromContext(ctx).WithName("clusters")
 
-	// Watch before the first load, so that no change after it goes unseen.
-	var fw *filewatch.Watch
-	if !p.noWatch {
-		w, err := filewatch.New()
-		if err != nil {
-			logger.Error(err, "Cannot watch kubeconfig files; relying on polling", "interval", p.pollInterval)
-		} else {
-			defer w.Close()
-			fw = w
-			fw.Update(logger, p.currentLoader().paths)
-		}
+	var lastErr string // of the last failed reload, to log each failure once
+	f := &filewatch.Follower{
+		What:         "kubeconfig files",
+		Paths:        func() []string { return p.currentLoader().paths },
+		Clock:        p.clock,
+		Delay:        p.reloadDelay,
+		PollInterval: p.pollInterval,
+		NoWatch:      p.noWatch,
+		Trigger:      p.reconfigured,
+		Reread:       func() { p.reload(ctx, logger, &lastErr) },
 	}
-
-	clusters, err := p.currentLoader().loadSome()
+	err := f.Run(ctx, logger, func() error {
+		clusters, err := p.currentLoader().loadSome()
+		if err != nil {
+			return err
+		}
+		p.apply(ctx, logger, clusters)
+		return nil
+	})
 	if err != nil {
 		return err
 	}
-	p.apply(ctx, logger, clusters)
-
-	poll := p.clock.NewTicker(p.pollInterval)
-	defer poll.Stop()
-	var (
-		events  <-chan fsnotify.Event
-		errs    <-chan error
-		pending <-chan time.Time // non-nil while a reload is due
-		lastErr string           // of the last failed reload, to log each failure once
-	)
-	if fw != nil {
-		events, errs = fw.Events(), fw.Errors()
-	}
-	reload := func() {
-		if fw != nil {
-			// A directory that was missing or replaced has to be watched anew, and the
-			// targets of symbolic links may have changed.
-			fw.Update(logger, p.currentLoader().paths)
-		}
-		p.reload(ctx, logger, &lastErr)
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			p.stop(ctx)
-			return nil
-		case ev, ok := <-events:
-			if !ok {
-				events = nil
-				continue
-			}
-			if !fw.Relevant(ev) {
-				continue
-			}
-			logger.V(5).Info("Kubeconfig changed", "event", ev.String())
-			if pending == nil {
-				pending = p.clock.After(p.reloadDelay)
-			}
-		case err, ok := <-errs:
-			if !ok {
-				errs = nil
-				continue
-			}
-			logger.Error(err, "Watching kubeconfig files")
-		case <-pending:
-			pending = nil
-			reload()
-		case <-p.reconfigured:
-			logger.V(2).Info("Cluster selection changed; reloading kubeconfig files")
-			reload()
-		case <-poll.C():
-			reload()
-		}
-	}
+	p.stop(ctx)
+	return nil
 }
 
 // reload re-reads the kubeconfig files and applies the difference.

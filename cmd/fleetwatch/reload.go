@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -106,67 +105,22 @@ func newReloader(file string, current *config.Config, load func() (*config.Confi
 // Start follows the config file until ctx is done, and returns nil.
 func (r *reloader) Start(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithName("config")
-	var fw *filewatch.Watch
-	if !r.noWatch {
-		w, err := filewatch.New()
-		if err != nil {
-			logger.Error(err, "Cannot watch the config file; relying on polling", "interval", r.pollInterval)
-		} else {
-			defer w.Close()
-			fw = w
-			fw.Update(logger, []string{r.file})
-		}
-	}
-	poll := r.clock.NewTicker(r.pollInterval)
-	defer poll.Stop()
-	var (
-		events  <-chan fsnotify.Event
-		errs    <-chan error
-		pending <-chan time.Time // non-nil while a reload is due
-		lastErr string           // of the last failed reload, to log each failure once
-	)
-	if fw != nil {
-		events, errs = fw.Events(), fw.Errors()
-	}
-	reload := func() {
-		if fw != nil {
-			// The directory may have been replaced, or the target of a link changed.
-			fw.Update(logger, []string{r.file})
-		}
-		r.reload(ctx, logger, &lastErr)
-		if r.afterReload != nil {
-			r.afterReload()
-		}
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case ev, ok := <-events:
-			if !ok {
-				events = nil
-				continue
+	var lastErr string // of the last failed reload, to log each failure once
+	f := &filewatch.Follower{
+		What:         "the config file",
+		Paths:        func() []string { return []string{r.file} },
+		Clock:        r.clock,
+		Delay:        r.delay,
+		PollInterval: r.pollInterval,
+		NoWatch:      r.noWatch,
+		Reread: func() {
+			r.reload(ctx, logger, &lastErr)
+			if r.afterReload != nil {
+				r.afterReload()
 			}
-			if !fw.Relevant(ev) {
-				continue
-			}
-			logger.V(5).Info("Config file changed", "event", ev.String())
-			if pending == nil {
-				pending = r.clock.After(r.delay)
-			}
-		case err, ok := <-errs:
-			if !ok {
-				errs = nil
-				continue
-			}
-			logger.Error(err, "Watching the config file")
-		case <-pending:
-			pending = nil
-			reload()
-		case <-poll.C():
-			reload()
-		}
+		},
 	}
+	return f.Run(ctx, logger, nil)
 }
 
 // reload loads the configuration and applies what changed.

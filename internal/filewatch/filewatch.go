@@ -9,14 +9,17 @@
 package filewatch
 
 import (
+	"context"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/fsnotify/fsnotify"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 )
 
 // Watch watches the directories of a set of paths. It is not safe for concurrent use:
@@ -99,3 +102,95 @@ func (fw *Watch) Relevant(ev fsnotify.Event) bool {
 
 // WatchList returns the watched directories.
 func (fw *Watch) WatchList() []string { return fw.w.WatchList() }
+
+// Follower re-reads files when they change: after a change is seen (once for a burst of
+// them), every poll interval, and when asked.
+type Follower struct {
+	// What names the files in logs, such as "kubeconfig files".
+	What string
+	// Paths returns the paths to follow. It is called again before each re-read.
+	Paths func() []string
+	// Clock, Delay and PollInterval time the re-reads: Delay after the first change of a
+	// burst, and every PollInterval.
+	Clock        clock.WithTicker
+	Delay        time.Duration
+	PollInterval time.Duration
+	// NoWatch relies on polling alone.
+	NoWatch bool
+	// Trigger, if not nil, asks for a re-read at once.
+	Trigger <-chan struct{}
+	// Reread re-reads the files. It runs on Run's goroutine.
+	Reread func()
+}
+
+// Run follows the files until ctx is done. It starts watching before it calls first, so
+// that no change made after first has read the files goes unseen; an error of first
+// ends Run with that error. first may be nil.
+func (f *Follower) Run(ctx context.Context, logger klog.Logger, first func() error) error {
+	var fw *Watch
+	if !f.NoWatch {
+		w, err := New()
+		if err != nil {
+			logger.Error(err, "Cannot watch "+f.What+"; relying on polling", "interval", f.PollInterval)
+		} else {
+			defer w.Close()
+			fw = w
+			fw.Update(logger, f.Paths())
+		}
+	}
+	if first != nil {
+		if err := first(); err != nil {
+			return err
+		}
+	}
+	poll := f.Clock.NewTicker(f.PollInterval)
+	defer poll.Stop()
+	var (
+		events  <-chan fsnotify.Event
+		errs    <-chan error
+		pending <-chan time.Time // non-nil while a re-read is due
+	)
+	if fw != nil {
+		events, errs = fw.Events(), fw.Errors()
+	}
+	reread := func() {
+		if fw != nil {
+			// A directory that was missing or replaced has to be watched anew, and the
+			// targets of symbolic links may have changed.
+			fw.Update(logger, f.Paths())
+		}
+		f.Reread()
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-events:
+			if !ok {
+				events = nil
+				continue
+			}
+			if !fw.Relevant(ev) {
+				continue
+			}
+			logger.V(5).Info("File changed", "files", f.What, "event", ev.String())
+			if pending == nil {
+				pending = f.Clock.After(f.Delay)
+			}
+		case err, ok := <-errs:
+			if !ok {
+				errs = nil
+				continue
+			}
+			logger.Error(err, "Watching "+f.What)
+		case <-pending:
+			pending = nil
+			reread()
+		case <-f.Trigger:
+			logger.V(2).Info("Re-reading on request", "files", f.What)
+			reread()
+		case <-poll.C():
+			reread()
+		}
+	}
+}
