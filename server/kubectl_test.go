@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
+	"github.com/fleetwatch/fleetwatch/internal/testcert"
 	"github.com/fleetwatch/fleetwatch/internal/testenv"
 )
 
@@ -298,7 +299,7 @@ func TestKubectl(t *testing.T) {
 	t.Run("TLS and token", func(t *testing.T) {
 		// kubectl sends credentials over TLS only (and without any, it prompts for them).
 		dir := t.TempDir()
-		cert, key := writeCertificate(t, dir, "kubectl")
+		cert, key := testcert.Write(t, dir, "kubectl")
 		tokens := writeFile(t, dir, "tokens", "kubectl-token\n")
 		g := newFixture(t, func(o *Options) { o.TLSCertFile, o.TLSKeyFile, o.TokenFile = cert, key, tokens })
 		ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -7,12 +7,10 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -29,6 +27,7 @@ import (
 
 	fleetwatch "github.com/fleetwatch/fleetwatch"
 	"github.com/fleetwatch/fleetwatch/aggregate"
+	"github.com/fleetwatch/fleetwatch/internal/testcert"
 )
 
 // The Manager is the Source of the daemon.
@@ -36,7 +35,7 @@ var _ Source = (*fleetwatch.Manager)(nil)
 
 func TestNewOptions(t *testing.T) {
 	dir := t.TempDir()
-	cert, key := writeCertificate(t, dir, "a")
+	cert, key := testcert.Write(t, dir, "a")
 	tokens := writeFile(t, dir, "tokens", "s3cret\n")
 	fleet := aggregate.New(aggregate.Options{})
 	src := &fakeSource{fleet: fleet, statuses: map[string]aggregate.ClusterStatus{}}
@@ -143,7 +142,7 @@ func TestStartListenError(t *testing.T) {
 // watch open.
 func TestServeTLS(t *testing.T) {
 	dir := t.TempDir()
-	cert, key := writeCertificate(t, dir, "first")
+	cert, key := testcert.Write(t, dir, "first")
 	tokens := writeFile(t, dir, "tokens", "s3cret\n")
 	f := newFixture(t, func(o *Options) {
 		o.Address = "0.0.0.0:0"
@@ -157,9 +156,7 @@ func TestServeTLS(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- f.server.Serve(ctx, ln) }()
 
-	pool := x509.NewCertPool()
-	pemBytes, _ := os.ReadFile(cert)
-	pool.AppendCertsFromPEM(pemBytes)
+	pool := testcert.Pool(t, cert)
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "localhost"}}}
 	base := "https://" + ln.Addr().String()
 	get := func(path, token string) (*http.Response, string) {
@@ -190,7 +187,7 @@ func TestServeTLS(t *testing.T) {
 	}
 
 	// A rotated certificate is served to new connections.
-	newCert, newKey := writeCertificate(t, t.TempDir(), "second")
+	newCert, newKey := testcert.Write(t, t.TempDir(), "second")
 	replaceFile(t, newCert, cert)
 	replaceFile(t, newKey, key)
 	conn, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{InsecureSkipVerify: true})
@@ -339,39 +336,6 @@ func (r *recorder) Write(b []byte) (int, error) {
 	}
 	r.buf = append(r.buf, b...)
 	return len(b), nil
-}
-
-// writeCertificate writes a self-signed certificate for localhost and 127.0.0.1, with
-// common name cn, and its key.
-func writeCertificate(t *testing.T, dir, cn string) (certFile, keyFile string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(time.Now().UnixNano()),
-		Subject:               pkix.Name{CommonName: cn},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		DNSNames:              []string{"localhost"},
-		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1")},
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile = writeFile(t, dir, cn+".crt", string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})))
-	keyFile = writeFile(t, dir, cn+".key", string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})))
-	return certFile, keyFile
 }
 
 func otherKey(t *testing.T) string {

@@ -1,20 +1,12 @@
 package e2e
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -31,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/fleetwatch/fleetwatch/internal/testcert"
 	"github.com/fleetwatch/fleetwatch/internal/testenv"
 )
 
@@ -101,7 +94,8 @@ func TestDaemonAuth(t *testing.T) {
 	if err := os.WriteFile(tokens, []byte("# token file\n"+opsToken+" user=ops\n"+ciToken+" user=ci clusters=home\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	certFile, keyFile, pool := selfSignedCert(t, dir)
+	certFile, keyFile := testcert.Write(t, dir, "tls")
+	pool := testcert.Pool(t, certFile)
 	port := freePort(t)
 	base := fmt.Sprintf("https://127.0.0.1:%d", port)
 	cfgPath := filepath.Join(dir, "fleetwatch.yaml")
@@ -145,12 +139,7 @@ server:
 		body, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, body
 	}
-	eventually(t, 90*time.Second, "/readyz", func() string {
-		if code, body := get("/readyz", ""); code != http.StatusOK {
-			return fmt.Sprintf("%d %s", code, body)
-		}
-		return ""
-	})
+	waitReadyz(t, client, base)
 	// podsOf returns the pods of "*", or nil if no cluster that the token may read
 	// serves pods (404, as for a fleet without clusters).
 	podsOf := func(token string) []string {
@@ -236,8 +225,7 @@ server:
 	})
 
 	t.Run("kubectl with a delegated token", func(t *testing.T) {
-		ca := filepath.Join(dir, "ca.crt")
-		out := kubectl(t, "--server", base+"/clusters/*", "--certificate-authority", ca, "--token", readerToken, "get", "pods", "-A")
+		out := kubectl(t, "--server", base+"/clusters/*", "--certificate-authority", certFile, "--token", readerToken, "get", "pods", "-A")
 		if !strings.Contains(out, "app-remote") || strings.Contains(out, "app-home") {
 			t.Errorf("kubectl get pods -A as reader:\n%s", out)
 		}
@@ -311,46 +299,4 @@ func TestDaemonRefusesInsecureAddress(t *testing.T) {
 			}
 		})
 	}
-}
-
-// selfSignedCert writes a self-signed certificate for 127.0.0.1 and its key into dir
-// (ca.crt is the certificate too), and returns their paths and a pool that trusts it.
-func selfSignedCert(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "fleetwatch"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1")},
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	certFile, keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	for path, data := range map[string][]byte{
-		certFile: certPEM, filepath.Join(dir, "ca.crt"): certPEM,
-		keyFile: pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
-	} {
-		if err := os.WriteFile(path, data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pool = x509.NewCertPool()
-	pool.AppendCertsFromPEM(certPEM)
-	return certFile, keyFile, pool
 }

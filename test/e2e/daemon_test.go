@@ -141,18 +141,7 @@ server:
 	}()
 	waitReady := func() {
 		t.Helper()
-		eventually(t, 90*time.Second, "/readyz", func() string {
-			resp, err := http.Get(base + "/readyz")
-			if err != nil {
-				return err.Error()
-			}
-			defer resp.Body.Close()
-			body, _ := io.ReadAll(resp.Body)
-			if resp.StatusCode != http.StatusOK {
-				return fmt.Sprintf("%d %s", resp.StatusCode, body)
-			}
-			return ""
-		})
+		waitReadyz(t, http.DefaultClient, base)
 	}
 	waitReady()
 
@@ -442,4 +431,21 @@ func createPod(t *testing.T, c *testenv.Cluster, ns, name string) {
 	if _, err := c.Dynamic().Resource(podsGVR).Namespace(ns).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// waitReadyz waits until the daemon at base answers /readyz with 200.
+func waitReadyz(t *testing.T, client *http.Client, base string) {
+	t.Helper()
+	eventually(t, 90*time.Second, "/readyz", func() string {
+		resp, err := client.Get(base + "/readyz")
+		if err != nil {
+			return err.Error()
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Sprintf("%d %s", resp.StatusCode, body)
+		}
+		return ""
+	})
 }

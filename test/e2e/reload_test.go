@@ -71,18 +71,7 @@ func TestDaemonReloadsConfig(t *testing.T) {
 	}()
 	waitReady := func() {
 		t.Helper()
-		eventually(t, 90*time.Second, "/readyz", func() string {
-			resp, err := http.Get(base + "/readyz")
-			if err != nil {
-				return err.Error()
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if code := resp.StatusCode; code != http.StatusOK {
-				return fmt.Sprintf("%d %s", code, body)
-			}
-			return ""
-		})
+		waitReadyz(t, http.DefaultClient, base)
 	}
 	waitReady()
 
