@@ -618,7 +618,7 @@ func (m *Manager) refresh(mb *member) {
 			if r.SyncedTime.After(st.LastSyncTime) {
 				st.LastSyncTime = r.SyncedTime
 			}
-		case informer.StateNotFound:
+		case informer.StateNotFound, informer.StateDuplicate:
 			answered = true
 		default:
 			synced = false

@@ -194,6 +194,9 @@ const (
 	StatePending State = "Pending"
 	// StateNotFound: the cluster does not serve the resource.
 	StateNotFound State = "NotFound"
+	// StateDuplicate: the name resolves to the same resource as a name configured before
+	// it (ErrDuplicateResource), which caches it instead.
+	StateDuplicate State = "Duplicate"
 	// StateSyncing: the informer runs and its initial list is not complete.
 	StateSyncing State = "Syncing"
 	// StateSynced: the informer's initial list is complete.
@@ -495,12 +498,43 @@ func (s *Set) reconcile(ctx context.Context) {
 		s.stop(name, run)
 		s.opts.Sink.RemoveResource(run.mapping.Resource)
 	}
+	// Resolve every name first, so that a name that became a duplicate stops before the
+	// name it duplicates starts.
+	mappings := make([]Mapping, len(opts.Resources))
+	errs := make([]error, len(opts.Resources))
+	claimed := map[schema.GroupVersionResource]string{}
 	for i, r := range opts.Resources {
-		m, err := resolve(s.mapper, r.Name)
+		mappings[i], errs[i] = resolve(s.mapper, r.Name)
+		if errs[i] != nil {
+			continue
+		}
+		gvr := mappings[i].Resource
+		if first, ok := claimed[gvr]; ok {
+			errs[i] = fmt.Errorf("%s %w: %s, as %s", r.Name, ErrDuplicateResource, gvr, first)
+			s.mu.Lock()
+			cur := s.running[r.Name]
+			s.mu.Unlock()
+			if cur != nil {
+				// Its objects stay: they are the resource's, and the first name's
+				// informer lists them again and deletes what it does not select.
+				klog.FromContext(ctx).Info("Resource duplicates one configured before it; stopping it", "resource", r.Name, "gvr", gvr, "first", first)
+				s.stop(r.Name, cur)
+			}
+			continue
+		}
+		claimed[gvr] = r.Name
+	}
+	for i, r := range opts.Resources {
+		m, err := mappings[i], errs[i]
 		s.mu.Lock()
 		cur := s.running[r.Name]
 		s.mu.Unlock()
 		switch {
+		case errors.Is(err, ErrDuplicateResource):
+			s.setStatus(r.Name, nil, func(st *ResourceStatus) {
+				st.State, st.Mapping, st.ResourceVersions = StateDuplicate, m, nil
+				st.LastError, st.LastErrorTime = err, s.opts.Clock.Now()
+			})
 		case err == nil:
 			if cur != nil && cur.mapping == m && cur.spec == opts.spec(r) && slices.Equal(cur.resource.Namespaces, r.Namespaces) {
 				continue

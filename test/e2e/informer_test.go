@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -490,6 +491,43 @@ func TestInformerSet(t *testing.T) {
 		if pods.adds != 1 || pods.deletes != 1 || pods.tombstones != 0 || pods.updates > 1 {
 			t.Errorf("adds/updates/deletes/tombstones = %d/%d/%d/%d, want 1/<=1/1/0: only the changes made while down, as watch events", pods.adds, pods.updates, pods.deletes, pods.tombstones)
 		}
+	})
+
+	t.Run("two names of one resource: the first is cached, the second reported", func(t *testing.T) {
+		sink := newRecordingSink()
+		set, _ := startSet(t, informer.Options{
+			Cluster: c.Name,
+			Config:  c.RESTConfig(),
+			Sink:    sink,
+			// Two informers of pods would each delete the other's objects when they list.
+			Resources: []informer.Resource{{Name: "pods", LabelSelector: "tier=frontend"}, {Name: "po"}},
+		})
+		eventually(t, 60*time.Second, "initial sync", func() string {
+			if !set.HasSynced() {
+				return fmt.Sprintf("not synced: %+v", set.Status())
+			}
+			return ""
+		})
+		st := set.Status()
+		if st[0].State != informer.StateSynced || st[1].State != informer.StateDuplicate || !errors.Is(st[1].LastError, informer.ErrDuplicateResource) {
+			t.Fatalf("status %+v", st)
+		}
+		if d := diffRVs(serverTruth(ctx, t, c, podsGVR, metav1.ListOptions{LabelSelector: "tier=frontend"}), sink.store(podsGVR).snapshot()); d != "" {
+			t.Errorf("pods of the first name: %s", d)
+		}
+
+		// Put the other name first: it starts, the one that is now second stops, and the
+		// store ends up with the first name's objects only.
+		if err := set.Reconfigure(informer.Options{Resources: []informer.Resource{{Name: "po"}, {Name: "pods", LabelSelector: "tier=frontend"}}}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 30*time.Second, "po first", func() string {
+			st := set.Status()
+			if !set.HasSynced() || st[0].State != informer.StateSynced || st[1].State != informer.StateDuplicate {
+				return fmt.Sprintf("status %+v", st)
+			}
+			return diffRVs(serverTruth(ctx, t, c, podsGVR, metav1.ListOptions{}), sink.store(podsGVR).snapshot())
+		})
 	})
 
 	t.Run("Reconfigure changes the resources in place", func(t *testing.T) {
