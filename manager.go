@@ -176,6 +176,7 @@ func NewManager(opts Options) (*Manager, error) {
 // loadSnapshot seeds the fleet from Options.Snapshot and creates its writer. The loaded
 // clusters are Stale until their servers confirm them.
 func (m *Manager) loadSnapshot() error {
+	defer relaxGC()()
 	snap, err := m.opts.Snapshot.Load()
 	if err != nil {
 		// Load moved a corrupt file aside; start cold.
