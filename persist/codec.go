@@ -62,25 +62,38 @@ func encodeObject(obj runtime.Object) ([]byte, error) {
 // returns shares no memory with data, so data may be a bbolt value. An error wraps
 // ErrCorrupt.
 func decodeObject(data []byte) (obj runtime.Object, err error) {
-	// FuzzDecode finds panics in decode; this only keeps a bug found later from taking
-	// the daemon down.
-	defer func() {
-		if r := recover(); r != nil {
-			obj, err = nil, fmt.Errorf("%w: decoding object panicked: %v", ErrCorrupt, r)
-		}
-	}()
+	defer recoverDecode(&err)
 	return decode(data)
+}
+
+// recoverDecode turns a panic of the decoders into an error wrapping ErrCorrupt.
+// FuzzDecode finds panics in decode; this only keeps a bug found later from taking the
+// daemon down.
+func recoverDecode(err *error) {
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("%w: decoding object panicked: %v", ErrCorrupt, r)
+	}
 }
 
 // decode is decodeObject without the recover.
 func decode(data []byte) (runtime.Object, error) {
+	var d fastDecoder
+	return d.decode(string(data))
+}
+
+// decode is decode with d's tables of strings. It may panic on a bug; the caller
+// recovers.
+func (d *fastDecoder) decode(data string) (runtime.Object, error) {
 	if len(data) == 0 {
 		return nil, fmt.Errorf("%w: empty object value", ErrCorrupt)
 	}
 	switch data[0] {
 	case formatUnstructured:
+		if m, ok := d.decodeMap(data[1:]); ok {
+			return &unstructured.Unstructured{Object: m}, nil
+		}
 		var m map[string]any
-		if err := direct.Unmarshal(data[1:], &m); err != nil {
+		if err := direct.Unmarshal([]byte(data[1:]), &m); err != nil {
 			return nil, fmt.Errorf("%w: decoding object: %v", ErrCorrupt, err)
 		}
 		if m == nil {
@@ -89,7 +102,7 @@ func decode(data []byte) (runtime.Object, error) {
 		return &unstructured.Unstructured{Object: m}, nil
 	case formatMetadata:
 		o := new(metav1.PartialObjectMetadata)
-		if err := direct.Unmarshal(data[1:], o); err != nil {
+		if err := direct.Unmarshal([]byte(data[1:]), o); err != nil {
 			return nil, fmt.Errorf("%w: decoding object metadata: %v", ErrCorrupt, err)
 		}
 		return o, nil

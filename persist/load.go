@@ -1,7 +1,6 @@
 package persist
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"runtime"
@@ -116,8 +115,9 @@ const loadChunk = 256
 type chunk struct {
 	cluster, resource string
 	keys              []string
-	values            [][]byte
-	objects           []kruntime.Object
+	// values are copies of the stored bytes.
+	values  []string
+	objects []kruntime.Object
 }
 
 // loadTx reads the snapshot in tx. The goroutine of tx walks the buckets and copies
@@ -139,8 +139,9 @@ func loadTx(tx *bolt.Tx) (*Snapshot, error) {
 	}
 	for range runtime.GOMAXPROCS(0) {
 		wg.Go(func() {
+			var d fastDecoder
 			for c := range work {
-				if err := c.decode(); err != nil {
+				if err := c.decode(&d); err != nil {
 					fail(err)
 				}
 			}
@@ -186,7 +187,7 @@ func loadTx(tx *bolt.Tx) (*Snapshot, error) {
 						c = &chunk{cluster: cluster, resource: resource}
 					}
 					c.keys = append(c.keys, string(k))
-					c.values = append(c.values, bytes.Clone(v))
+					c.values = append(c.values, string(v))
 					if len(c.keys) == loadChunk {
 						if err := send(rs, c); err != nil {
 							return err
@@ -223,11 +224,12 @@ func loadTx(tx *bolt.Tx) (*Snapshot, error) {
 }
 
 // decode decodes the chunk's values and checks that each object is stored under its own
-// key.
-func (c *chunk) decode() error {
+// key. It never panics.
+func (c *chunk) decode(d *fastDecoder) (err error) {
+	defer recoverDecode(&err)
 	c.objects = make([]kruntime.Object, len(c.values))
 	for i, v := range c.values {
-		obj, err := decodeObject(v)
+		obj, err := d.decode(v)
 		if err != nil {
 			return fmt.Errorf("cluster %q, resource %q, object %q: %w", c.cluster, c.resource, c.keys[i], err)
 		}

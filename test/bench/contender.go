@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -94,6 +95,14 @@ type Result struct {
 	PeakRSS     uint64 `json:"peakRSS"`
 	HeapAfterGC uint64 `json:"heapAfterGC"`
 	RSSAfterGC  uint64 `json:"rssAfterGC"`
+	// The runtime's MemStats at the same moment: the bytes of in-use spans (HeapAlloc
+	// plus the free slots within them), of idle spans and of those returned to the OS,
+	// and all memory obtained from the OS. RSS beyond HeapInuse + (HeapIdle −
+	// HeapReleased) is the runtime's own (stacks, metadata) or not Go's.
+	HeapInuseAfterGC    uint64 `json:"heapInuseAfterGC"`
+	HeapIdleAfterGC     uint64 `json:"heapIdleAfterGC"`
+	HeapReleasedAfterGC uint64 `json:"heapReleasedAfterGC"`
+	SysAfterGC          uint64 `json:"sysAfterGC"`
 
 	// Watch mode: the window between "start" and the delivery of the last write.
 	WindowSec float64 `json:"windowSec,omitempty"`
@@ -288,7 +297,10 @@ func runContender(args []string) (err error) {
 		res.CPUCaughtUpSec = cpuTime().Seconds()
 		res.PeakRSSCaughtUp = procStatus()["VmHWM"]
 	}
-	res.HeapAfterGC, res.RSSAfterGC = settledMemory()
+	var ms runtime.MemStats
+	res.HeapAfterGC, res.RSSAfterGC, ms = settledMemory()
+	res.HeapInuseAfterGC, res.HeapIdleAfterGC, res.HeapReleasedAfterGC = ms.HeapInuse, ms.HeapIdle, ms.HeapReleased
+	res.SysAfterGC = ms.Sys
 	if *memProfile != "" {
 		if err := writeHeapProfile(*memProfile); err != nil {
 			return err

@@ -408,8 +408,8 @@ func (d *driver) contend(ctx context.Context, name, mode string, profile bool, a
 		return nil, listCounters{}, err
 	}
 	delta := after.minus(before)
-	log.Printf("%-34s synced %.2fs, %d objects, heap %s, RSS %s, peak RSS %s%s", name, res.SyncedSec, res.Total,
-		mib(res.HeapAfterGC), mib(res.RSSAfterGC), mib(res.PeakRSS), watchSummary(res))
+	log.Printf("%-34s synced %.2fs, %d objects, heap %s (in use %s, idle %s, released %s), RSS %s, peak RSS %s%s", name, res.SyncedSec, res.Total,
+		mib(res.HeapAfterGC), mib(res.HeapInuseAfterGC), mib(res.HeapIdleAfterGC), mib(res.HeapReleasedAfterGC), mib(res.RSSAfterGC), mib(res.PeakRSS), watchSummary(res))
 	return res, delta, nil
 }
 

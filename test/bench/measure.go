@@ -45,14 +45,13 @@ func procStatus() map[string]uint64 {
 }
 
 // settledMemory collects garbage until the heap stops shrinking, returns freed memory to
-// the OS, and returns the live heap and the RSS.
-func settledMemory() (heap, rss uint64) {
-	var ms runtime.MemStats
+// the OS, and returns the live heap, the RSS, and the runtime's view of its memory.
+func settledMemory() (heap, rss uint64, ms runtime.MemStats) {
 	runtime.GC()
 	runtime.GC()
 	debug.FreeOSMemory()
 	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc, procStatus()["VmRSS"]
+	return ms.HeapAlloc, procStatus()["VmRSS"], ms
 }
 
 // machine describes the machine for the report.

@@ -1,0 +1,251 @@
+package persist
+
+import (
+	"math"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/fleetwatch/fleetwatch/internal/intern"
+)
+
+// The objects of a snapshot are decoded by a hand-written decoder, without reflection:
+// decoding through direct.Unmarshal spent most of its time in reflect.Value.SetMapIndex
+// and in allocating one string per map key. It reads the subset of CBOR that
+// direct.Marshal writes for an unstructured object's map: maps with string keys, arrays,
+// byte and text strings, integers that fit an int64, finite floats, booleans and null,
+// all of definite length and without tags. On anything else, or on anything that
+// direct.Unmarshal would reject, it gives up and the object is decoded by
+// direct.Unmarshal, so that it accepts exactly what direct.Unmarshal accepts and
+// returns what direct.Unmarshal returns (FuzzFastDecode checks both).
+//
+// It saves memory as well as time: keys and short string values are interned (package
+// intern), so that the objects that one decoder reads share them.
+
+// maxFastDepth is how deep the decoder nests maps and arrays before it hands the object
+// to direct.Unmarshal. It bounds the decoder's stack; objects are never that deep.
+const maxFastDepth = 256
+
+// fastDecoder decodes stored unstructured objects. It is not safe for concurrent use;
+// the loader has one per goroutine, so that its intern.Table needs no lock.
+type fastDecoder struct {
+	strings intern.Table
+}
+
+// decodeMap decodes data, the CBOR of an unstructured object's map. ok is false if data
+// is not in the subset the decoder reads, or is not valid; the caller then decodes it
+// with direct.Unmarshal. The result shares no memory with data.
+func (d *fastDecoder) decodeMap(data string) (m map[string]any, ok bool) {
+	if len(data) == 0 || data[0]>>5 != cborMap {
+		return nil, false
+	}
+	r := cborReader{data: data, strings: &d.strings}
+	v, ok := r.value(0)
+	if !ok || r.off != len(data) {
+		return nil, false
+	}
+	return v.(map[string]any), true
+}
+
+// CBOR major types (RFC 8949, section 3.1).
+const (
+	cborUint   = 0
+	cborNegint = 1
+	cborBytes  = 2
+	cborText   = 3
+	cborArray  = 4
+	cborMap    = 5
+	cborTag    = 6
+	cborSimple = 7
+)
+
+type cborReader struct {
+	data    string
+	off     int
+	strings *intern.Table
+}
+
+// head reads the initial byte of a data item and its argument. ok is false for
+// indefinite lengths, reserved values and truncated input. For major type 7, arg is the
+// additional information's payload, and ai says what it is.
+func (r *cborReader) head() (major byte, ai byte, arg uint64, ok bool) {
+	if r.off >= len(r.data) {
+		return 0, 0, 0, false
+	}
+	b := r.data[r.off]
+	r.off++
+	major, ai = b>>5, b&0x1f
+	switch {
+	case ai < 24:
+		return major, ai, uint64(ai), true
+	case ai == 24:
+		if len(r.data)-r.off < 1 {
+			return 0, 0, 0, false
+		}
+		arg = uint64(r.data[r.off])
+		r.off++
+		// A one-byte argument below 24 is not well-formed for a simple value.
+		if major == cborSimple && arg < 32 {
+			return 0, 0, 0, false
+		}
+	case ai == 25:
+		if len(r.data)-r.off < 2 {
+			return 0, 0, 0, false
+		}
+		arg = uint64(r.data[r.off])<<8 | uint64(r.data[r.off+1])
+		r.off += 2
+	case ai == 26:
+		if len(r.data)-r.off < 4 {
+			return 0, 0, 0, false
+		}
+		arg = r.uint(4)
+		r.off += 4
+	case ai == 27:
+		if len(r.data)-r.off < 8 {
+			return 0, 0, 0, false
+		}
+		arg = r.uint(8)
+		r.off += 8
+	default: // 28-30 reserved, 31 indefinite length or break
+		return 0, 0, 0, false
+	}
+	return major, ai, arg, true
+}
+
+// uint reads an n-byte big-endian integer at the offset, which has n bytes left.
+func (r *cborReader) uint(n int) uint64 {
+	var u uint64
+	for _, b := range []byte(r.data[r.off : r.off+n]) {
+		u = u<<8 | uint64(b)
+	}
+	return u
+}
+
+// str reads the n bytes of a string.
+func (r *cborReader) str(n uint64) (string, bool) {
+	if n > uint64(len(r.data)-r.off) {
+		return "", false
+	}
+	s := r.data[r.off : r.off+int(n)]
+	r.off += int(n)
+	return s, true
+}
+
+// key reads a map key: a byte or text string.
+func (r *cborReader) key() (string, bool) {
+	major, _, arg, ok := r.head()
+	if !ok || (major != cborBytes && major != cborText) {
+		return "", false
+	}
+	s, ok := r.str(arg)
+	if !ok || (major == cborText && !utf8.ValidString(s)) {
+		return "", false
+	}
+	return r.strings.Key(s), true
+}
+
+func (r *cborReader) value(depth int) (any, bool) {
+	major, ai, arg, ok := r.head()
+	if !ok {
+		return nil, false
+	}
+	switch major {
+	case cborUint:
+		if arg > math.MaxInt64 {
+			return nil, false
+		}
+		return int64(arg), true
+	case cborNegint:
+		if arg > math.MaxInt64 {
+			return nil, false
+		}
+		return -1 - int64(arg), true
+	case cborBytes, cborText:
+		s, ok := r.str(arg)
+		if !ok || (major == cborText && !utf8.ValidString(s)) {
+			return nil, false
+		}
+		if v, ok := r.strings.Value(s); ok {
+			return v, true
+		}
+		return strings.Clone(s), true
+	case cborArray:
+		// Every element takes at least one byte: a longer array is truncated.
+		if depth >= maxFastDepth || arg > uint64(len(r.data)-r.off) {
+			return nil, false
+		}
+		a := make([]any, arg)
+		for i := range a {
+			if a[i], ok = r.value(depth + 1); !ok {
+				return nil, false
+			}
+		}
+		return a, true
+	case cborMap:
+		if depth >= maxFastDepth || arg > uint64(len(r.data)-r.off)/2 {
+			return nil, false
+		}
+		m := make(map[string]any, arg)
+		for range arg {
+			k, ok := r.key()
+			if !ok {
+				return nil, false
+			}
+			v, ok := r.value(depth + 1)
+			if !ok {
+				return nil, false
+			}
+			m[k] = v
+		}
+		if uint64(len(m)) != arg { // a duplicate key
+			return nil, false
+		}
+		return m, true
+	case cborSimple:
+		switch ai {
+		case 20:
+			return false, true
+		case 21:
+			return true, true
+		case 22:
+			return nil, true
+		case 25:
+			return finite(float16to64(uint16(arg)))
+		case 26:
+			return finite(float64(math.Float32frombits(uint32(arg))))
+		case 27:
+			return finite(math.Float64frombits(arg))
+		}
+		return nil, false
+	default: // tags
+		return nil, false
+	}
+}
+
+func finite(f float64) (any, bool) {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return nil, false
+	}
+	return f, true
+}
+
+// float16to64 converts an IEEE 754 half-precision float.
+func float16to64(h uint16) float64 {
+	exp, frac := int(h>>10)&0x1f, float64(h&0x3ff)
+	var f float64
+	switch exp {
+	case 0:
+		f = math.Ldexp(frac, -24)
+	case 0x1f:
+		if frac == 0 {
+			f = math.Inf(1)
+		} else {
+			f = math.NaN()
+		}
+	default:
+		f = math.Ldexp(frac+0x400, exp-25)
+	}
+	if h&0x8000 != 0 {
+		f = math.Copysign(f, -1)
+	}
+	return f
+}
