@@ -33,6 +33,12 @@ type listWatch struct {
 	bookmarkTimeout time.Duration
 	// noStreaming is set once a streaming list failed to end.
 	noStreaming atomic.Bool
+	// onBookmark, if set, is called with the resourceVersion of each bookmark of a
+	// watch, once the reflector has received it, except those of a streaming list
+	// before and at its initial-events-end: the reflector has then queued every event
+	// up to that resourceVersion, so the informer's state is consistent at it once the
+	// queue has been processed that far.
+	onBookmark func(resourceVersion string)
 
 	// seeded is set by seed; then the first list is seedList, without a request.
 	seeded   bool
@@ -133,17 +139,20 @@ func (lw *listWatch) ListWithContext(ctx context.Context, opts metav1.ListOption
 func (lw *listWatch) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	lw.tweak(&opts)
 	streaming := opts.SendInitialEvents != nil && *opts.SendInitialEvents
-	if !streaming {
-		return lw.watch(ctx, opts)
-	}
-	if lw.noStreaming.Load() {
+	if streaming && lw.noStreaming.Load() {
 		return nil, notStreamingError()
 	}
 	w, err := lw.watch(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
-	return newBookmarkGuard(w, lw.bookmarkTimeout, func() { lw.noStreaming.Store(true) }), nil
+	if !streaming {
+		if lw.onBookmark == nil {
+			return w, nil
+		}
+		return newRelay(w, 0, nil, lw.onBookmark), nil
+	}
+	return newRelay(w, lw.bookmarkTimeout, func() { lw.noStreaming.Store(true) }, lw.onBookmark), nil
 }
 
 // notStreamingError is an error that the reflector does not retry as a streaming list:
@@ -152,32 +161,35 @@ func notStreamingError() error {
 	return apierrors.NewBadRequest(ErrNoInitialEventsEnd.Error())
 }
 
-// bookmarkGuard passes a streaming list's events through and ends it with an error event
-// if the initial-events-end bookmark does not arrive in time.
-type bookmarkGuard struct {
+// relay passes a watch's events through. For a streaming list (timeout > 0) it ends the
+// watch with an error event if the initial-events-end bookmark does not arrive within
+// timeout. It calls onBookmark, if not nil, after handing on each bookmark that is not
+// part of a streaming list's initial events.
+type relay struct {
 	in       watch.Interface
 	out      chan watch.Event
 	stopOnce sync.Once
 	stopped  chan struct{}
 }
 
-func newBookmarkGuard(in watch.Interface, timeout time.Duration, onTimeout func()) *bookmarkGuard {
-	g := &bookmarkGuard{in: in, out: make(chan watch.Event), stopped: make(chan struct{})}
-	go g.run(timeout, onTimeout)
+func newRelay(in watch.Interface, timeout time.Duration, onTimeout func(), onBookmark func(string)) *relay {
+	g := &relay{in: in, out: make(chan watch.Event), stopped: make(chan struct{})}
+	go g.run(timeout, onTimeout, onBookmark)
 	return g
 }
 
-func (g *bookmarkGuard) run(timeout time.Duration, onTimeout func()) {
+func (g *relay) run(timeout time.Duration, onTimeout func(), onBookmark func(string)) {
 	defer close(g.out)
 	defer g.in.Stop()
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	ended := false
+	// ended is set once the initial events are over; a plain watch has none.
+	ended := timeout <= 0
+	var expired <-chan time.Time
+	if !ended {
+		timer := time.NewTimer(timeout)
+		defer timer.Stop()
+		expired = timer.C
+	}
 	for {
-		var expired <-chan time.Time
-		if !ended {
-			expired = timer.C
-		}
 		select {
 		case <-g.stopped:
 			return
@@ -194,13 +206,23 @@ func (g *bookmarkGuard) run(timeout time.Duration, onTimeout func()) {
 			if !ok {
 				return
 			}
+			wasEnded := ended
 			if !ended && ev.Type == watch.Bookmark && isInitialEventsEnd(ev.Object) {
-				ended = true
+				ended, expired = true, nil
 			}
 			select {
 			case g.out <- ev:
 			case <-g.stopped:
 				return
+			}
+			// The reflector has received the bookmark, so it has queued every event
+			// before it. The initial-events-end bookmark is left out: the reflector
+			// replaces its store with the initial events only after receiving it, and
+			// listMarkingQueue marks that list.
+			if onBookmark != nil && wasEnded && ev.Type == watch.Bookmark {
+				if a, err := meta.Accessor(ev.Object); err == nil && a.GetResourceVersion() != "" {
+					onBookmark(a.GetResourceVersion())
+				}
 			}
 		}
 	}
@@ -214,8 +236,8 @@ func isInitialEventsEnd(obj runtime.Object) bool {
 	return m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true"
 }
 
-func (g *bookmarkGuard) Stop() {
+func (g *relay) Stop() {
 	g.stopOnce.Do(func() { close(g.stopped) })
 }
 
-func (g *bookmarkGuard) ResultChan() <-chan watch.Event { return g.out }
+func (g *relay) ResultChan() <-chan watch.Event { return g.out }

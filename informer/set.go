@@ -620,13 +620,19 @@ func (s *Set) start(ctx context.Context, opts Options, r Resource, m Mapping) {
 				lw.seed(known, m, r.MetadataOnly, rv)
 			}
 		}
+		queue := listMarkingQueue{cache.NewRealFIFOWithOptions(cache.RealFIFOOptions{
+			Name:         fmt.Sprintf("%s %s", s.opts.Cluster, scope),
+			KeyFunction:  cache.DeletionHandlingMetaNamespaceKeyFunc,
+			KnownObjects: known,
+			Transformer:  transform(opts, m, known),
+		})}
+		if _, ok := store.(Checkpointer); ok {
+			// Bookmarks keep the checkpoint of a quiet resource recent, so that a
+			// restart resumes its watch within the apiserver's window.
+			lw.onBookmark = queue.markConsistent
+		}
 		ctrl := cache.New(&cache.Config{
-			Queue: listMarkingQueue{cache.NewRealFIFOWithOptions(cache.RealFIFOOptions{
-				Name:         fmt.Sprintf("%s %s", s.opts.Cluster, scope),
-				KeyFunction:  cache.DeletionHandlingMetaNamespaceKeyFunc,
-				KnownObjects: known,
-				Transformer:  transform(opts, m, known),
-			})},
+			Queue:             queue,
 			ListerWatcher:     lw,
 			ObjectType:        objType,
 			ObjectDescription: m.Resource.String(),
@@ -789,7 +795,7 @@ func storedSame(known cache.KeyListerGetter, obj interface{}) (interface{}, bool
 
 // processDeltas applies the deltas popped from an informer's queue to store, and tells a
 // Checkpointer store at which resourceVersion its state is consistent: after each watch
-// event, and when a list has been applied completely.
+// event, when a list has been applied completely, and at each bookmark of a watch.
 func processDeltas(store Store) cache.ProcessFunc {
 	checkpointer, _ := store.(Checkpointer)
 	return func(obj interface{}, initialList bool) error {
@@ -849,6 +855,14 @@ func (q listMarkingQueue) Replace(list []interface{}, resourceVersion string) er
 		return err
 	}
 	return q.RealFIFO.Add(cache.ExplicitKey(listDonePrefix + resourceVersion))
+}
+
+// markConsistent queues a marker that the state is consistent at resourceVersion once
+// the queue has been processed up to it: a bookmark has arrived after every event
+// queued so far.
+func (q listMarkingQueue) markConsistent(resourceVersion string) {
+	// An error means the queue is closed: the informer stops, and nothing is lost.
+	_ = q.RealFIFO.Add(cache.ExplicitKey(listDonePrefix + resourceVersion))
 }
 
 func listDoneRV(obj interface{}) (string, bool) {
