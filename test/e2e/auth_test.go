@@ -113,13 +113,7 @@ server:
 		t.Fatal(err)
 	}
 	bin := buildBinary(t, "./cmd/fleetwatch")
-	d := &daemon{bin: bin, config: cfgPath}
-	d.start(t)
-	defer func() {
-		if d.cmd.ProcessState == nil {
-			_ = d.signal(t, syscall.SIGKILL)
-		}
-	}()
+	d := startDaemon(t, bin, cfgPath)
 
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	get := func(path, token string) (int, []byte) {

@@ -30,6 +30,20 @@ type daemon struct {
 	log *os.File
 }
 
+// startDaemon runs `bin serve --config config`; the test's cleanup kills it if it is
+// still running then.
+func startDaemon(t *testing.T, bin, config string) *daemon {
+	t.Helper()
+	d := &daemon{bin: bin, config: config}
+	d.start(t)
+	t.Cleanup(func() {
+		if d.cmd.ProcessState == nil {
+			_ = d.signal(t, syscall.SIGKILL)
+		}
+	})
+	return d
+}
+
 func (d *daemon) start(t *testing.T) {
 	t.Helper()
 	d.cmd = exec.Command(d.bin, "serve", "--config", d.config, "--log-verbosity", "4")

@@ -132,13 +132,7 @@ server:
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d := &daemon{bin: buildBinary(t, "./cmd/fleetwatch"), config: cfgPath}
-	d.start(t)
-	defer func() {
-		if d.cmd.ProcessState == nil {
-			_ = d.signal(t, syscall.SIGKILL)
-		}
-	}()
+	d := startDaemon(t, buildBinary(t, "./cmd/fleetwatch"), cfgPath)
 	waitReady := func() {
 		t.Helper()
 		waitReadyz(t, http.DefaultClient, base)

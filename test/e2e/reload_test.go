@@ -11,7 +11,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -62,13 +61,7 @@ func TestDaemonReloadsConfig(t *testing.T) {
 	const podsOnly = "resources: [{name: pods}, {name: namespaces}]"
 	writeConfig("", podsOnly)
 
-	d := &daemon{bin: buildBinary(t, "./cmd/fleetwatch"), config: cfgPath}
-	d.start(t)
-	defer func() {
-		if d.cmd.ProcessState == nil {
-			_ = d.signal(t, syscall.SIGKILL)
-		}
-	}()
+	d := startDaemon(t, buildBinary(t, "./cmd/fleetwatch"), cfgPath)
 	waitReady := func() {
 		t.Helper()
 		waitReadyz(t, http.DefaultClient, base)
