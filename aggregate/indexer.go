@@ -346,13 +346,7 @@ func (ix *Indexer) ByIndex(indexName, indexedValue string) ([]runtime.Object, er
 	if err != nil {
 		return nil, err
 	}
-	out := make([]runtime.Object, 0, setsLen(sets))
-	for _, s := range sets {
-		for e := range s {
-			out = append(out, e.obj)
-		}
-	}
-	return out, nil
+	return collect(sets, func(e *entry) runtime.Object { return e.obj }), nil
 }
 
 // IndexKeys returns the keys of the objects whose values for the named index include
@@ -365,13 +359,7 @@ func (ix *Indexer) IndexKeys(indexName, indexedValue string) ([]Key, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Key, 0, setsLen(sets))
-	for _, s := range sets {
-		for e := range s {
-			out = append(out, e.key)
-		}
-	}
-	return out, nil
+	return collect(sets, func(e *entry) Key { return e.key }), nil
 }
 
 // IndexValues returns the values of the named index that at least one object has, in
@@ -481,6 +469,17 @@ func parseClusterNamespace(value string) (cluster, namespace string, err error) 
 		return "", "", fmt.Errorf("index %q value %q: %s: %w", IndexClusterNamespace, value, err.Error(), ErrInvalidIndexValue)
 	}
 	return cluster, ns, nil
+}
+
+// collect returns f of every entry of sets.
+func collect[T any](sets []set, f func(*entry) T) []T {
+	out := make([]T, 0, setsLen(sets))
+	for _, s := range sets {
+		for e := range s {
+			out = append(out, f(e))
+		}
+	}
+	return out
 }
 
 func setsLen(sets []set) int {
