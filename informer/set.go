@@ -507,6 +507,13 @@ func (s *Set) reconcile(ctx context.Context) {
 	claimed := map[schema.GroupVersionResource]string{}
 	for i, r := range opts.Resources {
 		mappings[i], errs[i] = resolve(s.mapper, r.Name)
+		if errs[i] != nil && !errors.Is(errs[i], ErrResourceNotFound) {
+			// Discovery failed: the names after this one would only ask again.
+			for j := i + 1; j < len(errs); j++ {
+				errs[j] = errs[i]
+			}
+			break
+		}
 		if errs[i] != nil {
 			continue
 		}
