@@ -169,12 +169,3 @@ func CompileGlobs(patterns ...string) (Globs, error) {
 
 // Match reports whether name matches one of the globs.
 func (g Globs) Match(name string) bool { return matchAny(g.gs, name) }
-
-// String returns the patterns, comma-separated.
-func (g Globs) String() string {
-	ps := make([]string, len(g.gs))
-	for i, x := range g.gs {
-		ps[i] = x.pattern
-	}
-	return strings.Join(ps, ",")
-}
