@@ -81,8 +81,9 @@ func TestCrashConsistency(t *testing.T) {
 	path := testPath(t)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))
 	// last holds each group's last stored resourceVersion. A group may be absent (0)
-	// after a kill between the child's drop of it and the checkpoint of its relist; a
-	// stored one must never be older than one seen before.
+	// after a kill between the child's drop of it and the checkpoint of its relist; the
+	// next child then starts that group over from resourceVersion 0. Otherwise a stored
+	// one must never be older than one seen before.
 	last := map[int]int{}
 	progress := 0
 	for run := range 20 {
@@ -125,6 +126,7 @@ func TestCrashConsistency(t *testing.T) {
 		t.Logf("run %d: stored resourceVersions %v", run, rvs)
 		for g, rv := range rvs {
 			if rv == 0 {
+				last[g] = 0
 				continue
 			}
 			if rv < last[g] {
