@@ -150,6 +150,18 @@ type groupBatch struct {
 	since   time.Time
 }
 
+// since returns the time of the oldest change or checkpoint in b, or the zero time if
+// it has none.
+func (b *batch) since() time.Time {
+	var t time.Time
+	for _, cb := range b.clusters {
+		for _, gb := range cb.groups {
+			t = earliest(t, gb.since)
+		}
+	}
+	return t
+}
+
 // take moves everything that is ready to commit into a batch, or returns nil if nothing
 // is. Unchecked changes stay.
 func (p *pending) take() *batch {

@@ -88,24 +88,29 @@ type Writer struct {
 	kick    chan struct{}
 	started atomic.Bool
 
-	// mu guards state, sinceCommit and stats.
+	// mu guards state, sinceCommit, inflight and stats.
 	mu    sync.Mutex
 	state pending
 	// sinceCommit counts the changes checkpointed since the last commit was taken.
 	sinceCommit int
-	stats       Stats
+	// inflight is the batch being committed, if any: taken from state, not in the file
+	// yet.
+	inflight *batch
+	stats    Stats
 }
 
 // Stats describes a Writer, for metrics. Durations and counts are as of the call.
 type Stats struct {
-	// Pending is the number of changes not committed yet, counted per object.
+	// Pending is the number of changes not committed yet, counted per object, those of
+	// a commit in progress included.
 	Pending int
 	// Checkpointed is how many of Pending are covered by a checkpoint, and so wait only
-	// for the next commit.
+	// for the next commit, or for the one in progress.
 	Checkpointed int
 	// Lag is the age of the oldest checkpointed change (or checkpoint) not committed yet,
-	// 0 if there is none: how far the snapshot is behind the informers. It stays below
-	// the interval plus the duration of a commit as long as commits succeed.
+	// in progress or not, 0 if there is none: how far the snapshot is behind the
+	// informers. It stays below the interval plus the duration of a commit as long as
+	// commits succeed.
 	Lag time.Duration
 	// OldestPending is the age of the oldest change not committed, checkpointed or not.
 	// A change without a checkpoint waits for one, as in the middle of a relist.
@@ -286,6 +291,14 @@ func (w *Writer) Stats() Stats {
 	w.mu.Lock()
 	st := w.stats
 	st.Pending, st.Checkpointed, st.Lag, st.OldestPending = w.state.counts(now)
+	if b := w.inflight; b != nil {
+		st.Pending += b.changes
+		st.Checkpointed += b.changes
+		if since := b.since(); !since.IsZero() {
+			lag := now.Sub(since)
+			st.Lag, st.OldestPending = max(st.Lag, lag), max(st.OldestPending, lag)
+		}
+	}
 	w.mu.Unlock()
 	st.FileSize = w.store.fileSize()
 	return st
@@ -354,6 +367,7 @@ func (s *Store) commit(mutate func(*pending)) error {
 	}
 	w.sinceCommit = 0
 	b := w.state.take()
+	w.inflight = b
 	w.mu.Unlock()
 	if b == nil {
 		return nil
@@ -364,6 +378,7 @@ func (s *Store) commit(mutate func(*pending)) error {
 
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.inflight = nil
 	for _, g := range broken {
 		w.state.breakResource(g.cluster, g.resource, g.err)
 		w.rejectLocked(g.err, now)

@@ -336,6 +336,51 @@ func TestWriterCommitsPerIntervalOrMaxPending(t *testing.T) {
 	}
 }
 
+// A commit in progress still counts as pending: its changes are not in the file yet.
+func TestWriterStatsCountTheCommitInProgress(t *testing.T) {
+	clock := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	s := openTest(t, testPath(t), Options{})
+	w := s.NewWriter(WriterOptions{Clock: clock})
+	for i := range 3 {
+		w.Upsert("a", pods, object("ns", "p"+string(rune('0'+i)), "1"))
+	}
+	w.Checkpoint("a", pods, "3")
+	clock.Step(2 * time.Second)
+
+	// A write transaction of our own holds the commit inside bbolt.
+	tx, err := s.db.Begin(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- w.Flush(context.Background()) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		w.mu.Lock()
+		inflight := w.inflight != nil
+		w.mu.Unlock()
+		if inflight {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the commit did not start")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if st := w.Stats(); st.Pending != 3 || st.Checkpointed != 3 || st.Lag != 2*time.Second || st.OldestPending != 2*time.Second {
+		t.Errorf("during the commit: %+v", st)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if st := w.Stats(); st.Pending != 0 || st.Checkpointed != 0 || st.Lag != 0 || st.Commits != 1 {
+		t.Errorf("after the commit: %+v", st)
+	}
+}
+
 func TestWriterKeepsChangesWhenCommitsFail(t *testing.T) {
 	// A file capped at its current size fails each commit that needs to grow it, the way
 	// a full disk does.
