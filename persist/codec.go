@@ -2,6 +2,7 @@ package persist
 
 import (
 	"fmt"
+	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -28,6 +29,12 @@ const (
 // encodeObject returns the stored form of obj, which must be an
 // *unstructured.Unstructured or a *metav1.PartialObjectMetadata. It only reads obj.
 func encodeObject(obj runtime.Object) ([]byte, error) {
+	var e cborEncoder
+	return e.encodeObject(obj)
+}
+
+// encodeObject is encodeObject with e's buffers. The result does not share e's memory.
+func (e *cborEncoder) encodeObject(obj runtime.Object) ([]byte, error) {
 	var (
 		format byte
 		body   []byte
@@ -37,6 +44,10 @@ func encodeObject(obj runtime.Object) ([]byte, error) {
 	case *unstructured.Unstructured:
 		if o == nil || o.Object == nil {
 			return nil, fmt.Errorf("%w: empty unstructured object", ErrInvalid)
+		}
+		e.buf = append(e.buf[:0], formatUnstructured)
+		if e.appendMap(o.Object) {
+			return slices.Clone(e.buf), nil
 		}
 		format = formatUnstructured
 		body, err = direct.Marshal(o.Object)

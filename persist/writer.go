@@ -412,6 +412,7 @@ type op struct {
 // must not keep a state of it that lacks a change.
 func (s *Store) write(b *batch) (broken []brokenResource, err error) {
 	ops := make(map[*groupBatch][]op)
+	var enc cborEncoder
 	for cluster, cb := range b.clusters {
 		for resource, gb := range cb.groups {
 			list := make([]op, 0, len(gb.changes))
@@ -419,7 +420,7 @@ func (s *Store) write(b *batch) (broken []brokenResource, err error) {
 				o := op{key: []byte(key)}
 				if obj != nil {
 					var encErr error
-					if o.value, encErr = encodeObject(obj); encErr != nil {
+					if o.value, encErr = enc.encodeObject(obj); encErr != nil {
 						encErr = fmt.Errorf("cluster %q, resource %q, object %q: %w; the resource is not stored any more", cluster, resource, key, encErr)
 						broken = append(broken, brokenResource{cluster, resource, encErr})
 						*gb = groupBatch{drop: true}
