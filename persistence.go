@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"github.com/fleetwatch/fleetwatch/aggregate"
@@ -183,22 +182,13 @@ var (
 )
 
 func (p *persistingStore) Apply(obj runtime.Object, initialList bool) error {
-	// A re-applied object with the same resourceVersion (a seeded list, a relist) is
-	// already in the snapshot: don't write it again.
-	unchanged := false
-	if a, err := meta.Accessor(obj); err == nil && a.GetResourceVersion() != "" {
-		if key, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
-			if old, ok, _ := p.GetByKey(key); ok {
-				if oa, err := meta.Accessor(old); err == nil {
-					unchanged = oa.GetResourceVersion() == a.GetResourceVersion()
-				}
-			}
-		}
-	}
-	if err := p.ClusterStore.Apply(obj, initialList); err != nil {
+	changed, err := p.ClusterStore.ApplyChanged(obj, initialList)
+	if err != nil {
 		return err
 	}
-	if !unchanged {
+	// A re-applied object with the same resourceVersion (a seeded list, a relist) is
+	// already in the snapshot: don't write it again.
+	if changed {
 		p.writer.Upsert(p.cluster, p.key, obj)
 	}
 	return nil

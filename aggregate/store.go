@@ -63,15 +63,22 @@ func (s *ClusterStore) Resource() schema.GroupVersionResource { return s.ix.reso
 //
 // The store keeps obj itself, not a copy: the caller must not modify it afterwards.
 func (s *ClusterStore) Apply(obj runtime.Object, initialList bool) error {
+	_, err := s.ApplyChanged(obj, initialList)
+	return err
+}
+
+// ApplyChanged is Apply, and also reports whether the store changed: false if it held
+// obj's key at obj's non-empty resourceVersion already, the no-op update above.
+func (s *ClusterStore) ApplyChanged(obj runtime.Object, initialList bool) (changed bool, err error) {
 	key, rv, err := s.keyOf(obj)
 	if err != nil {
-		return fmt.Errorf("apply to %s in cluster %q: %w", s.ix.resource, s.cluster, err)
+		return false, fmt.Errorf("apply to %s in cluster %q: %w", s.ix.resource, s.cluster, err)
 	}
 	ix := s.ix
 	ix.lock.Lock()
 	defer ix.lock.Unlock()
 	if s.removed {
-		return fmt.Errorf("apply %s to %s: %w", key, ix.resource, ErrStoreRemoved)
+		return false, fmt.Errorf("apply %s to %s: %w", key, ix.resource, ErrStoreRemoved)
 	}
 	e := ix.items[key]
 	switch {
@@ -80,12 +87,13 @@ func (s *ClusterStore) Apply(obj runtime.Object, initialList bool) error {
 		ix.fanOutLocked(pending{ref: objectRef{ix, key}, typ: Added, obj: obj, initialList: initialList}, false)
 	case rv != "" && rv == e.rv:
 		ix.fanOutLocked(pending{ref: objectRef{ix, key}, typ: Updated, obj: e.obj, old: e.obj, initialList: initialList}, true)
+		return false, nil
 	default:
 		old := e.obj
 		ix.updateLocked(e, obj, rv)
 		ix.fanOutLocked(pending{ref: objectRef{ix, key}, typ: Updated, obj: obj, old: old, initialList: initialList}, false)
 	}
-	return nil
+	return true, nil
 }
 
 // Delete removes the object with obj's key and delivers Deleted with obj as the last

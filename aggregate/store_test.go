@@ -151,6 +151,29 @@ func TestClusterStoreKeepsSeededObjectOnSameResourceVersion(t *testing.T) {
 	}
 }
 
+func TestClusterStoreApplyChanged(t *testing.T) {
+	f := aggregate.New(aggregate.Options{})
+	s := f.ClusterStore("a", aggregatetest.Pods)
+	for _, step := range []struct {
+		obj  runtime.Object
+		want bool
+	}{
+		{pod("p", "5"), true},  // added
+		{pod("p", "5"), false}, // same resourceVersion
+		{pod("p", "6"), true},  // updated
+		{pod("p", ""), true},   // no resourceVersion to compare
+		{pod("p", ""), true},
+	} {
+		changed, err := s.ApplyChanged(step.obj, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if changed != step.want {
+			t.Errorf("ApplyChanged(rv %q) = %v, want %v", step.obj.(*unstructured.Unstructured).GetResourceVersion(), changed, step.want)
+		}
+	}
+}
+
 func TestClusterStoreAsDeltaFIFOKnownObjects(t *testing.T) {
 	f := aggregate.New(aggregate.Options{})
 	startFleet(t, f)
