@@ -220,6 +220,7 @@ func runContender(args []string) (err error) {
 	t0ns := fs.Int64("t0", 0, "Unix nanoseconds at which the driver started this process (default: now)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole process here")
 	memProfile := fs.String("memprofile", "", "write a heap profile after sync here")
+	windowProfile := fs.String("window-cpuprofile", "", "watch mode: write a CPU profile of the measurement window here")
 	namespaces := fs.String("namespaces", "", "comma-separated namespaces to cache (default: all)")
 	catchUp := fs.Int("catch-up", 0, "sync mode: after sync, wait until the handler has received this many stamped updates (changes made while the contender was down)")
 	if err := fs.Parse(args); err != nil {
@@ -297,6 +298,11 @@ func runContender(args []string) (err error) {
 		res.CPUCaughtUpSec = cpuTime().Seconds()
 		res.PeakRSSCaughtUp = procStatus()["VmHWM"]
 	}
+	if fw, ok := c.(*fleetwatchContender); ok && *mode == modeWatch {
+		// The initial list's commit is the sync's cost, not the window's: in the window
+		// the writer keeps the snapshot current, and no more.
+		fw.waitSnapshotCommitted(5 * time.Minute)
+	}
 	var ms runtime.MemStats
 	res.HeapAfterGC, res.RSSAfterGC, ms = settledMemory()
 	res.HeapInuseAfterGC, res.HeapIdleAfterGC, res.HeapReleasedAfterGC = ms.HeapInuse, ms.HeapIdle, ms.HeapReleased
@@ -312,7 +318,7 @@ func runContender(args []string) (err error) {
 		if err := out.Encode(message{Type: "ready"}); err != nil {
 			return err
 		}
-		if err := watchWindow(rec, c, res); err != nil {
+		if err := watchWindow(rec, c, res, *windowProfile); err != nil {
 			return err
 		}
 	}
@@ -331,7 +337,8 @@ func runContender(args []string) (err error) {
 
 // watchWindow serves the driver's commands: "start" opens the measurement window,
 // "finish <n>" closes it once the handler has seen n stamped writes (or after a timeout).
-func watchWindow(rec *recorder, c contender, res *Result) error {
+// With profile set, the window's CPU profile is written there.
+func watchWindow(rec *recorder, c contender, res *Result, profile string) (err error) {
 	sc := bufio.NewScanner(os.Stdin)
 	var cpu0 time.Duration
 	var start time.Time
@@ -339,6 +346,20 @@ func watchWindow(rec *recorder, c contender, res *Result) error {
 		cmd, arg, _ := strings.Cut(strings.TrimSpace(sc.Text()), " ")
 		switch cmd {
 		case "start":
+			if profile != "" {
+				f, err := os.Create(profile)
+				if err != nil {
+					return err
+				}
+				if err := pprof.StartCPUProfile(f); err != nil {
+					f.Close()
+					return err
+				}
+				defer func() {
+					pprof.StopCPUProfile()
+					err = errors.Join(err, f.Close())
+				}()
+			}
 			cpu0, start = cpuTime(), time.Now()
 			rec.windowActive.Store(true)
 		case "finish":

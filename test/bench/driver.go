@@ -93,7 +93,7 @@ func runDriver(args []string) error {
 	fs.IntVar(&o.runs, "runs", 3, "runs of every measurement")
 	fs.StringVar(&o.dir, "dir", "", "directory for the clusters, snapshots and logs; the clusters' data is kept there and reused by the next invocation with the same sizes (default: a temporary directory, removed)")
 	fs.StringVar(&o.out, "out", "", "Markdown file to write the results to, between the bench:begin and bench:end markers if it has them (default: stdout only)")
-	fs.StringVar(&o.profileDir, "profile", "", "write CPU and heap profiles of every contender of the last run to this directory")
+	fs.StringVar(&o.profileDir, "profile", "", "write CPU and heap profiles of every contender of the last run to this directory, and CPU profiles of its watch window")
 	fs.IntVar(&o.loadWorkers, "load-workers", 24, "concurrent writers per cluster while loading")
 	fs.Float64Var(&o.writeRate, "write-rate", 60, "writes per second, over all clusters, in the watch phase")
 	fs.DurationVar(&o.writeDuration, "write-duration", 20*time.Second, "duration of the writes of each watch phase")
@@ -231,8 +231,10 @@ type runResult struct {
 	ClientGoWatch   *Result `json:"clientGoWatch"`
 	FleetwatchWatch *Result `json:"fleetwatchWatch"`
 	SnapWatch       *Result `json:"snapshotWatch"`
-	// WatchLists are the list figures during each watch contender's life, by contender:
-	// a relist after sync shows here.
+	// WatchLists are the list figures of the watch window, over all the contenders
+	// that ran it side by side, under the key "window": a relist in the window shows
+	// here. (Reports from before the side-by-side window have one entry per contender,
+	// for its whole life.)
 	WatchLists map[string]listCounters `json:"watchLists"`
 }
 
@@ -288,37 +290,14 @@ func (d *driver) run(ctx context.Context, r int) (*runResult, error) {
 			return err
 		},
 	}
-	watchUnits := []func() error{
-		func() error {
-			rr.ClientGoWatch, rr.WatchLists["clientgo"], err = d.contend(ctx, name("clientgo-watch"), modeWatch, false, "--impl", implClientGo)
-			return err
-		},
-		func() error {
-			rr.FleetwatchWatch, rr.WatchLists["fleetwatch"], err = d.contend(ctx, name("fleetwatch-watch"), modeWatch, false, "--impl", implFleetwatch)
-			return err
-		},
-		func() error {
-			// A fresh file: the window measures the cost of keeping the snapshot current,
-			// not a warm start's catching up (measured apart, above).
-			watchSnap := filepath.Join(d.workDir, "fleetwatch-watch.db")
-			for _, p := range []string{watchSnap, watchSnap + "-lock"} {
-				if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
-					return err
-				}
-			}
-			rr.SnapWatch, rr.WatchLists["fleetwatch+snapshot"], err = d.contend(ctx, name("fleetwatch-snapshot-watch"), modeWatch, false, "--impl", implFleetwatch, "--snapshot", watchSnap)
-			return err
-		},
+	for k := range syncUnits {
+		if err := syncUnits[(k+r)%len(syncUnits)](); err != nil {
+			return nil, err
+		}
 	}
-	phases := [][]func() error{syncUnits}
 	if d.opts.watch {
-		phases = append(phases, watchUnits)
-	}
-	for _, units := range phases {
-		for k := range units {
-			if err := units[(k+r)%len(units)](); err != nil {
-				return nil, err
-			}
+		if err := d.watchPhase(ctx, r, rr); err != nil {
+			return nil, err
 		}
 	}
 	return rr, nil
@@ -366,96 +345,229 @@ func (d *driver) contend(ctx context.Context, name, mode string, profile bool, a
 	if err != nil {
 		return nil, listCounters{}, err
 	}
+	p, err := d.spawn(ctx, name, mode, profile, args...)
+	if err != nil {
+		return nil, listCounters{}, err
+	}
+	res, err := p.result()
+	if err != nil {
+		return nil, listCounters{}, err
+	}
+	after, err := d.listCounters(ctx)
+	if err != nil {
+		return nil, listCounters{}, err
+	}
+	logResult(name, res)
+	return res, after.minus(before), nil
+}
+
+// watchPhase runs the watch contenders side by side, each in its own process: they sync
+// at the same time, and once every one is ready (synced, memory settled, snapshot
+// committed), one window of stamped writes is measured in all of them at once. So they
+// receive the same writes, from apiservers in the same state, on a machine under the same
+// load: a stall of an apiserver or of the machine hits them all, and the per-run ratios
+// compare like with like.
+func (d *driver) watchPhase(ctx context.Context, r int, rr *runResult) error {
+	name := func(s string) string { return fmt.Sprintf("run%d-%s", r+1, s) }
+	// A fresh file: the window measures the cost of keeping the snapshot current, not a
+	// warm start's catching up (measured apart, in the sync phase).
+	watchSnap := filepath.Join(d.workDir, "fleetwatch-watch.db")
+	for _, p := range []string{watchSnap, watchSnap + "-lock"} {
+		if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+	}
+	units := []struct {
+		name string
+		args []string
+		res  **Result
+	}{
+		{name("clientgo-watch"), []string{"--impl", implClientGo}, &rr.ClientGoWatch},
+		{name("fleetwatch-watch"), []string{"--impl", implFleetwatch}, &rr.FleetwatchWatch},
+		{name("fleetwatch-snapshot-watch"), []string{"--impl", implFleetwatch, "--snapshot", watchSnap}, &rr.SnapWatch},
+	}
+	if d.opts.profileDir != "" && r == d.opts.runs-1 {
+		if err := os.MkdirAll(d.opts.profileDir, 0o755); err != nil {
+			return err
+		}
+		for k := range units {
+			units[k].args = append(units[k].args, "--window-cpuprofile", filepath.Join(d.opts.profileDir, units[k].name+".window.cpu.pprof"))
+		}
+	}
+	procs := make([]*proc, len(units))
+	// Whatever happens, no process outlives the phase.
+	defer func() {
+		for _, p := range procs {
+			if p != nil {
+				p.kill()
+			}
+		}
+	}()
+	for k := range units {
+		u := units[(k+r)%len(units)]
+		p, err := d.spawn(ctx, u.name, modeWatch, false, u.args...)
+		if err != nil {
+			return err
+		}
+		procs[(k+r)%len(units)] = p
+	}
+	for _, p := range procs {
+		if err := p.ready(); err != nil {
+			return err
+		}
+	}
+	before, err := d.listCounters(ctx)
+	if err != nil {
+		return err
+	}
+	for _, p := range procs {
+		if err := p.send("start"); err != nil {
+			return err
+		}
+	}
+	n, err := d.stamp(ctx)
+	if err != nil {
+		return err
+	}
+	for _, p := range procs {
+		if err := p.send(fmt.Sprintf("finish %d", n)); err != nil {
+			return err
+		}
+	}
+	for k, p := range procs {
+		res, err := p.result()
+		if err != nil {
+			return err
+		}
+		procs[k] = nil
+		*units[k].res = res
+		logResult(units[k].name, res)
+	}
+	after, err := d.listCounters(ctx)
+	if err != nil {
+		return err
+	}
+	rr.WatchLists["window"] = after.minus(before)
+	return nil
+}
+
+// proc is a running contender process.
+type proc struct {
+	name    string
+	cmd     *exec.Cmd
+	stdout  *bufio.Scanner
+	stdin   io.WriteCloser
+	logFile *os.File
+}
+
+// spawn starts a contender process.
+func (d *driver) spawn(ctx context.Context, name, mode string, profile bool, args ...string) (*proc, error) {
 	args = append([]string{"contender", "--mode", mode, "--kubeconfig", d.env.Kubeconfig}, args...)
 	if profile {
 		if err := os.MkdirAll(d.opts.profileDir, 0o755); err != nil {
-			return nil, listCounters{}, err
+			return nil, err
 		}
 		args = append(args, "--cpuprofile", filepath.Join(d.opts.profileDir, name+".cpu.pprof"),
 			"--memprofile", filepath.Join(d.opts.profileDir, name+".heap.pprof"))
 	}
 	logFile, err := os.Create(filepath.Join(d.logDir, name+".log"))
 	if err != nil {
-		return nil, listCounters{}, err
+		return nil, err
 	}
-	defer logFile.Close()
 	cmd := exec.CommandContext(ctx, d.exe, append(args, "--t0", "")...)
 	cmd.Stderr = logFile
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, listCounters{}, err
+		logFile.Close()
+		return nil, err
 	}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		return nil, listCounters{}, err
+		logFile.Close()
+		return nil, err
 	}
-	defer stdin.Close()
 	// The process start is the contender's time zero: taken last, just before exec.
 	cmd.Args[len(cmd.Args)-1] = strconv.FormatInt(time.Now().UnixNano(), 10)
 	if err := cmd.Start(); err != nil {
-		return nil, listCounters{}, err
-	}
-	res, readErr := d.converse(ctx, name, stdout, stdin)
-	_, _ = io.Copy(io.Discard, stdout)
-	if err := cmd.Wait(); err != nil {
-		return nil, listCounters{}, fmt.Errorf("%s: %w (log: %s)", name, err, logFile.Name())
-	}
-	if readErr != nil {
-		return nil, listCounters{}, fmt.Errorf("%s: %w (log: %s)", name, readErr, logFile.Name())
-	}
-	after, err := d.listCounters(ctx)
-	if err != nil {
-		return nil, listCounters{}, err
-	}
-	delta := after.minus(before)
-	log.Printf("%-34s synced %.2fs, %d objects, heap %s (in use %s, idle %s, released %s), RSS %s, peak RSS %s%s", name, res.SyncedSec, res.Total,
-		mib(res.HeapAfterGC), mib(res.HeapInuseAfterGC), mib(res.HeapIdleAfterGC), mib(res.HeapReleasedAfterGC), mib(res.RSSAfterGC), mib(res.PeakRSS), watchSummary(res))
-	return res, delta, nil
-}
-
-func watchSummary(r *Result) string {
-	if r.CaughtUpSec > 0 {
-		return fmt.Sprintf("; caught up with %d/%d changes at %.2fs", r.Stamped, r.Expected, r.CaughtUpSec)
-	}
-	if r.Mode != modeWatch {
-		return ""
-	}
-	return fmt.Sprintf("; watch: %d/%d stamped, %d events, p50 %.1fms p99 %.1fms, %.0fµs CPU/event",
-		r.Stamped, r.Expected, r.Events, quantile(r.LatenciesMs, 0.5), quantile(r.LatenciesMs, 0.99), 1e6*r.CPUWindowSec/float64(max(r.Events, 1)))
-}
-
-func mib(b uint64) string { return fmt.Sprintf("%.0fMiB", float64(b)/(1<<20)) }
-
-// converse reads the contender's messages and, in watch mode, makes the writes between
-// its "ready" and its result.
-func (d *driver) converse(ctx context.Context, name string, stdout io.Reader, stdin io.Writer) (*Result, error) {
-	sc := bufio.NewScanner(stdout)
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	for sc.Scan() {
-		var m message
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			return nil, fmt.Errorf("unexpected output %q: %w", sc.Text(), err)
-		}
-		switch m.Type {
-		case "result":
-			return m.Result, nil
-		case "ready":
-			if _, err := fmt.Fprintln(stdin, "start"); err != nil {
-				return nil, err
-			}
-			n, err := d.stamp(ctx)
-			if err != nil {
-				return nil, err
-			}
-			if _, err := fmt.Fprintf(stdin, "finish %d\n", n); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if err := sc.Err(); err != nil {
+		logFile.Close()
 		return nil, err
 	}
-	return nil, errors.New("no result")
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	return &proc{name: name, cmd: cmd, stdout: sc, stdin: stdin, logFile: logFile}, nil
+}
+
+// next returns the process's next message.
+func (p *proc) next() (message, error) {
+	if !p.stdout.Scan() {
+		if err := p.stdout.Err(); err != nil {
+			return message{}, err
+		}
+		return message{}, errors.New("no result")
+	}
+	var m message
+	if err := json.Unmarshal(p.stdout.Bytes(), &m); err != nil {
+		return message{}, fmt.Errorf("unexpected output %q: %w", p.stdout.Text(), err)
+	}
+	return m, nil
+}
+
+// ready waits for the "ready" of a watch-mode process.
+func (p *proc) ready() error {
+	m, err := p.next()
+	if err == nil && m.Type != "ready" {
+		err = fmt.Errorf("got %q before ready", m.Type)
+	}
+	if err != nil {
+		err = fmt.Errorf("%s: %w (log: %s)", p.name, err, p.logFile.Name())
+		p.kill()
+	}
+	return err
+}
+
+// send writes one command line to the process.
+func (p *proc) send(cmd string) error {
+	if _, err := fmt.Fprintln(p.stdin, cmd); err != nil {
+		return fmt.Errorf("%s: %w", p.name, err)
+	}
+	return nil
+}
+
+// result waits for the process's result and its exit.
+func (p *proc) result() (*Result, error) {
+	defer p.logFile.Close()
+	defer p.stdin.Close()
+	var res *Result
+	m, readErr := p.next()
+	if readErr == nil && m.Type != "result" {
+		readErr = fmt.Errorf("got %q instead of a result", m.Type)
+	}
+	if readErr == nil {
+		res = m.Result
+	}
+	// Drain stdout so that Wait does not block on a full pipe.
+	for p.stdout.Scan() {
+	}
+	if err := p.cmd.Wait(); err != nil {
+		return nil, fmt.Errorf("%s: %w (log: %s)", p.name, err, p.logFile.Name())
+	}
+	if readErr != nil {
+		return nil, fmt.Errorf("%s: %w (log: %s)", p.name, readErr, p.logFile.Name())
+	}
+	return res, nil
+}
+
+// kill ends a process that will not be asked for its result.
+func (p *proc) kill() {
+	_ = p.cmd.Process.Kill()
+	_ = p.cmd.Wait()
+	p.stdin.Close()
+	p.logFile.Close()
+}
+
+func logResult(name string, res *Result) {
+	log.Printf("%-34s synced %.2fs, %d objects, heap %s (in use %s, idle %s, released %s), RSS %s, peak RSS %s%s", name, res.SyncedSec, res.Total,
+		mib(res.HeapAfterGC), mib(res.HeapInuseAfterGC), mib(res.HeapIdleAfterGC), mib(res.HeapReleasedAfterGC), mib(res.RSSAfterGC), mib(res.PeakRSS), watchSummary(res))
 }
 
 // stamp makes the stamped writes of one measurement: --write-rate for --write-duration.
@@ -573,3 +685,16 @@ func versions(ctx context.Context, env *testenv.Env) map[string]string {
 	}
 	return out
 }
+
+func watchSummary(r *Result) string {
+	if r.CaughtUpSec > 0 {
+		return fmt.Sprintf("; caught up with %d/%d changes at %.2fs", r.Stamped, r.Expected, r.CaughtUpSec)
+	}
+	if r.Mode != modeWatch {
+		return ""
+	}
+	return fmt.Sprintf("; watch: %d/%d stamped, %d events, p50 %.1fms p99 %.1fms, %.0fµs CPU/event",
+		r.Stamped, r.Expected, r.Events, quantile(r.LatenciesMs, 0.5), quantile(r.LatenciesMs, 0.99), 1e6*r.CPUWindowSec/float64(max(r.Events, 1)))
+}
+
+func mib(b uint64) string { return fmt.Sprintf("%.0fMiB", float64(b)/(1<<20)) }
