@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -74,6 +75,48 @@ func BenchmarkWriter(b *testing.B) {
 		b.ReportMetric(float64(rv*len(objs))/commitTime.Seconds(), "objects/s")
 		b.ReportMetric(float64(s.fileSize())/(1<<20), "file-MiB")
 	})
+}
+
+// BenchmarkSteadyCommit measures what keeping a large snapshot current costs: a file of
+// 20000 pods, and commits of 60 changed pods each, as a Writer with a 1 s interval makes
+// under 60 watch events per second. It reports the CPU time (user + system, fsync
+// included) per changed object, and the heap allocated per changed object.
+func BenchmarkSteadyCommit(b *testing.B) {
+	objs := benchPods(b, 20000)
+	s := openTest(b, testPath(b), Options{})
+	w := s.NewWriter(WriterOptions{Interval: time.Hour})
+	for _, obj := range objs {
+		w.Upsert("prod", pods, obj)
+	}
+	w.Checkpoint("prod", pods, "1")
+	if err := w.Flush(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	const perCommit = 60
+	rv, next := 1, 0
+	cpu0 := processCPU()
+	for b.Loop() {
+		for range perCommit {
+			w.Upsert("prod", pods, objs[next])
+			next = (next + 7919) % len(objs) // spread over the file, as watch events are
+		}
+		rv++
+		w.Checkpoint("prod", pods, strconv.Itoa(rv))
+		if err := w.Flush(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(processCPU()-cpu0)/float64(time.Microsecond)/float64(b.N*perCommit), "cpu-µs/object")
+	b.ReportMetric(float64(s.fileSize())/(1<<20), "file-MiB")
+}
+
+// processCPU is the user and system CPU time of the process so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkLoad measures Load of 10000 realistic pods.
