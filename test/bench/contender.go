@@ -115,6 +115,8 @@ type Result struct {
 	CPUWindowSec   float64   `json:"cpuWindowSec,omitempty"`
 	LatenciesMs    []float64 `json:"latenciesMs,omitempty"`
 	SnapshotLagSec float64   `json:"snapshotLagSec,omitempty"`
+	// GCsInWindow counts the garbage collections that ended in the window.
+	GCsInWindow uint32 `json:"gcsInWindow,omitempty"`
 
 	// Catch-up (sync mode with --catch-up): when the handler had received every change
 	// made while the contender was down, the CPU time and the peak RSS by then.
@@ -342,6 +344,7 @@ func watchWindow(rec *recorder, c contender, res *Result, profile string) (err e
 	sc := bufio.NewScanner(os.Stdin)
 	var cpu0 time.Duration
 	var start time.Time
+	var gc0 uint32
 	for sc.Scan() {
 		cmd, arg, _ := strings.Cut(strings.TrimSpace(sc.Text()), " ")
 		switch cmd {
@@ -360,7 +363,7 @@ func watchWindow(rec *recorder, c contender, res *Result, profile string) (err e
 					err = errors.Join(err, f.Close())
 				}()
 			}
-			cpu0, start = cpuTime(), time.Now()
+			cpu0, start, gc0 = cpuTime(), time.Now(), numGC()
 			rec.windowActive.Store(true)
 		case "finish":
 			n, err := strconv.Atoi(arg)
@@ -380,6 +383,7 @@ func watchWindow(rec *recorder, c contender, res *Result, profile string) (err e
 			}
 			res.CPUWindowSec = (cpuTime() - cpu0).Seconds()
 			res.WindowSec = end.Sub(start).Seconds()
+			res.GCsInWindow = numGC() - gc0
 			res.Events = int(rec.events.Load())
 			res.Stamped = int(rec.stamped.Load())
 			rec.mu.Lock()
@@ -623,4 +627,11 @@ func splitList(v string) []string {
 		return nil
 	}
 	return strings.Split(v, ",")
+}
+
+// numGC is the number of garbage collections completed so far.
+func numGC() uint32 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.NumGC
 }
