@@ -159,12 +159,14 @@ func (d *Decoder) start(data []byte) {
 	d.data, d.off = unsafe.String(unsafe.SliceData(data), len(data)), 0
 }
 
-// finish forgets the input, and the scratch space if it grew large.
+// finish forgets the input, the entries left in the scratch space by an error, and the
+// scratch space itself if it grew large. The entries of the maps and arrays that were
+// returned are cleared as they are.
 func (d *Decoder) finish() {
 	d.data = ""
-	clear(d.members[:cap(d.members)])
-	clear(d.elems[:cap(d.elems)])
-	clear(d.items[:cap(d.items)])
+	clear(d.members)
+	clear(d.elems)
+	clear(d.items)
 	d.members, d.elems, d.items = d.members[:0], d.elems[:0], d.items[:0]
 	if cap(d.members) > maxScratch {
 		d.members = nil
