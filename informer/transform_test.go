@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-var pods = Mapping{Resource: schema.GroupVersionResource{Version: "v1", Resource: "pods"}, Namespaced: true}
+var podsMapping = Mapping{Resource: schema.GroupVersionResource{Version: "v1", Resource: "pods"}, Namespaced: true}
 
 // podJSON is a realistic pod as the API server sends it, with managedFields.
 var podJSON = func() []byte {
@@ -38,7 +38,7 @@ func decodePod(tb testing.TB, name string) *unstructured.Unstructured {
 
 func TestTransform(t *testing.T) {
 	known := cache.NewStore(cache.MetaNamespaceKeyFunc)
-	tf := transform(Options{}, pods, known, false)
+	tf := transform(Options{}, podsMapping, known, false)
 
 	want := decodePod(t, "a")
 	want.SetManagedFields(nil)
@@ -83,7 +83,7 @@ func TestTransform(t *testing.T) {
 // managedFields stripped (stripped-heap-B/pod), and as decoded (decoded-heap-B/pod).
 func BenchmarkTransform(b *testing.B) {
 	const n = 1000
-	tf := transform(Options{}, pods, cache.NewStore(cache.MetaNamespaceKeyFunc), false)
+	tf := transform(Options{}, podsMapping, cache.NewStore(cache.MetaNamespaceKeyFunc), false)
 	batch := make([]*unstructured.Unstructured, n)
 	i := 0
 	for b.Loop() {
@@ -118,7 +118,7 @@ func BenchmarkTransform(b *testing.B) {
 		runtime.KeepAlive(kept)
 		return float64(after.HeapAlloc-before.HeapAlloc) / n
 	}
-	b.ReportMetric(heapPerPod(transform(Options{}, pods, cache.NewStore(cache.MetaNamespaceKeyFunc), false)), "heap-B/pod")
+	b.ReportMetric(heapPerPod(transform(Options{}, podsMapping, cache.NewStore(cache.MetaNamespaceKeyFunc), false)), "heap-B/pod")
 	b.ReportMetric(heapPerPod(func(obj any) (any, error) {
 		obj.(*unstructured.Unstructured).SetManagedFields(nil)
 		return obj, nil
