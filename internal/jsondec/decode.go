@@ -130,13 +130,17 @@ func (d *Decoder) List(data []byte) (*unstructured.UnstructuredList, error) {
 		return nil, err
 	}
 	list.Items = make([]unstructured.Unstructured, len(d.items))
-	apiVersion, kind := list.GetAPIVersion(), strings.TrimSuffix(list.GetKind(), "List")
+	// The items of typed lists, such as a PodList, have neither: all of them share the
+	// two values.
+	apiVersion, kind := d.stringValue(list.GetAPIVersion()), d.stringValue(strings.TrimSuffix(list.GetKind(), "List"))
 	for i, m := range d.items {
 		item := &list.Items[i]
 		item.Object = m
 		if item.GetKind() == "" && item.GetAPIVersion() == "" {
-			item.SetKind(kind)
-			item.SetAPIVersion(apiVersion)
+			if item.Object == nil {
+				item.Object = make(map[string]any, 2)
+			}
+			item.Object["kind"], item.Object["apiVersion"] = kind, apiVersion
 		}
 	}
 	return list, nil
@@ -220,6 +224,14 @@ func (d *Decoder) typeError(want string) error {
 	return &Error{msg: "not " + want, Offset: d.off}
 }
 
+// stringValue returns the string value s, interned if it is short, else a copy.
+func (d *Decoder) stringValue(s string) any {
+	if v, ok := d.Strings.Value(s); ok {
+		return v
+	}
+	return strings.Clone(s)
+}
+
 // value decodes the value at the offset, nested in depth maps and arrays.
 func (d *Decoder) value(depth int, ctx context) (any, error) {
 	switch c := d.peek(); c {
@@ -240,10 +252,7 @@ func (d *Decoder) value(depth int, ctx context) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		if v, ok := d.Strings.Value(s); ok {
-			return v, nil
-		}
-		return strings.Clone(s), nil
+		return d.stringValue(s), nil
 	case 't':
 		return true, d.literal("true")
 	case 'f':
@@ -343,7 +352,11 @@ func (d *Decoder) object(depth int, ctx context) (map[string]any, error) {
 		break
 	}
 	members := d.members[base:]
-	m := make(map[string]any, len(members))
+	size := len(members)
+	if ctx == ctxItem {
+		size += 2 // room for the kind and apiVersion that List may add
+	}
+	m := make(map[string]any, size)
 	for _, kv := range members {
 		m[kv.key] = kv.value
 	}
