@@ -5,7 +5,9 @@
 // A Decoder returns what apimachinery's UnstructuredJSONScheme returns for the same
 // input (k8s.io/apimachinery/pkg/util/json.Unmarshal into a map[string]any, and the same
 // split of a list into its items), and fails on the same inputs; FuzzDecoder checks
-// both. It differs in three ways, all of which save memory:
+// both. The one exception is input that names its apiVersion or kind ambiguously
+// (ErrAmbiguousTypeMeta), which it leaves to apimachinery. It differs in three ways, all
+// of which save memory:
 //
 //   - The map keys and the short string values of what it returns are interned (package
 //     intern): the objects that one Decoder decodes share them, boxed values included.
