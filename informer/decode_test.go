@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"unsafe"
 
@@ -240,6 +241,31 @@ func TestDecodeAsApimachinery(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestDecodeConcurrently decodes lists and watch event objects on several goroutines
+// with one serializer, as the informers of a Set do; run with -race.
+func TestDecodeConcurrently(t *testing.T) {
+	_, ours := jsonDecoders(t, true)
+	list := []byte(podListJSON(5))
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for range 20 {
+				var err error
+				if g%2 == 0 {
+					_, _, err = ours.Decode(list, nil, &unstructured.UnstructuredList{})
+				} else {
+					_, _, err = ours.Decode(podJSON, nil, nil)
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // FuzzDecode checks that the dynamic clients of a Set decode what the dynamic client

@@ -5,6 +5,7 @@ import (
 	"os"
 	"reflect"
 	"runtime"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -75,6 +76,44 @@ func TestTransform(t *testing.T) {
 	}
 	if again != a {
 		t.Error("the stored object at the same resourceVersion was not reused")
+	}
+}
+
+// TestTransformOfInterned checks that the transform of a Set whose decoder interns
+// interns only what a user Transform returns.
+func TestTransformOfInterned(t *testing.T) {
+	team := func(obj any) string { return obj.(*unstructured.Unstructured).GetLabels()["team"] }
+	plain := transform(Options{}, podsMapping, cache.NewStore(cache.MetaNamespaceKeyFunc), true)
+	a, err := plain(decodePod(t, "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := plain(decodePod(t, "b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if unsafe.StringData(team(a)) == unsafe.StringData(team(b)) {
+		t.Error("the transform interned objects that the decoder interns")
+	}
+	if a.(*unstructured.Unstructured).GetManagedFields() != nil {
+		t.Error("managedFields kept")
+	}
+
+	relabel := transform(Options{Transform: func(obj any) (any, error) {
+		u := obj.(*unstructured.Unstructured)
+		labels := u.GetLabels()
+		labels["team"] = strings.ToUpper(labels["team"])
+		u.SetLabels(labels)
+		return u, nil
+	}}, podsMapping, cache.NewStore(cache.MetaNamespaceKeyFunc), true)
+	if a, err = relabel(decodePod(t, "a")); err != nil {
+		t.Fatal(err)
+	}
+	if b, err = relabel(decodePod(t, "b")); err != nil {
+		t.Fatal(err)
+	}
+	if team(a) != "PAYMENTS" || unsafe.StringData(team(a)) != unsafe.StringData(team(b)) {
+		t.Errorf("what the user Transform returned (%q) is not interned", team(a))
 	}
 }
 
