@@ -23,6 +23,26 @@ import (
 // would, is left to apimachinery's serializer, and the objects it returns are then
 // interned and stripped the same way.
 
+// newDynamicClients returns the two dynamic clients of a Set, made for cfg as
+// dynamic.NewForConfig makes one, whose JSON responses are decoded with one pool of up
+// to n Decoders: drop leaves managedFields out of the objects, keep keeps them.
+func newDynamicClients(cfg *rest.Config, n int) (drop, keep dynamic.Interface, err error) {
+	// From the dynamic client's config, as dynamic.NewForConfig does: its transport sets
+	// the default user agent.
+	h, err := rest.HTTPClientFor(dynamic.ConfigFor(cfg))
+	if err != nil {
+		return nil, nil, err
+	}
+	pool := newDecoderPool(n)
+	if drop, err = newDynamicClient(cfg, h, pool, true); err != nil {
+		return nil, nil, err
+	}
+	if keep, err = newDynamicClient(cfg, h, pool, false); err != nil {
+		return nil, nil, err
+	}
+	return drop, keep, nil
+}
+
 // newDynamicClient returns a dynamic client for cfg, as dynamic.NewForConfigAndClient
 // does, whose JSON responses are decoded by unstructuredJSON with the decoders of pool.
 func newDynamicClient(cfg *rest.Config, h *http.Client, pool decoderPool, dropManagedFields bool) (dynamic.Interface, error) {

@@ -292,6 +292,9 @@ func TestDynamicClient(t *testing.T) {
 		`{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Expired","code":410}}`,
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if ua := r.Header.Get("User-Agent"); ua != rest.DefaultKubernetesUserAgent() {
+			t.Errorf("User-Agent %q, want the dynamic client's default %q", ua, rest.DefaultKubernetesUserAgent())
+		}
 		w.Header().Set("Content-Type", "application/json")
 		switch {
 		case r.URL.Path == "/api/v1/namespaces/gone/pods":
@@ -307,13 +310,7 @@ func TestDynamicClient(t *testing.T) {
 	}))
 	defer srv.Close()
 
-	cfg := &rest.Config{Host: srv.URL}
-	h, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := newDecoderPool(1)
-	dyn, err := newDynamicClient(cfg, h, pool, true)
+	dyn, kept, err := newDynamicClients(&rest.Config{Host: srv.URL}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -369,10 +366,6 @@ func TestDynamicClient(t *testing.T) {
 		t.Errorf("third event %s %#v, want an Expired Status", ev.Type, ev.Object)
 	}
 
-	kept, err := newDynamicClient(cfg, h, pool, false)
-	if err != nil {
-		t.Fatal(err)
-	}
 	got, err = kept.Resource(schema.GroupVersionResource{Version: "v1", Resource: "pods"}).Namespace("shop-prod").List(t.Context(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)

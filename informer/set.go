@@ -271,17 +271,8 @@ func New(opts Options) (*Set, error) {
 	}
 	opts.defaults()
 	cfg := rest.CopyConfig(opts.Config)
-	httpClient, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("cluster %s: %w", opts.Cluster, err)
-	}
 	// More Decoders than CPUs would rarely all be busy.
-	decoders := newDecoderPool(goruntime.GOMAXPROCS(0))
-	dyn, err := newDynamicClient(cfg, httpClient, decoders, true)
-	if err != nil {
-		return nil, fmt.Errorf("cluster %s: %w", opts.Cluster, err)
-	}
-	dynManaged, err := newDynamicClient(cfg, httpClient, decoders, false)
+	dyn, dynManaged, err := newDynamicClients(cfg, goruntime.GOMAXPROCS(0))
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", opts.Cluster, err)
 	}
