@@ -8,5 +8,10 @@
 // changes the resources of a running Set: only the informers of the resources that
 // changed start or stop.
 //
+// The objects that a Set lists and watches are decoded by package jsondec rather than
+// apimachinery (decode.go): to the same objects, but with their strings interned and
+// without the managedFields that the transform would drop, so that the memory freed
+// after decoding is not scattered among the objects that the informers keep.
+//
 // A Set knows about one cluster only; the fleet is assembled by package aggregate.
 package informer

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	goruntime "runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -227,9 +228,14 @@ type ResourceStatus struct {
 type Set struct {
 	opts Options
 
-	dyn    dynamic.Interface
-	md     metadata.Interface
-	mapper meta.RESTMapper
+	// dyn decodes objects without their managedFields, dynManaged with them; both
+	// intern the strings of the objects they decode (see decode.go).
+	dyn, dynManaged dynamic.Interface
+	// interned is set if the objects of dyn and dynManaged are always interned: the
+	// transform then need not intern them again.
+	interned bool
+	md       metadata.Interface
+	mapper   meta.RESTMapper
 	// discovery is the cached discovery behind mapper; reset drops its cache.
 	discovery *restmapper.DeferredDiscoveryRESTMapper
 
@@ -265,7 +271,8 @@ func New(opts Options) (*Set, error) {
 	}
 	opts.defaults()
 	cfg := rest.CopyConfig(opts.Config)
-	dyn, err := dynamic.NewForConfig(cfg)
+	// More Decoders than CPUs would rarely all be busy.
+	dyn, dynManaged, err := newDynamicClients(cfg, goruntime.GOMAXPROCS(0))
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", opts.Cluster, err)
 	}
@@ -282,6 +289,8 @@ func New(opts Options) (*Set, error) {
 	s := &Set{
 		opts:       opts,
 		dyn:        dyn,
+		dynManaged: dynManaged,
+		interned:   decodesAllJSON(),
 		md:         md,
 		mapper:     restmapper.NewShortcutExpander(deferred, cached, nil),
 		discovery:  deferred,
@@ -621,7 +630,11 @@ func (s *Set) start(ctx context.Context, opts Options, r Resource, m Mapping) {
 		if r.MetadataOnly {
 			objType = &metav1.PartialObjectMetadata{}
 		}
-		lw := newListWatch(s.dyn, s.md, m, r, ns, s.opts.StreamingListTimeout)
+		dyn := s.dyn
+		if opts.KeepManagedFields {
+			dyn = s.dynManaged
+		}
+		lw := newListWatch(dyn, s.md, m, r, ns, s.opts.StreamingListTimeout)
 		if seeder, ok := s.opts.Sink.(Seeder); ok {
 			if rv, ok := seeder.Seed(scope); ok {
 				lw.seed(known, m, r.MetadataOnly, rv)
@@ -631,7 +644,7 @@ func (s *Set) start(ctx context.Context, opts Options, r Resource, m Mapping) {
 			Name:         fmt.Sprintf("%s %s", s.opts.Cluster, scope),
 			KeyFunction:  cache.DeletionHandlingMetaNamespaceKeyFunc,
 			KnownObjects: known,
-			Transformer:  transform(opts, m, known),
+			Transformer:  transform(opts, m, known, s.interned),
 		})}
 		if _, ok := store.(Checkpointer); ok {
 			// Bookmarks keep the checkpoint of a quiet resource recent, so that a
@@ -729,15 +742,17 @@ func (s *Set) stopAll() {
 
 // transform strips what nobody queries before an object reaches the store, and interns
 // the strings of the objects it keeps (package intern): they share their map keys and
-// their short string values, a fifth of the heap of full pods.
+// their short string values, a fifth of the heap of full pods. If interned is set, the
+// objects come interned and without managedFields from the decoder already, and only
+// what opts.Transform returns is interned again.
 //
 // An object that the store already holds at the same resourceVersion is replaced by the
 // stored one, untouched: the lists of a warm start hand out shallow copies of stored
 // objects, which are shared with readers and must not be mutated, and an unchanged
 // object of a relist needs no second copy in memory.
-func transform(opts Options, m Mapping, known cache.KeyListerGetter) cache.TransformFunc {
+func transform(opts Options, m Mapping, known cache.KeyListerGetter, interned bool) cache.TransformFunc {
 	secrets := m.Resource.Group == "" && m.Resource.Resource == "secrets"
-	var interned internTable
+	var table internTable
 	return func(obj interface{}) (interface{}, error) {
 		if _, ok := obj.(runtime.Object); !ok {
 			return obj, nil // a listDone marker
@@ -762,10 +777,10 @@ func transform(opts Options, m Mapping, known cache.KeyListerGetter) cache.Trans
 				return nil, err
 			}
 		}
-		if u, ok := obj.(*unstructured.Unstructured); ok {
-			interned.Lock()
-			interned.Object(u.Object)
-			interned.Unlock()
+		if u, ok := obj.(*unstructured.Unstructured); ok && (!interned || opts.Transform != nil) {
+			table.Lock()
+			table.Object(u.Object)
+			table.Unlock()
 		}
 		return obj, nil
 	}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"reflect"
 	"runtime"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -13,7 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-var pods = Mapping{Resource: schema.GroupVersionResource{Version: "v1", Resource: "pods"}, Namespaced: true}
+var podsMapping = Mapping{Resource: schema.GroupVersionResource{Version: "v1", Resource: "pods"}, Namespaced: true}
 
 // podJSON is a realistic pod as the API server sends it, with managedFields.
 var podJSON = func() []byte {
@@ -38,7 +39,7 @@ func decodePod(tb testing.TB, name string) *unstructured.Unstructured {
 
 func TestTransform(t *testing.T) {
 	known := cache.NewStore(cache.MetaNamespaceKeyFunc)
-	tf := transform(Options{}, pods, known)
+	tf := transform(Options{}, podsMapping, known, false)
 
 	want := decodePod(t, "a")
 	want.SetManagedFields(nil)
@@ -78,12 +79,50 @@ func TestTransform(t *testing.T) {
 	}
 }
 
+// TestTransformOfInterned checks that the transform of a Set whose decoder interns
+// interns only what a user Transform returns.
+func TestTransformOfInterned(t *testing.T) {
+	team := func(obj any) string { return obj.(*unstructured.Unstructured).GetLabels()["team"] }
+	plain := transform(Options{}, podsMapping, cache.NewStore(cache.MetaNamespaceKeyFunc), true)
+	a, err := plain(decodePod(t, "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := plain(decodePod(t, "b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if unsafe.StringData(team(a)) == unsafe.StringData(team(b)) {
+		t.Error("the transform interned objects that the decoder interns")
+	}
+	if a.(*unstructured.Unstructured).GetManagedFields() != nil {
+		t.Error("managedFields kept")
+	}
+
+	relabel := transform(Options{Transform: func(obj any) (any, error) {
+		u := obj.(*unstructured.Unstructured)
+		labels := u.GetLabels()
+		labels["team"] = strings.ToUpper(labels["team"])
+		u.SetLabels(labels)
+		return u, nil
+	}}, podsMapping, cache.NewStore(cache.MetaNamespaceKeyFunc), true)
+	if a, err = relabel(decodePod(t, "a")); err != nil {
+		t.Fatal(err)
+	}
+	if b, err = relabel(decodePod(t, "b")); err != nil {
+		t.Fatal(err)
+	}
+	if team(a) != "PAYMENTS" || unsafe.StringData(team(a)) != unsafe.StringData(team(b)) {
+		t.Errorf("what the user Transform returned (%q) is not interned", team(a))
+	}
+}
+
 // BenchmarkTransform measures the transform of a freshly decoded realistic pod. It
 // reports the heap that a pod holds once transformed (heap-B/pod), with only its
 // managedFields stripped (stripped-heap-B/pod), and as decoded (decoded-heap-B/pod).
 func BenchmarkTransform(b *testing.B) {
 	const n = 1000
-	tf := transform(Options{}, pods, cache.NewStore(cache.MetaNamespaceKeyFunc))
+	tf := transform(Options{}, podsMapping, cache.NewStore(cache.MetaNamespaceKeyFunc), false)
 	batch := make([]*unstructured.Unstructured, n)
 	i := 0
 	for b.Loop() {
@@ -118,7 +157,7 @@ func BenchmarkTransform(b *testing.B) {
 		runtime.KeepAlive(kept)
 		return float64(after.HeapAlloc-before.HeapAlloc) / n
 	}
-	b.ReportMetric(heapPerPod(transform(Options{}, pods, cache.NewStore(cache.MetaNamespaceKeyFunc))), "heap-B/pod")
+	b.ReportMetric(heapPerPod(transform(Options{}, podsMapping, cache.NewStore(cache.MetaNamespaceKeyFunc), false)), "heap-B/pod")
 	b.ReportMetric(heapPerPod(func(obj any) (any, error) {
 		obj.(*unstructured.Unstructured).SetManagedFields(nil)
 		return obj, nil

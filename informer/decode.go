@@ -1,0 +1,236 @@
+package informer
+
+import (
+	"net/http"
+	"slices"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/features"
+	"k8s.io/client-go/rest"
+
+	"github.com/fleetwatch/fleetwatch/internal/jsondec"
+)
+
+// The dynamic clients of a Set decode the JSON of the objects they list and watch with
+// package jsondec instead of apimachinery: it interns their strings as it decodes them
+// and skips the managedFields that the transform would drop, so that the objects an
+// informer keeps are not scattered among freed memory that the heap cannot give back.
+// Everything else, and any input that jsondec cannot decode exactly as apimachinery
+// would, is left to apimachinery's serializer, and the objects it returns are then
+// interned and stripped the same way.
+
+// newDynamicClients returns the two dynamic clients of a Set, made for cfg as
+// dynamic.NewForConfig makes one, whose JSON responses are decoded with one pool of up
+// to n Decoders: drop leaves managedFields out of the objects, keep keeps them.
+func newDynamicClients(cfg *rest.Config, n int) (drop, keep dynamic.Interface, err error) {
+	// From the dynamic client's config, as dynamic.NewForConfig does: its transport sets
+	// the default user agent.
+	h, err := rest.HTTPClientFor(dynamic.ConfigFor(cfg))
+	if err != nil {
+		return nil, nil, err
+	}
+	pool := newDecoderPool(n)
+	if drop, err = newDynamicClient(cfg, h, pool, true); err != nil {
+		return nil, nil, err
+	}
+	if keep, err = newDynamicClient(cfg, h, pool, false); err != nil {
+		return nil, nil, err
+	}
+	return drop, keep, nil
+}
+
+// newDynamicClient returns a dynamic client for cfg, as dynamic.NewForConfigAndClient
+// does, whose JSON responses are decoded by unstructuredJSON with the decoders of pool.
+func newDynamicClient(cfg *rest.Config, h *http.Client, pool decoderPool, dropManagedFields bool) (dynamic.Interface, error) {
+	config := dynamic.ConfigFor(cfg)
+	config.NegotiatedSerializer = newNegotiatedSerializer(config.NegotiatedSerializer, pool, dropManagedFields)
+	// The dynamic client builds absolute paths: as in dynamic.NewForConfigAndClient, a
+	// path built from APIPath would be a bug.
+	config.GroupVersion = nil
+	config.APIPath = "/if-you-see-this-search-for-the-break"
+	rc, err := rest.UnversionedRESTClientForConfigAndClient(config, h)
+	if err != nil {
+		return nil, err
+	}
+	return dynamic.New(rc), nil
+}
+
+// decodesAllJSON reports whether the dynamic clients of a Set receive only JSON, all
+// of which unstructuredJSON interns: not so if client-go may negotiate CBOR.
+func decodesAllJSON() bool {
+	return !features.FeatureGates().Enabled(features.ClientsAllowCBOR)
+}
+
+// negotiatedSerializer is the dynamic client's negotiated serializer with the decoder of
+// its JSON media type replaced by an unstructuredJSON. The stream serializer, which
+// decodes the envelope of watch events, is unchanged: the objects in them are decoded
+// by the media type's decoder.
+type negotiatedSerializer struct {
+	runtime.NegotiatedSerializer
+	mediaTypes []runtime.SerializerInfo
+}
+
+var _ runtime.NegotiatedSerializer = negotiatedSerializer{}
+
+func newNegotiatedSerializer(base runtime.NegotiatedSerializer, pool decoderPool, dropManagedFields bool) negotiatedSerializer {
+	mediaTypes := slices.Clone(base.SupportedMediaTypes())
+	for i, info := range mediaTypes {
+		if info.MediaType == runtime.ContentTypeJSON {
+			mediaTypes[i].Serializer = &unstructuredJSON{Serializer: info.Serializer, pool: pool, dropManagedFields: dropManagedFields}
+		}
+	}
+	return negotiatedSerializer{NegotiatedSerializer: base, mediaTypes: mediaTypes}
+}
+
+func (s negotiatedSerializer) SupportedMediaTypes() []runtime.SerializerInfo {
+	return s.mediaTypes
+}
+
+// unstructuredJSON decodes Unstructured objects and lists with a jsondec.Decoder, and
+// leaves everything else to Serializer, the dynamic client's JSON serializer, which
+// also encodes. What it returns is what Serializer returns, except that the strings of
+// Unstructured objects are interned and, with dropManagedFields, their managedFields
+// are dropped.
+type unstructuredJSON struct {
+	runtime.Serializer
+	pool              decoderPool
+	dropManagedFields bool
+}
+
+var _ runtime.Serializer = (*unstructuredJSON)(nil)
+
+// typedKinds are the kinds that the dynamic client's serializer decodes to typed
+// objects (Status, WatchEvent, ...) rather than Unstructured: those of its scheme,
+// package metav1 in version v1.
+var typedKinds = func() map[string]bool {
+	scheme := runtime.NewScheme()
+	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
+	kinds := map[string]bool{}
+	for gvk := range scheme.AllKnownTypes() {
+		kinds[gvk.Kind] = true
+	}
+	return kinds
+}()
+
+func (s *unstructuredJSON) Decode(data []byte, gvk *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
+	d := s.pool.get()
+	defer s.pool.put(d)
+	d.DropManagedFields = s.dropManagedFields
+	// A default kind is only asked for when decoding errors, which are not
+	// Unstructured.
+	if gvk == nil {
+		if obj, actual, ok := decodeUnstructured(d, data, into); ok {
+			return obj, actual, nil
+		}
+	}
+	obj, actual, err := s.Serializer.Decode(data, gvk, into)
+	if err == nil {
+		switch obj := obj.(type) {
+		case *unstructured.Unstructured:
+			d.Normalize(obj.Object)
+		case *unstructured.UnstructuredList:
+			d.Strings.Object(obj.Object)
+			for i := range obj.Items {
+				d.Normalize(obj.Items[i].Object)
+			}
+		}
+	}
+	return obj, actual, err
+}
+
+// decodeUnstructured decodes data into into, or into a new object if into is nil, as
+// the dynamic client's JSON serializer would, if that is an Unstructured or an
+// UnstructuredList. ok is false, and into untouched, if not, or if the serializer would
+// fail.
+func decodeUnstructured(d *jsondec.Decoder, data []byte, into runtime.Object) (obj runtime.Object, gvk *schema.GroupVersionKind, ok bool) {
+	switch into := into.(type) {
+	case nil:
+		m, err := d.Object(data)
+		if err != nil {
+			return nil, nil, false
+		}
+		gvk, ok := typeMeta(m)
+		if !ok || gvk.Version == "" || typedKinds[gvk.Kind] {
+			return nil, nil, false
+		}
+		return &unstructured.Unstructured{Object: m}, &gvk, true
+	case *unstructured.Unstructured:
+		m, err := d.Object(data)
+		if err != nil {
+			return nil, nil, false
+		}
+		gvk, ok := typeMeta(m)
+		if !ok {
+			return nil, nil, false
+		}
+		into.Object = m
+		return into, &gvk, true
+	case *unstructured.UnstructuredList:
+		// The serializer would merge the list's fields into those it has.
+		if into.Object != nil {
+			return nil, nil, false
+		}
+		list, err := d.List(data)
+		if err != nil {
+			return nil, nil, false
+		}
+		gvk, ok := typeMeta(list.Object)
+		if !ok {
+			return nil, nil, false
+		}
+		into.Object, into.Items = list.Object, list.Items
+		return into, &gvk, true
+	}
+	return nil, nil, false
+}
+
+// typeMeta returns the kind of the decoded object m, and whether the JSON serializer
+// reads it from m's JSON without error: apiVersion, if present, is a string that
+// parses, and kind is a non-empty string. A Decoder has checked that the JSON has no
+// other spelling of them (jsondec.ErrAmbiguousTypeMeta).
+func typeMeta(m map[string]any) (schema.GroupVersionKind, bool) {
+	apiVersion, ok := m["apiVersion"].(string)
+	if _, present := m["apiVersion"]; present && !ok {
+		return schema.GroupVersionKind{}, false
+	}
+	kind, ok := m["kind"].(string)
+	if !ok || kind == "" {
+		return schema.GroupVersionKind{}, false
+	}
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		return schema.GroupVersionKind{}, false
+	}
+	return gv.WithKind(kind), true
+}
+
+// decoderPool hands out the jsondec.Decoders of a Set, so that its informers decode
+// concurrently, each with a Decoder of its own, and the Decoders keep their intern
+// tables between decodes. A sync.Pool would drop them at every other garbage
+// collection, and their strings would be copied again.
+type decoderPool chan *jsondec.Decoder
+
+// newDecoderPool returns a pool that keeps up to n Decoders.
+func newDecoderPool(n int) decoderPool {
+	return make(decoderPool, n)
+}
+
+func (p decoderPool) get() *jsondec.Decoder {
+	select {
+	case d := <-p:
+		return d
+	default:
+		return new(jsondec.Decoder)
+	}
+}
+
+func (p decoderPool) put(d *jsondec.Decoder) {
+	select {
+	case p <- d:
+	default:
+	}
+}

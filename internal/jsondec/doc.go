@@ -1,0 +1,22 @@
+// Package jsondec decodes the JSON of Kubernetes API objects into the maps of
+// unstructured.Unstructured, without reflection, and without the garbage that
+// apimachinery's decoding leaves between the objects it returns.
+//
+// A Decoder returns what apimachinery's UnstructuredJSONScheme returns for the same
+// input (k8s.io/apimachinery/pkg/util/json.Unmarshal into a map[string]any, and the same
+// split of a list into its items), and fails on the same inputs; FuzzDecoder checks
+// both. The one exception is input that names its apiVersion or kind ambiguously
+// (ErrAmbiguousTypeMeta), which it leaves to apimachinery. It differs in three ways, all
+// of which save memory:
+//
+//   - The map keys and the short string values of what it returns are interned (package
+//     intern): the objects that one Decoder decodes share them, boxed values included.
+//   - With DropManagedFields, it checks metadata.managedFields as the rest of the input
+//     but does not decode them, rather than decoding them to be dropped.
+//   - It allocates each map and slice once, at its final size, and keeps its scratch
+//     space for the next input. Apimachinery grows them as it goes and copies every
+//     string, so that the objects a reflector keeps end up scattered among what it
+//     dropped, and the heap's spans cannot be given back.
+//
+// Nothing that a Decoder returns shares memory with its input.
+package jsondec
