@@ -18,5 +18,9 @@
 //     string, so that the objects a reflector keeps end up scattered among what it
 //     dropped, and the heap's spans cannot be given back.
 //
-// Nothing that a Decoder returns shares memory with its input.
+// WatchEvent reads the envelope of a watch event, {"type": ..., "object": ...}, checking
+// the object without decoding it, so that the object can then be decoded by Object.
+//
+// Nothing that a Decoder returns shares memory with its input, except the object that
+// WatchEvent returns, which is a slice of it.
 package jsondec
