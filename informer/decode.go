@@ -65,10 +65,10 @@ func decodesAllJSON() bool {
 	return !features.FeatureGates().Enabled(features.ClientsAllowCBOR)
 }
 
-// negotiatedSerializer is the dynamic client's negotiated serializer with the decoder of
-// its JSON media type replaced by an unstructuredJSON. The stream serializer, which
-// decodes the envelope of watch events, is unchanged: the objects in them are decoded
-// by the media type's decoder.
+// negotiatedSerializer is the dynamic client's negotiated serializer with the decoders of
+// its JSON media type replaced: objects and lists are decoded by an unstructuredJSON;
+// the frames of a watch stream are split by a jsonFramer, and their envelopes read by a
+// watchEventJSON, after which the objects in them are decoded by the unstructuredJSON.
 type negotiatedSerializer struct {
 	runtime.NegotiatedSerializer
 	mediaTypes []runtime.SerializerInfo
@@ -81,6 +81,13 @@ func newNegotiatedSerializer(base runtime.NegotiatedSerializer, pool decoderPool
 	for i, info := range mediaTypes {
 		if info.MediaType == runtime.ContentTypeJSON {
 			mediaTypes[i].Serializer = &unstructuredJSON{Serializer: info.Serializer, pool: pool, dropManagedFields: dropManagedFields}
+			if stream := info.StreamSerializer; stream != nil {
+				mediaTypes[i].StreamSerializer = &runtime.StreamSerializerInfo{
+					EncodesAsText: stream.EncodesAsText,
+					Serializer:    newWatchEventJSON(stream.Serializer, pool),
+					Framer:        jsonFramer{base: stream.Framer},
+				}
+			}
 		}
 	}
 	return negotiatedSerializer{NegotiatedSerializer: base, mediaTypes: mediaTypes}
