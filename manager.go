@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -66,11 +67,12 @@ type Options struct {
 	// resumes its watch from the saved resourceVersion instead of listing. The Manager
 	// keeps it up to date through a persist.Writer. The caller opens and closes it.
 	//
-	// While NewManager loads the snapshot, it raises the garbage collector's target
-	// (GOGC) to 400 if it was lower, and sets it back afterwards unless something else
-	// changed it meanwhile: building the whole cache at once would otherwise spend
-	// nearly half of its time in the collector. A memory limit (GOMEMLIMIT) still
-	// applies.
+	// While NewManager loads the snapshot, it turns the garbage collector off (GOGC=off)
+	// and bounds the heap with a memory limit instead: the memory in use plus six times
+	// the file's size, or a lower limit (GOMEMLIMIT) that was set. Afterwards it sets
+	// both back, unless something else changed them meanwhile. Building the whole cache
+	// at once would otherwise spend nearly half of its time in the collector. A
+	// collector that was already off is left alone.
 	Snapshot *persist.Store
 	// SnapshotWriter configures the writer of Snapshot. See persist.WriterOptions.
 	SnapshotWriter persist.WriterOptions
@@ -263,7 +265,11 @@ func (m *Manager) Reconfigure(opts Options) error {
 // loadSnapshot seeds the fleet from Options.Snapshot and creates its writer. The loaded
 // clusters are Stale until their servers confirm them.
 func (m *Manager) loadSnapshot() error {
-	defer relaxGC()()
+	var size int64
+	if fi, err := os.Stat(m.opts.Snapshot.Path()); err == nil {
+		size = fi.Size()
+	}
+	defer relaxGC(loadBudget(size))()
 	snap, err := m.opts.Snapshot.Load()
 	if err != nil {
 		// Load moved a corrupt file aside; start cold.
