@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"unsafe"
 
 	bolt "go.etcd.io/bbolt"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -110,19 +111,22 @@ func (s *Store) load() (*Snapshot, error) {
 // loadChunk is how many objects a decoder takes at a time.
 const loadChunk = 256
 
-// chunk is a run of objects of one resource: copies of their stored bytes, decoded by one
-// of the decoders of loadTx.
+// chunk is a run of objects of one resource: their stored bytes, decoded by one of the
+// decoders of loadTx.
 type chunk struct {
 	cluster, resource string
 	keys              []string
-	// values are copies of the stored bytes.
+	// values are the stored bytes, in the file's memory map: they are valid until the
+	// read transaction ends, which loadTx's decoders finish within, and nothing that the
+	// decoder returns shares memory with them.
 	values  []string
 	objects []kruntime.Object
 }
 
-// loadTx reads the snapshot in tx. The goroutine of tx walks the buckets and copies
-// the objects' bytes out of the file in chunks; decoders, one per CPU, decode them. A bad
-// page can panic in the walk; the caller recovers.
+// loadTx reads the snapshot in tx. The goroutine of tx walks the buckets and hands the
+// objects' bytes out in chunks, without copying them out of the file's memory map;
+// decoders, one per CPU, decode them before loadTx returns and tx ends. A bad page can
+// panic in the walk; the caller recovers.
 func loadTx(tx *bolt.Tx) (*Snapshot, error) {
 	var (
 		work     = make(chan *chunk, runtime.GOMAXPROCS(0))
@@ -187,7 +191,7 @@ func loadTx(tx *bolt.Tx) (*Snapshot, error) {
 						c = &chunk{cluster: cluster, resource: resource}
 					}
 					c.keys = append(c.keys, string(k))
-					c.values = append(c.values, string(v))
+					c.values = append(c.values, unsafe.String(unsafe.SliceData(v), len(v)))
 					if len(c.keys) == loadChunk {
 						if err := send(rs, c); err != nil {
 							return err
