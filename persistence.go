@@ -188,8 +188,13 @@ func (p *persistingStore) Apply(obj runtime.Object, initialList bool) error {
 	}
 	// A re-applied object with the same resourceVersion (a seeded list, a relist) is
 	// already in the snapshot: don't write it again.
-	if changed {
+	switch {
+	case !changed:
+	case initialList:
 		p.writer.Upsert(p.cluster, p.key, obj)
+	default:
+		// A watch event: encoded now, while the object just decoded is in the caches.
+		p.writer.UpsertNow(p.cluster, p.key, obj)
 	}
 	return nil
 }
