@@ -60,7 +60,7 @@ demo: tools build
 	@eval "$$(hack/build-tools.sh --print)" && export FLEETWATCH_KUBE_APISERVER FLEETWATCH_ETCD FLEETWATCH_KUBECTL && \
 		$(GO) run ./hack/demo --fleetwatch $(BIN)/fleetwatch
 
-## bench: fleetwatch next to plain client-go on real local clusters (~20 min); writes
+## bench: fleetwatch next to plain client-go on real local clusters (~10 min); writes
 ## docs/benchmarks.md. The loaded clusters are kept in BENCH_DIR for the next invocation.
 bench: tools
 	@eval "$$(hack/build-tools.sh --print)" && export FLEETWATCH_KUBE_APISERVER FLEETWATCH_ETCD FLEETWATCH_KUBECTL && \
