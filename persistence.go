@@ -188,13 +188,8 @@ func (p *persistingStore) Apply(obj runtime.Object, initialList bool) error {
 	}
 	// A re-applied object with the same resourceVersion (a seeded list, a relist) is
 	// already in the snapshot: don't write it again.
-	switch {
-	case !changed:
-	case initialList:
+	if changed {
 		p.writer.Upsert(p.cluster, p.key, obj)
-	default:
-		// A watch event: encoded now, while the object just decoded is in the caches.
-		p.writer.UpsertNow(p.cluster, p.key, obj)
 	}
 	return nil
 }

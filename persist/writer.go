@@ -56,13 +56,12 @@ func (o WriterOptions) withDefaults() WriterOptions {
 
 // Writer writes the informers' changes to the Store behind their back, in batches.
 //
-// The producer methods (Upsert, UpsertNow, Delete, Checkpoint, DropResource,
-// DropCluster) may be called from many goroutines. They never wait for the file: they
-// record the change in memory and return. For each object only its latest state is kept
-// (a deletion being a state), so memory is bounded by the number of distinct objects,
-// even while commits fail. Objects passed to Upsert are kept by reference and encoded at
-// commit time (UpsertNow encodes them at once): they must not be modified after the
-// call, as for any object of an informer's cache.
+// The producer methods (Upsert, Delete, Checkpoint, DropResource, DropCluster) may be
+// called from many goroutines. They never wait for the file: they record the change in
+// memory and return. For each object only its latest state is kept (a deletion being a
+// state), so memory is bounded by the number of distinct objects, even while commits
+// fail. Objects passed to Upsert are kept by reference and encoded at commit time: they
+// must not be modified after the call, as for any object of an informer's cache.
 //
 // The consistency contract: for each (cluster, resource), the changes since its last
 // Checkpoint are not committed until the next Checkpoint of that (cluster, resource).
@@ -171,46 +170,6 @@ func (w *Writer) Upsert(cluster string, resource ResourceKey, obj runtime.Object
 	}
 	w.state.change(cluster, resource, key, obj, now)
 }
-
-// UpsertNow is Upsert, except that it encodes obj at once, in the caller's goroutine,
-// rather than at commit time. An object that has just been decoded is still in the CPU's
-// caches, and encoding it then costs about half as much as in a commit, where every
-// object's memory has to be fetched again. The price is the encoding of a state that a
-// later change of the same object replaces before the commit, and the memory of the
-// encoded bytes until then: use it for single changes, such as watch events, not for the
-// objects of a list.
-func (w *Writer) UpsertNow(cluster string, resource ResourceKey, obj runtime.Object) {
-	if err := validateGroup(cluster, resource); err != nil {
-		w.reject(err)
-		return
-	}
-	key, err := keyOf(obj)
-	var data []byte
-	if err == nil {
-		e := encoders.Get().(*cborEncoder)
-		data, err = e.encodeObject(obj)
-		encoders.Put(e)
-	}
-	now := w.clock.Now()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if err != nil {
-		err = fmt.Errorf("cluster %q, resource %q: %w; the resource is not stored any more", cluster, resource, err)
-		w.state.breakResource(cluster, resource, err)
-		w.rejectLocked(err, now)
-		return
-	}
-	w.state.change(cluster, resource, key, &encodedObject{Object: obj, data: data}, now)
-}
-
-// encodedObject is an object of UpsertNow, with its stored form.
-type encodedObject struct {
-	runtime.Object
-	data []byte
-}
-
-// encoders are the encoders of UpsertNow.
-var encoders = sync.Pool{New: func() any { return new(cborEncoder) }}
 
 // Delete records that an object is gone. It is committed with the next Checkpoint of
 // its (cluster, resource). namespace is empty for a cluster-scoped object.
@@ -459,9 +418,7 @@ func (s *Store) write(b *batch) (broken []brokenResource, err error) {
 			list := make([]op, 0, len(gb.changes))
 			for key, obj := range gb.changes {
 				o := op{key: []byte(key)}
-				if e, ok := obj.(*encodedObject); ok {
-					o.value = e.data
-				} else if obj != nil {
+				if obj != nil {
 					var encErr error
 					if o.value, encErr = enc.encodeObject(obj); encErr != nil {
 						encErr = fmt.Errorf("cluster %q, resource %q, object %q: %w; the resource is not stored any more", cluster, resource, key, encErr)

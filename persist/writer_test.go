@@ -454,73 +454,39 @@ func TestWriterDropsResourcesItCannotStore(t *testing.T) {
 			return o
 		}()},
 	}
-	for _, m := range []struct {
-		name   string
-		upsert func(string, ResourceKey, runtime.Object)
-	}{{"Upsert", w.Upsert}, {"UpsertNow", w.UpsertNow}} {
-		for _, tt := range tests {
-			t.Run(m.name+"/"+tt.name, func(t *testing.T) {
-				before := w.Stats().Rejected
-				m.upsert("a", pods, tt.obj)
-				w.Upsert("a", pods, object("ns", "p2", "1"))
-				w.Checkpoint("a", pods, "2")
-				flush(w)
-				st := w.Stats()
-				if st.Rejected != before+1 || !errors.Is(st.LastError, ErrInvalid) {
-					t.Errorf("stats: %+v", st)
-				}
-				snap := mustLoad(t, s)
-				if resourceOf(snap, "a", pods) != nil {
-					t.Error("the resource is still stored")
-				}
-				if resourceOf(snap, "a", deployments) == nil {
-					t.Error("another resource was dropped")
-				}
-				// Until the caller drops it, the resource is not stored again.
-				w.Upsert("a", pods, object("ns", "p3", "1"))
-				w.Checkpoint("a", pods, "3")
-				flush(w)
-				if resourceOf(mustLoad(t, s), "a", pods) != nil {
-					t.Error("the broken resource was stored again")
-				}
-				w.DropResource("a", pods)
-				w.Upsert("a", pods, object("ns", "p4", "1"))
-				w.Checkpoint("a", pods, "4")
-				flush(w)
-				if got := contents(t, resourceOf(mustLoad(t, s), "a", pods)); !reflect.DeepEqual(got, []string{"ns/p4=1"}) {
-					t.Errorf("after the drop: %v", got)
-				}
-			})
-		}
-	}
-}
-
-// Objects encoded by UpsertNow are stored as those of Upsert, and the latest change of
-// an object wins whichever method made it.
-func TestWriterUpsertNow(t *testing.T) {
-	s := openTest(t, testPath(t), Options{})
-	w := s.NewWriter(WriterOptions{})
-	w.UpsertNow("a", pods, object("ns", "p1", "1"))
-	w.Upsert("a", pods, object("ns", "p2", "1"))
-	w.UpsertNow("a", pods, object("ns", "p2", "2")) // replaces the Upsert
-	w.UpsertNow("a", pods, object("ns", "p3", "1"))
-	w.Upsert("a", pods, object("ns", "p3", "2")) // replaces the UpsertNow
-	w.UpsertNow("a", pods, object("ns", "p4", "1"))
-	w.Delete("a", pods, "ns", "p4")
-	w.UpsertNow("a", deployments, metadataObject("ns", "d1", "1"))
-	w.Checkpoint("a", pods, "5")
-	w.Checkpoint("a", deployments, "5")
-	flush(w)
-	snap := mustLoad(t, s)
-	if got, want := contents(t, resourceOf(snap, "a", pods)), []string{"ns/p1=1", "ns/p2=2", "ns/p3=2"}; !reflect.DeepEqual(got, want) {
-		t.Errorf("pods: %v, want %v", got, want)
-	}
-	if got, want := contents(t, resourceOf(snap, "a", deployments)), []string{"ns/d1=1"}; !reflect.DeepEqual(got, want) {
-		t.Errorf("deployments: %v, want %v", got, want)
-	}
-	got := resourceOf(snap, "a", pods).Objects[0]
-	if want := object("ns", "p1", "1"); !reflect.DeepEqual(got, runtime.Object(want)) {
-		t.Errorf("stored %#v, want %#v", got, want)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := w.Stats().Rejected
+			w.Upsert("a", pods, tt.obj)
+			w.Upsert("a", pods, object("ns", "p2", "1"))
+			w.Checkpoint("a", pods, "2")
+			flush(w)
+			st := w.Stats()
+			if st.Rejected != before+1 || !errors.Is(st.LastError, ErrInvalid) {
+				t.Errorf("stats: %+v", st)
+			}
+			snap := mustLoad(t, s)
+			if resourceOf(snap, "a", pods) != nil {
+				t.Error("the resource is still stored")
+			}
+			if resourceOf(snap, "a", deployments) == nil {
+				t.Error("another resource was dropped")
+			}
+			// Until the caller drops it, the resource is not stored again.
+			w.Upsert("a", pods, object("ns", "p3", "1"))
+			w.Checkpoint("a", pods, "3")
+			flush(w)
+			if resourceOf(mustLoad(t, s), "a", pods) != nil {
+				t.Error("the broken resource was stored again")
+			}
+			w.DropResource("a", pods)
+			w.Upsert("a", pods, object("ns", "p4", "1"))
+			w.Checkpoint("a", pods, "4")
+			flush(w)
+			if got := contents(t, resourceOf(mustLoad(t, s), "a", pods)); !reflect.DeepEqual(got, []string{"ns/p4=1"}) {
+				t.Errorf("after the drop: %v", got)
+			}
+		})
 	}
 }
 
