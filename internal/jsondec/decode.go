@@ -338,18 +338,11 @@ func (d *Decoder) object(depth int, ctx context) (map[string]any, error) {
 		if err != nil {
 			return nil, err
 		}
-		d.space()
-		switch d.peek() {
-		case ',':
-			d.off++
-			d.space()
-			continue
-		case '}':
-			d.off++
-		default:
-			return nil, d.unexpected("after object key:value pair")
+		if more, err := d.more('}'); err != nil {
+			return nil, err
+		} else if !more {
+			break
 		}
-		break
 	}
 	members := d.members[base:]
 	size := len(members)
@@ -363,6 +356,26 @@ func (d *Decoder) object(depth int, ctx context) (map[string]any, error) {
 	clear(members)
 	d.members = d.members[:base]
 	return m, nil
+}
+
+// more reads what follows a member of an object or an element of an array that ends
+// with end: it returns true after a comma and the white space after it, and false after
+// end. Anything else is an error.
+func (d *Decoder) more(end byte) (bool, error) {
+	d.space()
+	switch d.peek() {
+	case ',':
+		d.off++
+		d.space()
+		return true, nil
+	case end:
+		d.off++
+		return false, nil
+	}
+	if end == '}' {
+		return false, d.unexpected("after object key:value pair")
+	}
+	return false, d.unexpected("after array element")
 }
 
 // childContext returns the context of the value of key in an object in context ctx.
@@ -391,18 +404,11 @@ func (d *Decoder) array(depth int) ([]any, error) {
 			return nil, err
 		}
 		d.elems = append(d.elems, v)
-		d.space()
-		switch d.peek() {
-		case ',':
-			d.off++
-			d.space()
-			continue
-		case ']':
-			d.off++
-		default:
-			return nil, d.unexpected("after array element")
+		if more, err := d.more(']'); err != nil {
+			return nil, err
+		} else if !more {
+			break
 		}
-		break
 	}
 	a := make([]any, len(d.elems)-base)
 	copy(a, d.elems[base:])
@@ -449,18 +455,9 @@ func (d *Decoder) listItems(depth int) error {
 		default:
 			return d.typeError("an object")
 		}
-		d.space()
-		switch d.peek() {
-		case ',':
-			d.off++
-			d.space()
-			continue
-		case ']':
-			d.off++
-		default:
-			return d.unexpected("after array element")
+		if more, err := d.more(']'); !more || err != nil {
+			return err
 		}
-		return nil
 	}
 }
 
@@ -500,20 +497,9 @@ func (d *Decoder) skip(depth int) error {
 			if err := d.skip(depth + 1); err != nil {
 				return err
 			}
-			d.space()
-			switch d.peek() {
-			case ',':
-				d.off++
-				d.space()
-				continue
-			case end:
-				d.off++
-				return nil
+			if more, err := d.more(end); !more || err != nil {
+				return err
 			}
-			if c == '{' {
-				return d.unexpected("after object key:value pair")
-			}
-			return d.unexpected("after array element")
 		}
 	case '"':
 		return d.skipString()

@@ -66,17 +66,11 @@ func (d *Decoder) WatchEvent(data []byte) (eventType string, object []byte, err 
 		default:
 			return "", nil, errNotPlainEvent
 		}
-		d.space()
-		switch d.peek() {
-		case ',':
-			d.off++
-			continue
-		case '}':
-			d.off++
-		default:
-			return "", nil, d.unexpected("after object key:value pair")
+		if more, err := d.more('}'); err != nil {
+			return "", nil, err
+		} else if !more {
+			break
 		}
-		break
 	}
 	if err := d.end(); err != nil {
 		return "", nil, err
