@@ -32,10 +32,10 @@ type groupPending struct {
 	// dropped from the file, and its changes are ignored until the caller drops it.
 	broken error
 
-	unchecked      map[string]runtime.Object
+	unchecked      map[string]objectState
 	uncheckedSince time.Time
 
-	checked      map[string]runtime.Object
+	checked      map[string]objectState
 	rv           string
 	checkedSince time.Time
 }
@@ -90,17 +90,25 @@ func (p *pending) breakResource(cluster string, resource ResourceKey, err error)
 	p.cluster(cluster).groups[resource] = &groupPending{drop: true, broken: err}
 }
 
-// change records the latest state of one object: obj, or nil if it was deleted.
-func (p *pending) change(cluster string, resource ResourceKey, key string, obj runtime.Object, now time.Time) {
+// objectState is the latest state of one object: obj, or a deletion if obj is nil.
+// encoded, if not nil, is the CBOR of obj's map, to be stored as it is rather than an
+// encoding of obj.
+type objectState struct {
+	obj     runtime.Object
+	encoded []byte
+}
+
+// change records the latest state of one object.
+func (p *pending) change(cluster string, resource ResourceKey, key string, st objectState, now time.Time) {
 	g := p.group(cluster, resource)
 	if g.broken != nil {
 		return
 	}
 	if g.unchecked == nil {
-		g.unchecked = make(map[string]runtime.Object)
+		g.unchecked = make(map[string]objectState)
 		g.uncheckedSince = now
 	}
-	g.unchecked[key] = obj
+	g.unchecked[key] = st
 }
 
 // checkpoint makes the unchecked changes of a resource ready to commit with rv, and
@@ -146,7 +154,7 @@ type groupBatch struct {
 	// rv is the resourceVersion that changes bring the resource to; "" if the batch only
 	// drops the resource.
 	rv      string
-	changes map[string]runtime.Object
+	changes map[string]objectState
 	since   time.Time
 }
 

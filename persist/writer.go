@@ -168,7 +168,36 @@ func (w *Writer) Upsert(cluster string, resource ResourceKey, obj runtime.Object
 		w.rejectLocked(err, now)
 		return
 	}
-	w.state.change(cluster, resource, key, obj, now)
+	w.state.change(cluster, resource, key, objectState{obj: obj}, now)
+}
+
+// UpsertEncoded is Upsert with the encoding of obj at hand: encoded is the CBOR of obj's
+// Object map, which is stored as it is, rather than an encoding of obj made at commit
+// time. The informers get it for free while decoding a watch event (see
+// jsondec.Decoder.ObjectCBOR). It must be one CBOR map, in the subset that the snapshot's
+// decoder reads: map keys are byte or text strings, in any order, and values are maps,
+// arrays, strings, integers, floats, booleans or null, all of definite length and without
+// tags. encoded is checked to be well-formed in that subset; if it is not, obj is encoded
+// at commit time as by Upsert. Neither obj nor encoded may be modified after the call.
+func (w *Writer) UpsertEncoded(cluster string, resource ResourceKey, obj *unstructured.Unstructured, encoded []byte) {
+	if !wellFormedMap(encoded) {
+		encoded = nil
+	}
+	if err := validateGroup(cluster, resource); err != nil {
+		w.reject(err)
+		return
+	}
+	key, err := keyOf(obj)
+	now := w.clock.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil {
+		err = fmt.Errorf("cluster %q, resource %q: %w; the resource is not stored any more", cluster, resource, err)
+		w.state.breakResource(cluster, resource, err)
+		w.rejectLocked(err, now)
+		return
+	}
+	w.state.change(cluster, resource, key, objectState{obj: obj, encoded: encoded}, now)
 }
 
 // Delete records that an object is gone. It is committed with the next Checkpoint of
@@ -185,7 +214,7 @@ func (w *Writer) Delete(cluster string, resource ResourceKey, namespace, name st
 	now := w.clock.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.state.change(cluster, resource, objectKey(namespace, name), nil, now)
+	w.state.change(cluster, resource, objectKey(namespace, name), objectState{}, now)
 }
 
 // Checkpoint says that the informer of (cluster, resource) holds, at resourceVersion,
@@ -416,16 +445,22 @@ func (s *Store) write(b *batch) (broken []brokenResource, err error) {
 	for cluster, cb := range b.clusters {
 		for resource, gb := range cb.groups {
 			list := make([]op, 0, len(gb.changes))
-			for key, obj := range gb.changes {
+		changes:
+			for key, st := range gb.changes {
 				o := op{key: []byte(key)}
-				if obj != nil {
+				switch {
+				case st.encoded != nil:
+					o.value = make([]byte, 1+len(st.encoded))
+					o.value[0] = formatUnstructured
+					copy(o.value[1:], st.encoded)
+				case st.obj != nil:
 					var encErr error
-					if o.value, encErr = enc.encodeObject(obj); encErr != nil {
+					if o.value, encErr = enc.encodeObject(st.obj); encErr != nil {
 						encErr = fmt.Errorf("cluster %q, resource %q, object %q: %w; the resource is not stored any more", cluster, resource, key, encErr)
 						broken = append(broken, brokenResource{cluster, resource, encErr})
 						*gb = groupBatch{drop: true}
 						list = nil
-						break
+						break changes
 					}
 				}
 				list = append(list, o)
