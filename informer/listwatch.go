@@ -33,12 +33,6 @@ type listWatch struct {
 	bookmarkTimeout time.Duration
 	// noStreaming is set once a streaming list failed to end.
 	noStreaming atomic.Bool
-	// onBookmark, if set, is called with the resourceVersion of each bookmark of a
-	// watch, once the reflector has received it, except those of a streaming list
-	// before and at its initial-events-end: the reflector has then queued every event
-	// up to that resourceVersion, so the informer's state is consistent at it once the
-	// queue has been processed that far.
-	onBookmark func(resourceVersion string)
 
 	// seeded is set by seed; then the first list is seedList, without a request.
 	seeded   bool
@@ -147,12 +141,9 @@ func (lw *listWatch) WatchWithContext(ctx context.Context, opts metav1.ListOptio
 		return nil, err
 	}
 	if !streaming {
-		if lw.onBookmark == nil {
-			return w, nil
-		}
-		return newRelay(w, 0, nil, lw.onBookmark), nil
+		return w, nil
 	}
-	return newRelay(w, lw.bookmarkTimeout, func() { lw.noStreaming.Store(true) }, lw.onBookmark), nil
+	return newRelay(w, lw.bookmarkTimeout, func() { lw.noStreaming.Store(true) }), nil
 }
 
 // notStreamingError is an error that the reflector does not retry as a streaming list:
@@ -161,10 +152,8 @@ func notStreamingError() error {
 	return apierrors.NewBadRequest(ErrNoInitialEventsEnd.Error())
 }
 
-// relay passes a watch's events through. For a streaming list (timeout > 0) it ends the
-// watch with an error event if the initial-events-end bookmark does not arrive within
-// timeout. It calls onBookmark, if not nil, after handing on each bookmark that is not
-// part of a streaming list's initial events.
+// relay passes the events of a streaming list's watch through, and ends the watch with
+// an error event if the initial-events-end bookmark does not arrive within timeout.
 type relay struct {
 	in       watch.Interface
 	out      chan watch.Event
@@ -172,23 +161,19 @@ type relay struct {
 	stopped  chan struct{}
 }
 
-func newRelay(in watch.Interface, timeout time.Duration, onTimeout func(), onBookmark func(string)) *relay {
+func newRelay(in watch.Interface, timeout time.Duration, onTimeout func()) *relay {
 	g := &relay{in: in, out: make(chan watch.Event), stopped: make(chan struct{})}
-	go g.run(timeout, onTimeout, onBookmark)
+	go g.run(timeout, onTimeout)
 	return g
 }
 
-func (g *relay) run(timeout time.Duration, onTimeout func(), onBookmark func(string)) {
+func (g *relay) run(timeout time.Duration, onTimeout func()) {
 	defer close(g.out)
 	defer g.in.Stop()
-	// ended is set once the initial events are over; a plain watch has none.
-	ended := timeout <= 0
-	var expired <-chan time.Time
-	if !ended {
-		timer := time.NewTimer(timeout)
-		defer timer.Stop()
-		expired = timer.C
-	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	// expired is nil once the initial events are over.
+	expired := timer.C
 	for {
 		select {
 		case <-g.stopped:
@@ -206,23 +191,13 @@ func (g *relay) run(timeout time.Duration, onTimeout func(), onBookmark func(str
 			if !ok {
 				return
 			}
-			wasEnded := ended
-			if !ended && ev.Type == watch.Bookmark && isInitialEventsEnd(ev.Object) {
-				ended, expired = true, nil
+			if expired != nil && ev.Type == watch.Bookmark && isInitialEventsEnd(ev.Object) {
+				expired = nil
 			}
 			select {
 			case g.out <- ev:
 			case <-g.stopped:
 				return
-			}
-			// The reflector has received the bookmark, so it has queued every event
-			// before it. The initial-events-end bookmark is left out: the reflector
-			// replaces its store with the initial events only after receiving it, and
-			// listMarkingQueue marks that list.
-			if onBookmark != nil && wasEnded && ev.Type == watch.Bookmark {
-				if a, err := meta.Accessor(ev.Object); err == nil && a.GetResourceVersion() != "" {
-					onBookmark(a.GetResourceVersion())
-				}
 			}
 		}
 	}

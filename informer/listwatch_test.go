@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 )
 
@@ -123,18 +124,36 @@ func bookmarkAt(rv string, initialEventsEnd bool) *unstructured.Unstructured {
 	return u
 }
 
-// TestBookmarksMarkConsistency checks which bookmarks are reported to onBookmark: those
-// of a plain watch and those after a streaming list's initial events, each only once the
-// reader has received it.
-func TestBookmarksMarkConsistency(t *testing.T) {
-	t.Run("no onBookmark: the watch is not wrapped", func(t *testing.T) {
-		fw := watch.NewFake()
-		w, err := fakeListWatch(fw, time.Minute).WatchWithContext(t.Context(), metav1.ListOptions{ResourceVersion: "5"})
-		if err != nil || w != fw {
-			t.Fatalf("watch %T %v, want the server's watch", w, err)
-		}
-	})
+// checkpointStore is a Store and a Checkpointer that records the checkpoints.
+type checkpointStore struct {
+	cache.Store
+	mu          sync.Mutex
+	checkpoints []string
+}
 
+func (c *checkpointStore) Apply(obj runtime.Object, _ bool) error  { return c.Store.Update(obj) }
+func (c *checkpointStore) Delete(obj runtime.Object, _ bool) error { return c.Store.Delete(obj) }
+func (c *checkpointStore) MarkSynced()                             {}
+
+func (c *checkpointStore) Checkpoint(rv string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.checkpoints = append(c.checkpoints, rv)
+}
+
+func podAt(name, rv string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Pod"}}
+	u.SetNamespace("shop")
+	u.SetName(name)
+	u.SetResourceVersion(rv)
+	return u
+}
+
+// TestBookmarksCheckpoint runs an informer as a Set does, with a Checkpointer store, and
+// checks where it checkpoints: after a list, after each watch event, and at each bookmark
+// of a watch, but not at those of a streaming list before and at its initial-events-end,
+// which the reflector keeps to itself until it replaces the queue's content.
+func TestBookmarksCheckpoint(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		streaming bool
@@ -142,95 +161,63 @@ func TestBookmarksMarkConsistency(t *testing.T) {
 		want      []string
 	}{
 		{"plain watch", false, []watch.Event{
-			{Type: watch.Added, Object: &unstructured.Unstructured{}},
-			{Type: watch.Bookmark, Object: bookmarkAt("11", false)},
-			{Type: watch.Modified, Object: &unstructured.Unstructured{}},
-			{Type: watch.Bookmark, Object: bookmarkAt("13", false)},
-		}, []string{"11", "13"}},
-		{"streaming list", true, []watch.Event{
-			{Type: watch.Added, Object: &unstructured.Unstructured{}},
-			{Type: watch.Bookmark, Object: bookmarkAt("11", false)}, // inside the initial events
-			{Type: watch.Bookmark, Object: bookmarkAt("12", true)},  // their end: listMarkingQueue's
-			{Type: watch.Modified, Object: &unstructured.Unstructured{}},
+			{Type: watch.Added, Object: podAt("a", "11")},
+			{Type: watch.Bookmark, Object: bookmarkAt("12", false)},
+			{Type: watch.Modified, Object: podAt("a", "13")},
 			{Type: watch.Bookmark, Object: bookmarkAt("14", false)},
-		}, []string{"14"}},
+		}, []string{"10", "11", "12", "13", "14"}},
+		{"streaming list", true, []watch.Event{
+			{Type: watch.Added, Object: podAt("a", "5")},
+			{Type: watch.Bookmark, Object: bookmarkAt("6", false)}, // inside the initial events
+			{Type: watch.Bookmark, Object: bookmarkAt("7", true)},  // their end: the list's checkpoint
+			{Type: watch.Modified, Object: podAt("a", "8")},
+			{Type: watch.Bookmark, Object: bookmarkAt("9", false)},
+		}, []string{"7", "8", "9"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fw := watch.NewFake()
 			lw := fakeListWatch(fw, time.Minute)
-			var mu sync.Mutex
-			var got []string
-			lw.onBookmark = func(rv string) {
-				mu.Lock()
-				defer mu.Unlock()
-				got = append(got, rv)
+			store := &checkpointStore{Store: cache.NewStore(cache.MetaNamespaceKeyFunc)}
+			if !tc.streaming {
+				// A seeded informer lists from the store, at 10, then watches.
+				lw.seed(store, podsMapping, false, "10")
 			}
-			opts := metav1.ListOptions{ResourceVersion: "10"}
-			if tc.streaming {
-				opts = metav1.ListOptions{SendInitialEvents: ptr.To(true)}
+			queue := &listMarkingQueue{
+				RealFIFO: cache.NewRealFIFOWithOptions(cache.RealFIFOOptions{
+					KeyFunction:  cache.DeletionHandlingMetaNamespaceKeyFunc,
+					KnownObjects: store,
+				}),
+				markBookmarks: true,
 			}
-			w, err := lw.WatchWithContext(t.Context(), opts)
-			if err != nil {
-				t.Fatal(err)
+			ctrl := cache.New(&cache.Config{Queue: queue, ListerWatcher: lw, ObjectDescription: "pods", Process: processDeltas(store)})
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			go ctrl.RunWithContext(ctx)
+			for _, ev := range tc.events {
+				fw.Action(ev.Type, ev.Object)
 			}
-			defer w.Stop()
-			go func() {
-				for _, ev := range tc.events {
-					fw.Action(ev.Type, ev.Object)
-				}
-			}()
-			for range tc.events {
-				if ev := <-w.ResultChan(); ev.Type == watch.Error {
-					t.Fatalf("error event %v", ev.Object)
-				}
-			}
-			// The last onBookmark may run just after the reader received its bookmark.
-			deadline := time.Now().Add(5 * time.Second)
+			deadline := time.Now().Add(10 * time.Second)
 			for {
-				mu.Lock()
-				done := len(got) >= len(tc.want)
-				mu.Unlock()
-				if done || time.Now().After(deadline) {
-					break
+				store.mu.Lock()
+				got := slices.Clone(store.checkpoints)
+				store.mu.Unlock()
+				if len(got) >= len(tc.want) || time.Now().After(deadline) {
+					if !slices.Equal(got, tc.want) {
+						t.Errorf("checkpoints %v, want %v", got, tc.want)
+					}
+					return
 				}
 				time.Sleep(time.Millisecond)
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if !slices.Equal(got, tc.want) {
-				t.Errorf("onBookmark got %v, want %v", got, tc.want)
 			}
 		})
 	}
 }
 
-// TestBookmarkReportedAfterItIsReceived checks that onBookmark waits for the reader: until
-// the reflector has taken the bookmark, it may not have queued the events before it.
-func TestBookmarkReportedAfterItIsReceived(t *testing.T) {
+// TestPlainWatchIsNotWrapped checks that only streaming lists go through a relay.
+func TestPlainWatchIsNotWrapped(t *testing.T) {
 	fw := watch.NewFake()
-	lw := fakeListWatch(fw, time.Minute)
-	reported := make(chan string, 1)
-	lw.onBookmark = func(rv string) { reported <- rv }
-	w, err := lw.WatchWithContext(t.Context(), metav1.ListOptions{ResourceVersion: "10"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
-	go fw.Action(watch.Bookmark, bookmarkAt("11", false))
-	select {
-	case rv := <-reported:
-		t.Fatalf("onBookmark(%s) before the reader took the bookmark", rv)
-	case <-time.After(100 * time.Millisecond):
-	}
-	if ev := <-w.ResultChan(); ev.Type != watch.Bookmark {
-		t.Fatalf("got %s, want the bookmark", ev.Type)
-	}
-	select {
-	case rv := <-reported:
-		if rv != "11" {
-			t.Errorf("onBookmark(%s), want 11", rv)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("onBookmark not called after the reader took the bookmark")
+	w, err := fakeListWatch(fw, time.Minute).WatchWithContext(t.Context(), metav1.ListOptions{ResourceVersion: "5"})
+	if err != nil || w != fw {
+		t.Fatalf("watch %T %v, want the server's watch", w, err)
 	}
 }

@@ -640,16 +640,17 @@ func (s *Set) start(ctx context.Context, opts Options, r Resource, m Mapping) {
 				lw.seed(known, m, r.MetadataOnly, rv)
 			}
 		}
-		queue := listMarkingQueue{cache.NewRealFIFOWithOptions(cache.RealFIFOOptions{
-			Name:         fmt.Sprintf("%s %s", s.opts.Cluster, scope),
-			KeyFunction:  cache.DeletionHandlingMetaNamespaceKeyFunc,
-			KnownObjects: known,
-			Transformer:  transform(opts, m, known, s.interned),
-		})}
-		if _, ok := store.(Checkpointer); ok {
+		_, checkpoints := store.(Checkpointer)
+		queue := &listMarkingQueue{
+			RealFIFO: cache.NewRealFIFOWithOptions(cache.RealFIFOOptions{
+				Name:         fmt.Sprintf("%s %s", s.opts.Cluster, scope),
+				KeyFunction:  cache.DeletionHandlingMetaNamespaceKeyFunc,
+				KnownObjects: known,
+				Transformer:  transform(opts, m, known, s.interned),
+			}),
 			// Bookmarks keep the checkpoint of a quiet resource recent, so that a
 			// restart resumes its watch within the apiserver's window.
-			lw.onBookmark = queue.markConsistent
+			markBookmarks: checkpoints,
 		}
 		ctrl := cache.New(&cache.Config{
 			Queue:             queue,
@@ -867,24 +868,32 @@ func processDeltas(store Store) cache.ProcessFunc {
 const listDonePrefix = "\x00list-done\x00"
 
 // listMarkingQueue queues a marker after every list (Replace), so that the informer
-// knows when a list has been applied completely and at which resourceVersion.
+// knows when a list has been applied completely and at which resourceVersion. With
+// markBookmarks, it also queues one for each bookmark of a watch.
 type listMarkingQueue struct {
 	*cache.RealFIFO
+	markBookmarks bool
 }
 
-func (q listMarkingQueue) Replace(list []interface{}, resourceVersion string) error {
+var _ cache.ReflectorBookmarkStore = (*listMarkingQueue)(nil)
+
+func (q *listMarkingQueue) Replace(list []interface{}, resourceVersion string) error {
 	if err := q.RealFIFO.Replace(list, resourceVersion); err != nil {
 		return err
 	}
 	return q.RealFIFO.Add(cache.ExplicitKey(listDonePrefix + resourceVersion))
 }
 
-// markConsistent queues a marker that the state is consistent at resourceVersion once
-// the queue has been processed up to it: a bookmark has arrived after every event
-// queued so far.
-func (q listMarkingQueue) markConsistent(resourceVersion string) {
-	// An error means the queue is closed: the informer stops, and nothing is lost.
-	_ = q.RealFIFO.Add(cache.ExplicitKey(listDonePrefix + resourceVersion))
+// Bookmark implements cache.ReflectorBookmarkStore. The reflector calls it for each
+// bookmark of a watch after queueing the events before it, except for those of a
+// streaming list up to its initial-events-end, which go to a store of the reflector's
+// own until it Replaces this queue's content with the list. So the informer's state is
+// consistent at resourceVersion once the queue has been processed up to the marker.
+func (q *listMarkingQueue) Bookmark(resourceVersion string) error {
+	if !q.markBookmarks || resourceVersion == "" {
+		return nil
+	}
+	return q.RealFIFO.Add(cache.ExplicitKey(listDonePrefix + resourceVersion))
 }
 
 func listDoneRV(obj interface{}) (string, bool) {
