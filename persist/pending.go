@@ -106,6 +106,8 @@ func (p *pending) change(cluster string, resource ResourceKey, key string, st ob
 	}
 	if g.unchecked == nil {
 		g.unchecked = make(map[string]objectState)
+	}
+	if len(g.unchecked) == 0 {
 		g.uncheckedSince = now
 	}
 	g.unchecked[key] = st
@@ -124,13 +126,16 @@ func (p *pending) checkpoint(cluster string, resource ResourceKey, rv string, no
 		since = g.uncheckedSince
 	}
 	if g.checked == nil {
-		g.checked = g.unchecked
+		g.checked, g.unchecked = g.unchecked, nil
 	} else {
-		for k, obj := range g.unchecked {
-			g.checked[k] = obj
+		// The unchecked map is kept for the next changes: a watch event is one change
+		// and one checkpoint, and needs no map of its own.
+		for k, st := range g.unchecked {
+			g.checked[k] = st
 		}
+		clear(g.unchecked)
 	}
-	g.unchecked, g.uncheckedSince = nil, time.Time{}
+	g.uncheckedSince = time.Time{}
 	g.rv = rv
 	g.checkedSince = earliest(g.checkedSince, since)
 	return n

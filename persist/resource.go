@@ -29,8 +29,10 @@ func ResourceKeyFor(gvr schema.GroupVersionResource) ResourceKey {
 // fails with an error wrapping ErrInvalid.
 func ParseResourceKey(s string) (ResourceKey, error) {
 	path, _, _ := strings.Cut(s, "?")
-	parts := strings.Split(path, "/")
-	if len(parts) != 3 || parts[1] == "" || parts[2] == "" {
+	// Checked once per change and checkpoint: without allocating.
+	_, rest, _ := strings.Cut(path, "/")
+	version, resource, _ := strings.Cut(rest, "/")
+	if strings.Count(path, "/") != 2 || version == "" || resource == "" {
 		return "", fmt.Errorf("%w: resource key %q does not have the form group/version/resource[?qualifier]", ErrInvalid, s)
 	}
 	return ResourceKey(s), nil
