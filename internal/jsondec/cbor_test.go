@@ -98,6 +98,7 @@ func TestObjectCBORBytes(t *testing.T) {
 		{"managedFields twice kept", `{"metadata":{"managedFields":[],"managedFields":[1]}}`, false, ""},
 		{"repeated key", `{"a":1,"a":2}`, false, ""},
 		{"repeated escaped key", `{"a":1,"\u0061":1}`, false, ""},
+		{"repeated key once made valid UTF-8", "{\"\xff\":{},\"\xe1\":[]}", false, ""},
 		{"repeated key nested", `{"x":[{"a":1,"b":2,"a":1}],"y":1}`, false, ""},
 		{"repeated key in a long map", `{"a":{` + m24 + `,"k00":1}}`, false, ""},
 		{"syntax error", `{"a":[1,]}`, false, ""},
