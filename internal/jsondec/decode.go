@@ -63,6 +63,13 @@ type Decoder struct {
 	items   []map[string]any
 	// buf holds a string being unescaped.
 	buf []byte
+
+	// emit is set by ObjectCBOR, for the decoding to append the CBOR of the object to
+	// enc; it is cleared if the object cannot be written faithfully. long lists the
+	// heads of enc that are longer than the one byte reserved for them.
+	emit bool
+	enc  []byte
+	long []longHead
 }
 
 type member struct {
@@ -252,12 +259,24 @@ func (d *Decoder) value(depth int, ctx context) (any, error) {
 		if err != nil {
 			return nil, err
 		}
+		if d.emit {
+			d.appendString(s)
+		}
 		return d.stringValue(s), nil
 	case 't':
+		if d.emit {
+			d.enc = append(d.enc, cborTrue)
+		}
 		return true, d.literal("true")
 	case 'f':
+		if d.emit {
+			d.enc = append(d.enc, cborFalse)
+		}
 		return false, d.literal("false")
 	case 'n':
+		if d.emit {
+			d.enc = append(d.enc, cborNull)
+		}
 		return nil, d.literal("null")
 	default:
 		if c == '-' || '0' <= c && c <= '9' {
@@ -289,7 +308,14 @@ func (d *Decoder) object(depth int, ctx context) (map[string]any, error) {
 	d.space()
 	if d.peek() == '}' {
 		d.off++
+		if d.emit {
+			d.enc = append(d.enc, cborMap<<5)
+		}
 		return map[string]any{}, nil
+	}
+	var head int
+	if d.emit {
+		head = d.startHead(cborMap)
 	}
 	base := len(d.members)
 	var sawAPIVersion, sawKind bool
@@ -329,6 +355,9 @@ func (d *Decoder) object(depth int, ctx context) (map[string]any, error) {
 		case ctx == ctxMetadata && key == "managedFields" && d.DropManagedFields:
 			err = d.skip(depth)
 		default:
+			if d.emit {
+				d.appendString(key)
+			}
 			// Interned before the value is read, which may reuse the buffer of key.
 			k := d.Strings.Key(key)
 			var v any
@@ -352,6 +381,14 @@ func (d *Decoder) object(depth int, ctx context) (map[string]any, error) {
 	m := make(map[string]any, size)
 	for _, kv := range members {
 		m[kv.key] = kv.value
+	}
+	if d.emit {
+		if len(m) != len(members) {
+			// A repeated key: the map holds only its last value.
+			d.emit = false
+		} else {
+			d.endHead(head, len(members))
+		}
 	}
 	clear(members)
 	d.members = d.members[:base]
@@ -395,7 +432,14 @@ func (d *Decoder) array(depth int) ([]any, error) {
 	d.space()
 	if d.peek() == ']' {
 		d.off++
+		if d.emit {
+			d.enc = append(d.enc, cborArray<<5)
+		}
 		return []any{}, nil
+	}
+	var head int
+	if d.emit {
+		head = d.startHead(cborArray)
 	}
 	base := len(d.elems)
 	for {
@@ -412,6 +456,9 @@ func (d *Decoder) array(depth int) ([]any, error) {
 	}
 	a := make([]any, len(d.elems)-base)
 	copy(a, d.elems[base:])
+	if d.emit {
+		d.endHead(head, len(a))
+	}
 	clear(d.elems[base:])
 	d.elems = d.elems[:base]
 	return a, nil
@@ -526,9 +573,17 @@ func (d *Decoder) number() (any, error) {
 		return nil, err
 	}
 	if isInt {
-		return parseInt(lit), nil
+		n := parseInt(lit)
+		if d.emit {
+			d.appendInt(n)
+		}
+		return n, nil
 	}
-	return convertNumber(lit)
+	v, err := convertNumber(lit)
+	if d.emit && err == nil {
+		d.appendNumber(v)
+	}
+	return v, err
 }
 
 // scanNumber reads the number at the offset. isInt says that it has neither fraction

@@ -18,9 +18,19 @@
 //     string, so that the objects a reflector keeps end up scattered among what it
 //     dropped, and the heap's spans cannot be given back.
 //
+// ObjectCBOR is Object, and also returns the CBOR (RFC 8949) of the map, written as the
+// input is decoded, for callers that store objects as CBOR: a map of byte-string keys,
+// in the order of the input's members, holding byte strings, integers, eight-byte
+// floats, booleans, nulls, arrays and maps, with definite lengths and shortest heads.
+// direct.Unmarshal (k8s.io/apimachinery/pkg/runtime/serializer/cbor/direct) decodes it
+// into a map equal to the one returned; FuzzObjectCBOR checks that, and the bytes. It
+// returns no CBOR for an object with a repeated key, whose map keeps only the last of
+// its values.
+//
 // WatchEvent reads the envelope of a watch event, {"type": ..., "object": ...}, checking
 // the object without decoding it, so that the object can then be decoded by Object.
 //
-// Nothing that a Decoder returns shares memory with its input, except the object that
-// WatchEvent returns, which is a slice of it.
+// Nothing that a Decoder returns shares memory with its input or with the Decoder's
+// scratch space, except the object that WatchEvent returns, which is a slice of the
+// input.
 package jsondec
