@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2"
@@ -77,9 +78,14 @@ type sink struct {
 }
 
 var (
-	_ informer.Sink   = (*sink)(nil)
-	_ informer.Seeder = (*sink)(nil)
+	_ informer.Sink         = (*sink)(nil)
+	_ informer.Seeder       = (*sink)(nil)
+	_ informer.EncodingSink = (*sink)(nil)
 )
+
+// StoresEncoded implements informer.EncodingSink: with persistence, the stores write
+// the encodings of watched objects to the snapshot, rather than encode the objects.
+func (s *sink) StoresEncoded() bool { return s.writer != nil }
 
 func (s *sink) Store(scope informer.Scope) informer.Store {
 	s.mu.Lock()
@@ -179,6 +185,7 @@ type persistingStore struct {
 var (
 	_ informer.Store        = (*persistingStore)(nil)
 	_ informer.Checkpointer = (*persistingStore)(nil)
+	_ informer.EncodedStore = (*persistingStore)(nil)
 )
 
 func (p *persistingStore) Apply(obj runtime.Object, initialList bool) error {
@@ -190,6 +197,17 @@ func (p *persistingStore) Apply(obj runtime.Object, initialList bool) error {
 	// already in the snapshot: don't write it again.
 	if changed {
 		p.writer.Upsert(p.cluster, p.key, obj)
+	}
+	return nil
+}
+
+func (p *persistingStore) ApplyEncoded(obj *unstructured.Unstructured, encoded []byte, initialList bool) error {
+	changed, err := p.ClusterStore.ApplyChanged(obj, initialList)
+	if err != nil {
+		return err
+	}
+	if changed {
+		p.writer.UpsertEncoded(p.cluster, p.key, obj, encoded)
 	}
 	return nil
 }

@@ -25,8 +25,9 @@ import (
 
 // newDynamicClients returns the two dynamic clients of a Set, made for cfg as
 // dynamic.NewForConfig makes one, whose JSON responses are decoded with one pool of up
-// to n Decoders: drop leaves managedFields out of the objects, keep keeps them.
-func newDynamicClients(cfg *rest.Config, n int) (drop, keep dynamic.Interface, err error) {
+// to n Decoders: drop leaves managedFields out of the objects, keep keeps them. With
+// encode, the objects of watch events come with their encoding, as encodedObjects.
+func newDynamicClients(cfg *rest.Config, n int, encode bool) (drop, keep dynamic.Interface, err error) {
 	// From the dynamic client's config, as dynamic.NewForConfig does: its transport sets
 	// the default user agent.
 	h, err := rest.HTTPClientFor(dynamic.ConfigFor(cfg))
@@ -34,10 +35,10 @@ func newDynamicClients(cfg *rest.Config, n int) (drop, keep dynamic.Interface, e
 		return nil, nil, err
 	}
 	pool := newDecoderPool(n)
-	if drop, err = newDynamicClient(cfg, h, pool, true); err != nil {
+	if drop, err = newDynamicClient(cfg, h, pool, true, encode); err != nil {
 		return nil, nil, err
 	}
-	if keep, err = newDynamicClient(cfg, h, pool, false); err != nil {
+	if keep, err = newDynamicClient(cfg, h, pool, false, encode); err != nil {
 		return nil, nil, err
 	}
 	return drop, keep, nil
@@ -45,9 +46,9 @@ func newDynamicClients(cfg *rest.Config, n int) (drop, keep dynamic.Interface, e
 
 // newDynamicClient returns a dynamic client for cfg, as dynamic.NewForConfigAndClient
 // does, whose JSON responses are decoded by unstructuredJSON with the decoders of pool.
-func newDynamicClient(cfg *rest.Config, h *http.Client, pool decoderPool, dropManagedFields bool) (dynamic.Interface, error) {
+func newDynamicClient(cfg *rest.Config, h *http.Client, pool decoderPool, dropManagedFields, encode bool) (dynamic.Interface, error) {
 	config := dynamic.ConfigFor(cfg)
-	config.NegotiatedSerializer = newNegotiatedSerializer(config.NegotiatedSerializer, pool, dropManagedFields)
+	config.NegotiatedSerializer = newNegotiatedSerializer(config.NegotiatedSerializer, pool, dropManagedFields, encode)
 	// The dynamic client builds absolute paths: as in dynamic.NewForConfigAndClient, a
 	// path built from APIPath would be a bug.
 	config.GroupVersion = nil
@@ -76,11 +77,11 @@ type negotiatedSerializer struct {
 
 var _ runtime.NegotiatedSerializer = negotiatedSerializer{}
 
-func newNegotiatedSerializer(base runtime.NegotiatedSerializer, pool decoderPool, dropManagedFields bool) negotiatedSerializer {
+func newNegotiatedSerializer(base runtime.NegotiatedSerializer, pool decoderPool, dropManagedFields, encode bool) negotiatedSerializer {
 	mediaTypes := slices.Clone(base.SupportedMediaTypes())
 	for i, info := range mediaTypes {
 		if info.MediaType == runtime.ContentTypeJSON {
-			mediaTypes[i].Serializer = &unstructuredJSON{Serializer: info.Serializer, pool: pool, dropManagedFields: dropManagedFields}
+			mediaTypes[i].Serializer = &unstructuredJSON{Serializer: info.Serializer, pool: pool, dropManagedFields: dropManagedFields, encode: encode}
 			if stream := info.StreamSerializer; stream != nil {
 				mediaTypes[i].StreamSerializer = &runtime.StreamSerializerInfo{
 					EncodesAsText: stream.EncodesAsText,
@@ -102,10 +103,15 @@ func (s negotiatedSerializer) SupportedMediaTypes() []runtime.SerializerInfo {
 // also encodes. What it returns is what Serializer returns, except that the strings of
 // Unstructured objects are interned and, with dropManagedFields, their managedFields
 // are dropped.
+//
+// With encode, an Unstructured that it decodes into a new object (the object of a watch
+// event: lists and objects that are read are decoded into the caller's) comes as an
+// encodedObject with the CBOR of its map, written while decoding it.
 type unstructuredJSON struct {
 	runtime.Serializer
 	pool              decoderPool
 	dropManagedFields bool
+	encode            bool
 }
 
 var _ runtime.Serializer = (*unstructuredJSON)(nil)
@@ -130,7 +136,11 @@ func (s *unstructuredJSON) Decode(data []byte, gvk *schema.GroupVersionKind, int
 	// A default kind is only asked for when decoding errors, which are not
 	// Unstructured.
 	if gvk == nil {
-		if obj, actual, ok := decodeUnstructured(d, data, into); ok {
+		if into == nil && s.encode {
+			if obj, actual, ok := decodeEncoded(d, data); ok {
+				return obj, actual, nil
+			}
+		} else if obj, actual, ok := decodeUnstructured(d, data, into); ok {
 			return obj, actual, nil
 		}
 	}
@@ -147,6 +157,22 @@ func (s *unstructuredJSON) Decode(data []byte, gvk *schema.GroupVersionKind, int
 		}
 	}
 	return obj, actual, err
+}
+
+// decodeEncoded decodes data as decodeUnstructured decodes it into a new object, into
+// an encodedObject with its encoding. ok is false if the serializer would not return an
+// Unstructured, or if the object has no encoding (a repeated key): the serializer then
+// decodes it without.
+func decodeEncoded(d *jsondec.Decoder, data []byte) (obj runtime.Object, gvk *schema.GroupVersionKind, ok bool) {
+	m, encoded, err := d.ObjectCBOR(data)
+	if err != nil || encoded == nil {
+		return nil, nil, false
+	}
+	kind, ok := typeMeta(m)
+	if !ok || kind.Version == "" || typedKinds[kind.Kind] {
+		return nil, nil, false
+	}
+	return &encodedObject{Unstructured: &unstructured.Unstructured{Object: m}, encoded: encoded}, &kind, true
 }
 
 // decodeUnstructured decodes data into into, or into a new object if into is nil, as

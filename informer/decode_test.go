@@ -33,7 +33,7 @@ import (
 // serializers returns the negotiated serializer of the dynamic client, and ours.
 func serializers(dropManagedFields bool) (apimachinery, ours runtime.NegotiatedSerializer) {
 	base := dynamic.ConfigFor(&rest.Config{}).NegotiatedSerializer
-	return base, newNegotiatedSerializer(base, newDecoderPool(2), dropManagedFields)
+	return base, newNegotiatedSerializer(base, newDecoderPool(2), dropManagedFields, false)
 }
 
 // jsonInfo returns the JSON media type of ns.
@@ -315,7 +315,7 @@ func TestDynamicClient(t *testing.T) {
 	}))
 	defer srv.Close()
 
-	dyn, kept, err := newDynamicClients(&rest.Config{Host: srv.URL}, 1)
+	dyn, kept, err := newDynamicClients(&rest.Config{Host: srv.URL}, 1, false)
 	if err != nil {
 		t.Fatal(err)
 	}

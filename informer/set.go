@@ -234,8 +234,11 @@ type Set struct {
 	// interned is set if the objects of dyn and dynManaged are always interned: the
 	// transform then need not intern them again.
 	interned bool
-	md       metadata.Interface
-	mapper   meta.RESTMapper
+	// encode is set if the objects of the watch events of dyn and dynManaged may come
+	// with their encoding, as encodedObjects, for the Sink's EncodedStores.
+	encode bool
+	md     metadata.Interface
+	mapper meta.RESTMapper
 	// discovery is the cached discovery behind mapper; reset drops its cache.
 	discovery *restmapper.DeferredDiscoveryRESTMapper
 
@@ -271,8 +274,10 @@ func New(opts Options) (*Set, error) {
 	}
 	opts.defaults()
 	cfg := rest.CopyConfig(opts.Config)
+	es, ok := opts.Sink.(EncodingSink)
+	encode := ok && es.StoresEncoded()
 	// More Decoders than CPUs would rarely all be busy.
-	dyn, dynManaged, err := newDynamicClients(cfg, goruntime.GOMAXPROCS(0))
+	dyn, dynManaged, err := newDynamicClients(cfg, goruntime.GOMAXPROCS(0), encode)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", opts.Cluster, err)
 	}
@@ -291,6 +296,7 @@ func New(opts Options) (*Set, error) {
 		dyn:        dyn,
 		dynManaged: dynManaged,
 		interned:   decodesAllJSON(),
+		encode:     encode,
 		md:         md,
 		mapper:     restmapper.NewShortcutExpander(deferred, cached, nil),
 		discovery:  deferred,
@@ -627,8 +633,13 @@ func (s *Set) start(ctx context.Context, opts Options, r Resource, m Mapping) {
 			known = namespaceKeys{store: store, namespace: ns}
 		}
 		var objType runtime.Object = &unstructured.Unstructured{}
-		if r.MetadataOnly {
+		switch {
+		case r.MetadataOnly:
 			objType = &metav1.PartialObjectMetadata{}
+		case s.encode:
+			// Unstructured or encodedObject: the reflector checks that all events have
+			// the type of objType, if set.
+			objType = nil
 		}
 		dyn := s.dyn
 		if opts.KeepManagedFields {
@@ -751,8 +762,14 @@ func (s *Set) stopAll() {
 // stored one, untouched: the lists of a warm start hand out shallow copies of stored
 // objects, which are shared with readers and must not be mutated, and an unchanged
 // object of a relist needs no second copy in memory.
+//
+// An encodedObject comes from a Set's decoder, interned and stripped already, and is
+// returned as it is, with its encoding, unless a transform would change it (a user
+// Transform, or dropping the data of Secrets): it then goes on without its encoding.
 func transform(opts Options, m Mapping, known cache.KeyListerGetter, interned bool) cache.TransformFunc {
 	secrets := m.Resource.Group == "" && m.Resource.Resource == "secrets"
+	// An object whose encoding a transform would make wrong loses it.
+	keepsEncoding := opts.Transform == nil && (!secrets || opts.KeepSecretData)
 	var table internTable
 	return func(obj interface{}) (interface{}, error) {
 		if _, ok := obj.(runtime.Object); !ok {
@@ -760,6 +777,14 @@ func transform(opts Options, m Mapping, known cache.KeyListerGetter, interned bo
 		}
 		if stored, ok := storedSame(known, obj); ok {
 			return stored, nil
+		}
+		if e, ok := obj.(*encodedObject); ok {
+			if keepsEncoding {
+				// Decoded by a Set's decoder, which interns and drops managedFields
+				// unless they are kept: there is nothing left to do.
+				return e, nil
+			}
+			obj = e.Unstructured
 		}
 		if !opts.KeepManagedFields {
 			if a, err := meta.Accessor(obj); err == nil {
@@ -821,6 +846,7 @@ func storedSame(known cache.KeyListerGetter, obj interface{}) (interface{}, bool
 // event, when a list has been applied completely, and at each bookmark of a watch.
 func processDeltas(store Store) cache.ProcessFunc {
 	checkpointer, _ := store.(Checkpointer)
+	encodedStore, _ := store.(EncodedStore)
 	return func(obj interface{}, initialList bool) error {
 		deltas, ok := obj.(cache.Deltas)
 		if !ok {
@@ -838,15 +864,19 @@ func processDeltas(store Store) cache.ProcessFunc {
 			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj, finalStateUnknown = tomb.Obj, true
 			}
+			obj, encoded := unwrapEncoded(obj)
 			o, ok := obj.(runtime.Object)
 			if !ok {
 				errs = append(errs, fmt.Errorf("unexpected %T in a %s delta", obj, d.Type))
 				continue
 			}
 			var err error
-			if d.Type == cache.Deleted {
+			switch {
+			case d.Type == cache.Deleted:
 				err = store.Delete(o, finalStateUnknown)
-			} else { // Added, Updated, Replaced, Sync
+			case encoded != nil && encodedStore != nil: // Added, Updated, Replaced, Sync
+				err = encodedStore.ApplyEncoded(o.(*unstructured.Unstructured), encoded, initialList)
+			default:
 				err = store.Apply(o, initialList)
 			}
 			errs = append(errs, err)

@@ -10,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetwatch/fleetwatch"
@@ -99,6 +102,48 @@ func cacheEqualsServers(ctx context.Context, t *testing.T, env *testenv.Env, fle
 		}
 	}
 	return ""
+}
+
+// snapshotEqualsCache checks that the snapshot at path holds exactly the objects of
+// fleet's cache, field by field: what the informers wrote, from encodings made while
+// decoding watch events or by encoding the objects, loads as the objects they cached.
+// fleet's informers must have stopped, and the snapshot must be closed.
+func snapshotEqualsCache(t *testing.T, path string, fleet *aggregate.Fleet) {
+	t.Helper()
+	store, err := persist.Open(path, persist.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	snap, err := store.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := map[aggregate.Key]runtime.Object{}
+	for name, cs := range snap.Clusters {
+		for _, rs := range cs.Resources {
+			for _, obj := range rs.Objects {
+				a, err := meta.Accessor(obj)
+				if err != nil {
+					t.Fatal(err)
+				}
+				stored[aggregate.Key{Cluster: name, Namespace: a.GetNamespace(), Name: a.GetName()}] = obj
+			}
+		}
+	}
+	n := 0
+	for _, gvr := range warmResources {
+		for _, key := range fleet.Indexer(gvr).ListKeys() {
+			n++
+			cached, _ := fleet.Indexer(gvr).Get(key)
+			if !equality.Semantic.DeepEqual(stored[key], cached) {
+				t.Errorf("%v: the snapshot holds %v, the cache %v", key, stored[key], cached)
+			}
+		}
+	}
+	if n != len(stored) {
+		t.Errorf("the snapshot holds %d objects, the cache %d", len(stored), n)
+	}
 }
 
 // changeWhileDown makes three changes to configmaps in every cluster: a create, an
@@ -193,6 +238,7 @@ func TestWarmRestart(t *testing.T) {
 		t.Fatal(d)
 	}
 	stop()
+	snapshotEqualsCache(t, path, mgr.Fleet())
 	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("snapshot file: %v, mode %v; want 0600", err, st.Mode().Perm())
 	}
@@ -240,6 +286,9 @@ func TestWarmRestart(t *testing.T) {
 		if d := cacheEqualsServers(ctx, t, env, mgr.Fleet()); d != "" {
 			t.Error(d)
 		}
+		// The changes came as watch events, with their encodings.
+		stop()
+		snapshotEqualsCache(t, path, mgr.Fleet())
 	})
 
 	t.Run("after compaction: a relist diffed against the snapshot", func(t *testing.T) {
