@@ -2,10 +2,8 @@ package persist
 
 import (
 	"math"
-	"slices"
 	"strings"
 	"unicode/utf8"
-	"unsafe"
 
 	"github.com/fleetwatch/fleetwatch/internal/intern"
 )
@@ -250,99 +248,4 @@ func float16to64(h uint16) float64 {
 		f = math.Copysign(f, -1)
 	}
 	return f
-}
-
-// wellFormedMap reports whether data is one CBOR map that decodeMap reads: in its
-// subset, without a repeated key in any map, and nothing after it. It checks what
-// decodeMap checks without building anything, so that an encoding made elsewhere
-// (Writer.UpsertEncoded) is known to load before it is stored.
-func wellFormedMap(data []byte) bool {
-	if len(data) == 0 || data[0]>>5 != cborMap {
-		return false
-	}
-	r := cborReader{data: unsafe.String(unsafe.SliceData(data), len(data))}
-	return r.check(0) && r.off == len(r.data)
-}
-
-// check moves past one data item that value would decode, and reports whether it is
-// one.
-func (r *cborReader) check(depth int) bool {
-	major, ai, arg, ok := r.head()
-	if !ok {
-		return false
-	}
-	switch major {
-	case cborUint, cborNegint:
-		return arg <= math.MaxInt64
-	case cborBytes, cborText:
-		s, ok := r.str(arg)
-		return ok && (major == cborBytes || utf8.ValidString(s))
-	case cborArray:
-		if depth >= maxFastDepth || arg > uint64(len(r.data)-r.off) {
-			return false
-		}
-		for range arg {
-			if !r.check(depth + 1) {
-				return false
-			}
-		}
-		return true
-	case cborMap:
-		if depth >= maxFastDepth || arg > uint64(len(r.data)-r.off)/2 {
-			return false
-		}
-		// The keys seen so far: in most maps few enough to compare each new key with
-		// all of them, else in a set.
-		var small [16]string
-		keys := small[:0]
-		var set map[string]struct{}
-		for range arg {
-			major, _, n, ok := r.head()
-			if !ok || (major != cborBytes && major != cborText) {
-				return false
-			}
-			k, ok := r.str(n)
-			if !ok || (major == cborText && !utf8.ValidString(k)) {
-				return false
-			}
-			if set == nil && len(keys) == len(small) {
-				set = make(map[string]struct{}, arg)
-				for _, k := range keys {
-					set[k] = struct{}{}
-				}
-			}
-			if set != nil {
-				if _, dup := set[k]; dup {
-					return false
-				}
-				set[k] = struct{}{}
-			} else {
-				if slices.Contains(keys, k) {
-					return false
-				}
-				keys = append(keys, k)
-			}
-			if !r.check(depth + 1) {
-				return false
-			}
-		}
-		return true
-	case cborSimple:
-		switch ai {
-		case 20, 21, 22:
-			return true
-		case 25:
-			_, ok := finite(float16to64(uint16(arg)))
-			return ok
-		case 26:
-			_, ok := finite(float64(math.Float32frombits(uint32(arg))))
-			return ok
-		case 27:
-			_, ok := finite(math.Float64frombits(arg))
-			return ok
-		}
-		return false
-	default: // tags
-		return false
-	}
 }

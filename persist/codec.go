@@ -10,21 +10,33 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer/cbor/direct"
 )
 
-// An object is stored as one format byte followed by its encoding. The format byte says
-// both the Go type the object decodes to and the encoding, so that a later version can
-// add an encoding and still read what this one wrote.
+// An object is stored as its encoding, whose first byte says both the Go type the
+// object decodes to and the encoding, so that a later version can add an encoding and
+// still read what this one wrote:
 //
-// Both formats are CBOR (RFC 8949) as Kubernetes' own CBOR serializer writes it, through
-// apimachinery's cbor/direct package. It was measured against JSON (see
-// BenchmarkEncode and BenchmarkDecode): it is smaller, decodes faster, and keeps the Go
-// types of an unstructured object exactly, where JSON turns a float64 such as 1.0 into
-// an int64. Integers decode as int64, as unstructured requires.
+//   - An *unstructured.Unstructured is stored as its Object map in CBOR, whose first
+//     byte is the head of a map (major type 5: 0xa0 to 0xbf). This is schema version 2;
+//     version 1 wrote the byte formatUnstructured before the map, which is still read.
+//   - A *metav1.PartialObjectMetadata is stored as the byte formatMetadata, then the
+//     object, with its TypeMeta, in CBOR.
+//
+// Both are CBOR (RFC 8949) as Kubernetes' own CBOR serializer writes it, through
+// apimachinery's cbor/direct package, except that the maps written by
+// jsondec.Decoder.ObjectCBOR (Writer.UpsertEncoded) keep their keys in the order of the
+// JSON they were decoded from. CBOR was measured against JSON (see BenchmarkEncode and
+// BenchmarkDecode): it is smaller, decodes faster, and keeps the Go types of an
+// unstructured object exactly, where JSON turns a float64 such as 1.0 into an int64.
+// Integers decode as int64, as unstructured requires.
 const (
-	// formatUnstructured: an *unstructured.Unstructured, its Object map in CBOR.
+	// formatUnstructured: an *unstructured.Unstructured, its Object map in CBOR, as
+	// schema version 1 wrote it.
 	formatUnstructured byte = 1
 	// formatMetadata: a *metav1.PartialObjectMetadata in CBOR, with its TypeMeta.
 	formatMetadata byte = 2
 )
+
+// isMapHead reports whether b is the first byte of a CBOR map.
+func isMapHead(b byte) bool { return b>>5 == cborMap }
 
 // encodeObject returns the stored form of obj, which must be an
 // *unstructured.Unstructured or a *metav1.PartialObjectMetadata. It only reads obj.
@@ -35,38 +47,35 @@ func encodeObject(obj runtime.Object) ([]byte, error) {
 
 // encodeObject is encodeObject with e's buffers. The result does not share e's memory.
 func (e *cborEncoder) encodeObject(obj runtime.Object) ([]byte, error) {
-	var (
-		format byte
-		body   []byte
-		err    error
-	)
 	switch o := obj.(type) {
 	case *unstructured.Unstructured:
 		if o == nil || o.Object == nil {
 			return nil, fmt.Errorf("%w: empty unstructured object", ErrInvalid)
 		}
-		e.buf = append(e.buf[:0], formatUnstructured)
+		e.buf = e.buf[:0]
 		if e.appendMap(o.Object) {
 			return slices.Clone(e.buf), nil
 		}
-		format = formatUnstructured
-		body, err = direct.Marshal(o.Object)
+		data, err := direct.Marshal(o.Object)
+		if err != nil {
+			return nil, fmt.Errorf("%w: encoding %T: %v", ErrInvalid, obj, err)
+		}
+		return data, nil
 	case *metav1.PartialObjectMetadata:
 		if o == nil {
 			return nil, fmt.Errorf("%w: nil object", ErrInvalid)
 		}
-		format = formatMetadata
-		body, err = direct.Marshal(o)
+		body, err := direct.Marshal(o)
+		if err != nil {
+			return nil, fmt.Errorf("%w: encoding %T: %v", ErrInvalid, obj, err)
+		}
+		out := make([]byte, 1+len(body))
+		out[0] = formatMetadata
+		copy(out[1:], body)
+		return out, nil
 	default:
 		return nil, fmt.Errorf("%w: objects of type %T cannot be stored, only *unstructured.Unstructured and *metav1.PartialObjectMetadata", ErrInvalid, obj)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("%w: encoding %T: %v", ErrInvalid, obj, err)
-	}
-	out := make([]byte, 1+len(body))
-	out[0] = format
-	copy(out[1:], body)
-	return out, nil
 }
 
 // decodeObject decodes what encodeObject returned. It never panics, and the object it
@@ -98,20 +107,12 @@ func (d *fastDecoder) decode(data string) (runtime.Object, error) {
 	if len(data) == 0 {
 		return nil, fmt.Errorf("%w: empty object value", ErrCorrupt)
 	}
-	switch data[0] {
-	case formatUnstructured:
-		if m, ok := d.decodeMap(data[1:]); ok {
-			return &unstructured.Unstructured{Object: m}, nil
-		}
-		var m map[string]any
-		if err := direct.Unmarshal([]byte(data[1:]), &m); err != nil {
-			return nil, fmt.Errorf("%w: decoding object: %v", ErrCorrupt, err)
-		}
-		if m == nil {
-			return nil, fmt.Errorf("%w: decoding object: null", ErrCorrupt)
-		}
-		return &unstructured.Unstructured{Object: m}, nil
-	case formatMetadata:
+	switch {
+	case isMapHead(data[0]):
+		return d.decodeUnstructured(data)
+	case data[0] == formatUnstructured:
+		return d.decodeUnstructured(data[1:])
+	case data[0] == formatMetadata:
 		o := new(metav1.PartialObjectMetadata)
 		if err := direct.Unmarshal([]byte(data[1:]), o); err != nil {
 			return nil, fmt.Errorf("%w: decoding object metadata: %v", ErrCorrupt, err)
@@ -120,4 +121,19 @@ func (d *fastDecoder) decode(data string) (runtime.Object, error) {
 	default:
 		return nil, fmt.Errorf("%w: unknown object format %d", ErrCorrupt, data[0])
 	}
+}
+
+// decodeUnstructured decodes data, the CBOR of an unstructured object's map.
+func (d *fastDecoder) decodeUnstructured(data string) (runtime.Object, error) {
+	if m, ok := d.decodeMap(data); ok {
+		return &unstructured.Unstructured{Object: m}, nil
+	}
+	var m map[string]any
+	if err := direct.Unmarshal([]byte(data), &m); err != nil {
+		return nil, fmt.Errorf("%w: decoding object: %v", ErrCorrupt, err)
+	}
+	if m == nil {
+		return nil, fmt.Errorf("%w: decoding object: null", ErrCorrupt)
+	}
+	return &unstructured.Unstructured{Object: m}, nil
 }

@@ -19,7 +19,7 @@
 //
 // # Layout
 //
-// Schema version 1:
+// Schema version 2:
 //
 //	meta/
 //	  version -> uint64, big-endian: the schema version
@@ -31,12 +31,14 @@
 //	      <resource key>/          "group/version/resource[?qualifier]", "/v1/pods"
 //	        rv -> the resourceVersion the objects are current at
 //	        objects/
-//	          <namespace>/<name> -> one format byte, then the encoded object
+//	          <namespace>/<name> -> the encoded object
 //
-// A cluster-scoped object's key has an empty namespace: "/node-1". The format byte says
-// what the object decodes to: 1 is an *unstructured.Unstructured, 2 a
-// *metav1.PartialObjectMetadata (a resource cached metadata-only), both encoded in CBOR
-// as Kubernetes' CBOR serializer writes it.
+// A cluster-scoped object's key has an empty namespace: "/node-1". An object's first
+// byte says what it decodes to: the head of a CBOR map (0xa0 to 0xbf) is an
+// *unstructured.Unstructured, its Object map in CBOR; 2 is a
+// *metav1.PartialObjectMetadata (a resource cached metadata-only) in CBOR. Version 1
+// wrote 1 before the map of an unstructured object; version 2 reads that too, and its
+// migration changes nothing else (see codec.go).
 //
 // A resource bucket always has both rv and objects; a resource that is not stored has no
 // bucket. A file without any bucket is version 0, and is laid out by the first

@@ -30,7 +30,7 @@ func TestInspect(t *testing.T) {
 		t.Fatal(err)
 	}
 	fi, _ := os.Stat(s.Path())
-	if info.Path != s.Path() || info.FileSize != fi.Size() || info.SchemaVersion != 1 || info.Created.IsZero() {
+	if info.Path != s.Path() || info.FileSize != fi.Size() || info.SchemaVersion != uint64(len(migrations)) || info.Created.IsZero() {
 		t.Errorf("info: %+v", info)
 	}
 	for i := range info.Clusters {

@@ -1,7 +1,9 @@
 package persist
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -26,7 +28,7 @@ func TestMigrateToV1(t *testing.T) {
 	db.Close()
 
 	created := time.Date(2026, 11, 21, 0, 0, 0, 0, time.UTC)
-	s := openTest(t, path, Options{Clock: clocktesting.NewFakePassiveClock(created)})
+	s := openTest(t, path, Options{Clock: clocktesting.NewFakePassiveClock(created), migrations: migrations[:1]})
 	info, err := s.Inspect()
 	if err != nil {
 		t.Fatal(err)
@@ -36,6 +38,88 @@ func TestMigrateToV1(t *testing.T) {
 	}
 	if moved, _ := s.Recovered(); moved != "" {
 		t.Error("a version 0 file was moved aside")
+	}
+	if err := s.Verify(); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestMigrateToV2 reads a version 1 file, whose unstructured objects have a format byte
+// before their CBOR map: the migration records version 2 and changes nothing else, and
+// the objects of both versions load.
+func TestMigrateToV2(t *testing.T) {
+	path := testPath(t)
+	old := testPod(t, "shop", "old")
+	md := testMetadata(t, "shop", "md")
+	s, err := Open(path, Options{migrations: migrations[:1]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := s.NewWriter(WriterOptions{})
+	w.Upsert("prod", pods, old)
+	w.Upsert("prod", deployments, md)
+	w.Checkpoint("prod", pods, "5")
+	w.Checkpoint("prod", deployments, "6")
+	if err := w.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	// Version 1 wrote a format byte before an unstructured object's map.
+	objectsOf := func(tx *bolt.Tx, resource ResourceKey) *bolt.Bucket {
+		return getBucket(tx, bucketClusters, []byte("prod"), bucketResources, []byte(resource), bucketObjects)
+	}
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		v := objectsOf(tx, pods).Get([]byte("shop/old"))
+		return objectsOf(tx, pods).Put([]byte("shop/old"), append([]byte{formatUnstructured}, v...))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	s = openTest(t, path, Options{})
+	info, err := s.Inspect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.SchemaVersion != 2 {
+		t.Errorf("schema version %d after the migration, want 2", info.SchemaVersion)
+	}
+	var stored []byte
+	s.view(func(tx *bolt.Tx) error {
+		stored = bytes.Clone(objectsOf(tx, pods).Get([]byte("shop/old")))
+		return nil
+	})
+	if want, _ := encodeObject(old); !bytes.Equal(stored, append([]byte{formatUnstructured}, want...)) {
+		t.Error("the migration rewrote an object")
+	}
+
+	// Objects of both versions load, and new ones are written as maps.
+	w = s.NewWriter(WriterOptions{})
+	fresh := testPod(t, "shop", "new")
+	w.Upsert("prod", pods, fresh)
+	w.Checkpoint("prod", pods, "7")
+	if err := w.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	snap := mustLoad(t, s)
+	got := resourceOf(snap, "prod", pods).Objects
+	if len(got) != 2 || !reflect.DeepEqual(got[0], fresh) || !reflect.DeepEqual(got[1], old) {
+		t.Errorf("loaded %v", got)
+	}
+	if got := resourceOf(snap, "prod", deployments).Objects; len(got) != 1 || !reflect.DeepEqual(got[0], md) {
+		t.Errorf("loaded %v", got)
+	}
+	s.view(func(tx *bolt.Tx) error {
+		stored = bytes.Clone(objectsOf(tx, pods).Get([]byte("shop/new")))
+		return nil
+	})
+	if len(stored) == 0 || !isMapHead(stored[0]) {
+		t.Errorf("a new object is stored as % x..., not as a map", stored[:min(len(stored), 4)])
 	}
 	if err := s.Verify(); err != nil {
 		t.Error(err)
@@ -163,7 +247,7 @@ func TestReadOnlyDoesNotMigrate(t *testing.T) {
 		t.Errorf("got %v, want ErrSchemaTooOld", err)
 	}
 	_, err = Open(path, Options{ReadOnly: true, migrations: migrations[:0]})
-	if !errors.Is(err, ErrSchemaTooNew) || !strings.Contains(err.Error(), "version 1, this binary knows versions up to 0") {
+	if !errors.Is(err, ErrSchemaTooNew) || !strings.Contains(err.Error(), fmt.Sprintf("version %d, this binary knows versions up to 0", len(migrations))) {
 		t.Errorf("got %v, want ErrSchemaTooNew", err)
 	}
 }

@@ -115,6 +115,7 @@ type migration struct {
 // (migrate_test.go).
 var migrations = []migration{
 	{name: "create the version 1 layout", migrate: migrateToV1},
+	{name: "store unstructured objects without a format byte", migrate: migrateToV2},
 }
 
 // migrateToV1 lays out an empty file: version 0 is a bbolt file without any bucket.
@@ -129,6 +130,12 @@ func migrateToV1(tx *bolt.Tx, now time.Time) error {
 	_, err = tx.CreateBucket(bucketClusters)
 	return err
 }
+
+// migrateToV2 changes nothing in the file. Version 2 stores an unstructured object as
+// its CBOR map alone, without the format byte before it, which version 1 readers do not
+// know: the version tells them that the file is newer than they are, rather than
+// corrupt. The values that version 1 wrote stay as they are, and are still read.
+func migrateToV2(*bolt.Tx, time.Time) error { return nil }
 
 // readVersion returns the schema version of the file: 0 for a file without buckets. A
 // file with buckets but without the meta bucket was not written by fleetwatch.

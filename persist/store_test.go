@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -280,7 +281,7 @@ func TestOpenLeavesOtherFilesAlone(t *testing.T) {
 			})
 			db.Close()
 		}},
-		{name: "newer schema", want: ErrSchemaTooNew, message: "version 7, this binary knows versions up to 1", setup: func(t *testing.T, path string) {
+		{name: "newer schema", want: ErrSchemaTooNew, message: fmt.Sprintf("version 7, this binary knows versions up to %d", len(migrations)), setup: func(t *testing.T, path string) {
 			writeSample(t, path)
 			setVersion(t, path, 7)
 		}},

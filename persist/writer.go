@@ -154,35 +154,30 @@ func (s *Store) NewWriter(opts WriterOptions) *Writer {
 // *metav1.PartialObjectMetadata. It is committed with the next Checkpoint of its
 // (cluster, resource).
 func (w *Writer) Upsert(cluster string, resource ResourceKey, obj runtime.Object) {
-	if err := validateGroup(cluster, resource); err != nil {
-		w.reject(err)
-		return
-	}
-	key, err := keyOf(obj)
-	now := w.clock.Now()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if err != nil {
-		err = fmt.Errorf("cluster %q, resource %q: %w; the resource is not stored any more", cluster, resource, err)
-		w.state.breakResource(cluster, resource, err)
-		w.rejectLocked(err, now)
-		return
-	}
-	w.state.change(cluster, resource, key, objectState{obj: obj}, now)
+	w.upsert(cluster, resource, obj, nil)
 }
 
 // UpsertEncoded is Upsert with the encoding of obj at hand: encoded is the CBOR of obj's
 // Object map, which is stored as it is, rather than an encoding of obj made at commit
 // time. The informers get it for free while decoding a watch event (see
-// jsondec.Decoder.ObjectCBOR). It must be one CBOR map, in the subset that the snapshot's
-// decoder reads: map keys are byte or text strings, in any order, and values are maps,
-// arrays, strings, integers, floats, booleans or null, all of definite length and without
-// tags. encoded is checked to be well-formed in that subset; if it is not, obj is encoded
-// at commit time as by Upsert. Neither obj nor encoded may be modified after the call.
+// jsondec.Decoder.ObjectCBOR). It must be one CBOR map in the subset that the
+// snapshot's decoder reads: map keys are byte or text strings, in any order and each
+// once, and values are maps, arrays, strings, integers that fit an int64, finite floats,
+// booleans or null, all of definite length and without tags.
+//
+// Checking that would cost as much as encoding obj, so only the first byte is checked:
+// if it is not the head of a map, obj is encoded at commit time as by Upsert. An
+// encoding that is not what it should be makes the snapshot fail to load at the next
+// start, which then moves the file aside and starts cold. Neither obj nor encoded may be
+// modified after the call.
 func (w *Writer) UpsertEncoded(cluster string, resource ResourceKey, obj *unstructured.Unstructured, encoded []byte) {
-	if !wellFormedMap(encoded) {
+	if len(encoded) == 0 || !isMapHead(encoded[0]) {
 		encoded = nil
 	}
+	w.upsert(cluster, resource, obj, encoded)
+}
+
+func (w *Writer) upsert(cluster string, resource ResourceKey, obj runtime.Object, encoded []byte) {
 	if err := validateGroup(cluster, resource); err != nil {
 		w.reject(err)
 		return
@@ -450,9 +445,7 @@ func (s *Store) write(b *batch) (broken []brokenResource, err error) {
 				o := op{key: []byte(key)}
 				switch {
 				case st.encoded != nil:
-					o.value = make([]byte, 1+len(st.encoded))
-					o.value[0] = formatUnstructured
-					copy(o.value[1:], st.encoded)
+					o.value = st.encoded
 				case st.obj != nil:
 					var encErr error
 					if o.value, encErr = enc.encodeObject(st.obj); encErr != nil {
