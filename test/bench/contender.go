@@ -117,6 +117,8 @@ type Result struct {
 	SnapshotLagSec float64   `json:"snapshotLagSec,omitempty"`
 	// GCsInWindow counts the garbage collections that ended in the window.
 	GCsInWindow uint32 `json:"gcsInWindow,omitempty"`
+	// FaultsInWindow counts the minor page faults in the window.
+	FaultsInWindow int64 `json:"faultsInWindow,omitempty"`
 
 	// Catch-up (sync mode with --catch-up): when the handler had received every change
 	// made while the contender was down, the CPU time and the peak RSS by then.
@@ -345,6 +347,7 @@ func watchWindow(rec *recorder, c contender, res *Result, profile string) (err e
 	var cpu0 time.Duration
 	var start time.Time
 	var gc0 uint32
+	var faults0 int64
 	for sc.Scan() {
 		cmd, arg, _ := strings.Cut(strings.TrimSpace(sc.Text()), " ")
 		switch cmd {
@@ -363,7 +366,7 @@ func watchWindow(rec *recorder, c contender, res *Result, profile string) (err e
 					err = errors.Join(err, f.Close())
 				}()
 			}
-			cpu0, start, gc0 = cpuTime(), time.Now(), numGC()
+			cpu0, start, gc0, faults0 = cpuTime(), time.Now(), numGC(), minorFaults()
 			rec.windowActive.Store(true)
 		case "finish":
 			n, err := strconv.Atoi(arg)
@@ -384,6 +387,7 @@ func watchWindow(rec *recorder, c contender, res *Result, profile string) (err e
 			res.CPUWindowSec = (cpuTime() - cpu0).Seconds()
 			res.WindowSec = end.Sub(start).Seconds()
 			res.GCsInWindow = numGC() - gc0
+			res.FaultsInWindow = minorFaults() - faults0
 			res.Events = int(rec.events.Load())
 			res.Stamped = int(rec.stamped.Load())
 			rec.mu.Lock()

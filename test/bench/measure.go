@@ -22,6 +22,16 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// minorFaults is the number of minor page faults of this process so far: first
+// touches of memory that the kernel must map (and zero) for it.
+func minorFaults() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Minflt
+}
+
 // procStatus returns the fields of /proc/self/status that are sizes in kB, in bytes:
 // VmRSS, VmHWM (the peak RSS), ...
 func procStatus() map[string]uint64 {

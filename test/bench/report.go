@@ -374,8 +374,8 @@ func (rep *report) markdown() string {
 		p("\n%s\n", markerEnd)
 		return b.String()
 	}
-	p("\nWatch phase, per run and contender (the three side by side, in one window): stamped writes delivered / made, all events in the window, window length, CPU time in the window, latency quantiles, garbage collections that ended in the window, and the objects that the apiservers handed out as lists during the window (for all three).\n\n")
-	p("| run | contender | delivered | events | window (s) | CPU (s) | CPU/event (µs) | p50 (ms) | p90 (ms) | p99 (ms) | max (ms) | GCs | objects listed in the window |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	p("\nWatch phase, per run and contender (the three side by side, in one window): stamped writes delivered / made, all events in the window, window length, CPU time in the window and per event, minor page faults per event (first touches of memory the kernel maps for the process), latency quantiles, garbage collections that ended in the window, and the objects that the apiservers handed out as lists during the window (for all three).\n\n")
+	p("| run | contender | delivered | events | window (s) | CPU (s) | CPU/event (µs) | page faults/event | p50 (ms) | p90 (ms) | p99 (ms) | max (ms) | GCs | objects listed in the window |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for i, r := range rep.Runs {
 		for _, c := range []struct {
 			name string
@@ -383,8 +383,12 @@ func (rep *report) markdown() string {
 			key  string
 		}{{"client-go", r.ClientGoWatch, "clientgo"}, {"fleetwatch", r.FleetwatchWatch, "fleetwatch"}, {"fleetwatch + snapshot (fresh file)", r.SnapWatch, "fleetwatch+snapshot"}} {
 			x := c.res
-			p("| %d | %s | %d/%d | %d | %.1f | %.2f | %.0f | %.1f | %.1f | %.1f | %.1f | %d | %.0f |\n", i+1, c.name, x.Stamped, x.Expected, x.Events, x.WindowSec,
-				x.CPUWindowSec, cpuPerEvent(x), latency(x, 0.5), latency(x, 0.9), latency(x, 0.99), latency(x, 1), x.GCsInWindow, listedInWindow(r, c.key))
+			faults := 0.0
+			if x.Events > 0 {
+				faults = float64(x.FaultsInWindow) / float64(x.Events)
+			}
+			p("| %d | %s | %d/%d | %d | %.1f | %.2f | %.0f | %.1f | %.1f | %.1f | %.1f | %.1f | %d | %.0f |\n", i+1, c.name, x.Stamped, x.Expected, x.Events, x.WindowSec,
+				x.CPUWindowSec, cpuPerEvent(x), faults, latency(x, 0.5), latency(x, 0.9), latency(x, 0.99), latency(x, 1), x.GCsInWindow, listedInWindow(r, c.key))
 		}
 	}
 	p("\n%s\n", markerEnd)
