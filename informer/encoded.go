@@ -31,8 +31,10 @@ type EncodedStore interface {
 	//   - every length is definite, every head in its shortest form, and nothing is
 	//     tagged.
 	// The informer calls ApplyEncoded, rather than Apply, for the objects of watch events
-	// (and of streaming lists) that it decoded itself, and that the transforms left as
-	// decoded. Neither obj nor encoded may be modified.
+	// that it decoded itself, and that the transforms left as decoded. The objects of a
+	// list, streaming lists included, come without: the informer holds a list until it
+	// has all of it, and would hold all their encodings too. Neither obj nor encoded may
+	// be modified.
 	ApplyEncoded(obj *unstructured.Unstructured, encoded []byte, initialList bool) error
 }
 

@@ -154,6 +154,10 @@ func notStreamingError() error {
 
 // relay passes the events of a streaming list's watch through, and ends the watch with
 // an error event if the initial-events-end bookmark does not arrive within timeout.
+//
+// It drops the encodings of the initial events' objects (encodedObject): the reflector
+// keeps those objects until the list has ended, and a whole cluster's encodings would
+// stay in memory with them. The store encodes them when it commits the list.
 type relay struct {
 	in       watch.Interface
 	out      chan watch.Event
@@ -191,8 +195,13 @@ func (g *relay) run(timeout time.Duration, onTimeout func()) {
 			if !ok {
 				return
 			}
-			if expired != nil && ev.Type == watch.Bookmark && isInitialEventsEnd(ev.Object) {
-				expired = nil
+			if expired != nil {
+				if e, ok := ev.Object.(*encodedObject); ok {
+					ev.Object = e.Unstructured
+				}
+				if ev.Type == watch.Bookmark && isInitialEventsEnd(ev.Object) {
+					expired = nil
+				}
 			}
 			select {
 			case g.out <- ev:

@@ -221,3 +221,33 @@ func TestPlainWatchIsNotWrapped(t *testing.T) {
 		t.Fatalf("watch %T %v, want the server's watch", w, err)
 	}
 }
+
+// TestStreamingListDropsEncodings checks that the objects of a streaming list's initial
+// events lose their encodings, which the reflector would keep until the list ends, and
+// that those of the watch events after them keep theirs.
+func TestStreamingListDropsEncodings(t *testing.T) {
+	fw := watch.NewFake()
+	w, err := fakeListWatch(fw, time.Minute).WatchWithContext(t.Context(), metav1.ListOptions{SendInitialEvents: ptr.To(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	encoded := func(name, rv string) *encodedObject {
+		return &encodedObject{Unstructured: podAt(name, rv), encoded: []byte{0xa0}}
+	}
+	initial, later := encoded("a", "5"), encoded("a", "8")
+	go func() {
+		fw.Add(initial)
+		fw.Action(watch.Bookmark, &encodedObject{Unstructured: bookmarkAt("7", true), encoded: []byte{0xa0}})
+		fw.Modify(later)
+	}()
+	if ev := <-w.ResultChan(); ev.Object != initial.Unstructured {
+		t.Errorf("initial event: %T, want the object without its encoding", ev.Object)
+	}
+	if ev := <-w.ResultChan(); ev.Type != watch.Bookmark {
+		t.Fatalf("got %s, want the initial-events-end bookmark", ev.Type)
+	}
+	if ev := <-w.ResultChan(); ev.Object != later {
+		t.Errorf("watch event after the list: %T, want it with its encoding", ev.Object)
+	}
+}
