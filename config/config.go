@@ -8,7 +8,7 @@ import (
 const (
 	DefaultServerAddress      = "127.0.0.1:8080"
 	DefaultSnapshotPath       = "fleetwatch.db"
-	DefaultSnapshotInterval   = time.Second
+	DefaultSnapshotInterval   = 5 * time.Second
 	DefaultSnapshotMaxPending = 5000
 	// DefaultSyncTimeout and DefaultSyncMaxConcurrent are the defaults of the library's
 	// fleetwatch.Options (DefaultSyncTimeout, DefaultMaxConcurrentSyncs).

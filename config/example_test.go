@@ -86,7 +86,7 @@ func ExampleConfig_String() {
 	//   keepSecretData: false
 	// snapshot:
 	//   path: fleetwatch.db
-	//   interval: 1s
+	//   interval: 5s
 	//   maxPending: 5000
 	// server:
 	//   address: 127.0.0.1:8080
