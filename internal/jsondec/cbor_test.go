@@ -376,16 +376,7 @@ func refHead(major byte, n uint64) []byte {
 // FuzzObjectCBOR checks that ObjectCBOR returns what Object returns, with the CBOR
 // that refCBOR writes, which direct.Unmarshal decodes into the same map.
 func FuzzObjectCBOR(f *testing.F) {
-	for _, tt := range objectCases {
-		if len(tt.json) < 1000 {
-			f.Add([]byte(tt.json))
-		}
-	}
-	for _, tt := range listCases {
-		if len(tt.json) < 1000 {
-			f.Add([]byte(tt.json))
-		}
-	}
+	addSmallCases(f)
 	f.Add(testdataJSON(f, "pod.json"))
 	f.Add(testdataJSON(f, "configmap.json"))
 	f.Fuzz(func(t *testing.T, data []byte) {

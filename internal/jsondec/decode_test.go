@@ -388,10 +388,9 @@ func TestNormalize(t *testing.T) {
 	}
 }
 
-// FuzzDecoder checks that Object and List fail where apimachinery fails, and decode
-// what it decodes to the same value, apart from the managedFields they are asked to
-// drop.
-func FuzzDecoder(f *testing.F) {
+// addSmallCases seeds f with the inputs of objectCases and listCases shorter than 1000
+// bytes.
+func addSmallCases(f *testing.F) {
 	for _, tt := range objectCases {
 		if len(tt.json) < 1000 {
 			f.Add([]byte(tt.json))
@@ -402,6 +401,13 @@ func FuzzDecoder(f *testing.F) {
 			f.Add([]byte(tt.json))
 		}
 	}
+}
+
+// FuzzDecoder checks that Object and List fail where apimachinery fails, and decode
+// what it decodes to the same value, apart from the managedFields they are asked to
+// drop.
+func FuzzDecoder(f *testing.F) {
+	addSmallCases(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var d Decoder
 		for _, drop := range []bool{false, true} {
