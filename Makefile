@@ -17,7 +17,7 @@ BENCH     ?= .
 BENCHTIME ?= 1s
 COUNT     ?= 5
 BENCH_DIR ?= $(HOME)/.cache/fleetwatch/bench
-BENCH_FLAGS       ?= --pods 10000 --configmaps 3000 --clusters 3 --runs 3 --scale 1,3,10,30 --scale-namespaces 3
+BENCH_FLAGS       ?= --pods 10000 --configmaps 3000 --clusters 3 --runs 3 --write-duration 60s --scale 1,3,10,30 --scale-namespaces 3
 BENCH_QUICK_FLAGS ?= --pods 300 --configmaps 100 --clusters 3 --runs 2 --write-rate 30 --write-duration 5s --scale 1,6
 
 .PHONY: all build image tools test test-unit test-e2e lint fmt demo bench bench-quick bench-go fuzz clean
@@ -60,7 +60,7 @@ demo: tools build
 	@eval "$$(hack/build-tools.sh --print)" && export FLEETWATCH_KUBE_APISERVER FLEETWATCH_ETCD FLEETWATCH_KUBECTL && \
 		$(GO) run ./hack/demo --fleetwatch $(BIN)/fleetwatch
 
-## bench: fleetwatch next to plain client-go on real local clusters (~10 min); writes
+## bench: fleetwatch next to plain client-go on real local clusters (~12 min); writes
 ## docs/benchmarks.md. The loaded clusters are kept in BENCH_DIR for the next invocation.
 bench: tools
 	@eval "$$(hack/build-tools.sh --print)" && export FLEETWATCH_KUBE_APISERVER FLEETWATCH_ETCD FLEETWATCH_KUBECTL && \

@@ -322,7 +322,7 @@ func runContender(args []string) (err error) {
 		if err := out.Encode(message{Type: "ready"}); err != nil {
 			return err
 		}
-		if err := watchWindow(rec, c, res, *windowProfile); err != nil {
+		if err := watchWindow(rec, c, res, *windowProfile, out); err != nil {
 			return err
 		}
 	}
@@ -339,10 +339,14 @@ func runContender(args []string) (err error) {
 	return out.Encode(message{Type: "result", Result: res})
 }
 
-// watchWindow serves the driver's commands: "start" opens the measurement window,
-// "finish <n>" closes it once the handler has seen n stamped writes (or after a timeout).
-// With profile set, the window's CPU profile is written there.
-func watchWindow(rec *recorder, c contender, res *Result, profile string) (err error) {
+// watchWindow serves the driver's commands: "start" opens the measurement window;
+// "finish <n>" waits until the handler has seen n stamped writes (or a timeout) and the
+// snapshot, if any, has committed them, then answers "finished"; "end" closes the window.
+// The driver sends "end" to every contender once all have finished, so that their
+// windows are as long as each other: the one that commits a snapshot does so within its
+// window, and the others idle as long as it takes. With profile set, the window's CPU
+// profile is written there.
+func watchWindow(rec *recorder, c contender, res *Result, profile string, out *json.Encoder) (err error) {
 	sc := bufio.NewScanner(os.Stdin)
 	var cpu0 time.Duration
 	var start time.Time
@@ -378,12 +382,16 @@ func watchWindow(rec *recorder, c contender, res *Result, profile string) (err e
 			for rec.stamped.Load() < int64(n) && time.Now().Before(deadline) {
 				time.Sleep(time.Millisecond)
 			}
-			end := time.Now()
 			rec.windowActive.Store(false)
 			// The snapshot writer's work for these events is part of their cost.
 			if fw, ok := c.(*fleetwatchContender); ok {
 				res.SnapshotLagSec = fw.waitSnapshotCommitted(30 * time.Second).Seconds()
 			}
+			if err := out.Encode(message{Type: "finished"}); err != nil {
+				return err
+			}
+		case "end":
+			end := time.Now()
 			res.CPUWindowSec = (cpuTime() - cpu0).Seconds()
 			res.WindowSec = end.Sub(start).Seconds()
 			res.GCsInWindow = numGC() - gc0
@@ -403,7 +411,7 @@ func watchWindow(rec *recorder, c contender, res *Result, profile string) (err e
 	if err := sc.Err(); err != nil {
 		return err
 	}
-	return errors.New("stdin closed before finish")
+	return errors.New("stdin closed before end")
 }
 
 func writeHeapProfile(path string) error {

@@ -434,6 +434,18 @@ func (d *driver) watchPhase(ctx context.Context, r int, rr *runResult) error {
 			return err
 		}
 	}
+	// The windows end together, once every contender has all the writes and the
+	// snapshot has committed them.
+	for _, p := range procs {
+		if err := p.expect("finished"); err != nil {
+			return err
+		}
+	}
+	for _, p := range procs {
+		if err := p.send("end"); err != nil {
+			return err
+		}
+	}
 	for k, p := range procs {
 		res, err := p.result()
 		if err != nil {
@@ -513,10 +525,13 @@ func (p *proc) next() (message, error) {
 }
 
 // ready waits for the "ready" of a watch-mode process.
-func (p *proc) ready() error {
+func (p *proc) ready() error { return p.expect("ready") }
+
+// expect waits for a message of type typ from the process.
+func (p *proc) expect(typ string) error {
 	m, err := p.next()
-	if err == nil && m.Type != "ready" {
-		err = fmt.Errorf("got %q before ready", m.Type)
+	if err == nil && m.Type != typ {
+		err = fmt.Errorf("got %q, want %q", m.Type, typ)
 	}
 	if err != nil {
 		err = fmt.Errorf("%s: %w (log: %s)", p.name, err, p.logFile.Name())

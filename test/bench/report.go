@@ -374,7 +374,7 @@ func (rep *report) markdown() string {
 		p("\n%s\n", markerEnd)
 		return b.String()
 	}
-	p("\nWatch phase, per run and contender (the three side by side, in one window): stamped writes delivered / made, all events in the window, window length, CPU time in the window and per event, minor page faults per event (first touches of memory the kernel maps for the process), latency quantiles, garbage collections that ended in the window, and the objects that the apiservers handed out as lists during the window (for all three).\n\n")
+	p("\nWatch phase, per run and contender (the three side by side, in one window, which ends for all three once each has received every write and the snapshot has committed them): stamped writes delivered / made, all events in the window, window length, CPU time in the window and per event, minor page faults per event (first touches of memory the kernel maps for the process), latency quantiles, garbage collections that ended in the window, and the objects that the apiservers handed out as lists during the window (for all three).\n\n")
 	p("| run | contender | delivered | events | window (s) | CPU (s) | CPU/event (µs) | page faults/event | p50 (ms) | p90 (ms) | p99 (ms) | max (ms) | GCs | objects listed in the window |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for i, r := range rep.Runs {
 		for _, c := range []struct {
