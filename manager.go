@@ -75,6 +75,7 @@ type Options struct {
 	// collector that was already off is left alone.
 	Snapshot *persist.Store
 	// SnapshotWriter configures the writer of Snapshot. See persist.WriterOptions.
+	// Reconfigure changes its Interval and MaxPending.
 	SnapshotWriter persist.WriterOptions
 
 	// Clock defaults to the real clock.
@@ -212,9 +213,9 @@ func (o *Options) defaultReconfigurable() {
 
 // Reconfigure changes, while the Manager runs, the fields of Options that decide which
 // clusters and resources are cached: Clusters, Resources, SyncTimeout,
-// MaxConcurrentSyncs, KeepManagedFields and KeepSecretData. The other fields of opts are
-// ignored; they are fixed by NewManager. Nothing is restarted that the change does not
-// concern:
+// MaxConcurrentSyncs, KeepManagedFields and KeepSecretData; and the Interval and
+// MaxPending of SnapshotWriter. The other fields of opts are ignored; they are fixed by
+// NewManager. Nothing is restarted that the change does not concern:
 //
 //   - Clusters: the kubeconfig files are read again at once, as when they are edited. A
 //     context no longer selected leaves the fleet with its objects, a new one joins, and
@@ -226,6 +227,8 @@ func (o *Options) defaultReconfigurable() {
 //     is listed again. The informers of unchanged resources go on: nothing is relisted.
 //     A change of the kept fields changes every resource.
 //   - SyncTimeout and MaxConcurrentSyncs apply to the clusters that join from now on.
+//   - SnapshotWriter.Interval and MaxPending apply to the snapshot's next commit (see
+//     persist.Writer.SetTiming).
 //
 // It returns an error, and changes nothing, if opts.Resources or opts.Clusters are
 // invalid. It may be called from any goroutine, before or after Start.
@@ -249,8 +252,13 @@ func (m *Manager) Reconfigure(opts Options) error {
 	m.opts.Resources = opts.Resources
 	m.opts.SyncTimeout, m.opts.MaxConcurrentSyncs = opts.SyncTimeout, opts.MaxConcurrentSyncs
 	m.opts.KeepManagedFields, m.opts.KeepSecretData = opts.KeepManagedFields, opts.KeepSecretData
+	m.opts.SnapshotWriter.Interval = opts.SnapshotWriter.Interval
+	m.opts.SnapshotWriter.MaxPending = opts.SnapshotWriter.MaxPending
 	members := slices.Collect(maps.Values(m.members))
 	m.mu.Unlock()
+	if m.writer != nil {
+		m.writer.SetTiming(opts.SnapshotWriter.Interval, opts.SnapshotWriter.MaxPending)
+	}
 	// Outside mu: a Set reports the change through OnChange, which refreshes the status.
 	setOpts := informer.Options{Resources: opts.Resources, KeepManagedFields: opts.KeepManagedFields, KeepSecretData: opts.KeepSecretData}
 	for _, mb := range members {

@@ -85,7 +85,8 @@ func (o WriterOptions) withDefaults() WriterOptions {
 // sent before it, and what follows it starts from an empty resource.
 //
 // A Writer commits once per WriterOptions.Interval, or as soon as MaxPending changes
-// are checkpointed, while Start runs, and when Flush is called. A commit that fails (a
+// are checkpointed, while Start runs, and when Flush is called. SetTiming changes both
+// while it runs. A commit that fails (a
 // full disk) keeps its changes in memory, under those that arrived since, and the next
 // commit retries; Stats reports the failures and the lag.
 type Writer struct {
@@ -93,10 +94,13 @@ type Writer struct {
 	opts  WriterOptions
 	clock clock.WithTicker
 	// kick asks the loop of Start for a commit before the interval is over.
-	kick    chan struct{}
+	kick chan struct{}
+	// retime tells the loop of Start that the interval changed (SetTiming).
+	retime  chan struct{}
 	started atomic.Bool
 
-	// mu guards state, sinceCommit, inflight and stats.
+	// mu guards state, sinceCommit, inflight, stats, and the Interval and MaxPending of
+	// opts, which SetTiming changes.
 	mu    sync.Mutex
 	state pending
 	// sinceCommit counts the changes checkpointed since the last commit was taken.
@@ -153,7 +157,7 @@ func (s *Store) NewWriter(opts WriterOptions) *Writer {
 		panic("persist: NewWriter called twice on one Store")
 	}
 	opts = opts.withDefaults()
-	w := &Writer{store: s, opts: opts, clock: opts.Clock, kick: make(chan struct{}, 1)}
+	w := &Writer{store: s, opts: opts, clock: opts.Clock, kick: make(chan struct{}, 1), retime: make(chan struct{}, 1)}
 	s.writer = w
 	return w
 }
@@ -239,11 +243,42 @@ func (w *Writer) Checkpoint(cluster string, resource ResourceKey, resourceVersio
 	full := w.sinceCommit >= w.opts.MaxPending
 	w.mu.Unlock()
 	if full {
-		select {
-		case w.kick <- struct{}{}:
-		default:
-		}
+		signal(w.kick)
 	}
+}
+
+// signal wakes the loop of Start through c, unless a wake-up is pending already.
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// SetTiming changes the Interval and MaxPending of the Writer, as WriterOptions sets them
+// (zero or less for the default), while it runs: the next commit comes at most the new
+// interval after the call, and a MaxPending that the changes checkpointed since the last
+// commit already reach makes it come at once.
+func (w *Writer) SetTiming(interval time.Duration, maxPending int) {
+	o := WriterOptions{Interval: interval, MaxPending: maxPending}.withDefaults()
+	w.mu.Lock()
+	changed := o.Interval != w.opts.Interval
+	w.opts.Interval, w.opts.MaxPending = o.Interval, o.MaxPending
+	full := w.sinceCommit >= w.opts.MaxPending
+	w.mu.Unlock()
+	if changed {
+		signal(w.retime)
+	}
+	if full {
+		signal(w.kick)
+	}
+}
+
+// interval returns the current commit interval.
+func (w *Writer) interval() time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.opts.Interval
 }
 
 // DropResource discards what the Writer holds for (cluster, resource), and deletes the
@@ -282,11 +317,14 @@ func (w *Writer) Start(ctx context.Context) error {
 	if !w.started.CompareAndSwap(false, true) {
 		return ErrStarted
 	}
-	ticker := w.clock.NewTicker(w.opts.Interval)
-	defer ticker.Stop()
+	ticker := w.clock.NewTicker(w.interval())
+	defer func() { ticker.Stop() }()
 	failing := false
 	for {
 		select {
+		case <-w.retime:
+			ticker.Stop()
+			ticker = w.clock.NewTicker(w.interval())
 		case <-ctx.Done():
 			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.opts.FinalFlushTimeout)
 			defer cancel()

@@ -336,6 +336,63 @@ func TestWriterCommitsPerIntervalOrMaxPending(t *testing.T) {
 	}
 }
 
+// TestWriterSetTiming changes the interval and MaxPending of a running Writer.
+func TestWriterSetTiming(t *testing.T) {
+	clock := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	s := openTest(t, testPath(t), Options{})
+	w := s.NewWriter(WriterOptions{Interval: time.Hour, MaxPending: 100, Clock: clock})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- w.Start(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	for !clock.HasWaiters() { // the ticker
+		time.Sleep(time.Millisecond)
+	}
+	commits := func() uint64 { return w.Stats().Commits }
+	upsert := func(prefix string, n int, rv string) {
+		for i := range n {
+			w.Upsert("a", pods, object("ns", prefix+string(rune('0'+i)), "1"))
+		}
+		w.Checkpoint("a", pods, rv)
+	}
+
+	// A shorter interval: the next commit comes within it, not an hour later.
+	upsert("p", 5, "5")
+	w.SetTiming(time.Second, 100)
+	for step := 0; commits() == 0; step++ {
+		if step == 5 {
+			t.Fatalf("no commit 5 s after the interval became 1 s: %+v", w.Stats())
+		}
+		clock.Step(time.Second)
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	// A MaxPending that the checkpointed changes reach commits at once.
+	w.SetTiming(time.Hour, 100)
+	upsert("q", 5, "10")
+	time.Sleep(50 * time.Millisecond)
+	if n := commits(); n != 1 {
+		t.Fatalf("%d commits before MaxPending was lowered", n)
+	}
+	w.SetTiming(time.Hour, 3)
+	deadline := time.Now().Add(10 * time.Second)
+	for commits() != 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no commit once MaxPending was below the pending changes: %+v", w.Stats())
+		}
+		time.Sleep(time.Millisecond)
+	}
+
+	// Zero values mean the defaults.
+	w.SetTiming(0, 0)
+	if got := w.interval(); got != 5*time.Second {
+		t.Errorf("interval %v, want the default 5s", got)
+	}
+}
+
 // A commit in progress still counts as pending: its changes are not in the file yet.
 func TestWriterStatsCountTheCommitInProgress(t *testing.T) {
 	clock := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))

@@ -30,6 +30,7 @@ const (
 // daemon applies; a change of any other key takes effect at the next start.
 var liveKeys = []string{
 	"kubeconfig", "contexts.", "resources", "sync.", "cache.", // Manager.Reconfigure
+	"snapshot.interval", "snapshot.maxPending", // Manager.Reconfigure
 	"log.verbosity",
 }
 

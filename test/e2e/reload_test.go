@@ -23,9 +23,9 @@ import (
 )
 
 // TestDaemonReloadsConfig runs `fleetwatch serve --config FILE` against two real
-// clusters and edits the file while it runs: the cluster selection and the resources
-// change without a restart, without relisting what did not change, and a broken file
-// changes nothing.
+// clusters and edits the file while it runs: the cluster selection, the resources and the
+// snapshot's timing change without a restart, without relisting what did not change, and
+// a broken file changes nothing.
 func TestDaemonReloadsConfig(t *testing.T) {
 	env := testenv.New(t, testenv.Options{Names: []string{"alpha", "beta"}})
 	ctx := t.Context()
@@ -44,12 +44,14 @@ func TestDaemonReloadsConfig(t *testing.T) {
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	all := base + "/clusters/*"
 	cfgPath := filepath.Join(dir, "fleetwatch.yaml")
+	// snapshotTiming is the snapshot section's interval and maxPending.
+	snapshotTiming := "interval: 100ms"
 	// writeConfig writes the config file with the given contexts and resources
 	// sections, as an editor does: a new file renamed over the old one.
 	writeConfig := func(contexts, resources string) {
 		t.Helper()
-		cfg := fmt.Sprintf("kubeconfig: [%q]\n%s\n%s\nsnapshot:\n  path: %q\n  interval: 100ms\nserver:\n  address: 127.0.0.1:%d\n",
-			kubeconfig, contexts, resources, filepath.Join(dir, "fleetwatch.db"), port)
+		cfg := fmt.Sprintf("kubeconfig: [%q]\n%s\n%s\nsnapshot:\n  path: %q\n  %s\nserver:\n  address: 127.0.0.1:%d\n",
+			kubeconfig, contexts, resources, filepath.Join(dir, "fleetwatch.db"), snapshotTiming, port)
 		tmp := cfgPath + ".tmp"
 		if err := os.WriteFile(tmp, []byte(cfg), 0o600); err != nil {
 			t.Fatal(err)
@@ -137,6 +139,35 @@ func TestDaemonReloadsConfig(t *testing.T) {
 			return ""
 		})
 		expectFleet("pods of both clusters again", "/api/v1/pods", podsGVR, both)
+		waitReady()
+	})
+
+	t.Run("the snapshot's timing applies without a restart", func(t *testing.T) {
+		// applied counts the lines that say the snapshot's timing was applied.
+		applied := func() int {
+			n := 0
+			for _, l := range strings.Split(readLog(t, d), "\n") {
+				if strings.Contains(l, "Applied the new configuration") && strings.Contains(l, `"snapshot.interval","snapshot.maxPending"`) {
+					n++
+				}
+			}
+			return n
+		}
+		for i, timing := range []string{"{interval: 2s, maxPending: 50}", "{interval: 100ms}"} {
+			snapshotTiming = strings.NewReplacer("{", "", "}", "", ", ", "\n  ").Replace(timing)
+			writeConfig("", podsOnly)
+			eventually(t, 30*time.Second, "the timing applied", func() string {
+				if n := applied(); n != i+1 {
+					return fmt.Sprintf("applied %d times", n)
+				}
+				return ""
+			})
+		}
+		for _, l := range strings.Split(readLog(t, d), "\n") {
+			if strings.Contains(l, "restart fleetwatch to apply them") && strings.Contains(l, "snapshot.") {
+				t.Errorf("the snapshot's timing was said to need a restart: %s", l)
+			}
+		}
 		waitReady()
 	})
 
