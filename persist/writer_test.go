@@ -273,16 +273,25 @@ func TestStoreOperationsWithoutWriter(t *testing.T) {
 	}
 }
 
-func TestWriterCommitsPerIntervalOrMaxPending(t *testing.T) {
-	clock := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	s := openTest(t, testPath(t), Options{})
-	w := s.NewWriter(WriterOptions{Interval: time.Second, MaxPending: 10, Clock: clock})
+// startOnFakeClock starts a Writer with opts on a fake clock, and returns once its
+// ticker waits on the clock. cancel stops Start, whose error comes on done.
+func startOnFakeClock(t *testing.T, opts WriterOptions) (s *Store, w *Writer, clock *clocktesting.FakeClock, cancel func(), done <-chan error) {
+	t.Helper()
+	clock = clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	opts.Clock = clock
+	s = openTest(t, testPath(t), Options{})
+	w = s.NewWriter(opts)
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- w.Start(ctx) }()
+	errc := make(chan error, 1)
+	go func() { errc <- w.Start(ctx) }()
 	for !clock.HasWaiters() { // the ticker
 		time.Sleep(time.Millisecond)
 	}
+	return s, w, clock, cancel, errc
+}
+
+func TestWriterCommitsPerIntervalOrMaxPending(t *testing.T) {
+	s, w, clock, cancel, done := startOnFakeClock(t, WriterOptions{Interval: time.Second, MaxPending: 10})
 	waitFor := func(what string, cond func(Stats) bool) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
@@ -338,19 +347,11 @@ func TestWriterCommitsPerIntervalOrMaxPending(t *testing.T) {
 
 // TestWriterSetTiming changes the interval and MaxPending of a running Writer.
 func TestWriterSetTiming(t *testing.T) {
-	clock := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	s := openTest(t, testPath(t), Options{})
-	w := s.NewWriter(WriterOptions{Interval: time.Hour, MaxPending: 100, Clock: clock})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- w.Start(ctx) }()
+	_, w, clock, cancel, done := startOnFakeClock(t, WriterOptions{Interval: time.Hour, MaxPending: 100})
 	defer func() {
 		cancel()
 		<-done
 	}()
-	for !clock.HasWaiters() { // the ticker
-		time.Sleep(time.Millisecond)
-	}
 	commits := func() uint64 { return w.Stats().Commits }
 	upsert := func(prefix string, n int, rv string) {
 		for i := range n {
