@@ -16,9 +16,10 @@ import (
 
 var podsMapping = Mapping{Resource: schema.GroupVersionResource{Version: "v1", Resource: "pods"}, Namespaced: true}
 
-// podJSON is a realistic pod as the API server sends it, with managedFields.
+// podJSON is a realistic pod as the API server sends it, with managedFields: the one
+// that package jsondec's tests decode.
 var podJSON = func() []byte {
-	data, err := os.ReadFile("testdata/pod.json")
+	data, err := os.ReadFile("../internal/jsondec/testdata/pod.json")
 	if err != nil {
 		panic(err)
 	}
