@@ -160,19 +160,31 @@ func (s *unstructuredJSON) Decode(data []byte, gvk *schema.GroupVersionKind, int
 }
 
 // decodeEncoded decodes data as decodeUnstructured decodes it into a new object, into
-// an encodedObject with its encoding. ok is false if the serializer would not return an
-// Unstructured, or if the object has no encoding (a repeated key): the serializer then
-// decodes it without.
+// an encodedObject with its encoding, or into a plain Unstructured if it has no faithful
+// encoding (a repeated key). ok is false if the serializer would not return an
+// Unstructured.
 func decodeEncoded(d *jsondec.Decoder, data []byte) (obj runtime.Object, gvk *schema.GroupVersionKind, ok bool) {
 	m, encoded, err := d.ObjectCBOR(data)
-	if err != nil || encoded == nil {
+	if err != nil {
 		return nil, nil, false
 	}
-	kind, ok := typeMeta(m)
-	if !ok || kind.Version == "" || typedKinds[kind.Kind] {
+	kind, ok := newObjectKind(m)
+	if !ok {
 		return nil, nil, false
 	}
-	return &encodedObject{Unstructured: &unstructured.Unstructured{Object: m}, encoded: encoded}, &kind, true
+	u := &unstructured.Unstructured{Object: m}
+	if encoded == nil {
+		return u, &kind, true
+	}
+	return &encodedObject{Unstructured: u, encoded: encoded}, &kind, true
+}
+
+// newObjectKind returns the kind of the decoded object m, and whether the serializer
+// decodes its JSON into a new Unstructured: a typed object, or one without a version,
+// is decoded otherwise.
+func newObjectKind(m map[string]any) (schema.GroupVersionKind, bool) {
+	gvk, ok := typeMeta(m)
+	return gvk, ok && gvk.Version != "" && !typedKinds[gvk.Kind]
 }
 
 // decodeUnstructured decodes data into into, or into a new object if into is nil, as
@@ -186,8 +198,8 @@ func decodeUnstructured(d *jsondec.Decoder, data []byte, into runtime.Object) (o
 		if err != nil {
 			return nil, nil, false
 		}
-		gvk, ok := typeMeta(m)
-		if !ok || gvk.Version == "" || typedKinds[gvk.Kind] {
+		gvk, ok := newObjectKind(m)
+		if !ok {
 			return nil, nil, false
 		}
 		return &unstructured.Unstructured{Object: m}, &gvk, true
