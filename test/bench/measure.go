@@ -15,21 +15,21 @@ import (
 
 // cpuTime is the user plus system CPU time of this process so far.
 func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
+	ru := rusage()
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // minorFaults is the number of minor page faults of this process so far: first
 // touches of memory that the kernel must map (and zero) for it.
-func minorFaults() int64 {
+func minorFaults() int64 { return rusage().Minflt }
+
+// rusage returns getrusage(RUSAGE_SELF), zero if it fails.
+func rusage() syscall.Rusage {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
+		return syscall.Rusage{}
 	}
-	return ru.Minflt
+	return ru
 }
 
 // procStatus returns the fields of /proc/self/status that are sizes in kB, in bytes:
