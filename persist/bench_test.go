@@ -82,7 +82,7 @@ func BenchmarkWriter(b *testing.B) {
 // BenchmarkSteadyCommit measures what keeping a large snapshot current costs: a file of
 // 20000 pods, and commits of 60 changed pods each, as a Writer with a 1 s interval makes
 // under 60 watch events per second. It reports the CPU time (user + system, fsync
-// included) per changed object, and the heap allocated per changed object.
+// included) per changed object; -benchmem gives the heap allocated per commit.
 func BenchmarkSteadyCommit(b *testing.B) {
 	objs := benchPods(b, 20000)
 	s := openTest(b, testPath(b), Options{})
