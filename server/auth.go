@@ -54,15 +54,16 @@ func (s *Server) allow(r *http.Request) func(string) bool {
 	return nil
 }
 
-// authenticate establishes the principal of every request except the probes, when
-// authentication is configured: a bearer token of the token file, else one that the
-// home cluster accepts.
+// authenticate establishes the principal of every request, when authentication is
+// configured: a bearer token of the token file, else one that the home cluster accepts.
+// The probes need none: a probe without an Authorization header is served without a
+// principal, and /readyz then withholds the reasons that name clusters.
 func (s *Server) authenticate(next http.Handler) http.Handler {
-	if s.tokens == nil && s.delegated == nil {
+	if !s.authenticates() {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if slices.Contains(probePaths, r.URL.Path) {
+		if slices.Contains(probePaths, r.URL.Path) && r.Header.Get("Authorization") == "" {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -81,6 +82,10 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
 	})
 }
+
+// authenticates reports whether the server authenticates its clients. Without
+// authentication every client may read everything.
+func (s *Server) authenticates() bool { return s.tokens != nil || s.delegated != nil }
 
 // authorizeCluster returns a 403 Status if the request's client may not read the named
 // cluster. The scope of every cluster ("*") and no cluster ("") are always allowed:
