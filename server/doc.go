@@ -25,5 +25,8 @@
 // Kubernetes Status objects.
 //
 // Start serves on Options.Address: loopback by default, anything else only with TLS and
-// bearer tokens from a file.
+// bearer tokens from a file. In front of every handler, a server without authentication
+// answers only requests for loopback host names and Options.AcceptHosts (against DNS
+// rebinding), then authentication establishes the client's principal, which limits the
+// clusters it reads.
 package server

@@ -86,6 +86,20 @@ type Options struct {
 	// nil. Without TokenFile and Delegated, requests are not authenticated.
 	Delegated *DelegatedAuth
 
+	// AcceptHosts are regular expressions (RE2 syntax) over the host that a request is
+	// sent to: the name of its Host header, in lower case, without the port and, for an
+	// IPv6 address, without brackets. A request for any other host gets 403, as with
+	// kubectl proxy's --accept-hosts, except that each pattern must match the whole name.
+	// Loopback names (localhost, localhost., 127.0.0.0/8, ::1) are always accepted, and
+	// so is a request without a Host header (HTTP/1.0), which no browser sends.
+	//
+	// Default: none. Then, when the server does not authenticate (neither TokenFile nor
+	// Delegated), only loopback names are accepted, so that a web page cannot read the
+	// API through DNS rebinding; when it does, every host is accepted, since a browser
+	// sends no bearer token of its own accord. Setting AcceptHosts checks the host in
+	// both cases.
+	AcceptHosts []string
+
 	// ReadHeaderTimeout bounds reading a request's headers. Default
 	// DefaultReadHeaderTimeout.
 	ReadHeaderTimeout time.Duration
@@ -167,6 +181,7 @@ func (o Options) withDefaults() Options {
 		o.Version.Platform = runtime.GOOS + "/" + runtime.GOARCH
 	}
 	o.Collectors = slices.Clone(o.Collectors)
+	o.AcceptHosts = slices.Clone(o.AcceptHosts)
 	if o.Delegated != nil {
 		d := o.Delegated.withDefaults()
 		o.Delegated = &d
@@ -202,6 +217,11 @@ func (o Options) validate() error {
 	if o.Delegated != nil {
 		errs = append(errs, o.Delegated.validate())
 	}
+	for i, p := range o.AcceptHosts {
+		if err := ValidateHostPattern(p); err != nil {
+			errs = append(errs, fmt.Errorf("Options.AcceptHosts[%d]: %v: %w", i, err, ErrInvalidOptions))
+		}
+	}
 	for i, c := range o.Collectors {
 		if c == nil {
 			errs = append(errs, fmt.Errorf("Options.Collectors[%d]: nil: %w", i, ErrInvalidOptions))
@@ -236,6 +256,7 @@ type Server struct {
 	cache *watchCache
 	// reg is the watch cache's registration with the fleet.
 	reg       *aggregate.Registration
+	hosts     *hostFilter
 	tokens    *tokenFile     // nil without a token file
 	delegated *delegatedAuth // nil without delegated authentication
 	certs     *certificates  // nil without TLS
@@ -268,6 +289,7 @@ func New(src Source, opts Options) (*Server, error) {
 		opts:     opts,
 		clock:    opts.Clock,
 		cache:    newWatchCache(opts.HistorySize),
+		hosts:    newHostFilter(opts),
 		stopping: make(chan struct{}),
 	}
 	if opts.TokenFile != "" {
@@ -301,7 +323,7 @@ func New(src Source, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("server.New: register with the fleet: %w", err)
 	}
 	s.reg = reg
-	s.handler = s.metrics.instrument(recoverPanics(s.authenticate(http.HandlerFunc(s.route))))
+	s.handler = s.metrics.instrument(recoverPanics(s.checkHost(s.authenticate(http.HandlerFunc(s.route)))))
 	return s, nil
 }
 
