@@ -98,6 +98,9 @@ func ExampleConfig_String() {
 	//     delegated:
 	//       enabled: false
 	//       kubeconfig: ""
+	//       audiences: []
+	//       qps: 200
+	//       burst: 400
 	// log:
 	//   verbosity: 0
 	//   format: text
