@@ -25,5 +25,7 @@
 // Kubernetes Status objects.
 //
 // Start serves on Options.Address: loopback by default, anything else only with TLS and
-// bearer tokens from a file.
+// authentication: bearer tokens from a file, or reviewed by a home cluster
+// (DelegatedAuth). What a client may read is decided before its request reads the
+// cache, whose locks see only a filter that does no I/O.
 package server
