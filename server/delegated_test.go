@@ -43,8 +43,9 @@ type fakeHome struct {
 	// TokenReview.
 	fail       map[string]bool
 	failTokens bool
-	// hold makes the SubjectAccessReviews of a user wait until the channel is closed,
-	// and held receives their attributes when they start waiting.
+	// hold makes SubjectAccessReviews wait until the channel is closed: those of a
+	// user about a cluster, keyed "USER CLUSTER". held receives their keys when they
+	// start waiting.
 	hold map[string]chan struct{}
 	held chan string
 	// lastAudiences are the audiences of the last TokenReview.
@@ -131,7 +132,7 @@ func (h *fakeHome) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			what = ra.Name
 		}
 		h.mu.Lock()
-		hold, fail := h.hold[user], h.fail[user]
+		hold, fail := h.hold[user+" "+what], h.fail[user]
 		h.mu.Unlock()
 		if hold != nil {
 			h.held <- user + " " + what
@@ -287,19 +288,24 @@ func TestDelegatedReviewFails(t *testing.T) {
 	}
 }
 
-// TestDelegatedSlowReviewStallsNoOne holds the reviews of one user: the watches of
-// others go on, and the request waits for its answer without holding any lock.
+// TestDelegatedSlowReviewStallsNoOne holds the review of one cluster for one user: the
+// request waits for its answer without holding any lock, and the watches and lists of
+// others go on. The cluster is one with cached objects but no status yet, as after a
+// warm start, which the server reads only under the cache's locks.
 func TestDelegatedSlowReviewStallsNoOne(t *testing.T) {
 	f, home := newDelegatedFixture(t, nil)
+	const orphan = "orphan"
+	f.apply(orphan, podsGVR, pod("default", "web-1", "401", web))
+	f.sync()
 	release := make(chan struct{})
 	home.set(func(h *fakeHome) {
 		h.users["fast-token"], h.users["slow-token"] = "fast", "slow"
 		h.grants["fast"] = []string{""}
-		h.grants["slow"] = []string{staging}
-		h.hold["slow"] = release
+		h.grants["slow"] = []string{staging, orphan}
+		h.hold["slow "+orphan] = release
 	})
 	w := f.watch(clusterPath(allClusters)+"/api/v1/pods?watch=true&resourceVersion=0", bearer("fast-token")...)
-	for range 6 {
+	for range 7 {
 		if e := w.nextNot("BOOKMARK"); e.Type != "ADDED" {
 			t.Fatalf("initial event %s", e.ref())
 		}
@@ -307,7 +313,10 @@ func TestDelegatedSlowReviewStallsNoOne(t *testing.T) {
 	slow := make(chan response, 1)
 	go func() { slow <- f.get(clusterPath(allClusters)+"/api/v1/pods", bearer("slow-token")...) }()
 	select {
-	case <-home.held:
+	case held := <-home.held:
+		if held != "slow "+orphan {
+			t.Fatalf("held %q", held)
+		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the slow review was not asked for")
 	}
@@ -316,14 +325,23 @@ func TestDelegatedSlowReviewStallsNoOne(t *testing.T) {
 		t.Errorf("event while a review is held: %s", e.ref())
 	}
 	var l itemList
-	f.getOK(clusterPath(staging)+"/api/v1/pods", &l, bearer("fast-token")...)
-	if len(l.Items) != 3 {
+	f.getOK(clusterPath(allClusters)+"/api/v1/pods", &l, bearer("fast-token")...)
+	if len(l.Items) != 8 {
 		t.Errorf("list while a review is held: %v", l.refs())
+	}
+	select {
+	case r := <-slow:
+		t.Fatalf("the slow list was answered before its review: %d %s", r.code, r.body)
+	default:
 	}
 	close(release)
 	r := <-slow
-	if r.code != http.StatusOK || !strings.Contains(string(r.body), "web-9") || strings.Contains(string(r.body), `"prod"`) {
-		t.Errorf("the slow list: %d %s", r.code, r.body)
+	var sl itemList
+	if err := json.Unmarshal(r.body, &sl); r.code != http.StatusOK || err != nil {
+		t.Fatalf("the slow list: %d %s", r.code, r.body)
+	}
+	if got := strings.Join(sl.refs(), " "); got != "orphan|default/web-1 staging|default/api-1 staging|default/web-1 staging|default/web-9" {
+		t.Errorf("the slow list: %s", got)
 	}
 }
 
