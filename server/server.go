@@ -447,7 +447,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, info *requestInfo
 	if err != nil || rt.kind == routeNotFound {
 		return notFoundPath(path)
 	}
-	// Every decision about the client's access is made here, before the cache is read.
+	// The clusters the client may read are decided here, before the cache is read.
 	allow, err := s.authorize(r, rt)
 	if err != nil {
 		return err
