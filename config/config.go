@@ -15,6 +15,10 @@ const (
 	DefaultSyncTimeout       = 2 * time.Minute
 	DefaultSyncMaxConcurrent = 8
 	DefaultLogFormat         = LogFormatText
+	// DefaultDelegatedQPS and DefaultDelegatedBurst are the defaults of the server's
+	// DelegatedAuth (server.DefaultReviewQPS, server.DefaultReviewBurst).
+	DefaultDelegatedQPS   = 200
+	DefaultDelegatedBurst = 400
 )
 
 // Values of Log.Format.
@@ -161,6 +165,14 @@ type Delegated struct {
 	// Kubeconfig is a kubeconfig file whose current context is the home cluster. Empty
 	// means the in-cluster config of the pod fleetwatch runs in.
 	Kubeconfig string `yaml:"kubeconfig" mapstructure:"kubeconfig" config:"path"`
+	// Audiences are the audiences a token must be meant for, checked by the home
+	// cluster's TokenReview. Empty means the home cluster's own audiences (those of its
+	// service account tokens). Default: none.
+	Audiences []string `yaml:"audiences" mapstructure:"audiences"`
+	// QPS and Burst limit the rate of TokenReviews and SubjectAccessReviews sent to the
+	// home cluster. Defaults DefaultDelegatedQPS and DefaultDelegatedBurst.
+	QPS   int `yaml:"qps" mapstructure:"qps"`
+	Burst int `yaml:"burst" mapstructure:"burst"`
 }
 
 // Log configures logging. fleetwatch logs through klog, like client-go.
@@ -187,8 +199,14 @@ func Default() Config {
 			Interval:   DefaultSnapshotInterval,
 			MaxPending: DefaultSnapshotMaxPending,
 		},
-		Server: Server{Address: DefaultServerAddress},
-		Log:    Log{Format: DefaultLogFormat},
+		Server: Server{
+			Address: DefaultServerAddress,
+			Auth: Auth{Delegated: Delegated{
+				QPS:   DefaultDelegatedQPS,
+				Burst: DefaultDelegatedBurst,
+			}},
+		},
+		Log: Log{Format: DefaultLogFormat},
 	}
 }
 
@@ -230,6 +248,7 @@ func (c *Config) normalize() {
 	for i := range c.Resources {
 		c.Resources[i].Namespaces = nilIfEmpty(c.Resources[i].Namespaces)
 	}
+	c.Server.Auth.Delegated.Audiences = nilIfEmpty(c.Server.Auth.Delegated.Audiences)
 	if len(c.Resources) == 0 {
 		c.Resources = DefaultResources()
 	}

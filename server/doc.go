@@ -25,8 +25,10 @@
 // Kubernetes Status objects.
 //
 // Start serves on Options.Address: loopback by default, anything else only with TLS and
-// bearer tokens from a file. In front of every handler, a server without authentication
-// answers only requests for loopback host names and Options.AcceptHosts (against DNS
-// rebinding), then authentication establishes the client's principal, which limits the
-// clusters it reads.
+// authentication: bearer tokens from a file, or reviewed by a home cluster
+// (DelegatedAuth). In front of every handler, a server without authentication answers
+// only requests for loopback host names and Options.AcceptHosts (against DNS
+// rebinding), then authentication establishes the client's principal. What a client may
+// read is decided before its request reads the cache, whose locks see only a filter that
+// does no I/O.
 package server
