@@ -646,6 +646,7 @@ func (s *Set) start(ctx context.Context, opts Options, r Resource, m Mapping) {
 			dyn = s.dynManaged
 		}
 		lw := newListWatch(dyn, s.md, m, r, ns, s.opts.StreamingListTimeout)
+		lw.quiet = IsSecrets(m.Resource) && !opts.KeepSecretData
 		if seeder, ok := s.opts.Sink.(Seeder); ok {
 			if rv, ok := seeder.Seed(scope); ok {
 				lw.seed(known, m, r.MetadataOnly, rv)
@@ -765,9 +766,12 @@ func (s *Set) stopAll() {
 //
 // An encodedObject comes from a Set's decoder, interned and stripped already, and is
 // returned as it is, with its encoding, unless a transform would change it (a user
-// Transform, or dropping the data of Secrets): it then goes on without its encoding.
+// Transform, or dropping the values of Secrets): it then goes on without its encoding.
+//
+// Unless opts.KeepSecretData is set, the values of Secrets are dropped (secrets.go),
+// from full and metadata-only objects alike.
 func transform(opts Options, m Mapping, known cache.KeyListerGetter, interned bool) cache.TransformFunc {
-	secrets := m.Resource.Group == "" && m.Resource.Resource == "secrets"
+	secrets := IsSecrets(m.Resource)
 	// An object whose encoding a transform would make wrong loses it.
 	keepsEncoding := opts.Transform == nil && (!secrets || opts.KeepSecretData)
 	var table internTable
@@ -792,10 +796,7 @@ func transform(opts Options, m Mapping, known cache.KeyListerGetter, interned bo
 			}
 		}
 		if secrets && !opts.KeepSecretData {
-			if u, ok := obj.(*unstructured.Unstructured); ok {
-				unstructured.RemoveNestedField(u.Object, "data")
-				unstructured.RemoveNestedField(u.Object, "stringData")
-			}
+			dropSecretValues(obj)
 		}
 		if opts.Transform != nil {
 			var err error
