@@ -19,11 +19,12 @@
 //
 // # Layout
 //
-// Schema version 2:
+// Schema version 3:
 //
 //	meta/
 //	  version -> uint64, big-endian: the schema version
 //	  created -> uint64, big-endian: creation time, Unix nanoseconds
+//	  compact -> present while the file must be compacted before use (see below)
 //	clusters/
 //	  <cluster name>/
 //	    identity -> JSON {"uid": <kube-system namespace UID>, "server": <server URL>}
@@ -43,5 +44,12 @@
 // A resource bucket always has both rv and objects; a resource that is not stored has no
 // bucket. A file without any bucket is version 0, and is laid out by the first
 // migration. Each later change of the layout is a migration appended to the list in
-// schema.go, with a test.
+// schema.go, with a test. Version 3 drops the stored Secrets that hold values, which
+// versions 1 and 2 kept in the last-applied annotation of kubectl apply (migrateToV3).
+//
+// bbolt keeps what a transaction deletes in the file's free pages until they are
+// reused. A migration that deletes what must not stay in the file at all (values of
+// Secrets) sets meta/compact in its transaction, and Open then rewrites the file without
+// its free pages and renames the copy over it: a file with meta/compact, left by a crash
+// in between, is compacted by the next Open.
 package persist

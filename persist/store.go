@@ -236,8 +236,71 @@ func (s *Store) openDB() (db *bolt.DB, file *os.File, err error) {
 	if created {
 		syncDir(filepath.Dir(s.path))
 	}
+	if !s.opts.ReadOnly {
+		var compact bool
+		_ = db.View(func(tx *bolt.Tx) error { compact = needsCompaction(tx); return nil })
+		if compact {
+			return s.compact(db)
+		}
+	}
 	return db, file, nil
 }
+
+// compact rewrites the file of db, which it closes, without its free pages, and returns
+// the new file, opened and locked. It copies the file's content to "<path>.compact",
+// deletes meta/compact there, and renames it over the file. A crash before the rename
+// leaves the old file, with meta/compact, for the next Open to compact; a file left at
+// "<path>.compact" is overwritten then.
+func (s *Store) compact(db *bolt.DB) (_ *bolt.DB, _ *os.File, err error) {
+	tmp := s.path + ".compact"
+	defer func() {
+		if err != nil {
+			db.Close()
+			os.Remove(tmp)
+			err = fmt.Errorf("compacting snapshot %s: %w", s.path, err)
+		}
+	}()
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, err
+	}
+	var file *os.File
+	dst, err := bolt.Open(tmp, 0o600, &bolt.Options{
+		Timeout:      s.opts.LockTimeout,
+		FreelistType: bolt.FreelistMapType,
+		MaxSize:      s.opts.maxSize,
+		OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
+			f, _, err := openLocked(name, flag, perm, true, s.opts.LockTimeout)
+			file = f
+			return f, err
+		},
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	err = bolt.Compact(dst, db, compactTxSize)
+	if err == nil {
+		err = dst.Update(func(tx *bolt.Tx) error { return getMetaBucket(tx).Delete(keyCompact) })
+	}
+	if err == nil {
+		err = os.Rename(tmp, s.path)
+	}
+	if err != nil {
+		dst.Close()
+		return nil, nil, err
+	}
+	syncDir(filepath.Dir(s.path))
+	// The old file is no longer the snapshot: closing it releases its lock, and a process
+	// waiting for it finds the new file (openLocked), locked by dst.
+	if err := db.Close(); err != nil {
+		dst.Close()
+		return nil, nil, err
+	}
+	return dst, file, nil
+}
+
+// compactTxSize bounds the size of each transaction of a compaction, so that it does not
+// hold a whole large file in memory.
+const compactTxSize = 64 << 20
 
 // openedFile describes a file that openLocked opened.
 type openedFile struct {
