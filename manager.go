@@ -284,11 +284,16 @@ func (m *Manager) loadSnapshot() error {
 		klog.Background().Error(err, "Snapshot unusable; starting cold", "path", m.opts.Snapshot.Path())
 		snap = &persist.Snapshot{}
 	}
-	m.saved = seed(klog.NewContext(context.Background(), klog.Background()), m.fleet, snap)
+	setOpts := informer.Options{KeepManagedFields: m.opts.KeepManagedFields, KeepSecretData: m.opts.KeepSecretData, TransformID: m.opts.TransformID}
+	specs := map[string]bool{}
+	for _, r := range m.opts.Resources {
+		specs[setOpts.Spec(r)] = true
+	}
+	m.writer = m.opts.Snapshot.NewWriter(m.opts.SnapshotWriter)
+	m.saved = seed(klog.NewContext(context.Background(), klog.Background()), m.fleet, snap, specs, m.writer)
 	for name, s := range m.saved {
 		m.status.Set(aggregate.ClusterStatus{Name: name, Server: s.identity.Server, UID: s.identity.UID, Phase: aggregate.PhaseStale})
 	}
-	m.writer = m.opts.Snapshot.NewWriter(m.opts.SnapshotWriter)
 	return nil
 }
 

@@ -32,7 +32,14 @@ type savedScope struct {
 
 // seed loads the snapshot into the fleet: reads are served at once, before any network
 // call. It returns what was loaded, by cluster.
-func seed(ctx context.Context, fleet *aggregate.Fleet, snap *persist.Snapshot) map[string]*saved {
+//
+// Only the scopes whose Spec is among specs, those of the configured resources, are
+// loaded into the fleet. The others were saved under another configuration: their objects
+// may be in another form (Secrets with their values, which are now dropped, or without
+// them, which are now kept), and an informer that lists them again would keep the loaded
+// form of every object whose resourceVersion did not change. Such a scope is dropped
+// from the snapshot through writer.
+func seed(ctx context.Context, fleet *aggregate.Fleet, snap *persist.Snapshot, specs map[string]bool, writer *persist.Writer) map[string]*saved {
 	logger := klog.FromContext(ctx)
 	out := map[string]*saved{}
 	for name, cs := range snap.Clusters {
@@ -45,6 +52,11 @@ func seed(ctx context.Context, fleet *aggregate.Fleet, snap *persist.Snapshot) m
 			scope, err := informer.ParseScope(string(key))
 			if err != nil {
 				logger.Info("Ignoring an unreadable resource key in the snapshot", "cluster", name, "key", key, "err", err)
+				continue
+			}
+			if !specs[scope.Spec] {
+				logger.V(1).Info("Dropping a snapshot scope that is configured differently now", "cluster", name, "scope", key)
+				writer.DropResource(name, key)
 				continue
 			}
 			store := fleet.ClusterStore(name, scope.Resource)

@@ -61,8 +61,10 @@ func ParseScope(s string) (Scope, error) {
 	}, nil
 }
 
-// spec returns the Spec of the informers of r in a Set configured by o.
-func (o *Options) spec(r Resource) string {
+// Spec returns the Spec of the informers of r in a Set configured by o. Saved state of
+// another Spec does not seed them: it may hold objects that they would not list, or
+// objects in another form (with the values of Secrets that they drop, for one).
+func (o *Options) Spec(r Resource) string {
 	q := url.Values{}
 	if r.LabelSelector != "" {
 		q.Set("labels", r.LabelSelector)

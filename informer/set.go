@@ -479,7 +479,7 @@ func (s *Set) Reconfigure(opts Options) error {
 // sameSettings reports whether the informers of a resource configured as a in aOpts can
 // serve it configured as b in bOpts.
 func sameSettings(aOpts Options, a Resource, bOpts Options, b Resource) bool {
-	return a.Name == b.Name && slices.Equal(a.Namespaces, b.Namespaces) && aOpts.spec(a) == bOpts.spec(b)
+	return a.Name == b.Name && slices.Equal(a.Namespaces, b.Namespaces) && aOpts.Spec(a) == bOpts.Spec(b)
 }
 
 // options returns a copy of opts, taken under the lock: its Resources are not shared
@@ -560,7 +560,7 @@ func (s *Set) reconcile(ctx context.Context) {
 				st.LastError, st.LastErrorTime = err, s.opts.Clock.Now()
 			})
 		case err == nil:
-			if cur != nil && cur.mapping == m && cur.spec == opts.spec(r) && slices.Equal(cur.resource.Namespaces, r.Namespaces) {
+			if cur != nil && cur.mapping == m && cur.spec == opts.Spec(r) && slices.Equal(cur.resource.Namespaces, r.Namespaces) {
 				continue
 			}
 			if cur != nil {
@@ -612,7 +612,7 @@ func (s *Set) setStatus(name string, run *runner, update func(*ResourceStatus)) 
 // start runs the informers of resource r, resolved to m, configured by opts.
 func (s *Set) start(ctx context.Context, opts Options, r Resource, m Mapping) {
 	ctx, cancel := context.WithCancel(ctx)
-	spec := opts.spec(r)
+	spec := opts.Spec(r)
 	run := &runner{mapping: m, resource: r, spec: spec, cancel: cancel, done: make(chan struct{}), controllers: map[string]cache.Controller{}}
 	namespaces := []string{metav1.NamespaceAll}
 	if m.Namespaced && len(r.Namespaces) > 0 {
