@@ -280,65 +280,6 @@ func TestMigrateToV3(t *testing.T) {
 // noMigration is a migration that changes nothing, to make a list one version longer.
 var noMigration = migration{name: "nothing", migrate: func(*bolt.Tx, time.Time) error { return nil }}
 
-// TestCompactionResumes: a file whose compaction did not happen (the process died after
-// the migration's commit, before the rename) is compacted by the next Open, and a
-// compacted file left behind is replaced.
-func TestCompactionResumes(t *testing.T) {
-	path := testPath(t)
-	s := openTest(t, path, Options{})
-	w := s.NewWriter(WriterOptions{})
-	// Enough pages that some stay free after the commits that follow the drop.
-	for i := range 50 {
-		w.Upsert("prod", pods, testSecret(fmt.Sprint("s-", i), false))
-	}
-	w.Upsert("prod", deployments, testPod(t, "shop", "api"))
-	w.Checkpoint("prod", pods, "5")
-	w.Checkpoint("prod", deployments, "5")
-	if err := w.Flush(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.DropResource("prod", pods); err != nil {
-		t.Fatal(err)
-	}
-	// As the migration's transaction leaves it.
-	if err := s.update(func(tx *bolt.Tx) error { return getMetaBucket(tx).Put(keyCompact, []byte{1}) }); err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
-	if !fileHoldsSecretValue(t, path) {
-		t.Fatal("no free page holds the dropped value")
-	}
-	if err := os.WriteFile(path+".compact", []byte("left by a crash"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-
-	s = openTest(t, path, Options{})
-	if fileHoldsSecretValue(t, path) {
-		t.Error("the file holds the dropped value after Open")
-	}
-	if got := contents(t, resourceOf(mustLoad(t, s), "prod", deployments)); len(got) != 1 {
-		t.Errorf("deployments after the compaction: %v", got)
-	}
-	// The compacted file is the Store's: it commits there, under its lock.
-	w = s.NewWriter(WriterOptions{})
-	w.Upsert("prod", pods, testPod(t, "shop", "web"))
-	w.Checkpoint("prod", pods, "6")
-	if err := w.Flush(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Open(path, Options{LockTimeout: 50 * time.Millisecond}); !errors.Is(err, ErrLocked) {
-		t.Errorf("a second Open of the compacted file: %v, want ErrLocked", err)
-	}
-	s.Close()
-	s = openTest(t, path, Options{ReadOnly: true})
-	if got := contents(t, resourceOf(mustLoad(t, s), "prod", pods)); len(got) != 1 {
-		t.Errorf("pods after a commit to the compacted file: %v", got)
-	}
-	if _, err := os.Stat(path + ".compact"); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("the compacted file is left: %v", err)
-	}
-}
-
 // TestOlderLayoutIsRejected: a file with buckets but no meta bucket is not a snapshot of
 // any version. Open refuses it and leaves it alone, rather than migrate or move it.
 func TestOlderLayoutIsRejected(t *testing.T) {
