@@ -289,11 +289,11 @@ func (m *Manager) loadSnapshot() error {
 	for _, r := range m.opts.Resources {
 		specs[setOpts.Spec(r)] = true
 	}
-	m.writer = m.opts.Snapshot.NewWriter(m.opts.SnapshotWriter)
-	m.saved = seed(klog.NewContext(context.Background(), klog.Background()), m.fleet, snap, specs, m.writer)
+	m.saved = seed(klog.NewContext(context.Background(), klog.Background()), m.fleet, snap, specs, m.opts.Snapshot)
 	for name, s := range m.saved {
 		m.status.Set(aggregate.ClusterStatus{Name: name, Server: s.identity.Server, UID: s.identity.UID, Phase: aggregate.PhaseStale})
 	}
+	m.writer = m.opts.Snapshot.NewWriter(m.opts.SnapshotWriter)
 	return nil
 }
 
@@ -423,7 +423,7 @@ func (m *Manager) Engage(ctx context.Context, c *cluster.Cluster) error {
 	}
 	m.mu.Unlock()
 	mb := &member{cluster: c, done: make(chan struct{}), saved: sv, stale: sv != nil, syncTimeout: setOpts.SyncTimeout}
-	mb.sink = &sink{fleet: m.fleet, cluster: c.Name, writer: m.writer}
+	mb.sink = &sink{fleet: m.fleet, cluster: c.Name, snapshot: m.opts.Snapshot, writer: m.writer}
 	setOpts.Sink = mb.sink
 	setOpts.OnChange = func() { m.refresh(mb) }
 	set, err := informer.New(setOpts)

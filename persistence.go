@@ -38,10 +38,20 @@ type savedScope struct {
 // may be in another form (Secrets with their values, which are now dropped, or without
 // them, which are now kept), and an informer that lists them again would keep the loaded
 // form of every object whose resourceVersion did not change. Such a scope is dropped
-// from the snapshot through writer.
-func seed(ctx context.Context, fleet *aggregate.Fleet, snap *persist.Snapshot, specs map[string]bool, writer *persist.Writer) map[string]*saved {
+// from store at once, which must not have a Writer yet, and if it held values of
+// Secrets, the file is compacted, so that no free page keeps them.
+func seed(ctx context.Context, fleet *aggregate.Fleet, snap *persist.Snapshot, specs map[string]bool, store *persist.Store) map[string]*saved {
 	logger := klog.FromContext(ctx)
 	out := map[string]*saved{}
+	compact := false
+	defer func() {
+		if !compact {
+			return
+		}
+		if err := store.Compact(); err != nil {
+			logger.Error(err, "Compacting the snapshot after dropping values of Secrets; the next start tries again")
+		}
+	}()
 	for name, cs := range snap.Clusters {
 		s := &saved{
 			identity: cluster.Identity{UID: cs.Identity.UID, Server: cs.Identity.Server},
@@ -56,7 +66,10 @@ func seed(ctx context.Context, fleet *aggregate.Fleet, snap *persist.Snapshot, s
 			}
 			if !specs[scope.Spec] {
 				logger.V(1).Info("Dropping a snapshot scope that is configured differently now", "cluster", name, "scope", key)
-				writer.DropResource(name, key)
+				if err := store.DropResource(name, key); err != nil {
+					logger.Error(err, "Dropping a snapshot scope", "cluster", name, "scope", key)
+				}
+				compact = compact || scope.HoldsSecretValues()
 				continue
 			}
 			store := fleet.ClusterStore(name, scope.Resource)
@@ -79,7 +92,9 @@ func seed(ctx context.Context, fleet *aggregate.Fleet, snap *persist.Snapshot, s
 type sink struct {
 	fleet   *aggregate.Fleet
 	cluster string
-	writer  *persist.Writer // nil without persistence
+	// snapshot and writer are nil without persistence.
+	snapshot *persist.Store
+	writer   *persist.Writer
 
 	// mu guards seeds and requested.
 	mu sync.Mutex
@@ -124,6 +139,13 @@ func (s *sink) RemoveResource(gvr schema.GroupVersionResource) {
 		if scope.Resource == gvr {
 			s.writer.DropResource(s.cluster, persist.ResourceKey(scope.String()))
 			delete(s.requested, scope)
+			// The file keeps the dropped values in free pages until it is compacted, which
+			// cannot happen while the writer runs.
+			if scope.HoldsSecretValues() {
+				if err := s.snapshot.CompactAtNextOpen(); err != nil {
+					klog.Background().Error(err, "Marking the snapshot for compaction after dropping values of Secrets", "cluster", s.cluster)
+				}
+			}
 		}
 	}
 }

@@ -43,6 +43,13 @@ func (s Scope) String() string {
 	return out
 }
 
+// HoldsSecretValues reports whether the informer of s keeps the values of Secrets: s
+// is of Secrets, and its Spec was made with Options.KeepSecretData.
+func (s Scope) HoldsSecretValues() bool {
+	q, err := url.ParseQuery(s.Spec)
+	return IsSecrets(s.Resource) && (err != nil || q.Get("secretData") == "true")
+}
+
 // ParseScope parses the form of Scope.String.
 func ParseScope(s string) (Scope, error) {
 	path, query, _ := strings.Cut(s, "?")
