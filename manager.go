@@ -53,7 +53,8 @@ type Options struct {
 	DiscoveryInterval time.Duration
 	// KeepManagedFields keeps metadata.managedFields, stripped by default.
 	KeepManagedFields bool
-	// KeepSecretData keeps the data of Secrets, dropped by default.
+	// KeepSecretData keeps the values of Secrets: data, stringData and the last-applied
+	// annotation of kubectl apply, all dropped by default (see informer.Options).
 	KeepSecretData bool
 	// Transform, if set, runs on every object after the built-in transforms. It must be
 	// idempotent (objects loaded from the snapshot pass through it again).

@@ -132,8 +132,9 @@ type Options struct {
 	InitialSyncLimiter Limiter
 	// KeepManagedFields keeps metadata.managedFields, which are stripped by default.
 	KeepManagedFields bool
-	// KeepSecretData keeps the data and stringData of Secrets, which are dropped by
-	// default.
+	// KeepSecretData keeps the values of Secrets, which are dropped by default: data,
+	// stringData and LastAppliedAnnotation, from full and metadata-only objects, and
+	// the bodies of responses from the log (secrets.go).
 	KeepSecretData bool
 	// Transform, if set, runs on every object after the built-in transforms. It must be
 	// idempotent: objects seeded from saved state pass through it again.
