@@ -47,7 +47,7 @@ func (s Scope) String() string {
 // is of Secrets, and its Spec was made with Options.KeepSecretData.
 func (s Scope) HoldsSecretValues() bool {
 	q, err := url.ParseQuery(s.Spec)
-	return IsSecrets(s.Resource) && (err != nil || q.Get("secretData") == "true")
+	return isSecrets(s.Resource) && (err != nil || q.Get("secretData") == "true")
 }
 
 // ParseScope parses the form of Scope.String.

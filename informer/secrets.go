@@ -30,8 +30,8 @@ const LastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
 // informer of Secrets log: client-go logs response bodies at 8.
 const maxSecretRequestLogLevel = 7
 
-// IsSecrets reports whether gvr is the core Secrets resource, of any version.
-func IsSecrets(gvr schema.GroupVersionResource) bool {
+// isSecrets reports whether gvr is the core Secrets resource, of any version.
+func isSecrets(gvr schema.GroupVersionResource) bool {
 	return gvr.Group == "" && gvr.Resource == "secrets"
 }
 

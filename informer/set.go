@@ -647,7 +647,7 @@ func (s *Set) start(ctx context.Context, opts Options, r Resource, m Mapping) {
 			dyn = s.dynManaged
 		}
 		lw := newListWatch(dyn, s.md, m, r, ns, s.opts.StreamingListTimeout)
-		lw.quiet = IsSecrets(m.Resource) && !opts.KeepSecretData
+		lw.quiet = isSecrets(m.Resource) && !opts.KeepSecretData
 		if seeder, ok := s.opts.Sink.(Seeder); ok {
 			if rv, ok := seeder.Seed(scope); ok {
 				lw.seed(known, m, r.MetadataOnly, rv)
@@ -772,7 +772,7 @@ func (s *Set) stopAll() {
 // Unless opts.KeepSecretData is set, the values of Secrets are dropped (secrets.go),
 // from full and metadata-only objects alike.
 func transform(opts Options, m Mapping, known cache.KeyListerGetter, interned bool) cache.TransformFunc {
-	secrets := IsSecrets(m.Resource)
+	secrets := isSecrets(m.Resource)
 	// An object whose encoding a transform would make wrong loses it.
 	keepsEncoding := opts.Transform == nil && (!secrets || opts.KeepSecretData)
 	var table internTable
