@@ -38,9 +38,9 @@ type savedScope struct {
 // may be in another form (Secrets with their values, which are now dropped, or without
 // them, which are now kept), and an informer that lists them again would keep the loaded
 // form of every object whose resourceVersion did not change. Such a scope is dropped
-// from store at once, which must not have a Writer yet, and if it held values of
+// from snapshot at once, which must not have a Writer yet, and if it held values of
 // Secrets, the file is compacted, so that no free page keeps them.
-func seed(ctx context.Context, fleet *aggregate.Fleet, snap *persist.Snapshot, specs map[string]bool, store *persist.Store) map[string]*saved {
+func seed(ctx context.Context, fleet *aggregate.Fleet, snap *persist.Snapshot, specs map[string]bool, snapshot *persist.Store) map[string]*saved {
 	logger := klog.FromContext(ctx)
 	out := map[string]*saved{}
 	compact := false
@@ -48,7 +48,7 @@ func seed(ctx context.Context, fleet *aggregate.Fleet, snap *persist.Snapshot, s
 		if !compact {
 			return
 		}
-		if err := store.Compact(); err != nil {
+		if err := snapshot.Compact(); err != nil {
 			logger.Error(err, "Compacting the snapshot after dropping values of Secrets; the next start tries again")
 		}
 	}()
@@ -66,7 +66,7 @@ func seed(ctx context.Context, fleet *aggregate.Fleet, snap *persist.Snapshot, s
 			}
 			if !specs[scope.Spec] {
 				logger.V(1).Info("Dropping a snapshot scope that is configured differently now", "cluster", name, "scope", key)
-				if err := store.DropResource(name, key); err != nil {
+				if err := snapshot.DropResource(name, key); err != nil {
 					logger.Error(err, "Dropping a snapshot scope", "cluster", name, "scope", key)
 				}
 				compact = compact || scope.HoldsSecretValues()
