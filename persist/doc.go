@@ -7,7 +7,8 @@
 // checkpoints (Checkpoint), and commits them in batches. For each (cluster, resource),
 // the stored objects and the stored resourceVersion are written in the same transaction,
 // so the objects are always the informer's state at that resourceVersion, whenever the
-// process dies. Inspect and Verify serve the snapshot tool commands.
+// process dies. Compact rewrites the file without the free pages in which bbolt keeps
+// what was deleted. Inspect and Verify serve the snapshot tool commands.
 //
 // A resource, here, is what a ResourceKey names: a resource such as "/v1/pods", or the
 // part of it that one informer watches, such as "/v1/pods?ns=shop". Each key has its
