@@ -85,10 +85,10 @@ func secretManifest(name, value string, inData bool) string {
 	return fmt.Sprintf("apiVersion: v1\nkind: Secret\nmetadata: {name: %s, namespace: vault, labels: {app: vault}}\nstringData: {password: %s}\n", name, value)
 }
 
-// runDaemon runs `bin serve --config config`, with its stdout and stderr in the test's
+// runSecretsDaemon runs `bin serve --config config`, with its stdout and stderr in the test's
 // log file named logName, until stop, with the environment variables env added. Its
 // verbosity is the config's.
-func runDaemon(t *testing.T, bin, config, logName string, env ...string) *daemon {
+func runSecretsDaemon(t *testing.T, bin, config, logName string, env ...string) *daemon {
 	t.Helper()
 	d := &daemon{bin: bin, config: config, log: logFile(t, logName)}
 	d.cmd = exec.Command(bin, "serve", "--config", config)
@@ -107,18 +107,18 @@ func runDaemon(t *testing.T, bin, config, logName string, env ...string) *daemon
 	return d
 }
 
-// stop stops the daemon with SIGTERM, as a graceful shutdown, which commits the
+// stopGracefully stops the daemon with SIGTERM, as a graceful shutdown, which commits the
 // snapshot.
-func (d *daemon) stop(t *testing.T) {
+func (d *daemon) stopGracefully(t *testing.T) {
 	t.Helper()
 	if err := d.signal(t, syscall.SIGTERM); err != nil {
 		t.Fatalf("fleetwatch exited with %v after SIGTERM; log: %s", err, d.log.Name())
 	}
 }
 
-// get returns the body of a GET of url with the Accept header accept (none if empty),
+// getAccepting returns the body of a GET of url with the Accept header accept (none if empty),
 // failing the test unless it answers 200.
-func get(t *testing.T, url, accept string) []byte {
+func getAccepting(t *testing.T, url, accept string) []byte {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
 	if err != nil {
@@ -143,39 +143,39 @@ func get(t *testing.T, url, accept string) []byte {
 }
 
 const (
-	acceptTable         = "application/json;as=Table;v=v1;g=meta.k8s.io"
-	acceptPartial       = "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io"
-	acceptPartialList   = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io"
-	vaultSecretsPath    = "/api/v1/namespaces/vault/secrets"
-	secretsLogVerbosity = 8
+	secretsAcceptTable       = "application/json;as=Table;v=v1;g=meta.k8s.io"
+	secretsAcceptPartial     = "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io"
+	secretsAcceptPartialList = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io"
+	secretsVaultPath         = "/api/v1/namespaces/vault/secrets"
+	secretsLogVerbosity      = 8
 )
 
-// readAllForms reads the Secrets named names from the daemon at base in every form the
+// readSecretsInAllForms reads the Secrets named names from the daemon at base in every form the
 // API serves them (get, list, fleet list, Table with and without the objects,
 // PartialObjectMetadata, kubectl's own requests), and /metrics, and returns the bodies.
 // Each body must name the Secrets it is about.
-func readAllForms(t *testing.T, base string, names []string) map[string][]byte {
+func readSecretsInAllForms(t *testing.T, base string, names []string) map[string][]byte {
 	t.Helper()
 	bodies := map[string][]byte{}
 	lists := []string{
-		base + "/clusters/prod" + vaultSecretsPath,
+		base + "/clusters/prod" + secretsVaultPath,
 		base + "/clusters/prod/api/v1/secrets",
 		base + "/clusters/*/api/v1/secrets",
-		base + "/clusters/*" + vaultSecretsPath + "?labelSelector=app%3Dvault",
+		base + "/clusters/*" + secretsVaultPath + "?labelSelector=app%3Dvault",
 	}
 	for _, url := range lists {
 		for _, form := range []struct{ query, accept string }{
 			{"", ""},
-			{"", acceptPartialList},
-			{"includeObject=Object", acceptTable},
-			{"includeObject=Metadata", acceptTable},
-			{"", acceptTable},
+			{"", secretsAcceptPartialList},
+			{"includeObject=Object", secretsAcceptTable},
+			{"includeObject=Metadata", secretsAcceptTable},
+			{"", secretsAcceptTable},
 		} {
 			u := url
 			if form.query != "" {
 				u += map[bool]string{true: "&", false: "?"}[strings.Contains(u, "?")] + form.query
 			}
-			body := get(t, u, form.accept)
+			body := getAccepting(t, u, form.accept)
 			for _, name := range names {
 				if !bytes.Contains(body, []byte(`"`+name+`"`)) {
 					t.Errorf("GET %s (Accept %q) does not name Secret %s:\n%.2000s", u, form.accept, name, body)
@@ -185,32 +185,32 @@ func readAllForms(t *testing.T, base string, names []string) map[string][]byte {
 		}
 	}
 	for _, name := range names {
-		url := base + "/clusters/prod" + vaultSecretsPath + "/" + name
+		url := base + "/clusters/prod" + secretsVaultPath + "/" + name
 		for _, form := range []struct{ query, accept string }{
 			{"", ""},
-			{"", acceptPartial},
-			{"?includeObject=Object", acceptTable},
+			{"", secretsAcceptPartial},
+			{"?includeObject=Object", secretsAcceptTable},
 		} {
-			bodies[url+form.query+" "+form.accept] = get(t, url+form.query, form.accept)
+			bodies[url+form.query+" "+form.accept] = getAccepting(t, url+form.query, form.accept)
 		}
 	}
 	all := base + "/clusters/*"
 	bodies["kubectl -o yaml"] = []byte(kubectl(t, "--server", all, "get", "secrets", "-A", "-o", "yaml"))
 	bodies["kubectl -o wide"] = []byte(kubectl(t, "--server", all, "get", "secrets", "-A", "-o", "wide"))
 	bodies["kubectl get -o json"] = []byte(kubectl(t, "--server", base+"/clusters/prod", "get", "secret", names[0], "-n", "vault", "-o", "json"))
-	bodies["/metrics"] = get(t, base+"/metrics", "")
+	bodies["/metrics"] = getAccepting(t, base+"/metrics", "")
 	return bodies
 }
 
-// watchSecrets is a watch of Secrets whose stream is collected until the test ends.
-type watchSecrets struct {
+// secretsWatch is a watch of Secrets whose stream is collected until the test ends.
+type secretsWatch struct {
 	// mu guards body.
 	mu   sync.Mutex
 	body []byte
 }
 
-// startWatch watches url with the Accept header accept.
-func startWatch(t *testing.T, url, accept string) *watchSecrets {
+// startSecretsWatch watches url with the Accept header accept.
+func startSecretsWatch(t *testing.T, url, accept string) *secretsWatch {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
 	if err != nil {
@@ -228,7 +228,7 @@ func startWatch(t *testing.T, url, accept string) *watchSecrets {
 		resp.Body.Close()
 		t.Fatalf("watch %s: %d %s", url, resp.StatusCode, b)
 	}
-	w := &watchSecrets{}
+	w := &secretsWatch{}
 	go func() {
 		defer resp.Body.Close()
 		r := bufio.NewReader(resp.Body)
@@ -246,7 +246,7 @@ func startWatch(t *testing.T, url, accept string) *watchSecrets {
 	return w
 }
 
-func (w *watchSecrets) read() []byte {
+func (w *secretsWatch) read() []byte {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return bytes.Clone(w.body)
@@ -333,7 +333,7 @@ func TestDaemonKeepsNoSecretValue(t *testing.T) {
 	// resourceVersions.
 	served := func() []string {
 		var out []string
-		for _, item := range listItems(t, base+"/clusters/prod"+vaultSecretsPath) {
+		for _, item := range listItems(t, base+"/clusters/prod"+secretsVaultPath) {
 			rv := item.GetAnnotations()["fleetwatch.io/resource-version"]
 			if rv == "" {
 				rv = item.GetResourceVersion()
@@ -375,7 +375,7 @@ func TestDaemonKeepsNoSecretValue(t *testing.T) {
 	// stop stops d, then checks the snapshot and the log of every run of the subtest.
 	stop := func(t *testing.T, d *daemon, snapshot string) {
 		t.Helper()
-		d.stop(t)
+		d.stopGracefully(t)
 		checkFile(t, "the snapshot", snapshot)
 		log := readLog(t, d)
 		values.noLeak(t, "the log", []byte(log))
@@ -388,15 +388,15 @@ func TestDaemonKeepsNoSecretValue(t *testing.T) {
 	t.Run("full objects", func(t *testing.T) {
 		// Without streaming lists, the informers LIST, and client-go logs the bodies of
 		// the responses at verbosity 8: those of Secrets must not be.
-		d := runDaemon(t, bin, writeConfig(snapshot, "  - name: secrets\n", ""), "fleetwatch.log", "KUBE_FEATURE_WatchListClient=false")
+		d := runSecretsDaemon(t, bin, writeConfig(snapshot, "  - name: secrets\n", ""), "fleetwatch.log", "KUBE_FEATURE_WatchListClient=false")
 		waitReadyz(t, http.DefaultClient, base)
 		converges("the Secrets served")
-		watches := map[string]*watchSecrets{
-			"watch":                          startWatch(t, base+"/clusters/*/api/v1/secrets?watch=true", ""),
-			"watch of a Table of objects":    startWatch(t, base+"/clusters/prod"+vaultSecretsPath+"?watch=true&includeObject=Object", acceptTable),
-			"watch of PartialObjectMetadata": startWatch(t, base+"/clusters/prod"+vaultSecretsPath+"?watch=true", acceptPartial),
+		watches := map[string]*secretsWatch{
+			"watch":                          startSecretsWatch(t, base+"/clusters/*/api/v1/secrets?watch=true", ""),
+			"watch of a Table of objects":    startSecretsWatch(t, base+"/clusters/prod"+secretsVaultPath+"?watch=true&includeObject=Object", secretsAcceptTable),
+			"watch of PartialObjectMetadata": startSecretsWatch(t, base+"/clusters/prod"+secretsVaultPath+"?watch=true", secretsAcceptPartial),
 		}
-		for what, body := range readAllForms(t, base, names) {
+		for what, body := range readSecretsInAllForms(t, base, names) {
 			values.noLeak(t, what, body)
 		}
 		// Changes come as watch events, whose objects the daemon decodes with their
@@ -428,15 +428,15 @@ func TestDaemonKeepsNoSecretValue(t *testing.T) {
 	})
 
 	t.Run("metadata-only with managedFields", func(t *testing.T) {
-		d := runDaemon(t, bin, writeConfig(snapshot, "  - name: secrets\n    metadataOnly: true\n", "cache:\n  keepManagedFields: true\n"), "fleetwatch.log")
+		d := runSecretsDaemon(t, bin, writeConfig(snapshot, "  - name: secrets\n    metadataOnly: true\n", "cache:\n  keepManagedFields: true\n"), "fleetwatch.log")
 		waitReadyz(t, http.DefaultClient, base)
 		converges("the Secrets served metadata-only")
-		body := get(t, base+"/clusters/prod"+vaultSecretsPath+"/applied-data", "")
+		body := getAccepting(t, base+"/clusters/prod"+secretsVaultPath+"/applied-data", "")
 		if !bytes.Contains(body, []byte("managedFields")) || !bytes.Contains(body, []byte("f:password")) {
 			t.Errorf("the Secret has no managedFields:\n%s", body)
 		}
-		w := startWatch(t, base+"/clusters/*/api/v1/secrets?watch=true", "")
-		for what, body := range readAllForms(t, base, names) {
+		w := startSecretsWatch(t, base+"/clusters/*/api/v1/secrets?watch=true", "")
+		for what, body := range readSecretsInAllForms(t, base, names) {
 			values.noLeak(t, what, body)
 		}
 		eventually(t, 30*time.Second, "the watch's initial events", func() string {
@@ -451,13 +451,13 @@ func TestDaemonKeepsNoSecretValue(t *testing.T) {
 
 	t.Run("a snapshot of an older version is scrubbed", func(t *testing.T) {
 		old := filepath.Join(dir, "old.db")
-		d := runDaemon(t, bin, writeConfig(old, "  - name: secrets\n", "cache:\n  keepSecretData: true\n"), "fleetwatch-keepSecretData.log")
+		d := runSecretsDaemon(t, bin, writeConfig(old, "  - name: secrets\n", "cache:\n  keepSecretData: true\n"), "fleetwatch-keepSecretData.log")
 		waitReadyz(t, http.DefaultClient, base)
 		converges("the Secrets served with their values")
-		if body := get(t, base+"/clusters/prod"+vaultSecretsPath+"/applied-data", ""); values.leak(body) == "" {
+		if body := getAccepting(t, base+"/clusters/prod"+secretsVaultPath+"/applied-data", ""); values.leak(body) == "" {
 			t.Fatalf("cache.keepSecretData: true serves no value:\n%s", body)
 		}
-		d.stop(t)
+		d.stopGracefully(t)
 		downgradeSnapshot(t, old)
 		if data, _ := os.ReadFile(old); values.leak(data) == "" {
 			t.Fatal("the snapshot to upgrade holds no value")
@@ -466,13 +466,13 @@ func TestDaemonKeepsNoSecretValue(t *testing.T) {
 		apply(secretManifest("created", value("created-2"), true), "--force-conflicts", "--server-side", "--field-manager", "e2e")
 		kc("delete", "secret", "server-side", "-n", "vault")
 
-		d = runDaemon(t, bin, writeConfig(old, "  - name: secrets\n", ""), "fleetwatch.log")
+		d = runSecretsDaemon(t, bin, writeConfig(old, "  - name: secrets\n", ""), "fleetwatch.log")
 		waitReadyz(t, http.DefaultClient, base)
 		converges("the Secrets served after the upgrade")
 		if data, _ := os.ReadFile(old); values.leak(data) != "" {
 			t.Errorf("the upgraded snapshot holds %s", values.leak(data))
 		}
-		for what, body := range readAllForms(t, base, slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == "server-side" })) {
+		for what, body := range readSecretsInAllForms(t, base, slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == "server-side" })) {
 			values.noLeak(t, what, body)
 		}
 		stop(t, d, old)
@@ -483,42 +483,42 @@ func TestDaemonKeepsNoSecretValue(t *testing.T) {
 		const secrets = "  - name: secrets\n"
 		keep, drop := "cache:\n  keepSecretData: true\n", ""
 		servesValues := func() bool {
-			return values.leak(get(t, base+"/clusters/prod"+vaultSecretsPath+"/applied-data", "")) != ""
+			return values.leak(getAccepting(t, base+"/clusters/prod"+secretsVaultPath+"/applied-data", "")) != ""
 		}
-		d := runDaemon(t, bin, writeConfig(path, secrets, keep), "fleetwatch-keepSecretData.log")
+		d := runSecretsDaemon(t, bin, writeConfig(path, secrets, keep), "fleetwatch-keepSecretData.log")
 		waitReadyz(t, http.DefaultClient, base)
 		converges("the Secrets served with their values")
 		if !servesValues() {
 			t.Fatal("cache.keepSecretData: true serves no value")
 		}
-		d.stop(t)
+		d.stopGracefully(t)
 
 		// Across a restart: the scope is dropped, and the file compacted, at start.
-		d = runDaemon(t, bin, writeConfig(path, secrets, drop), "fleetwatch.log")
+		d = runSecretsDaemon(t, bin, writeConfig(path, secrets, drop), "fleetwatch.log")
 		waitReadyz(t, http.DefaultClient, base)
 		converges("the Secrets served after the restart")
 		checkFile(t, "the snapshot after the restart", path)
 		if servesValues() {
 			t.Error("values served after the restart")
 		}
-		d.stop(t)
+		d.stopGracefully(t)
 
 		// By a reload: the next start compacts the file.
-		d = runDaemon(t, bin, writeConfig(path, secrets, keep), "fleetwatch-keepSecretData.log")
+		d = runSecretsDaemon(t, bin, writeConfig(path, secrets, keep), "fleetwatch-keepSecretData.log")
 		waitReadyz(t, http.DefaultClient, base)
 		converges("the Secrets served with their values")
 		writeConfig(path, secrets, drop)
 		eventually(t, 60*time.Second, "the values dropped by the reload", func() string {
 			// 404 while the Secrets are listed again.
-			code, body := httpGet(t, base+"/clusters/prod"+vaultSecretsPath+"/applied-data")
+			code, body := httpGet(t, base+"/clusters/prod"+secretsVaultPath+"/applied-data")
 			if code != http.StatusOK || values.leak(body) != "" {
 				return fmt.Sprintf("%d %.300s", code, body)
 			}
 			return ""
 		})
 		converges("the Secrets served after the reload")
-		d.stop(t)
-		d = runDaemon(t, bin, writeConfig(path, secrets, drop), "fleetwatch.log")
+		d.stopGracefully(t)
+		d = runSecretsDaemon(t, bin, writeConfig(path, secrets, drop), "fleetwatch.log")
 		waitReadyz(t, http.DefaultClient, base)
 		converges("the Secrets served after the restart")
 		stop(t, d, path)
@@ -555,7 +555,7 @@ func downgradeSnapshot(t *testing.T, path string) {
 		if err != nil {
 			return err
 		}
-		if err := copyBucket(to, from); err != nil {
+		if err := copyBoltBucket(to, from); err != nil {
 			return err
 		}
 		return resources.DeleteBucket(kept)
@@ -565,7 +565,7 @@ func downgradeSnapshot(t *testing.T, path string) {
 	}
 }
 
-func copyBucket(to, from *bolt.Bucket) error {
+func copyBoltBucket(to, from *bolt.Bucket) error {
 	return from.ForEach(func(k, v []byte) error {
 		if v != nil {
 			return to.Put(k, v)
@@ -574,6 +574,6 @@ func copyBucket(to, from *bolt.Bucket) error {
 		if err != nil {
 			return err
 		}
-		return copyBucket(sub, from.Bucket(k))
+		return copyBoltBucket(sub, from.Bucket(k))
 	})
 }
