@@ -99,8 +99,10 @@ type Sync struct {
 type Cache struct {
 	// KeepManagedFields keeps metadata.managedFields, which are stripped by default.
 	KeepManagedFields bool `yaml:"keepManagedFields" mapstructure:"keepManagedFields"`
-	// KeepSecretData keeps the data and stringData of Secrets, when secrets are among
-	// the resources; they are dropped by default.
+	// KeepSecretData keeps the values of Secrets, when secrets are among the resources:
+	// their data and stringData, and the last-applied annotation of kubectl apply, which
+	// holds them too. They are dropped by default, everywhere: the cache, the API, the
+	// snapshot and the logs.
 	KeepSecretData bool `yaml:"keepSecretData" mapstructure:"keepSecretData"`
 }
 

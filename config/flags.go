@@ -31,7 +31,7 @@ var usages = map[string]string{
 	"sync.timeout":                     "time a cluster may take for its initial sync before it stops holding back readiness",
 	"sync.maxConcurrent":               "number of clusters that do their initial sync at once",
 	"cache.keepManagedFields":          "keep metadata.managedFields, which are stripped by default",
-	"cache.keepSecretData":             "keep the data and stringData of Secrets, which are dropped by default",
+	"cache.keepSecretData":             "keep the values of Secrets (data, stringData and kubectl's last-applied annotation), which are dropped by default",
 	"snapshot.path":                    "snapshot file; empty disables persistence",
 	"snapshot.interval":                "longest time a change waits before the snapshot is committed",
 	"snapshot.maxPending":              "number of pending changes that commits the snapshot before snapshot.interval",
