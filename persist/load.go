@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"unsafe"
 
@@ -111,13 +112,22 @@ func (s *Store) load() (*Snapshot, error) {
 // loadChunk is how many objects a decoder takes at a time.
 const loadChunk = 256
 
+// Test hooks of loadTx: testHookSent is called by the walk after it hands out each chunk,
+// with the number handed out so far, and testHookDecode by a decoder before it decodes
+// value i of c. A test makes the walk panic mid-load, and watches when decoders run.
+var (
+	testHookSent   func(n int)
+	testHookDecode func(c *chunk, i int)
+)
+
 // chunk is a run of objects of one resource: their stored bytes, decoded by one of the
 // decoders of loadTx.
 type chunk struct {
 	cluster, resource string
 	keys              []string
 	// values are the stored bytes, in the file's memory map: they are valid until the
-	// read transaction ends, which loadTx's decoders finish within, and nothing that the
+	// read transaction ends and the file is unmapped, so loadTx returns, and lets a panic
+	// of the walk go on, only after its decoders are done with them; nothing that the
 	// decoder returns shares memory with them.
 	values  []string
 	objects []kruntime.Object
@@ -126,7 +136,9 @@ type chunk struct {
 // loadTx reads the snapshot in tx. The goroutine of tx walks the buckets and hands the
 // objects' bytes out in chunks, without copying them out of the file's memory map;
 // decoders, one per CPU, decode them before loadTx returns and tx ends. A bad page can
-// panic in the walk; the caller recovers.
+// panic in the walk; the caller recovers, and may close and unmap the file as it does,
+// so the walk waits for the decoders before its panic goes on. A decoder that faults on
+// the map (a value beyond the end of the file) fails as on a bad value.
 func loadTx(tx *bolt.Tx) (*Snapshot, error) {
 	var (
 		work     = make(chan *chunk, runtime.GOMAXPROCS(0))
@@ -143,6 +155,8 @@ func loadTx(tx *bolt.Tx) (*Snapshot, error) {
 	}
 	for range runtime.GOMAXPROCS(0) {
 		wg.Go(func() {
+			// Per goroutine: a fault reading the map is a panic that decode recovers.
+			defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 			var d fastDecoder
 			for c := range work {
 				if err := c.decode(&d); err != nil {
@@ -154,18 +168,26 @@ func loadTx(tx *bolt.Tx) (*Snapshot, error) {
 
 	snap := &Snapshot{Clusters: make(map[string]*ClusterSnapshot)}
 	chunks := make(map[*ResourceSnapshot][]*chunk)
+	sent := 0
 	send := func(rs *ResourceSnapshot, c *chunk) error {
 		chunks[rs] = append(chunks[rs], c)
 		select {
 		case work <- c:
+			sent++
+			if testHookSent != nil {
+				testHookSent(sent)
+			}
 			return nil
 		case <-failed:
 			return firstErr
 		}
 	}
 	walk := func() error {
-		// Also when a bad page panics, so that the decoders end.
-		defer close(work)
+		// Also when a bad page panics: the decoders end, and the map stays until they have.
+		defer func() {
+			close(work)
+			wg.Wait()
+		}()
 		return forEachCluster(tx, func(cluster string, cb *bolt.Bucket, id Identity) error {
 			cs := &ClusterSnapshot{Identity: id, Resources: make(map[ResourceKey]*ResourceSnapshot)}
 			snap.Clusters[cluster] = cs
@@ -207,7 +229,6 @@ func loadTx(tx *bolt.Tx) (*Snapshot, error) {
 		})
 	}
 	walkErr := walk()
-	wg.Wait()
 	if walkErr != nil {
 		return nil, walkErr
 	}
@@ -233,6 +254,9 @@ func (c *chunk) decode(d *fastDecoder) (err error) {
 	defer recoverDecode(&err)
 	c.objects = make([]kruntime.Object, len(c.values))
 	for i, v := range c.values {
+		if testHookDecode != nil {
+			testHookDecode(c, i)
+		}
 		obj, err := d.decode(v)
 		if err != nil {
 			return fmt.Errorf("cluster %q, resource %q, object %q: %w", c.cluster, c.resource, c.keys[i], err)

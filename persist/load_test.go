@@ -1,0 +1,79 @@
+package persist
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestLoadPanicWaitsForDecoders: when a bad page panics in the walk of Load while a
+// decoder is in the middle of a chunk, whose values are in the file's memory map, no
+// decoder may read on once Load has returned: the recovery of Load closes the database,
+// which unmaps the file, and a read of a value then faults and kills the process.
+func TestLoadPanicWaitsForDecoders(t *testing.T) {
+	path := testPath(t)
+	s := openTest(t, path, Options{})
+	w := s.NewWriter(WriterOptions{})
+	for i := range loadChunk + 10 {
+		w.Upsert("a", pods, object("ns", fmt.Sprintf("pod-%04d", i), "1"))
+	}
+	w.Checkpoint("a", pods, "100")
+	if err := w.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// Load recovers only without a Writer: start over with one that has none.
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, path, Options{})
+
+	returned, hookDone := make(chan struct{}), make(chan struct{})
+	var blocked, lateReads atomic.Int32
+	testHookSent = func(n int) {
+		// The first chunk is out, and a decoder is in it: a bad page now.
+		for blocked.Load() == 0 {
+			runtime.Gosched()
+		}
+		panic("bad page")
+	}
+	testHookDecode = func(c *chunk, i int) {
+		if i == 1 && blocked.CompareAndSwap(0, 1) {
+			defer close(hookDone)
+			select {
+			case <-returned:
+			case <-time.After(2 * time.Second):
+			}
+		}
+		select {
+		case <-returned:
+			// Reading c.values[i] now is the fault; report it instead.
+			lateReads.Add(1)
+			runtime.Goexit()
+		default:
+		}
+	}
+	t.Cleanup(func() { testHookSent, testHookDecode = nil, nil })
+
+	snap, err := s.Load()
+	close(returned)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if len(snap.Clusters) != 0 {
+		t.Errorf("Load after a bad page returned %d clusters", len(snap.Clusters))
+	}
+	if moved, cause := s.Recovered(); moved == "" {
+		t.Errorf("Load did not move the file aside (cause %v)", cause)
+	}
+	select {
+	case <-hookDone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the decoder in the middle of a chunk never went on")
+	}
+	if n := lateReads.Load(); n > 0 {
+		t.Fatalf("a decoder went on reading the memory map after Load returned (%d times)", n)
+	}
+}
