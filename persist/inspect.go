@@ -86,8 +86,9 @@ const maxCheckErrors = 20
 // errRollback ends the write transaction of Verify without a commit.
 var errRollback = errors.New("rollback")
 
-// Verify checks the whole file: bbolt's own consistency check of every page (tx.Check),
-// the bucket tree, and the decoding of every object. It reads the whole file, and holds
+// Verify checks the whole file: the page structure as Open checks it, again (see
+// checkPages), bbolt's own consistency check of every page (tx.Check), the bucket tree,
+// and the decoding of every object. It reads the whole file, and holds
 // back the Writer's commits while it runs. Problems are returned wrapping ErrCorrupt.
 // Verify never moves the file aside.
 func (s *Store) Verify() error {
@@ -98,6 +99,11 @@ func (s *Store) Verify() error {
 		}
 		if err := checkSize(tx, fi.Size()); err != nil {
 			return err
+		}
+		// tx.Check follows the pages in a goroutine of bbolt's, where a fault on a bad
+		// page cannot be recovered: check them first, as Open did.
+		if err := checkPages(s.file, fi.Size()); err != nil {
+			return fmt.Errorf("%w: %v", ErrCorrupt, err)
 		}
 		var errs []error
 		for err := range tx.Check() {

@@ -176,6 +176,11 @@ var (
 	errLockTimeout = errors.New("lock timeout")
 )
 
+// badPagesError is what checkPages found wrong, translated to ErrCorrupt by openDB.
+type badPagesError struct{ err error }
+
+func (e badPagesError) Error() string { return e.err.Error() }
+
 // openDB opens the file with bbolt and checks or migrates it. Faults and panics of bbolt
 // on a bad page become ErrCorrupt.
 func (s *Store) openDB() (db *bolt.DB, file *os.File, err error) {
@@ -205,6 +210,12 @@ func (s *Store) openDB() (db *bolt.DB, file *os.File, err error) {
 			if fi.Size() == 0 && !fi.created {
 				f.Close()
 				return nil, errEmptyFile
+			}
+			if fi.Size() > 0 {
+				if err := checkPages(f, fi.Size()); err != nil {
+					f.Close()
+					return nil, badPagesError{err}
+				}
 			}
 			file = f
 			return f, nil
@@ -300,7 +311,10 @@ func openOrCreate(name string, flag int, perm os.FileMode) (*os.File, bool, erro
 
 // openError translates an error of bolt.Open.
 func (s *Store) openError(err error) error {
+	var bad badPagesError
 	switch {
+	case errors.As(err, &bad):
+		return fmt.Errorf("%w: %s: %v", ErrCorrupt, s.path, bad.err)
 	case errors.Is(err, errLockTimeout), errors.Is(err, berrors.ErrTimeout):
 		return fmt.Errorf("%w: %s (gave up after %v)", ErrLocked, s.path, s.opts.LockTimeout)
 	case errors.Is(err, errEmptyFile),

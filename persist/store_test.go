@@ -161,14 +161,17 @@ func TestCorruptFileIsMovedAside(t *testing.T) {
 		{name: "bad page in the bucket tree", damage: func(t *testing.T, path string) {
 			corruptPagesContaining(t, path, []byte("marker-cluster"))
 		}},
-		{name: "bad page among the objects", atLoad: true, damage: func(t *testing.T, path string) {
+		{name: "bad page among the objects", damage: func(t *testing.T, path string) {
 			corruptPagesContaining(t, path, []byte("marker-object"))
 		}},
-		{name: "garbled object", atLoad: true, damage: func(t *testing.T, path string) {
+		{name: "garbled object key", damage: func(t *testing.T, path string) {
 			data, _ := os.ReadFile(path)
 			i := bytes.Index(data, []byte("marker-object"))
 			copy(data[i:], "MARKER")
 			os.WriteFile(path, data, 0o600)
+		}},
+		{name: "garbled object", atLoad: true, damage: func(t *testing.T, path string) {
+			garbleObjectName(t, path)
 		}},
 	}
 	for _, tt := range tests {
