@@ -412,3 +412,105 @@ func TestOpenFollowsAFileMovedWhileWaiting(t *testing.T) {
 		t.Error("the moved file lost its content")
 	}
 }
+
+// TestOpenTightensTheMode: a writable Store takes from an existing file the permissions
+// beyond 0600; a read-only one changes nothing.
+func TestOpenTightensTheMode(t *testing.T) {
+	for _, tt := range []struct {
+		mode     os.FileMode
+		readOnly bool
+		want     os.FileMode
+	}{
+		{0o644, false, 0o600},
+		{0o666, false, 0o600},
+		{0o755, false, 0o600},
+		{0o600, false, 0o600},
+		{0o644, true, 0o644},
+	} {
+		t.Run(fmt.Sprintf("%v read-only %v", tt.mode, tt.readOnly), func(t *testing.T) {
+			path := testPath(t)
+			writeSample(t, path)
+			if err := os.Chmod(path, tt.mode); err != nil {
+				t.Fatal(err)
+			}
+			s := openTest(t, path, Options{ReadOnly: tt.readOnly})
+			fi, err := os.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := fi.Mode().Perm(); got != tt.want {
+				t.Errorf("mode %v after Open, want %v", got, tt.want)
+			}
+			mustLoad(t, s)
+		})
+	}
+}
+
+// TestCorruptFilesAreBounded: the files moved aside are 0600, and only the newest
+// KeepCorrupt of them are kept; a negative KeepCorrupt keeps none.
+func TestCorruptFilesAreBounded(t *testing.T) {
+	path := testPath(t)
+	other := path + ".corrupt-not-a-time" // not one of ours: left alone
+	if err := os.WriteFile(other, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	clock := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 21, 19, 32, 0, 0, time.UTC))
+	recoverOnce := func(opts Options) (string, error) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte("garbage"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		opts.Clock = clock
+		s, err := Open(path, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		return s.Recovered()
+	}
+	var moved []string
+	for i := range 12 {
+		// Twice a second, so that names get counters, up to -10 (which sorts before -2).
+		if i%2 == 0 {
+			clock.SetTime(clock.Now().Add(time.Second))
+		}
+		m, _ := recoverOnce(Options{KeepCorrupt: 3})
+		moved = append(moved, m)
+		fi, err := os.Stat(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Mode().Perm(); got != 0o600 {
+			t.Errorf("%s: mode %v, want 0600", m, got)
+		}
+	}
+	// More in the same second: the counters go on above those deleted.
+	for i := range 6 {
+		m, _ := recoverOnce(Options{KeepCorrupt: 3})
+		moved = append(moved, m)
+		if want := fmt.Sprintf("-%d", i+3); !strings.HasSuffix(m, want) {
+			t.Fatalf("moved to %s, want the counter %s", m, want)
+		}
+	}
+	left, err := filepath.Glob(path + ".corrupt-*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{other, moved[len(moved)-3], moved[len(moved)-2], moved[len(moved)-1]}
+	if !sameSet(left, want) {
+		t.Errorf("files left: %v, want %v", left, want)
+	}
+
+	// None kept: the file is deleted, and the older ones with it.
+	m, cause := recoverOnce(Options{KeepCorrupt: -1})
+	if m != "" || !errors.Is(cause, ErrCorrupt) {
+		t.Errorf("Recovered() = %q, %v; want nothing moved, and the cause", m, cause)
+	}
+	if left, _ := filepath.Glob(path + ".corrupt-*"); !sameSet(left, []string{other}) {
+		t.Errorf("files left: %v, want only %s", left, other)
+	}
+}
+
+func sameSet(a, b []string) bool {
+	return strings.Join(sorted(a), "\n") == strings.Join(sorted(b), "\n")
+}
