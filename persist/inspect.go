@@ -53,6 +53,7 @@ func (s *Store) Inspect() (Info, error) {
 		if created, ok := getUint64(meta, keyCreated); ok {
 			info.Created = time.Unix(0, int64(created))
 		}
+		sealed := isSealed(tx)
 		return forEachCluster(tx, func(cluster string, cb *bolt.Bucket, id Identity) error {
 			ci := ClusterInfo{Name: cluster, Identity: id}
 			err := forEachResource(cluster, cb, func(resource string, rb *bolt.Bucket) error {
@@ -60,7 +61,11 @@ func (s *Store) Inspect() (Info, error) {
 				if err != nil {
 					return fmt.Errorf("%w: cluster %q: %v", ErrCorrupt, cluster, err)
 				}
-				ri := ResourceInfo{Resource: key, ResourceVersion: string(rb.Get(keyRV))}
+				rv, err := getRV(rb, cluster, resource, sealed)
+				if err != nil {
+					return err
+				}
+				ri := ResourceInfo{Resource: key, ResourceVersion: rv}
 				if objects := rb.Bucket(bucketObjects); objects != nil {
 					st := objects.Stats()
 					ri.Objects = st.KeyN

@@ -124,7 +124,10 @@ var (
 // decoders of loadTx.
 type chunk struct {
 	cluster, resource string
-	keys              []string
+	// sealed says whether the values are sealed, with seals that start with sum.
+	sealed bool
+	sum    uint32
+	keys   []string
 	// values are the stored bytes, in the file's memory map: they are valid until the
 	// read transaction ends and the file is unmapped, so loadTx returns, and lets a panic
 	// of the walk go on, only after its decoders are done with them; nothing that the
@@ -167,6 +170,7 @@ func loadTx(tx *bolt.Tx) (*Snapshot, error) {
 	}
 
 	snap := &Snapshot{Clusters: make(map[string]*ClusterSnapshot)}
+	sealed := isSealed(tx)
 	chunks := make(map[*ResourceSnapshot][]*chunk)
 	sent := 0
 	send := func(rs *ResourceSnapshot, c *chunk) error {
@@ -196,12 +200,16 @@ func loadTx(tx *bolt.Tx) (*Snapshot, error) {
 				if err != nil {
 					return fmt.Errorf("%w: cluster %q: %v", ErrCorrupt, cluster, err)
 				}
-				rv := rb.Get(keyRV)
-				objects := rb.Bucket(bucketObjects)
-				if len(rv) == 0 || objects == nil {
-					return fmt.Errorf("%w: cluster %q, resource %q: no resourceVersion or no objects", ErrCorrupt, cluster, resource)
+				rv, err := getRV(rb, cluster, resource, sealed)
+				if err != nil {
+					return err
 				}
-				rs := &ResourceSnapshot{ResourceVersion: string(rv)}
+				objects := rb.Bucket(bucketObjects)
+				if objects == nil {
+					return fmt.Errorf("%w: cluster %q, resource %q: no objects", ErrCorrupt, cluster, resource)
+				}
+				rs := &ResourceSnapshot{ResourceVersion: rv}
+				sum := objectsSum(cluster, resource)
 				cs.Resources[key] = rs
 				var c *chunk
 				cur := objects.Cursor()
@@ -210,7 +218,7 @@ func loadTx(tx *bolt.Tx) (*Snapshot, error) {
 						return fmt.Errorf("%w: cluster %q, resource %q: %q is a bucket, not an object", ErrCorrupt, cluster, resource, k)
 					}
 					if c == nil {
-						c = &chunk{cluster: cluster, resource: resource}
+						c = &chunk{cluster: cluster, resource: resource, sealed: sealed, sum: sum}
 					}
 					c.keys = append(c.keys, string(k))
 					c.values = append(c.values, unsafe.String(unsafe.SliceData(v), len(v)))
@@ -248,14 +256,20 @@ func loadTx(tx *bolt.Tx) (*Snapshot, error) {
 	return snap, nil
 }
 
-// decode decodes the chunk's values and checks that each object is stored under its own
-// key. It never panics.
+// decode checks the seals of the chunk's values, decodes them, and checks that each
+// object is stored under its own key. It never panics.
 func (c *chunk) decode(d *fastDecoder) (err error) {
 	defer recoverDecode(&err)
 	c.objects = make([]kruntime.Object, len(c.values))
 	for i, v := range c.values {
 		if testHookDecode != nil {
 			testHookDecode(c, i)
+		}
+		if c.sealed {
+			var err error
+			if v, err = unseal(c.sum, c.keys[i], v); err != nil {
+				return fmt.Errorf("cluster %q, resource %q: %w", c.cluster, c.resource, err)
+			}
 		}
 		obj, err := d.decode(v)
 		if err != nil {

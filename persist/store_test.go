@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetwatch/fleetwatch/persist/persisttest"
 	bolt "go.etcd.io/bbolt"
 	clocktesting "k8s.io/utils/clock/testing"
 )
@@ -170,6 +171,27 @@ func TestCorruptFileIsMovedAside(t *testing.T) {
 			copy(data[i:], "MARKER")
 			os.WriteFile(path, data, 0o600)
 		}},
+		{name: "schema version damaged", damage: func(t *testing.T, path string) {
+			db, _ := bolt.Open(path, 0o600, nil)
+			db.Update(func(tx *bolt.Tx) error { return putUint64(tx.Bucket(bucketMeta), keyVersion, 7) })
+			db.Close()
+		}},
+		{name: "meta bucket renamed", damage: func(t *testing.T, path string) {
+			renameKey(t, path, "meta", "mexa")
+		}},
+		{name: "resources bucket renamed", damage: func(t *testing.T, path string) {
+			renameKey(t, path, "resources", "resourcez")
+		}},
+		{name: "resourceVersion changed", damage: func(t *testing.T, path string) {
+			db, _ := bolt.Open(path, 0o600, nil)
+			db.Update(func(tx *bolt.Tx) error {
+				rb := getBucket(tx, bucketClusters, []byte("marker-cluster"), bucketResources, []byte(pods))
+				rv := bytes.Clone(rb.Get(keyRV))
+				rv[len(rv)-1]++
+				return rb.Put(keyRV, rv)
+			})
+			db.Close()
+		}},
 		{name: "garbled object", atLoad: true, damage: func(t *testing.T, path string) {
 			garbleObjectName(t, path)
 		}},
@@ -240,6 +262,49 @@ func TestCorruptFileIsMovedAside(t *testing.T) {
 				t.Errorf("reopened new snapshot: %+v", snap.Clusters)
 			}
 		})
+	}
+}
+
+// renameKey overwrites the keys old of the file's live leaf pages with new, of the same
+// length, as a damage of a byte would.
+func renameKey(t *testing.T, path, old, new string) {
+	t.Helper()
+	layout, err := persisttest.ReadLayout(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inValue := func(i int64) bool {
+		for _, v := range layout.Of(persisttest.Value) {
+			if i >= v.Off && i < v.Off+v.Len {
+				return true
+			}
+		}
+		return false
+	}
+	n := 0
+	for _, leaf := range layout.Of(persisttest.Leaf) {
+		page := data[leaf.Off : leaf.Off+leaf.Len]
+		for i := 0; ; {
+			j := bytes.Index(page[i:], []byte(old))
+			if j < 0 {
+				break
+			}
+			if at := i + j; !inValue(leaf.Off + int64(at)) {
+				copy(page[at:], new)
+				n++
+			}
+			i += j + 1
+		}
+	}
+	if n == 0 {
+		t.Fatalf("no key %q", old)
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -343,7 +408,14 @@ func setVersion(t *testing.T, path string, v uint64) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if err := db.Update(func(tx *bolt.Tx) error { return putUint64(tx.Bucket(bucketMeta), keyVersion, v) }); err != nil {
+	if err := db.Update(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if err := putUint64(meta, keyVersion, v); err != nil {
+			return err
+		}
+		// As a newer binary does.
+		return meta.Put(keySum, metaSum(meta))
+	}); err != nil {
 		t.Fatal(err)
 	}
 }
