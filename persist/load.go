@@ -157,16 +157,7 @@ func loadTx(tx *bolt.Tx) (*Snapshot, error) {
 		})
 	}
 	for range runtime.GOMAXPROCS(0) {
-		wg.Go(func() {
-			// Per goroutine: a fault reading the map is a panic that decode recovers.
-			defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-			var d fastDecoder
-			for c := range work {
-				if err := c.decode(&d); err != nil {
-					fail(err)
-				}
-			}
-		})
+		wg.Go(func() { decodeChunks(work, fail) })
 	}
 
 	snap := &Snapshot{Clusters: make(map[string]*ClusterSnapshot)}
@@ -254,6 +245,20 @@ func loadTx(tx *bolt.Tx) (*Snapshot, error) {
 		}
 	}
 	return snap, nil
+}
+
+// decodeChunks is a decoder of loadTx: it decodes the chunks of work until work is
+// closed, and gives fail the errors. A fault reading the memory map (a value past the
+// end of the file) is a panic in its goroutine, which decode turns into an error: the
+// setting is per goroutine, so that every decoder makes it.
+func decodeChunks(work <-chan *chunk, fail func(error)) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	var d fastDecoder
+	for c := range work {
+		if err := c.decode(&d); err != nil {
+			fail(err)
+		}
+	}
 }
 
 // decode checks the seals of the chunk's values, decodes them, and checks that each
