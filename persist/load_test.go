@@ -44,7 +44,7 @@ func TestLoadPanicWaitsForDecoders(t *testing.T) {
 			defer close(hookDone)
 			select {
 			case <-returned:
-			case <-time.After(2 * time.Second):
+			case <-time.After(time.Second):
 			}
 		}
 		select {
