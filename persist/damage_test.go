@@ -48,7 +48,7 @@ func TestRandomDamage(t *testing.T) {
 	t.Logf("seed %d", seed)
 	damages := persisttest.RandomDamages(rand.New(rand.NewPCG(seed, 0)), layout, 240)
 	damages = append(damages, persisttest.Damage{Off: int64(len(data)) / 3, Data: randomBytes(seed, 64<<10)})
-	type outcome struct{ recovered, last, before, same int }
+	type outcome struct{ recovered, last, before int }
 	var (
 		mu       sync.Mutex
 		outcomes = map[persisttest.Region]*outcome{}
