@@ -15,7 +15,7 @@ import (
 	"github.com/fleetwatch/fleetwatch/persist/persisttest"
 )
 
-// TestRandomDamage damages a snapshot at a few hundred random places, in each region of
+// TestRandomDamage damages a snapshot at 180 random places, in each region of
 // the file (meta pages, freelist, branch and leaf pages, values, free pages), and opens
 // and loads each copy as the daemon does. A fault would kill the test. Each load must
 // either recover (the file moved aside, an empty snapshot) or return what was committed:
@@ -46,7 +46,7 @@ func TestRandomDamage(t *testing.T) {
 
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
-	damages := persisttest.RandomDamages(rand.New(rand.NewPCG(seed, 0)), layout, 240)
+	damages := persisttest.RandomDamages(rand.New(rand.NewPCG(seed, 0)), layout, 180)
 	damages = append(damages, persisttest.Damage{Off: int64(len(data)) / 3, Data: randomBytes(seed, 64<<10)})
 	type outcome struct{ recovered, last, before int }
 	var (
@@ -145,7 +145,7 @@ func writeDamageSample(t *testing.T, path string) {
 	}
 	for commit := range 3 {
 		for _, cluster := range []string{"alpha", "beta"} {
-			for i := range 150 {
+			for i := range 100 {
 				if (i+commit)%7 == 0 {
 					w.Delete(cluster, pods, "ns", fmt.Sprintf("pod-%03d", i))
 					continue
