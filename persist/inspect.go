@@ -93,9 +93,9 @@ var errRollback = errors.New("rollback")
 
 // Verify checks the whole file: the page structure as Open checks it, again (see
 // checkPages), bbolt's own consistency check of every page (tx.Check), the bucket tree,
-// and the decoding of every object. It reads the whole file, and holds
-// back the Writer's commits while it runs. Problems are returned wrapping ErrCorrupt.
-// Verify never moves the file aside.
+// the seals, and the decoding of every object. It reads the whole file, and holds back
+// the Writer's commits while it runs. Problems are returned wrapping ErrCorrupt. Verify
+// never moves the file aside.
 func (s *Store) Verify() error {
 	verify := func(tx *bolt.Tx) error {
 		fi, err := os.Stat(s.path)

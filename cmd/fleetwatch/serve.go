@@ -104,8 +104,11 @@ func serve(ctx context.Context, loadOpts config.LoadOptions, cfg *config.Config)
 	}
 	// NewManager loaded the snapshot: Open or Load may have found it unreadable.
 	if opts.Snapshot != nil {
-		if moved, cause := opts.Snapshot.Recovered(); cause != nil {
+		switch moved, cause := opts.Snapshot.Recovered(); {
+		case moved != "":
 			logger.Info("Snapshot was unreadable; moved it aside and starting cold", "path", cfg.Snapshot.Path, "movedTo", moved, "reason", cause.Error())
+		case cause != nil: // snapshot.keepCorrupt is 0
+			logger.Info("Snapshot was unreadable; deleted it and starting cold", "path", cfg.Snapshot.Path, "reason", cause.Error())
 		}
 	}
 	logger.Info("Starting", "version", buildVersion(), "config", cfg.String())
