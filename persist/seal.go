@@ -4,9 +4,12 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"slices"
 	"unsafe"
 
 	bolt "go.etcd.io/bbolt"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // From schema version 3 on, every value that Load returns is sealed: an object, a
@@ -62,10 +65,33 @@ func identitySum(cluster string) uint32 { return pathSum(cluster) }
 // is sum.
 func seal(sum uint32, key, value []byte) []byte {
 	out := make([]byte, sealSize+len(value))
-	out[0] = formatSealed
-	binary.BigEndian.PutUint32(out[1:], crc32.Update(crc32.Update(sum, castagnoli, key), castagnoli, value))
 	copy(out[sealSize:], value)
+	sealHead(out, sum, key)
 	return out
+}
+
+// sealHead writes the seal into the first sealSize bytes of out, which the value follows.
+func sealHead(out []byte, sum uint32, key []byte) {
+	out[0] = formatSealed
+	binary.BigEndian.PutUint32(out[1:], crc32.Update(crc32.Update(sum, castagnoli, key), castagnoli, out[sealSize:]))
+}
+
+// sealObject is encodeObject and seal in one, with one copy of the encoding where it can:
+// an unstructured object is encoded after room for the seal in e's buffer.
+func (e *cborEncoder) sealObject(obj runtime.Object, sum uint32, key []byte) ([]byte, error) {
+	if u, ok := obj.(*unstructured.Unstructured); ok && u != nil && u.Object != nil {
+		e.buf = append(e.buf[:0], make([]byte, sealSize)...)
+		if e.appendMap(u.Object) {
+			out := slices.Clone(e.buf)
+			sealHead(out, sum, key)
+			return out, nil
+		}
+	}
+	value, err := e.encodeObject(obj)
+	if err != nil {
+		return nil, err
+	}
+	return seal(sum, key, value), nil
 }
 
 // unseal checks the seal of stored, what seal returned, and returns the value in it,

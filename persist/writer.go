@@ -492,20 +492,24 @@ func (s *Store) write(b *batch) (broken []brokenResource, err error) {
 			for key, st := range gb.changes {
 				o := op{key: []byte(key)}
 				switch {
+				case st.encoded != nil && sealed:
+					o.value = seal(sum, o.key, st.encoded)
 				case st.encoded != nil:
 					o.value = st.encoded
 				case st.obj != nil:
 					var encErr error
-					if o.value, encErr = enc.encodeObject(st.obj); encErr != nil {
+					if sealed {
+						o.value, encErr = enc.sealObject(st.obj, sum, o.key)
+					} else {
+						o.value, encErr = enc.encodeObject(st.obj)
+					}
+					if encErr != nil {
 						encErr = fmt.Errorf("cluster %q, resource %q, object %q: %w; the resource is not stored any more", cluster, resource, key, encErr)
 						broken = append(broken, brokenResource{cluster, resource, encErr})
 						*gb = groupBatch{drop: true}
 						list = nil
 						break changes
 					}
-				}
-				if o.value != nil && sealed {
-					o.value = seal(sum, o.key, o.value)
 				}
 				list = append(list, o)
 			}
