@@ -477,11 +477,16 @@ func corruptFiles(path string) []movedFile {
 	return files
 }
 
-// pruneCorrupt deletes the files that moveAside made for path, but the newest keep.
-// Errors are ignored: the files are only kept for a look at what went wrong.
+// pruneCorrupt deletes the files that moveAside made for path, but the newest keep,
+// which it makes 0600 (an older fleetwatch left them with the snapshot's mode). Errors
+// are ignored: the files are only kept for a look at what went wrong.
 func pruneCorrupt(path string, keep int) {
 	files := corruptFiles(path)
-	for _, f := range files[min(max(keep, 0), len(files)):] {
+	keep = min(max(keep, 0), len(files))
+	for _, f := range files[:keep] {
+		_ = os.Chmod(filepath.Join(filepath.Dir(path), f.name), 0o600)
+	}
+	for _, f := range files[keep:] {
 		_ = os.Remove(filepath.Join(filepath.Dir(path), f.name))
 	}
 }

@@ -572,6 +572,21 @@ func TestCorruptFilesAreBounded(t *testing.T) {
 	if !sameSet(left, want) {
 		t.Errorf("files left: %v, want %v", left, want)
 	}
+	if fi, err := os.Stat(other); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Errorf("a file that is not one of ours: %v, %v; want it as it was", fi, err)
+	}
+
+	// One left by an older fleetwatch, with the mode of the snapshot, is made 0600.
+	if err := os.Chmod(moved[len(moved)-1], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	clock.SetTime(clock.Now().Add(time.Second))
+	if m, _ := recoverOnce(Options{KeepCorrupt: 3}); m == "" {
+		t.Fatal("not moved aside")
+	}
+	if fi, err := os.Stat(moved[len(moved)-1]); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("a file kept: %v, %v; want it 0600", fi, err)
+	}
 
 	// None kept: the file is deleted, and the older ones with it.
 	m, cause := recoverOnce(Options{KeepCorrupt: -1})
