@@ -1,0 +1,92 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+)
+
+// retryAfter is the Retry-After, in seconds, of a request refused by a limit, as
+// kube-apiserver sends it.
+const retryAfter = 1
+
+// Reasons of fleetwatch_http_requests_rejected_total: the Options field whose limit a
+// request was refused by.
+const (
+	rejectedRequests = "MaxRequestsInFlight"
+	rejectedWatches  = "MaxWatches"
+)
+
+// limiter bounds the requests that the server serves at once, in the spirit of
+// kube-apiserver's --max-requests-inflight: at most Options.MaxRequestsInFlight requests
+// other than watches, and at most Options.MaxWatches watches, which are long-running
+// and counted apart, so that watches cannot starve lists and lists cannot refuse
+// watches. A request beyond its limit is not queued: it gets 429 TooManyRequests with
+// Retry-After, at once, which client-go retries.
+//
+// The probes and /metrics are exempt, so that the kubelet and Prometheus still get
+// their answers from a server that is saturated: they cost little, and a saturated
+// server is not dead.
+//
+// The limits bound memory because every response is streamed (see writeList): a request
+// holds a buffer and the item being encoded, plus a reference per object it lists,
+// never a whole body.
+type limiter struct {
+	// requests and watches are semaphores: a request holds one element of its channel
+	// while it is served.
+	requests chan struct{}
+	watches  chan struct{}
+	metrics  *metrics
+}
+
+func newLimiter(opts Options, m *metrics) *limiter {
+	return &limiter{
+		requests: make(chan struct{}, opts.MaxRequestsInFlight),
+		watches:  make(chan struct{}, opts.MaxWatches),
+		metrics:  m,
+	}
+}
+
+// exempt reports whether a request is served whatever the load.
+func exempt(r *http.Request) bool {
+	return r.URL.Path == "/metrics" || slices.Contains(probePaths, r.URL.Path)
+}
+
+// isWatch reports whether a request asks for a watch, as the handlers decide it: the
+// parameter watch is true. A bad value is not a watch; the handler refuses it.
+func isWatch(r *http.Request) bool {
+	b, err := strconv.ParseBool(r.URL.Query().Get("watch"))
+	return err == nil && b
+}
+
+// limit serves a request if its limit allows, and answers 429 otherwise.
+func (l *limiter) limit(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if exempt(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		sem, reason, what := l.requests, rejectedRequests, "requests other than watches"
+		if isWatch(r) {
+			sem, reason, what = l.watches, rejectedWatches, "watches"
+			infoFrom(r.Context()).verb = "watch"
+		}
+		select {
+		case sem <- struct{}{}:
+		default:
+			l.metrics.rejected.WithLabelValues(reason).Inc()
+			se := apierrors.NewTooManyRequests(fmt.Sprintf("too many requests: the server serves at most %d %s at once; try again later", cap(sem), what), retryAfter)
+			writeStatus(w, r, se)
+			return
+		}
+		defer func() { <-sem }()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// inFlight returns the number of requests other than watches, and of watches, being
+// served under the limits.
+func (l *limiter) inFlight() (requests, watches int) { return len(l.requests), len(l.watches) }
