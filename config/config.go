@@ -15,6 +15,11 @@ const (
 	DefaultSyncTimeout       = 2 * time.Minute
 	DefaultSyncMaxConcurrent = 8
 	DefaultLogFormat         = LogFormatText
+	// DefaultServerLimitsMaxRequestsInFlight and DefaultServerLimitsMaxWatches are the
+	// defaults of the library's server.Options (DefaultMaxRequestsInFlight,
+	// DefaultMaxWatches).
+	DefaultServerLimitsMaxRequestsInFlight = 64
+	DefaultServerLimitsMaxWatches          = 512
 )
 
 // Values of Log.Format.
@@ -124,6 +129,21 @@ type Server struct {
 	TLS TLS `yaml:"tls" mapstructure:"tls"`
 	// Auth configures the authentication of requests.
 	Auth Auth `yaml:"auth" mapstructure:"auth"`
+	// Limits bounds the load that clients can put on the server.
+	Limits Limits `yaml:"limits" mapstructure:"limits"`
+}
+
+// Limits bounds the requests that the server serves at once; beyond them, a request gets
+// 429 TooManyRequests with Retry-After. The probes and /metrics are not limited. See
+// server.Options.
+type Limits struct {
+	// MaxRequestsInFlight bounds the requests other than watches served at once, as
+	// kube-apiserver's --max-requests-inflight does; with responses streamed, it bounds
+	// the memory that responses take. Default DefaultServerLimitsMaxRequestsInFlight.
+	MaxRequestsInFlight int `yaml:"maxRequestsInFlight" mapstructure:"maxRequestsInFlight"`
+	// MaxWatches bounds the watches served at once, counted apart from the other
+	// requests. Default DefaultServerLimitsMaxWatches.
+	MaxWatches int `yaml:"maxWatches" mapstructure:"maxWatches"`
 }
 
 // TLS names the certificate and key of the server. Both or neither must be set.
@@ -182,8 +202,14 @@ func Default() Config {
 			Interval:   DefaultSnapshotInterval,
 			MaxPending: DefaultSnapshotMaxPending,
 		},
-		Server: Server{Address: DefaultServerAddress},
-		Log:    Log{Format: DefaultLogFormat},
+		Server: Server{
+			Address: DefaultServerAddress,
+			Limits: Limits{
+				MaxRequestsInFlight: DefaultServerLimitsMaxRequestsInFlight,
+				MaxWatches:          DefaultServerLimitsMaxWatches,
+			},
+		},
+		Log: Log{Format: DefaultLogFormat},
 	}
 }
 

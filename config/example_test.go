@@ -98,6 +98,9 @@ func ExampleConfig_String() {
 	//     delegated:
 	//       enabled: false
 	//       kubeconfig: ""
+	//   limits:
+	//     maxRequestsInFlight: 64
+	//     maxWatches: 512
 	// log:
 	//   verbosity: 0
 	//   format: text

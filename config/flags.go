@@ -43,6 +43,9 @@ var usages = map[string]string{
 	"server.auth.delegated.kubeconfig": "kubeconfig of the home cluster for delegated auth; empty means the in-cluster config",
 	"log.verbosity":                    "log verbosity, as klog's -v",
 	"log.format":                       "log format: text or json",
+
+	"server.limits.maxRequestsInFlight": "requests other than watches served at once; more get 429 with Retry-After (the probes and /metrics are not limited)",
+	"server.limits.maxWatches":          "watches served at once, counted apart from other requests; more get 429 with Retry-After",
 }
 
 // BindFlags defines on fs a flag for every key, named after the key path

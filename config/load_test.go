@@ -93,6 +93,7 @@ func full() config.Config {
 			Address: "0.0.0.0:8443",
 			TLS:     config.TLS{CertFile: "/etc/fleetwatch/tls/tls.crt", KeyFile: "/etc/fleetwatch/tls/tls.key"},
 			Auth:    config.Auth{TokenFile: "/etc/fleetwatch/tokens", Delegated: config.Delegated{Enabled: true, Kubeconfig: "/etc/fleetwatch/home/kubeconfig"}},
+			Limits:  config.Limits{MaxRequestsInFlight: 100, MaxWatches: 2000},
 		},
 		Log: config.Log{Verbosity: 2, Format: config.LogFormatJSON},
 	}
@@ -300,6 +301,8 @@ resources:
 				"FLEETWATCH_SERVER_AUTH_TOKENFILE":   "/t",
 				"FLEETWATCH_LOG_VERBOSITY":           "4",
 				"FLEETWATCH_LOG_FORMAT":              "json",
+
+				"FLEETWATCH_SERVER_LIMITS_MAXWATCHES": "20",
 			}},
 			want: func(c *config.Config) {
 				c.Kubeconfig = []string{"/a", "/b,c", "/d"}
@@ -309,7 +312,8 @@ resources:
 				c.Sync = config.Sync{Timeout: 30 * time.Second, MaxConcurrent: 2}
 				c.Cache = config.Cache{KeepManagedFields: true, KeepSecretData: true}
 				c.Snapshot.Interval, c.Snapshot.MaxPending = 5*time.Second, 10
-				c.Server = config.Server{Address: "[::1]:8080", TLS: config.TLS{CertFile: "/c", KeyFile: "/k"}, Auth: config.Auth{TokenFile: "/t"}}
+				c.Server = config.Server{Address: "[::1]:8080", TLS: config.TLS{CertFile: "/c", KeyFile: "/k"}, Auth: config.Auth{TokenFile: "/t"},
+					Limits: config.Limits{MaxRequestsInFlight: config.DefaultServerLimitsMaxRequestsInFlight, MaxWatches: 20}}
 				c.Log = config.Log{Verbosity: 4, Format: config.LogFormatJSON}
 			},
 		},
@@ -325,6 +329,7 @@ resources:
 				"--snapshot-path=", "--snapshot-interval=5s", "--snapshot-max-pending=10",
 				"--server-address=0.0.0.0:8443",
 				"--server-tls-cert-file=/c", "--server-tls-key-file=/k", "--server-auth-token-file=/t",
+				"--server-limits-max-requests-in-flight=10", "--server-limits-max-watches=20",
 				"--log-verbosity=4", "--log-format=json",
 			}},
 			want: func(c *config.Config) {
@@ -338,7 +343,8 @@ resources:
 				c.Sync = config.Sync{Timeout: 30 * time.Second, MaxConcurrent: 2}
 				c.Cache = config.Cache{KeepManagedFields: true, KeepSecretData: true}
 				c.Snapshot = config.Snapshot{Path: "", Interval: 5 * time.Second, MaxPending: 10}
-				c.Server = config.Server{Address: "0.0.0.0:8443", TLS: config.TLS{CertFile: "/c", KeyFile: "/k"}, Auth: config.Auth{TokenFile: "/t"}}
+				c.Server = config.Server{Address: "0.0.0.0:8443", TLS: config.TLS{CertFile: "/c", KeyFile: "/k"}, Auth: config.Auth{TokenFile: "/t"},
+					Limits: config.Limits{MaxRequestsInFlight: 10, MaxWatches: 20}}
 				c.Log = config.Log{Verbosity: 4, Format: config.LogFormatJSON}
 			},
 		},
@@ -885,6 +891,12 @@ func TestValidate(t *testing.T) {
 		}},
 		{"key without certificate", func(c *config.Config) { c.Server.TLS.KeyFile = "/k" }, []string{
 			"server.tls.certFile: required because server.tls.keyFile is set",
+		}},
+		{"no requests in flight", func(c *config.Config) { c.Server.Limits.MaxRequestsInFlight = 0 }, []string{
+			"server.limits.maxRequestsInFlight: must be at least 1, got 0",
+		}},
+		{"negative watches", func(c *config.Config) { c.Server.Limits.MaxWatches = -1 }, []string{
+			"server.limits.maxWatches: must be at least 1, got -1",
 		}},
 		{"negative verbosity", func(c *config.Config) { c.Log.Verbosity = -1 }, []string{
 			"log.verbosity: must not be negative, got -1",

@@ -163,6 +163,12 @@ func (v *validator) server(s Server) {
 	if s.Auth.Delegated.Kubeconfig != "" && !s.Auth.Delegated.Enabled {
 		v.add(homeKube, "is set, but %s is false", delegated)
 	}
+	if s.Limits.MaxRequestsInFlight < 1 {
+		v.add("server.limits.maxRequestsInFlight", "must be at least 1, got %d", s.Limits.MaxRequestsInFlight)
+	}
+	if s.Limits.MaxWatches < 1 {
+		v.add("server.limits.maxWatches", "must be at least 1, got %d", s.Limits.MaxWatches)
+	}
 	loopback, err := isLoopback(s.Address)
 	if err != nil {
 		v.add(address, "%q: %w", s.Address, err)

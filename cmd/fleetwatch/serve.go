@@ -166,6 +166,9 @@ func runDaemon(ctx context.Context, cfg *config.Config, mgr *fleetwatch.Manager,
 		Collectors:  []prometheus.Collector{mgr.SnapshotCollector()},
 		// client-go's workqueue and informer metrics on /metrics.
 		ClientGoMetrics: true,
+
+		MaxRequestsInFlight: cfg.Server.Limits.MaxRequestsInFlight,
+		MaxWatches:          cfg.Server.Limits.MaxWatches,
 	})
 	if err != nil {
 		return err
