@@ -13,12 +13,18 @@ import (
 // kube-apiserver sends it.
 const retryAfter = 1
 
-// Reasons of fleetwatch_http_requests_rejected_total: the Options field whose limit a
-// request was refused by.
+// Reasons of fleetwatch_http_requests_rejected_total: the limit a request was refused
+// by.
 const (
-	rejectedRequests = "MaxRequestsInFlight"
-	rejectedWatches  = "MaxWatches"
+	rejectedRequests   = "MaxRequestsInFlight"
+	rejectedLargeLists = "LargeLists"
+	rejectedWatches    = "MaxWatches"
 )
+
+// largeList is the number of objects beyond which a list is large. It is the apiserver's
+// estimate of the work of one request (its priority and fairness counts a list as one
+// seat per 100 objects).
+const largeList = 100
 
 // limiter bounds the requests that the server serves at once, in the spirit of
 // kube-apiserver's --max-requests-inflight: at most Options.MaxRequestsInFlight requests
@@ -31,13 +37,20 @@ const (
 // their answers from a server that is saturated: they cost little, and a saturated
 // server is not dead.
 //
+// Lists of more than largeList objects may hold at most half of the places of
+// MaxRequestsInFlight, and get 429 beyond. Large lists take long to send, and a client
+// that asks for them in a loop would otherwise take every place that frees up, before a
+// client that asks once; with them capped, the other requests, which are quick, always
+// find a place.
+//
 // The limits bound memory because every response is streamed (see writeList): a request
 // holds a buffer and the item being encoded, plus a reference per object it lists,
 // never a whole body.
 type limiter struct {
-	// requests and watches are semaphores: a request holds one element of its channel
-	// while it is served.
+	// requests, large and watches are semaphores: a request holds one element of each
+	// channel that counts it while it is served.
 	requests chan struct{}
+	large    chan struct{}
 	watches  chan struct{}
 	metrics  *metrics
 }
@@ -45,6 +58,7 @@ type limiter struct {
 func newLimiter(opts Options, m *metrics) *limiter {
 	return &limiter{
 		requests: make(chan struct{}, opts.MaxRequestsInFlight),
+		large:    make(chan struct{}, max(1, opts.MaxRequestsInFlight/2)),
 		watches:  make(chan struct{}, opts.MaxWatches),
 		metrics:  m,
 	}
@@ -74,17 +88,34 @@ func (l *limiter) limit(next http.Handler) http.Handler {
 			sem, reason, what = l.watches, rejectedWatches, "watches"
 			infoFrom(r.Context()).verb = "watch"
 		}
-		select {
-		case sem <- struct{}{}:
-		default:
-			l.metrics.rejected.WithLabelValues(reason).Inc()
-			se := apierrors.NewTooManyRequests(fmt.Sprintf("too many requests: the server serves at most %d %s at once; try again later", cap(sem), what), retryAfter)
-			writeStatus(w, r, se)
+		release, err := l.acquire(sem, reason, what)
+		if err != nil {
+			writeStatus(w, r, err)
 			return
 		}
-		defer func() { <-sem }()
+		defer release()
 		next.ServeHTTP(w, r)
 	})
+}
+
+// acquire takes a place in sem, or returns a 429 Status that names what sem limits.
+func (l *limiter) acquire(sem chan struct{}, reason, what string) (release func(), err error) {
+	select {
+	case sem <- struct{}{}:
+		return func() { <-sem }, nil
+	default:
+		l.metrics.rejected.WithLabelValues(reason).Inc()
+		return nil, apierrors.NewTooManyRequests(fmt.Sprintf("too many requests: the server serves at most %d %s at once; try again later", cap(sem), what), retryAfter)
+	}
+}
+
+// admitList takes a place for a list of n objects, if it is large; release gives it
+// back. The list, already counted under MaxRequestsInFlight, gets 429 if there is none.
+func (l *limiter) admitList(n int) (release func(), err error) {
+	if n <= largeList {
+		return func() {}, nil
+	}
+	return l.acquire(l.large, rejectedLargeLists, fmt.Sprintf("lists of more than %d objects", largeList))
 }
 
 // inFlight returns the number of requests other than watches, and of watches, being

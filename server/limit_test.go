@@ -187,10 +187,12 @@ func TestLimitClientGoRetries(t *testing.T) {
 	}
 }
 
-// TestListClientGone checks that a client that stops reading a long list holds its place
-// only until it goes away.
-func TestListClientGone(t *testing.T) {
-	f := newFixture(t, func(o *Options) { o.MaxRequestsInFlight = 1 })
+// bulkFixture is a fixture with 2000 more pods in prod, of 2 KB each, served by a server
+// whose connections have small socket buffers, so that it blocks in its writes long
+// before it has sent a list of them (4 MB) to a client that stops reading. client
+// reads through small buffers too.
+func bulkFixture(t *testing.T, setOpts func(*Options)) (f *fixture, ts *httptest.Server, client *http.Client) {
+	f = newFixture(t, setOpts)
 	big := strings.Repeat("x", 2000)
 	for i := range 2000 {
 		p := pod("bulk", fmt.Sprintf("pod-%04d", i), fmt.Sprint(1000+i), nil)
@@ -198,34 +200,50 @@ func TestListClientGone(t *testing.T) {
 		f.apply(prod, podsGVR, p)
 	}
 	f.sync()
-	// Small socket buffers on both ends, so that the server blocks in its writes long
-	// before the list (4 MB) is sent.
-	ts := httptest.NewUnstartedServer(f.server.Handler())
+	ts = httptest.NewUnstartedServer(f.server.Handler())
 	ts.Listener = smallBuffers{ts.Listener}
 	ts.Start()
 	t.Cleanup(ts.Close)
-	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+	client = &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
 		if err == nil {
 			_ = c.(*net.TCPConn).SetReadBuffer(4 << 10)
 		}
 		return c, err
 	}}}
-	list := ts.URL + clusterPath(allClusters) + "/api/v1/pods"
+	t.Cleanup(client.CloseIdleConnections)
+	return f, ts, client
+}
 
+// stalledList starts a list of url and reads only its start; the list stays in flight
+// until the response is closed.
+func stalledList(t *testing.T, client *http.Client, url, accept string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+	req.Header.Set("Accept", accept)
+	res, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("%s: %d", url, res.StatusCode)
+	}
+	if _, err := io.ReadFull(res.Body, make([]byte, 4<<10)); err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// TestListClientGone checks that a client that stops reading a long list holds its place
+// only until it goes away.
+func TestListClientGone(t *testing.T) {
+	_, ts, client := bulkFixture(t, func(o *Options) { o.MaxRequestsInFlight = 1 })
+	list := ts.URL + clusterPath(allClusters) + "/api/v1/pods"
 	for _, accept := range []string{"application/json", acceptTable} {
 		t.Run(accept, func(t *testing.T) {
-			req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, list+"?includeObject=Object", nil)
-			req.Header.Set("Accept", accept)
-			res, err := client.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := io.ReadFull(res.Body, make([]byte, 4<<10)); err != nil {
-				t.Fatal(err)
-			}
+			res := stalledList(t, client, list+"?includeObject=Object", accept)
 			// The list is in flight: the next request is refused.
-			if r := getURL(t, client, list); r.code != http.StatusTooManyRequests {
+			if r := getURL(t, client, ts.URL+"/version"); r.code != http.StatusTooManyRequests {
 				t.Fatalf("while a list is in flight: %d, want 429", r.code)
 			}
 			res.Body.Close() // mid-stream: the transport closes the connection
@@ -241,6 +259,29 @@ func TestListClientGone(t *testing.T) {
 				time.Sleep(10 * time.Millisecond)
 			}
 		})
+	}
+}
+
+// TestLimitLargeLists checks that large lists take at most half of the places, and that
+// the other requests are served meanwhile.
+func TestLimitLargeLists(t *testing.T) {
+	f, ts, client := bulkFixture(t, func(o *Options) { o.MaxRequestsInFlight = 4 })
+	large := ts.URL + clusterPath(allClusters) + "/api/v1/pods"
+	for range 2 {
+		res := stalledList(t, client, large, acceptTable)
+		defer res.Body.Close()
+	}
+	r := getURL(t, http.DefaultClient, large)
+	if st := r.status(t, http.StatusTooManyRequests); r.header.Get("Retry-After") != "1" || !strings.Contains(st.Message, "lists of more than 100 objects") {
+		t.Errorf("a third large list: %s, Retry-After %q", r.body, r.header.Get("Retry-After"))
+	}
+	for _, path := range []string{clusterPath(prod) + "/api/v1/namespaces/default/pods", clusterPath(prod) + "/api/v1/pods?limit=100", "/version"} {
+		if r := getURL(t, http.DefaultClient, ts.URL+path); r.code != http.StatusOK {
+			t.Errorf("%s while large lists hold half the places: %d %s", path, r.code, r.body)
+		}
+	}
+	if !containsMetric(f.get("/metrics").body, `fleetwatch_http_requests_rejected_total{reason="LargeLists"}`, func(v float64) bool { return v == 1 }) {
+		t.Errorf("the refused large list is not counted")
 	}
 }
 

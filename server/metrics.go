@@ -50,7 +50,7 @@ func newMetrics(s *Server, opts Options) (*metrics, error) {
 		}, []string{"resource"}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fleetwatch_http_requests_rejected_total",
-			Help: "Requests refused with 429 TooManyRequests, by the limit they were over: MaxRequestsInFlight (server.limits.maxRequestsInFlight) or MaxWatches (server.limits.maxWatches).",
+			Help: "Requests refused with 429 TooManyRequests, by the limit they were over: MaxRequestsInFlight (server.limits.maxRequestsInFlight), LargeLists (half of it, for lists of more than 100 objects) or MaxWatches (server.limits.maxWatches).",
 		}, []string{"reason"}),
 	}
 	inFlight := prometheus.NewGaugeFunc(prometheus.GaugeOpts{

@@ -198,6 +198,11 @@ func (s *Server) serveList(w http.ResponseWriter, r *http.Request, res *apiResou
 	}
 	items, more := rc.listLocked(qr, after, limit)
 	rc.mu.RUnlock()
+	release, err := s.limits.admitList(len(items))
+	if err != nil {
+		return err
+	}
+	defer release()
 
 	lm := metav1.ListMeta{ResourceVersion: current.String()}
 	if p.continueToken != nil {

@@ -121,9 +121,11 @@ type Options struct {
 	// once, as kube-apiserver's --max-requests-inflight does; one more gets 429
 	// TooManyRequests with Retry-After: 1. Responses are streamed, so each request in
 	// flight holds a buffer and the item being encoded, not its whole body: this bounds
-	// the memory that clients can make the server spend on responses. The probes
-	// (/healthz, /livez, /readyz) and /metrics are not counted, and always served.
-	// Default DefaultMaxRequestsInFlight.
+	// the memory that clients can make the server spend on responses. Lists of more
+	// than 100 objects may take only half of these places, so that clients that ask for
+	// large lists in a loop leave room for the others. The probes (/healthz, /livez,
+	// /readyz) and /metrics are not counted, and always served. Default
+	// DefaultMaxRequestsInFlight.
 	MaxRequestsInFlight int
 	// MaxWatches bounds the watches that are served at once, counted apart from the
 	// other requests since they last long, as the apiserver exempts long-running
