@@ -15,11 +15,13 @@ const (
 	DefaultSyncTimeout       = 2 * time.Minute
 	DefaultSyncMaxConcurrent = 8
 	DefaultLogFormat         = LogFormatText
-	// DefaultServerLimitsMaxRequestsInFlight and DefaultServerLimitsMaxWatches are the
-	// defaults of the library's server.Options (DefaultMaxRequestsInFlight,
-	// DefaultMaxWatches).
-	DefaultServerLimitsMaxRequestsInFlight = 64
+	// DefaultServerLimitsMaxRequestsInFlight, DefaultServerLimitsMaxWatches and
+	// DefaultServerLimitsMaxWatchesPerClient are the defaults of the library's
+	// server.Options (DefaultMaxRequestsInFlight, DefaultMaxWatches,
+	// DefaultMaxWatchesPerClient).
+	DefaultServerLimitsMaxRequestsInFlight = 32
 	DefaultServerLimitsMaxWatches          = 512
+	DefaultServerLimitsMaxWatchesPerClient = 128
 )
 
 // Values of Log.Format.
@@ -144,6 +146,10 @@ type Limits struct {
 	// MaxWatches bounds the watches served at once, counted apart from the other
 	// requests. Default DefaultServerLimitsMaxWatches.
 	MaxWatches int `yaml:"maxWatches" mapstructure:"maxWatches"`
+	// MaxWatchesPerClient bounds the watches of one client: the user that Auth
+	// authenticates, else the IP address of the request. Default
+	// DefaultServerLimitsMaxWatchesPerClient.
+	MaxWatchesPerClient int `yaml:"maxWatchesPerClient" mapstructure:"maxWatchesPerClient"`
 }
 
 // TLS names the certificate and key of the server. Both or neither must be set.
@@ -207,6 +213,7 @@ func Default() Config {
 			Limits: Limits{
 				MaxRequestsInFlight: DefaultServerLimitsMaxRequestsInFlight,
 				MaxWatches:          DefaultServerLimitsMaxWatches,
+				MaxWatchesPerClient: DefaultServerLimitsMaxWatchesPerClient,
 			},
 		},
 		Log: Log{Format: DefaultLogFormat},

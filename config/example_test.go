@@ -99,8 +99,9 @@ func ExampleConfig_String() {
 	//       enabled: false
 	//       kubeconfig: ""
 	//   limits:
-	//     maxRequestsInFlight: 64
+	//     maxRequestsInFlight: 32
 	//     maxWatches: 512
+	//     maxWatchesPerClient: 128
 	// log:
 	//   verbosity: 0
 	//   format: text

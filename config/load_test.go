@@ -93,7 +93,7 @@ func full() config.Config {
 			Address: "0.0.0.0:8443",
 			TLS:     config.TLS{CertFile: "/etc/fleetwatch/tls/tls.crt", KeyFile: "/etc/fleetwatch/tls/tls.key"},
 			Auth:    config.Auth{TokenFile: "/etc/fleetwatch/tokens", Delegated: config.Delegated{Enabled: true, Kubeconfig: "/etc/fleetwatch/home/kubeconfig"}},
-			Limits:  config.Limits{MaxRequestsInFlight: 100, MaxWatches: 2000},
+			Limits:  config.Limits{MaxRequestsInFlight: 100, MaxWatches: 2000, MaxWatchesPerClient: 50},
 		},
 		Log: config.Log{Verbosity: 2, Format: config.LogFormatJSON},
 	}
@@ -313,7 +313,8 @@ resources:
 				c.Cache = config.Cache{KeepManagedFields: true, KeepSecretData: true}
 				c.Snapshot.Interval, c.Snapshot.MaxPending = 5*time.Second, 10
 				c.Server = config.Server{Address: "[::1]:8080", TLS: config.TLS{CertFile: "/c", KeyFile: "/k"}, Auth: config.Auth{TokenFile: "/t"},
-					Limits: config.Limits{MaxRequestsInFlight: config.DefaultServerLimitsMaxRequestsInFlight, MaxWatches: 20}}
+					Limits: config.Limits{MaxRequestsInFlight: config.DefaultServerLimitsMaxRequestsInFlight, MaxWatches: 20,
+						MaxWatchesPerClient: config.DefaultServerLimitsMaxWatchesPerClient}}
 				c.Log = config.Log{Verbosity: 4, Format: config.LogFormatJSON}
 			},
 		},
@@ -329,7 +330,7 @@ resources:
 				"--snapshot-path=", "--snapshot-interval=5s", "--snapshot-max-pending=10",
 				"--server-address=0.0.0.0:8443",
 				"--server-tls-cert-file=/c", "--server-tls-key-file=/k", "--server-auth-token-file=/t",
-				"--server-limits-max-requests-in-flight=10", "--server-limits-max-watches=20",
+				"--server-limits-max-requests-in-flight=10", "--server-limits-max-watches=20", "--server-limits-max-watches-per-client=5",
 				"--log-verbosity=4", "--log-format=json",
 			}},
 			want: func(c *config.Config) {
@@ -344,7 +345,7 @@ resources:
 				c.Cache = config.Cache{KeepManagedFields: true, KeepSecretData: true}
 				c.Snapshot = config.Snapshot{Path: "", Interval: 5 * time.Second, MaxPending: 10}
 				c.Server = config.Server{Address: "0.0.0.0:8443", TLS: config.TLS{CertFile: "/c", KeyFile: "/k"}, Auth: config.Auth{TokenFile: "/t"},
-					Limits: config.Limits{MaxRequestsInFlight: 10, MaxWatches: 20}}
+					Limits: config.Limits{MaxRequestsInFlight: 10, MaxWatches: 20, MaxWatchesPerClient: 5}}
 				c.Log = config.Log{Verbosity: 4, Format: config.LogFormatJSON}
 			},
 		},
@@ -897,6 +898,9 @@ func TestValidate(t *testing.T) {
 		}},
 		{"negative watches", func(c *config.Config) { c.Server.Limits.MaxWatches = -1 }, []string{
 			"server.limits.maxWatches: must be at least 1, got -1",
+		}},
+		{"no watches per client", func(c *config.Config) { c.Server.Limits.MaxWatchesPerClient = 0 }, []string{
+			"server.limits.maxWatchesPerClient: must be at least 1, got 0",
 		}},
 		{"negative verbosity", func(c *config.Config) { c.Log.Verbosity = -1 }, []string{
 			"log.verbosity: must not be negative, got -1",

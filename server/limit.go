@@ -2,9 +2,11 @@ package server
 
 import (
 	"fmt"
+	"net"
 	"net/http"
 	"slices"
 	"strconv"
+	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
@@ -16,9 +18,10 @@ const retryAfter = 1
 // Reasons of fleetwatch_http_requests_rejected_total: the limit a request was refused
 // by.
 const (
-	rejectedRequests   = "MaxRequestsInFlight"
-	rejectedLargeLists = "LargeLists"
-	rejectedWatches    = "MaxWatches"
+	rejectedRequests      = "MaxRequestsInFlight"
+	rejectedLargeLists    = "LargeLists"
+	rejectedWatches       = "MaxWatches"
+	rejectedClientWatches = "MaxWatchesPerClient"
 )
 
 // largeList is the number of objects beyond which a list is large. It is the apiserver's
@@ -43,6 +46,9 @@ const largeList = 100
 // client that asks once; with them capped, the other requests, which are quick, always
 // find a place.
 //
+// A client may hold at most Options.MaxWatchesPerClient of the watches, so that one
+// client cannot take them all. It is counted once authenticated (see limitClient).
+//
 // The limits bound memory because every response is streamed (see writeList): a request
 // holds a buffer and the item being encoded, plus a reference per object it lists,
 // never a whole body.
@@ -52,15 +58,24 @@ type limiter struct {
 	requests chan struct{}
 	large    chan struct{}
 	watches  chan struct{}
-	metrics  *metrics
+	// maxClientWatches is Options.MaxWatchesPerClient.
+	maxClientWatches int
+	metrics          *metrics
+
+	// mu guards clientWatches.
+	mu sync.Mutex
+	// clientWatches counts the watches of each client that has one, by clientOf.
+	clientWatches map[string]int
 }
 
 func newLimiter(opts Options, m *metrics) *limiter {
 	return &limiter{
-		requests: make(chan struct{}, opts.MaxRequestsInFlight),
-		large:    make(chan struct{}, max(1, opts.MaxRequestsInFlight/2)),
-		watches:  make(chan struct{}, opts.MaxWatches),
-		metrics:  m,
+		requests:         make(chan struct{}, opts.MaxRequestsInFlight),
+		large:            make(chan struct{}, max(1, opts.MaxRequestsInFlight/2)),
+		watches:          make(chan struct{}, opts.MaxWatches),
+		maxClientWatches: opts.MaxWatchesPerClient,
+		metrics:          m,
+		clientWatches:    map[string]int{},
 	}
 }
 
@@ -98,6 +113,49 @@ func (l *limiter) limit(next http.Handler) http.Handler {
 	})
 }
 
+// limitClient serves a watch if its client holds fewer than Options.MaxWatchesPerClient,
+// and answers 429 otherwise. It runs after authentication, which names the client.
+func (l *limiter) limitClient(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if exempt(r) || !isWatch(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		client := clientOf(r)
+		l.mu.Lock()
+		n := l.clientWatches[client]
+		if n >= l.maxClientWatches {
+			l.mu.Unlock()
+			l.metrics.rejected.WithLabelValues(rejectedClientWatches).Inc()
+			writeStatus(w, r, apierrors.NewTooManyRequests(fmt.Sprintf("too many watches: the server serves at most %d watches of one client at once; try again later", l.maxClientWatches), retryAfter))
+			return
+		}
+		l.clientWatches[client] = n + 1
+		l.mu.Unlock()
+		defer func() {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			if l.clientWatches[client]--; l.clientWatches[client] == 0 {
+				delete(l.clientWatches, client)
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// clientOf names the client of a request: the user that authentication established,
+// else the IP address it comes from.
+func clientOf(r *http.Request) string {
+	if p := principalFrom(r); p != nil {
+		return "user " + p.name
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	return "address " + host
+}
+
 // acquire takes a place in sem, or returns a 429 Status that names what sem limits.
 func (l *limiter) acquire(sem chan struct{}, reason, what string) (release func(), err error) {
 	select {
@@ -118,6 +176,6 @@ func (l *limiter) admitList(n int) (release func(), err error) {
 	return l.acquire(l.large, rejectedLargeLists, fmt.Sprintf("lists of more than %d objects", largeList))
 }
 
-// inFlight returns the number of requests other than watches, and of watches, being
-// served under the limits.
-func (l *limiter) inFlight() (requests, watches int) { return len(l.requests), len(l.watches) }
+// inFlight returns the number of requests other than watches being served under
+// MaxRequestsInFlight.
+func (l *limiter) inFlight() int { return len(l.requests) }

@@ -151,6 +151,49 @@ func TestLimitWatches(t *testing.T) {
 	}
 }
 
+// TestLimitWatchesPerClient checks that a client, a user or else an address, cannot
+// take more than its share of the watches.
+func TestLimitWatchesPerClient(t *testing.T) {
+	path := clusterPath(prod) + "/api/v1/pods?watch=1"
+	t.Run("users", func(t *testing.T) {
+		tokens := writeFile(t, t.TempDir(), "tokens", "alice-token user=alice\nbob-token user=bob\n")
+		f := newFixture(t, func(o *Options) { o.TokenFile, o.MaxWatchesPerClient = tokens, 1 })
+		alice, bob := []string{"Authorization", "Bearer alice-token"}, []string{"Authorization", "Bearer bob-token"}
+		w := f.watch(path, alice...)
+		w.next()
+		r := f.get(path, alice...)
+		if st := r.status(t, http.StatusTooManyRequests); st.Reason != metav1.StatusReasonTooManyRequests || r.header.Get("Retry-After") != "1" ||
+			!strings.Contains(st.Message, "at most 1 watches of one client") {
+			t.Errorf("a second watch of alice: %s, Retry-After %q", r.body, r.header.Get("Retry-After"))
+		}
+		f.watch(path, bob...).next()
+		if r := f.get(clusterPath(prod)+"/api/v1/pods", alice...); r.code != http.StatusOK {
+			t.Errorf("a list of alice while she has her watch: %d %s", r.code, r.body)
+		}
+		w.stop()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			r := f.get(path+"&timeoutSeconds=1", alice...)
+			if r.code == http.StatusOK {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("a watch of alice that ended did not free her place: %d %s", r.code, r.body)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if !containsMetric(f.get("/metrics", bob...).body, `fleetwatch_http_requests_rejected_total{reason="MaxWatchesPerClient"}`, func(v float64) bool { return v >= 1 }) {
+			t.Errorf("rejected watches of a client are not counted")
+		}
+	})
+	t.Run("addresses", func(t *testing.T) {
+		f := newFixture(t, func(o *Options) { o.MaxWatchesPerClient = 2 })
+		f.watch(path).next()
+		f.watch(path).next()
+		f.get(path).status(t, http.StatusTooManyRequests)
+	})
+}
+
 // TestLimitClientGoRetries checks that client-go, as kubectl uses it, retries a 429 after
 // its Retry-After and gets its list.
 func TestLimitClientGoRetries(t *testing.T) {

@@ -50,13 +50,13 @@ func newMetrics(s *Server, opts Options) (*metrics, error) {
 		}, []string{"resource"}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fleetwatch_http_requests_rejected_total",
-			Help: "Requests refused with 429 TooManyRequests, by the limit they were over: MaxRequestsInFlight (server.limits.maxRequestsInFlight), LargeLists (half of it, for lists of more than 100 objects) or MaxWatches (server.limits.maxWatches).",
+			Help: "Requests refused with 429 TooManyRequests, by the limit they were over: MaxRequestsInFlight (server.limits.maxRequestsInFlight), LargeLists (half of it, for lists of more than 100 objects), MaxWatches (server.limits.maxWatches) or MaxWatchesPerClient (server.limits.maxWatchesPerClient).",
 		}, []string{"reason"}),
 	}
 	inFlight := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "fleetwatch_http_requests_in_flight",
 		Help: "Requests other than watches being served, which server.limits.maxRequestsInFlight bounds; the probes and /metrics are not counted.",
-	}, func() float64 { n, _ := s.limits.inFlight(); return float64(n) })
+	}, func() float64 { return float64(s.limits.inFlight()) })
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m.requests, m.latency, m.watches, m.watchEvents, m.rejected, inFlight, &fleetCollector{s: s},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

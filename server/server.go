@@ -57,8 +57,9 @@ const (
 	DefaultShutdownTimeout   = 30 * time.Second
 	// DefaultMaxRequestsInFlight and DefaultMaxWatches are sized for the base
 	// deployment's 2 CPUs and 1 GiB: see "Sizing" in docs/deploy.md.
-	DefaultMaxRequestsInFlight = 64
+	DefaultMaxRequestsInFlight = 32
 	DefaultMaxWatches          = 512
+	DefaultMaxWatchesPerClient = 128
 )
 
 // Options configures a Server. The zero value serves on DefaultAddress without TLS or
@@ -132,6 +133,11 @@ type Options struct {
 	// requests from its in-flight limit; one more gets 429 TooManyRequests with
 	// Retry-After: 1. Default DefaultMaxWatches.
 	MaxWatches int
+	// MaxWatchesPerClient bounds the watches of one client, so that it cannot take all
+	// of MaxWatches: a client is the user that TokenFile or Delegated authenticates,
+	// else the IP address a request comes from. One more gets 429 TooManyRequests with
+	// Retry-After: 1. Default DefaultMaxWatchesPerClient.
+	MaxWatchesPerClient int
 
 	// Version is served at /version. GoVersion, Compiler and Platform are filled in
 	// when empty, and GitVersion from the main module's version. Default: those only.
@@ -174,6 +180,9 @@ func (o Options) withDefaults() Options {
 	if o.MaxWatches == 0 {
 		o.MaxWatches = DefaultMaxWatches
 	}
+	if o.MaxWatchesPerClient == 0 {
+		o.MaxWatchesPerClient = DefaultMaxWatchesPerClient
+	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
@@ -211,7 +220,8 @@ func (o Options) validate() error {
 			errs = append(errs, fmt.Errorf("Options.%s: negative duration %v: %w", name, d, ErrInvalidOptions))
 		}
 	}
-	for name, n := range map[string]int{"HistorySize": o.HistorySize, "MaxRequestsInFlight": o.MaxRequestsInFlight, "MaxWatches": o.MaxWatches} {
+	for name, n := range map[string]int{"HistorySize": o.HistorySize, "MaxRequestsInFlight": o.MaxRequestsInFlight, "MaxWatches": o.MaxWatches,
+		"MaxWatchesPerClient": o.MaxWatchesPerClient} {
 		if n < 0 {
 			errs = append(errs, fmt.Errorf("Options.%s: negative number %d: %w", name, n, ErrInvalidOptions))
 		}
@@ -331,9 +341,9 @@ func New(src Source, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("server.New: register with the fleet: %w", err)
 	}
 	s.reg = reg
-	// Limits come before authentication, so that they bound the TokenReviews of
-	// delegated authentication too.
-	s.handler = s.metrics.instrument(recoverPanics(s.limits.limit(s.authenticate(http.HandlerFunc(s.route)))))
+	// The limits of all clients come before authentication, so that they bound the
+	// TokenReviews of delegated authentication too; those of each client after it.
+	s.handler = s.metrics.instrument(recoverPanics(s.limits.limit(s.authenticate(s.limits.limitClient(http.HandlerFunc(s.route))))))
 	return s, nil
 }
 

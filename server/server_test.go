@@ -65,6 +65,7 @@ func TestNewOptions(t *testing.T) {
 		{"negative history", Options{HistorySize: -1}, ErrInvalidOptions, "Options.HistorySize"},
 		{"negative requests in flight", Options{MaxRequestsInFlight: -1}, ErrInvalidOptions, "Options.MaxRequestsInFlight"},
 		{"negative watches", Options{MaxWatches: -1}, ErrInvalidOptions, "Options.MaxWatches"},
+		{"negative watches per client", Options{MaxWatchesPerClient: -1}, ErrInvalidOptions, "Options.MaxWatchesPerClient"},
 		{"nil collector", Options{Collectors: []prometheus.Collector{nil}}, ErrInvalidOptions, "Options.Collectors[0]"},
 		{"duplicate collector", Options{Collectors: []prometheus.Collector{collectors.NewGoCollector()}}, ErrInvalidOptions, "Options.Collectors[0]"},
 		{"missing token file", Options{TokenFile: filepath.Join(dir, "none")}, nil, "Options.TokenFile"},

@@ -169,6 +169,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, mgr *fleetwatch.Manager,
 
 		MaxRequestsInFlight: cfg.Server.Limits.MaxRequestsInFlight,
 		MaxWatches:          cfg.Server.Limits.MaxWatches,
+		MaxWatchesPerClient: cfg.Server.Limits.MaxWatchesPerClient,
 	})
 	if err != nil {
 		return err
