@@ -127,6 +127,11 @@ type Server struct {
 	// address that is not loopback requires TLS and authentication (Auth.TokenFile or
 	// Auth.Delegated).
 	Address string `yaml:"address" mapstructure:"address"`
+	// AcceptHosts are regular expressions over the host names that requests may be sent
+	// to (the Host header without its port), each matching whole names; loopback names
+	// are always accepted (see server.Options.AcceptHosts). Default: none, which accepts
+	// only loopback names without authentication, and every name with it.
+	AcceptHosts []string `yaml:"acceptHosts" mapstructure:"acceptHosts"`
 	// TLS enables HTTPS when both files are set.
 	TLS TLS `yaml:"tls" mapstructure:"tls"`
 	// Auth configures the authentication of requests.
@@ -254,6 +259,7 @@ func (c *Config) normalize() {
 	if len(c.Contexts.Aliases) == 0 {
 		c.Contexts.Aliases = nil
 	}
+	c.Server.AcceptHosts = nilIfEmpty(c.Server.AcceptHosts)
 	for i := range c.Resources {
 		c.Resources[i].Namespaces = nilIfEmpty(c.Resources[i].Namespaces)
 	}

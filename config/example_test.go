@@ -90,6 +90,7 @@ func ExampleConfig_String() {
 	//   maxPending: 5000
 	// server:
 	//   address: 127.0.0.1:8080
+	//   acceptHosts: []
 	//   tls:
 	//     certFile: ""
 	//     keyFile: ""

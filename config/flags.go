@@ -36,6 +36,7 @@ var usages = map[string]string{
 	"snapshot.interval":                "longest time a change waits before the snapshot is committed",
 	"snapshot.maxPending":              "number of pending changes that commits the snapshot before snapshot.interval",
 	"server.address":                   "host:port of the HTTP server; other than loopback requires TLS and authentication",
+	"server.acceptHosts":               "regexps over the host names of requests (Host without port); loopback names are always accepted; empty means only those without authentication, any with it",
 	"server.tls.certFile":              "PEM certificate (and intermediates) of the server; enables HTTPS with keyFile",
 	"server.tls.keyFile":               "PEM private key of server.tls.certFile",
 	"server.auth.tokenFile":            "file of accepted bearer tokens, one a line, each optionally with user=NAME and clusters=GLOB,...",

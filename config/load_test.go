@@ -90,10 +90,11 @@ func full() config.Config {
 		Cache:    config.Cache{KeepManagedFields: true, KeepSecretData: true},
 		Snapshot: config.Snapshot{Path: "/var/lib/fleetwatch/fleetwatch.db", Interval: 250 * time.Millisecond, MaxPending: 1000},
 		Server: config.Server{
-			Address: "0.0.0.0:8443",
-			TLS:     config.TLS{CertFile: "/etc/fleetwatch/tls/tls.crt", KeyFile: "/etc/fleetwatch/tls/tls.key"},
-			Auth:    config.Auth{TokenFile: "/etc/fleetwatch/tokens", Delegated: config.Delegated{Enabled: true, Kubeconfig: "/etc/fleetwatch/home/kubeconfig"}},
-			Limits:  config.Limits{MaxRequestsInFlight: 100, MaxWatches: 2000, MaxWatchesPerClient: 50},
+			Address:     "0.0.0.0:8443",
+			AcceptHosts: []string{`fleetwatch\.example\.com`, `fleetwatch\.fleetwatch\.svc(\.cluster\.local)?`},
+			TLS:         config.TLS{CertFile: "/etc/fleetwatch/tls/tls.crt", KeyFile: "/etc/fleetwatch/tls/tls.key"},
+			Auth:        config.Auth{TokenFile: "/etc/fleetwatch/tokens", Delegated: config.Delegated{Enabled: true, Kubeconfig: "/etc/fleetwatch/home/kubeconfig"}},
+			Limits:      config.Limits{MaxRequestsInFlight: 100, MaxWatches: 2000, MaxWatchesPerClient: 50},
 		},
 		Log: config.Log{Verbosity: 2, Format: config.LogFormatJSON},
 	}
@@ -860,6 +861,14 @@ func TestValidate(t *testing.T) {
 		}},
 		{"port out of range", func(c *config.Config) { c.Server.Address = "127.0.0.1:65536" }, []string{
 			`server.address: "127.0.0.1:65536": the port "65536" is not a number from 0 to 65535`,
+		}},
+		{"accepted hosts", func(c *config.Config) {
+			c.Server.AcceptHosts = []string{`fleetwatch\.example\.com`, "", "(a", `fleetwatch\.example\.com`, "a)|(b"}
+		}, []string{
+			`server.acceptHosts[1]: empty pattern`,
+			"server.acceptHosts[2]: error parsing regexp: missing closing ): `(a`",
+			`server.acceptHosts[3]: "fleetwatch\\.example\\.com" is already listed as server.acceptHosts[0]`,
+			"server.acceptHosts[4]: error parsing regexp: unexpected ): `a)|(b`",
 		}},
 		{"every interface needs TLS and tokens", func(c *config.Config) { c.Server.Address = ":8080" }, []string{
 			`server.tls.certFile: required because server.address ":8080" is not a loopback address`,

@@ -15,6 +15,7 @@ import (
 
 	"github.com/fleetwatch/fleetwatch/cluster"
 	"github.com/fleetwatch/fleetwatch/informer"
+	"github.com/fleetwatch/fleetwatch/server"
 )
 
 // Validate reports every problem with c at once, joined with errors.Join, each a
@@ -152,6 +153,11 @@ func (v *validator) resources(rs []Resource) {
 }
 
 func (v *validator) server(s Server) {
+	v.unique("server.acceptHosts", s.AcceptHosts, func(key, p string) {
+		if err := server.ValidateHostPattern(p); err != nil {
+			v.add(key, "%w", err)
+		}
+	})
 	const (
 		address   = "server.address"
 		certFile  = "server.tls.certFile"

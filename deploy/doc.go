@@ -1,6 +1,7 @@
 // Package deploy holds the Kubernetes manifests that run the fleetwatch daemon in a
-// cluster: a kustomize base in base/ and an example overlay in overlays/example/ (see
-// docs/deploy.md). It has no Go API; its tests check that the configuration each
+// cluster: a kustomize base in base/, a component in components/home-cluster/ that
+// grants reads in the cluster the daemon runs in, for when it is watched too, and an
+// example overlay in overlays/example/ (see docs/deploy.md). It has no Go API; its tests check that the configuration each
 // kustomization generates is one the daemon accepts. The end-to-end suite renders the
 // kustomizations and applies them to a real apiserver.
 package deploy

@@ -19,6 +19,15 @@ print=false
 
 log() { echo "$*" >&2; }
 
+# One build at a time per cache: a second invocation waits for the first, then finds the
+# binaries built, instead of compiling kube-apiserver a second time beside it.
+mkdir -p "$cache"
+exec 9>"$cache/.lock"
+if ! flock -n 9; then
+  log "fleetwatch: waiting for another build-tools.sh to finish with $cache..."
+  flock 9
+fi
+
 # version MODDIR MODULE prints the version of MODULE required by the tools module in MODDIR.
 version() { (cd "$1" && go list -m -f '{{.Version}}' "$2"); }
 

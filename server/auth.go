@@ -54,15 +54,16 @@ func (s *Server) allow(r *http.Request) func(string) bool {
 	return nil
 }
 
-// authenticate establishes the principal of every request except the probes, when
-// authentication is configured: a bearer token of the token file, else one that the
-// home cluster accepts.
+// authenticate establishes the principal of every request, when authentication is
+// configured: a bearer token of the token file, else one that the home cluster accepts.
+// The probes need none: a probe without an Authorization header is served without a
+// principal, and /readyz then withholds the reasons that name clusters.
 func (s *Server) authenticate(next http.Handler) http.Handler {
-	if s.tokens == nil && s.delegated == nil {
+	if !s.authenticates() {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if slices.Contains(probePaths, r.URL.Path) {
+		if slices.Contains(probePaths, r.URL.Path) && r.Header.Get("Authorization") == "" {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -81,6 +82,10 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
 	})
 }
+
+// authenticates reports whether the server authenticates its clients. Without
+// authentication every client may read everything.
+func (s *Server) authenticates() bool { return s.tokens != nil || s.delegated != nil }
 
 // authorizeCluster returns a 403 Status if the request's client may not read the named
 // cluster. The scope of every cluster ("*") and no cluster ("") are always allowed:
@@ -229,14 +234,20 @@ func parseTokenFile(data []byte) ([]tokenEntry, error) {
 }
 
 // parseTokenLine parses the fields of one line: the token, then key=value pairs. Its
-// errors quote keys and values, never the token.
+// errors name a field by its position on the line, and quote nothing of it: a line that
+// does not parse may hold a token in any field (two tokens on a line, a token with a
+// space in it, a base64 token whose "=" looks like a key).
 func parseTokenLine(n int, fields []string) (tokenEntry, error) {
 	e := tokenEntry{hash: sha256.Sum256([]byte(fields[0])), line: n, user: fmt.Sprintf("token-%d", n)}
 	set := make(map[string]bool)
-	for _, f := range fields[1:] {
+	for i, f := range fields[1:] {
+		field := i + 2
 		key, value, ok := strings.Cut(f, "=")
 		if !ok {
-			return e, fmt.Errorf("%q after the token is not key=value (keys: user, clusters)", f)
+			return e, fmt.Errorf("field %d is not key=value (keys: user, clusters)", field)
+		}
+		if key != "user" && key != "clusters" {
+			return e, fmt.Errorf("field %d has an unknown key (keys: user, clusters)", field)
 		}
 		if set[key] {
 			return e, fmt.Errorf("%s is set twice", key)
@@ -252,13 +263,14 @@ func parseTokenLine(n int, fields []string) (tokenEntry, error) {
 			if value == "" {
 				return e, errors.New("clusters is empty; leave it out to allow every cluster")
 			}
-			g, err := cluster.CompileGlobs(strings.Split(value, ",")...)
+			patterns := strings.Split(value, ",")
+			g, err := cluster.CompileGlobs(patterns...)
 			if err != nil {
-				return e, fmt.Errorf("clusters: %w", err)
+				// The error of CompileGlobs quotes the glob.
+				bad := slices.IndexFunc(patterns, func(p string) bool { return cluster.ValidateGlob(p) != nil })
+				return e, fmt.Errorf("clusters: item %d is not a valid glob (the syntax of contexts.include)", bad+1)
 			}
 			e.clusters = &g
-		default:
-			return e, fmt.Errorf("unknown key %q (keys: user, clusters)", key)
 		}
 	}
 	return e, nil

@@ -1,13 +1,17 @@
 package server
 
 import (
+	"bytes"
 	"net/http"
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/textlogger"
 )
 
 func TestAuthentication(t *testing.T) {
@@ -106,15 +110,21 @@ func TestTokenFileErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name, file, want string
 	}{
-		{"unknown key", "s3cret-1 role=admin\n", `1: unknown key "role"`},
-		{"not key=value", "s3cret-1 admin\n", `1: "admin" after the token is not key=value`},
+		{"unknown key", "s3cret-1 role=admin\n", "1: field 2 has an unknown key (keys: user, clusters)"},
+		{"not key=value", "s3cret-1 admin\n", "1: field 2 is not key=value"},
 		{"empty user", "\ns3cret-1 user=\n", "2: user is empty"},
 		{"empty clusters", "s3cret-1 clusters=\n", "1: clusters is empty"},
-		{"invalid glob", "s3cret-1 clusters=prod,[z-a]\n", `1: clusters: invalid glob "[z-a]"`},
+		{"invalid glob", "s3cret-1 clusters=prod,[z-a]\n", "1: clusters: item 2 is not a valid glob"},
 		{"key twice", "s3cret-1 user=a user=b\n", "1: user is set twice"},
 		{"token twice", "s3cret-1\n# x\ns3cret-1 user=b\n", "3: the token of line 1 again"},
-		{"every problem", "s3cret-1 x=1\ns3cret-2 y=2\n", `2: unknown key "y"`},
+		{"every problem", "s3cret-1 x=1\ns3cret-2 y=2\n", "2: field 2 has an unknown key"},
 		{"only comments", "# none\n\n", "holds no token"},
+		// Lines where a field after the first is a token, or a piece of one.
+		{"two tokens on a line", "s3cret-1 s3cret-2\n", "1: field 2 is not key=value"},
+		{"a token split by a space", "s3cret-1 s3cret-2 s3cret-3 user=ci\n", "1: field 2 is not key=value"},
+		{"a base64 token after another", "s3cret-1 czNjcmV0LTIK=\n", "1: field 2 has an unknown key"},
+		{"a token in the place of a key", "s3cret-1 user=ci s3cret-2=x\n", "1: field 3 has an unknown key"},
+		{"a token in the place of globs", "s3cret-1 clusters=s3cret-2[\n", "1: clusters: item 1 is not a valid glob"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := writeFile(t, t.TempDir(), "tokens", tc.file)
@@ -122,11 +132,56 @@ func TestTokenFileErrors(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), path) {
 				t.Fatalf("error %v, want one naming %s and saying %q", err, path, tc.want)
 			}
-			if strings.Contains(err.Error(), "s3cret") {
+			if strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), "czNjcmV0") {
 				t.Errorf("the error shows a token: %v", err)
 			}
 		})
 	}
+}
+
+// TestTokenFileErrorLog edits a token file, as it is being served, into one that does
+// not parse: the error is logged, without the tokens of the bad lines.
+func TestTokenFileErrorLog(t *testing.T) {
+	var log syncBuffer
+	klog.SetLogger(textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(&log))))
+	t.Cleanup(klog.ClearLogger)
+
+	dir := t.TempDir()
+	tokens := writeFile(t, dir, "tokens", "first-s3cret\n")
+	f := newFixture(t, func(o *Options) { o.TokenFile = tokens })
+	pods := clusterPath(prod) + "/api/v1/pods"
+	if r := f.get(pods, "Authorization", "Bearer first-s3cret"); r.code != http.StatusOK {
+		t.Fatalf("before: %d %s", r.code, r.body)
+	}
+	replaceFile(t, writeFile(t, t.TempDir(), "new", "first-s3cret second-s3cret\nthird-s3cret user=ci fourth-s3cret=x\n"), tokens)
+	if r := f.get(pods, "Authorization", "Bearer first-s3cret"); r.code != http.StatusUnauthorized {
+		t.Fatalf("with a token file that does not parse: %d %s", r.code, r.body)
+	}
+	got := log.String()
+	if !strings.Contains(got, "Cannot read the token file") || !strings.Contains(got, "1: field 2 is not key=value") || !strings.Contains(got, "2: field 3 has an unknown key") {
+		t.Fatalf("the log does not say what is wrong:\n%s", got)
+	}
+	if strings.Contains(got, "s3cret") {
+		t.Errorf("the log shows a token:\n%s", got)
+	}
+}
+
+// syncBuffer is a bytes.Buffer that goroutines may write at once.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func FuzzParseTokenFile(f *testing.F) {

@@ -12,6 +12,10 @@ import (
 // ?verbose) one line per check, [+] passed or [-] failed with the reason. It is ready
 // once the Source is (every cluster has synced, or has timed out and serves its last
 // known state) and the server's own cache has caught up with the fleet.
+//
+// The reasons name clusters, so when the server authenticates, a client without a
+// principal (the kubelet's probes) gets "reason withheld", as from kube-apiserver, and
+// one limited to some clusters sees only their names.
 func (s *Server) serveReadyz(w http.ResponseWriter, r *http.Request) {
 	type check struct {
 		name string
@@ -19,7 +23,7 @@ func (s *Server) serveReadyz(w http.ResponseWriter, r *http.Request) {
 	}
 	checks := []check{{name: "fleet"}, {name: "cache"}}
 	if !s.src.Ready() {
-		checks[0].err = notReadyReason(s.src.Status())
+		checks[0].err = notReadyReason(s.src.Status(), s.allow(r))
 	}
 	select {
 	case <-s.cache.primed:
@@ -32,11 +36,15 @@ func (s *Server) serveReadyz(w http.ResponseWriter, r *http.Request) {
 		writeBody(w, http.StatusOK, "text/plain; charset=utf-8", []byte("ok"))
 		return
 	}
+	withhold := s.authenticates() && principalFrom(r) == nil
 	var b strings.Builder
 	for _, c := range checks {
-		if c.err == "" {
+		switch {
+		case c.err == "":
 			fmt.Fprintf(&b, "[+]%s ok\n", c.name)
-		} else {
+		case withhold:
+			fmt.Fprintf(&b, "[-]%s failed: reason withheld\n", c.name)
+		default:
 			fmt.Fprintf(&b, "[-]%s failed: %s\n", c.name, c.err)
 		}
 	}
@@ -50,19 +58,30 @@ func (s *Server) serveReadyz(w http.ResponseWriter, r *http.Request) {
 	writeBody(w, code, "text/plain; charset=utf-8", []byte(b.String()))
 }
 
-// notReadyReason names the clusters that hold readiness back.
-func notReadyReason(statuses []aggregate.ClusterStatus) string {
+// notReadyReason names the clusters that hold readiness back, of those that allow
+// admits (nil admits every cluster); the others are mentioned without their names.
+func notReadyReason(statuses []aggregate.ClusterStatus, allow func(string) bool) string {
 	if len(statuses) == 0 {
 		return "no cluster has joined the fleet yet"
 	}
 	var names []string
+	hidden := false
 	for _, st := range statuses {
-		if st.Phase != aggregate.PhaseSynced {
+		switch {
+		case st.Phase == aggregate.PhaseSynced:
+		case allow != nil && !allow(st.Name):
+			hidden = true
+		default:
 			names = append(names, fmt.Sprintf("%q (%s)", st.Name, st.Phase))
 		}
 	}
-	if len(names) == 0 {
+	switch {
+	case len(names) == 0 && hidden:
+		return "clusters that you may not read are not synced"
+	case len(names) == 0:
 		return "clusters are synced, but the fleet is not ready yet"
+	case hidden:
+		names = append(names, "and clusters that you may not read")
 	}
 	return "clusters not synced: " + strings.Join(names, ", ")
 }

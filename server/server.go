@@ -91,6 +91,20 @@ type Options struct {
 	// nil. Without TokenFile and Delegated, requests are not authenticated.
 	Delegated *DelegatedAuth
 
+	// AcceptHosts are regular expressions (RE2 syntax) over the host that a request is
+	// sent to: the name of its Host header, in lower case, without the port and, for an
+	// IPv6 address, without brackets. A request for any other host gets 403, as with
+	// kubectl proxy's --accept-hosts, except that each pattern must match the whole name.
+	// Loopback names (localhost, localhost., 127.0.0.0/8, ::1) are always accepted, and
+	// so is a request without a Host header (HTTP/1.0), which no browser sends.
+	//
+	// Default: none. Then, when the server does not authenticate (neither TokenFile nor
+	// Delegated), only loopback names are accepted, so that a web page cannot read the
+	// API through DNS rebinding; when it does, every host is accepted, since a browser
+	// sends no bearer token of its own accord. Setting AcceptHosts checks the host in
+	// both cases.
+	AcceptHosts []string
+
 	// ReadHeaderTimeout bounds reading a request's headers. Default
 	// DefaultReadHeaderTimeout.
 	ReadHeaderTimeout time.Duration
@@ -202,6 +216,7 @@ func (o Options) withDefaults() Options {
 		o.Version.Platform = runtime.GOOS + "/" + runtime.GOARCH
 	}
 	o.Collectors = slices.Clone(o.Collectors)
+	o.AcceptHosts = slices.Clone(o.AcceptHosts)
 	if o.Delegated != nil {
 		d := o.Delegated.withDefaults()
 		o.Delegated = &d
@@ -240,6 +255,11 @@ func (o Options) validate() error {
 	if o.Delegated != nil {
 		errs = append(errs, o.Delegated.validate())
 	}
+	for i, p := range o.AcceptHosts {
+		if err := ValidateHostPattern(p); err != nil {
+			errs = append(errs, fmt.Errorf("Options.AcceptHosts[%d]: %v: %w", i, err, ErrInvalidOptions))
+		}
+	}
 	for i, c := range o.Collectors {
 		if c == nil {
 			errs = append(errs, fmt.Errorf("Options.Collectors[%d]: nil: %w", i, ErrInvalidOptions))
@@ -274,6 +294,7 @@ type Server struct {
 	cache *watchCache
 	// reg is the watch cache's registration with the fleet.
 	reg       *aggregate.Registration
+	hosts     *hostFilter
 	tokens    *tokenFile     // nil without a token file
 	delegated *delegatedAuth // nil without delegated authentication
 	certs     *certificates  // nil without TLS
@@ -307,6 +328,7 @@ func New(src Source, opts Options) (*Server, error) {
 		opts:     opts,
 		clock:    opts.Clock,
 		cache:    newWatchCache(opts.HistorySize),
+		hosts:    newHostFilter(opts),
 		stopping: make(chan struct{}),
 	}
 	if opts.TokenFile != "" {
@@ -341,9 +363,10 @@ func New(src Source, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("server.New: register with the fleet: %w", err)
 	}
 	s.reg = reg
-	// The limits of all clients come before authentication, so that they bound the
-	// TokenReviews of delegated authentication too; those of each client after it.
-	s.handler = s.metrics.instrument(recoverPanics(s.limits.limit(s.authenticate(s.limits.limitClient(http.HandlerFunc(s.route))))))
+	// The host check first: a request for another host takes no place. The limits of
+	// all clients come before authentication, so that they bound the TokenReviews of
+	// delegated authentication too; those of each client after it.
+	s.handler = s.metrics.instrument(recoverPanics(s.checkHost(s.limits.limit(s.authenticate(s.limits.limitClient(http.HandlerFunc(s.route)))))))
 	return s, nil
 }
 

@@ -66,6 +66,9 @@ func TestNewOptions(t *testing.T) {
 		{"negative requests in flight", Options{MaxRequestsInFlight: -1}, ErrInvalidOptions, "Options.MaxRequestsInFlight"},
 		{"negative watches", Options{MaxWatches: -1}, ErrInvalidOptions, "Options.MaxWatches"},
 		{"negative watches per client", Options{MaxWatchesPerClient: -1}, ErrInvalidOptions, "Options.MaxWatchesPerClient"},
+		{"accepted host", Options{AcceptHosts: []string{`fleetwatch\.example\.com`, `.*\.svc`}}, nil, ""},
+		{"accepted host, not a regexp", Options{AcceptHosts: []string{"localhost", "(a"}}, ErrInvalidOptions, "Options.AcceptHosts[1]"},
+		{"accepted host, empty", Options{AcceptHosts: []string{""}}, ErrInvalidOptions, "Options.AcceptHosts[0]"},
 		{"nil collector", Options{Collectors: []prometheus.Collector{nil}}, ErrInvalidOptions, "Options.Collectors[0]"},
 		{"duplicate collector", Options{Collectors: []prometheus.Collector{collectors.NewGoCollector()}}, ErrInvalidOptions, "Options.Collectors[0]"},
 		{"missing token file", Options{TokenFile: filepath.Join(dir, "none")}, nil, "Options.TokenFile"},
@@ -255,6 +258,54 @@ func TestProbes(t *testing.T) {
 		if v.GitVersion != "v1.2.3" || v.GoVersion != runtime.Version() || v.Platform != runtime.GOOS+"/"+runtime.GOARCH {
 			t.Errorf("%s: %+v", path, v)
 		}
+	}
+}
+
+// TestReadyzWithholdsReasons serves /readyz with a token file: a probe without a token
+// learns whether the server is ready, and no cluster name; a client with a token sees
+// the names of the clusters it may read.
+func TestReadyzWithholdsReasons(t *testing.T) {
+	tokens := writeFile(t, t.TempDir(), "tokens", "all-s3cret\nprod-s3cret user=p clusters=prod\n")
+	f := newFixture(t, func(o *Options) { o.TokenFile = tokens })
+	if r := f.get("/readyz"); r.code != http.StatusOK || string(r.body) != "ok" {
+		t.Fatalf("ready, without a token: %d %s", r.code, r.body)
+	}
+	f.src.setReady(false)
+	f.src.setStatus(clusterStatus(staging, aggregate.PhaseSyncing, false))
+	f.src.setStatus(clusterStatus(edge, aggregate.PhaseConnecting, false))
+	for _, tc := range []struct {
+		name, path, token string
+		code              int
+		want              string
+		// hidden are clusters the body must not name.
+		hidden []string
+	}{
+		{"no token", "/readyz", "", http.StatusServiceUnavailable, "[-]fleet failed: reason withheld\n[+]cache ok", []string{staging, edge, prod}},
+		{"no token, verbose", "/readyz?verbose", "", http.StatusServiceUnavailable, "[-]fleet failed: reason withheld", []string{staging, edge, prod}},
+		{"every cluster", "/readyz", "all-s3cret", http.StatusServiceUnavailable, `[-]fleet failed: clusters not synced: "` + edge + `" (Connecting), "staging" (Syncing)`, nil},
+		{"prod only", "/readyz?verbose", "prod-s3cret", http.StatusServiceUnavailable, "[-]fleet failed: clusters that you may not read are not synced", []string{staging, edge}},
+		{"a wrong token", "/readyz", "wrong", http.StatusUnauthorized, "Unauthorized", []string{staging, edge}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var h []string
+			if tc.token != "" {
+				h = []string{"Authorization", "Bearer " + tc.token}
+			}
+			r := f.get(tc.path, h...)
+			if r.code != tc.code || !strings.Contains(string(r.body), tc.want) {
+				t.Errorf("%d %s, want %d and %q", r.code, r.body, tc.code, tc.want)
+			}
+			for _, name := range tc.hidden {
+				if strings.Contains(string(r.body), name) {
+					t.Errorf("the body names cluster %q: %s", name, r.body)
+				}
+			}
+		})
+	}
+	f.src.setStatus(clusterStatus(prod, aggregate.PhaseSyncing, true))
+	r := f.get("/readyz", "Authorization", "Bearer prod-s3cret")
+	if want := `clusters not synced: "prod" (Syncing), and clusters that you may not read`; !strings.Contains(string(r.body), want) || strings.Contains(string(r.body), staging) {
+		t.Errorf("prod only, prod syncing: %s, want %q", r.body, want)
 	}
 }
 

@@ -158,6 +158,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, mgr *fleetwatch.Manager,
 	}
 	srv, err := server.New(mgr, server.Options{
 		Address:     cfg.Server.Address,
+		AcceptHosts: cfg.Server.AcceptHosts,
 		TLSCertFile: cfg.Server.TLS.CertFile,
 		TLSKeyFile:  cfg.Server.TLS.KeyFile,
 		TokenFile:   cfg.Server.Auth.TokenFile,

@@ -17,8 +17,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -37,13 +39,21 @@ import (
 // to a real apiserver: first with --dry-run=server, which validates every object
 // server-side, including the pod template against the restricted Pod Security Standard
 // of the namespace, then for real, to check with SubjectAccessReviews that the
-// ServiceAccount may read every resource that the configuration caches and write none.
+// ServiceAccount may read every resource that the configuration caches, and write none,
+// in the home cluster when it is watched, and may read nothing cluster-wide there when
+// it is not.
 func TestDeployManifests(t *testing.T) {
 	env := testenv.New(t, testenv.Options{Clusters: 1})
 	cs := env.Clusters[0].Clientset()
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(cs.Discovery()))
 
-	for _, dir := range []string{".", "base", "overlays/example"} {
+	for _, tc := range []struct {
+		dir string
+		// watchesHome is whether the configuration watches the home cluster, the one
+		// the manifests are applied to: the example overlay's context "home".
+		watchesHome bool
+	}{{".", false}, {"base", false}, {"overlays/example", true}} {
+		dir := tc.dir
 		t.Run(dir, func(t *testing.T) {
 			path := filepath.Join("..", "..", "deploy", filepath.FromSlash(dir))
 			out := kubectl(t, "kustomize", path)
@@ -83,8 +93,12 @@ func TestDeployManifests(t *testing.T) {
 				t.Errorf("kubectl apply --dry-run=server -k %s warned:\n%s", dir, stderr)
 			}
 
-			// Bound for real, the ServiceAccount may read every resource cached (on the
-			// home cluster, when it is one of the watched ones), and write none.
+			// Bound for real, the ServiceAccount may read every resource cached on the
+			// home cluster when it is one of the watched ones, else none, and write none.
+			// Only components/home-cluster grants cluster-wide reads.
+			if !tc.watchesHome && len(m.of("ClusterRole"))+len(m.of("ClusterRoleBinding")) > 0 {
+				t.Errorf("%s renders cluster-wide RBAC, but does not watch the home cluster", dir)
+			}
 			kubectlIn(t, nil, "--kubeconfig", env.Kubeconfig, "apply", "-k", path)
 			sa := "system:serviceaccount:" + deploy.Namespace + ":" + deploy.Spec.Template.Spec.ServiceAccountName
 			for _, r := range cfg.Resources {
@@ -93,7 +107,7 @@ func TestDeployManifests(t *testing.T) {
 					t.Fatal(err)
 				}
 				for _, verb := range []string{"get", "list", "watch", "create", "update", "patch", "delete"} {
-					want := verb == "get" || verb == "list" || verb == "watch"
+					want := tc.watchesHome && (verb == "get" || verb == "list" || verb == "watch")
 					if got := allowed(t, cs, sa, deploy.Namespace, authorizationv1.ResourceAttributes{Verb: verb, Group: gvr.Group, Resource: gvr.Resource}); got != want {
 						t.Errorf("%s may %s %s: %t, want %t", sa, verb, r.Name, got, want)
 					}
@@ -110,8 +124,8 @@ func TestDeployManifests(t *testing.T) {
 				}
 			}
 			// cluster.ReadIdentity reads the UID of kube-system.
-			if !allowed(t, cs, sa, deploy.Namespace, authorizationv1.ResourceAttributes{Verb: "get", Resource: "namespaces", Name: metav1.NamespaceSystem}) {
-				t.Errorf("%s may not get namespace %s", sa, metav1.NamespaceSystem)
+			if got := allowed(t, cs, sa, deploy.Namespace, authorizationv1.ResourceAttributes{Verb: "get", Resource: "namespaces", Name: metav1.NamespaceSystem}); got != tc.watchesHome {
+				t.Errorf("%s may get namespace %s: %t, want %t", sa, metav1.NamespaceSystem, got, tc.watchesHome)
 			}
 		})
 	}
@@ -139,8 +153,16 @@ func checkDeployment(t *testing.T, m manifests, d *appsv1.Deployment, cfg *confi
 	for name, p := range map[string]*corev1.Probe{"startup": c.StartupProbe, "liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
 		if p == nil || p.HTTPGet == nil || p.HTTPGet.Port.StrVal != "https" || p.HTTPGet.Scheme != corev1.URISchemeHTTPS {
 			t.Errorf("%s probe %+v: want an HTTPS GET on the port named https", name, p)
+			continue
+		}
+		// The server accepts a loopback Host whatever server.acceptHosts says; the
+		// pod's IP, which the kubelet sends by default, it may not.
+		if !slices.Contains(p.HTTPGet.HTTPHeaders, corev1.HTTPHeader{Name: "Host", Value: "localhost"}) {
+			t.Errorf("%s probe headers %v: want Host: localhost", name, p.HTTPGet.HTTPHeaders)
 		}
 	}
+	checkMemoryLimit(t, c)
+	checkNetworkPolicy(t, m, d)
 	if c.LivenessProbe != nil && c.LivenessProbe.HTTPGet != nil && c.LivenessProbe.HTTPGet.Path != "/livez" {
 		t.Errorf("liveness probe path %q, want /livez", c.LivenessProbe.HTTPGet.Path)
 	}
@@ -197,6 +219,82 @@ func checkDeployment(t *testing.T, m manifests, d *appsv1.Deployment, cfg *confi
 		if !slices.ContainsFunc(subjects, func(s any) bool { return fmt.Sprint(s) == fmt.Sprint(want) }) {
 			t.Errorf("ClusterRoleBinding %s subjects %v: want %v", o.GetName(), subjects, want)
 		}
+	}
+}
+
+// checkMemoryLimit checks that the container sets GOMEMLIMIT to at most 90% of its
+// memory limit, leaving room for what the Go runtime does not count, and to more than
+// 80%, so that the runtime does use the memory.
+func checkMemoryLimit(t *testing.T, c corev1.Container) {
+	t.Helper()
+	limit := c.Resources.Limits.Memory().Value()
+	i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "GOMEMLIMIT" })
+	if limit == 0 || i < 0 {
+		t.Errorf("want limits.memory and GOMEMLIMIT, got limits %v and env %v", c.Resources.Limits, c.Env)
+		return
+	}
+	// GOMEMLIMIT is a number of bytes with an optional unit: B, KiB, MiB, GiB or TiB.
+	value := c.Env[i].Value
+	num, mult := value, int64(1)
+	for j, unit := range []string{"KiB", "MiB", "GiB", "TiB"} {
+		if n, ok := strings.CutSuffix(value, unit); ok {
+			num, mult = n, int64(1)<<(10*(j+1))
+		}
+	}
+	n, err := strconv.ParseInt(strings.TrimSuffix(num, "B"), 10, 64)
+	if err != nil || c.Env[i].ValueFrom != nil {
+		t.Errorf("GOMEMLIMIT %+v: want a literal value such as 920MiB", c.Env[i])
+		return
+	}
+	if ratio := float64(n*mult) / float64(limit); ratio > 0.9 || ratio <= 0.8 {
+		t.Errorf("GOMEMLIMIT %s is %.1f%% of limits.memory %s, want more than 80%% and at most 90%%", value, 100*ratio, c.Resources.Limits.Memory())
+	}
+}
+
+// checkNetworkPolicy checks that one NetworkPolicy selects the daemon's pod and lets in
+// only its port https, and out only the apiservers' ports and DNS.
+func checkNetworkPolicy(t *testing.T, m manifests, d *appsv1.Deployment) {
+	t.Helper()
+	objs := m.of("NetworkPolicy")
+	if len(objs) != 1 {
+		t.Errorf("%d NetworkPolicies, want 1", len(objs))
+		return
+	}
+	var np networkingv1.NetworkPolicy
+	m.convert(t, objs[0], &np)
+	sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+	if err != nil || sel.Empty() || !sel.Matches(labels.Set(d.Spec.Template.Labels)) {
+		t.Errorf("NetworkPolicy %s selects %v, want the pods of Deployment %s only (%v)", np.Name, np.Spec.PodSelector, d.Name, d.Spec.Template.Labels)
+	}
+	if !slices.Equal(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}) {
+		t.Errorf("NetworkPolicy %s policyTypes %v, want Ingress and Egress", np.Name, np.Spec.PolicyTypes)
+	}
+	// A rule without ports admits every port.
+	portsOf := func(rules [][]networkingv1.NetworkPolicyPort) []string {
+		var out []string
+		for _, ports := range rules {
+			if len(ports) == 0 {
+				out = append(out, "every port")
+			}
+			for _, p := range ports {
+				out = append(out, fmt.Sprintf("%s/%s", p.Port, *p.Protocol))
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	var in, out [][]networkingv1.NetworkPolicyPort
+	for _, r := range np.Spec.Ingress {
+		in = append(in, r.Ports)
+	}
+	for _, r := range np.Spec.Egress {
+		out = append(out, r.Ports)
+	}
+	if got, want := portsOf(in), []string{"https/TCP"}; !slices.Equal(got, want) {
+		t.Errorf("NetworkPolicy %s lets in %v, want %v", np.Name, got, want)
+	}
+	if got, want := portsOf(out), []string{"443/TCP", "53/TCP", "53/UDP", "6443/TCP"}; !slices.Equal(got, want) {
+		t.Errorf("NetworkPolicy %s lets out %v, want %v", np.Name, got, want)
 	}
 }
 
