@@ -53,7 +53,8 @@ type Options struct {
 	DiscoveryInterval time.Duration
 	// KeepManagedFields keeps metadata.managedFields, stripped by default.
 	KeepManagedFields bool
-	// KeepSecretData keeps the data of Secrets, dropped by default.
+	// KeepSecretData keeps the values of Secrets: data, stringData and the last-applied
+	// annotation of kubectl apply, all dropped by default (see informer.Options).
 	KeepSecretData bool
 	// Transform, if set, runs on every object after the built-in transforms. It must be
 	// idempotent (objects loaded from the snapshot pass through it again).
@@ -284,7 +285,12 @@ func (m *Manager) loadSnapshot() error {
 		klog.Background().Error(err, "Snapshot unusable; starting cold", "path", m.opts.Snapshot.Path())
 		snap = &persist.Snapshot{}
 	}
-	m.saved = seed(klog.NewContext(context.Background(), klog.Background()), m.fleet, snap)
+	setOpts := informer.Options{KeepManagedFields: m.opts.KeepManagedFields, KeepSecretData: m.opts.KeepSecretData, TransformID: m.opts.TransformID}
+	specs := map[string]bool{}
+	for _, r := range m.opts.Resources {
+		specs[setOpts.Spec(r)] = true
+	}
+	m.saved = seed(klog.NewContext(context.Background(), klog.Background()), m.fleet, snap, specs, m.opts.Snapshot)
 	for name, s := range m.saved {
 		m.status.Set(aggregate.ClusterStatus{Name: name, Server: s.identity.Server, UID: s.identity.UID, Phase: aggregate.PhaseStale})
 	}
@@ -418,7 +424,7 @@ func (m *Manager) Engage(ctx context.Context, c *cluster.Cluster) error {
 	}
 	m.mu.Unlock()
 	mb := &member{cluster: c, done: make(chan struct{}), saved: sv, stale: sv != nil, syncTimeout: setOpts.SyncTimeout}
-	mb.sink = &sink{fleet: m.fleet, cluster: c.Name, writer: m.writer}
+	mb.sink = &sink{fleet: m.fleet, cluster: c.Name, snapshot: m.opts.Snapshot, writer: m.writer}
 	setOpts.Sink = mb.sink
 	setOpts.OnChange = func() { m.refresh(mb) }
 	set, err := informer.New(setOpts)

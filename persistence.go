@@ -32,9 +32,26 @@ type savedScope struct {
 
 // seed loads the snapshot into the fleet: reads are served at once, before any network
 // call. It returns what was loaded, by cluster.
-func seed(ctx context.Context, fleet *aggregate.Fleet, snap *persist.Snapshot) map[string]*saved {
+//
+// Only the scopes whose Spec is among specs, those of the configured resources, are
+// loaded into the fleet. The others were saved under another configuration: their objects
+// may be in another form (Secrets with their values, which are now dropped, or without
+// them, which are now kept), and an informer that lists them again would keep the loaded
+// form of every object whose resourceVersion did not change. Such a scope is dropped
+// from snapshot at once, which must not have a Writer yet, and if it held values of
+// Secrets, the file is compacted, so that no free page keeps them.
+func seed(ctx context.Context, fleet *aggregate.Fleet, snap *persist.Snapshot, specs map[string]bool, snapshot *persist.Store) map[string]*saved {
 	logger := klog.FromContext(ctx)
 	out := map[string]*saved{}
+	compact := false
+	defer func() {
+		if !compact {
+			return
+		}
+		if err := snapshot.Compact(); err != nil {
+			logger.Error(err, "Compacting the snapshot after dropping values of Secrets; the next start tries again")
+		}
+	}()
 	for name, cs := range snap.Clusters {
 		s := &saved{
 			identity: cluster.Identity{UID: cs.Identity.UID, Server: cs.Identity.Server},
@@ -45,6 +62,14 @@ func seed(ctx context.Context, fleet *aggregate.Fleet, snap *persist.Snapshot) m
 			scope, err := informer.ParseScope(string(key))
 			if err != nil {
 				logger.Info("Ignoring an unreadable resource key in the snapshot", "cluster", name, "key", key, "err", err)
+				continue
+			}
+			if !specs[scope.Spec] {
+				logger.V(1).Info("Dropping a snapshot scope that is configured differently now", "cluster", name, "scope", key)
+				if err := snapshot.DropResource(name, key); err != nil {
+					logger.Error(err, "Dropping a snapshot scope", "cluster", name, "scope", key)
+				}
+				compact = compact || scope.HoldsSecretValues()
 				continue
 			}
 			store := fleet.ClusterStore(name, scope.Resource)
@@ -67,7 +92,9 @@ func seed(ctx context.Context, fleet *aggregate.Fleet, snap *persist.Snapshot) m
 type sink struct {
 	fleet   *aggregate.Fleet
 	cluster string
-	writer  *persist.Writer // nil without persistence
+	// snapshot and writer are nil without persistence.
+	snapshot *persist.Store
+	writer   *persist.Writer
 
 	// mu guards seeds and requested.
 	mu sync.Mutex
@@ -112,6 +139,13 @@ func (s *sink) RemoveResource(gvr schema.GroupVersionResource) {
 		if scope.Resource == gvr {
 			s.writer.DropResource(s.cluster, persist.ResourceKey(scope.String()))
 			delete(s.requested, scope)
+			// The file keeps the dropped values in free pages until it is compacted, which
+			// cannot happen while the writer runs.
+			if scope.HoldsSecretValues() {
+				if err := s.snapshot.CompactAtNextOpen(); err != nil {
+					klog.Background().Error(err, "Marking the snapshot for compaction after dropping values of Secrets", "cluster", s.cluster)
+				}
+			}
 		}
 	}
 }

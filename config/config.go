@@ -15,6 +15,10 @@ const (
 	DefaultSyncTimeout       = 2 * time.Minute
 	DefaultSyncMaxConcurrent = 8
 	DefaultLogFormat         = LogFormatText
+	// DefaultDelegatedQPS and DefaultDelegatedBurst are the defaults of the server's
+	// DelegatedAuth (server.DefaultReviewQPS, server.DefaultReviewBurst).
+	DefaultDelegatedQPS   = 200
+	DefaultDelegatedBurst = 400
 	// DefaultServerLimitsMaxRequestsInFlight, DefaultServerLimitsMaxWatches and
 	// DefaultServerLimitsMaxWatchesPerClient are the defaults of the library's
 	// server.Options (DefaultMaxRequestsInFlight, DefaultMaxWatches,
@@ -102,8 +106,10 @@ type Sync struct {
 type Cache struct {
 	// KeepManagedFields keeps metadata.managedFields, which are stripped by default.
 	KeepManagedFields bool `yaml:"keepManagedFields" mapstructure:"keepManagedFields"`
-	// KeepSecretData keeps the data and stringData of Secrets, when secrets are among
-	// the resources; they are dropped by default.
+	// KeepSecretData keeps the values of Secrets, when secrets are among the resources:
+	// their data and stringData, and the last-applied annotation of kubectl apply, which
+	// holds them too. They are dropped by default, everywhere: the cache, the API, the
+	// snapshot and the logs.
 	KeepSecretData bool `yaml:"keepSecretData" mapstructure:"keepSecretData"`
 }
 
@@ -187,6 +193,14 @@ type Delegated struct {
 	// Kubeconfig is a kubeconfig file whose current context is the home cluster. Empty
 	// means the in-cluster config of the pod fleetwatch runs in.
 	Kubeconfig string `yaml:"kubeconfig" mapstructure:"kubeconfig" config:"path"`
+	// Audiences are the audiences a token must be meant for, checked by the home
+	// cluster's TokenReview. Empty means the home cluster's own audiences (those of its
+	// service account tokens). Default: none.
+	Audiences []string `yaml:"audiences" mapstructure:"audiences"`
+	// QPS and Burst limit the rate of TokenReviews and SubjectAccessReviews sent to the
+	// home cluster. Defaults DefaultDelegatedQPS and DefaultDelegatedBurst.
+	QPS   int `yaml:"qps" mapstructure:"qps"`
+	Burst int `yaml:"burst" mapstructure:"burst"`
 }
 
 // Log configures logging. fleetwatch logs through klog, like client-go.
@@ -215,6 +229,10 @@ func Default() Config {
 		},
 		Server: Server{
 			Address: DefaultServerAddress,
+			Auth: Auth{Delegated: Delegated{
+				QPS:   DefaultDelegatedQPS,
+				Burst: DefaultDelegatedBurst,
+			}},
 			Limits: Limits{
 				MaxRequestsInFlight: DefaultServerLimitsMaxRequestsInFlight,
 				MaxWatches:          DefaultServerLimitsMaxWatches,
@@ -263,6 +281,7 @@ func (c *Config) normalize() {
 	for i := range c.Resources {
 		c.Resources[i].Namespaces = nilIfEmpty(c.Resources[i].Namespaces)
 	}
+	c.Server.Auth.Delegated.Audiences = nilIfEmpty(c.Server.Auth.Delegated.Audiences)
 	if len(c.Resources) == 0 {
 		c.Resources = DefaultResources()
 	}

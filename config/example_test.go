@@ -99,6 +99,9 @@ func ExampleConfig_String() {
 	//     delegated:
 	//       enabled: false
 	//       kubeconfig: ""
+	//       audiences: []
+	//       qps: 200
+	//       burst: 400
 	//   limits:
 	//     maxRequestsInFlight: 32
 	//     maxWatches: 512

@@ -31,7 +31,7 @@ var usages = map[string]string{
 	"sync.timeout":                     "time a cluster may take for its initial sync before it stops holding back readiness",
 	"sync.maxConcurrent":               "number of clusters that do their initial sync at once",
 	"cache.keepManagedFields":          "keep metadata.managedFields, which are stripped by default",
-	"cache.keepSecretData":             "keep the data and stringData of Secrets, which are dropped by default",
+	"cache.keepSecretData":             "keep the values of Secrets (data, stringData and kubectl's last-applied annotation), which are dropped by default",
 	"snapshot.path":                    "snapshot file; empty disables persistence",
 	"snapshot.interval":                "longest time a change waits before the snapshot is committed",
 	"snapshot.maxPending":              "number of pending changes that commits the snapshot before snapshot.interval",
@@ -42,6 +42,9 @@ var usages = map[string]string{
 	"server.auth.tokenFile":            "file of accepted bearer tokens, one a line, each optionally with user=NAME and clusters=GLOB,...",
 	"server.auth.delegated.enabled":    "authenticate tokens with TokenReview and authorize clusters with SubjectAccessReview in the home cluster",
 	"server.auth.delegated.kubeconfig": "kubeconfig of the home cluster for delegated auth; empty means the in-cluster config",
+	"server.auth.delegated.audiences":  "audiences a token must be meant for, checked by the home cluster's TokenReview; empty means its own",
+	"server.auth.delegated.qps":        "reviews per second that delegated auth may send to the home cluster",
+	"server.auth.delegated.burst":      "reviews that delegated auth may send to the home cluster in a burst, before server.auth.delegated.qps applies",
 	"log.verbosity":                    "log verbosity, as klog's -v",
 	"log.format":                       "log format: text or json",
 

@@ -93,8 +93,10 @@ func full() config.Config {
 			Address:     "0.0.0.0:8443",
 			AcceptHosts: []string{`fleetwatch\.example\.com`, `fleetwatch\.fleetwatch\.svc(\.cluster\.local)?`},
 			TLS:         config.TLS{CertFile: "/etc/fleetwatch/tls/tls.crt", KeyFile: "/etc/fleetwatch/tls/tls.key"},
-			Auth:        config.Auth{TokenFile: "/etc/fleetwatch/tokens", Delegated: config.Delegated{Enabled: true, Kubeconfig: "/etc/fleetwatch/home/kubeconfig"}},
-			Limits:      config.Limits{MaxRequestsInFlight: 100, MaxWatches: 2000, MaxWatchesPerClient: 50},
+			Auth: config.Auth{TokenFile: "/etc/fleetwatch/tokens", Delegated: config.Delegated{
+				Enabled: true, Kubeconfig: "/etc/fleetwatch/home/kubeconfig", Audiences: []string{"fleetwatch"}, QPS: 50, Burst: 100,
+			}},
+			Limits: config.Limits{MaxRequestsInFlight: 100, MaxWatches: 2000, MaxWatchesPerClient: 50},
 		},
 		Log: config.Log{Verbosity: 2, Format: config.LogFormatJSON},
 	}
@@ -286,22 +288,26 @@ resources:
 		{
 			name: "env of every kind",
 			in: input{env: map[string]string{
-				"FLEETWATCH_KUBECONFIG":              "/a:/b,c::/d",
-				"FLEETWATCH_CONTEXTS_INCLUDE":        "prod-*, staging-*",
-				"FLEETWATCH_CONTEXTS_ALIASES":        "a=x",
-				"FLEETWATCH_RESOURCES":               "pods, deployments.apps,",
-				"FLEETWATCH_SYNC_TIMEOUT":            "30s",
-				"FLEETWATCH_SYNC_MAXCONCURRENT":      "2",
-				"FLEETWATCH_CACHE_KEEPMANAGEDFIELDS": "true",
-				"FLEETWATCH_CACHE_KEEPSECRETDATA":    "1",
-				"FLEETWATCH_SNAPSHOT_INTERVAL":       "5s",
-				"FLEETWATCH_SNAPSHOT_MAXPENDING":     "10",
-				"FLEETWATCH_SERVER_ADDRESS":          "[::1]:8080",
-				"FLEETWATCH_SERVER_TLS_CERTFILE":     "/c",
-				"FLEETWATCH_SERVER_TLS_KEYFILE":      "/k",
-				"FLEETWATCH_SERVER_AUTH_TOKENFILE":   "/t",
-				"FLEETWATCH_LOG_VERBOSITY":           "4",
-				"FLEETWATCH_LOG_FORMAT":              "json",
+				"FLEETWATCH_KUBECONFIG":                      "/a:/b,c::/d",
+				"FLEETWATCH_CONTEXTS_INCLUDE":                "prod-*, staging-*",
+				"FLEETWATCH_CONTEXTS_ALIASES":                "a=x",
+				"FLEETWATCH_RESOURCES":                       "pods, deployments.apps,",
+				"FLEETWATCH_SYNC_TIMEOUT":                    "30s",
+				"FLEETWATCH_SYNC_MAXCONCURRENT":              "2",
+				"FLEETWATCH_CACHE_KEEPMANAGEDFIELDS":         "true",
+				"FLEETWATCH_CACHE_KEEPSECRETDATA":            "1",
+				"FLEETWATCH_SNAPSHOT_INTERVAL":               "5s",
+				"FLEETWATCH_SNAPSHOT_MAXPENDING":             "10",
+				"FLEETWATCH_SERVER_ADDRESS":                  "[::1]:8080",
+				"FLEETWATCH_SERVER_TLS_CERTFILE":             "/c",
+				"FLEETWATCH_SERVER_TLS_KEYFILE":              "/k",
+				"FLEETWATCH_SERVER_AUTH_TOKENFILE":           "/t",
+				"FLEETWATCH_SERVER_AUTH_DELEGATED_ENABLED":   "true",
+				"FLEETWATCH_SERVER_AUTH_DELEGATED_AUDIENCES": "fleetwatch, https://kubernetes.default.svc",
+				"FLEETWATCH_SERVER_AUTH_DELEGATED_QPS":       "50",
+				"FLEETWATCH_SERVER_AUTH_DELEGATED_BURST":     "100",
+				"FLEETWATCH_LOG_VERBOSITY":                   "4",
+				"FLEETWATCH_LOG_FORMAT":                      "json",
 
 				"FLEETWATCH_SERVER_LIMITS_MAXWATCHES": "20",
 			}},
@@ -313,9 +319,10 @@ resources:
 				c.Sync = config.Sync{Timeout: 30 * time.Second, MaxConcurrent: 2}
 				c.Cache = config.Cache{KeepManagedFields: true, KeepSecretData: true}
 				c.Snapshot.Interval, c.Snapshot.MaxPending = 5*time.Second, 10
-				c.Server = config.Server{Address: "[::1]:8080", TLS: config.TLS{CertFile: "/c", KeyFile: "/k"}, Auth: config.Auth{TokenFile: "/t"},
-					Limits: config.Limits{MaxRequestsInFlight: config.DefaultServerLimitsMaxRequestsInFlight, MaxWatches: 20,
-						MaxWatchesPerClient: config.DefaultServerLimitsMaxWatchesPerClient}}
+				c.Server = config.Server{Address: "[::1]:8080", TLS: config.TLS{CertFile: "/c", KeyFile: "/k"}, Auth: config.Auth{TokenFile: "/t", Delegated: config.Delegated{
+					Enabled: true, Audiences: []string{"fleetwatch", "https://kubernetes.default.svc"}, QPS: 50, Burst: 100,
+				}}, Limits: config.Limits{MaxRequestsInFlight: config.DefaultServerLimitsMaxRequestsInFlight, MaxWatches: 20,
+					MaxWatchesPerClient: config.DefaultServerLimitsMaxWatchesPerClient}}
 				c.Log = config.Log{Verbosity: 4, Format: config.LogFormatJSON}
 			},
 		},
@@ -331,6 +338,8 @@ resources:
 				"--snapshot-path=", "--snapshot-interval=5s", "--snapshot-max-pending=10",
 				"--server-address=0.0.0.0:8443",
 				"--server-tls-cert-file=/c", "--server-tls-key-file=/k", "--server-auth-token-file=/t",
+				"--server-auth-delegated-enabled", "--server-auth-delegated-audiences=fleetwatch", "--server-auth-delegated-audiences=other",
+				"--server-auth-delegated-qps=50", "--server-auth-delegated-burst=100",
 				"--server-limits-max-requests-in-flight=10", "--server-limits-max-watches=20", "--server-limits-max-watches-per-client=5",
 				"--log-verbosity=4", "--log-format=json",
 			}},
@@ -345,8 +354,9 @@ resources:
 				c.Sync = config.Sync{Timeout: 30 * time.Second, MaxConcurrent: 2}
 				c.Cache = config.Cache{KeepManagedFields: true, KeepSecretData: true}
 				c.Snapshot = config.Snapshot{Path: "", Interval: 5 * time.Second, MaxPending: 10}
-				c.Server = config.Server{Address: "0.0.0.0:8443", TLS: config.TLS{CertFile: "/c", KeyFile: "/k"}, Auth: config.Auth{TokenFile: "/t"},
-					Limits: config.Limits{MaxRequestsInFlight: 10, MaxWatches: 20, MaxWatchesPerClient: 5}}
+				c.Server = config.Server{Address: "0.0.0.0:8443", TLS: config.TLS{CertFile: "/c", KeyFile: "/k"}, Auth: config.Auth{TokenFile: "/t", Delegated: config.Delegated{
+					Enabled: true, Audiences: []string{"fleetwatch", "other"}, QPS: 50, Burst: 100,
+				}}, Limits: config.Limits{MaxRequestsInFlight: 10, MaxWatches: 20, MaxWatchesPerClient: 5}}
 				c.Log = config.Log{Verbosity: 4, Format: config.LogFormatJSON}
 			},
 		},
@@ -895,6 +905,20 @@ func TestValidate(t *testing.T) {
 		}, nil},
 		{"home kubeconfig without delegation", func(c *config.Config) { c.Server.Auth.Delegated.Kubeconfig = "/home" }, []string{
 			"server.auth.delegated.kubeconfig: is set, but server.auth.delegated.enabled is false",
+		}},
+		{"audiences without delegation", func(c *config.Config) { c.Server.Auth.Delegated.Audiences = []string{"fleetwatch"} }, []string{
+			"server.auth.delegated.audiences: is set, but server.auth.delegated.enabled is false",
+		}},
+		{"bad audiences", func(c *config.Config) {
+			c.Server.Auth.Delegated.Enabled = true
+			c.Server.Auth.Delegated.Audiences = []string{"fleetwatch", "", "fleetwatch"}
+		}, []string{
+			"server.auth.delegated.audiences[1]: the audience is empty",
+			`server.auth.delegated.audiences[2]: "fleetwatch" is already listed as server.auth.delegated.audiences[0]`,
+		}},
+		{"no review rate", func(c *config.Config) { c.Server.Auth.Delegated.QPS, c.Server.Auth.Delegated.Burst = 0, -1 }, []string{
+			"server.auth.delegated.qps: must be at least 1, got 0",
+			"server.auth.delegated.burst: must be at least 1, got -1",
 		}},
 		{"certificate without key", func(c *config.Config) { c.Server.TLS.CertFile = "/c" }, []string{
 			"server.tls.keyFile: required because server.tls.certFile is set",

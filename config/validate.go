@@ -169,6 +169,7 @@ func (v *validator) server(s Server) {
 	if s.Auth.Delegated.Kubeconfig != "" && !s.Auth.Delegated.Enabled {
 		v.add(homeKube, "is set, but %s is false", delegated)
 	}
+	v.delegated(s.Auth.Delegated)
 	if s.Limits.MaxRequestsInFlight < 1 {
 		v.add("server.limits.maxRequestsInFlight", "must be at least 1, got %d", s.Limits.MaxRequestsInFlight)
 	}
@@ -202,6 +203,24 @@ func (v *validator) server(s Server) {
 		v.addAt(certFile, keyFile, "required because %s is set", certFile)
 	case s.TLS.CertFile == "" && s.TLS.KeyFile != "":
 		v.addAt(keyFile, certFile, "required because %s is set", keyFile)
+	}
+}
+
+func (v *validator) delegated(d Delegated) {
+	const audiences = "server.auth.delegated.audiences"
+	if len(d.Audiences) > 0 && !d.Enabled {
+		v.add(audiences, "is set, but server.auth.delegated.enabled is false")
+	}
+	v.unique(audiences, d.Audiences, func(key, a string) {
+		if a == "" {
+			v.add(key, "the audience is empty")
+		}
+	})
+	if d.QPS < 1 {
+		v.add("server.auth.delegated.qps", "must be at least 1, got %d", d.QPS)
+	}
+	if d.Burst < 1 {
+		v.add("server.auth.delegated.burst", "must be at least 1, got %d", d.Burst)
 	}
 }
 

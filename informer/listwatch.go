@@ -29,7 +29,10 @@ type listWatch struct {
 	list  func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error)
 	watch func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 	// tweak applies the configured selectors.
-	tweak           func(*metav1.ListOptions)
+	tweak func(*metav1.ListOptions)
+	// quiet limits the logging of the requests (quietContext): their responses hold
+	// values that must not be logged.
+	quiet           bool
 	bookmarkTimeout time.Duration
 	// noStreaming is set once a streaming list failed to end.
 	noStreaming atomic.Bool
@@ -127,6 +130,9 @@ func (lw *listWatch) ListWithContext(ctx context.Context, opts metav1.ListOption
 		return lw.seedList()
 	}
 	lw.tweak(&opts)
+	if lw.quiet {
+		ctx = quietContext(ctx)
+	}
 	return lw.list(ctx, opts)
 }
 
@@ -135,6 +141,9 @@ func (lw *listWatch) WatchWithContext(ctx context.Context, opts metav1.ListOptio
 	streaming := opts.SendInitialEvents != nil && *opts.SendInitialEvents
 	if streaming && lw.noStreaming.Load() {
 		return nil, notStreamingError()
+	}
+	if lw.quiet {
+		ctx = quietContext(ctx)
 	}
 	w, err := lw.watch(ctx, opts)
 	if err != nil {

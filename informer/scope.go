@@ -43,6 +43,13 @@ func (s Scope) String() string {
 	return out
 }
 
+// HoldsSecretValues reports whether the informer of s keeps the values of Secrets: s
+// is of Secrets, and its Spec was made with Options.KeepSecretData.
+func (s Scope) HoldsSecretValues() bool {
+	q, err := url.ParseQuery(s.Spec)
+	return isSecrets(s.Resource) && (err != nil || q.Get("secretData") == "true")
+}
+
 // ParseScope parses the form of Scope.String.
 func ParseScope(s string) (Scope, error) {
 	path, query, _ := strings.Cut(s, "?")
@@ -61,8 +68,10 @@ func ParseScope(s string) (Scope, error) {
 	}, nil
 }
 
-// spec returns the Spec of the informers of r in a Set configured by o.
-func (o *Options) spec(r Resource) string {
+// Spec returns the Spec of the informers of r in a Set configured by o. Saved state of
+// another Spec does not seed them: it may hold objects that they would not list, or
+// objects in another form (with the values of Secrets that they drop, for one).
+func (o *Options) Spec(r Resource) string {
 	q := url.Values{}
 	if r.LabelSelector != "" {
 		q.Set("labels", r.LabelSelector)

@@ -38,3 +38,26 @@ func FuzzParseScope(f *testing.F) {
 		}
 	})
 }
+
+func TestScopeHoldsSecretValues(t *testing.T) {
+	secrets := schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+	r := Resource{Name: "secrets"}
+	tests := []struct {
+		name  string
+		scope Scope
+		want  bool
+	}{
+		{"values dropped", Scope{Resource: secrets, Spec: (&Options{}).Spec(r)}, false},
+		{"values kept", Scope{Resource: secrets, Spec: (&Options{KeepSecretData: true}).Spec(r)}, true},
+		{"metadata-only, values kept", Scope{Resource: secrets, Spec: (&Options{KeepSecretData: true}).Spec(Resource{Name: "secrets", MetadataOnly: true})}, true},
+		{"not Secrets", Scope{Resource: schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "secrets"}, Spec: (&Options{KeepSecretData: true}).Spec(r)}, false},
+		{"a Spec that does not parse", Scope{Resource: secrets, Spec: "%zz"}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.scope.HoldsSecretValues(); got != tt.want {
+				t.Errorf("HoldsSecretValues of %s = %v, want %v", tt.scope, got, tt.want)
+			}
+		})
+	}
+}

@@ -132,8 +132,9 @@ type Options struct {
 	InitialSyncLimiter Limiter
 	// KeepManagedFields keeps metadata.managedFields, which are stripped by default.
 	KeepManagedFields bool
-	// KeepSecretData keeps the data and stringData of Secrets, which are dropped by
-	// default.
+	// KeepSecretData keeps the values of Secrets, which are dropped by default: data,
+	// stringData and LastAppliedAnnotation, from full and metadata-only objects, and
+	// the bodies of responses from the log (secrets.go).
 	KeepSecretData bool
 	// Transform, if set, runs on every object after the built-in transforms. It must be
 	// idempotent: objects seeded from saved state pass through it again.
@@ -479,7 +480,7 @@ func (s *Set) Reconfigure(opts Options) error {
 // sameSettings reports whether the informers of a resource configured as a in aOpts can
 // serve it configured as b in bOpts.
 func sameSettings(aOpts Options, a Resource, bOpts Options, b Resource) bool {
-	return a.Name == b.Name && slices.Equal(a.Namespaces, b.Namespaces) && aOpts.spec(a) == bOpts.spec(b)
+	return a.Name == b.Name && slices.Equal(a.Namespaces, b.Namespaces) && aOpts.Spec(a) == bOpts.Spec(b)
 }
 
 // options returns a copy of opts, taken under the lock: its Resources are not shared
@@ -560,7 +561,7 @@ func (s *Set) reconcile(ctx context.Context) {
 				st.LastError, st.LastErrorTime = err, s.opts.Clock.Now()
 			})
 		case err == nil:
-			if cur != nil && cur.mapping == m && cur.spec == opts.spec(r) && slices.Equal(cur.resource.Namespaces, r.Namespaces) {
+			if cur != nil && cur.mapping == m && cur.spec == opts.Spec(r) && slices.Equal(cur.resource.Namespaces, r.Namespaces) {
 				continue
 			}
 			if cur != nil {
@@ -612,7 +613,7 @@ func (s *Set) setStatus(name string, run *runner, update func(*ResourceStatus)) 
 // start runs the informers of resource r, resolved to m, configured by opts.
 func (s *Set) start(ctx context.Context, opts Options, r Resource, m Mapping) {
 	ctx, cancel := context.WithCancel(ctx)
-	spec := opts.spec(r)
+	spec := opts.Spec(r)
 	run := &runner{mapping: m, resource: r, spec: spec, cancel: cancel, done: make(chan struct{}), controllers: map[string]cache.Controller{}}
 	namespaces := []string{metav1.NamespaceAll}
 	if m.Namespaced && len(r.Namespaces) > 0 {
@@ -646,6 +647,7 @@ func (s *Set) start(ctx context.Context, opts Options, r Resource, m Mapping) {
 			dyn = s.dynManaged
 		}
 		lw := newListWatch(dyn, s.md, m, r, ns, s.opts.StreamingListTimeout)
+		lw.quiet = isSecrets(m.Resource) && !opts.KeepSecretData
 		if seeder, ok := s.opts.Sink.(Seeder); ok {
 			if rv, ok := seeder.Seed(scope); ok {
 				lw.seed(known, m, r.MetadataOnly, rv)
@@ -765,9 +767,12 @@ func (s *Set) stopAll() {
 //
 // An encodedObject comes from a Set's decoder, interned and stripped already, and is
 // returned as it is, with its encoding, unless a transform would change it (a user
-// Transform, or dropping the data of Secrets): it then goes on without its encoding.
+// Transform, or dropping the values of Secrets): it then goes on without its encoding.
+//
+// Unless opts.KeepSecretData is set, the values of Secrets are dropped (secrets.go),
+// from full and metadata-only objects alike.
 func transform(opts Options, m Mapping, known cache.KeyListerGetter, interned bool) cache.TransformFunc {
-	secrets := m.Resource.Group == "" && m.Resource.Resource == "secrets"
+	secrets := isSecrets(m.Resource)
 	// An object whose encoding a transform would make wrong loses it.
 	keepsEncoding := opts.Transform == nil && (!secrets || opts.KeepSecretData)
 	var table internTable
@@ -792,10 +797,7 @@ func transform(opts Options, m Mapping, known cache.KeyListerGetter, interned bo
 			}
 		}
 		if secrets && !opts.KeepSecretData {
-			if u, ok := obj.(*unstructured.Unstructured); ok {
-				unstructured.RemoveNestedField(u.Object, "data")
-				unstructured.RemoveNestedField(u.Object, "stringData")
-			}
+			dropSecretValues(obj)
 		}
 		if opts.Transform != nil {
 			var err error

@@ -7,7 +7,8 @@
 // checkpoints (Checkpoint), and commits them in batches. For each (cluster, resource),
 // the stored objects and the stored resourceVersion are written in the same transaction,
 // so the objects are always the informer's state at that resourceVersion, whenever the
-// process dies. Inspect and Verify serve the snapshot tool commands.
+// process dies. Compact rewrites the file without the free pages in which bbolt keeps
+// what was deleted. Inspect and Verify serve the snapshot tool commands.
 //
 // A resource, here, is what a ResourceKey names: a resource such as "/v1/pods", or the
 // part of it that one informer watches, such as "/v1/pods?ns=shop". Each key has its
@@ -19,11 +20,12 @@
 //
 // # Layout
 //
-// Schema version 2:
+// Schema version 3:
 //
 //	meta/
 //	  version -> uint64, big-endian: the schema version
 //	  created -> uint64, big-endian: creation time, Unix nanoseconds
+//	  compact -> present while the file must be compacted before use (see below)
 //	clusters/
 //	  <cluster name>/
 //	    identity -> JSON {"uid": <kube-system namespace UID>, "server": <server URL>}
@@ -43,5 +45,12 @@
 // A resource bucket always has both rv and objects; a resource that is not stored has no
 // bucket. A file without any bucket is version 0, and is laid out by the first
 // migration. Each later change of the layout is a migration appended to the list in
-// schema.go, with a test.
+// schema.go, with a test. Version 3 drops the stored Secrets that hold values, which
+// versions 1 and 2 kept in the last-applied annotation of kubectl apply (migrateToV3).
+//
+// bbolt keeps what a transaction deletes in the file's free pages until they are
+// reused. A migration that deletes what must not stay in the file at all (values of
+// Secrets) sets meta/compact in its transaction, and Open then rewrites the file without
+// its free pages and renames the copy over it: a file with meta/compact, left by a crash
+// in between, is compacted by the next Open.
 package persist

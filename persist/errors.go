@@ -39,6 +39,6 @@ var (
 	// ErrInvalid means a cluster name, resource key or object cannot be stored: an empty
 	// cluster name, a key that ParseResourceKey rejects, an object of another type than
 	// *unstructured.Unstructured or *metav1.PartialObjectMetadata, or an object without
-	// a name.
+	// a name; or Compact is called on a Store that has a Writer.
 	ErrInvalid = errors.New("persist: invalid argument")
 )

@@ -2,16 +2,21 @@ package persist
 
 import (
 	"bytes"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -81,7 +86,7 @@ func TestMigrateToV2(t *testing.T) {
 	}
 	db.Close()
 
-	s = openTest(t, path, Options{})
+	s = openTest(t, path, Options{migrations: migrations[:2]})
 	info, err := s.Inspect()
 	if err != nil {
 		t.Fatal(err)
@@ -125,6 +130,155 @@ func TestMigrateToV2(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// secretValue is the value of the Secrets of testSecret, which the file must not hold
+// in any form once they are scrubbed.
+const secretValue = "migr4te-s3cr3t-v4lue-xyz"
+
+// secretValueForms are the forms in which secretValue could be found in a file: plain,
+// and in the base64 encodings that a Secret's data or a dump of it use.
+var secretValueForms = [][]byte{
+	[]byte(secretValue),
+	[]byte(base64.StdEncoding.EncodeToString([]byte(secretValue))),
+	[]byte(base64.RawURLEncoding.EncodeToString([]byte(secretValue))),
+}
+
+// fileHoldsSecretValue reports whether the file at path holds secretValue in one of its
+// forms, in any page, free pages included.
+func fileHoldsSecretValue(t *testing.T, path string) bool {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range secretValueForms {
+		if bytes.Contains(data, v) {
+			return true
+		}
+	}
+	return false
+}
+
+// testSecret returns a Secret as a version 2 file stored it: made with kubectl apply, so
+// with the last-applied annotation, and with data unless dropData (what fleetwatch
+// kept of it by default).
+func testSecret(name string, dropData bool) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1",
+		"kind":       "Secret",
+		"metadata": map[string]any{
+			"namespace": "shop", "name": name, "resourceVersion": "41",
+			"annotations": map[string]any{
+				lastAppliedAnnotation: `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"` + name + `","namespace":"shop"},"stringData":{"password":"` + secretValue + `"}}`,
+			},
+		},
+		"type": "Opaque",
+	}}
+	if !dropData {
+		u.Object["data"] = map[string]any{"password": base64.StdEncoding.EncodeToString([]byte(secretValue))}
+	}
+	return u
+}
+
+// TestMigrateToV3 reads a version 2 file whose Secrets hold their values in every form
+// that version 2 stored: the migration drops the resources of Secrets that hold a value,
+// keeps the others, and compacts the file, so that no page holds a value.
+func TestMigrateToV3(t *testing.T) {
+	var (
+		secrets      = ResourceKey("/v1/secrets?spec=")
+		secretsKept  = ResourceKey("/v1/secrets?spec=secretData%3Dtrue")
+		secretsMeta  = ResourceKey("/v1/secrets?ns=shop&spec=metadataOnly%3Dtrue")
+		secretsClean = ResourceKey("/v1/secrets?ns=clean")
+		widgets      = ResourceKey("example.com/v1/secrets")
+	)
+	metadataSecret := &metav1.PartialObjectMetadata{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: "PartialObjectMetadata"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "md", Annotations: map[string]string{lastAppliedAnnotation: testSecret("md", false).GetAnnotations()[lastAppliedAnnotation], "team": "a"}},
+	}
+	clean := testSecret("clean", true)
+	clean.SetAnnotations(map[string]string{"team": "a"})
+	clean.SetNamespace("clean")
+	pod := testPod(t, "shop", "api")
+	// A custom resource named secrets is not a Secret.
+	widget := object("shop", "widget", "1")
+	widget.SetAPIVersion("example.com/v1")
+	widget.SetAnnotations(map[string]string{lastAppliedAnnotation: "{}"})
+
+	path := testPath(t)
+	s, err := Open(path, Options{migrations: migrations[:2]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := s.NewWriter(WriterOptions{})
+	w.Upsert("prod", secrets, testSecret("applied", true))
+	w.Upsert("prod", secretsKept, testSecret("kept", false))
+	w.Upsert("prod", secretsMeta, metadataSecret)
+	w.Upsert("prod", secretsClean, clean)
+	w.Upsert("prod", pods, pod)
+	w.Upsert("prod", widgets, widget)
+	for i, key := range []ResourceKey{secrets, secretsKept, secretsMeta, secretsClean, pods, widgets} {
+		w.Checkpoint("prod", key, fmt.Sprint(50+i))
+	}
+	if err := w.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetIdentity("prod", Identity{UID: "u", Server: "https://prod"}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if !fileHoldsSecretValue(t, path) {
+		t.Fatal("the version 2 file holds no value to scrub")
+	}
+
+	s = openTest(t, path, Options{})
+	info, err := s.Inspect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.SchemaVersion != 3 {
+		t.Errorf("schema version %d after the migration, want 3", info.SchemaVersion)
+	}
+	var resources []ResourceKey
+	for _, r := range info.Clusters[0].Resources {
+		resources = append(resources, r.Resource)
+	}
+	// The custom resource "secrets" stays: it is not a Secret.
+	if want := []ResourceKey{pods, secretsClean, widgets}; !reflect.DeepEqual(resources, want) {
+		t.Errorf("resources after the migration: %v, want %v", resources, want)
+	}
+	snap := mustLoad(t, s)
+	if cs := snap.Clusters["prod"]; cs == nil || cs.Identity.UID != "u" {
+		t.Fatalf("the cluster or its identity is lost: %+v", cs)
+	}
+	if got := resourceOf(snap, "prod", secretsClean); got == nil || got.ResourceVersion != "53" || len(got.Objects) != 1 || !reflect.DeepEqual(got.Objects[0], clean) {
+		t.Errorf("the Secret without values: %+v", got)
+	}
+	if got := resourceOf(snap, "prod", pods); got == nil || len(got.Objects) != 1 || !reflect.DeepEqual(got.Objects[0], pod) {
+		t.Errorf("pods: %+v", got)
+	}
+	if err := s.Verify(); err != nil {
+		t.Error(err)
+	}
+	s.view(func(tx *bolt.Tx) error {
+		if needsCompaction(tx) {
+			t.Error("meta/compact is left")
+		}
+		return nil
+	})
+	s.Close()
+	if fileHoldsSecretValue(t, path) {
+		t.Error("the file holds a value after the migration")
+	}
+	if _, err := os.Stat(path + ".compact"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the compacted file is left: %v", err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("the compacted file: %v, %v", fi.Mode(), err)
+	}
+}
+
+// noMigration is a migration that changes nothing, to make a list one version longer.
+var noMigration = migration{name: "nothing", migrate: func(*bolt.Tx, time.Time) error { return nil }}
 
 // TestOlderLayoutIsRejected: a file with buckets but no meta bucket is not a snapshot of
 // any version. Open refuses it and leaves it alone, rather than migrate or move it.
@@ -242,7 +396,7 @@ func TestReadOnlyDoesNotMigrate(t *testing.T) {
 	path := testPath(t)
 	s := openTest(t, path, Options{})
 	s.Close()
-	_, err := Open(path, Options{ReadOnly: true, migrations: testMigrations(new([]int), 0)})
+	_, err := Open(path, Options{ReadOnly: true, migrations: append(slices.Clone(migrations), noMigration)})
 	if !errors.Is(err, ErrSchemaTooOld) {
 		t.Errorf("got %v, want ErrSchemaTooOld", err)
 	}

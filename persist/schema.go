@@ -8,6 +8,9 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -16,6 +19,7 @@ var (
 	bucketMeta      = []byte("meta")
 	keyVersion      = []byte("version")
 	keyCreated      = []byte("created")
+	keyCompact      = []byte("compact")
 	bucketClusters  = []byte("clusters")
 	keyIdentity     = []byte("identity")
 	bucketResources = []byte("resources")
@@ -108,6 +112,12 @@ type migration struct {
 	// name says what the migration does, for errors.
 	name    string
 	migrate func(tx *bolt.Tx, now time.Time) error
+	// scrubs says that the migration deletes what must not stay in the file at all:
+	// bbolt keeps deleted values in its free pages until they are reused, so the file is
+	// rewritten (compacted) after the migration. The transaction of the migration sets
+	// meta/compact, and the rewritten file is renamed over the old one without it, so a
+	// crash in between leaves a file that Open compacts again.
+	scrubs bool
 }
 
 // migrations is the ordered list of migrations; the schema version this binary writes is
@@ -116,6 +126,7 @@ type migration struct {
 var migrations = []migration{
 	{name: "create the version 1 layout", migrate: migrateToV1},
 	{name: "store unstructured objects without a format byte", migrate: migrateToV2},
+	{name: "drop the stored Secrets that hold values", migrate: migrateToV3, scrubs: true},
 }
 
 // migrateToV1 lays out an empty file: version 0 is a bbolt file without any bucket.
@@ -136,6 +147,81 @@ func migrateToV1(tx *bolt.Tx, now time.Time) error {
 // know: the version tells them that the file is newer than they are, rather than
 // corrupt. The values that version 1 wrote stay as they are, and are still read.
 func migrateToV2(*bolt.Tx, time.Time) error { return nil }
+
+// lastAppliedAnnotation is the annotation in which kubectl apply keeps the manifest it
+// applied: for a Secret, its values. It is informer.LastAppliedAnnotation, which this
+// package does not import.
+const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
+
+// migrateToV3 drops every stored resource of Secrets (the core group's "secrets", any
+// version, any qualifier) of which an object holds a value: data or stringData with an
+// entry, or lastAppliedAnnotation. Versions 1 and 2 were written by binaries that kept
+// the annotation, which holds the values, even when they dropped data and stringData.
+//
+// The migration drops rather than scrubs: whether the values were to be kept is in the
+// resource key's qualifier, which this package does not read, and a scrubbed object would
+// differ from the server's object at the stored resourceVersion, so a watch resumed from
+// there would serve it without its values for good. A dropped resource is listed again by
+// its informer; the other resources resume. An object that does not decode counts as
+// holding a value. The file is compacted afterwards (migration.scrubs).
+func migrateToV3(tx *bolt.Tx, _ time.Time) error {
+	type stored struct{ cluster, resource string }
+	var drop []stored
+	err := forEachCluster(tx, func(cluster string, cb *bolt.Bucket, _ Identity) error {
+		return forEachResource(cluster, cb, func(resource string, rb *bolt.Bucket) error {
+			if gvr := ResourceKey(resource).GroupVersionResource(); gvr.Group != "" || gvr.Resource != "secrets" {
+				return nil
+			}
+			objects := rb.Bucket(bucketObjects)
+			if objects == nil {
+				return nil // checkTree reports it
+			}
+			c := objects.Cursor()
+			for k, v := c.First(); k != nil; k, v = c.Next() {
+				if obj, err := decodeObject(v); v == nil || err != nil || holdsSecretValue(obj) {
+					drop = append(drop, stored{cluster, resource})
+					break
+				}
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return err
+	}
+	for _, d := range drop {
+		if err := getBucket(tx, bucketClusters, []byte(d.cluster), bucketResources).DeleteBucket([]byte(d.resource)); err != nil {
+			return fmt.Errorf("cluster %q, resource %q: %w", d.cluster, d.resource, err)
+		}
+	}
+	return nil
+}
+
+// holdsSecretValue reports whether the stored Secret obj holds a value (migrateToV3).
+func holdsSecretValue(obj runtime.Object) bool {
+	switch o := obj.(type) {
+	case *unstructured.Unstructured:
+		for _, field := range []string{"data", "stringData"} {
+			switch v := o.Object[field].(type) {
+			case nil:
+			case map[string]any:
+				if len(v) > 0 {
+					return true
+				}
+			default:
+				return true
+			}
+		}
+		md, _ := o.Object["metadata"].(map[string]any)
+		ann, _ := md["annotations"].(map[string]any)
+		_, ok := ann[lastAppliedAnnotation]
+		return ok
+	case *metav1.PartialObjectMetadata:
+		_, ok := o.Annotations[lastAppliedAnnotation]
+		return ok
+	}
+	return true
+}
 
 // readVersion returns the schema version of the file: 0 for a file without buckets. A
 // file with buckets but without the meta bucket was not written by fleetwatch.
@@ -162,7 +248,9 @@ func readVersion(tx *bolt.Tx) (uint64, error) {
 }
 
 // migrate brings the file to the schema version of the list, in one transaction. A file
-// that needs no migration is not written to.
+// that needs no migration is not written to. If one of the migrations scrubs, it sets
+// meta/compact in the same transaction: the caller then compacts the file
+// (needsCompaction).
 func migrate(db *bolt.DB, list []migration, now time.Time) error {
 	var current bool
 	if err := db.View(func(tx *bolt.Tx) error {
@@ -184,17 +272,31 @@ func migrate(db *bolt.DB, list []migration, now time.Time) error {
 		if from == to {
 			return nil
 		}
+		scrubbed := false
 		for v := from; v < to; v++ {
 			if err := list[v].migrate(tx, now); err != nil {
 				return fmt.Errorf("migrating the schema from version %d to %d (%s): %w", v, v+1, list[v].name, err)
 			}
+			scrubbed = scrubbed || list[v].scrubs
 		}
 		meta := getMetaBucket(tx)
 		if meta == nil {
 			return fmt.Errorf("migrating the schema to version %d: no %q bucket after the migrations", to, bucketMeta)
 		}
+		if scrubbed {
+			if err := meta.Put(keyCompact, []byte{1}); err != nil {
+				return err
+			}
+		}
 		return putUint64(meta, keyVersion, to)
 	})
+}
+
+// needsCompaction reports whether a migration that scrubs has run on the file since it
+// was last compacted.
+func needsCompaction(tx *bolt.Tx) bool {
+	meta := getMetaBucket(tx)
+	return meta != nil && meta.Get(keyCompact) != nil
 }
 
 // checkVersion is migrate's check for a read-only Store, which cannot migrate.

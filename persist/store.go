@@ -236,8 +236,114 @@ func (s *Store) openDB() (db *bolt.DB, file *os.File, err error) {
 	if created {
 		syncDir(filepath.Dir(s.path))
 	}
+	if !s.opts.ReadOnly {
+		var compact bool
+		_ = db.View(func(tx *bolt.Tx) error { compact = needsCompaction(tx); return nil })
+		if compact {
+			cdb, cfile, err := s.compact(db)
+			if err != nil {
+				db.Close()
+				return nil, nil, err
+			}
+			return cdb, cfile, nil
+		}
+	}
 	return db, file, nil
 }
+
+// Compact rewrites the file without its free pages, in which bbolt keeps what was
+// deleted until it reuses them: afterwards, nothing deleted from the snapshot (the
+// values of Secrets in a resource that DropResource dropped, for one) is left in the
+// file. It copies the live content, which takes about as long as a Load, and must be
+// called before NewWriter. A crash in the middle leaves the file as it was, marked for
+// the next Open to compact (CompactAtNextOpen).
+func (s *Store) Compact() error {
+	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
+	if s.writer != nil {
+		return fmt.Errorf("%w: compacting snapshot %s: it has a Writer", ErrInvalid, s.path)
+	}
+	if err := s.CompactAtNextOpen(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	var db *bolt.DB
+	var file *os.File
+	err := s.guard(func() error {
+		var err error
+		db, file, err = s.compact(s.db)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	s.db, s.file = db, file
+	return nil
+}
+
+// CompactAtNextOpen marks the file so that the next Open compacts it (see Compact),
+// for what is deleted while a Writer runs.
+func (s *Store) CompactAtNextOpen() error {
+	return s.update(func(tx *bolt.Tx) error { return getMetaBucket(tx).Put(keyCompact, []byte{1}) })
+}
+
+// compact rewrites the file of db without its free pages, and returns the new file,
+// opened and locked; db is closed then. It copies the file's content to
+// "<path>.compact", deletes meta/compact there, and renames it over the file. A crash
+// before the rename leaves the old file, with meta/compact, for the next Open to
+// compact; a file left at "<path>.compact" is overwritten then. If compact fails, db
+// stays open and the file as it was.
+func (s *Store) compact(db *bolt.DB) (_ *bolt.DB, _ *os.File, err error) {
+	tmp := s.path + ".compact"
+	defer func() {
+		if err != nil {
+			os.Remove(tmp)
+			err = fmt.Errorf("compacting snapshot %s: %w", s.path, err)
+		}
+	}()
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, err
+	}
+	var file *os.File
+	dst, err := bolt.Open(tmp, 0o600, &bolt.Options{
+		Timeout:      s.opts.LockTimeout,
+		FreelistType: bolt.FreelistMapType,
+		MaxSize:      s.opts.maxSize,
+		OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
+			f, _, err := openLocked(name, flag, perm, true, s.opts.LockTimeout)
+			file = f
+			return f, err
+		},
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	err = bolt.Compact(dst, db, compactTxSize)
+	if err == nil {
+		err = dst.Update(func(tx *bolt.Tx) error { return getMetaBucket(tx).Delete(keyCompact) })
+	}
+	if err == nil {
+		err = os.Rename(tmp, s.path)
+	}
+	if err != nil {
+		dst.Close()
+		return nil, nil, err
+	}
+	syncDir(filepath.Dir(s.path))
+	// The old file is no longer the snapshot: closing it releases its lock, and a process
+	// waiting for it finds the new file (openLocked), locked by dst. An error closing it
+	// concerns a file that is gone.
+	_ = db.Close()
+	return dst, file, nil
+}
+
+// compactTxSize bounds the size of each transaction of a compaction, so that it does not
+// hold a whole large file in memory.
+const compactTxSize = 64 << 20
 
 // openedFile describes a file that openLocked opened.
 type openedFile struct {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2"
 
 	"github.com/fleetwatch/fleetwatch/cluster"
@@ -29,13 +30,23 @@ type principal struct {
 	// the user of its token-file line, "token-3" for a line without one, or the user
 	// name that the home cluster's TokenReview returned.
 	name string
-	// allowCluster, if not nil, restricts the clusters the client may read: every
-	// cluster a request reads is checked through its scope, which carries this
-	// function.
-	allowCluster func(cluster string) bool
-	// allowMetrics reports whether the client may read /metrics, which names every
-	// cluster of the fleet.
-	allowMetrics func() bool
+	// access, if not nil, restricts what the client may read; nil: everything.
+	access authorizer
+}
+
+// authorizer decides what a principal may read. Its methods may ask the home cluster,
+// which can be slow or down, so a request calls them before it takes any lock of the
+// cache, and the filter they return does no I/O: a slow answer holds back only the
+// request that waits for it. An error is an API Status, and means that a decision could
+// not be made: the request fails rather than read fewer clusters than it may.
+type authorizer interface {
+	// clusters returns the filter of the clusters the client may read. Each of names,
+	// the clusters the request reads, is decided before it returns; any other cluster
+	// is admitted only if the filter can tell without I/O (a glob, or access to every
+	// cluster), and denied otherwise. A nil filter admits every cluster.
+	clusters(ctx context.Context, names []string) (func(cluster string) bool, error)
+	// metrics reports whether the client may read /metrics, which names every cluster.
+	metrics(ctx context.Context) (bool, error)
 }
 
 type principalKey struct{}
@@ -43,15 +54,6 @@ type principalKey struct{}
 func principalFrom(r *http.Request) *principal {
 	p, _ := r.Context().Value(principalKey{}).(*principal)
 	return p
-}
-
-// allow returns the filter of the clusters the request's client may read; nil admits
-// every cluster.
-func (s *Server) allow(r *http.Request) func(string) bool {
-	if p := principalFrom(r); p != nil {
-		return p.allowCluster
-	}
-	return nil
 }
 
 // authenticate establishes the principal of every request, when authentication is
@@ -73,7 +75,11 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			p = s.tokens.authenticate(tok)
 		}
 		if p == nil && ok && s.delegated != nil {
-			p = s.delegated.authenticate(r.Context(), tok)
+			var err error
+			if p, err = s.delegated.authenticate(r.Context(), tok); err != nil {
+				writeStatus(w, r, err)
+				return
+			}
 		}
 		if p == nil {
 			writeStatus(w, r, apierrors.NewUnauthorized("Unauthorized"))
@@ -87,15 +93,58 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 // authentication every client may read everything.
 func (s *Server) authenticates() bool { return s.tokens != nil || s.delegated != nil }
 
-// authorizeCluster returns a 403 Status if the request's client may not read the named
-// cluster. The scope of every cluster ("*") and no cluster ("") are always allowed:
-// their reads are filtered instead.
-func (s *Server) authorizeCluster(r *http.Request, name string) error {
+// authorize decides which clusters the request's client may read, before the request
+// reads anything: the clusters that rt names, or for the scope of every cluster each
+// cluster of the fleet now. The filter it returns does no I/O; nil admits every
+// cluster. A client that may not read the cluster rt names, or the Cluster object it
+// names, gets a 403 Status.
+func (s *Server) authorize(r *http.Request, rt route) (func(cluster string) bool, error) {
 	p := principalFrom(r)
-	if p == nil || p.allowCluster == nil || name == "" || name == allClusters || p.allowCluster(name) {
+	if p == nil || p.access == nil {
+		return nil, nil
+	}
+	clusterObject := rt.kind == routeResource && rt.groupVersion() == SchemeGroupVersion && rt.resource == "clusters"
+	var named []string // the clusters rt names
+	if rt.cluster != "" && rt.cluster != allClusters {
+		named = append(named, rt.cluster)
+	}
+	if clusterObject && rt.hasName {
+		named = append(named, rt.name)
+	}
+	names := named
+	if len(named) == 0 && (rt.cluster == allClusters || clusterObject) {
+		names = s.clusterNames()
+	}
+	if len(names) == 0 {
+		// Nothing of any cluster is read.
+		return func(string) bool { return false }, nil
+	}
+	allow, err := p.access.clusters(r.Context(), names)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range named {
+		if allow != nil && !allow(name) {
+			return nil, forbiddenCluster(p, name)
+		}
+	}
+	return allow, nil
+}
+
+// authorizeMetrics returns a 403 Status if the request's client may not read /metrics.
+func (s *Server) authorizeMetrics(r *http.Request) error {
+	p := principalFrom(r)
+	if p == nil || p.access == nil {
 		return nil
 	}
-	return forbiddenCluster(p, name)
+	ok, err := p.access.metrics(r.Context())
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return apierrors.NewForbidden(schema.GroupResource{}, "", fmt.Errorf("%s may not get path %q", p.name, "/metrics"))
+	}
+	return nil
 }
 
 // bearerToken returns the token of an "Authorization: Bearer" header.
@@ -297,12 +346,22 @@ func (t *tokenFile) authenticate(tok string) *principal {
 	e := entries[match]
 	p := &principal{name: e.user}
 	if e.clusters != nil {
-		// A token limited to some clusters does not see /metrics, which names them all.
-		p.allowCluster = e.clusters.Match
-		p.allowMetrics = func() bool { return false }
+		p.access = globAccess{e.clusters}
 	}
 	return p
 }
+
+// globAccess limits a token of the token file to the clusters its globs match.
+type globAccess struct{ globs *cluster.Globs }
+
+var _ authorizer = globAccess{}
+
+func (g globAccess) clusters(context.Context, []string) (func(string) bool, error) {
+	return g.globs.Match, nil
+}
+
+// metrics denies /metrics, which names every cluster.
+func (globAccess) metrics(context.Context) (bool, error) { return false, nil }
 
 // certificates holds the server's TLS certificate, read from files and read again when
 // they change.

@@ -89,15 +89,22 @@ func TestTokenFilePrincipal(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := tf.authenticate("c")
-	if p == nil || p.name != "token-3" || p.allowCluster != nil || p.allowMetrics != nil {
+	if p == nil || p.name != "token-3" || p.access != nil {
 		t.Errorf("principal of c: %+v", p)
 	}
 	p = tf.authenticate("d")
-	if p == nil || p.name != "ci" || p.allowCluster == nil || p.allowMetrics == nil || p.allowMetrics() {
+	if p == nil || p.name != "ci" || p.access == nil {
 		t.Fatalf("principal of d: %+v", p)
 	}
+	if ok, err := p.access.metrics(t.Context()); ok || err != nil {
+		t.Errorf("d may read /metrics: %v, %v", ok, err)
+	}
+	allow, err := p.access.clusters(t.Context(), nil)
+	if allow == nil || err != nil {
+		t.Fatalf("clusters of d: %v", err)
+	}
 	for cl, want := range map[string]bool{prod: true, staging: true, edge: false, "prod-2": false} {
-		if got := p.allowCluster(cl); got != want {
+		if got := allow(cl); got != want {
 			t.Errorf("d may read %q: %v, want %v", cl, got, want)
 		}
 	}

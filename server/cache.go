@@ -374,11 +374,13 @@ func (rc *resourceCache) hasCluster(cluster string) bool {
 }
 
 // scope is the set of clusters a request reads: one, or every cluster (cluster "*")
-// that allow admits. allow is where per-client cluster allow-lists will plug in; nil
-// admits every cluster.
+// that allow admits.
 type scope struct {
 	cluster string
-	allow   func(cluster string) bool
+	// allow is the filter of the clusters the request's client may read, decided before
+	// the request read the cache (Server.authorize); it is called with locks held, so
+	// it does no I/O. nil admits every cluster.
+	allow func(cluster string) bool
 }
 
 // allClusters is the name of the scope of every cluster.

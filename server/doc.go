@@ -25,11 +25,13 @@
 // Kubernetes Status objects.
 //
 // Start serves on Options.Address: loopback by default, anything else only with TLS and
-// bearer tokens from a file. In front of every handler, a server without authentication
-// answers only requests for loopback host names and Options.AcceptHosts (against DNS
+// authentication: bearer tokens from a file, or reviewed by a home cluster
+// (DelegatedAuth). In front of every handler, a server without authentication answers
+// only requests for loopback host names and Options.AcceptHosts (against DNS
 // rebinding); then the limits of Options.MaxRequestsInFlight and MaxWatches answer 429
 // beyond them (the probes and /metrics are exempt); then authentication establishes the
-// client's principal, which limits the clusters it reads, and MaxWatchesPerClient its
-// watches. Lists and Tables are streamed one item at a time (writeList), so that the
+// client's principal, and MaxWatchesPerClient bounds its watches. What a client may
+// read is decided before its request reads the cache, whose locks see only a filter that
+// does no I/O. Lists and Tables are streamed one item at a time (writeList), so that the
 // limits bound the memory that responses take.
 package server

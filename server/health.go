@@ -23,7 +23,7 @@ func (s *Server) serveReadyz(w http.ResponseWriter, r *http.Request) {
 	}
 	checks := []check{{name: "fleet"}, {name: "cache"}}
 	if !s.src.Ready() {
-		checks[0].err = notReadyReason(s.src.Status(), s.allow(r))
+		checks[0].err = s.notReadyReason(r)
 	}
 	select {
 	case <-s.cache.primed:
@@ -56,6 +56,27 @@ func (s *Server) serveReadyz(w http.ResponseWriter, r *http.Request) {
 		b.WriteString("readyz check failed\n")
 	}
 	writeBody(w, code, "text/plain; charset=utf-8", []byte(b.String()))
+}
+
+// notReadyReason says why the fleet is not ready to the client of r: it names the
+// clusters that hold readiness back and that the client may read. Which those are is
+// decided first, as for any read; if that cannot be decided, the reason is withheld.
+func (s *Server) notReadyReason(r *http.Request) string {
+	statuses := s.src.Status()
+	var allow func(string) bool
+	var names []string
+	for _, st := range statuses {
+		if st.Phase != aggregate.PhaseSynced {
+			names = append(names, st.Name)
+		}
+	}
+	if p := principalFrom(r); p != nil && p.access != nil && len(names) > 0 {
+		var err error
+		if allow, err = p.access.clusters(r.Context(), names); err != nil {
+			return "reason withheld: " + err.Error()
+		}
+	}
+	return notReadyReason(statuses, allow)
 }
 
 // notReadyReason names the clusters that hold readiness back, of those that allow

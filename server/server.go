@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"runtime"
@@ -497,8 +498,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, info *requestInfo
 		return nil
 	case "/metrics":
 		info.verb = "metrics"
-		if p := principalFrom(r); p != nil && p.allowMetrics != nil && !p.allowMetrics() {
-			return apierrors.NewForbidden(schema.GroupResource{}, "", fmt.Errorf("%s may not get path %q", p.name, "/metrics"))
+		if err := s.authorizeMetrics(r); err != nil {
+			return err
 		}
 		s.metrics.serve(w, r)
 		return nil
@@ -511,10 +512,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, info *requestInfo
 	if err != nil || rt.kind == routeNotFound {
 		return notFoundPath(path)
 	}
-	sc := scope{cluster: rt.cluster, allow: s.allow(r)}
-	if err := s.authorizeCluster(r, rt.cluster); err != nil {
+	// The clusters the client may read are decided here, before the cache is read.
+	allow, err := s.authorize(r, rt)
+	if err != nil {
 		return err
 	}
+	sc := scope{cluster: rt.cluster, allow: allow}
 	if rt.cluster != "" && rt.cluster != allClusters && !s.clusterExists(rt.cluster, sc) {
 		return clusterNotFound(rt.cluster)
 	}
@@ -545,9 +548,6 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, info *requestInfo
 		info.resource, info.verb = clustersGR.String(), "list"
 		if rt.hasName {
 			info.verb = "get"
-			if err := s.authorizeCluster(r, rt.name); err != nil {
-				return err
-			}
 		}
 		if rt.cluster == "" {
 			sc.cluster = allClusters
@@ -576,6 +576,23 @@ func notFoundPath(path string) error {
 		Message: fmt.Sprintf("the server could not find the requested resource %s: the fleet's resources are served under "+
 			"/clusters/{cluster}/ (a path-escaped cluster name), or /clusters/*/ for every cluster", path),
 	}}
+}
+
+// clusterNames returns the name of every cluster of the fleet: those with a status,
+// and those with cached objects.
+func (s *Server) clusterNames() []string {
+	names := make(map[string]bool)
+	for _, st := range s.src.Status() {
+		names[st.Name] = true
+	}
+	for _, rc := range s.cache.all() {
+		rc.mu.RLock()
+		for cl := range rc.clusters {
+			names[cl] = true
+		}
+		rc.mu.RUnlock()
+	}
+	return slices.Sorted(maps.Keys(names))
 }
 
 // clusterExists reports whether name is a cluster of the fleet in sc: one with a status,

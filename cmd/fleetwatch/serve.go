@@ -236,5 +236,5 @@ func delegatedAuth(cfg config.Delegated) (*server.DelegatedAuth, error) {
 		return nil, fmt.Errorf("server.auth.delegated.enabled: no server.auth.delegated.kubeconfig, and not in a cluster: %w", err)
 	}
 	rc.UserAgent = "fleetwatch/" + buildVersion() + " (delegated auth)"
-	return &server.DelegatedAuth{Config: rc}, nil
+	return &server.DelegatedAuth{Config: rc, QPS: float32(cfg.QPS), Burst: cfg.Burst, Audiences: cfg.Audiences}, nil
 }
