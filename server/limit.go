@@ -47,7 +47,9 @@ const largeList = 100
 // find a place.
 //
 // A client may hold at most Options.MaxWatchesPerClient of the watches, so that one
-// client cannot take them all. It is counted once authenticated (see limitClient).
+// client cannot take them all: a client is the user that authentication established,
+// else an IP address. The limits come after authentication, as in kube-apiserver, so
+// that a request without valid credentials takes no place.
 //
 // The limits bound memory because every response is streamed (see writeList): a request
 // holds a buffer and the item being encoded, plus a reference per object it lists,
@@ -98,12 +100,14 @@ func (l *limiter) limit(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		sem, reason, what := l.requests, rejectedRequests, "requests other than watches"
+		var release func()
+		var err error
 		if isWatch(r) {
-			sem, reason, what = l.watches, rejectedWatches, "watches"
 			infoFrom(r.Context()).verb = "watch"
+			release, err = l.acquireWatch(clientOf(r))
+		} else {
+			release, err = l.acquire(l.requests, rejectedRequests, "requests other than watches")
 		}
-		release, err := l.acquire(sem, reason, what)
 		if err != nil {
 			writeStatus(w, r, err)
 			return
@@ -113,34 +117,30 @@ func (l *limiter) limit(next http.Handler) http.Handler {
 	})
 }
 
-// limitClient serves a watch if its client holds fewer than Options.MaxWatchesPerClient,
-// and answers 429 otherwise. It runs after authentication, which names the client.
-func (l *limiter) limitClient(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if exempt(r) || !isWatch(r) {
-			next.ServeHTTP(w, r)
-			return
-		}
-		client := clientOf(r)
+// acquireWatch takes a place for a watch of client, under MaxWatches and
+// MaxWatchesPerClient, or returns a 429 Status.
+func (l *limiter) acquireWatch(client string) (release func(), err error) {
+	releaseAll, err := l.acquire(l.watches, rejectedWatches, "watches")
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := l.clientWatches[client]
+	if n >= l.maxClientWatches {
+		releaseAll()
+		l.metrics.rejected.WithLabelValues(rejectedClientWatches).Inc()
+		return nil, apierrors.NewTooManyRequests(fmt.Sprintf("too many watches: the server serves at most %d watches of one client at once; try again later", l.maxClientWatches), retryAfter)
+	}
+	l.clientWatches[client] = n + 1
+	return func() {
 		l.mu.Lock()
-		n := l.clientWatches[client]
-		if n >= l.maxClientWatches {
-			l.mu.Unlock()
-			l.metrics.rejected.WithLabelValues(rejectedClientWatches).Inc()
-			writeStatus(w, r, apierrors.NewTooManyRequests(fmt.Sprintf("too many watches: the server serves at most %d watches of one client at once; try again later", l.maxClientWatches), retryAfter))
-			return
+		if l.clientWatches[client]--; l.clientWatches[client] == 0 {
+			delete(l.clientWatches, client)
 		}
-		l.clientWatches[client] = n + 1
 		l.mu.Unlock()
-		defer func() {
-			l.mu.Lock()
-			defer l.mu.Unlock()
-			if l.clientWatches[client]--; l.clientWatches[client] == 0 {
-				delete(l.clientWatches, client)
-			}
-		}()
-		next.ServeHTTP(w, r)
-	})
+		releaseAll()
+	}, nil
 }
 
 // clientOf names the client of a request: the user that authentication established,

@@ -364,10 +364,10 @@ func New(src Source, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("server.New: register with the fleet: %w", err)
 	}
 	s.reg = reg
-	// The host check first: a request for another host takes no place. The limits of
-	// all clients come before authentication, so that they bound the TokenReviews of
-	// delegated authentication too; those of each client after it.
-	s.handler = s.metrics.instrument(recoverPanics(s.checkHost(s.limits.limit(s.authenticate(s.limits.limitClient(http.HandlerFunc(s.route)))))))
+	// The limits come after authentication, as in kube-apiserver: a request refused for
+	// its host or its credentials takes no place, and a watch is counted against its
+	// client.
+	s.handler = s.metrics.instrument(recoverPanics(s.checkHost(s.authenticate(s.limits.limit(http.HandlerFunc(s.route))))))
 	return s, nil
 }
 
