@@ -99,13 +99,13 @@ server:
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	watchURL := base + "/clusters/" + quiet.Name + "/api/v1/namespaces/quiet/configmaps?watch=true"
-	events := watchLines(watchCtx, t, watchURL)
+	events := watchUntil(watchCtx, t, watchURL)
 
 	t.Run("watches beyond server.limits.maxWatches get 429", func(t *testing.T) {
 		var stops []context.CancelFunc
 		for range loadMaxWatches - 1 {
 			c, stop := context.WithCancel(ctx)
-			watchLines(c, t, watchURL)
+			watchUntil(c, t, watchURL)
 			stops = append(stops, stop)
 		}
 		res := get(ctx, t, http.DefaultClient, watchURL, "")
@@ -361,9 +361,9 @@ func rss(t *testing.T, pid int) rssSample {
 	return m
 }
 
-// watchLines starts a watch and returns its lines; the channel is closed when the
+// watchUntil starts a watch and returns its lines; the channel is closed when the
 // watch ends, or ctx is done.
-func watchLines(ctx context.Context, t *testing.T, url string) <-chan string {
+func watchUntil(ctx context.Context, t *testing.T, url string) <-chan string {
 	t.Helper()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	res, err := http.DefaultClient.Do(req)
