@@ -6,10 +6,11 @@ import (
 
 // Defaults of Config, as returned by Default, named after their keys.
 const (
-	DefaultServerAddress      = "127.0.0.1:8080"
-	DefaultSnapshotPath       = "fleetwatch.db"
-	DefaultSnapshotInterval   = 5 * time.Second
-	DefaultSnapshotMaxPending = 5000
+	DefaultServerAddress       = "127.0.0.1:8080"
+	DefaultSnapshotPath        = "fleetwatch.db"
+	DefaultSnapshotInterval    = 5 * time.Second
+	DefaultSnapshotMaxPending  = 5000
+	DefaultSnapshotKeepCorrupt = 3
 	// DefaultSyncTimeout and DefaultSyncMaxConcurrent are the defaults of the library's
 	// fleetwatch.Options (DefaultSyncTimeout, DefaultMaxConcurrentSyncs).
 	DefaultSyncTimeout       = 2 * time.Minute
@@ -125,6 +126,10 @@ type Snapshot struct {
 	// MaxPending is the number of pending changes that triggers a commit before
 	// Interval has passed. Default DefaultSnapshotMaxPending.
 	MaxPending int `yaml:"maxPending" mapstructure:"maxPending"`
+	// KeepCorrupt is how many unreadable snapshot files moved aside
+	// ("<path>.corrupt-<time>") are kept; older ones are deleted, and 0 deletes an
+	// unreadable file at once. Default DefaultSnapshotKeepCorrupt.
+	KeepCorrupt int `yaml:"keepCorrupt" mapstructure:"keepCorrupt"`
 }
 
 // Server configures the HTTP server.
@@ -223,9 +228,10 @@ func Default() Config {
 			MaxConcurrent: DefaultSyncMaxConcurrent,
 		},
 		Snapshot: Snapshot{
-			Path:       DefaultSnapshotPath,
-			Interval:   DefaultSnapshotInterval,
-			MaxPending: DefaultSnapshotMaxPending,
+			Path:        DefaultSnapshotPath,
+			Interval:    DefaultSnapshotInterval,
+			MaxPending:  DefaultSnapshotMaxPending,
+			KeepCorrupt: DefaultSnapshotKeepCorrupt,
 		},
 		Server: Server{
 			Address: DefaultServerAddress,

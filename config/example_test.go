@@ -88,6 +88,7 @@ func ExampleConfig_String() {
 	//   path: fleetwatch.db
 	//   interval: 5s
 	//   maxPending: 5000
+	//   keepCorrupt: 3
 	// server:
 	//   address: 127.0.0.1:8080
 	//   acceptHosts: []

@@ -35,6 +35,7 @@ var usages = map[string]string{
 	"snapshot.path":                    "snapshot file; empty disables persistence",
 	"snapshot.interval":                "longest time a change waits before the snapshot is committed",
 	"snapshot.maxPending":              "number of pending changes that commits the snapshot before snapshot.interval",
+	"snapshot.keepCorrupt":             "number of unreadable snapshot files moved aside that are kept; 0 deletes them",
 	"server.address":                   "host:port of the HTTP server; other than loopback requires TLS and authentication",
 	"server.acceptHosts":               "regexps over the host names of requests (Host without port); loopback names are always accepted; empty means only those without authentication, any with it",
 	"server.tls.certFile":              "PEM certificate (and intermediates) of the server; enables HTTPS with keyFile",

@@ -88,7 +88,7 @@ func full() config.Config {
 		},
 		Sync:     config.Sync{Timeout: 90 * time.Second, MaxConcurrent: 4},
 		Cache:    config.Cache{KeepManagedFields: true, KeepSecretData: true},
-		Snapshot: config.Snapshot{Path: "/var/lib/fleetwatch/fleetwatch.db", Interval: 250 * time.Millisecond, MaxPending: 1000},
+		Snapshot: config.Snapshot{Path: "/var/lib/fleetwatch/fleetwatch.db", Interval: 250 * time.Millisecond, MaxPending: 1000, KeepCorrupt: 1},
 		Server: config.Server{
 			Address:     "0.0.0.0:8443",
 			AcceptHosts: []string{`fleetwatch\.example\.com`, `fleetwatch\.fleetwatch\.svc(\.cluster\.local)?`},
@@ -335,7 +335,7 @@ resources:
 				"--resources=pods",
 				"--sync-timeout=30s", "--sync-max-concurrent=2",
 				"--cache-keep-managed-fields", "--cache-keep-secret-data=true",
-				"--snapshot-path=", "--snapshot-interval=5s", "--snapshot-max-pending=10",
+				"--snapshot-path=", "--snapshot-interval=5s", "--snapshot-max-pending=10", "--snapshot-keep-corrupt=0",
 				"--server-address=0.0.0.0:8443",
 				"--server-tls-cert-file=/c", "--server-tls-key-file=/k", "--server-auth-token-file=/t",
 				"--server-auth-delegated-enabled", "--server-auth-delegated-audiences=fleetwatch", "--server-auth-delegated-audiences=other",
@@ -353,7 +353,7 @@ resources:
 				c.Resources = []config.Resource{{Name: "pods"}}
 				c.Sync = config.Sync{Timeout: 30 * time.Second, MaxConcurrent: 2}
 				c.Cache = config.Cache{KeepManagedFields: true, KeepSecretData: true}
-				c.Snapshot = config.Snapshot{Path: "", Interval: 5 * time.Second, MaxPending: 10}
+				c.Snapshot = config.Snapshot{Path: "", Interval: 5 * time.Second, MaxPending: 10, KeepCorrupt: 0}
 				c.Server = config.Server{Address: "0.0.0.0:8443", TLS: config.TLS{CertFile: "/c", KeyFile: "/k"}, Auth: config.Auth{TokenFile: "/t", Delegated: config.Delegated{
 					Enabled: true, Audiences: []string{"fleetwatch", "other"}, QPS: 50, Burst: 100,
 				}}, Limits: config.Limits{MaxRequestsInFlight: 10, MaxWatches: 20, MaxWatchesPerClient: 5}}
@@ -862,6 +862,9 @@ func TestValidate(t *testing.T) {
 		}},
 		{"negative snapshot batch", func(c *config.Config) { c.Snapshot.MaxPending = -1 }, []string{
 			"snapshot.maxPending: must be at least 1, got -1",
+		}},
+		{"negative snapshot.keepCorrupt", func(c *config.Config) { c.Snapshot.KeepCorrupt = -1 }, []string{
+			"snapshot.keepCorrupt: must not be negative, got -1",
 		}},
 		{"no port", func(c *config.Config) { c.Server.Address = "127.0.0.1" }, []string{
 			`server.address: "127.0.0.1": missing port in address`,

@@ -82,6 +82,9 @@ func (c *Config) validate() []*FieldError {
 	if c.Snapshot.MaxPending < 1 {
 		v.add("snapshot.maxPending", "must be at least 1, got %d", c.Snapshot.MaxPending)
 	}
+	if c.Snapshot.KeepCorrupt < 0 {
+		v.add("snapshot.keepCorrupt", "must not be negative, got %d", c.Snapshot.KeepCorrupt)
+	}
 	v.server(c.Server)
 	if c.Log.Verbosity < 0 {
 		v.add("log.verbosity", "must not be negative, got %d", c.Log.Verbosity)

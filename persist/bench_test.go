@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
 	"runtime"
 	"runtime/pprof"
 	"strconv"
@@ -149,4 +150,36 @@ func BenchmarkLoad(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/10000, "ns/object")
+}
+
+// BenchmarkCheckPages measures Open's check of the page structure (checkPages) of a file
+// of 10000 realistic pods, which Load then decodes (BenchmarkLoad).
+func BenchmarkCheckPages(b *testing.B) {
+	path := testPath(b)
+	s := openTest(b, path, Options{})
+	w := s.NewWriter(WriterOptions{})
+	for _, obj := range benchPods(b, 10000) {
+		w.Upsert("prod", pods, obj)
+	}
+	w.Checkpoint("prod", pods, "1")
+	if err := w.Flush(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	s.Close()
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if err := checkPages(f, fi.Size()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/10000, "ns/object")
+	b.ReportMetric(float64(fi.Size())/(1<<20), "MiB")
 }

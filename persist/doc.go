@@ -20,27 +20,34 @@
 //
 // # Layout
 //
-// Schema version 3:
+// Schema version 4:
 //
 //	meta/
 //	  version -> uint64, big-endian: the schema version
 //	  created -> uint64, big-endian: creation time, Unix nanoseconds
 //	  compact -> present while the file must be compacted before use (see below)
+//	  sum     -> uint32, big-endian: CRC-32C of "meta", version and created
 //	clusters/
 //	  <cluster name>/
-//	    identity -> JSON {"uid": <kube-system namespace UID>, "server": <server URL>}
+//	    identity -> sealed JSON {"uid": <kube-system namespace UID>, "server": <server URL>}
 //	    resources/
 //	      <resource key>/          "group/version/resource[?qualifier]", "/v1/pods"
-//	        rv -> the resourceVersion the objects are current at
+//	        rv -> the sealed resourceVersion the objects are current at
 //	        objects/
-//	          <namespace>/<name> -> the encoded object
+//	          <namespace>/<name> -> the sealed encoded object
 //
-// A cluster-scoped object's key has an empty namespace: "/node-1". An object's first
-// byte says what it decodes to: the head of a CBOR map (0xa0 to 0xbf) is an
-// *unstructured.Unstructured, its Object map in CBOR; 2 is a
+// A sealed value is the byte 3, the CRC-32C of the names of its buckets below clusters,
+// its key and the value, big-endian, then the value (seal.go). Cluster and resource
+// buckets hold nothing else. Before bbolt reads the file, Open checks its page structure
+// (pages.go).
+//
+// A cluster-scoped object's key has an empty namespace: "/node-1". The first byte of an
+// object's encoding, within its seal, says what it decodes to: the head of a CBOR map
+// (0xa0 to 0xbf) is an *unstructured.Unstructured, its Object map in CBOR; 2 is a
 // *metav1.PartialObjectMetadata (a resource cached metadata-only) in CBOR. Version 1
 // wrote 1 before the map of an unstructured object; version 2 reads that too, and its
-// migration changes nothing else (see codec.go).
+// migration changes nothing else (see codec.go). Version 4 seals the values that the
+// versions before it wrote.
 //
 // A resource bucket always has both rv and objects; a resource that is not stored has no
 // bucket. A file without any bucket is version 0, and is laid out by the first

@@ -94,8 +94,9 @@ func TestWriterUpsertEncoded(t *testing.T) {
 	err := s.view(func(tx *bolt.Tx) error {
 		objects := getBucket(tx, bucketClusters, []byte("prod"), bucketResources, []byte(pods), bucketObjects)
 		return objects.ForEach(func(k, v []byte) error {
+			v, err := unsealBytes(objectsSum("prod", string(pods)), string(k), v)
 			values[string(k)] = bytes.Clone(v)
-			return nil
+			return err
 		})
 	})
 	if err != nil {

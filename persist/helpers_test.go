@@ -130,6 +130,30 @@ func corruptPagesContaining(t testing.TB, path string, marker []byte) {
 	}
 }
 
+// garbleObjectName changes the name of writeSample's marker object in its value, not in
+// its key: the file's pages are sound, and the object decodes, to another object.
+func garbleObjectName(t testing.TB, path string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := bytes.Index(data, []byte("ns/marker-object"))
+	if key < 0 {
+		t.Fatal("the marker object is not in the file")
+	}
+	// The name, a CBOR string of 13 bytes; not the uid, which ends with it.
+	name := []byte("Mmarker-object")
+	i := bytes.Index(data[key:], name)
+	if i < 0 {
+		t.Fatal("the marker object's name is not in the file")
+	}
+	copy(data[key+i+1:], "MARKER")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // sorted returns a sorted copy.
 func sorted(s []string) []string {
 	s = slices.Clone(s)

@@ -53,6 +53,7 @@ func (s *Store) Inspect() (Info, error) {
 		if created, ok := getUint64(meta, keyCreated); ok {
 			info.Created = time.Unix(0, int64(created))
 		}
+		sealed := isSealed(tx)
 		return forEachCluster(tx, func(cluster string, cb *bolt.Bucket, id Identity) error {
 			ci := ClusterInfo{Name: cluster, Identity: id}
 			err := forEachResource(cluster, cb, func(resource string, rb *bolt.Bucket) error {
@@ -60,7 +61,11 @@ func (s *Store) Inspect() (Info, error) {
 				if err != nil {
 					return fmt.Errorf("%w: cluster %q: %v", ErrCorrupt, cluster, err)
 				}
-				ri := ResourceInfo{Resource: key, ResourceVersion: string(rb.Get(keyRV))}
+				rv, err := getRV(rb, cluster, resource, sealed)
+				if err != nil {
+					return err
+				}
+				ri := ResourceInfo{Resource: key, ResourceVersion: rv}
 				if objects := rb.Bucket(bucketObjects); objects != nil {
 					st := objects.Stats()
 					ri.Objects = st.KeyN
@@ -86,10 +91,11 @@ const maxCheckErrors = 20
 // errRollback ends the write transaction of Verify without a commit.
 var errRollback = errors.New("rollback")
 
-// Verify checks the whole file: bbolt's own consistency check of every page (tx.Check),
-// the bucket tree, and the decoding of every object. It reads the whole file, and holds
-// back the Writer's commits while it runs. Problems are returned wrapping ErrCorrupt.
-// Verify never moves the file aside.
+// Verify checks the whole file: the page structure as Open checks it, again (see
+// checkPages), bbolt's own consistency check of every page (tx.Check), the bucket tree,
+// the seals, and the decoding of every object. It reads the whole file, and holds back
+// the Writer's commits while it runs. Problems are returned wrapping ErrCorrupt. Verify
+// never moves the file aside.
 func (s *Store) Verify() error {
 	verify := func(tx *bolt.Tx) error {
 		fi, err := os.Stat(s.path)
@@ -98,6 +104,11 @@ func (s *Store) Verify() error {
 		}
 		if err := checkSize(tx, fi.Size()); err != nil {
 			return err
+		}
+		// tx.Check follows the pages in a goroutine of bbolt's, where a fault on a bad
+		// page cannot be recovered: check them first, as Open did.
+		if err := checkPages(s.file, fi.Size()); err != nil {
+			return fmt.Errorf("%w: %v", ErrCorrupt, err)
 		}
 		var errs []error
 		for err := range tx.Check() {

@@ -1,7 +1,6 @@
 package persist
 
 import (
-	"bytes"
 	"errors"
 	"os"
 	"reflect"
@@ -66,10 +65,7 @@ func TestVerify(t *testing.T) {
 	}
 
 	// An object that decodes to another object: only decoding finds it.
-	data, _ := os.ReadFile(path)
-	i := bytes.Index(data, []byte("marker-object"))
-	copy(data[i:], "MARKER")
-	os.WriteFile(path, data, 0o600)
+	garbleObjectName(t, path)
 	for _, readOnly := range []bool{false, true} {
 		s := openTest(t, path, Options{ReadOnly: readOnly})
 		if err := s.Verify(); !errors.Is(err, ErrCorrupt) {
@@ -82,12 +78,14 @@ func TestVerify(t *testing.T) {
 	}
 }
 
+// TestVerifyBadPage: pages damaged after Open checked them are found by Verify, which
+// checks them again before bbolt's check follows them.
 func TestVerifyBadPage(t *testing.T) {
-	path := testPath(t)
-	writeSample(t, path)
-	corruptPagesContaining(t, path, []byte("marker-object"))
 	for _, readOnly := range []bool{false, true} {
+		path := testPath(t)
+		writeSample(t, path)
 		s := openTest(t, path, Options{ReadOnly: readOnly})
+		corruptPagesContaining(t, path, []byte("marker-object"))
 		err := s.Verify()
 		if !errors.Is(err, ErrCorrupt) {
 			t.Errorf("Verify (read-only %v): got %v, want ErrCorrupt", readOnly, err)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"unsafe"
 
@@ -111,13 +112,25 @@ func (s *Store) load() (*Snapshot, error) {
 // loadChunk is how many objects a decoder takes at a time.
 const loadChunk = 256
 
+// Test hooks of loadTx: testHookSent is called by the walk after it hands out each chunk,
+// with the number handed out so far, and testHookDecode by a decoder before it decodes
+// value i of c. A test makes the walk panic mid-load, and watches when decoders run.
+var (
+	testHookSent   func(n int)
+	testHookDecode func(c *chunk, i int)
+)
+
 // chunk is a run of objects of one resource: their stored bytes, decoded by one of the
 // decoders of loadTx.
 type chunk struct {
 	cluster, resource string
-	keys              []string
+	// sealed says whether the values are sealed, with seals that start with sum.
+	sealed bool
+	sum    uint32
+	keys   []string
 	// values are the stored bytes, in the file's memory map: they are valid until the
-	// read transaction ends, which loadTx's decoders finish within, and nothing that the
+	// read transaction ends and the file is unmapped, so loadTx returns, and lets a panic
+	// of the walk go on, only after its decoders are done with them; nothing that the
 	// decoder returns shares memory with them.
 	values  []string
 	objects []kruntime.Object
@@ -126,7 +139,9 @@ type chunk struct {
 // loadTx reads the snapshot in tx. The goroutine of tx walks the buckets and hands the
 // objects' bytes out in chunks, without copying them out of the file's memory map;
 // decoders, one per CPU, decode them before loadTx returns and tx ends. A bad page can
-// panic in the walk; the caller recovers.
+// panic in the walk; the caller recovers, and may close and unmap the file as it does,
+// so the walk waits for the decoders before its panic goes on. A decoder that faults on
+// the map (a value beyond the end of the file) fails as on a bad value.
 func loadTx(tx *bolt.Tx) (*Snapshot, error) {
 	var (
 		work     = make(chan *chunk, runtime.GOMAXPROCS(0))
@@ -142,30 +157,32 @@ func loadTx(tx *bolt.Tx) (*Snapshot, error) {
 		})
 	}
 	for range runtime.GOMAXPROCS(0) {
-		wg.Go(func() {
-			var d fastDecoder
-			for c := range work {
-				if err := c.decode(&d); err != nil {
-					fail(err)
-				}
-			}
-		})
+		wg.Go(func() { decodeChunks(work, fail) })
 	}
 
 	snap := &Snapshot{Clusters: make(map[string]*ClusterSnapshot)}
+	sealed := isSealed(tx)
 	chunks := make(map[*ResourceSnapshot][]*chunk)
+	sent := 0
 	send := func(rs *ResourceSnapshot, c *chunk) error {
 		chunks[rs] = append(chunks[rs], c)
 		select {
 		case work <- c:
+			sent++
+			if testHookSent != nil {
+				testHookSent(sent)
+			}
 			return nil
 		case <-failed:
 			return firstErr
 		}
 	}
 	walk := func() error {
-		// Also when a bad page panics, so that the decoders end.
-		defer close(work)
+		// Also when a bad page panics: the decoders end, and the map stays until they have.
+		defer func() {
+			close(work)
+			wg.Wait()
+		}()
 		return forEachCluster(tx, func(cluster string, cb *bolt.Bucket, id Identity) error {
 			cs := &ClusterSnapshot{Identity: id, Resources: make(map[ResourceKey]*ResourceSnapshot)}
 			snap.Clusters[cluster] = cs
@@ -174,12 +191,16 @@ func loadTx(tx *bolt.Tx) (*Snapshot, error) {
 				if err != nil {
 					return fmt.Errorf("%w: cluster %q: %v", ErrCorrupt, cluster, err)
 				}
-				rv := rb.Get(keyRV)
-				objects := rb.Bucket(bucketObjects)
-				if len(rv) == 0 || objects == nil {
-					return fmt.Errorf("%w: cluster %q, resource %q: no resourceVersion or no objects", ErrCorrupt, cluster, resource)
+				rv, err := getRV(rb, cluster, resource, sealed)
+				if err != nil {
+					return err
 				}
-				rs := &ResourceSnapshot{ResourceVersion: string(rv)}
+				objects := rb.Bucket(bucketObjects)
+				if objects == nil {
+					return fmt.Errorf("%w: cluster %q, resource %q: no objects", ErrCorrupt, cluster, resource)
+				}
+				rs := &ResourceSnapshot{ResourceVersion: rv}
+				sum := objectsSum(cluster, resource)
 				cs.Resources[key] = rs
 				var c *chunk
 				cur := objects.Cursor()
@@ -188,7 +209,7 @@ func loadTx(tx *bolt.Tx) (*Snapshot, error) {
 						return fmt.Errorf("%w: cluster %q, resource %q: %q is a bucket, not an object", ErrCorrupt, cluster, resource, k)
 					}
 					if c == nil {
-						c = &chunk{cluster: cluster, resource: resource}
+						c = &chunk{cluster: cluster, resource: resource, sealed: sealed, sum: sum}
 					}
 					c.keys = append(c.keys, string(k))
 					c.values = append(c.values, unsafe.String(unsafe.SliceData(v), len(v)))
@@ -207,7 +228,6 @@ func loadTx(tx *bolt.Tx) (*Snapshot, error) {
 		})
 	}
 	walkErr := walk()
-	wg.Wait()
 	if walkErr != nil {
 		return nil, walkErr
 	}
@@ -227,12 +247,35 @@ func loadTx(tx *bolt.Tx) (*Snapshot, error) {
 	return snap, nil
 }
 
-// decode decodes the chunk's values and checks that each object is stored under its own
-// key. It never panics.
+// decodeChunks is a decoder of loadTx: it decodes the chunks of work until work is
+// closed, and gives fail the errors. A fault reading the memory map (a value past the
+// end of the file) is a panic in its goroutine, which decode turns into an error: the
+// setting is per goroutine, so that every decoder makes it.
+func decodeChunks(work <-chan *chunk, fail func(error)) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	var d fastDecoder
+	for c := range work {
+		if err := c.decode(&d); err != nil {
+			fail(err)
+		}
+	}
+}
+
+// decode checks the seals of the chunk's values, decodes them, and checks that each
+// object is stored under its own key. It never panics.
 func (c *chunk) decode(d *fastDecoder) (err error) {
 	defer recoverDecode(&err)
 	c.objects = make([]kruntime.Object, len(c.values))
 	for i, v := range c.values {
+		if testHookDecode != nil {
+			testHookDecode(c, i)
+		}
+		if c.sealed {
+			var err error
+			if v, err = unseal(c.sum, c.keys[i], v); err != nil {
+				return fmt.Errorf("cluster %q, resource %q: %w", c.cluster, c.resource, err)
+			}
+		}
 		obj, err := d.decode(v)
 		if err != nil {
 			return fmt.Errorf("cluster %q, resource %q, object %q: %w", c.cluster, c.resource, c.keys[i], err)

@@ -230,7 +230,7 @@ func TestMigrateToV3(t *testing.T) {
 		t.Fatal("the version 2 file holds no value to scrub")
 	}
 
-	s = openTest(t, path, Options{})
+	s = openTest(t, path, Options{migrations: migrations[:3]})
 	info, err := s.Inspect()
 	if err != nil {
 		t.Fatal(err)
@@ -280,6 +280,70 @@ func TestMigrateToV3(t *testing.T) {
 // noMigration is a migration that changes nothing, to make a list one version longer.
 var noMigration = migration{name: "nothing", migrate: func(*bolt.Tx, time.Time) error { return nil }}
 
+// TestMigrateToV4 reads a version 3 file: the migration seals every value and the meta
+// bucket, and the snapshot loads as it was.
+func TestMigrateToV4(t *testing.T) {
+	path := testPath(t)
+	pod, md := testPod(t, "shop", "pod"), testMetadata(t, "shop", "md")
+	s, err := Open(path, Options{migrations: migrations[:3]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := s.NewWriter(WriterOptions{})
+	w.Upsert("prod", pods, pod)
+	w.Upsert("prod", deployments, md)
+	w.Checkpoint("prod", pods, "5")
+	w.Checkpoint("prod", deployments, "6")
+	if err := w.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetIdentity("prod", Identity{UID: "uid", Server: "https://prod"}); err != nil {
+		t.Fatal(err)
+	}
+	want := mustLoad(t, s)
+	s.Close()
+
+	s = openTest(t, path, Options{})
+	info, err := s.Inspect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.SchemaVersion != 4 {
+		t.Errorf("schema version %d after the migration, want 4", info.SchemaVersion)
+	}
+	// Every value is sealed, and the meta bucket too.
+	err = s.view(func(tx *bolt.Tx) error {
+		if sum := tx.Bucket(bucketMeta).Get(keySum); !bytes.Equal(sum, metaSum(tx.Bucket(bucketMeta))) {
+			t.Errorf("the meta bucket's seal is %x", sum)
+		}
+		cb := getBucket(tx, bucketClusters, []byte("prod"))
+		values := [][]byte{cb.Get(keyIdentity)}
+		for _, r := range []ResourceKey{pods, deployments} {
+			rb := getBucket(tx, bucketClusters, []byte("prod"), bucketResources, []byte(r))
+			values = append(values, rb.Get(keyRV))
+			rb.Bucket(bucketObjects).ForEach(func(_, v []byte) error {
+				values = append(values, v)
+				return nil
+			})
+		}
+		for _, v := range values {
+			if len(v) < sealSize || v[0] != formatSealed {
+				t.Errorf("a value is not sealed: % x", v[:min(len(v), 8)])
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := mustLoad(t, s); !reflect.DeepEqual(got, want) {
+		t.Errorf("the migration changed the snapshot:\n got %+v\nwant %+v", got, want)
+	}
+	if err := s.Verify(); err != nil {
+		t.Error(err)
+	}
+}
+
 // TestOlderLayoutIsRejected: a file with buckets but no meta bucket is not a snapshot of
 // any version. Open refuses it and leaves it alone, rather than migrate or move it.
 func TestOlderLayoutIsRejected(t *testing.T) {
@@ -304,10 +368,11 @@ func TestOlderLayoutIsRejected(t *testing.T) {
 	}
 }
 
-// testMigrations is a list of three migrations that record the order in which they ran.
+// testMigrations is the list of migrations and two more, to versions
+// len(migrations)+1 and +2, that record the order in which they ran.
 func testMigrations(ran *[]int, failAt int) []migration {
-	list := []migration{migrations[0]}
-	for v := 1; v < 3; v++ {
+	list := slices.Clone(migrations)
+	for v := len(migrations); v < len(migrations)+2; v++ {
 		list = append(list, migration{name: "test", migrate: func(tx *bolt.Tx, _ time.Time) error {
 			*ran = append(*ran, v+1)
 			if err := tx.Bucket(bucketMeta).Put([]byte("migrated-to"), []byte{byte(v + 1)}); err != nil {
@@ -323,6 +388,7 @@ func testMigrations(ran *[]int, failAt int) []migration {
 }
 
 func TestMigrationMachinery(t *testing.T) {
+	n := len(migrations)
 	tests := []struct {
 		name string
 		// from is the version the file is at; failAt the migration that fails, or 0.
@@ -331,11 +397,12 @@ func TestMigrationMachinery(t *testing.T) {
 		wantVersion  uint64
 		wantErr      bool
 	}{
-		{name: "from version 0", from: 0, wantRan: []int{2, 3}, wantVersion: 3},
-		{name: "from version 1", from: 1, wantRan: []int{2, 3}, wantVersion: 3},
-		{name: "from version 2", from: 2, wantRan: []int{3}, wantVersion: 3},
-		{name: "current", from: 3, wantRan: nil, wantVersion: 3},
-		{name: "a failed migration changes nothing", from: 1, failAt: 3, wantRan: []int{2, 3}, wantVersion: 1, wantErr: true},
+		{name: "from version 0", from: 0, wantRan: []int{n + 1, n + 2}, wantVersion: uint64(n + 2)},
+		{name: "from version 1", from: 1, wantRan: []int{n + 1, n + 2}, wantVersion: uint64(n + 2)},
+		{name: "from this binary's version", from: n, wantRan: []int{n + 1, n + 2}, wantVersion: uint64(n + 2)},
+		{name: "from the next version", from: n + 1, wantRan: []int{n + 2}, wantVersion: uint64(n + 2)},
+		{name: "current", from: n + 2, wantRan: nil, wantVersion: uint64(n + 2)},
+		{name: "a failed migration changes nothing", from: 1, failAt: n + 2, wantRan: []int{n + 1, n + 2}, wantVersion: 1, wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -354,8 +421,8 @@ func TestMigrationMachinery(t *testing.T) {
 			var ran []int
 			s, err := Open(path, Options{migrations: testMigrations(&ran, tt.failAt)})
 			if tt.wantErr {
-				if err == nil || !strings.Contains(err.Error(), "from version 2 to 3") {
-					t.Fatalf("got %v, want the error of the migration to version 3", err)
+				if want := fmt.Sprintf("from version %d to %d", n+1, n+2); err == nil || !strings.Contains(err.Error(), want) {
+					t.Fatalf("got %v, want the error of the migration to version %d", err, n+2)
 				}
 				if after, _ := os.ReadFile(path); string(after) != string(before) {
 					t.Error("a failed migration changed the file")

@@ -1,6 +1,7 @@
 package persist
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -127,6 +128,7 @@ var migrations = []migration{
 	{name: "create the version 1 layout", migrate: migrateToV1},
 	{name: "store unstructured objects without a format byte", migrate: migrateToV2},
 	{name: "drop the stored Secrets that hold values", migrate: migrateToV3, scrubs: true},
+	{name: "seal every value", migrate: migrateToV4},
 }
 
 // migrateToV1 lays out an empty file: version 0 is a bbolt file without any bucket.
@@ -197,6 +199,72 @@ func migrateToV3(tx *bolt.Tx, _ time.Time) error {
 	return nil
 }
 
+// migrateToV4 seals every value (see seal.go); migrate seals the meta bucket.
+func migrateToV4(tx *bolt.Tx, _ time.Time) error {
+	clusters := getClustersBucket(tx)
+	if clusters == nil {
+		return fmt.Errorf("%w: no %q bucket", ErrCorrupt, bucketClusters)
+	}
+	type kv struct{ key, value []byte }
+	// Keys are not put while a cursor walks their bucket: collect, then put.
+	var names [][]byte
+	if err := clusters.ForEachBucket(func(k []byte) error {
+		names = append(names, bytes.Clone(k))
+		return nil
+	}); err != nil {
+		return err
+	}
+	for _, name := range names {
+		cluster := string(name)
+		cb := clusters.Bucket(name)
+		if id := cb.Get(keyIdentity); id != nil {
+			if err := cb.Put(keyIdentity, seal(identitySum(cluster), keyIdentity, id)); err != nil {
+				return err
+			}
+		}
+		resources := cb.Bucket(bucketResources)
+		if resources == nil {
+			continue
+		}
+		var keys [][]byte
+		if err := resources.ForEachBucket(func(k []byte) error {
+			keys = append(keys, bytes.Clone(k))
+			return nil
+		}); err != nil {
+			return err
+		}
+		for _, key := range keys {
+			resource := string(key)
+			rb := resources.Bucket(key)
+			if rv := rb.Get(keyRV); rv != nil {
+				if err := rb.Put(keyRV, seal(rvSum(cluster, resource), keyRV, rv)); err != nil {
+					return err
+				}
+			}
+			objects := rb.Bucket(bucketObjects)
+			if objects == nil {
+				continue
+			}
+			var sealed []kv
+			sum := objectsSum(cluster, resource)
+			if err := objects.ForEach(func(k, v []byte) error {
+				if v != nil {
+					sealed = append(sealed, kv{bytes.Clone(k), seal(sum, k, v)})
+				}
+				return nil
+			}); err != nil {
+				return err
+			}
+			for _, o := range sealed {
+				if err := objects.Put(o.key, o.value); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
 // holdsSecretValue reports whether the stored Secret obj holds a value (migrateToV3).
 func holdsSecretValue(obj runtime.Object) bool {
 	switch o := obj.(type) {
@@ -224,16 +292,23 @@ func holdsSecretValue(obj runtime.Object) bool {
 }
 
 // readVersion returns the schema version of the file: 0 for a file without buckets. A
-// file with buckets but without the meta bucket was not written by fleetwatch.
+// file with buckets but without the meta bucket was not written by fleetwatch, unless
+// one of them holds a schema version: then it is the meta bucket, its name damaged. A
+// meta bucket with a seal (keySum) must match it.
 func readVersion(tx *bolt.Tx) (uint64, error) {
 	meta := getMetaBucket(tx)
 	if meta == nil {
 		var names []string
-		if err := tx.ForEach(func(name []byte, _ *bolt.Bucket) error {
+		damaged := false
+		if err := tx.ForEach(func(name []byte, b *bolt.Bucket) error {
 			names = append(names, fmt.Sprintf("%q", name))
+			damaged = damaged || (b != nil && b.Get(keyVersion) != nil)
 			return nil
 		}); err != nil {
 			return 0, err
+		}
+		if damaged {
+			return 0, fmt.Errorf("%w: no %q bucket, but the buckets %s, one with a schema version", ErrCorrupt, bucketMeta, strings.Join(names, ", "))
 		}
 		if len(names) > 0 {
 			return 0, fmt.Errorf("%w: it has the buckets %s and no %q bucket", ErrNotSnapshot, strings.Join(names, ", "), bucketMeta)
@@ -243,6 +318,9 @@ func readVersion(tx *bolt.Tx) (uint64, error) {
 	v, ok := getUint64(meta, keyVersion)
 	if !ok {
 		return 0, fmt.Errorf("%w: the schema version is missing or malformed", ErrCorrupt)
+	}
+	if sum := meta.Get(keySum); sum != nil && !bytes.Equal(sum, metaSum(meta)) {
+		return 0, fmt.Errorf("%w: the schema version and creation time do not match their seal", ErrCorrupt)
 	}
 	return v, nil
 }
@@ -288,7 +366,13 @@ func migrate(db *bolt.DB, list []migration, now time.Time) error {
 				return err
 			}
 		}
-		return putUint64(meta, keyVersion, to)
+		if err := putUint64(meta, keyVersion, to); err != nil {
+			return err
+		}
+		if to < sealedVersion {
+			return nil
+		}
+		return meta.Put(keySum, metaSum(meta))
 	})
 }
 
@@ -339,13 +423,20 @@ func checkTree(tx *bolt.Tx) error {
 	if clusters == nil {
 		return fmt.Errorf("%w: no %q bucket", ErrCorrupt, bucketClusters)
 	}
+	sealed := isSealed(tx)
 	return forEachCluster(tx, func(cluster string, cb *bolt.Bucket, _ Identity) error {
+		if err := checkKeys(cb, keyIdentity, bucketResources); err != nil {
+			return fmt.Errorf("cluster %q: %w", cluster, err)
+		}
 		return forEachResource(cluster, cb, func(resource string, rb *bolt.Bucket) error {
 			if _, err := ParseResourceKey(resource); err != nil {
 				return fmt.Errorf("%w: cluster %q: %v", ErrCorrupt, cluster, err)
 			}
-			if len(rb.Get(keyRV)) == 0 {
-				return fmt.Errorf("%w: cluster %q, resource %q: no resourceVersion", ErrCorrupt, cluster, resource)
+			if err := checkKeys(rb, keyRV, bucketObjects); err != nil {
+				return fmt.Errorf("cluster %q, resource %q: %w", cluster, resource, err)
+			}
+			if _, err := getRV(rb, cluster, resource, sealed); err != nil {
+				return err
 			}
 			if rb.Bucket(bucketObjects) == nil {
 				return fmt.Errorf("%w: cluster %q, resource %q: no %q bucket", ErrCorrupt, cluster, resource, bucketObjects)
@@ -353,6 +444,35 @@ func checkTree(tx *bolt.Tx) error {
 			return nil
 		})
 	})
+}
+
+// checkKeys checks that the keys of b are among the value key and the bucket key that
+// the layout puts there: what a damaged name would hide is not taken for absent.
+func checkKeys(b *bolt.Bucket, value, bucket []byte) error {
+	c := b.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		switch {
+		case bytes.Equal(k, value) && v != nil, bytes.Equal(k, bucket) && v == nil:
+		default:
+			return fmt.Errorf("%w: unexpected key %q", ErrCorrupt, k)
+		}
+	}
+	return nil
+}
+
+// getRV returns the resourceVersion of a resource bucket, checking its seal if sealed.
+func getRV(rb *bolt.Bucket, cluster, resource string, sealed bool) (string, error) {
+	rv := rb.Get(keyRV)
+	if sealed {
+		var err error
+		if rv, err = unsealBytes(rvSum(cluster, resource), string(keyRV), rv); err != nil {
+			return "", fmt.Errorf("cluster %q, resource %q: %w", cluster, resource, err)
+		}
+	}
+	if len(rv) == 0 {
+		return "", fmt.Errorf("%w: cluster %q, resource %q: no resourceVersion", ErrCorrupt, cluster, resource)
+	}
+	return string(rv), nil
 }
 
 // forEachCluster calls fn for each cluster bucket, in key order, with the cluster's
@@ -363,6 +483,7 @@ func forEachCluster(tx *bolt.Tx, fn func(cluster string, cb *bolt.Bucket, id Ide
 	if clusters == nil {
 		return fmt.Errorf("%w: no %q bucket", ErrCorrupt, bucketClusters)
 	}
+	sealed := isSealed(tx)
 	c := clusters.Cursor()
 	for k, v := c.First(); k != nil; k, v = c.Next() {
 		cluster := string(k)
@@ -373,6 +494,11 @@ func forEachCluster(tx *bolt.Tx, fn func(cluster string, cb *bolt.Bucket, id Ide
 		var id Identity
 		if data := cb.Get(keyIdentity); data != nil {
 			var err error
+			if sealed {
+				if data, err = unsealBytes(identitySum(cluster), string(keyIdentity), data); err != nil {
+					return fmt.Errorf("cluster %q: %w", cluster, err)
+				}
+			}
 			if id, err = decodeIdentity(data); err != nil {
 				return fmt.Errorf("cluster %q: %w", cluster, err)
 			}

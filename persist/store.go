@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,6 +35,11 @@ type Options struct {
 	// moved aside. Default: the real clock.
 	Clock clock.PassiveClock
 
+	// KeepCorrupt is how many files moved aside ("<path>.corrupt-<time>") are kept: each
+	// move deletes the oldest beyond it. Default (0): DefaultKeepCorrupt. A negative
+	// value keeps none: an unreadable file is deleted instead of moved.
+	KeepCorrupt int
+
 	// maxSize, when positive, is bbolt's Options.MaxSize: a commit that would grow the
 	// file beyond it fails. Tests use it to fail commits the way a full disk does.
 	maxSize int
@@ -40,7 +47,13 @@ type Options struct {
 	migrations []migration
 }
 
+// DefaultKeepCorrupt is the default of Options.KeepCorrupt.
+const DefaultKeepCorrupt = 3
+
 func (o Options) withDefaults() Options {
+	if o.KeepCorrupt == 0 {
+		o.KeepCorrupt = DefaultKeepCorrupt
+	}
 	if o.LockTimeout <= 0 {
 		o.LockTimeout = time.Second
 	}
@@ -80,13 +93,17 @@ type Store struct {
 }
 
 // Open opens the snapshot file at path, creating it with mode 0600 if it does not exist,
-// and migrates it to the schema version of this binary.
+// and migrates it to the schema version of this binary. A writable Store takes from an
+// existing file any permission beyond 0600: the objects may be Secrets.
 //
 // A file that cannot be read (truncated, garbage, empty, a bad page, a malformed bucket
-// tree) is moved aside as "<path>.corrupt-<UTC time>" and an empty snapshot takes its
-// place; Recovered says so. Open runs a cheap check for that: the file's length, the
-// meta pages, and the bucket tree down to each resource. Load reads the objects and
-// recovers in the same way from what that check cannot see.
+// tree) is moved aside as "<path>.corrupt-<UTC time>", mode 0600, and an empty snapshot
+// takes its place; Recovered says so. Of the files moved aside, the newest
+// Options.KeepCorrupt are kept. Open checks the page structure of the whole file before
+// bbolt reads it (see checkPages), and the bucket tree down to each resource: whatever
+// the bytes of the file, Open and Load neither crash nor hand out what the file does not
+// hold. Load decodes the objects and recovers in the same way from what those checks
+// cannot see, an object that does not decode.
 //
 // Open fails, and leaves the file as it is, when another process holds it (ErrLocked,
 // after Options.LockTimeout), when its schema version is newer than this binary's
@@ -110,7 +127,9 @@ func (s *Store) Path() string { return s.path }
 
 // Recovered reports whether Open or Load found the file unreadable (cause, which wraps
 // ErrCorrupt, says why), moved it to movedTo and started an empty snapshot in its place.
-// The daemon logs it once and starts cold. movedTo is "" if nothing was moved.
+// The daemon logs it once and starts cold. cause is nil if nothing was recovered from;
+// movedTo is "" if nothing was moved, or if the file was deleted (a negative
+// Options.KeepCorrupt).
 func (s *Store) Recovered() (movedTo string, cause error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -176,6 +195,11 @@ var (
 	errLockTimeout = errors.New("lock timeout")
 )
 
+// badPagesError is what checkPages found wrong, translated to ErrCorrupt by openDB.
+type badPagesError struct{ err error }
+
+func (e badPagesError) Error() string { return e.err.Error() }
+
 // openDB opens the file with bbolt and checks or migrates it. Faults and panics of bbolt
 // on a bad page become ErrCorrupt.
 func (s *Store) openDB() (db *bolt.DB, file *os.File, err error) {
@@ -199,12 +223,24 @@ func (s *Store) openDB() (db *bolt.DB, file *os.File, err error) {
 			if err != nil {
 				return nil, err
 			}
+			if mode := fi.Mode().Perm(); !ro && mode&^0o600 != 0 {
+				if err := f.Chmod(mode & 0o600); err != nil {
+					f.Close()
+					return nil, fmt.Errorf("taking the permissions beyond 0600 from %s (mode %v): %w", name, mode, err)
+				}
+			}
 			created = fi.created
 			// An empty file that another process created is one that it did not get to
 			// initialize, since it holds the lock from creation to initialization.
 			if fi.Size() == 0 && !fi.created {
 				f.Close()
 				return nil, errEmptyFile
+			}
+			if fi.Size() > 0 {
+				if err := checkPages(f, fi.Size()); err != nil {
+					f.Close()
+					return nil, badPagesError{err}
+				}
 			}
 			file = f
 			return f, nil
@@ -406,7 +442,10 @@ func openOrCreate(name string, flag int, perm os.FileMode) (*os.File, bool, erro
 
 // openError translates an error of bolt.Open.
 func (s *Store) openError(err error) error {
+	var bad badPagesError
 	switch {
+	case errors.As(err, &bad):
+		return fmt.Errorf("%w: %s: %v", ErrCorrupt, s.path, bad.err)
 	case errors.Is(err, errLockTimeout), errors.Is(err, berrors.ErrTimeout):
 		return fmt.Errorf("%w: %s (gave up after %v)", ErrLocked, s.path, s.opts.LockTimeout)
 	case errors.Is(err, errEmptyFile),
@@ -443,9 +482,19 @@ func (s *Store) prepare(db *bolt.DB, file *os.File) error {
 	return db.View(checkTree)
 }
 
-// replaceCorrupt moves the unreadable file aside and opens an empty one in its place.
+// replaceCorrupt moves the unreadable file aside, or deletes it, and opens an empty one
+// in its place.
 func (s *Store) replaceCorrupt(cause error) (*bolt.DB, *os.File, error) {
-	movedTo, err := moveAside(s.path, s.opts.Clock.Now())
+	var movedTo string
+	var err error
+	if s.opts.KeepCorrupt < 0 {
+		if err = os.Remove(s.path); err == nil {
+			pruneCorrupt(s.path, 0)
+			syncDir(filepath.Dir(s.path))
+		}
+	} else {
+		movedTo, err = moveAside(s.path, s.opts.Clock.Now(), s.opts.KeepCorrupt)
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w; moving it aside failed: %w", cause, err)
 	}
@@ -457,11 +506,19 @@ func (s *Store) replaceCorrupt(cause error) (*bolt.DB, *os.File, error) {
 	return db, file, nil
 }
 
-// moveAside renames the file at path to "<path>.corrupt-<UTC time>", with a counter if
-// that name is taken, and returns the new name.
-func moveAside(path string, now time.Time) (string, error) {
-	base := path + ".corrupt-" + now.UTC().Format("20060102T150405Z")
-	for i := 1; i <= 100; i++ {
+// moveAside renames the file at path to "<path>.corrupt-<UTC time>", with a counter
+// above those of the files already moved aside at that time, makes it 0600, deletes the
+// oldest of those files beyond the newest keep, and returns the new name.
+func moveAside(path string, now time.Time, keep int) (string, error) {
+	stamp := now.UTC().Format(corruptTimeFormat)
+	last := 0
+	for _, f := range corruptFiles(path) {
+		if f.stamp == stamp {
+			last = max(last, f.counter)
+		}
+	}
+	base := path + ".corrupt-" + stamp
+	for i := last + 1; i <= last+100; i++ {
 		to := base
 		if i > 1 {
 			to = fmt.Sprintf("%s-%d", base, i)
@@ -474,11 +531,74 @@ func moveAside(path string, now time.Time) (string, error) {
 		if err := os.Rename(path, to); err != nil {
 			return "", err
 		}
+		if err := os.Chmod(to, 0o600); err != nil {
+			return "", err
+		}
+		pruneCorrupt(path, keep)
 		syncDir(filepath.Dir(path))
 		return to, nil
 	}
 	return "", fmt.Errorf("%s and 99 more names are taken", base)
 }
+
+// movedFile is a file that moveAside made: its name in the directory of the snapshot,
+// and the time and counter in it.
+type movedFile struct {
+	name    string
+	stamp   string
+	counter int
+}
+
+// corruptFiles returns the files that moveAside made for path, newest first.
+func corruptFiles(path string) []movedFile {
+	prefix := filepath.Base(path) + ".corrupt-"
+	entries, err := os.ReadDir(filepath.Dir(path))
+	if err != nil {
+		return nil
+	}
+	var files []movedFile
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), prefix)
+		if !ok || !e.Type().IsRegular() {
+			continue
+		}
+		stamp, n, _ := strings.Cut(rest, "-")
+		if _, err := time.Parse(corruptTimeFormat, stamp); err != nil {
+			continue // not one of ours
+		}
+		counter := 1
+		if n != "" {
+			if counter, err = strconv.Atoi(n); err != nil {
+				continue
+			}
+		}
+		files = append(files, movedFile{e.Name(), stamp, counter})
+	}
+	slices.SortFunc(files, func(a, b movedFile) int {
+		if c := strings.Compare(b.stamp, a.stamp); c != 0 {
+			return c
+		}
+		return b.counter - a.counter
+	})
+	return files
+}
+
+// pruneCorrupt deletes the files that moveAside made for path, but the newest keep,
+// which it makes 0600 (an older fleetwatch left them with the snapshot's mode). Errors
+// are ignored: the files are only kept for a look at what went wrong.
+func pruneCorrupt(path string, keep int) {
+	files := corruptFiles(path)
+	keep = min(max(keep, 0), len(files))
+	for _, f := range files[:keep] {
+		_ = os.Chmod(filepath.Join(filepath.Dir(path), f.name), 0o600)
+	}
+	for _, f := range files[keep:] {
+		_ = os.Remove(filepath.Join(filepath.Dir(path), f.name))
+	}
+}
+
+// corruptTimeFormat is the format of the time in the name of a file moved aside.
+const corruptTimeFormat = "20060102T150405Z"
 
 // syncDir makes a rename or a creation in dir durable. Errors are ignored: at worst, a
 // crash forgets it, as if it had not happened.

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetwatch/fleetwatch/persist/persisttest"
 	bolt "go.etcd.io/bbolt"
 	clocktesting "k8s.io/utils/clock/testing"
 )
@@ -161,14 +162,38 @@ func TestCorruptFileIsMovedAside(t *testing.T) {
 		{name: "bad page in the bucket tree", damage: func(t *testing.T, path string) {
 			corruptPagesContaining(t, path, []byte("marker-cluster"))
 		}},
-		{name: "bad page among the objects", atLoad: true, damage: func(t *testing.T, path string) {
+		{name: "bad page among the objects", damage: func(t *testing.T, path string) {
 			corruptPagesContaining(t, path, []byte("marker-object"))
 		}},
-		{name: "garbled object", atLoad: true, damage: func(t *testing.T, path string) {
+		{name: "garbled object key", damage: func(t *testing.T, path string) {
 			data, _ := os.ReadFile(path)
 			i := bytes.Index(data, []byte("marker-object"))
 			copy(data[i:], "MARKER")
 			os.WriteFile(path, data, 0o600)
+		}},
+		{name: "schema version damaged", damage: func(t *testing.T, path string) {
+			db, _ := bolt.Open(path, 0o600, nil)
+			db.Update(func(tx *bolt.Tx) error { return putUint64(tx.Bucket(bucketMeta), keyVersion, 7) })
+			db.Close()
+		}},
+		{name: "meta bucket renamed", damage: func(t *testing.T, path string) {
+			renameKey(t, path, "meta", "mexa")
+		}},
+		{name: "resources bucket renamed", damage: func(t *testing.T, path string) {
+			renameKey(t, path, "resources", "resourcez")
+		}},
+		{name: "resourceVersion changed", damage: func(t *testing.T, path string) {
+			db, _ := bolt.Open(path, 0o600, nil)
+			db.Update(func(tx *bolt.Tx) error {
+				rb := getBucket(tx, bucketClusters, []byte("marker-cluster"), bucketResources, []byte(pods))
+				rv := bytes.Clone(rb.Get(keyRV))
+				rv[len(rv)-1]++
+				return rb.Put(keyRV, rv)
+			})
+			db.Close()
+		}},
+		{name: "garbled object", atLoad: true, damage: func(t *testing.T, path string) {
+			garbleObjectName(t, path)
 		}},
 	}
 	for _, tt := range tests {
@@ -237,6 +262,49 @@ func TestCorruptFileIsMovedAside(t *testing.T) {
 				t.Errorf("reopened new snapshot: %+v", snap.Clusters)
 			}
 		})
+	}
+}
+
+// renameKey overwrites the keys old of the file's live leaf pages with new, of the same
+// length, as a damage of a byte would.
+func renameKey(t *testing.T, path, old, new string) {
+	t.Helper()
+	layout, err := persisttest.ReadLayout(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inValue := func(i int64) bool {
+		for _, v := range layout.Of(persisttest.Value) {
+			if i >= v.Off && i < v.Off+v.Len {
+				return true
+			}
+		}
+		return false
+	}
+	n := 0
+	for _, leaf := range layout.Of(persisttest.Leaf) {
+		page := data[leaf.Off : leaf.Off+leaf.Len]
+		for i := 0; ; {
+			j := bytes.Index(page[i:], []byte(old))
+			if j < 0 {
+				break
+			}
+			if at := i + j; !inValue(leaf.Off + int64(at)) {
+				copy(page[at:], new)
+				n++
+			}
+			i += j + 1
+		}
+	}
+	if n == 0 {
+		t.Fatalf("no key %q", old)
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -340,7 +408,14 @@ func setVersion(t *testing.T, path string, v uint64) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if err := db.Update(func(tx *bolt.Tx) error { return putUint64(tx.Bucket(bucketMeta), keyVersion, v) }); err != nil {
+	if err := db.Update(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if err := putUint64(meta, keyVersion, v); err != nil {
+			return err
+		}
+		// As a newer binary does.
+		return meta.Put(keySum, metaSum(meta))
+	}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -408,4 +483,121 @@ func TestOpenFollowsAFileMovedWhileWaiting(t *testing.T) {
 	if mustLoad(t, s3).Clusters["old"] == nil {
 		t.Error("the moved file lost its content")
 	}
+}
+
+// TestOpenTightensTheMode: a writable Store takes from an existing file the permissions
+// beyond 0600; a read-only one changes nothing.
+func TestOpenTightensTheMode(t *testing.T) {
+	for _, tt := range []struct {
+		mode     os.FileMode
+		readOnly bool
+		want     os.FileMode
+	}{
+		{0o644, false, 0o600},
+		{0o666, false, 0o600},
+		{0o755, false, 0o600},
+		{0o600, false, 0o600},
+		{0o644, true, 0o644},
+	} {
+		t.Run(fmt.Sprintf("%v read-only %v", tt.mode, tt.readOnly), func(t *testing.T) {
+			path := testPath(t)
+			writeSample(t, path)
+			if err := os.Chmod(path, tt.mode); err != nil {
+				t.Fatal(err)
+			}
+			s := openTest(t, path, Options{ReadOnly: tt.readOnly})
+			fi, err := os.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := fi.Mode().Perm(); got != tt.want {
+				t.Errorf("mode %v after Open, want %v", got, tt.want)
+			}
+			mustLoad(t, s)
+		})
+	}
+}
+
+// TestCorruptFilesAreBounded: the files moved aside are 0600, and only the newest
+// KeepCorrupt of them are kept; a negative KeepCorrupt keeps none.
+func TestCorruptFilesAreBounded(t *testing.T) {
+	path := testPath(t)
+	other := path + ".corrupt-not-a-time" // not one of ours: left alone
+	if err := os.WriteFile(other, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	clock := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 21, 19, 32, 0, 0, time.UTC))
+	recoverOnce := func(opts Options) (string, error) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte("garbage"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		opts.Clock = clock
+		s, err := Open(path, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		return s.Recovered()
+	}
+	var moved []string
+	for i := range 12 {
+		// Twice a second, so that names get counters, up to -10 (which sorts before -2).
+		if i%2 == 0 {
+			clock.SetTime(clock.Now().Add(time.Second))
+		}
+		m, _ := recoverOnce(Options{KeepCorrupt: 3})
+		moved = append(moved, m)
+		fi, err := os.Stat(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Mode().Perm(); got != 0o600 {
+			t.Errorf("%s: mode %v, want 0600", m, got)
+		}
+	}
+	// More in the same second: the counters go on above those deleted.
+	for i := range 6 {
+		m, _ := recoverOnce(Options{KeepCorrupt: 3})
+		moved = append(moved, m)
+		if want := fmt.Sprintf("-%d", i+3); !strings.HasSuffix(m, want) {
+			t.Fatalf("moved to %s, want the counter %s", m, want)
+		}
+	}
+	left, err := filepath.Glob(path + ".corrupt-*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{other, moved[len(moved)-3], moved[len(moved)-2], moved[len(moved)-1]}
+	if !sameSet(left, want) {
+		t.Errorf("files left: %v, want %v", left, want)
+	}
+	if fi, err := os.Stat(other); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Errorf("a file that is not one of ours: %v, %v; want it as it was", fi, err)
+	}
+
+	// One left by an older fleetwatch, with the mode of the snapshot, is made 0600.
+	if err := os.Chmod(moved[len(moved)-1], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	clock.SetTime(clock.Now().Add(time.Second))
+	if m, _ := recoverOnce(Options{KeepCorrupt: 3}); m == "" {
+		t.Fatal("not moved aside")
+	}
+	if fi, err := os.Stat(moved[len(moved)-1]); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("a file kept: %v, %v; want it 0600", fi, err)
+	}
+
+	// None kept: the file is deleted, and the older ones with it.
+	m, cause := recoverOnce(Options{KeepCorrupt: -1})
+	if m != "" || !errors.Is(cause, ErrCorrupt) {
+		t.Errorf("Recovered() = %q, %v; want nothing moved, and the cause", m, cause)
+	}
+	if left, _ := filepath.Glob(path + ".corrupt-*"); !sameSet(left, []string{other}) {
+		t.Errorf("files left: %v, want only %s", left, other)
+	}
+}
+
+func sameSet(a, b []string) bool {
+	return strings.Join(sorted(a), "\n") == strings.Join(sorted(b), "\n")
 }

@@ -482,19 +482,28 @@ type op struct {
 // must not keep a state of it that lacks a change.
 func (s *Store) write(b *batch) (broken []brokenResource, err error) {
 	ops := make(map[*groupBatch][]op)
+	sealed := s.sealed()
 	var enc cborEncoder
 	for cluster, cb := range b.clusters {
 		for resource, gb := range cb.groups {
 			list := make([]op, 0, len(gb.changes))
+			sum := objectsSum(cluster, string(resource))
 		changes:
 			for key, st := range gb.changes {
 				o := op{key: []byte(key)}
 				switch {
+				case st.encoded != nil && sealed:
+					o.value = seal(sum, o.key, st.encoded)
 				case st.encoded != nil:
 					o.value = st.encoded
 				case st.obj != nil:
 					var encErr error
-					if o.value, encErr = enc.encodeObject(st.obj); encErr != nil {
+					if sealed {
+						o.value, encErr = enc.sealObject(st.obj, sum, o.key)
+					} else {
+						o.value, encErr = enc.encodeObject(st.obj)
+					}
+					if encErr != nil {
 						encErr = fmt.Errorf("cluster %q, resource %q, object %q: %w; the resource is not stored any more", cluster, resource, key, encErr)
 						broken = append(broken, brokenResource{cluster, resource, encErr})
 						*gb = groupBatch{drop: true}
@@ -509,15 +518,16 @@ func (s *Store) write(b *batch) (broken []brokenResource, err error) {
 			ops[gb] = list
 		}
 	}
-	err = s.update(func(tx *bolt.Tx) error { return apply(tx, b, ops) })
+	err = s.update(func(tx *bolt.Tx) error { return apply(tx, b, ops, sealed) })
 	if err != nil {
 		err = fmt.Errorf("committing to snapshot %s: %w", s.path, err)
 	}
 	return broken, err
 }
 
-// apply writes a batch in tx, in the order that pending describes.
-func apply(tx *bolt.Tx, b *batch, ops map[*groupBatch][]op) error {
+// apply writes a batch in tx, in the order that pending describes. The values of ops
+// are sealed already; apply seals the others if sealed.
+func apply(tx *bolt.Tx, b *batch, ops map[*groupBatch][]op, sealed bool) error {
 	clusters := getClustersBucket(tx)
 	if clusters == nil {
 		return fmt.Errorf("%w: no %q bucket", ErrCorrupt, bucketClusters)
@@ -547,6 +557,9 @@ func apply(tx *bolt.Tx, b *batch, ops map[*groupBatch][]op) error {
 			data, err := encodeIdentity(*cb.identity)
 			if err != nil {
 				return err
+			}
+			if sealed {
+				data = seal(identitySum(cluster), keyIdentity, data)
 			}
 			if err := cbk.Put(keyIdentity, data); err != nil {
 				return err
@@ -580,7 +593,11 @@ func apply(tx *bolt.Tx, b *batch, ops map[*groupBatch][]op) error {
 					return err
 				}
 			}
-			if err := rb.Put(keyRV, []byte(gb.rv)); err != nil {
+			rv := []byte(gb.rv)
+			if sealed {
+				rv = seal(rvSum(cluster, string(key)), keyRV, rv)
+			}
+			if err := rb.Put(keyRV, rv); err != nil {
 				return err
 			}
 		}

@@ -704,7 +704,7 @@ func TestStoreOperationsGoThroughTheWriter(t *testing.T) {
 func TestLoadDoesNotRecoverUnderAWriter(t *testing.T) {
 	path := testPath(t)
 	writeSample(t, path)
-	corruptPagesContaining(t, path, []byte("marker-object"))
+	garbleObjectName(t, path)
 	s := openTest(t, path, Options{})
 	s.NewWriter(WriterOptions{})
 	if _, err := s.Load(); !errors.Is(err, ErrCorrupt) {

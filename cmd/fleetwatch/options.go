@@ -8,6 +8,15 @@ import (
 	"github.com/fleetwatch/fleetwatch/persist"
 )
 
+// keepCorrupt turns snapshot.keepCorrupt into persist.Options.KeepCorrupt, where zero
+// is the default and keeping none is negative.
+func keepCorrupt(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
+}
+
 // managerOptions turns the configuration into the Manager's options.
 func managerOptions(cfg *config.Config) fleetwatch.Options {
 	resources := make([]informer.Resource, 0, len(cfg.Resources))

@@ -87,7 +87,7 @@ func serve(ctx context.Context, loadOpts config.LoadOptions, cfg *config.Config)
 
 	opts := managerOptions(cfg)
 	if cfg.Snapshot.Path != "" {
-		store, err := persist.Open(cfg.Snapshot.Path, persist.Options{})
+		store, err := persist.Open(cfg.Snapshot.Path, persist.Options{KeepCorrupt: keepCorrupt(cfg.Snapshot.KeepCorrupt)})
 		if err != nil {
 			return err
 		}
@@ -96,14 +96,20 @@ func serve(ctx context.Context, loadOpts config.LoadOptions, cfg *config.Config)
 				logger.Error(err, "Closing the snapshot")
 			}
 		}()
-		if moved, cause := store.Recovered(); moved != "" {
-			logger.Info("Snapshot was unreadable; moved it aside and starting cold", "path", cfg.Snapshot.Path, "movedTo", moved, "reason", cause.Error())
-		}
 		opts.Snapshot = store
 	}
 	mgr, err := fleetwatch.NewManager(opts)
 	if err != nil {
 		return err
+	}
+	// NewManager loaded the snapshot: Open or Load may have found it unreadable.
+	if opts.Snapshot != nil {
+		switch moved, cause := opts.Snapshot.Recovered(); {
+		case moved != "":
+			logger.Info("Snapshot was unreadable; moved it aside and starting cold", "path", cfg.Snapshot.Path, "movedTo", moved, "reason", cause.Error())
+		case cause != nil: // snapshot.keepCorrupt is 0
+			logger.Info("Snapshot was unreadable; deleted it and starting cold", "path", cfg.Snapshot.Path, "reason", cause.Error())
+		}
 	}
 	logger.Info("Starting", "version", buildVersion(), "config", cfg.String())
 	var rl *reloader

@@ -527,9 +527,10 @@ func TestDaemonKeepsNoSecretValue(t *testing.T) {
 
 // downgradeSnapshot makes the snapshot at path, written by a daemon with
 // cache.keepSecretData, look like one that a version before schema 3 wrote with the
-// default configuration: schema version 2, and the Secrets, with their values, under the
-// resource key of the default configuration. Those versions kept the values in the
-// last-applied annotation of kubectl apply.
+// default configuration: schema version 2, its values without the seals of version 4,
+// and the Secrets, with their values, under the resource key of the default
+// configuration. Those versions kept the values in the last-applied annotation of kubectl
+// apply.
 func downgradeSnapshot(t *testing.T, path string) {
 	t.Helper()
 	scope := func(opts informer.Options) []byte {
@@ -543,7 +544,14 @@ func downgradeSnapshot(t *testing.T, path string) {
 	}
 	defer db.Close()
 	err = db.Update(func(tx *bolt.Tx) error {
-		if err := tx.Bucket([]byte("meta")).Put([]byte("version"), binary.BigEndian.AppendUint64(nil, 2)); err != nil {
+		meta := tx.Bucket([]byte("meta"))
+		if err := meta.Put([]byte("version"), binary.BigEndian.AppendUint64(nil, 2)); err != nil {
+			return err
+		}
+		if err := meta.Delete([]byte("sum")); err != nil {
+			return err
+		}
+		if err := unsealBoltBucket(tx.Bucket([]byte("clusters"))); err != nil {
 			return err
 		}
 		resources := tx.Bucket([]byte("clusters")).Bucket([]byte("prod")).Bucket([]byte("resources"))
@@ -563,6 +571,39 @@ func downgradeSnapshot(t *testing.T, path string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// unsealBoltBucket takes the seal of schema version 4 (a format byte 3 and a CRC-32C)
+// off every value under b, as versions before it stored them.
+func unsealBoltBucket(b *bolt.Bucket) error {
+	type kv struct{ k, v []byte }
+	var values []kv
+	var buckets [][]byte
+	err := b.ForEach(func(k, v []byte) error {
+		if v == nil {
+			buckets = append(buckets, bytes.Clone(k))
+			return nil
+		}
+		if len(v) < 5 || v[0] != 3 {
+			return fmt.Errorf("the value of %q is not sealed", k)
+		}
+		values = append(values, kv{bytes.Clone(k), bytes.Clone(v[5:])})
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, e := range values {
+		if err := b.Put(e.k, e.v); err != nil {
+			return err
+		}
+	}
+	for _, k := range buckets {
+		if err := unsealBoltBucket(b.Bucket(k)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func copyBoltBucket(to, from *bolt.Bucket) error {

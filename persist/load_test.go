@@ -1,0 +1,124 @@
+package persist
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"runtime"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestLoadPanicWaitsForDecoders: when a bad page panics in the walk of Load while a
+// decoder is in the middle of a chunk, whose values are in the file's memory map, no
+// decoder may read on once Load has returned: the recovery of Load closes the database,
+// which unmaps the file, and a read of a value then faults and kills the process.
+func TestLoadPanicWaitsForDecoders(t *testing.T) {
+	path := testPath(t)
+	s := openTest(t, path, Options{})
+	w := s.NewWriter(WriterOptions{})
+	for i := range loadChunk + 10 {
+		w.Upsert("a", pods, object("ns", fmt.Sprintf("pod-%04d", i), "1"))
+	}
+	w.Checkpoint("a", pods, "100")
+	if err := w.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// Load recovers only without a Writer: start over with one that has none.
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, path, Options{})
+
+	returned, hookDone := make(chan struct{}), make(chan struct{})
+	var blocked, lateReads atomic.Int32
+	testHookSent = func(n int) {
+		// The first chunk is out, and a decoder is in it: a bad page now.
+		for blocked.Load() == 0 {
+			runtime.Gosched()
+		}
+		panic("bad page")
+	}
+	testHookDecode = func(c *chunk, i int) {
+		if i == 1 && blocked.CompareAndSwap(0, 1) {
+			defer close(hookDone)
+			select {
+			case <-returned:
+			case <-time.After(time.Second):
+			}
+		}
+		select {
+		case <-returned:
+			// Reading c.values[i] now is the fault; report it instead.
+			lateReads.Add(1)
+			runtime.Goexit()
+		default:
+		}
+	}
+	t.Cleanup(func() { testHookSent, testHookDecode = nil, nil })
+
+	snap, err := s.Load()
+	close(returned)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if len(snap.Clusters) != 0 {
+		t.Errorf("Load after a bad page returned %d clusters", len(snap.Clusters))
+	}
+	if moved, cause := s.Recovered(); moved == "" {
+		t.Errorf("Load did not move the file aside (cause %v)", cause)
+	}
+	select {
+	case <-hookDone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the decoder in the middle of a chunk never went on")
+	}
+	if n := lateReads.Load(); n > 0 {
+		t.Fatalf("a decoder went on reading the memory map after Load returned (%d times)", n)
+	}
+}
+
+// TestLoadedSnapshotOutlivesTheFile: nothing that Load returns points into the file's
+// memory map, which the values are read from in place: once the Store is closed and
+// the file unmapped, and before anything else is mapped, every object, resourceVersion
+// and identity still reads the same. A string left in the map would fault here.
+func TestLoadedSnapshotOutlivesTheFile(t *testing.T) {
+	path := testPath(t)
+	writeDamageSample(t, path)
+	s := openTest(t, path, Options{})
+	snap := mustLoad(t, s)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got := dumpSnapshot(t, snap)
+	want := dumpSnapshot(t, mustLoad(t, openTest(t, path, Options{ReadOnly: true})))
+	if got != want {
+		t.Fatal("the snapshot changed after its Store was closed")
+	}
+}
+
+// dumpSnapshot returns all of snap as text.
+func dumpSnapshot(t *testing.T, snap *Snapshot) string {
+	t.Helper()
+	var b strings.Builder
+	for _, cluster := range slices.Sorted(maps.Keys(snap.Clusters)) {
+		cs := snap.Clusters[cluster]
+		fmt.Fprintf(&b, "%s %s %s\n", cluster, cs.Identity.UID, cs.Identity.Server)
+		for _, key := range slices.Sorted(maps.Keys(cs.Resources)) {
+			rs := cs.Resources[key]
+			fmt.Fprintf(&b, "%s %s\n", key, rs.ResourceVersion)
+			for _, obj := range rs.Objects {
+				data, err := json.Marshal(obj)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b.Write(data)
+			}
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,114 @@
+package persist
+
+import (
+	"bytes"
+	"encoding/binary"
+	"hash/fnv"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fleetwatch/fleetwatch/persist/persisttest"
+)
+
+// TestCheckPages damages one field of the page structure at a time, each a way for
+// bbolt to read beyond the file or to hand out what was not committed, and checks that
+// checkPages names what is wrong.
+func TestCheckPages(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "fleetwatch.db")
+	writeDamageSample(t, path)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	layout, err := persisttest.ReadLayout(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkPages(bytes.NewReader(data), int64(len(data))); err != nil {
+		t.Fatalf("the sound file: %v", err)
+	}
+	ps := int64(layout.PageSize)
+	branch, leaf := layout.Of(persisttest.Branch)[0].Off, layout.Of(persisttest.Leaf)[0].Off
+	// A leaf with at least two plain values, not the root page of a bucket.
+	for _, l := range layout.Of(persisttest.Leaf) {
+		if n := binary.NativeEndian.Uint16(data[l.Off+10:]); n >= 2 && binary.NativeEndian.Uint32(data[l.Off+16:]) == 0 && l.Len == ps {
+			leaf = l.Off
+		}
+	}
+	freelist := layout.Of(persisttest.Freelist)[0].Off
+	newest := int64(layout.NewestMeta) * ps
+	u16 := func(off int64, v uint16) func([]byte) {
+		return func(b []byte) { binary.NativeEndian.PutUint16(b[off:], v) }
+	}
+	u32 := func(off int64, v uint32) func([]byte) {
+		return func(b []byte) { binary.NativeEndian.PutUint32(b[off:], v) }
+	}
+	u64 := func(off int64, v uint64) func([]byte) {
+		return func(b []byte) { binary.NativeEndian.PutUint64(b[off:], v) }
+	}
+	// metaField sets a field of the newest meta and keeps its checksum valid.
+	metaField := func(field int64, v uint64) func([]byte) {
+		return func(b []byte) {
+			m := b[newest+16:]
+			binary.NativeEndian.PutUint64(m[field:], v)
+			h := fnv.New64a()
+			h.Write(m[:boltMetaChecksummed])
+			binary.NativeEndian.PutUint64(m[56:], h.Sum64())
+		}
+	}
+	freeCount := binary.NativeEndian.Uint16(data[freelist+10:])
+	if freeCount == 0 || freeCount == 0xffff {
+		t.Fatalf("the freelist has %d ids", freeCount)
+	}
+	usedPage := uint64(branch / ps)
+	tests := []struct {
+		name   string
+		damage func([]byte)
+		want   string // "" if the file is still sound
+	}{
+		{"child past the high-water mark", u64(branch+16+8, 1<<40), "not below the high-water mark"},
+		{"child is a meta page", u64(branch+16+8, 1), "not below the high-water mark"},
+		{"branch page emptied", u16(branch+10, 0), "branch page"},
+		{"leaf count decreased", u16(leaf+10, binary.NativeEndian.Uint16(data[leaf+10:])-1), "is at offset"},
+		{"leaf count increased", u16(leaf+10, binary.NativeEndian.Uint16(data[leaf+10:])+1), "is at offset"},
+		{"key size grown", u32(leaf+16+8, 1<<31), "past the 4096 bytes of the page"},
+		{"value size grown", u32(leaf+16+12, 1<<31), "past the 4096 bytes of the page"},
+		{"overflow past the file", u32(leaf+12, 1<<30), "overflow pages go past"},
+		{"page type", u16(leaf+8, 0x04), "where a branch or leaf page belongs"},
+		{"page id", u64(leaf, 3), "says it is page"},
+		{"element flags", u32(leaf+16, 7), "has flags"},
+		// Found in the freelist, out of order, or in the tree, both used and free.
+		{"a used page freed", u64(freelist+16, usedPage), "free"},
+		{"a free page lost", u16(freelist+10, freeCount-1), "neither in use nor free"},
+		{"freelist count past its page", u16(freelist+10, 0xfffe), "do not fit"},
+		{"freelist is a leaf", u16(freelist+8, boltLeafPage), "freelist page"},
+		{"no freelist", metaField(32, boltNoFreelist), "no freelist"},
+		{"root past the high-water mark", metaField(16, 1<<20), "root page"},
+		{"high-water mark past the file", metaField(40, uint64(len(data))/uint64(ps)+1), "truncated"},
+		{"newest meta invalid: the commit before", u64(newest+16+8*5, 12345), ""},
+		{"both metas invalid", func(b []byte) { b[16], b[ps+16] = 0, 0 }, "neither meta page is valid"},
+		{"keys out of order", func(b []byte) {
+			// The first byte of the first key of a leaf above the last one's.
+			e := b[leaf+16:]
+			b[leaf+16+int64(binary.NativeEndian.Uint32(e[4:]))] = 0xff
+		}, "is not above the key"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := bytes.Clone(data)
+			tt.damage(b)
+			err := checkPages(bytes.NewReader(b), int64(len(b)))
+			switch {
+			case tt.want == "":
+				if err != nil {
+					t.Fatalf("got %v, want no error", err)
+				}
+			case err == nil || !strings.Contains(err.Error(), tt.want):
+				t.Fatalf("got %v, want an error saying %q", err, tt.want)
+			}
+			t.Logf("%v", err)
+		})
+	}
+}
