@@ -99,13 +99,13 @@ server:
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	watchURL := base + "/clusters/" + quiet.Name + "/api/v1/namespaces/quiet/configmaps?watch=true"
-	events := watchUntil(watchCtx, t, watchURL)
+	events := watchUntil(watchCtx, t, watchURL, "")
 
 	t.Run("watches beyond server.limits.maxWatches get 429", func(t *testing.T) {
 		var stops []context.CancelFunc
 		for range loadMaxWatches - 1 {
 			c, stop := context.WithCancel(ctx)
-			watchUntil(c, t, watchURL)
+			watchUntil(c, t, watchURL, "")
 			stops = append(stops, stop)
 		}
 		res := get(ctx, t, http.DefaultClient, watchURL, "")
@@ -361,11 +361,14 @@ func rss(t *testing.T, pid int) rssSample {
 	return m
 }
 
-// watchUntil starts a watch and returns its lines; the channel is closed when the
-// watch ends, or ctx is done.
-func watchUntil(ctx context.Context, t *testing.T, url string) <-chan string {
+// watchUntil starts a watch, with a bearer token if token is not empty, and returns its
+// lines; the channel is closed when the watch ends, ctx is done, or the test ends.
+func watchUntil(ctx context.Context, t *testing.T, url, token string) <-chan string {
 	t.Helper()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -375,7 +378,8 @@ func watchUntil(ctx context.Context, t *testing.T, url string) <-chan string {
 		res.Body.Close()
 		t.Fatalf("watch %s: %d %s", url, res.StatusCode, body)
 	}
-	lines := make(chan string, 100)
+	t.Cleanup(func() { res.Body.Close() })
+	lines := make(chan string, 1024)
 	go func() {
 		defer close(lines)
 		defer res.Body.Close()
