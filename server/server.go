@@ -227,19 +227,29 @@ func (o Options) withDefaults() Options {
 
 func (o Options) validate() error {
 	var errs []error
-	for name, d := range map[string]time.Duration{
-		"ReadHeaderTimeout": o.ReadHeaderTimeout, "ReadTimeout": o.ReadTimeout, "WriteTimeout": o.WriteTimeout,
-		"IdleTimeout": o.IdleTimeout, "WatchTimeout": o.WatchTimeout, "BookmarkInterval": o.BookmarkInterval,
-		"ShutdownTimeout": o.ShutdownTimeout,
+	// Slices, not maps, so that the errors come in the order of the fields, the same
+	// at every run.
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"ReadHeaderTimeout", o.ReadHeaderTimeout}, {"ReadTimeout", o.ReadTimeout}, {"WriteTimeout", o.WriteTimeout},
+		{"IdleTimeout", o.IdleTimeout}, {"WatchTimeout", o.WatchTimeout}, {"BookmarkInterval", o.BookmarkInterval},
+		{"ShutdownTimeout", o.ShutdownTimeout},
 	} {
-		if d < 0 {
-			errs = append(errs, fmt.Errorf("Options.%s: negative duration %v: %w", name, d, ErrInvalidOptions))
+		if d.v < 0 {
+			errs = append(errs, fmt.Errorf("Options.%s: negative duration %v: %w", d.name, d.v, ErrInvalidOptions))
 		}
 	}
-	for name, n := range map[string]int{"HistorySize": o.HistorySize, "MaxRequestsInFlight": o.MaxRequestsInFlight, "MaxWatches": o.MaxWatches,
-		"MaxWatchesPerClient": o.MaxWatchesPerClient} {
-		if n < 0 {
-			errs = append(errs, fmt.Errorf("Options.%s: negative number %d: %w", name, n, ErrInvalidOptions))
+	for _, n := range []struct {
+		name string
+		v    int
+	}{
+		{"HistorySize", o.HistorySize}, {"MaxRequestsInFlight", o.MaxRequestsInFlight}, {"MaxWatches", o.MaxWatches},
+		{"MaxWatchesPerClient", o.MaxWatchesPerClient},
+	} {
+		if n.v < 0 {
+			errs = append(errs, fmt.Errorf("Options.%s: negative number %d: %w", n.name, n.v, ErrInvalidOptions))
 		}
 	}
 	if (o.TLSCertFile == "") != (o.TLSKeyFile == "") {

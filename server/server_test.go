@@ -105,6 +105,40 @@ func TestNewOptions(t *testing.T) {
 	}
 }
 
+// TestValidateOrder sets every number and duration negative: the errors come in the
+// order of the fields, the same at every run.
+func TestValidateOrder(t *testing.T) {
+	neg := Options{
+		Address:           DefaultAddress,
+		ReadHeaderTimeout: -1, ReadTimeout: -1, WriteTimeout: -1, IdleTimeout: -1, WatchTimeout: -1,
+		BookmarkInterval: -1, ShutdownTimeout: -1,
+		HistorySize: -1, MaxRequestsInFlight: -1, MaxWatches: -1, MaxWatchesPerClient: -1,
+	}
+	want := []string{"ReadHeaderTimeout", "ReadTimeout", "WriteTimeout", "IdleTimeout", "WatchTimeout",
+		"BookmarkInterval", "ShutdownTimeout", "HistorySize", "MaxRequestsInFlight", "MaxWatches", "MaxWatchesPerClient"}
+	first := ""
+	for range 20 {
+		err := neg.validate()
+		if err == nil {
+			t.Fatal("validate accepted negative options")
+		}
+		lines := strings.Split(err.Error(), "\n")
+		if len(lines) != len(want) {
+			t.Fatalf("%d errors, want %d:\n%v", len(lines), len(want), err)
+		}
+		for i, name := range want {
+			if !strings.HasPrefix(lines[i], "Options."+name+": ") {
+				t.Fatalf("error %d is %q, want one about Options.%s", i, lines[i], name)
+			}
+		}
+		if first == "" {
+			first = err.Error()
+		} else if err.Error() != first {
+			t.Fatalf("errors changed from\n%s\nto\n%s", first, err)
+		}
+	}
+}
+
 func TestStart(t *testing.T) {
 	f := newFixture(t, func(o *Options) { o.Address = "127.0.0.1:0" })
 	ctx, cancel := context.WithCancel(context.Background())
