@@ -33,4 +33,11 @@
 // them (the probes and /metrics are exempt). What a client may read is decided before its request reads the cache, whose locks see only a filter that
 // does no I/O. Lists and Tables are streamed one item at a time (writeList), so that the
 // limits bound the memory that responses take.
+//
+// /metrics serves the server's own metrics (HTTP requests, watches, the limits, and the
+// changes the watch cache received) next to the fleet's, whose collectors package
+// metrics owns. The files are in rooms by concern: authentication and authorization
+// (auth.go, tokenfile.go, delegated.go), TLS certificates (tls.go), panic recovery
+// (recover.go), the status code recorder (status.go), the limits (limit.go), routing
+// (route.go), and the watch cache (cache.go) with its reads (resource.go, watch.go).
 package server

@@ -159,11 +159,14 @@ type Options struct {
 	Version version.Info
 
 	// Collectors are more Prometheus collectors to serve at /metrics, next to the
-	// server's own (HTTP requests, fleet, Go runtime and process). Default: none.
+	// server's own (HTTP requests, watches, limits, Go runtime and process) and the
+	// fleet's (metrics.NewFleetCollector of the Source), such as
+	// metrics.NewSnapshotCollector. Default: none.
 	Collectors []prometheus.Collector
-	// ClientGoMetrics serves the metrics of client-go's work queues and informers at
-	// /metrics. client-go takes one metrics provider per process, so this installs
-	// ClientGoCollector's provider if no other was installed first. Default false.
+	// ClientGoMetrics serves the metrics of client-go's work queues, informers and REST
+	// clients at /metrics. client-go takes one metrics provider per process, so this
+	// installs metrics.ClientGo's provider if no other was installed first. Default
+	// false.
 	ClientGoMetrics bool
 
 	// Clock tells the time for the AGE columns of tables. Default: the real clock.
