@@ -19,7 +19,7 @@ import (
 // server's own: those of HTTP requests, watches and limits, which it keeps, and the
 // fleet's, whose collectors package metrics owns.
 type metrics struct {
-	handler     http.Handler
+	reg         *prometheus.Registry
 	requests    *prometheus.CounterVec
 	latency     *prometheus.HistogramVec
 	watches     *prometheus.GaugeVec
@@ -69,11 +69,15 @@ func newMetrics(s *Server, opts Options) (*metrics, error) {
 			return nil, fmt.Errorf("Options.ClientGoMetrics: %w: %w", err, ErrInvalidOptions)
 		}
 	}
-	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: promLogger{}})
+	m.reg = reg
 	return m, nil
 }
 
-func (m *metrics) serve(w http.ResponseWriter, r *http.Request) { m.handler.ServeHTTP(w, r) }
+// serve serves the metrics. The handler is made for each scrape, which is rare, so that
+// it logs its errors through the request's logger.
+func (m *metrics) serve(w http.ResponseWriter, r *http.Request) {
+	promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorLog: promLogger{klog.FromContext(r.Context())}}).ServeHTTP(w, r)
+}
 
 // instrument counts requests and times those that are not watches.
 func (m *metrics) instrument(next http.Handler) http.Handler {
@@ -104,10 +108,11 @@ func (m *metrics) watchEvent(res *apiResource) {
 	m.watchEvents.WithLabelValues(res.gvr.GroupResource().String()).Inc()
 }
 
-type promLogger struct{}
+// promLogger is promhttp's ErrorLog.
+type promLogger struct{ logger klog.Logger }
 
-func (promLogger) Println(v ...any) {
-	klog.ErrorS(nil, "Serving metrics failed", "error", fmt.Sprint(v...))
+func (l promLogger) Println(v ...any) {
+	l.logger.Error(nil, "Serving metrics failed", "error", fmt.Sprint(v...))
 }
 
 // watchCacheCollector reads the changes that the watch cache has received, by cluster
