@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log"
 	"maps"
 	"net"
 	"net/http"
@@ -386,7 +387,9 @@ func New(src Source, opts Options) (*Server, error) {
 
 // Handler returns the server's HTTP handler, for tests and for mounting in another
 // server. It sets no timeouts of its own beyond those of each request (WriteTimeout);
-// the http.Server it runs in should set the rest, as Start does.
+// the http.Server it runs in should set the rest, as Start does. The token file and
+// the TLS files are re-read when they change only while Start or Serve runs. Requests
+// log through the logger of their context (klog.FromContext).
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // Start listens on Options.Address and serves until ctx is done, then shuts down: it
@@ -415,6 +418,16 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	defer s.reg.Remove()
 
 	logger := klog.FromContext(ctx)
+	followCtx, stopFollowing := context.WithCancel(ctx)
+	following := make(chan struct{})
+	go func() {
+		defer close(following)
+		s.followFiles(followCtx)
+	}()
+	defer func() {
+		stopFollowing()
+		<-following
+	}()
 	srv := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
@@ -423,7 +436,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		// WriteTimeout is left unset: it would end every watch. Each request sets its own
 		// write deadline instead (Options.WriteTimeout).
 		MaxHeaderBytes: 1 << 20,
-		ErrorLog:       klog.NewStandardLogger("INFO"),
+		ErrorLog:       log.New(logWriter{logger}, "", 0),
 		BaseContext:    func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
 	if s.certs != nil {
@@ -456,6 +469,15 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	<-done
 	logger.Info("Stopped serving the fleet API")
 	return err
+}
+
+// logWriter is the http.Server's ErrorLog: its lines (such as failed TLS handshakes)
+// go to the logger of Serve's context.
+type logWriter struct{ logger klog.Logger }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.logger.Info(strings.TrimSpace(string(p)))
+	return len(p), nil
 }
 
 // stop ends the watches.

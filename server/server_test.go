@@ -230,14 +230,14 @@ func TestServeTLS(t *testing.T) {
 	newCert, newKey := testcert.Write(t, t.TempDir(), "second")
 	replaceFile(t, newCert, cert)
 	replaceFile(t, newKey, key)
-	conn, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{InsecureSkipVerify: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cn := conn.ConnectionState().PeerCertificates[0].Subject.CommonName; cn != "second" {
-		t.Errorf("certificate after rotation: %s", cn)
-	}
-	conn.Close()
+	eventually(t, "the rotated certificate is served", func() bool {
+		conn, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{InsecureSkipVerify: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		return conn.ConnectionState().PeerCertificates[0].Subject.CommonName == "second"
+	})
 
 	// Shut down with a watch open: the watch ends, Serve returns.
 	req, _ := http.NewRequest(http.MethodGet, base+clusterPath(prod)+"/api/v1/pods?watch=1", nil)
