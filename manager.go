@@ -20,6 +20,7 @@ import (
 	"github.com/fleetwatch/fleetwatch/aggregate"
 	"github.com/fleetwatch/fleetwatch/cluster"
 	"github.com/fleetwatch/fleetwatch/informer"
+	"github.com/fleetwatch/fleetwatch/internal/gctune"
 	"github.com/fleetwatch/fleetwatch/persist"
 )
 
@@ -73,8 +74,12 @@ type Options struct {
 	// the file's size, or a lower limit (GOMEMLIMIT) that was set. Afterwards it sets
 	// both back, unless something else changed them meanwhile. Building the whole cache
 	// at once would otherwise spend nearly half of its time in the collector. A
-	// collector that was already off is left alone.
+	// collector that was already off is left alone. DisableGCTuning turns this off.
 	Snapshot *persist.Store
+	// DisableGCTuning leaves the garbage collector's settings alone while the snapshot
+	// loads. They are process-wide: a program that manages them itself sets this.
+	// Default false: NewManager tunes them as Snapshot describes.
+	DisableGCTuning bool
 	// SnapshotWriter configures the writer of Snapshot. See persist.WriterOptions.
 	// Reconfigure changes its Interval and MaxPending.
 	SnapshotWriter persist.WriterOptions
@@ -274,11 +279,13 @@ func (m *Manager) Reconfigure(opts Options) error {
 // loadSnapshot seeds the fleet from Options.Snapshot and creates its writer. The loaded
 // clusters are Stale until their servers confirm them.
 func (m *Manager) loadSnapshot() error {
-	var size int64
-	if fi, err := os.Stat(m.opts.Snapshot.Path()); err == nil {
-		size = fi.Size()
+	if !m.opts.DisableGCTuning {
+		var size int64
+		if fi, err := os.Stat(m.opts.Snapshot.Path()); err == nil {
+			size = fi.Size()
+		}
+		defer gctune.Relax(gctune.LoadBudget(size))()
 	}
-	defer relaxGC(loadBudget(size))()
 	snap, err := m.opts.Snapshot.Load()
 	if err != nil {
 		// Load moved a corrupt file aside; start cold.
