@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
@@ -609,7 +608,8 @@ func (m *Manager) readIdentity(ctx context.Context, mb *member) (cluster.Identit
 	return cluster.Identity{}, false
 }
 
-// refresh recomputes the status of a cluster from its informers and its health.
+// refresh recomputes the status of a cluster from its informers and its health (see
+// clusterStatus), and releases the fleet's sync hold once the Manager is ready.
 func (m *Manager) refresh(mb *member) {
 	m.mu.Lock()
 	current := m.members[mb.cluster.Name] == mb
@@ -617,84 +617,15 @@ func (m *Manager) refresh(mb *member) {
 	if !current {
 		return
 	}
-	resources := mb.set.Status()
+	o := observed{name: mb.cluster.Name, server: mb.cluster.Server(), resources: mb.set.Status(), syncTimeout: mb.syncTimeout}
 	mb.mu.Lock()
-	health, identity, timedOut := mb.health, mb.identity, mb.syncTimedOut
+	o.health, o.identity, o.syncTimedOut, o.stale = mb.health, mb.identity, mb.syncTimedOut, mb.stale
 	mb.mu.Unlock()
-
-	st := aggregate.ClusterStatus{
-		Name:      mb.cluster.Name,
-		Server:    mb.cluster.Server(),
-		UID:       identity.UID,
-		Resources: make([]aggregate.ResourceStatus, len(resources)),
-	}
-	synced, answered := true, health != nil && health.Healthy
-	for i, r := range resources {
-		rs := aggregate.ResourceStatus{
-			Name:       r.Name,
-			Resource:   r.Mapping.Resource,
-			Kind:       r.Mapping.Kind,
-			Namespaced: r.Mapping.Namespaced,
-			State:      string(r.State),
-		}
-		if len(r.ResourceVersions) == 1 {
-			rs.ResourceVersion = r.ResourceVersions[metav1.NamespaceAll]
-		}
-		if r.LastError != nil {
-			rs.LastError = r.LastError.Error()
-			if st.LastError == "" {
-				st.LastError = rs.LastError
-			}
-		}
-		switch r.State {
-		case informer.StateSynced:
-			answered = true
-			if r.SyncedTime.After(st.LastSyncTime) {
-				st.LastSyncTime = r.SyncedTime
-			}
-		case informer.StateNotFound, informer.StateDuplicate:
-			answered = true
-		default:
-			synced = false
-		}
-		st.Resources[i] = rs
-	}
-
-	reachable := metav1.Condition{Type: aggregate.ConditionReachable, Status: metav1.ConditionUnknown, Reason: "NotProbed"}
-	if health != nil {
-		if health.Healthy {
-			reachable.Status, reachable.Reason = metav1.ConditionTrue, "ProbeSucceeded"
-		} else {
-			reachable.Status, reachable.Reason, reachable.Message = metav1.ConditionFalse, "ProbeFailed", health.Err.Error()
-			st.LastError = health.Err.Error()
-		}
-	}
-	syncedCond := metav1.Condition{Type: aggregate.ConditionSynced, Status: metav1.ConditionFalse, Reason: "Syncing"}
-	switch {
-	case synced:
-		syncedCond.Status, syncedCond.Reason = metav1.ConditionTrue, "AllResourcesSynced"
-	case timedOut:
-		syncedCond.Reason, syncedCond.Message = "SyncTimeout", fmt.Sprintf("not synced within %v", mb.syncTimeout)
-	}
-	st.Conditions = []metav1.Condition{reachable, syncedCond}
-
-	mb.mu.Lock()
+	st, synced := clusterStatus(o)
 	if synced {
+		mb.mu.Lock()
 		mb.stale = false
-	}
-	stale := mb.stale
-	mb.mu.Unlock()
-	switch {
-	case health != nil && !health.Healthy:
-		st.Phase = aggregate.PhaseUnreachable
-	case synced:
-		st.Phase = aggregate.PhaseSynced
-	case stale:
-		st.Phase = aggregate.PhaseStale
-	case answered:
-		st.Phase = aggregate.PhaseSyncing
-	default:
-		st.Phase = aggregate.PhaseConnecting
+		mb.mu.Unlock()
 	}
 	m.status.Set(st)
 	if m.Ready() {
