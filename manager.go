@@ -123,8 +123,9 @@ type Manager struct {
 }
 
 var (
-	_ cluster.Aware      = (*Manager)(nil)
-	_ cluster.Disengager = (*Manager)(nil)
+	_ cluster.Aware             = (*Manager)(nil)
+	_ cluster.Disengager        = (*Manager)(nil)
+	_ cluster.SelectionObserver = (*Manager)(nil)
 )
 
 // member is one engaged cluster.
@@ -363,7 +364,6 @@ func (m *Manager) Start(ctx context.Context) error {
 	defer stopWriter()
 	writerDone := make(chan error, 1)
 	if m.writer != nil {
-		m.dropUnconfiguredClusters(ctx)
 		go func() { writerDone <- m.writer.Start(writerCtx) }()
 	} else {
 		writerDone <- nil
@@ -377,29 +377,20 @@ func (m *Manager) Start(ctx context.Context) error {
 	return errors.Join(err, werr, <-fleetDone)
 }
 
-// dropUnconfiguredClusters removes the snapshot's clusters that the kubeconfig files no
-// longer select, so that their objects are not served as ghosts.
-func (m *Manager) dropUnconfiguredClusters(ctx context.Context) {
-	m.mu.Lock()
-	opts := m.opts.Clusters
-	m.mu.Unlock()
-	clusters, err := cluster.Load(opts)
-	if err != nil {
-		return // Provider.Start reports it.
-	}
-	keep := map[string]bool{}
-	for _, c := range clusters {
-		keep[c.Name] = true
-	}
+// Selected implements cluster.SelectionObserver: it removes the snapshot's clusters
+// that the kubeconfig files no longer select, so that their objects are not served as
+// ghosts. The others stay until they are engaged.
+func (m *Manager) Selected(ctx context.Context, names []string) {
 	m.mu.Lock()
 	var drop []string
 	for name := range m.saved {
-		if !keep[name] {
+		if _, ok := slices.BinarySearch(names, name); !ok {
 			drop = append(drop, name)
 			delete(m.saved, name)
 		}
 	}
 	m.mu.Unlock()
+	slices.Sort(drop)
 	for _, name := range drop {
 		klog.FromContext(ctx).Info("Dropping a snapshot cluster that the kubeconfig no longer selects", "cluster", name)
 		m.fleet.RemoveCluster(name)
