@@ -1,6 +1,7 @@
 package fleetwatch
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -83,6 +84,13 @@ type Options struct {
 	// Reconfigure changes its Interval and MaxPending.
 	SnapshotWriter persist.WriterOptions
 
+	// GracefulShutdownTimeout bounds the whole stop of Start once its context is done:
+	// clusters, snapshot writer, handlers and Runnables share it (see Start). It is also
+	// the default of Fleet.ShutdownTimeout and SnapshotWriter.FinalFlushTimeout, so that
+	// none of them gives up before the budget is spent. Default
+	// DefaultGracefulShutdownTimeout.
+	GracefulShutdownTimeout time.Duration
+
 	// Clock defaults to the real clock.
 	Clock clock.WithTicker
 }
@@ -114,12 +122,16 @@ type Manager struct {
 	// before mu.
 	reconfigureMu sync.Mutex
 
-	// mu guards members, limiter and the fields of opts that Reconfigure changes.
+	// mu guards members, limiter, started, runnables and the fields of opts that
+	// Reconfigure changes.
 	mu sync.Mutex
 	// members are the engaged clusters, by name.
 	members map[string]*member
 	// limiter bounds the initial lists of the clusters engaged from now on.
 	limiter informer.Limiter
+	// started is set by Start; runnables are those added by Add before.
+	started   bool
+	runnables []Runnable
 }
 
 var (
@@ -165,6 +177,11 @@ func NewManager(opts Options) (*Manager, error) {
 	if opts.Fleet.Clock == nil {
 		opts.Fleet.Clock = opts.Clock
 	}
+	if opts.GracefulShutdownTimeout <= 0 {
+		opts.GracefulShutdownTimeout = DefaultGracefulShutdownTimeout
+	}
+	opts.Fleet.ShutdownTimeout = cmp.Or(opts.Fleet.ShutdownTimeout, opts.GracefulShutdownTimeout)
+	opts.SnapshotWriter.FinalFlushTimeout = cmp.Or(opts.SnapshotWriter.FinalFlushTimeout, opts.GracefulShutdownTimeout)
 	fleet := aggregate.New(opts.Fleet)
 	m := &Manager{
 		opts:        opts,
@@ -349,32 +366,6 @@ func (m *Manager) Ready() bool {
 		}
 	}
 	return true
-}
-
-// Start runs the fleet until ctx is done. It stops in order: first the clusters (the
-// sources of events), then the snapshot writer, which flushes what they delivered, then
-// the fleet's handlers, so that no handler misses an event that was already cached.
-func (m *Manager) Start(ctx context.Context) error {
-	fleetCtx, stopFleet := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopFleet()
-	fleetDone := make(chan error, 1)
-	go func() { fleetDone <- m.fleet.Start(fleetCtx) }()
-
-	writerCtx, stopWriter := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopWriter()
-	writerDone := make(chan error, 1)
-	if m.writer != nil {
-		go func() { writerDone <- m.writer.Start(writerCtx) }()
-	} else {
-		writerDone <- nil
-	}
-
-	err := m.provider.Start(ctx)
-	m.wg.Wait()
-	stopWriter()
-	werr := <-writerDone
-	stopFleet()
-	return errors.Join(err, werr, <-fleetDone)
 }
 
 // Selected implements cluster.SelectionObserver: it removes the snapshot's clusters
