@@ -85,7 +85,8 @@ type Options struct {
 	SnapshotWriter persist.WriterOptions
 
 	// GracefulShutdownTimeout bounds the whole stop of Start once its context is done:
-	// clusters, snapshot writer, handlers and Runnables share it (see Start). It is also
+	// clusters, snapshot writer, handlers and Runnables share it (see Start), on the
+	// real clock. It is also
 	// the default of Fleet.ShutdownTimeout and SnapshotWriter.FinalFlushTimeout, so that
 	// none of them gives up before the budget is spent. Default
 	// DefaultGracefulShutdownTimeout.

@@ -50,10 +50,11 @@ func (m *Manager) Add(r Runnable) error {
 //  3. the fleet's handlers, so that no handler misses an event that was already cached;
 //  4. the Runnables, together, so that servers answer until the cache stops changing.
 //
-// Once the budget is spent, Start cancels every group that is left and returns without
-// waiting for them, with an error wrapping ErrShutdownTimeout that names the first group
-// it waited for. A caller that closes Options.Snapshot after Start can therefore always
-// do so. Start returns ErrAlreadyStarted if called twice.
+// The budget is measured on the real clock, not Options.Clock. Once it is spent, Start
+// cancels every group that is left and returns without waiting for them, with an error
+// wrapping ErrShutdownTimeout that names the part it was waiting for; so a caller always
+// reaches the close of Options.Snapshot, which waits for a commit still in progress.
+// Start returns ErrAlreadyStarted if called twice.
 func (m *Manager) Start(ctx context.Context) error {
 	m.mu.Lock()
 	if m.started {
@@ -71,7 +72,7 @@ func (m *Manager) Start(ctx context.Context) error {
 		return startPart(ctx, name, run, ended)
 	}
 	groups := [][]*part{
-		nil, // the clusters, started last
+		nil, // the clusters, started last, once what they feed runs
 		{start("snapshot writer", func(ctx context.Context) error {
 			if m.writer == nil {
 				<-ctx.Done()
