@@ -29,8 +29,9 @@ import (
 
 // shutdownTimeout bounds a graceful shutdown (the Manager's GracefulShutdownTimeout),
 // after which the snapshot is closed; closeTimeout bounds that close, which waits for a
-// commit still in progress. A second signal cuts both short.
-const (
+// commit still in progress. A second signal cuts both short. They are variables so that
+// tests can shorten them.
+var (
 	shutdownTimeout = fleetwatch.DefaultGracefulShutdownTimeout
 	closeTimeout    = 5 * time.Second
 )
