@@ -2,6 +2,8 @@ package config
 
 import (
 	"time"
+
+	"github.com/fleetwatch/fleetwatch/informer"
 )
 
 // Defaults of Config, as returned by Default, named after their keys.
@@ -83,6 +85,26 @@ type Resource struct {
 	FieldSelector string `yaml:"fieldSelector" mapstructure:"fieldSelector"`
 	// MetadataOnly caches only the objects' metadata. Default false.
 	MetadataOnly bool `yaml:"metadataOnly" mapstructure:"metadataOnly"`
+}
+
+// InformerResources returns Resources as the informer sets take them. The items share
+// their Namespaces with c.
+func (c Config) InformerResources() []informer.Resource {
+	return informerResources(c.Resources)
+}
+
+func informerResources(rs []Resource) []informer.Resource {
+	out := make([]informer.Resource, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, informer.Resource{
+			Name:          r.Name,
+			Namespaces:    r.Namespaces,
+			LabelSelector: r.LabelSelector,
+			FieldSelector: r.FieldSelector,
+			MetadataOnly:  r.MetadataOnly,
+		})
+	}
+	return out
 }
 
 // Sync bounds the initial sync of the clusters.

@@ -110,7 +110,7 @@ type Options struct {
 	Cluster string
 	// Config reaches the cluster. Required.
 	Config *rest.Config
-	// Resources to inform on. Required.
+	// Resources to inform on, valid as ValidateResources checks them. Required.
 	Resources []Resource
 	// Sink receives the objects. Required.
 	Sink Sink
@@ -161,16 +161,7 @@ func (o *Options) validate() error {
 	if o.Sink == nil {
 		errs = append(errs, errors.New("Options.Sink is required"))
 	}
-	seen := map[string]bool{}
-	for i, r := range o.Resources {
-		if err := ValidateName(r.Name); err != nil {
-			errs = append(errs, fmt.Errorf("Options.Resources[%d]: %w", i, err))
-		}
-		if seen[r.Name] {
-			errs = append(errs, fmt.Errorf("Options.Resources[%d]: %q listed twice", i, r.Name))
-		}
-		seen[r.Name] = true
-	}
+	errs = append(errs, ValidateResources(o.Resources, GoFieldNames("Options.Resources")))
 	return errors.Join(errs...)
 }
 
