@@ -23,10 +23,10 @@ import (
 	"github.com/fleetwatch/fleetwatch/persist"
 )
 
-// Defaults of Options.
+// Defaults of Options, those of the informer sets.
 const (
-	DefaultSyncTimeout        = 2 * time.Minute
-	DefaultMaxConcurrentSyncs = 8
+	DefaultSyncTimeout        = informer.DefaultSyncTimeout
+	DefaultMaxConcurrentSyncs = informer.DefaultMaxConcurrentSyncs
 )
 
 // Options configure a Manager. Every field documents its default.
@@ -49,8 +49,8 @@ type Options struct {
 	// MaxConcurrentSyncs bounds how many clusters do their initial list at once, so that
 	// starting a large fleet is not a thundering herd. Default DefaultMaxConcurrentSyncs.
 	MaxConcurrentSyncs int
-	// DiscoveryInterval is how often each cluster's discovery is read again. Default:
-	// informer's (30 seconds).
+	// DiscoveryInterval is how often each cluster's discovery is read again. Default
+	// informer.DefaultDiscoveryInterval.
 	DiscoveryInterval time.Duration
 	// KeepManagedFields keeps metadata.managedFields, stripped by default.
 	KeepManagedFields bool

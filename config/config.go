@@ -4,24 +4,28 @@ import (
 	"time"
 
 	"github.com/fleetwatch/fleetwatch/informer"
+	"github.com/fleetwatch/fleetwatch/persist"
+	"github.com/fleetwatch/fleetwatch/server"
 )
 
-// Defaults of Config, as returned by Default, named after their keys.
+// Defaults of Config, as returned by Default, named after their keys. Where the library
+// has a default for the same setting, it is that one, declared by the package that uses
+// it.
 const (
-	DefaultServerAddress       = "127.0.0.1:8080"
+	DefaultServerAddress       = server.DefaultAddress
 	DefaultSnapshotPath        = "fleetwatch.db"
-	DefaultSnapshotInterval    = 5 * time.Second
-	DefaultSnapshotMaxPending  = 5000
-	DefaultSnapshotKeepCorrupt = 3
-	// DefaultSyncTimeout and DefaultSyncMaxConcurrent are the defaults of the library's
-	// fleetwatch.Options (DefaultSyncTimeout, DefaultMaxConcurrentSyncs).
-	DefaultSyncTimeout       = 2 * time.Minute
-	DefaultSyncMaxConcurrent = 8
+	DefaultSnapshotInterval    = persist.DefaultInterval
+	DefaultSnapshotMaxPending  = persist.DefaultMaxPending
+	DefaultSnapshotKeepCorrupt = persist.DefaultKeepCorrupt
+	// DefaultSyncTimeout and DefaultSyncMaxConcurrent are also the defaults of the
+	// library's fleetwatch.Options.
+	DefaultSyncTimeout       = informer.DefaultSyncTimeout
+	DefaultSyncMaxConcurrent = informer.DefaultMaxConcurrentSyncs
 	DefaultLogFormat         = LogFormatText
 	// DefaultDelegatedQPS and DefaultDelegatedBurst are the defaults of the server's
-	// DelegatedAuth (server.DefaultReviewQPS, server.DefaultReviewBurst).
-	DefaultDelegatedQPS   = 200
-	DefaultDelegatedBurst = 400
+	// DelegatedAuth.
+	DefaultDelegatedQPS   = server.DefaultReviewQPS
+	DefaultDelegatedBurst = server.DefaultReviewBurst
 )
 
 // Values of Log.Format.

@@ -104,6 +104,16 @@ func (l chanLimiter) Acquire(ctx context.Context) error {
 
 func (l chanLimiter) Release() { <-l }
 
+// Defaults of Options, and of the fleet's Limiter.
+const (
+	DefaultSyncTimeout          = 2 * time.Minute
+	DefaultDiscoveryInterval    = 30 * time.Second
+	DefaultStreamingListTimeout = 2 * time.Minute
+	// DefaultMaxConcurrentSyncs is the number of slots of the Limiter that a fleet's
+	// Sets share, when its user does not choose one.
+	DefaultMaxConcurrentSyncs = 8
+)
+
 // Options configure a Set.
 type Options struct {
 	// Cluster names the cluster in logs and errors. Required.
@@ -117,15 +127,15 @@ type Options struct {
 
 	// SyncTimeout bounds the initial sync: a resource that has not synced by then is
 	// reported with ErrSyncTimeout (and keeps trying), and the Set releases its
-	// InitialSyncLimiter slot. Default 2 minutes.
+	// InitialSyncLimiter slot. Default DefaultSyncTimeout.
 	SyncTimeout time.Duration
 	// DiscoveryInterval is how often the cluster's discovery is read again, so that a
 	// resource that appears (a CRD installed) is picked up and one that disappears is
-	// dropped. Default 30 seconds.
+	// dropped. Default DefaultDiscoveryInterval.
 	DiscoveryInterval time.Duration
 	// StreamingListTimeout bounds how long a streaming list may go without its
 	// initial-events-end bookmark before the informer falls back to a paginated LIST.
-	// Default 2 minutes.
+	// Default DefaultStreamingListTimeout.
 	StreamingListTimeout time.Duration
 	// InitialSyncLimiter, if set, is acquired before the Set's initial list and released
 	// once it has synced or SyncTimeout has passed.
@@ -167,13 +177,13 @@ func (o *Options) validate() error {
 
 func (o *Options) defaults() {
 	if o.SyncTimeout == 0 {
-		o.SyncTimeout = 2 * time.Minute
+		o.SyncTimeout = DefaultSyncTimeout
 	}
 	if o.DiscoveryInterval == 0 {
-		o.DiscoveryInterval = 30 * time.Second
+		o.DiscoveryInterval = DefaultDiscoveryInterval
 	}
 	if o.StreamingListTimeout == 0 {
-		o.StreamingListTimeout = 2 * time.Minute
+		o.StreamingListTimeout = DefaultStreamingListTimeout
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
