@@ -28,6 +28,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/fleetwatch/fleetwatch/internal/intern"
+	"github.com/fleetwatch/fleetwatch/internal/wire"
 )
 
 // Store is where the informer for one resource of one cluster keeps its objects. The
@@ -231,13 +232,13 @@ type Set struct {
 	opts Options
 
 	// dyn decodes objects without their managedFields, dynManaged with them; both
-	// intern the strings of the objects they decode (see decode.go).
+	// intern the strings of the objects they decode (see package wire).
 	dyn, dynManaged dynamic.Interface
 	// interned is set if the objects of dyn and dynManaged are always interned: the
 	// transform then need not intern them again.
 	interned bool
 	// encode is set if the objects of the watch events of dyn and dynManaged may come
-	// with their encoding, as encodedObjects, for the Sink's EncodedStores.
+	// with their encoding, as wire.EncodedObjects, for the Sink's EncodedStores.
 	encode bool
 	md     metadata.Interface
 	mapper meta.RESTMapper
@@ -279,7 +280,7 @@ func New(opts Options) (*Set, error) {
 	es, ok := opts.Sink.(EncodingSink)
 	encode := ok && es.StoresEncoded()
 	// More Decoders than CPUs would rarely all be busy.
-	dyn, dynManaged, err := newDynamicClients(cfg, goruntime.GOMAXPROCS(0), encode)
+	dyn, dynManaged, err := wire.NewDynamicClients(cfg, goruntime.GOMAXPROCS(0), encode)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", opts.Cluster, err)
 	}
@@ -297,7 +298,7 @@ func New(opts Options) (*Set, error) {
 		opts:       opts,
 		dyn:        dyn,
 		dynManaged: dynManaged,
-		interned:   decodesAllJSON(),
+		interned:   wire.DecodesAllJSON(),
 		encode:     encode,
 		md:         md,
 		mapper:     restmapper.NewShortcutExpander(deferred, cached, nil),
@@ -639,7 +640,7 @@ func (s *Set) start(ctx context.Context, opts Options, r Resource, m Mapping) {
 		case r.MetadataOnly:
 			objType = &metav1.PartialObjectMetadata{}
 		case s.encode:
-			// Unstructured or encodedObject: the reflector checks that all events have
+			// Unstructured or wire.EncodedObject: the reflector checks that all events have
 			// the type of objType, if set.
 			objType = nil
 		}
@@ -766,7 +767,7 @@ func (s *Set) stopAll() {
 // objects, which are shared with readers and must not be mutated, and an unchanged
 // object of a relist needs no second copy in memory.
 //
-// An encodedObject comes from a Set's decoder, interned and stripped already, and is
+// A wire.EncodedObject comes from a Set's decoder, interned and stripped already, and is
 // returned as it is, with its encoding, unless a transform would change it (a user
 // Transform, or dropping the values of Secrets): it then goes on without its encoding.
 //
@@ -784,7 +785,7 @@ func transform(opts Options, m Mapping, known cache.KeyListerGetter, interned bo
 		if stored, ok := storedSame(known, obj); ok {
 			return stored, nil
 		}
-		if e, ok := obj.(*encodedObject); ok {
+		if e, ok := obj.(*wire.EncodedObject); ok {
 			if keepsEncoding {
 				// Decoded by a Set's decoder, which interns and drops managedFields
 				// unless they are kept: there is nothing left to do.
@@ -867,7 +868,7 @@ func processDeltas(store Store) cache.ProcessFunc {
 			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj, finalStateUnknown = tomb.Obj, true
 			}
-			obj, encoded := unwrapEncoded(obj)
+			obj, encoded := wire.Unwrap(obj)
 			o, ok := obj.(runtime.Object)
 			if !ok {
 				errs = append(errs, fmt.Errorf("unexpected %T in a %s delta", obj, d.Type))
