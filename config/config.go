@@ -26,6 +26,12 @@ const (
 	// DelegatedAuth.
 	DefaultDelegatedQPS   = server.DefaultReviewQPS
 	DefaultDelegatedBurst = server.DefaultReviewBurst
+	// DefaultServerLimitsMaxRequestsInFlight, DefaultServerLimitsMaxWatches and
+	// DefaultServerLimitsMaxWatchesPerClient are the defaults of the library's
+	// server.Options.
+	DefaultServerLimitsMaxRequestsInFlight = server.DefaultMaxRequestsInFlight
+	DefaultServerLimitsMaxWatches          = server.DefaultMaxWatches
+	DefaultServerLimitsMaxWatchesPerClient = server.DefaultMaxWatchesPerClient
 )
 
 // Values of Log.Format.
@@ -166,6 +172,25 @@ type Server struct {
 	TLS TLS `yaml:"tls" mapstructure:"tls"`
 	// Auth configures the authentication of requests.
 	Auth Auth `yaml:"auth" mapstructure:"auth"`
+	// Limits bounds the load that clients can put on the server.
+	Limits Limits `yaml:"limits" mapstructure:"limits"`
+}
+
+// Limits bounds the requests that the server serves at once; beyond them, a request gets
+// 429 TooManyRequests with Retry-After. The probes and /metrics are not limited. See
+// server.Options.
+type Limits struct {
+	// MaxRequestsInFlight bounds the requests other than watches served at once, as
+	// kube-apiserver's --max-requests-inflight does; with responses streamed, it bounds
+	// the memory that responses take. Default DefaultServerLimitsMaxRequestsInFlight.
+	MaxRequestsInFlight int `yaml:"maxRequestsInFlight" mapstructure:"maxRequestsInFlight"`
+	// MaxWatches bounds the watches served at once, counted apart from the other
+	// requests. Default DefaultServerLimitsMaxWatches.
+	MaxWatches int `yaml:"maxWatches" mapstructure:"maxWatches"`
+	// MaxWatchesPerClient bounds the watches of one client: the user that Auth
+	// authenticates, else the IP address of the request. Default
+	// DefaultServerLimitsMaxWatchesPerClient.
+	MaxWatchesPerClient int `yaml:"maxWatchesPerClient" mapstructure:"maxWatchesPerClient"`
 }
 
 // TLS names the certificate and key of the server. Both or neither must be set.
@@ -239,6 +264,11 @@ func Default() Config {
 				QPS:   DefaultDelegatedQPS,
 				Burst: DefaultDelegatedBurst,
 			}},
+			Limits: Limits{
+				MaxRequestsInFlight: DefaultServerLimitsMaxRequestsInFlight,
+				MaxWatches:          DefaultServerLimitsMaxWatches,
+				MaxWatchesPerClient: DefaultServerLimitsMaxWatchesPerClient,
+			},
 		},
 		Log: Log{Format: DefaultLogFormat},
 	}

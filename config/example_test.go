@@ -103,6 +103,10 @@ func ExampleConfig_String() {
 	//       audiences: []
 	//       qps: 200
 	//       burst: 400
+	//   limits:
+	//     maxRequestsInFlight: 32
+	//     maxWatches: 512
+	//     maxWatchesPerClient: 128
 	// log:
 	//   verbosity: 0
 	//   format: text

@@ -48,6 +48,10 @@ var usages = map[string]string{
 	"server.auth.delegated.burst":      "reviews that delegated auth may send to the home cluster in a burst, before server.auth.delegated.qps applies",
 	"log.verbosity":                    "log verbosity, as klog's -v",
 	"log.format":                       "log format: text or json",
+
+	"server.limits.maxRequestsInFlight": "requests other than watches served at once; more get 429 with Retry-After (the probes and /metrics are not limited)",
+	"server.limits.maxWatches":          "watches served at once, counted apart from other requests; more get 429 with Retry-After",
+	"server.limits.maxWatchesPerClient": "watches of one client (authenticated user, else IP address) served at once; more get 429 with Retry-After",
 }
 
 // BindFlags defines on fs a flag for every key, named after the key path

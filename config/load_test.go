@@ -96,6 +96,7 @@ func full() config.Config {
 			Auth: config.Auth{TokenFile: "/etc/fleetwatch/tokens", Delegated: config.Delegated{
 				Enabled: true, Kubeconfig: "/etc/fleetwatch/home/kubeconfig", Audiences: []string{"fleetwatch"}, QPS: 50, Burst: 100,
 			}},
+			Limits: config.Limits{MaxRequestsInFlight: 100, MaxWatches: 2000, MaxWatchesPerClient: 50},
 		},
 		Log: config.Log{Verbosity: 2, Format: config.LogFormatJSON},
 	}
@@ -307,6 +308,8 @@ resources:
 				"FLEETWATCH_SERVER_AUTH_DELEGATED_BURST":     "100",
 				"FLEETWATCH_LOG_VERBOSITY":                   "4",
 				"FLEETWATCH_LOG_FORMAT":                      "json",
+
+				"FLEETWATCH_SERVER_LIMITS_MAXWATCHES": "20",
 			}},
 			want: func(c *config.Config) {
 				c.Kubeconfig = []string{"/a", "/b,c", "/d"}
@@ -318,7 +321,8 @@ resources:
 				c.Snapshot.Interval, c.Snapshot.MaxPending = 5*time.Second, 10
 				c.Server = config.Server{Address: "[::1]:8080", TLS: config.TLS{CertFile: "/c", KeyFile: "/k"}, Auth: config.Auth{TokenFile: "/t", Delegated: config.Delegated{
 					Enabled: true, Audiences: []string{"fleetwatch", "https://kubernetes.default.svc"}, QPS: 50, Burst: 100,
-				}}}
+				}}, Limits: config.Limits{MaxRequestsInFlight: config.DefaultServerLimitsMaxRequestsInFlight, MaxWatches: 20,
+					MaxWatchesPerClient: config.DefaultServerLimitsMaxWatchesPerClient}}
 				c.Log = config.Log{Verbosity: 4, Format: config.LogFormatJSON}
 			},
 		},
@@ -336,6 +340,7 @@ resources:
 				"--server-tls-cert-file=/c", "--server-tls-key-file=/k", "--server-auth-token-file=/t",
 				"--server-auth-delegated-enabled", "--server-auth-delegated-audiences=fleetwatch", "--server-auth-delegated-audiences=other",
 				"--server-auth-delegated-qps=50", "--server-auth-delegated-burst=100",
+				"--server-limits-max-requests-in-flight=10", "--server-limits-max-watches=20", "--server-limits-max-watches-per-client=5",
 				"--log-verbosity=4", "--log-format=json",
 			}},
 			want: func(c *config.Config) {
@@ -351,7 +356,7 @@ resources:
 				c.Snapshot = config.Snapshot{Path: "", Interval: 5 * time.Second, MaxPending: 10, KeepCorrupt: 0}
 				c.Server = config.Server{Address: "0.0.0.0:8443", TLS: config.TLS{CertFile: "/c", KeyFile: "/k"}, Auth: config.Auth{TokenFile: "/t", Delegated: config.Delegated{
 					Enabled: true, Audiences: []string{"fleetwatch", "other"}, QPS: 50, Burst: 100,
-				}}}
+				}}, Limits: config.Limits{MaxRequestsInFlight: 10, MaxWatches: 20, MaxWatchesPerClient: 5}}
 				c.Log = config.Log{Verbosity: 4, Format: config.LogFormatJSON}
 			},
 		},
@@ -923,6 +928,15 @@ func TestValidate(t *testing.T) {
 		}},
 		{"key without certificate", func(c *config.Config) { c.Server.TLS.KeyFile = "/k" }, []string{
 			"server.tls.certFile: required because server.tls.keyFile is set",
+		}},
+		{"no requests in flight", func(c *config.Config) { c.Server.Limits.MaxRequestsInFlight = 0 }, []string{
+			"server.limits.maxRequestsInFlight: must be at least 1, got 0",
+		}},
+		{"negative watches", func(c *config.Config) { c.Server.Limits.MaxWatches = -1 }, []string{
+			"server.limits.maxWatches: must be at least 1, got -1",
+		}},
+		{"no watches per client", func(c *config.Config) { c.Server.Limits.MaxWatchesPerClient = 0 }, []string{
+			"server.limits.maxWatchesPerClient: must be at least 1, got 0",
 		}},
 		{"negative verbosity", func(c *config.Config) { c.Log.Verbosity = -1 }, []string{
 			"log.verbosity: must not be negative, got -1",

@@ -166,6 +166,15 @@ func (v *validator) server(s Server) {
 		v.add(homeKube, "is set, but %s is false", delegated)
 	}
 	v.delegated(s.Auth.Delegated)
+	if s.Limits.MaxRequestsInFlight < 1 {
+		v.add("server.limits.maxRequestsInFlight", "must be at least 1, got %d", s.Limits.MaxRequestsInFlight)
+	}
+	if s.Limits.MaxWatches < 1 {
+		v.add("server.limits.maxWatches", "must be at least 1, got %d", s.Limits.MaxWatches)
+	}
+	if s.Limits.MaxWatchesPerClient < 1 {
+		v.add("server.limits.maxWatchesPerClient", "must be at least 1, got %d", s.Limits.MaxWatchesPerClient)
+	}
 	loopback, err := isLoopback(s.Address)
 	if err != nil {
 		v.add(address, "%q: %w", s.Address, err)

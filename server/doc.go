@@ -28,7 +28,9 @@
 // authentication: bearer tokens from a file, or reviewed by a home cluster
 // (DelegatedAuth). In front of every handler, a server without authentication answers
 // only requests for loopback host names and Options.AcceptHosts (against DNS
-// rebinding), then authentication establishes the client's principal. What a client may
-// read is decided before its request reads the cache, whose locks see only a filter that
-// does no I/O.
+// rebinding), then authentication establishes the client's principal, then the limits
+// of Options.MaxRequestsInFlight, MaxWatches and MaxWatchesPerClient answer 429 beyond
+// them (the probes and /metrics are exempt). What a client may read is decided before its request reads the cache, whose locks see only a filter that
+// does no I/O. Lists and Tables are streamed one item at a time (writeList), so that the
+// limits bound the memory that responses take.
 package server

@@ -34,7 +34,7 @@ const reasonNotAcceptable metav1.StatusReason = "NotAcceptable"
 // writeStatus writes err as a Kubernetes Status.
 func writeStatus(w http.ResponseWriter, r *http.Request, err error) {
 	st := statusOf(r, err)
-	if st.Code == http.StatusServiceUnavailable && st.Details != nil && st.Details.RetryAfterSeconds > 0 {
+	if (st.Code == http.StatusServiceUnavailable || st.Code == http.StatusTooManyRequests) && st.Details != nil && st.Details.RetryAfterSeconds > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int(st.Details.RetryAfterSeconds)))
 	}
 	if st.Code == http.StatusUnauthorized {

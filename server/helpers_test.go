@@ -425,8 +425,14 @@ type watchEvent struct {
 // watch starts a watch, expecting 200.
 func (f *fixture) watch(path string, header ...string) *watcher {
 	f.t.Helper()
+	return f.watchURL(f.http.URL+path, header...)
+}
+
+// watchURL starts a watch of a full URL, expecting 200.
+func (f *fixture) watchURL(url string, header ...string) *watcher {
+	f.t.Helper()
 	ctx, cancel := context.WithCancel(f.ctx)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, f.http.URL+path, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -436,13 +442,13 @@ func (f *fixture) watch(path string, header ...string) *watcher {
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		cancel()
-		f.t.Fatalf("watch %s: %v", path, err)
+		f.t.Fatalf("watch %s: %v", url, err)
 	}
 	if res.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(res.Body)
 		res.Body.Close()
 		cancel()
-		f.t.Fatalf("watch %s: %d %s", path, res.StatusCode, body)
+		f.t.Fatalf("watch %s: %d %s", url, res.StatusCode, body)
 	}
 	w := &watcher{t: f.t, res: res, cancel: cancel, lines: make(chan string, 1000), errs: make(chan error, 1)}
 	go func() {

@@ -458,3 +458,83 @@ func TestHead(t *testing.T) {
 	}
 	_ = json.Valid
 }
+
+// TestListStreamed checks that a list, streamed one item at a time, is byte for byte what
+// json.Marshal makes of the whole list, in every format.
+func TestListStreamed(t *testing.T) {
+	f := newFixture(t, nil)
+	// A Pod of its own kind, and one whose annotations need escaping.
+	odd := pod("default", "odd", "110", nil)
+	odd.SetAnnotations(map[string]string{"note": "<&> \u2028 \"quoted\""})
+	f.apply(prod, podsGVR, odd)
+	f.sync()
+	sc := scope{cluster: allClusters}
+	res := f.server.catalog(sc).get(podsGVR)
+	const accept = "application/json;as=Table;v=v1;g=meta.k8s.io"
+	for _, tc := range []struct {
+		name, query, accept string
+		limit               int
+	}{
+		{"json", "", "", 0},
+		{"json, a page", "?limit=2", "", 2},
+		{"partial", "", "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io", 0},
+		{"table", "", accept, 0},
+		{"table, includeObject=None", "?includeObject=None", accept, 0},
+		{"table, includeObject=Object", "?includeObject=Object", accept, 0},
+		{"table, includeObject=Object, a page", "?includeObject=Object&limit=3", accept, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := f.get(clusterPath(allClusters)+"/api/v1/pods"+tc.query, "Accept", tc.accept)
+			if r.code != http.StatusOK {
+				t.Fatalf("%d %s", r.code, r.body)
+			}
+			var head struct {
+				Metadata metav1.ListMeta `json:"metadata"`
+			}
+			if err := json.Unmarshal(r.body, &head); err != nil {
+				t.Fatalf("the streamed list is not JSON: %v\n%s", err, r.body)
+			}
+			rc := f.server.cache.resource(podsGVR)
+			rc.mu.RLock()
+			items, _ := rc.listLocked(&query{scope: sc}, nil, tc.limit)
+			rc.mu.RUnlock()
+			var whole any
+			switch {
+			case tc.accept == accept:
+				q, _ := url.ParseQuery(strings.TrimPrefix(tc.query, "?"))
+				opts, err := parseTableOptions(q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				whole = f.server.table(res, items, opts, head.Metadata, true, "")
+			default:
+				l := struct {
+					metav1.TypeMeta `json:",inline"`
+					Metadata        metav1.ListMeta `json:"metadata"`
+					Items           []any           `json:"items"`
+				}{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}, Metadata: head.Metadata, Items: []any{}}
+				if tc.accept != "" {
+					l.Kind, l.APIVersion = "PartialObjectMetadataList", "meta.k8s.io/v1"
+				}
+				for _, o := range items {
+					if tc.accept != "" {
+						l.Items = append(l.Items, partial(o, ""))
+					} else {
+						l.Items = append(l.Items, served(res, o, ""))
+					}
+				}
+				whole = l
+			}
+			want, err := json.Marshal(whole)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := string(r.body); got != string(want)+"\n" {
+				t.Errorf("the streamed list differs from the whole list's JSON:\n got %s\nwant %s", got, want)
+			}
+			if tc.limit > 0 && head.Metadata.Continue == "" {
+				t.Errorf("a page without continue")
+			}
+		})
+	}
+}

@@ -26,6 +26,7 @@ type metrics struct {
 	latency     *prometheus.HistogramVec
 	watches     *prometheus.GaugeVec
 	watchEvents *prometheus.CounterVec
+	rejected    *prometheus.CounterVec
 }
 
 func newMetrics(s *Server, opts Options) (*metrics, error) {
@@ -47,9 +48,17 @@ func newMetrics(s *Server, opts Options) (*metrics, error) {
 			Name: "fleetwatch_http_watch_events_total",
 			Help: "Events sent to watches, by resource.",
 		}, []string{"resource"}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fleetwatch_http_requests_rejected_total",
+			Help: "Requests refused with 429 TooManyRequests, by the limit they were over: MaxRequestsInFlight (server.limits.maxRequestsInFlight), LargeLists (half of it, for lists of more than 100 objects), MaxWatches (server.limits.maxWatches) or MaxWatchesPerClient (server.limits.maxWatchesPerClient).",
+		}, []string{"reason"}),
 	}
+	inFlight := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "fleetwatch_http_requests_in_flight",
+		Help: "Requests other than watches being served, which server.limits.maxRequestsInFlight bounds; the probes and /metrics are not counted.",
+	}, func() float64 { return float64(s.limits.inFlight()) })
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(m.requests, m.latency, m.watches, m.watchEvents, &fleetCollector{s: s},
+	reg.MustRegister(m.requests, m.latency, m.watches, m.watchEvents, m.rejected, inFlight, &fleetCollector{s: s},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for i, c := range opts.Collectors {
 		if err := reg.Register(c); err != nil {

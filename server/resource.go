@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -197,6 +198,11 @@ func (s *Server) serveList(w http.ResponseWriter, r *http.Request, res *apiResou
 	}
 	items, more := rc.listLocked(qr, after, limit)
 	rc.mu.RUnlock()
+	release, err := s.limits.admitList(len(items))
+	if err != nil {
+		return err
+	}
+	defer release()
 
 	lm := metav1.ListMeta{ResourceVersion: current.String()}
 	if p.continueToken != nil {
@@ -213,48 +219,75 @@ func (s *Server) serveList(w http.ResponseWriter, r *http.Request, res *apiResou
 
 	switch f {
 	case formatTable:
-		writeJSON(w, http.StatusOK, s.table(res, items, opts, lm, true, ""))
-		return nil
+		p := s.printer(res, items, opts)
+		return writeList(w, r, p.table(lm, true), len(items), func(i int) any {
+			return p.row(items[i], "")
+		})
 	case formatPartial:
-		return writeList(w, partialGVK.GroupVersion().WithKind("PartialObjectMetadataList"), lm, len(items), func(i int) any {
+		return writeList(w, r, newListHead(partialGVK.GroupVersion().WithKind("PartialObjectMetadataList"), lm), len(items), func(i int) any {
 			return partial(items[i], "")
 		})
 	default:
-		return writeList(w, res.gvr.GroupVersion().WithKind(res.listKind()), lm, len(items), func(i int) any {
+		return writeList(w, r, newListHead(res.gvr.GroupVersion().WithKind(res.listKind()), lm), len(items), func(i int) any {
 			return served(res, items[i], "")
 		})
 	}
 }
 
-// writeList streams a list, encoding one item at a time.
-func writeList(w http.ResponseWriter, gvk schema.GroupVersionKind, lm metav1.ListMeta, n int, item func(i int) any) error {
-	head, err := json.Marshal(struct {
-		Kind       string          `json:"kind"`
-		APIVersion string          `json:"apiVersion"`
-		Metadata   metav1.ListMeta `json:"metadata"`
-	}{gvk.Kind, gvk.GroupVersion().String(), lm})
+// listHead is a list of Kubernetes objects without its items, which writeList streams.
+type listHead struct {
+	Kind       string          `json:"kind"`
+	APIVersion string          `json:"apiVersion"`
+	Metadata   metav1.ListMeta `json:"metadata"`
+	Items      []struct{}      `json:"items"`
+}
+
+func newListHead(gvk schema.GroupVersionKind, lm metav1.ListMeta) *listHead {
+	return &listHead{Kind: gvk.Kind, APIVersion: gvk.GroupVersion().String(), Metadata: lm, Items: []struct{}{}}
+}
+
+// writeList streams a list: head is the list with its items (or a Table with its rows),
+// the last field, empty; the n items are encoded one at a time into its brackets. The
+// body is what json.Marshal makes of the whole list, and a newline, but the response
+// costs the memory of a buffer and of one item, however long the list: this is what
+// makes Options.MaxRequestsInFlight bound the memory spent on responses.
+//
+// If the client goes away, encoding stops at once, and the request ends, which frees
+// its place under the limit.
+func writeList(w http.ResponseWriter, r *http.Request, head any, n int, item func(i int) any) error {
+	b, err := json.Marshal(head)
 	if err != nil {
 		return err
+	}
+	if !bytes.HasSuffix(b, []byte("[]}")) {
+		return fmt.Errorf("the JSON of a list head, %T, does not end with its empty items: %.100s", head, b)
 	}
 	w.Header().Set("Content-Type", contentTypeJSON)
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK)
+	ctx := r.Context()
 	bw := bufio.NewWriterSize(w, 64<<10)
-	bw.Write(head[:len(head)-1])
-	bw.WriteString(`,"items":[`)
-	for i := range n {
-		b, err := json.Marshal(item(i))
+	_, _ = bw.Write(b[:len(b)-2])
+	sent := 0
+	for ; sent < n && ctx.Err() == nil; sent++ {
+		b, err := json.Marshal(item(sent))
 		if err != nil {
 			// The headers are sent: nothing left but to cut the response short.
-			klog.ErrorS(err, "Cannot encode a list item; response cut short", "kind", gvk.Kind)
+			klog.ErrorS(err, "Cannot encode a list item; response cut short", "head", fmt.Sprintf("%T", head))
 			panic(http.ErrAbortHandler)
 		}
-		if i > 0 {
-			bw.WriteByte(',')
+		if sent > 0 {
+			_ = bw.WriteByte(',')
 		}
-		bw.Write(b)
+		if _, err := bw.Write(b); err != nil {
+			break
+		}
 	}
-	bw.WriteString("]}\n")
+	if sent < n {
+		klog.FromContext(ctx).V(4).Info("Client went away during a list", "path", r.URL.Path, "items", n, "sent", sent)
+		return nil
+	}
+	_, _ = bw.WriteString("]}\n")
 	_ = bw.Flush()
 	return nil
 }

@@ -56,6 +56,11 @@ const (
 	DefaultBookmarkInterval  = time.Minute
 	DefaultHistorySize       = 4096
 	DefaultShutdownTimeout   = 30 * time.Second
+	// DefaultMaxRequestsInFlight and DefaultMaxWatches are sized for the base
+	// deployment's 2 CPUs and 1 GiB: see "Sizing" in docs/deploy.md.
+	DefaultMaxRequestsInFlight = 32
+	DefaultMaxWatches          = 512
+	DefaultMaxWatchesPerClient = 128
 )
 
 // Options configures a Server. The zero value serves on DefaultAddress without TLS or
@@ -128,6 +133,27 @@ type Options struct {
 	// requests in progress to complete. Default DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
 
+	// MaxRequestsInFlight bounds the requests other than watches that are served at
+	// once, as kube-apiserver's --max-requests-inflight does; one more gets 429
+	// TooManyRequests with Retry-After: 1. Responses are streamed, so each request in
+	// flight holds a buffer and the item being encoded, not its whole body: this bounds
+	// the memory that clients can make the server spend on responses. Lists of more
+	// than 100 objects may take only half of these places, so that clients that ask for
+	// large lists in a loop leave room for the others. The probes (/healthz, /livez,
+	// /readyz) and /metrics are not counted, and always served. Default
+	// DefaultMaxRequestsInFlight.
+	MaxRequestsInFlight int
+	// MaxWatches bounds the watches that are served at once, counted apart from the
+	// other requests since they last long, as the apiserver exempts long-running
+	// requests from its in-flight limit; one more gets 429 TooManyRequests with
+	// Retry-After: 1. Default DefaultMaxWatches.
+	MaxWatches int
+	// MaxWatchesPerClient bounds the watches of one client, so that it cannot take all
+	// of MaxWatches: a client is the user that TokenFile or Delegated authenticates,
+	// else the IP address a request comes from. One more gets 429 TooManyRequests with
+	// Retry-After: 1. Default DefaultMaxWatchesPerClient.
+	MaxWatchesPerClient int
+
 	// Version is served at /version. GoVersion, Compiler and Platform are filled in
 	// when empty, and GitVersion from the main module's version. Default: those only.
 	Version version.Info
@@ -162,6 +188,15 @@ func (o Options) withDefaults() Options {
 	def(&o.ShutdownTimeout, DefaultShutdownTimeout)
 	if o.HistorySize == 0 {
 		o.HistorySize = DefaultHistorySize
+	}
+	if o.MaxRequestsInFlight == 0 {
+		o.MaxRequestsInFlight = DefaultMaxRequestsInFlight
+	}
+	if o.MaxWatches == 0 {
+		o.MaxWatches = DefaultMaxWatches
+	}
+	if o.MaxWatchesPerClient == 0 {
+		o.MaxWatchesPerClient = DefaultMaxWatchesPerClient
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
@@ -201,8 +236,11 @@ func (o Options) validate() error {
 			errs = append(errs, fmt.Errorf("Options.%s: negative duration %v: %w", name, d, ErrInvalidOptions))
 		}
 	}
-	if o.HistorySize < 0 {
-		errs = append(errs, fmt.Errorf("Options.HistorySize: negative size %d: %w", o.HistorySize, ErrInvalidOptions))
+	for name, n := range map[string]int{"HistorySize": o.HistorySize, "MaxRequestsInFlight": o.MaxRequestsInFlight, "MaxWatches": o.MaxWatches,
+		"MaxWatchesPerClient": o.MaxWatchesPerClient} {
+		if n < 0 {
+			errs = append(errs, fmt.Errorf("Options.%s: negative number %d: %w", name, n, ErrInvalidOptions))
+		}
 	}
 	if (o.TLSCertFile == "") != (o.TLSKeyFile == "") {
 		errs = append(errs, fmt.Errorf("Options.TLSCertFile and Options.TLSKeyFile: set both or neither: %w", ErrInvalidOptions))
@@ -262,6 +300,7 @@ type Server struct {
 	delegated *delegatedAuth // nil without delegated authentication
 	certs     *certificates  // nil without TLS
 	metrics   *metrics
+	limits    *limiter
 	handler   http.Handler
 
 	// stopping is closed when the server shuts down, to end watches.
@@ -319,12 +358,16 @@ func New(src Source, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.metrics = m
+	s.limits = newLimiter(opts, m)
 	reg, err := s.cache.register(src.Fleet())
 	if err != nil {
 		return nil, fmt.Errorf("server.New: register with the fleet: %w", err)
 	}
 	s.reg = reg
-	s.handler = s.metrics.instrument(recoverPanics(s.checkHost(s.authenticate(http.HandlerFunc(s.route)))))
+	// The limits come after authentication, as in kube-apiserver: a request refused for
+	// its host or its credentials takes no place, and a watch is counted against its
+	// client.
+	s.handler = s.metrics.instrument(recoverPanics(s.checkHost(s.authenticate(s.limits.limit(http.HandlerFunc(s.route))))))
 	return s, nil
 }
 

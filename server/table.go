@@ -149,46 +149,72 @@ func columnsFor(gr schema.GroupResource, metadataOnly bool) []column {
 // a watch sends them with its first event only, as the apiserver does. rv, if not empty,
 // is the resourceVersion of each row's object (watch events).
 func (s *Server) table(res *apiResource, objs []object, opts tableOptions, lm metav1.ListMeta, headers bool, rv string) *metav1.Table {
+	p := s.printer(res, objs, opts)
+	t := p.table(lm, headers)
+	for _, o := range objs {
+		t.Rows = append(t.Rows, p.row(o, rv))
+	}
+	return t
+}
+
+// tablePrinter prints objects of a resource as the rows of a Table, one at a time, so
+// that a list can stream its rows (see writeList).
+type tablePrinter struct {
+	res  *apiResource
+	cols []column
+	opts tableOptions
+	now  time.Time
+}
+
+// printer returns the printer of objs, all of resource res.
+func (s *Server) printer(res *apiResource, objs []object, opts tableOptions) *tablePrinter {
 	metadataOnly := slices.ContainsFunc(objs, func(o object) bool { _, ok := o.obj.(*unstructured.Unstructured); return !ok })
 	if rc := s.cache.lookup(res.gvr); rc != nil {
 		metadataOnly = metadataOnly || rc.isMetadataOnly()
 	}
-	cols := columnsFor(res.gvr.GroupResource(), metadataOnly)
+	return &tablePrinter{res: res, cols: columnsFor(res.gvr.GroupResource(), metadataOnly), opts: opts, now: s.clock.Now()}
+}
+
+// table returns a Table without rows (an empty slice, not nil), and with the column
+// definitions if headers is set.
+func (p *tablePrinter) table(lm metav1.ListMeta, headers bool) *metav1.Table {
 	t := &metav1.Table{
 		TypeMeta: metav1.TypeMeta{Kind: tableGVK.Kind, APIVersion: tableGVK.GroupVersion().String()},
 		ListMeta: lm,
-		Rows:     make([]metav1.TableRow, 0, len(objs)),
+		Rows:     []metav1.TableRow{},
 	}
 	if headers {
 		t.ColumnDefinitions = []metav1.TableColumnDefinition{clusterColumn, nameColumn}
-		for _, c := range cols {
+		for _, c := range p.cols {
 			t.ColumnDefinitions = append(t.ColumnDefinitions, c.def)
 		}
 	}
-	now := s.clock.Now()
-	for _, o := range objs {
-		m := mustAccessor(o.obj)
-		row := metav1.TableRow{Cells: []any{o.cluster, m.GetName()}}
-		u, _ := o.obj.(*unstructured.Unstructured)
-		for _, c := range cols {
-			switch {
-			case u != nil:
-				row.Cells = append(row.Cells, c.cell(u, now))
-			case c.def.Name == ageColumn.def.Name:
-				row.Cells = append(row.Cells, age(m.GetCreationTimestamp(), now))
-			default:
-				row.Cells = append(row.Cells, "")
-			}
-		}
-		switch opts.includeObject {
-		case metav1.IncludeObject:
-			row.Object.Object = served(res, o, rv)
-		case metav1.IncludeMetadata:
-			row.Object.Object = partial(o, rv)
-		}
-		t.Rows = append(t.Rows, row)
-	}
 	return t
+}
+
+// row returns the row of o; rv, if not empty, is the resourceVersion of its object.
+func (p *tablePrinter) row(o object, rv string) metav1.TableRow {
+	m := mustAccessor(o.obj)
+	row := metav1.TableRow{Cells: make([]any, 0, 2+len(p.cols))}
+	row.Cells = append(row.Cells, o.cluster, m.GetName())
+	u, _ := o.obj.(*unstructured.Unstructured)
+	for _, c := range p.cols {
+		switch {
+		case u != nil:
+			row.Cells = append(row.Cells, c.cell(u, p.now))
+		case c.def.Name == ageColumn.def.Name:
+			row.Cells = append(row.Cells, age(m.GetCreationTimestamp(), p.now))
+		default:
+			row.Cells = append(row.Cells, "")
+		}
+	}
+	switch p.opts.includeObject {
+	case metav1.IncludeObject:
+		row.Object.Object = served(p.res, o, rv)
+	case metav1.IncludeMetadata:
+		row.Object.Object = partial(o, rv)
+	}
+	return row
 }
 
 // clustersTable returns Clusters as a Table.

@@ -173,6 +173,10 @@ func runDaemon(ctx context.Context, cfg *config.Config, mgr *fleetwatch.Manager,
 		Collectors:  []prometheus.Collector{mgr.SnapshotCollector()},
 		// client-go's workqueue and informer metrics on /metrics.
 		ClientGoMetrics: true,
+
+		MaxRequestsInFlight: cfg.Server.Limits.MaxRequestsInFlight,
+		MaxWatches:          cfg.Server.Limits.MaxWatches,
+		MaxWatchesPerClient: cfg.Server.Limits.MaxWatchesPerClient,
 	})
 	if err != nil {
 		return err

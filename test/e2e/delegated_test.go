@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -184,7 +183,7 @@ server:
 	t.Logf("200 clusters served %v after the start", time.Since(start).Round(time.Millisecond))
 
 	// The watcher's watch starts now, before the home cluster is paused below.
-	events := watchLines(t, base+"/clusters/*/api/v1/pods?watch=true&resourceVersion=0", watcherToken)
+	events := watchUntil(t.Context(), t, base+"/clusters/*/api/v1/pods?watch=true&resourceVersion=0", watcherToken)
 	for range clusters {
 		nextLine(t, events)
 	}
@@ -298,38 +297,6 @@ server:
 		}
 		t.Logf("cold's list failed after %v: %s", r.took.Round(time.Millisecond), st.Message)
 	})
-}
-
-// watchLines starts a watch and returns the channel of its lines; the test's end stops
-// it.
-func watchLines(t *testing.T, url, token string) <-chan string {
-	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		t.Fatalf("watch %s: %d %.300s", url, resp.StatusCode, body)
-	}
-	lines := make(chan string, 1024)
-	go func() {
-		defer close(lines)
-		defer resp.Body.Close()
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
-	t.Cleanup(func() { resp.Body.Close() })
-	return lines
 }
 
 // nextLine returns the next line of a watch, failing after 20s or at its end.

@@ -120,26 +120,11 @@ func (d *daemon) stopGracefully(t *testing.T) {
 // failing the test unless it answers 200.
 func getAccepting(t *testing.T, url, accept string) []byte {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
-	if err != nil {
-		t.Fatal(err)
+	r := get(t.Context(), t, http.DefaultClient, url, accept)
+	if r.code != http.StatusOK {
+		t.Fatalf("GET %s (Accept %q): %d %s", url, accept, r.code, r.body)
 	}
-	if accept != "" {
-		req.Header.Set("Accept", accept)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s (Accept %q): %d %s", url, accept, resp.StatusCode, body)
-	}
-	return body
+	return r.body
 }
 
 const (
