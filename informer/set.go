@@ -87,7 +87,8 @@ type Limiter interface {
 	Release()
 }
 
-// NewLimiter returns a Limiter with n slots.
+// NewLimiter returns a Limiter with n slots, at least one; a fleet's Sets share one,
+// with DefaultMaxConcurrentSyncs slots unless its user chooses.
 func NewLimiter(n int) Limiter {
 	return chanLimiter(make(chan struct{}, max(n, 1)))
 }
