@@ -24,10 +24,10 @@ import (
 	"github.com/fleetwatch/fleetwatch/persist"
 )
 
-// Defaults of Options.
+// Defaults of Options, those of the informer sets.
 const (
-	DefaultSyncTimeout        = 2 * time.Minute
-	DefaultMaxConcurrentSyncs = 8
+	DefaultSyncTimeout        = informer.DefaultSyncTimeout
+	DefaultMaxConcurrentSyncs = informer.DefaultMaxConcurrentSyncs
 )
 
 // Options configure a Manager. Every field documents its default.
@@ -35,7 +35,8 @@ type Options struct {
 	// Clusters selects the clusters: kubeconfig files, context globs and aliases. See
 	// cluster.Options for its defaults ($KUBECONFIG, else ~/.kube/config; every context).
 	Clusters cluster.Options
-	// Resources are the resources cached in every cluster. Required.
+	// Resources are the resources cached in every cluster, valid as
+	// informer.ValidateResources checks them. Required.
 	Resources []informer.Resource
 	// Fleet configures the federated cache. See aggregate.Options.
 	Fleet aggregate.Options
@@ -49,8 +50,8 @@ type Options struct {
 	// MaxConcurrentSyncs bounds how many clusters do their initial list at once, so that
 	// starting a large fleet is not a thundering herd. Default DefaultMaxConcurrentSyncs.
 	MaxConcurrentSyncs int
-	// DiscoveryInterval is how often each cluster's discovery is read again. Default:
-	// informer's (30 seconds).
+	// DiscoveryInterval is how often each cluster's discovery is read again. Default
+	// informer.DefaultDiscoveryInterval.
 	DiscoveryInterval time.Duration
 	// KeepManagedFields keeps metadata.managedFields, stripped by default.
 	KeepManagedFields bool
@@ -207,14 +208,15 @@ func NewManager(opts Options) (*Manager, error) {
 	return m, nil
 }
 
+// validateResources checks Options.Resources as the informer sets will (see
+// informer.ValidateResources), so that a list that NewManager or Reconfigure accepts
+// never fails in Engage or in an informer set's Reconfigure.
 func validateResources(resources []informer.Resource) error {
 	if len(resources) == 0 {
 		return errors.New("fleetwatch: Options.Resources is empty")
 	}
-	for i, r := range resources {
-		if err := informer.ValidateName(r.Name); err != nil {
-			return fmt.Errorf("fleetwatch: Options.Resources[%d]: %w", i, err)
-		}
+	if err := informer.ValidateResources(resources, informer.GoFieldNames("Options.Resources")); err != nil {
+		return fmt.Errorf("fleetwatch: %w", err)
 	}
 	return nil
 }
