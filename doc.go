@@ -14,5 +14,11 @@
 //
 // Listers, indices and handlers are those of the aggregate.Fleet returned by Fleet; the
 // state of every cluster is in Status. Reconfigure changes the cluster selection and the
-// resources of a running Manager in place: what did not change is not listed again.
+// resources of a running Manager in place: what did not change is not listed again. Add
+// runs a program's own Runnables, such as an HTTP server, with the Manager; Start stops
+// everything in order within one Options.GracefulShutdownTimeout.
+//
+// This package only assembles: the rules live in the packages it wires together, the
+// tuning of the garbage collector while a snapshot loads in internal/gctune. It does not
+// import server or config, which build on it.
 package fleetwatch

@@ -1,6 +1,7 @@
 package fleetwatch
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
@@ -20,13 +20,14 @@ import (
 	"github.com/fleetwatch/fleetwatch/aggregate"
 	"github.com/fleetwatch/fleetwatch/cluster"
 	"github.com/fleetwatch/fleetwatch/informer"
+	"github.com/fleetwatch/fleetwatch/internal/gctune"
 	"github.com/fleetwatch/fleetwatch/persist"
 )
 
-// Defaults of Options.
+// Defaults of Options, those of the informer sets.
 const (
-	DefaultSyncTimeout        = 2 * time.Minute
-	DefaultMaxConcurrentSyncs = 8
+	DefaultSyncTimeout        = informer.DefaultSyncTimeout
+	DefaultMaxConcurrentSyncs = informer.DefaultMaxConcurrentSyncs
 )
 
 // Options configure a Manager. Every field documents its default.
@@ -34,7 +35,8 @@ type Options struct {
 	// Clusters selects the clusters: kubeconfig files, context globs and aliases. See
 	// cluster.Options for its defaults ($KUBECONFIG, else ~/.kube/config; every context).
 	Clusters cluster.Options
-	// Resources are the resources cached in every cluster. Required.
+	// Resources are the resources cached in every cluster, valid as
+	// informer.ValidateResources checks them. Required.
 	Resources []informer.Resource
 	// Fleet configures the federated cache. See aggregate.Options.
 	Fleet aggregate.Options
@@ -48,8 +50,8 @@ type Options struct {
 	// MaxConcurrentSyncs bounds how many clusters do their initial list at once, so that
 	// starting a large fleet is not a thundering herd. Default DefaultMaxConcurrentSyncs.
 	MaxConcurrentSyncs int
-	// DiscoveryInterval is how often each cluster's discovery is read again. Default:
-	// informer's (30 seconds).
+	// DiscoveryInterval is how often each cluster's discovery is read again. Default
+	// informer.DefaultDiscoveryInterval.
 	DiscoveryInterval time.Duration
 	// KeepManagedFields keeps metadata.managedFields, stripped by default.
 	KeepManagedFields bool
@@ -73,11 +75,23 @@ type Options struct {
 	// the file's size, or a lower limit (GOMEMLIMIT) that was set. Afterwards it sets
 	// both back, unless something else changed them meanwhile. Building the whole cache
 	// at once would otherwise spend nearly half of its time in the collector. A
-	// collector that was already off is left alone.
+	// collector that was already off is left alone. DisableGCTuning turns this off.
 	Snapshot *persist.Store
+	// DisableGCTuning leaves the garbage collector's settings alone while the snapshot
+	// loads. They are process-wide: a program that manages them itself sets this.
+	// Default false: NewManager tunes them as Snapshot describes.
+	DisableGCTuning bool
 	// SnapshotWriter configures the writer of Snapshot. See persist.WriterOptions.
 	// Reconfigure changes its Interval and MaxPending.
 	SnapshotWriter persist.WriterOptions
+
+	// GracefulShutdownTimeout bounds the whole stop of Start once its context is done:
+	// clusters, snapshot writer, handlers and Runnables share it (see Start), on the
+	// real clock. It is also
+	// the default of Fleet.ShutdownTimeout and SnapshotWriter.FinalFlushTimeout, so that
+	// none of them gives up before the budget is spent. Default
+	// DefaultGracefulShutdownTimeout.
+	GracefulShutdownTimeout time.Duration
 
 	// Clock defaults to the real clock.
 	Clock clock.WithTicker
@@ -110,17 +124,22 @@ type Manager struct {
 	// before mu.
 	reconfigureMu sync.Mutex
 
-	// mu guards members, limiter and the fields of opts that Reconfigure changes.
+	// mu guards members, limiter, started, runnables and the fields of opts that
+	// Reconfigure changes.
 	mu sync.Mutex
 	// members are the engaged clusters, by name.
 	members map[string]*member
 	// limiter bounds the initial lists of the clusters engaged from now on.
 	limiter informer.Limiter
+	// started is set by Start; runnables are those added by Add before.
+	started   bool
+	runnables []Runnable
 }
 
 var (
-	_ cluster.Aware      = (*Manager)(nil)
-	_ cluster.Disengager = (*Manager)(nil)
+	_ cluster.Aware             = (*Manager)(nil)
+	_ cluster.Disengager        = (*Manager)(nil)
+	_ cluster.SelectionObserver = (*Manager)(nil)
 )
 
 // member is one engaged cluster.
@@ -160,6 +179,11 @@ func NewManager(opts Options) (*Manager, error) {
 	if opts.Fleet.Clock == nil {
 		opts.Fleet.Clock = opts.Clock
 	}
+	if opts.GracefulShutdownTimeout <= 0 {
+		opts.GracefulShutdownTimeout = DefaultGracefulShutdownTimeout
+	}
+	opts.Fleet.ShutdownTimeout = cmp.Or(opts.Fleet.ShutdownTimeout, opts.GracefulShutdownTimeout)
+	opts.SnapshotWriter.FinalFlushTimeout = cmp.Or(opts.SnapshotWriter.FinalFlushTimeout, opts.GracefulShutdownTimeout)
 	fleet := aggregate.New(opts.Fleet)
 	m := &Manager{
 		opts:        opts,
@@ -184,14 +208,15 @@ func NewManager(opts Options) (*Manager, error) {
 	return m, nil
 }
 
+// validateResources checks Options.Resources as the informer sets will (see
+// informer.ValidateResources), so that a list that NewManager or Reconfigure accepts
+// never fails in Engage or in an informer set's Reconfigure.
 func validateResources(resources []informer.Resource) error {
 	if len(resources) == 0 {
 		return errors.New("fleetwatch: Options.Resources is empty")
 	}
-	for i, r := range resources {
-		if err := informer.ValidateName(r.Name); err != nil {
-			return fmt.Errorf("fleetwatch: Options.Resources[%d]: %w", i, err)
-		}
+	if err := informer.ValidateResources(resources, informer.GoFieldNames("Options.Resources")); err != nil {
+		return fmt.Errorf("fleetwatch: %w", err)
 	}
 	return nil
 }
@@ -274,11 +299,13 @@ func (m *Manager) Reconfigure(opts Options) error {
 // loadSnapshot seeds the fleet from Options.Snapshot and creates its writer. The loaded
 // clusters are Stale until their servers confirm them.
 func (m *Manager) loadSnapshot() error {
-	var size int64
-	if fi, err := os.Stat(m.opts.Snapshot.Path()); err == nil {
-		size = fi.Size()
+	if !m.opts.DisableGCTuning {
+		var size int64
+		if fi, err := os.Stat(m.opts.Snapshot.Path()); err == nil {
+			size = fi.Size()
+		}
+		defer gctune.Relax(gctune.LoadBudget(size))()
 	}
-	defer relaxGC(loadBudget(size))()
 	snap, err := m.opts.Snapshot.Load()
 	if err != nil {
 		// Load moved a corrupt file aside; start cold.
@@ -344,56 +371,20 @@ func (m *Manager) Ready() bool {
 	return true
 }
 
-// Start runs the fleet until ctx is done. It stops in order: first the clusters (the
-// sources of events), then the snapshot writer, which flushes what they delivered, then
-// the fleet's handlers, so that no handler misses an event that was already cached.
-func (m *Manager) Start(ctx context.Context) error {
-	fleetCtx, stopFleet := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopFleet()
-	fleetDone := make(chan error, 1)
-	go func() { fleetDone <- m.fleet.Start(fleetCtx) }()
-
-	writerCtx, stopWriter := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopWriter()
-	writerDone := make(chan error, 1)
-	if m.writer != nil {
-		m.dropUnconfiguredClusters(ctx)
-		go func() { writerDone <- m.writer.Start(writerCtx) }()
-	} else {
-		writerDone <- nil
-	}
-
-	err := m.provider.Start(ctx)
-	m.wg.Wait()
-	stopWriter()
-	werr := <-writerDone
-	stopFleet()
-	return errors.Join(err, werr, <-fleetDone)
-}
-
-// dropUnconfiguredClusters removes the snapshot's clusters that the kubeconfig files no
-// longer select, so that their objects are not served as ghosts.
-func (m *Manager) dropUnconfiguredClusters(ctx context.Context) {
-	m.mu.Lock()
-	opts := m.opts.Clusters
-	m.mu.Unlock()
-	clusters, err := cluster.Load(opts)
-	if err != nil {
-		return // Provider.Start reports it.
-	}
-	keep := map[string]bool{}
-	for _, c := range clusters {
-		keep[c.Name] = true
-	}
+// Selected implements cluster.SelectionObserver: it removes the snapshot's clusters
+// that the kubeconfig files no longer select, so that their objects are not served as
+// ghosts. The others stay until they are engaged.
+func (m *Manager) Selected(ctx context.Context, names []string) {
 	m.mu.Lock()
 	var drop []string
 	for name := range m.saved {
-		if !keep[name] {
+		if _, ok := slices.BinarySearch(names, name); !ok {
 			drop = append(drop, name)
 			delete(m.saved, name)
 		}
 	}
 	m.mu.Unlock()
+	slices.Sort(drop)
 	for _, name := range drop {
 		klog.FromContext(ctx).Info("Dropping a snapshot cluster that the kubeconfig no longer selects", "cluster", name)
 		m.fleet.RemoveCluster(name)
@@ -602,7 +593,8 @@ func (m *Manager) readIdentity(ctx context.Context, mb *member) (cluster.Identit
 	return cluster.Identity{}, false
 }
 
-// refresh recomputes the status of a cluster from its informers and its health.
+// refresh recomputes the status of a cluster from its informers and its health (see
+// clusterStatus), and releases the fleet's sync hold once the Manager is ready.
 func (m *Manager) refresh(mb *member) {
 	m.mu.Lock()
 	current := m.members[mb.cluster.Name] == mb
@@ -610,84 +602,15 @@ func (m *Manager) refresh(mb *member) {
 	if !current {
 		return
 	}
-	resources := mb.set.Status()
+	o := observed{name: mb.cluster.Name, server: mb.cluster.Server(), resources: mb.set.Status(), syncTimeout: mb.syncTimeout}
 	mb.mu.Lock()
-	health, identity, timedOut := mb.health, mb.identity, mb.syncTimedOut
+	o.health, o.identity, o.syncTimedOut, o.stale = mb.health, mb.identity, mb.syncTimedOut, mb.stale
 	mb.mu.Unlock()
-
-	st := aggregate.ClusterStatus{
-		Name:      mb.cluster.Name,
-		Server:    mb.cluster.Server(),
-		UID:       identity.UID,
-		Resources: make([]aggregate.ResourceStatus, len(resources)),
-	}
-	synced, answered := true, health != nil && health.Healthy
-	for i, r := range resources {
-		rs := aggregate.ResourceStatus{
-			Name:       r.Name,
-			Resource:   r.Mapping.Resource,
-			Kind:       r.Mapping.Kind,
-			Namespaced: r.Mapping.Namespaced,
-			State:      string(r.State),
-		}
-		if len(r.ResourceVersions) == 1 {
-			rs.ResourceVersion = r.ResourceVersions[metav1.NamespaceAll]
-		}
-		if r.LastError != nil {
-			rs.LastError = r.LastError.Error()
-			if st.LastError == "" {
-				st.LastError = rs.LastError
-			}
-		}
-		switch r.State {
-		case informer.StateSynced:
-			answered = true
-			if r.SyncedTime.After(st.LastSyncTime) {
-				st.LastSyncTime = r.SyncedTime
-			}
-		case informer.StateNotFound, informer.StateDuplicate:
-			answered = true
-		default:
-			synced = false
-		}
-		st.Resources[i] = rs
-	}
-
-	reachable := metav1.Condition{Type: aggregate.ConditionReachable, Status: metav1.ConditionUnknown, Reason: "NotProbed"}
-	if health != nil {
-		if health.Healthy {
-			reachable.Status, reachable.Reason = metav1.ConditionTrue, "ProbeSucceeded"
-		} else {
-			reachable.Status, reachable.Reason, reachable.Message = metav1.ConditionFalse, "ProbeFailed", health.Err.Error()
-			st.LastError = health.Err.Error()
-		}
-	}
-	syncedCond := metav1.Condition{Type: aggregate.ConditionSynced, Status: metav1.ConditionFalse, Reason: "Syncing"}
-	switch {
-	case synced:
-		syncedCond.Status, syncedCond.Reason = metav1.ConditionTrue, "AllResourcesSynced"
-	case timedOut:
-		syncedCond.Reason, syncedCond.Message = "SyncTimeout", fmt.Sprintf("not synced within %v", mb.syncTimeout)
-	}
-	st.Conditions = []metav1.Condition{reachable, syncedCond}
-
-	mb.mu.Lock()
+	st, synced := clusterStatus(o)
 	if synced {
+		mb.mu.Lock()
 		mb.stale = false
-	}
-	stale := mb.stale
-	mb.mu.Unlock()
-	switch {
-	case health != nil && !health.Healthy:
-		st.Phase = aggregate.PhaseUnreachable
-	case synced:
-		st.Phase = aggregate.PhaseSynced
-	case stale:
-		st.Phase = aggregate.PhaseStale
-	case answered:
-		st.Phase = aggregate.PhaseSyncing
-	default:
-		st.Phase = aggregate.PhaseConnecting
+		mb.mu.Unlock()
 	}
 	m.status.Set(st)
 	if m.Ready() {

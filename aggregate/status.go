@@ -126,21 +126,6 @@ func (b *StatusBoard) Set(st ClusterStatus) {
 	b.clusters[st.Name] = &next
 }
 
-// Update changes the status of cluster name in place under the lock; a cluster without
-// a status starts from the zero ClusterStatus with its Name set.
-func (b *StatusBoard) Update(name string, update func(*ClusterStatus)) {
-	b.mu.RLock()
-	cur, ok := b.clusters[name]
-	var st ClusterStatus
-	if ok {
-		st = cloneStatus(*cur)
-	}
-	b.mu.RUnlock()
-	st.Name = name
-	update(&st)
-	b.Set(st)
-}
-
 // Remove forgets cluster name.
 func (b *StatusBoard) Remove(name string) {
 	b.mu.Lock()

@@ -16,7 +16,10 @@
 //	                                                ──► both, in that order    replaced
 //
 // The ctx given to Engage lives as long as the cluster is in the set. Its cause tells
-// removal (ErrClusterRemoved, ErrClusterReplaced) from shutdown. SetOptions changes the
+// removal (ErrClusterRemoved, ErrClusterReplaced) from shutdown. An Aware that is also a
+// SelectionObserver learns the names that each read of the files selects, before the
+// changes are applied, so that it can drop state it holds of clusters never engaged
+// again. SetOptions changes the
 // selection (files, globs, aliases) of a running Provider, which applies it as an edit
 // of the files.
 //

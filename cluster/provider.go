@@ -56,6 +56,17 @@ type Disengager interface {
 	Disengage(ctx context.Context, c *Cluster, cause error) error
 }
 
+// SelectionObserver is an optional interface of an Aware, for consumers that hold state
+// of clusters from before the Provider started, such as a snapshot, and must drop that
+// of the clusters the kubeconfig files no longer select, which are never engaged.
+type SelectionObserver interface {
+	// Selected is called after each successful read of the kubeconfig files, before
+	// the changes it brings are applied, with the names of every selected cluster,
+	// sorted. It is called from the goroutine that calls Engage, with the context given
+	// to Provider.Start, and must return promptly. names is the consumer's.
+	Selected(ctx context.Context, names []string)
+}
+
 // Provider keeps the set of clusters in step with the kubeconfig files and tells an
 // Aware about every change. It reads the files when it starts, then whenever a file
 // event arrives in one of their directories (editors and kubectl replace files by
@@ -247,9 +258,17 @@ func (p *Provider) reload(ctx context.Context, logger klog.Logger, lastErr *stri
 	}
 }
 
-// apply makes the engaged set equal to next: it removes, then replaces, then adds, each
-// in name order.
+// apply tells a SelectionObserver what next selects, then makes the engaged set equal
+// to next: it removes, then replaces, then adds, each in name order.
 func (p *Provider) apply(ctx context.Context, logger klog.Logger, next []*Cluster) {
+	if o, ok := p.aware.(SelectionObserver); ok {
+		names := make([]string, len(next))
+		for i, c := range next {
+			names[i] = c.Name
+		}
+		slices.Sort(names)
+		o.Selected(ctx, names)
+	}
 	p.mu.RLock()
 	current := maps.Clone(p.clusters)
 	p.mu.RUnlock()

@@ -534,3 +534,33 @@ func TestProviderSetOptions(t *testing.T) {
 		t.Error("the context of a cluster that no change concerned was cancelled")
 	}
 }
+
+// selectionRecorder is a recorder that is also a SelectionObserver.
+type selectionRecorder struct{ *recorder }
+
+var _ SelectionObserver = selectionRecorder{}
+
+func (r selectionRecorder) Selected(_ context.Context, names []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, fmt.Sprintf("selected %q", names))
+}
+
+func TestProviderTellsTheSelection(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config")
+	clustertest.WriteKubeconfig(t, path, kctx("b"), kctx("a"))
+	rec := selectionRecorder{newRecorder(t)}
+	rec.failEngage["b"] = errors.New("refused")
+	p, err := NewProvider(Options{Kubeconfigs: []string{path}, ReloadDelay: 10 * time.Millisecond, PollInterval: time.Hour}, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startProvider(t, p)
+	// A cluster that is selected counts, engaged or not.
+	rec.expect(`selected ["a" "b"]`, "engage a", "engage failed b")
+
+	clustertest.WriteKubeconfig(t, path, kctx("c"))
+	rec.expect(`selected ["c"]`, "disengage a: "+ErrClusterRemoved.Error(), "engage c")
+
+	rec.none()
+}

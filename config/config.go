@@ -2,31 +2,36 @@ package config
 
 import (
 	"time"
+
+	"github.com/fleetwatch/fleetwatch/informer"
+	"github.com/fleetwatch/fleetwatch/persist"
+	"github.com/fleetwatch/fleetwatch/server"
 )
 
-// Defaults of Config, as returned by Default, named after their keys.
+// Defaults of Config, as returned by Default, named after their keys. Where the library
+// has a default for the same setting, it is that one, declared by the package that uses
+// it.
 const (
-	DefaultServerAddress       = "127.0.0.1:8080"
+	DefaultServerAddress       = server.DefaultAddress
 	DefaultSnapshotPath        = "fleetwatch.db"
-	DefaultSnapshotInterval    = 5 * time.Second
-	DefaultSnapshotMaxPending  = 5000
-	DefaultSnapshotKeepCorrupt = 3
-	// DefaultSyncTimeout and DefaultSyncMaxConcurrent are the defaults of the library's
-	// fleetwatch.Options (DefaultSyncTimeout, DefaultMaxConcurrentSyncs).
-	DefaultSyncTimeout       = 2 * time.Minute
-	DefaultSyncMaxConcurrent = 8
+	DefaultSnapshotInterval    = persist.DefaultInterval
+	DefaultSnapshotMaxPending  = persist.DefaultMaxPending
+	DefaultSnapshotKeepCorrupt = persist.DefaultKeepCorrupt
+	// DefaultSyncTimeout and DefaultSyncMaxConcurrent are also the defaults of the
+	// library's fleetwatch.Options.
+	DefaultSyncTimeout       = informer.DefaultSyncTimeout
+	DefaultSyncMaxConcurrent = informer.DefaultMaxConcurrentSyncs
 	DefaultLogFormat         = LogFormatText
 	// DefaultDelegatedQPS and DefaultDelegatedBurst are the defaults of the server's
-	// DelegatedAuth (server.DefaultReviewQPS, server.DefaultReviewBurst).
-	DefaultDelegatedQPS   = 200
-	DefaultDelegatedBurst = 400
+	// DelegatedAuth.
+	DefaultDelegatedQPS   = server.DefaultReviewQPS
+	DefaultDelegatedBurst = server.DefaultReviewBurst
 	// DefaultServerLimitsMaxRequestsInFlight, DefaultServerLimitsMaxWatches and
 	// DefaultServerLimitsMaxWatchesPerClient are the defaults of the library's
-	// server.Options (DefaultMaxRequestsInFlight, DefaultMaxWatches,
-	// DefaultMaxWatchesPerClient).
-	DefaultServerLimitsMaxRequestsInFlight = 32
-	DefaultServerLimitsMaxWatches          = 512
-	DefaultServerLimitsMaxWatchesPerClient = 128
+	// server.Options.
+	DefaultServerLimitsMaxRequestsInFlight = server.DefaultMaxRequestsInFlight
+	DefaultServerLimitsMaxWatches          = server.DefaultMaxWatches
+	DefaultServerLimitsMaxWatchesPerClient = server.DefaultMaxWatchesPerClient
 )
 
 // Values of Log.Format.
@@ -90,6 +95,26 @@ type Resource struct {
 	FieldSelector string `yaml:"fieldSelector" mapstructure:"fieldSelector"`
 	// MetadataOnly caches only the objects' metadata. Default false.
 	MetadataOnly bool `yaml:"metadataOnly" mapstructure:"metadataOnly"`
+}
+
+// InformerResources returns Resources as the informer sets take them. The items share
+// their Namespaces with c.
+func (c Config) InformerResources() []informer.Resource {
+	return informerResources(c.Resources)
+}
+
+func informerResources(rs []Resource) []informer.Resource {
+	out := make([]informer.Resource, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, informer.Resource{
+			Name:          r.Name,
+			Namespaces:    r.Namespaces,
+			LabelSelector: r.LabelSelector,
+			FieldSelector: r.FieldSelector,
+			MetadataOnly:  r.MetadataOnly,
+		})
+	}
+	return out
 }
 
 // Sync bounds the initial sync of the clusters.

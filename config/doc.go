@@ -16,4 +16,11 @@
 // A Config holds no secrets, only the paths of files that hold them, and String is safe
 // to log. This package reads the config file and nothing else: it starts nothing and
 // opens none of the files that a Config names.
+//
+// A rule or a default that the library has is not written again here: the resources are
+// checked by informer.ValidateResources, the globs by cluster.ValidateGlob, the host
+// patterns by server.ValidateHostPattern, and the defaults of the keys that the library
+// also has are its constants. For those, it imports cluster, informer, persist and
+// server, none of which imports it; it must not import the root package fleetwatch,
+// which runs what a Config describes.
 package config

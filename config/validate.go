@@ -9,10 +9,6 @@ import (
 	"strconv"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/validation"
-
 	"github.com/fleetwatch/fleetwatch/cluster"
 	"github.com/fleetwatch/fleetwatch/informer"
 	"github.com/fleetwatch/fleetwatch/server"
@@ -130,27 +126,24 @@ func (v *validator) aliases(aliases map[string]string) {
 	}
 }
 
+// resources checks the resources with the informers' own rule, naming the keys of the
+// file.
 func (v *validator) resources(rs []Resource) {
-	first := map[string]int{}
-	for i, r := range rs {
-		key := indexKey("resources", i)
-		if err := informer.ValidateName(r.Name); err != nil {
-			v.add(key+".name", "%w", err)
-		} else if j, dup := first[r.Name]; dup {
-			v.add(key+".name", "%q is already configured by %s", r.Name, indexKey("resources", j))
-		} else {
-			first[r.Name] = i
-		}
-		v.unique(key+".namespaces", r.Namespaces, func(k, ns string) {
-			if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
-				v.add(k, "%q is not a namespace name: %s", ns, strings.Join(errs, "; "))
-			}
-		})
-		if _, err := labels.Parse(r.LabelSelector); err != nil {
-			v.add(key+".labelSelector", "%q: %w", r.LabelSelector, err)
-		}
-		if _, err := fields.ParseSelector(r.FieldSelector); err != nil {
-			v.add(key+".fieldSelector", "%q: %w", r.FieldSelector, err)
+	err := informer.ValidateResources(informerResources(rs), informer.FieldNames{
+		List:          "resources",
+		Name:          "name",
+		Namespaces:    "namespaces",
+		LabelSelector: "labelSelector",
+		FieldSelector: "fieldSelector",
+	})
+	if err == nil {
+		return
+	}
+	// Joined by ValidateResources, each a *informer.FieldError.
+	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+		var fe *informer.FieldError
+		if errors.As(e, &fe) {
+			v.errs = append(v.errs, newFieldError(ErrInvalidValue, fe.Field, fe.Err))
 		}
 	}
 }

@@ -8,12 +8,16 @@
 // changes the resources of a running Set: only the informers of the resources that
 // changed start or stop.
 //
-// The objects that a Set lists and watches are decoded by package jsondec rather than
-// apimachinery (decode.go): to the same objects, but with their strings interned and
-// without the managedFields that the transform would drop, so that the memory freed
-// after decoding is not scattered among the objects that the informers keep. The
-// frames of a watch stream are split, and their envelopes read, in one pass each
-// (watchdecode.go) instead of the six scans of client-go's framer and envelope decoder.
+// ValidateResources is the one check of a list of Resources, made by New and
+// Reconfigure, and by the packages that configure Sets (the Manager, the daemon's config)
+// with the names their users know the fields by.
 //
-// A Set knows about one cluster only; the fleet is assembled by package aggregate.
+// The objects that a Set lists and watches come from the dynamic clients of package wire
+// (internal/wire), which decode the apiservers' responses with their strings interned
+// and without the managedFields that the transform would drop; with an EncodingSink,
+// watched objects come with their encoding (wire.EncodedObject), which processDeltas hands
+// to the EncodedStore.
+//
+// A Set knows about one cluster only; the fleet is assembled by package aggregate. This
+// package must not import aggregate, cluster, persist, config or server.
 package informer

@@ -2,13 +2,14 @@ package informer
 
 import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // A snapshot store encodes every object that changes. The informers of a Set whose Sink
 // asks for it (EncodingSink) hand their stores the encoding of each watched object along
 // with the object: the decoder writes it while it decodes the object's JSON, where it
-// costs a fraction of encoding the decoded object again.
+// costs a fraction of encoding the decoded object again. From the watch through the
+// informer's queue to processDeltas, which hands both to the store, the object and its
+// encoding travel as one wire.EncodedObject.
 
 // EncodingSink is an optional interface of a Sink whose stores are EncodedStores.
 type EncodingSink interface {
@@ -37,23 +38,3 @@ type EncodedStore interface {
 	// be modified.
 	ApplyEncoded(obj *unstructured.Unstructured, encoded []byte, initialList bool) error
 }
-
-// encodedObject is an object of a watch event with its encoding (EncodedStore). It is
-// what the decoders of a Set that encodes return for the objects of watch events, from
-// the watch through the informer's queue to processDeltas, which hands both to the
-// store. It is a runtime.Object and a metav1.Object through the embedded Unstructured,
-// so that the reflector, the queue and the transform read it as the object.
-type encodedObject struct {
-	*unstructured.Unstructured
-	encoded []byte
-}
-
-// unwrapEncoded returns the object of obj, and its encoding if obj is an encodedObject.
-func unwrapEncoded(obj any) (any, []byte) {
-	if e, ok := obj.(*encodedObject); ok {
-		return e.Unstructured, e.encoded
-	}
-	return obj, nil
-}
-
-var _ runtime.Object = (*encodedObject)(nil)

@@ -2,112 +2,30 @@ package informer
 
 import (
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"reflect"
 	"testing"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer/cbor/direct"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/fleetwatch/fleetwatch/internal/jsondec"
+	"github.com/fleetwatch/fleetwatch/internal/wire"
 )
 
-// checkEncoding fails t unless encoded is the CBOR of u's map.
-func checkEncoding(t *testing.T, u *unstructured.Unstructured, encoded []byte) {
+// encodedObject decodes data as the dynamic clients of a Set that encodes decode the
+// objects of watch events.
+func encodedObject(t *testing.T, data []byte) *wire.EncodedObject {
 	t.Helper()
-	var m map[string]any
-	if err := direct.Unmarshal(encoded, &m); err != nil {
-		t.Fatalf("the encoding does not decode: %v", err)
+	m, encoded, err := new(jsondec.Decoder).ObjectCBOR(data)
+	if err != nil || encoded == nil {
+		t.Fatalf("not decoded with its encoding: %v", err)
 	}
-	if !reflect.DeepEqual(m, u.Object) {
-		t.Errorf("the encoding decodes to\n%v\nnot to the object\n%v", m, u.Object)
-	}
-}
-
-// TestDynamicClientEncodes checks that the dynamic clients of a Set that encodes return
-// the objects of watch events with their encoding, and everything else as before.
-func TestDynamicClientEncodes(t *testing.T) {
-	repeated := `{"kind":"Pod","apiVersion":"v1","metadata":{"name":"twice","name":"twice","resourceVersion":"13"}}`
-	events := []string{
-		`{"type":"ADDED","object":` + string(podJSON) + `}`,
-		`{"type":"MODIFIED","object":` + repeated + `}`,
-		`{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Expired","code":410}}`,
-	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		if r.URL.Query().Get("watch") == "true" {
-			for _, ev := range events {
-				fmt.Fprintln(w, ev)
-			}
-			return
-		}
-		fmt.Fprint(w, podListJSON(2))
-	}))
-	defer srv.Close()
-	drop, keep, err := newDynamicClients(&rest.Config{Host: srv.URL}, 1, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gvr := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
-
-	// Lists are decoded into the caller's list, as before.
-	list, err := drop.Resource(gvr).Namespace("shop-prod").List(t.Context(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(list.Items) != 2 || list.Items[0].GetManagedFields() != nil {
-		t.Fatalf("listed %d items", len(list.Items))
-	}
-
-	for _, c := range []struct {
-		name          string
-		managedFields bool
-	}{{"drop", false}, {"keep", true}} {
-		t.Run(c.name, func(t *testing.T) {
-			client := drop
-			if c.managedFields {
-				client = keep
-			}
-			w, err := client.Resource(gvr).Namespace("shop-prod").Watch(t.Context(), metav1.ListOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer w.Stop()
-			ev := <-w.ResultChan()
-			e, ok := ev.Object.(*encodedObject)
-			if ev.Type != watch.Added || !ok {
-				t.Fatalf("first event %s %T, want an encodedObject", ev.Type, ev.Object)
-			}
-			if got := e.GetManagedFields() != nil; got != c.managedFields {
-				t.Errorf("managedFields decoded: %v", got)
-			}
-			checkEncoding(t, e.Unstructured, e.encoded)
-
-			// An object that has no faithful encoding comes without.
-			ev = <-w.ResultChan()
-			if u, ok := ev.Object.(*unstructured.Unstructured); ev.Type != watch.Modified || !ok || u.GetName() != "twice" {
-				t.Errorf("second event %s %T", ev.Type, ev.Object)
-			}
-			if ev := <-w.ResultChan(); ev.Type != watch.Error {
-				t.Errorf("third event %s %T, want an error", ev.Type, ev.Object)
-			}
-		})
-	}
+	return &wire.EncodedObject{Unstructured: &unstructured.Unstructured{Object: m}, Encoded: encoded}
 }
 
 func TestTransformOfEncoded(t *testing.T) {
-	encoded := func(t *testing.T) *encodedObject {
-		obj, _, ok := decodeEncoded(newDecoderPool(1).get(), podJSON)
-		if !ok {
-			t.Fatal("not decoded")
-		}
-		return obj.(*encodedObject)
-	}
 	secretsMapping := Mapping{Resource: schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, Namespaced: true}
 	known := cache.NewStore(cache.MetaNamespaceKeyFunc)
 	tests := []struct {
@@ -124,14 +42,14 @@ func TestTransformOfEncoded(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			in := encoded(t)
+			in := encodedObject(t, podJSON)
 			out, err := transform(tt.opts, tt.m, known, true)(in)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if tt.keeps {
 				if out != in {
-					t.Errorf("got %T, want the encodedObject as it came", out)
+					t.Errorf("got %T, want the wire.EncodedObject as it came", out)
 				}
 				return
 			}
@@ -167,7 +85,7 @@ func (r *recordingStore) MarkSynced() {}
 
 func TestProcessDeltasHandsOverEncodings(t *testing.T) {
 	u := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "a", "resourceVersion": "1"}}}
-	e := &encodedObject{Unstructured: u, encoded: []byte{0xa0}}
+	e := &wire.EncodedObject{Unstructured: u, Encoded: []byte{0xa0}}
 	store := &recordingStore{Store: cache.NewStore(cache.MetaNamespaceKeyFunc)}
 	err := processDeltas(store)(cache.Deltas{
 		{Type: cache.Added, Object: e},

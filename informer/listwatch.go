@@ -16,6 +16,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/fleetwatch/fleetwatch/internal/wire"
 )
 
 // listWatch lists and watches one resource in one namespace (or all) of one cluster,
@@ -164,7 +166,7 @@ func notStreamingError() error {
 // relay passes the events of a streaming list's watch through, and ends the watch with
 // an error event if the initial-events-end bookmark does not arrive within timeout.
 //
-// It drops the encodings of the initial events' objects (encodedObject): the reflector
+// It drops the encodings of the initial events' objects (wire.EncodedObject): the reflector
 // keeps those objects until the list has ended, and a whole cluster's encodings would
 // stay in memory with them. The store encodes them when it commits the list.
 type relay struct {
@@ -205,7 +207,7 @@ func (g *relay) run(timeout time.Duration, onTimeout func()) {
 				return
 			}
 			if expired != nil {
-				if e, ok := ev.Object.(*encodedObject); ok {
+				if e, ok := ev.Object.(*wire.EncodedObject); ok {
 					ev.Object = e.Unstructured
 				}
 				if ev.Type == watch.Bookmark && isInitialEventsEnd(ev.Object) {

@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
+
+	"github.com/fleetwatch/fleetwatch/internal/wire"
 )
 
 func fakeListWatch(w *watch.FakeWatcher, timeout time.Duration) *listWatch {
@@ -232,13 +234,13 @@ func TestStreamingListDropsEncodings(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Stop()
-	encoded := func(name, rv string) *encodedObject {
-		return &encodedObject{Unstructured: podAt(name, rv), encoded: []byte{0xa0}}
+	encoded := func(name, rv string) *wire.EncodedObject {
+		return &wire.EncodedObject{Unstructured: podAt(name, rv), Encoded: []byte{0xa0}}
 	}
 	initial, later := encoded("a", "5"), encoded("a", "8")
 	go func() {
 		fw.Add(initial)
-		fw.Action(watch.Bookmark, &encodedObject{Unstructured: bookmarkAt("7", true), encoded: []byte{0xa0}})
+		fw.Action(watch.Bookmark, &wire.EncodedObject{Unstructured: bookmarkAt("7", true), Encoded: []byte{0xa0}})
 		fw.Modify(later)
 	}()
 	if ev := <-w.ResultChan(); ev.Object != initial.Unstructured {

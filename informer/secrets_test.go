@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+
+	"github.com/fleetwatch/fleetwatch/internal/wire"
 )
 
 var secretsMapping = Mapping{Resource: schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, Namespaced: true, Kind: schema.GroupVersionKind{Version: "v1", Kind: "Secret"}}
@@ -56,16 +58,7 @@ func TestTransformDropsSecretValues(t *testing.T) {
 		}
 		return obj
 	}
-	encoded := func(t *testing.T) any {
-		obj, _, ok := decodeEncoded(newDecoderPool(1).get(), secretJSON)
-		if !ok {
-			t.Fatal("not decoded")
-		}
-		if _, ok := obj.(*encodedObject); !ok {
-			t.Fatalf("decoded as %T, want an encodedObject", obj)
-		}
-		return obj
-	}
+	encoded := func(t *testing.T) any { return encodedObject(t, secretJSON) }
 	metadataOnly := func(t *testing.T) any {
 		u := decoded(t).(*unstructured.Unstructured)
 		p := &metav1.PartialObjectMetadata{}
@@ -105,7 +98,7 @@ func TestTransformDropsSecretValues(t *testing.T) {
 			if tt.keeps {
 				return
 			}
-			if _, ok := out.(*encodedObject); ok {
+			if _, ok := out.(*wire.EncodedObject); ok {
 				t.Error("a Secret without its values kept the encoding of the values")
 			}
 			var ann map[string]string

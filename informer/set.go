@@ -28,6 +28,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/fleetwatch/fleetwatch/internal/intern"
+	"github.com/fleetwatch/fleetwatch/internal/wire"
 )
 
 // Store is where the informer for one resource of one cluster keeps its objects. The
@@ -86,7 +87,8 @@ type Limiter interface {
 	Release()
 }
 
-// NewLimiter returns a Limiter with n slots.
+// NewLimiter returns a Limiter with n slots, at least one; a fleet's Sets share one,
+// with DefaultMaxConcurrentSyncs slots unless its user chooses.
 func NewLimiter(n int) Limiter {
 	return chanLimiter(make(chan struct{}, max(n, 1)))
 }
@@ -104,28 +106,38 @@ func (l chanLimiter) Acquire(ctx context.Context) error {
 
 func (l chanLimiter) Release() { <-l }
 
+// Defaults of Options, and of the fleet's Limiter.
+const (
+	DefaultSyncTimeout          = 2 * time.Minute
+	DefaultDiscoveryInterval    = 30 * time.Second
+	DefaultStreamingListTimeout = 2 * time.Minute
+	// DefaultMaxConcurrentSyncs is the number of slots of the Limiter that a fleet's
+	// Sets share, when its user does not choose one.
+	DefaultMaxConcurrentSyncs = 8
+)
+
 // Options configure a Set.
 type Options struct {
 	// Cluster names the cluster in logs and errors. Required.
 	Cluster string
 	// Config reaches the cluster. Required.
 	Config *rest.Config
-	// Resources to inform on. Required.
+	// Resources to inform on, valid as ValidateResources checks them. Required.
 	Resources []Resource
 	// Sink receives the objects. Required.
 	Sink Sink
 
 	// SyncTimeout bounds the initial sync: a resource that has not synced by then is
 	// reported with ErrSyncTimeout (and keeps trying), and the Set releases its
-	// InitialSyncLimiter slot. Default 2 minutes.
+	// InitialSyncLimiter slot. Default DefaultSyncTimeout.
 	SyncTimeout time.Duration
 	// DiscoveryInterval is how often the cluster's discovery is read again, so that a
 	// resource that appears (a CRD installed) is picked up and one that disappears is
-	// dropped. Default 30 seconds.
+	// dropped. Default DefaultDiscoveryInterval.
 	DiscoveryInterval time.Duration
 	// StreamingListTimeout bounds how long a streaming list may go without its
 	// initial-events-end bookmark before the informer falls back to a paginated LIST.
-	// Default 2 minutes.
+	// Default DefaultStreamingListTimeout.
 	StreamingListTimeout time.Duration
 	// InitialSyncLimiter, if set, is acquired before the Set's initial list and released
 	// once it has synced or SyncTimeout has passed.
@@ -161,28 +173,19 @@ func (o *Options) validate() error {
 	if o.Sink == nil {
 		errs = append(errs, errors.New("Options.Sink is required"))
 	}
-	seen := map[string]bool{}
-	for i, r := range o.Resources {
-		if err := ValidateName(r.Name); err != nil {
-			errs = append(errs, fmt.Errorf("Options.Resources[%d]: %w", i, err))
-		}
-		if seen[r.Name] {
-			errs = append(errs, fmt.Errorf("Options.Resources[%d]: %q listed twice", i, r.Name))
-		}
-		seen[r.Name] = true
-	}
+	errs = append(errs, ValidateResources(o.Resources, GoFieldNames("Options.Resources")))
 	return errors.Join(errs...)
 }
 
 func (o *Options) defaults() {
 	if o.SyncTimeout == 0 {
-		o.SyncTimeout = 2 * time.Minute
+		o.SyncTimeout = DefaultSyncTimeout
 	}
 	if o.DiscoveryInterval == 0 {
-		o.DiscoveryInterval = 30 * time.Second
+		o.DiscoveryInterval = DefaultDiscoveryInterval
 	}
 	if o.StreamingListTimeout == 0 {
-		o.StreamingListTimeout = 2 * time.Minute
+		o.StreamingListTimeout = DefaultStreamingListTimeout
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
@@ -230,13 +233,13 @@ type Set struct {
 	opts Options
 
 	// dyn decodes objects without their managedFields, dynManaged with them; both
-	// intern the strings of the objects they decode (see decode.go).
+	// intern the strings of the objects they decode (see package wire).
 	dyn, dynManaged dynamic.Interface
 	// interned is set if the objects of dyn and dynManaged are always interned: the
 	// transform then need not intern them again.
 	interned bool
 	// encode is set if the objects of the watch events of dyn and dynManaged may come
-	// with their encoding, as encodedObjects, for the Sink's EncodedStores.
+	// with their encoding, as wire.EncodedObjects, for the Sink's EncodedStores.
 	encode bool
 	md     metadata.Interface
 	mapper meta.RESTMapper
@@ -278,7 +281,7 @@ func New(opts Options) (*Set, error) {
 	es, ok := opts.Sink.(EncodingSink)
 	encode := ok && es.StoresEncoded()
 	// More Decoders than CPUs would rarely all be busy.
-	dyn, dynManaged, err := newDynamicClients(cfg, goruntime.GOMAXPROCS(0), encode)
+	dyn, dynManaged, err := wire.NewDynamicClients(cfg, goruntime.GOMAXPROCS(0), encode)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", opts.Cluster, err)
 	}
@@ -296,7 +299,7 @@ func New(opts Options) (*Set, error) {
 		opts:       opts,
 		dyn:        dyn,
 		dynManaged: dynManaged,
-		interned:   decodesAllJSON(),
+		interned:   wire.DecodesAllJSON(),
 		encode:     encode,
 		md:         md,
 		mapper:     restmapper.NewShortcutExpander(deferred, cached, nil),
@@ -638,7 +641,7 @@ func (s *Set) start(ctx context.Context, opts Options, r Resource, m Mapping) {
 		case r.MetadataOnly:
 			objType = &metav1.PartialObjectMetadata{}
 		case s.encode:
-			// Unstructured or encodedObject: the reflector checks that all events have
+			// Unstructured or wire.EncodedObject: the reflector checks that all events have
 			// the type of objType, if set.
 			objType = nil
 		}
@@ -765,7 +768,7 @@ func (s *Set) stopAll() {
 // objects, which are shared with readers and must not be mutated, and an unchanged
 // object of a relist needs no second copy in memory.
 //
-// An encodedObject comes from a Set's decoder, interned and stripped already, and is
+// A wire.EncodedObject comes from a Set's decoder, interned and stripped already, and is
 // returned as it is, with its encoding, unless a transform would change it (a user
 // Transform, or dropping the values of Secrets): it then goes on without its encoding.
 //
@@ -783,7 +786,7 @@ func transform(opts Options, m Mapping, known cache.KeyListerGetter, interned bo
 		if stored, ok := storedSame(known, obj); ok {
 			return stored, nil
 		}
-		if e, ok := obj.(*encodedObject); ok {
+		if e, ok := obj.(*wire.EncodedObject); ok {
 			if keepsEncoding {
 				// Decoded by a Set's decoder, which interns and drops managedFields
 				// unless they are kept: there is nothing left to do.
@@ -866,7 +869,7 @@ func processDeltas(store Store) cache.ProcessFunc {
 			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj, finalStateUnknown = tomb.Obj, true
 			}
-			obj, encoded := unwrapEncoded(obj)
+			obj, encoded := wire.Unwrap(obj)
 			o, ok := obj.(runtime.Object)
 			if !ok {
 				errs = append(errs, fmt.Errorf("unexpected %T in a %s delta", obj, d.Type))

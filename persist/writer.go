@@ -18,10 +18,16 @@ import (
 	"k8s.io/utils/clock"
 )
 
+// Defaults of WriterOptions.
+const (
+	DefaultInterval   = 5 * time.Second
+	DefaultMaxPending = 5000
+)
+
 // WriterOptions configures a Writer. The zero value is ready to use.
 type WriterOptions struct {
 	// Interval is how often the Writer commits what is ready. It bounds the lag of the
-	// snapshot behind the informers, plus the time a commit takes. Default: 5s.
+	// snapshot behind the informers, plus the time a commit takes. Default DefaultInterval.
 	//
 	// A shorter interval costs CPU and saves little. Each commit rewrites, besides the
 	// leaf of each changed object, the branch pages above the leaves, the buckets' pages
@@ -35,7 +41,7 @@ type WriterOptions struct {
 	// MaxPending is how many checkpointed changes make the Writer commit before the
 	// Interval is over, so that a burst of watch events is written in parts of about
 	// this size. (The changes of a relist, which has one checkpoint at its end, are
-	// committed together, however many they are.) Default: 5000.
+	// committed together, however many they are.) Default DefaultMaxPending.
 	MaxPending int
 
 	// FinalFlushTimeout bounds the last commit, made by Start when its context is done.
@@ -48,10 +54,10 @@ type WriterOptions struct {
 
 func (o WriterOptions) withDefaults() WriterOptions {
 	if o.Interval <= 0 {
-		o.Interval = 5 * time.Second
+		o.Interval = DefaultInterval
 	}
 	if o.MaxPending <= 0 {
-		o.MaxPending = 5000
+		o.MaxPending = DefaultMaxPending
 	}
 	if o.FinalFlushTimeout <= 0 {
 		o.FinalFlushTimeout = 10 * time.Second

@@ -4,7 +4,6 @@ import (
 	"github.com/fleetwatch/fleetwatch"
 	"github.com/fleetwatch/fleetwatch/cluster"
 	"github.com/fleetwatch/fleetwatch/config"
-	"github.com/fleetwatch/fleetwatch/informer"
 	"github.com/fleetwatch/fleetwatch/persist"
 )
 
@@ -19,16 +18,6 @@ func keepCorrupt(n int) int {
 
 // managerOptions turns the configuration into the Manager's options.
 func managerOptions(cfg *config.Config) fleetwatch.Options {
-	resources := make([]informer.Resource, 0, len(cfg.Resources))
-	for _, r := range cfg.Resources {
-		resources = append(resources, informer.Resource{
-			Name:          r.Name,
-			Namespaces:    r.Namespaces,
-			LabelSelector: r.LabelSelector,
-			FieldSelector: r.FieldSelector,
-			MetadataOnly:  r.MetadataOnly,
-		})
-	}
 	return fleetwatch.Options{
 		Clusters: cluster.Options{
 			Kubeconfigs: cfg.Kubeconfig,
@@ -37,7 +26,7 @@ func managerOptions(cfg *config.Config) fleetwatch.Options {
 			Aliases:     cfg.Contexts.Aliases,
 			UserAgent:   "fleetwatch/" + buildVersion(),
 		},
-		Resources:          resources,
+		Resources:          cfg.InformerResources(),
 		SyncTimeout:        cfg.Sync.Timeout,
 		MaxConcurrentSyncs: cfg.Sync.MaxConcurrent,
 		KeepManagedFields:  cfg.Cache.KeepManagedFields,

@@ -11,19 +11,21 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/fleetwatch/fleetwatch/cluster"
 	"github.com/fleetwatch/fleetwatch/config"
 	"github.com/fleetwatch/fleetwatch/internal/filewatch"
 )
 
-// Defaults of reloader.
+// Defaults of reloader: the config file is followed as the cluster.Provider follows
+// the kubeconfig files.
 const (
 	// configReloadDelay is how long the reloader waits after a file event before it
 	// loads the config, so that a burst of events (an editor's rename, the kubelet's
 	// "..data" swap) leads to one load of the finished file.
-	configReloadDelay = 250 * time.Millisecond
+	configReloadDelay = cluster.DefaultReloadDelay
 	// configPollInterval is how often the config is loaded in case a change was not
 	// seen by the file watcher.
-	configPollInterval = 30 * time.Second
+	configPollInterval = cluster.DefaultPollInterval
 )
 
 // liveKeys are the config keys, or prefixes of keys ending in ".", that a running

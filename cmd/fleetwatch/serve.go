@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -29,8 +28,14 @@ import (
 	"github.com/fleetwatch/fleetwatch/server"
 )
 
-// shutdownTimeout bounds a graceful shutdown; a second signal cuts it short.
-const shutdownTimeout = 30 * time.Second
+// shutdownTimeout bounds a graceful shutdown (the Manager's GracefulShutdownTimeout),
+// after which the snapshot is closed; closeTimeout bounds that close, which waits for a
+// commit still in progress. A second signal cuts both short. They are variables so that
+// tests can shorten them.
+var (
+	shutdownTimeout = fleetwatch.DefaultGracefulShutdownTimeout
+	closeTimeout    = 5 * time.Second
+)
 
 func newServeCommand() *cobra.Command {
 	cmd := &cobra.Command{
@@ -58,7 +63,8 @@ resources apply at once; see "Reloading" in docs/config.md.`,
 }
 
 // serve runs the daemon with cfg, loaded with loadOpts, until SIGINT or SIGTERM. A
-// second signal exits at once.
+// second signal exits at once, and so does a shutdown that overran both shutdownTimeout
+// and closeTimeout.
 func serve(ctx context.Context, loadOpts config.LoadOptions, cfg *config.Config) error {
 	logger, setVerbosity := newLogger(cfg.Log)
 	klog.SetLogger(logger)
@@ -80,13 +86,14 @@ func serve(ctx context.Context, loadOpts config.LoadOptions, cfg *config.Config)
 		case sig := <-signals:
 			logger.Info("Second signal; exiting now", "signal", sig.String())
 			os.Exit(1)
-		case <-time.After(shutdownTimeout):
-			logger.Info("Graceful shutdown took too long; exiting now", "timeout", shutdownTimeout)
+		case <-time.After(shutdownTimeout + closeTimeout):
+			logger.Info("Graceful shutdown took too long; exiting now", "timeout", shutdownTimeout+closeTimeout)
 			os.Exit(1)
 		}
 	}()
 
 	opts := managerOptions(cfg)
+	opts.GracefulShutdownTimeout = shutdownTimeout
 	if cfg.Snapshot.Path != "" {
 		store, err := persist.Open(cfg.Snapshot.Path, persist.Options{KeepCorrupt: keepCorrupt(cfg.Snapshot.KeepCorrupt)})
 		if err != nil {
@@ -154,9 +161,10 @@ func newLogger(cfg config.Log) (logr.Logger, func(verbosity int)) {
 }
 
 // runDaemon serves the inventory API, runs the manager and follows the config file with
-// rl (if not nil) until ctx is done, then shuts down in order: the clusters (sources), the snapshot writer's final flush and the
-// handlers (all inside Manager.Start), then the HTTP server, so that the API answers
-// until the cache has stopped changing.
+// rl (if not nil) until ctx is done. The server runs under the manager, which stops it
+// last, after the clusters (sources), the snapshot writer's final flush and the
+// handlers, so that the API answers until the cache has stopped changing, all within
+// one shutdownTimeout (see fleetwatch.Manager.Start).
 func runDaemon(ctx context.Context, cfg *config.Config, mgr *fleetwatch.Manager, rl *reloader) error {
 	logger := klog.FromContext(ctx)
 	delegated, err := delegatedAuth(cfg.Server.Auth.Delegated)
@@ -191,19 +199,15 @@ func runDaemon(ctx context.Context, cfg *config.Config, mgr *fleetwatch.Manager,
 		scheme = "https"
 	}
 	logger.Info("Serving the inventory API", "url", scheme+"://"+ln.Addr().String())
-
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	srvCtx, stopSrv := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopSrv()
-	srvDone := make(chan error, 1)
-	go func() {
-		err := srv.Serve(srvCtx, ln)
-		if err != nil {
-			cancel(fmt.Errorf("inventory API: %w", err))
+	if err := mgr.Add(fleetwatch.RunnableFunc(func(ctx context.Context) error {
+		if err := srv.Serve(ctx, ln); err != nil {
+			return fmt.Errorf("inventory API: %w", err)
 		}
-		srvDone <- err
-	}()
+		return nil
+	})); err != nil {
+		_ = ln.Close()
+		return err
+	}
 
 	rlCtx, stopRl := context.WithCancel(ctx)
 	defer stopRl()
@@ -220,9 +224,11 @@ func runDaemon(ctx context.Context, cfg *config.Config, mgr *fleetwatch.Manager,
 	err = mgr.Start(ctx)
 	stopRl()
 	<-rlDone
-	stopSrv()
-	err = errors.Join(err, <-srvDone)
-	logger.Info("Stopped", "reason", context.Cause(ctx))
+	reason := context.Cause(ctx)
+	if reason == nil {
+		reason = err
+	}
+	logger.Info("Stopped", "reason", reason)
 	return err
 }
 

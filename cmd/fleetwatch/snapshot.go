@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fleetwatch/fleetwatch/config"
 	"github.com/fleetwatch/fleetwatch/persist"
 )
 
@@ -60,7 +61,7 @@ func newSnapshotInspectCommand() *cobra.Command {
 			return printInfo(cmd.OutOrStdout(), info)
 		},
 	}
-	cmd.Flags().StringVar(&path, "path", "fleetwatch.db", "snapshot file")
+	cmd.Flags().StringVar(&path, "path", config.DefaultSnapshotPath, "snapshot file")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 	return cmd
 }
@@ -106,6 +107,6 @@ func newSnapshotVerifyCommand() *cobra.Command {
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&path, "path", "fleetwatch.db", "snapshot file")
+	cmd.Flags().StringVar(&path, "path", config.DefaultSnapshotPath, "snapshot file")
 	return cmd
 }

@@ -1,4 +1,4 @@
-package informer
+package wire
 
 import (
 	"net/http"
@@ -15,19 +15,11 @@ import (
 	"github.com/fleetwatch/fleetwatch/internal/jsondec"
 )
 
-// The dynamic clients of a Set decode the JSON of the objects they list and watch with
-// package jsondec instead of apimachinery: it interns their strings as it decodes them
-// and skips the managedFields that the transform would drop, so that the objects an
-// informer keeps are not scattered among freed memory that the heap cannot give back.
-// Everything else, and any input that jsondec cannot decode exactly as apimachinery
-// would, is left to apimachinery's serializer, and the objects it returns are then
-// interned and stripped the same way.
-
-// newDynamicClients returns the two dynamic clients of a Set, made for cfg as
-// dynamic.NewForConfig makes one, whose JSON responses are decoded with one pool of up
-// to n Decoders: drop leaves managedFields out of the objects, keep keeps them. With
-// encode, the objects of watch events come with their encoding, as encodedObjects.
-func newDynamicClients(cfg *rest.Config, n int, encode bool) (drop, keep dynamic.Interface, err error) {
+// NewDynamicClients returns two dynamic clients, made for cfg as dynamic.NewForConfig
+// makes one, whose JSON responses are decoded with one pool of up to n Decoders: drop
+// leaves managedFields out of the objects, keep keeps them. With encode, the objects of
+// watch events come with their encoding, as *EncodedObjects. They share one HTTP client.
+func NewDynamicClients(cfg *rest.Config, n int, encode bool) (drop, keep dynamic.Interface, err error) {
 	// From the dynamic client's config, as dynamic.NewForConfig does: its transport sets
 	// the default user agent.
 	h, err := rest.HTTPClientFor(dynamic.ConfigFor(cfg))
@@ -60,9 +52,9 @@ func newDynamicClient(cfg *rest.Config, h *http.Client, pool decoderPool, dropMa
 	return dynamic.New(rc), nil
 }
 
-// decodesAllJSON reports whether the dynamic clients of a Set receive only JSON, all
-// of which unstructuredJSON interns: not so if client-go may negotiate CBOR.
-func decodesAllJSON() bool {
+// DecodesAllJSON reports whether the dynamic clients of NewDynamicClients receive only
+// JSON, all of which they intern: not so if client-go may negotiate CBOR.
+func DecodesAllJSON() bool {
 	return !features.FeatureGates().Enabled(features.ClientsAllowCBOR)
 }
 
@@ -106,7 +98,7 @@ func (s negotiatedSerializer) SupportedMediaTypes() []runtime.SerializerInfo {
 //
 // With encode, an Unstructured that it decodes into a new object (the object of a watch
 // event: lists and objects that are read are decoded into the caller's) comes as an
-// encodedObject with the CBOR of its map, written while decoding it.
+// *EncodedObject with the CBOR of its map, written while decoding it.
 type unstructuredJSON struct {
 	runtime.Serializer
 	pool              decoderPool
@@ -160,7 +152,7 @@ func (s *unstructuredJSON) Decode(data []byte, gvk *schema.GroupVersionKind, int
 }
 
 // decodeEncoded decodes data as decodeUnstructured decodes it into a new object, into
-// an encodedObject with its encoding, or into a plain Unstructured if it has no faithful
+// an *EncodedObject with its encoding, or into a plain Unstructured if it has no faithful
 // encoding (a repeated key). ok is false if the serializer would not return an
 // Unstructured.
 func decodeEncoded(d *jsondec.Decoder, data []byte) (obj runtime.Object, gvk *schema.GroupVersionKind, ok bool) {
@@ -176,7 +168,7 @@ func decodeEncoded(d *jsondec.Decoder, data []byte) (obj runtime.Object, gvk *sc
 	if encoded == nil {
 		return u, &kind, true
 	}
-	return &encodedObject{Unstructured: u, encoded: encoded}, &kind, true
+	return &EncodedObject{Unstructured: u, Encoded: encoded}, &kind, true
 }
 
 // newObjectKind returns the kind of the decoded object m, and whether the serializer
@@ -253,9 +245,9 @@ func typeMeta(m map[string]any) (schema.GroupVersionKind, bool) {
 	return gv.WithKind(kind), true
 }
 
-// decoderPool hands out the jsondec.Decoders of a Set, so that its informers decode
-// concurrently, each with a Decoder of its own, and the Decoders keep their intern
-// tables between decodes. A sync.Pool would drop them at every other garbage
+// decoderPool hands out the jsondec.Decoders of the clients of NewDynamicClients, so
+// that their informers decode concurrently, each with a Decoder of its own, and the
+// Decoders keep their intern tables between decodes. A sync.Pool would drop them at every other garbage
 // collection, and their strings would be copied again.
 type decoderPool chan *jsondec.Decoder
 

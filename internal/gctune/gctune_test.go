@@ -1,4 +1,4 @@
-package fleetwatch
+package gctune
 
 import (
 	"math"
@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-func TestRelaxGC(t *testing.T) {
+func TestRelax(t *testing.T) {
 	origPercent := debug.SetGCPercent(100)
 	origLimit := debug.SetMemoryLimit(math.MaxInt64)
 	t.Cleanup(func() {
@@ -19,7 +19,7 @@ func TestRelaxGC(t *testing.T) {
 	t.Run("turns off, limits, and restores", func(t *testing.T) {
 		debug.SetGCPercent(100)
 		before := memoryInUse()
-		restore := relaxGC(budget)
+		restore := Relax(budget)
 		if got := gcPercent(); got != -1 {
 			t.Errorf("while loading: GOGC %d, want off", got)
 		}
@@ -37,9 +37,9 @@ func TestRelaxGC(t *testing.T) {
 	})
 	t.Run("concurrent loads add their budgets and restore once, after the last", func(t *testing.T) {
 		debug.SetGCPercent(50)
-		r1 := relaxGC(budget)
+		r1 := Relax(budget)
 		first := limit()
-		r2 := relaxGC(budget)
+		r2 := Relax(budget)
 		if got := limit(); got != first+budget {
 			t.Errorf("with two loads: memory limit %d, want %d", got, first+budget)
 		}
@@ -59,7 +59,7 @@ func TestRelaxGC(t *testing.T) {
 		debug.SetGCPercent(100)
 		low := memoryInUse() + 1<<20
 		debug.SetMemoryLimit(low)
-		restore := relaxGC(budget)
+		restore := Relax(budget)
 		if got := limit(); got != low {
 			t.Errorf("while loading: memory limit %d, want the lower %d", got, low)
 		}
@@ -71,7 +71,7 @@ func TestRelaxGC(t *testing.T) {
 	})
 	t.Run("a collector that is off is left alone", func(t *testing.T) {
 		debug.SetGCPercent(-1)
-		restore := relaxGC(budget)
+		restore := Relax(budget)
 		if got, l := gcPercent(), limit(); got != -1 || l != math.MaxInt64 {
 			t.Errorf("while loading: GOGC %d, memory limit %d, want both untouched", got, l)
 		}
@@ -82,7 +82,7 @@ func TestRelaxGC(t *testing.T) {
 	})
 	t.Run("changes made while loading are kept", func(t *testing.T) {
 		debug.SetGCPercent(100)
-		restore := relaxGC(budget)
+		restore := Relax(budget)
 		debug.SetGCPercent(200)
 		debug.SetMemoryLimit(1 << 40)
 		restore()
@@ -100,8 +100,8 @@ func TestLoadBudget(t *testing.T) {
 		{100 << 20, 600<<20 + 64<<20},
 		{math.MaxInt64, math.MaxInt64},
 	} {
-		if got := loadBudget(tt.size); got != tt.want {
-			t.Errorf("loadBudget(%d) = %d, want %d", tt.size, got, tt.want)
+		if got := LoadBudget(tt.size); got != tt.want {
+			t.Errorf("LoadBudget(%d) = %d, want %d", tt.size, got, tt.want)
 		}
 	}
 }

@@ -1,4 +1,8 @@
-package fleetwatch
+// Package gctune changes the process's garbage collector settings while a snapshot
+// loads, and sets them back afterwards. It is apart because the settings are
+// process-wide: the root package uses it only when Options.DisableGCTuning is false. It
+// imports nothing of fleetwatch.
+package gctune
 
 import (
 	"math"
@@ -12,13 +16,13 @@ import (
 // little garbage: at the default target (GOGC=100) the collector runs each time the heap
 // doubles and marks every object loaded so far again and again, nearly half of the CPU
 // time of a warm start. Off, it does not run at all unless the heap grows past what the
-// snapshot should need, loadBudget; after the load, the collector runs once, marking the
+// snapshot should need, LoadBudget; after the load, the collector runs once, marking the
 // loaded objects a single time.
 
-// loadBudget returns how much memory the load of a snapshot file of size bytes may take
+// LoadBudget returns how much memory the load of a snapshot file of size bytes may take
 // before the collector runs: objects decoded from the file take about 3.5 times its size
 // in the heap (docs/benchmarks.md), and the fleet's indices some more.
-func loadBudget(size int64) int64 {
+func LoadBudget(size int64) int64 {
 	const perFileByte, slack = 6, 64 << 20
 	if size <= 0 {
 		return slack
@@ -47,12 +51,12 @@ var loadGC struct {
 	savedLimit int64
 }
 
-// relaxGC turns the garbage collector off, with a memory limit of the memory in use now
+// Relax turns the garbage collector off, with a memory limit of the memory in use now
 // plus budget (lower limits are kept), until the returned function is called. Concurrent
 // loads add their budgets. A collector that is already off is left alone. The settings
 // are restored only if nothing else in the process changed them in the meantime: a
 // library must not overwrite its user's settings.
-func relaxGC(budget int64) (restore func()) {
+func Relax(budget int64) (restore func()) {
 	loadGC.mu.Lock()
 	defer loadGC.mu.Unlock()
 	if loadGC.active == 0 {

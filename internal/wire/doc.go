@@ -1,0 +1,23 @@
+// Package wire decodes what kube-apiservers send to the informers: it makes the dynamic
+// clients (NewDynamicClients) whose JSON responses, objects, lists and watch streams,
+// are decoded by package jsondec rather than apimachinery.
+//
+// Their objects are those apimachinery's serializer returns for the same input, but
+// with their strings interned and, for the client that drops them, without the
+// managedFields that nobody queries, so that the memory freed after decoding is not
+// scattered among the objects that the informers keep (decode.go). Everything else, and
+// any input that jsondec cannot decode exactly as apimachinery would, is left to
+// apimachinery's serializer, and the objects it returns are then interned and stripped
+// the same way; FuzzDecode checks both. The frames of a watch stream are split, and their
+// envelopes read, in one pass each (watchdecode.go) instead of the six scans of
+// client-go's framer and envelope decoder; FuzzJSONFramer and FuzzWatchEvent hold them
+// to apimachinery's.
+//
+// Clients that encode return the objects of watch events as *EncodedObjects: the object
+// with the CBOR of its map, written while its JSON was decoded, for stores that keep
+// objects as CBOR (the snapshot). Unwrap takes them apart.
+//
+// This package knows the wire and nothing of what is done with the objects: of
+// fleetwatch's packages it imports only jsondec, and must not import those that cache,
+// persist or serve the objects (informer, aggregate, persist, server).
+package wire

@@ -1,0 +1,99 @@
+package wire
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer/cbor/direct"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+)
+
+// checkEncoding fails t unless encoded is the CBOR of u's map.
+func checkEncoding(t *testing.T, u *unstructured.Unstructured, encoded []byte) {
+	t.Helper()
+	var m map[string]any
+	if err := direct.Unmarshal(encoded, &m); err != nil {
+		t.Fatalf("the encoding does not decode: %v", err)
+	}
+	if !reflect.DeepEqual(m, u.Object) {
+		t.Errorf("the encoding decodes to\n%v\nnot to the object\n%v", m, u.Object)
+	}
+}
+
+// TestDynamicClientEncodes checks that the dynamic clients that encode return
+// the objects of watch events with their encoding, and everything else as before.
+func TestDynamicClientEncodes(t *testing.T) {
+	repeated := `{"kind":"Pod","apiVersion":"v1","metadata":{"name":"twice","name":"twice","resourceVersion":"13"}}`
+	events := []string{
+		`{"type":"ADDED","object":` + string(podJSON) + `}`,
+		`{"type":"MODIFIED","object":` + repeated + `}`,
+		`{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Expired","code":410}}`,
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Query().Get("watch") == "true" {
+			for _, ev := range events {
+				fmt.Fprintln(w, ev)
+			}
+			return
+		}
+		fmt.Fprint(w, podListJSON(2))
+	}))
+	defer srv.Close()
+	drop, keep, err := NewDynamicClients(&rest.Config{Host: srv.URL}, 1, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gvr := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+
+	// Lists are decoded into the caller's list, as before.
+	list, err := drop.Resource(gvr).Namespace("shop-prod").List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 2 || list.Items[0].GetManagedFields() != nil {
+		t.Fatalf("listed %d items", len(list.Items))
+	}
+
+	for _, c := range []struct {
+		name          string
+		managedFields bool
+	}{{"drop", false}, {"keep", true}} {
+		t.Run(c.name, func(t *testing.T) {
+			client := drop
+			if c.managedFields {
+				client = keep
+			}
+			w, err := client.Resource(gvr).Namespace("shop-prod").Watch(t.Context(), metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Stop()
+			ev := <-w.ResultChan()
+			e, ok := ev.Object.(*EncodedObject)
+			if ev.Type != watch.Added || !ok {
+				t.Fatalf("first event %s %T, want an *EncodedObject", ev.Type, ev.Object)
+			}
+			if got := e.GetManagedFields() != nil; got != c.managedFields {
+				t.Errorf("managedFields decoded: %v", got)
+			}
+			checkEncoding(t, e.Unstructured, e.Encoded)
+
+			// An object that has no faithful encoding comes without.
+			ev = <-w.ResultChan()
+			if u, ok := ev.Object.(*unstructured.Unstructured); ev.Type != watch.Modified || !ok || u.GetName() != "twice" {
+				t.Errorf("second event %s %T", ev.Type, ev.Object)
+			}
+			if ev := <-w.ResultChan(); ev.Type != watch.Error {
+				t.Errorf("third event %s %T, want an error", ev.Type, ev.Object)
+			}
+		})
+	}
+}

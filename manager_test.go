@@ -1,0 +1,489 @@
+package fleetwatch_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/fleetwatch/fleetwatch"
+	"github.com/fleetwatch/fleetwatch/aggregate"
+	"github.com/fleetwatch/fleetwatch/cluster"
+	"github.com/fleetwatch/fleetwatch/cluster/clustertest"
+	"github.com/fleetwatch/fleetwatch/informer"
+	"github.com/fleetwatch/fleetwatch/persist"
+)
+
+var configMaps = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+
+// The clusters of these tests are clustertest's fake servers: they answer the identity
+// read and the health probe, and not discovery, so the informers of every cluster keep
+// trying to start, and a cluster counts as Ready once its SyncTimeout has passed.
+
+// fleetOf writes a kubeconfig with a context per name, each on its own fake server, and
+// returns its path and the servers by name.
+func fleetOf(t *testing.T, names ...string) (string, map[string]*clustertest.Server) {
+	t.Helper()
+	servers := map[string]*clustertest.Server{}
+	var contexts []clustertest.Context
+	for _, name := range names {
+		s := clustertest.NewServer(t)
+		servers[name] = s
+		contexts = append(contexts, s.Context(name))
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	clustertest.WriteKubeconfig(t, path, contexts...)
+	return path, servers
+}
+
+// options returns Options for the clusters of the kubeconfig at path, caching
+// configmaps.
+func options(path string) fleetwatch.Options {
+	return fleetwatch.Options{
+		Clusters:  cluster.Options{Kubeconfigs: []string{path}, ReloadDelay: 10 * time.Millisecond},
+		Resources: []informer.Resource{{Name: "configmaps"}},
+	}
+}
+
+// start runs m.Start and returns a func that stops it and returns Start's result.
+func start(t *testing.T, m *fleetwatch.Manager) (stop func() error) {
+	t.Helper()
+	logger, _ := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
+	done := make(chan error, 1)
+	go func() { done <- m.Start(ctx) }()
+	var err error
+	stopped := false
+	stop = func() error {
+		t.Helper()
+		if stopped {
+			return err
+		}
+		stopped = true
+		cancel()
+		select {
+		case err = <-done:
+		case <-time.After(20 * time.Second):
+			t.Fatal("Start did not return after its context was cancelled")
+		}
+		return err
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+// eventually polls cond until it returns "", failing the test with its last answer
+// after 15 seconds.
+func eventually(t *testing.T, what string, cond func() string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		msg := cond()
+		if msg == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %s", what, msg)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func statusNames(m *fleetwatch.Manager) []string {
+	var names []string
+	for _, st := range m.Status() {
+		names = append(names, st.Name)
+	}
+	return names
+}
+
+func configMap(name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap"}}
+	u.SetNamespace("default")
+	u.SetName(name)
+	u.SetResourceVersion("1")
+	return u
+}
+
+func TestNewManagerValidates(t *testing.T) {
+	path, _ := fleetOf(t, "a")
+	for _, tt := range []struct {
+		name   string
+		change func(*fleetwatch.Options)
+	}{
+		{"no resource", func(o *fleetwatch.Options) { o.Resources = nil }},
+		{"a resource without a name", func(o *fleetwatch.Options) { o.Resources = []informer.Resource{{}} }},
+		{"a bad context glob", func(o *fleetwatch.Options) { o.Clusters.Include = []string{"["} }},
+		{"a negative poll interval", func(o *fleetwatch.Options) { o.Clusters.PollInterval = -time.Second }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			opts := options(path)
+			tt.change(&opts)
+			if m, err := fleetwatch.NewManager(opts); err == nil {
+				t.Errorf("NewManager = %v, nil; want an error", m)
+			}
+		})
+	}
+	if _, err := fleetwatch.NewManager(options(path)); err != nil {
+		t.Errorf("NewManager with valid options: %v", err)
+	}
+}
+
+// TestManagerEngagesAndDisengages: every selected cluster gets a status, with its
+// identity; the Manager is Ready once each has synced or timed out; a cluster whose
+// context goes leaves the status and the cache.
+func TestManagerEngagesAndDisengages(t *testing.T) {
+	path, servers := fleetOf(t, "a", "b")
+	servers["b"].SetUID("uid-b")
+	opts := options(path)
+	opts.SyncTimeout = 300 * time.Millisecond
+	m, err := fleetwatch.NewManager(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Ready() || len(m.Status()) != 0 {
+		t.Errorf("before Start: Ready %t, status %v; want not ready and none", m.Ready(), m.Status())
+	}
+	start(t, m)
+
+	eventually(t, "both clusters engaged and identified", func() string {
+		st, ok := m.ClusterStatus("b")
+		if names := statusNames(m); !slices.Equal(names, []string{"a", "b"}) || !ok || st.UID != "uid-b" {
+			return fmt.Sprintf("status of %q; b: %+v", names, st)
+		}
+		return ""
+	})
+	if st, _ := m.ClusterStatus("a"); st.Server != servers["a"].URL || len(st.Resources) != 1 || st.Resources[0].Name != "configmaps" {
+		t.Errorf("status of a: %+v; want its server and the configmaps", st)
+	}
+	eventually(t, "ready once the sync timeout has passed", func() string {
+		if !m.Ready() {
+			return fmt.Sprintf("not ready: %+v", m.Status())
+		}
+		return ""
+	})
+	for _, st := range m.Status() {
+		if c := st.Conditions[1]; c.Reason != "SyncTimeout" || st.Phase == aggregate.PhaseSynced {
+			t.Errorf("cluster %s: phase %s, Synced condition %s; want unsynced and SyncTimeout", st.Name, st.Phase, c.Reason)
+		}
+	}
+
+	// An object of b in the cache leaves with b.
+	if err := m.Fleet().ClusterStore("b", configMaps).Apply(configMap("cm"), false); err != nil {
+		t.Fatal(err)
+	}
+	clustertest.WriteKubeconfig(t, path, servers["a"].Context("a"))
+	eventually(t, "b disengaged", func() string {
+		if names := statusNames(m); !slices.Equal(names, []string{"a"}) {
+			return fmt.Sprintf("status of %q", names)
+		}
+		if n := m.Fleet().Indexer(configMaps).ClusterLen("b"); n != 0 {
+			return fmt.Sprintf("%d objects of b cached", n)
+		}
+		return ""
+	})
+	if _, ok := m.ClusterStatus("b"); ok {
+		t.Error("ClusterStatus(b) found after b left")
+	}
+}
+
+// TestManagerReconfigure: an invalid Reconfigure changes nothing; a valid one changes the
+// resources of every cluster and the cluster selection.
+func TestManagerReconfigure(t *testing.T) {
+	path, _ := fleetOf(t, "a", "b")
+	m, err := fleetwatch.NewManager(options(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, m)
+	eventually(t, "both clusters engaged", func() string {
+		if names := statusNames(m); !slices.Equal(names, []string{"a", "b"}) {
+			return fmt.Sprintf("status of %q", names)
+		}
+		return ""
+	})
+	resources := func() string {
+		var out []string
+		for _, st := range m.Status() {
+			var names []string
+			for _, r := range st.Resources {
+				names = append(names, r.Name)
+			}
+			out = append(out, st.Name+": "+strings.Join(names, ","))
+		}
+		return strings.Join(out, "; ")
+	}
+
+	for _, tt := range []struct {
+		name   string
+		change func(*fleetwatch.Options)
+	}{
+		{"no resource", func(o *fleetwatch.Options) { o.Resources = nil }},
+		{"an invalid resource with a valid one", func(o *fleetwatch.Options) {
+			o.Resources = []informer.Resource{{Name: "secrets"}, {}}
+		}},
+		{"a valid resource and a bad context glob", func(o *fleetwatch.Options) {
+			o.Resources = []informer.Resource{{Name: "secrets"}}
+			o.Clusters.Exclude = []string{"["}
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			opts := options(path)
+			tt.change(&opts)
+			if err := m.Reconfigure(opts); err == nil {
+				t.Fatal("Reconfigure succeeded; want an error")
+			}
+			time.Sleep(100 * time.Millisecond) // what a partial change would have done by now
+			if got, want := resources(), "a: configmaps; b: configmaps"; got != want {
+				t.Errorf("after a failed Reconfigure: %s; want %s", got, want)
+			}
+		})
+	}
+
+	opts := options(path)
+	opts.Resources = []informer.Resource{{Name: "configmaps"}, {Name: "secrets"}}
+	opts.Clusters.Exclude = []string{"b"}
+	if err := m.Reconfigure(opts); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the new resources, b excluded", func() string {
+		if got, want := resources(), "a: configmaps,secrets"; got != want {
+			return got
+		}
+		return ""
+	})
+}
+
+// TestManagerDropsSnapshotClustersNoLongerSelected: a cluster of the snapshot that the
+// kubeconfig files no longer select leaves the cache and the snapshot when the Manager
+// starts; the others stay, Stale, until their servers confirm them.
+func TestManagerDropsSnapshotClustersNoLongerSelected(t *testing.T) {
+	kubeconfig, servers := fleetOf(t, "a")
+	snapshot := filepath.Join(t.TempDir(), "fleetwatch.db")
+	store, err := persist.Open(snapshot, persist.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := persist.ResourceKey(informer.Scope{Resource: configMaps, Spec: (&informer.Options{}).Spec(informer.Resource{Name: "configmaps"})}.String())
+	w := store.NewWriter(persist.WriterOptions{})
+	for _, name := range []string{"a", "gone"} {
+		if err := store.SetIdentity(name, persist.Identity{UID: "other-uid", Server: "https://" + name}); err != nil {
+			t.Fatal(err)
+		}
+		w.Upsert(name, key, configMap("cm"))
+		w.Checkpoint(name, key, "1")
+	}
+	if err := w.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if store, err = persist.Open(snapshot, persist.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+
+	opts := options(kubeconfig)
+	opts.Snapshot = store
+	opts.DisableGCTuning = true
+	m, err := fleetwatch.NewManager(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if names := statusNames(m); !slices.Equal(names, []string{"a", "gone"}) {
+		t.Fatalf("after loading the snapshot: status of %q, want a and gone", names)
+	}
+	stop := start(t, m)
+	eventually(t, "gone dropped", func() string {
+		if names := statusNames(m); !slices.Equal(names, []string{"a"}) {
+			return fmt.Sprintf("status of %q", names)
+		}
+		if n := m.Fleet().Indexer(configMaps).ClusterLen("gone"); n != 0 {
+			return fmt.Sprintf("%d objects of gone cached", n)
+		}
+		return ""
+	})
+	// a's saved identity is not its server's: its saved objects go too, and it syncs cold.
+	eventually(t, "a's identity confirmed", func() string {
+		if st, _ := m.ClusterStatus("a"); st.UID != servers["a"].UID() {
+			return fmt.Sprintf("UID %q", st.UID)
+		}
+		return ""
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := store.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := snap.Clusters["gone"]; ok {
+		t.Error("the snapshot still holds gone")
+	}
+}
+
+// blockingHandler blocks in OnEvent until release is closed.
+type blockingHandler struct {
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (h *blockingHandler) OnEvent(aggregate.Event) {
+	select {
+	case h.entered <- struct{}{}:
+	default:
+	}
+	<-h.release
+}
+
+// TestManagerShutdown: Start stops the clusters, the snapshot writer, the handlers and
+// then the Runnables, in that order, within one GracefulShutdownTimeout shared by all;
+// when a part is too slow, Start returns once the budget is spent, and the snapshot can
+// be closed.
+func TestManagerShutdown(t *testing.T) {
+	newManager := func(t *testing.T, budget time.Duration) (*fleetwatch.Manager, *persist.Store) {
+		path, _ := fleetOf(t, "a")
+		store, err := persist.Open(filepath.Join(t.TempDir(), "fleetwatch.db"), persist.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = store.Close() })
+		opts := options(path)
+		opts.Snapshot = store
+		opts.DisableGCTuning = true
+		opts.GracefulShutdownTimeout = budget
+		m, err := fleetwatch.NewManager(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m, store
+	}
+	engaged := func(t *testing.T, m *fleetwatch.Manager) {
+		t.Helper()
+		eventually(t, "a engaged", func() string {
+			if _, ok := m.ClusterStatus("a"); !ok {
+				return "no status"
+			}
+			return ""
+		})
+	}
+
+	t.Run("in order", func(t *testing.T) {
+		m, store := newManager(t, 10*time.Second)
+		stoppedFirst := make(chan error, 1)
+		if err := m.Add(fleetwatch.RunnableFunc(func(ctx context.Context) error {
+			<-ctx.Done()
+			// The handlers, stopped after the clusters and the writer, have stopped by now.
+			_, err := m.Fleet().AddHandler(aggregate.HandlerFunc(func(aggregate.Event) {}), aggregate.HandlerOptions{})
+			if !errors.Is(err, aggregate.ErrStopped) {
+				err = fmt.Errorf("when the runnable stops, AddHandler = %v, want ErrStopped", err)
+			} else {
+				err = nil
+			}
+			stoppedFirst <- err
+			return nil
+		})); err != nil {
+			t.Fatal(err)
+		}
+		stop := start(t, m)
+		engaged(t, m)
+		if err := m.Add(fleetwatch.RunnableFunc(func(context.Context) error { return nil })); !errors.Is(err, fleetwatch.ErrAlreadyStarted) {
+			t.Errorf("Add after Start = %v, want ErrAlreadyStarted", err)
+		}
+		if err := m.Start(context.Background()); !errors.Is(err, fleetwatch.ErrAlreadyStarted) {
+			t.Errorf("a second Start = %v, want ErrAlreadyStarted", err)
+		}
+		if err := stop(); err != nil {
+			t.Errorf("Start = %v, want nil", err)
+		}
+		if err := <-stoppedFirst; err != nil {
+			t.Error(err)
+		}
+		if err := store.Close(); err != nil {
+			t.Errorf("closing the snapshot: %v", err)
+		}
+	})
+
+	t.Run("one budget for all", func(t *testing.T) {
+		const budget = 500 * time.Millisecond
+		m, store := newManager(t, budget)
+		h := &blockingHandler{entered: make(chan struct{}, 1), release: make(chan struct{})}
+		t.Cleanup(func() { close(h.release) })
+		if _, err := m.Fleet().AddHandler(h, aggregate.HandlerOptions{Name: "stuck"}); err != nil {
+			t.Fatal(err)
+		}
+		// The runnable would take longer than the budget too, but gets none of it: the
+		// stuck handler spent it.
+		runnableStopped := make(chan time.Time, 1)
+		if err := m.Add(fleetwatch.RunnableFunc(func(ctx context.Context) error {
+			<-ctx.Done()
+			runnableStopped <- time.Now()
+			time.Sleep(time.Minute)
+			return nil
+		})); err != nil {
+			t.Fatal(err)
+		}
+		stop := start(t, m)
+		engaged(t, m)
+		if err := m.Fleet().ClusterStore("a", configMaps).Apply(configMap("cm"), false); err != nil {
+			t.Fatal(err)
+		}
+		<-h.entered
+		began := time.Now()
+		err := stop()
+		took := time.Since(began)
+		if !errors.Is(err, fleetwatch.ErrShutdownTimeout) || !strings.Contains(err.Error(), "fleet handlers") {
+			t.Errorf("Start = %v, want ErrShutdownTimeout naming the fleet handlers", err)
+		}
+		if took < budget || took > budget+2*time.Second {
+			t.Errorf("Start returned %v after its context was cancelled, want the budget, %v", took, budget)
+		}
+		select {
+		case at := <-runnableStopped:
+			if at.Sub(began) < budget {
+				t.Errorf("the runnable was stopped %v after the start of the shutdown, before the handlers", at.Sub(began))
+			}
+		case <-time.After(time.Second):
+			t.Error("the runnable was not stopped once the budget was spent")
+		}
+		closed := make(chan error, 1)
+		go func() { closed <- store.Close() }()
+		select {
+		case err := <-closed:
+			if err != nil {
+				t.Errorf("closing the snapshot: %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Error("closing the snapshot after a shutdown that timed out blocks")
+		}
+	})
+
+	t.Run("a part that fails stops the rest", func(t *testing.T) {
+		m, _ := newManager(t, 10*time.Second)
+		failed := errors.New("listener closed")
+		if err := m.Add(fleetwatch.RunnableFunc(func(context.Context) error { return failed })); err != nil {
+			t.Fatal(err)
+		}
+		logger, _ := ktesting.NewTestContext(t)
+		done := make(chan error, 1)
+		go func() { done <- m.Start(klog.NewContext(t.Context(), logger)) }()
+		select {
+		case err := <-done:
+			if !errors.Is(err, failed) {
+				t.Errorf("Start = %v, want the runnable's error", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("Start did not return after a runnable failed")
+		}
+	})
+}
