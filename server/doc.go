@@ -40,4 +40,10 @@
 // (auth.go, tokenfile.go, delegated.go), TLS certificates (tls.go), panic recovery
 // (recover.go), the status code recorder (status.go), the limits (limit.go), routing
 // (route.go), and the watch cache (cache.go) with its reads (resource.go, watch.go).
+// The token file and the TLS files are followed through internal/filewatch while the
+// server runs: a change applies without a restart, and no request reads a file.
+// Requests log through the logger of their context.
+//
+// server imports aggregate, cluster and metrics; it never imports the root package,
+// whose Manager it reads through Source, nor informer or persist.
 package server
