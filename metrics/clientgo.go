@@ -10,6 +10,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	clientmetrics "k8s.io/client-go/tools/metrics"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/fleetwatch/fleetwatch/cluster"
 )
 
 // client-go's metrics. client-go takes one provider of work queue metrics, one of
@@ -23,8 +25,9 @@ var clientGo struct {
 
 // ClientGo returns the collector of the metrics of client-go's work queues (workqueue_*,
 // by queue name, as aggregate.NewQueue names them), informers (informer_*, for
-// informers created with a name) and REST clients (rest_client_*, by the host of the
-// apiserver, as client-go reports them: the contexts of one apiserver share its host).
+// informers created with a name) and REST clients (rest_client_*, by cluster, as the
+// request's context carries it (cluster.NameFromContext; empty for the requests that
+// client-go makes without it, such as discovery), and by the host of the apiserver).
 // The first call installs it as client-go's provider of all three; if another provider
 // was installed before, client-go keeps that one and these metrics stay empty. Later
 // calls return the same collector.
@@ -80,38 +83,48 @@ func newClientGoCollector() *clientGoCollector {
 		processing:   prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "informer_processing_latency_seconds", Help: "Time the informer's handlers take to process an item popped from its FIFO.", Buckets: prometheus.DefBuckets}, informer),
 		storeRV:      prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "informer_store_resource_version", Help: "The resourceVersion of the informer's store."}, informer),
 		restLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "rest_client_request_duration_seconds",
-			Help: "Latency of the requests to the apiservers, by verb and host.", Buckets: restBuckets}, []string{"verb", "host"}),
+			Help: "Latency of the requests to the apiservers, by cluster, verb and host.", Buckets: restBuckets}, []string{"cluster", "verb", "host"}),
 		rateLimiterLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "rest_client_rate_limiter_duration_seconds",
-			Help: "Time the requests to the apiservers waited for client-go's rate limiter, by verb and host.", Buckets: restBuckets}, []string{"verb", "host"}),
+			Help: "Time the requests to the apiservers waited for client-go's rate limiter, by cluster, verb and host.", Buckets: restBuckets}, []string{"cluster", "verb", "host"}),
 		restRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rest_client_requests_total",
-			Help: "Requests to the apiservers, by status code (\"<error>\" for a request that got no response), method and host."}, []string{"code", "method", "host"}),
+			Help: "Requests to the apiservers, by cluster, status code (\"<error>\" for a request that got no response), method and host."}, []string{"cluster", "code", "method", "host"}),
 		restRetries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rest_client_request_retries_total",
-			Help: "Requests to the apiservers that client-go retried, by status code, verb and host."}, []string{"code", "verb", "host"}),
+			Help: "Requests to the apiservers that client-go retried, by cluster, status code, verb and host."}, []string{"cluster", "code", "verb", "host"}),
 	}
 	c.all = []prometheus.Collector{c.depth, c.adds, c.queueLatency, c.workDuration, c.unfinished, c.longest, c.retries, c.queued, c.processing, c.storeRV,
 		c.restLatency, c.rateLimiterLatency, c.restRequests, c.restRetries}
 	return c
 }
 
-// restLatency, restResult and restRetry are client-go's REST client metrics. They label
-// by host only: a URL's path and query can name objects, and its user info is a
-// credential.
+// restLatency, restResult and restRetry are client-go's REST client metrics. Of the
+// URL they take the host only: its path and query can name objects, and its user info
+// is a credential.
 type restLatency struct{ h *prometheus.HistogramVec }
 
-func (m restLatency) Observe(_ context.Context, verb string, u url.URL, latency time.Duration) {
-	m.h.WithLabelValues(verb, u.Host).Observe(latency.Seconds())
+func (m restLatency) Observe(ctx context.Context, verb string, u url.URL, latency time.Duration) {
+	m.h.WithLabelValues(clusterOf(ctx), verb, u.Host).Observe(latency.Seconds())
 }
 
 type restResult struct{ c *prometheus.CounterVec }
 
-func (m restResult) Increment(_ context.Context, code, method, host string) {
-	m.c.WithLabelValues(code, method, host).Inc()
+func (m restResult) Increment(ctx context.Context, code, method, host string) {
+	m.c.WithLabelValues(clusterOf(ctx), code, method, host).Inc()
 }
 
 type restRetry struct{ c *prometheus.CounterVec }
 
-func (m restRetry) IncrementRetry(_ context.Context, code, method, host string) {
-	m.c.WithLabelValues(code, method, host).Inc()
+func (m restRetry) IncrementRetry(ctx context.Context, code, method, host string) {
+	m.c.WithLabelValues(clusterOf(ctx), code, method, host).Inc()
+}
+
+// clusterOf returns the cluster whose request it is, or "" if its context does not
+// tell. client-go passes a nil context in some paths.
+func clusterOf(ctx context.Context) string {
+	if ctx == nil {
+		return ""
+	}
+	name, _ := cluster.NameFromContext(ctx)
+	return name
 }
 
 var (

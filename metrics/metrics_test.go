@@ -17,6 +17,7 @@ import (
 
 	"github.com/fleetwatch/fleetwatch/aggregate"
 	"github.com/fleetwatch/fleetwatch/aggregate/aggregatetest"
+	"github.com/fleetwatch/fleetwatch/cluster"
 	"github.com/fleetwatch/fleetwatch/metrics"
 	"github.com/fleetwatch/fleetwatch/persist"
 )
@@ -117,8 +118,9 @@ func TestFleetAndSnapshotCollectors(t *testing.T) {
 	}
 }
 
-// TestClientGoRESTMetrics makes a request with a client-go client: its latency and
-// result are counted by host, and nothing of its path, query or credentials shows.
+// TestClientGoRESTMetrics makes requests with a client-go client: their latency and
+// results are counted by the cluster of their context and by host, and nothing of their
+// path, query or credentials shows.
 func TestClientGoRESTMetrics(t *testing.T) {
 	collector := metrics.ClientGo()
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -130,6 +132,10 @@ func TestClientGoRESTMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A request of a cluster's context, and one without.
+	if _, err := cs.CoreV1().Namespaces().Get(cluster.NewContext(t.Context(), "prod"), "s3cret-ns", metav1.GetOptions{}); err != nil {
+		t.Fatalf("GET: %v", err)
+	}
 	if _, err := cs.CoreV1().Namespaces().Get(t.Context(), "s3cret-ns", metav1.GetOptions{}); err != nil {
 		t.Fatalf("GET: %v", err)
 	}
@@ -138,8 +144,10 @@ func TestClientGoRESTMetrics(t *testing.T) {
 	got := gather(t, reg)
 	host := mustHost(t, ts.URL)
 	for _, sample := range []string{
-		"rest_client_requests_total{code=200,host=" + host + ",method=GET}",
-		"rest_client_request_duration_seconds{host=" + host + ",verb=GET}",
+		"rest_client_requests_total{cluster=prod,code=200,host=" + host + ",method=GET}",
+		"rest_client_requests_total{cluster=,code=200,host=" + host + ",method=GET}",
+		"rest_client_request_duration_seconds{cluster=prod,host=" + host + ",verb=GET}",
+		"rest_client_request_duration_seconds{cluster=,host=" + host + ",verb=GET}",
 	} {
 		if got[sample] < 1 {
 			t.Errorf("%s = %v, want at least 1", sample, got[sample])

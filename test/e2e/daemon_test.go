@@ -374,9 +374,9 @@ server:
 				t.Errorf("the clusters' bearer token appears in the daemon's %s", what)
 			}
 		}
-		// client-go's requests to each apiserver are counted, by host.
+		// client-go's requests to each apiserver are counted, by cluster and host.
 		for _, c := range env.Clusters {
-			sample := fmt.Sprintf(`rest_client_requests_total{code="200",host=%q,method="GET"}`, strings.TrimPrefix(c.Server(), "https://"))
+			sample := fmt.Sprintf(`rest_client_requests_total{cluster=%q,code="200",host=%q,method="GET"}`, c.Name, strings.TrimPrefix(c.Server(), "https://"))
 			if !strings.Contains(string(metrics), sample) {
 				t.Errorf("/metrics lack %s", sample)
 			}
