@@ -75,7 +75,8 @@ type Options struct {
 	// TLSCertFile and TLSKeyFile are PEM files of the server's certificate (followed by
 	// any intermediates) and its key. Both or neither; when set, the server speaks HTTPS
 	// only. The files are read again when they change, so a rotated certificate is used
-	// without a restart. Default: none.
+	// without a restart: at once where file events are delivered, else within 10s.
+	// Default: none.
 	TLSCertFile string
 	TLSKeyFile  string
 
@@ -84,7 +85,8 @@ type Options struct {
 	// only clusters it may read; such a token cannot read /metrics). Blank lines and
 	// lines starting with # are ignored. When set, every request except the probes
 	// (/healthz, /livez, /readyz) must carry "Authorization: Bearer <token>" with one of
-	// them, or one that Delegated accepts. The file is read again when it changes; if
+	// them, or one that Delegated accepts. The file is read again when it changes (at
+	// once where file events are delivered, else within 10s), not at each request; if
 	// it cannot be read or parsed, no token of it is accepted until it can. Tokens are
 	// never logged. Default: none.
 	TokenFile string
