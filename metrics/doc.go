@@ -16,6 +16,7 @@
 // The collectors read through the small interfaces Source and SnapshotSource, which a
 // *fleetwatch.Manager satisfies; the package imports aggregate, cluster and persist for
 // their types, and never the root package or server. Package server serves these collectors
-// at /metrics next to its own HTTP and watch metrics. No collector reads an object's
+// at /metrics next to its own HTTP and watch metrics, among which
+// fleetwatch_events_total: the changes that its watch cache received. No collector reads an object's
 // contents: Secret values and credentials never reach a metric.
 package metrics
