@@ -16,7 +16,9 @@
 //	                                                ──► both, in that order    replaced
 //
 // The ctx given to Engage lives as long as the cluster is in the set. Its cause tells
-// removal (ErrClusterRemoved, ErrClusterReplaced) from shutdown. An Aware that is also a
+// removal (ErrClusterRemoved, ErrClusterReplaced) from shutdown, and it carries the
+// cluster's name (NameFromContext), by which package metrics labels the requests made
+// with it. An Aware that is also a
 // SelectionObserver learns the names that each read of the files selects, before the
 // changes are applied, so that it can drop state it holds of clusters never engaged
 // again. SetOptions changes the

@@ -31,7 +31,8 @@ type Aware interface {
 	// keeps them on shutdown tests errors.Is(context.Cause(ctx), ErrClusterRemoved).
 	//
 	// ctx carries the logger of the context given to Provider.Start, with the key
-	// "cluster" set to the cluster name (see klog.FromContext).
+	// "cluster" set to the cluster name (see klog.FromContext), and the cluster name
+	// (see NameFromContext).
 	//
 	// Engage must return promptly: work that lasts runs in goroutines bound to ctx. If
 	// it returns an error, ctx is cancelled with that error, the cluster is not in the
@@ -306,7 +307,7 @@ func (p *Provider) apply(ctx context.Context, logger klog.Logger, next []*Cluste
 }
 
 func (p *Provider) engage(ctx context.Context, logger klog.Logger, c *Cluster) {
-	cctx, cancel := context.WithCancelCause(klog.NewContext(ctx, klog.FromContext(ctx).WithValues("cluster", c.Name)))
+	cctx, cancel := context.WithCancelCause(klog.NewContext(NewContext(ctx, c.Name), klog.FromContext(ctx).WithValues("cluster", c.Name)))
 	if err := p.aware.Engage(cctx, c); err != nil {
 		cancel(err)
 		logger.Error(err, "Engaging cluster failed; retrying at the next reload", clusterKeys(c)...)

@@ -51,6 +51,9 @@ func (r *recorder) Engage(ctx context.Context, c *Cluster) error {
 		r.calls = append(r.calls, "engage failed "+c.Name)
 		return err
 	}
+	if name, ok := NameFromContext(ctx); !ok || name != c.Name {
+		r.t.Errorf("cluster %q engaged with a context of cluster %q (%v)", c.Name, name, ok)
+	}
 	if old, ok := r.engaged[c.Name]; ok && old.ctx.Err() == nil {
 		r.t.Errorf("cluster %q engaged while its previous engagement is live", c.Name)
 	}

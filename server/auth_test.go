@@ -61,9 +61,9 @@ func TestAuthentication(t *testing.T) {
 
 	t.Run("rotation", func(t *testing.T) {
 		replaceFile(t, writeFile(t, t.TempDir(), "new", "third-token\n"), tokens)
-		if r := f.get(pods, "Authorization", "Bearer first-token"); r.code != http.StatusUnauthorized {
-			t.Errorf("revoked token: %d", r.code)
-		}
+		eventually(t, "the revoked token is refused", func() bool {
+			return f.get(pods, "Authorization", "Bearer first-token").code == http.StatusUnauthorized
+		})
 		if r := f.get(pods, "Authorization", "Bearer third-token"); r.code != http.StatusOK {
 			t.Errorf("new token: %d", r.code)
 		}
@@ -73,13 +73,13 @@ func TestAuthentication(t *testing.T) {
 		if err := os.Remove(tokens); err != nil {
 			t.Fatal(err)
 		}
-		if r := f.get(pods, "Authorization", "Bearer third-token"); r.code != http.StatusUnauthorized {
-			t.Errorf("token of a removed file: %d", r.code)
-		}
+		eventually(t, "the token of a removed file is refused", func() bool {
+			return f.get(pods, "Authorization", "Bearer third-token").code == http.StatusUnauthorized
+		})
 		writeFile(t, dir, "tokens", "fourth-token\n")
-		if r := f.get(pods, "Authorization", "Bearer fourth-token"); r.code != http.StatusOK {
-			t.Errorf("token of the file written again: %d", r.code)
-		}
+		eventually(t, "the token of the file written again is accepted", func() bool {
+			return f.get(pods, "Authorization", "Bearer fourth-token").code == http.StatusOK
+		})
 	})
 }
 
@@ -161,9 +161,9 @@ func TestTokenFileErrorLog(t *testing.T) {
 		t.Fatalf("before: %d %s", r.code, r.body)
 	}
 	replaceFile(t, writeFile(t, t.TempDir(), "new", "first-s3cret second-s3cret\nthird-s3cret user=ci fourth-s3cret=x\n"), tokens)
-	if r := f.get(pods, "Authorization", "Bearer first-s3cret"); r.code != http.StatusUnauthorized {
-		t.Fatalf("with a token file that does not parse: %d %s", r.code, r.body)
-	}
+	eventually(t, "no token is accepted with a token file that does not parse", func() bool {
+		return f.get(pods, "Authorization", "Bearer first-s3cret").code == http.StatusUnauthorized
+	})
 	got := log.String()
 	if !strings.Contains(got, "Cannot read the token file") || !strings.Contains(got, "1: field 2 is not key=value") || !strings.Contains(got, "2: field 3 has an unknown key") {
 		t.Fatalf("the log does not say what is wrong:\n%s", got)

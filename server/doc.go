@@ -33,4 +33,17 @@
 // them (the probes and /metrics are exempt). What a client may read is decided before its request reads the cache, whose locks see only a filter that
 // does no I/O. Lists and Tables are streamed one item at a time (writeList), so that the
 // limits bound the memory that responses take.
+//
+// /metrics serves the server's own metrics (HTTP requests, watches, the limits, and the
+// changes the watch cache received) next to the fleet's, whose collectors package
+// metrics owns. The files are in rooms by concern: authentication and authorization
+// (auth.go, tokenfile.go, delegated.go), TLS certificates (tls.go), panic recovery
+// (recover.go), the status code recorder (status.go), the limits (limit.go), routing
+// (route.go), and the watch cache (cache.go) with its reads (resource.go, watch.go).
+// The token file and the TLS files are followed through internal/filewatch while the
+// server runs: a change applies without a restart, and no request reads a file.
+// Requests log through the logger of their context.
+//
+// server imports aggregate, cluster and metrics; it never imports the root package,
+// whose Manager it reads through Source, nor informer or persist.
 package server

@@ -271,8 +271,32 @@ func newFixture(t testing.TB, setOpts func(*Options)) *fixture {
 	}))
 	t.Cleanup(f.http.Close)
 	t.Cleanup(s.stop) // ends watches before the HTTP server waits for them
+	// Serve follows the token and TLS files; the fixture serves Handler, so it follows
+	// them itself.
+	following := make(chan struct{})
+	go func() {
+		defer close(following)
+		s.followFiles(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-following
+	})
 	f.sync()
 	return f
+}
+
+// eventually polls cond until it holds, and fails the test if it does not within 10s:
+// a changed file applies once the server has seen the change.
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within 10s: %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // apply adds or updates an object in the fleet.

@@ -273,7 +273,7 @@ func writeList(w http.ResponseWriter, r *http.Request, head any, n int, item fun
 		b, err := json.Marshal(item(sent))
 		if err != nil {
 			// The headers are sent: nothing left but to cut the response short.
-			klog.ErrorS(err, "Cannot encode a list item; response cut short", "head", fmt.Sprintf("%T", head))
+			klog.FromContext(ctx).Error(err, "Cannot encode a list item; response cut short", "head", fmt.Sprintf("%T", head))
 			panic(http.ErrAbortHandler)
 		}
 		if sent > 0 {

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log"
 	"maps"
 	"net"
 	"net/http"
@@ -74,7 +75,8 @@ type Options struct {
 	// TLSCertFile and TLSKeyFile are PEM files of the server's certificate (followed by
 	// any intermediates) and its key. Both or neither; when set, the server speaks HTTPS
 	// only. The files are read again when they change, so a rotated certificate is used
-	// without a restart. Default: none.
+	// without a restart: at once where file events are delivered, else within 10s.
+	// Default: none.
 	TLSCertFile string
 	TLSKeyFile  string
 
@@ -83,7 +85,8 @@ type Options struct {
 	// only clusters it may read; such a token cannot read /metrics). Blank lines and
 	// lines starting with # are ignored. When set, every request except the probes
 	// (/healthz, /livez, /readyz) must carry "Authorization: Bearer <token>" with one of
-	// them, or one that Delegated accepts. The file is read again when it changes; if
+	// them, or one that Delegated accepts. The file is read again when it changes (at
+	// once where file events are delivered, else within 10s), not at each request; if
 	// it cannot be read or parsed, no token of it is accepted until it can. Tokens are
 	// never logged. Default: none.
 	TokenFile string
@@ -159,11 +162,14 @@ type Options struct {
 	Version version.Info
 
 	// Collectors are more Prometheus collectors to serve at /metrics, next to the
-	// server's own (HTTP requests, fleet, Go runtime and process). Default: none.
+	// server's own (HTTP requests, watches, limits, Go runtime and process) and the
+	// fleet's (metrics.NewFleetCollector of the Source), such as
+	// metrics.NewSnapshotCollector. Default: none.
 	Collectors []prometheus.Collector
-	// ClientGoMetrics serves the metrics of client-go's work queues and informers at
-	// /metrics. client-go takes one metrics provider per process, so this installs
-	// ClientGoCollector's provider if no other was installed first. Default false.
+	// ClientGoMetrics serves the metrics of client-go's work queues, informers and REST
+	// clients at /metrics. client-go takes one metrics provider per process, so this
+	// installs metrics.ClientGo's provider if no other was installed first. Default
+	// false.
 	ClientGoMetrics bool
 
 	// Clock tells the time for the AGE columns of tables. Default: the real clock.
@@ -227,19 +233,29 @@ func (o Options) withDefaults() Options {
 
 func (o Options) validate() error {
 	var errs []error
-	for name, d := range map[string]time.Duration{
-		"ReadHeaderTimeout": o.ReadHeaderTimeout, "ReadTimeout": o.ReadTimeout, "WriteTimeout": o.WriteTimeout,
-		"IdleTimeout": o.IdleTimeout, "WatchTimeout": o.WatchTimeout, "BookmarkInterval": o.BookmarkInterval,
-		"ShutdownTimeout": o.ShutdownTimeout,
+	// Slices, not maps, so that the errors come in the order of the fields, the same
+	// at every run.
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"ReadHeaderTimeout", o.ReadHeaderTimeout}, {"ReadTimeout", o.ReadTimeout}, {"WriteTimeout", o.WriteTimeout},
+		{"IdleTimeout", o.IdleTimeout}, {"WatchTimeout", o.WatchTimeout}, {"BookmarkInterval", o.BookmarkInterval},
+		{"ShutdownTimeout", o.ShutdownTimeout},
 	} {
-		if d < 0 {
-			errs = append(errs, fmt.Errorf("Options.%s: negative duration %v: %w", name, d, ErrInvalidOptions))
+		if d.v < 0 {
+			errs = append(errs, fmt.Errorf("Options.%s: negative duration %v: %w", d.name, d.v, ErrInvalidOptions))
 		}
 	}
-	for name, n := range map[string]int{"HistorySize": o.HistorySize, "MaxRequestsInFlight": o.MaxRequestsInFlight, "MaxWatches": o.MaxWatches,
-		"MaxWatchesPerClient": o.MaxWatchesPerClient} {
-		if n < 0 {
-			errs = append(errs, fmt.Errorf("Options.%s: negative number %d: %w", name, n, ErrInvalidOptions))
+	for _, n := range []struct {
+		name string
+		v    int
+	}{
+		{"HistorySize", o.HistorySize}, {"MaxRequestsInFlight", o.MaxRequestsInFlight}, {"MaxWatches", o.MaxWatches},
+		{"MaxWatchesPerClient", o.MaxWatchesPerClient},
+	} {
+		if n.v < 0 {
+			errs = append(errs, fmt.Errorf("Options.%s: negative number %d: %w", n.name, n.v, ErrInvalidOptions))
 		}
 	}
 	if (o.TLSCertFile == "") != (o.TLSKeyFile == "") {
@@ -373,7 +389,9 @@ func New(src Source, opts Options) (*Server, error) {
 
 // Handler returns the server's HTTP handler, for tests and for mounting in another
 // server. It sets no timeouts of its own beyond those of each request (WriteTimeout);
-// the http.Server it runs in should set the rest, as Start does.
+// the http.Server it runs in should set the rest, as Start does. The token file and
+// the TLS files are re-read when they change only while Start or Serve runs. Requests
+// log through the logger of their context (klog.FromContext).
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // Start listens on Options.Address and serves until ctx is done, then shuts down: it
@@ -402,6 +420,16 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	defer s.reg.Remove()
 
 	logger := klog.FromContext(ctx)
+	followCtx, stopFollowing := context.WithCancel(ctx)
+	following := make(chan struct{})
+	go func() {
+		defer close(following)
+		s.followFiles(followCtx)
+	}()
+	defer func() {
+		stopFollowing()
+		<-following
+	}()
 	srv := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
@@ -410,7 +438,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		// WriteTimeout is left unset: it would end every watch. Each request sets its own
 		// write deadline instead (Options.WriteTimeout).
 		MaxHeaderBytes: 1 << 20,
-		ErrorLog:       klog.NewStandardLogger("INFO"),
+		ErrorLog:       log.New(logWriter{logger}, "", 0),
 		BaseContext:    func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
 	if s.certs != nil {
@@ -443,6 +471,15 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	<-done
 	logger.Info("Stopped serving the fleet API")
 	return err
+}
+
+// logWriter is the http.Server's ErrorLog: its lines (such as failed TLS handshakes)
+// go to the logger of Serve's context.
+type logWriter struct{ logger klog.Logger }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.logger.Info(strings.TrimSpace(string(p)))
+	return len(p), nil
 }
 
 // stop ends the watches.

@@ -105,6 +105,40 @@ func TestNewOptions(t *testing.T) {
 	}
 }
 
+// TestValidateOrder sets every number and duration negative: the errors come in the
+// order of the fields, the same at every run.
+func TestValidateOrder(t *testing.T) {
+	neg := Options{
+		Address:           DefaultAddress,
+		ReadHeaderTimeout: -1, ReadTimeout: -1, WriteTimeout: -1, IdleTimeout: -1, WatchTimeout: -1,
+		BookmarkInterval: -1, ShutdownTimeout: -1,
+		HistorySize: -1, MaxRequestsInFlight: -1, MaxWatches: -1, MaxWatchesPerClient: -1,
+	}
+	want := []string{"ReadHeaderTimeout", "ReadTimeout", "WriteTimeout", "IdleTimeout", "WatchTimeout",
+		"BookmarkInterval", "ShutdownTimeout", "HistorySize", "MaxRequestsInFlight", "MaxWatches", "MaxWatchesPerClient"}
+	first := ""
+	for range 20 {
+		err := neg.validate()
+		if err == nil {
+			t.Fatal("validate accepted negative options")
+		}
+		lines := strings.Split(err.Error(), "\n")
+		if len(lines) != len(want) {
+			t.Fatalf("%d errors, want %d:\n%v", len(lines), len(want), err)
+		}
+		for i, name := range want {
+			if !strings.HasPrefix(lines[i], "Options."+name+": ") {
+				t.Fatalf("error %d is %q, want one about Options.%s", i, lines[i], name)
+			}
+		}
+		if first == "" {
+			first = err.Error()
+		} else if err.Error() != first {
+			t.Fatalf("errors changed from\n%s\nto\n%s", first, err)
+		}
+	}
+}
+
 func TestStart(t *testing.T) {
 	f := newFixture(t, func(o *Options) { o.Address = "127.0.0.1:0" })
 	ctx, cancel := context.WithCancel(context.Background())
@@ -196,14 +230,14 @@ func TestServeTLS(t *testing.T) {
 	newCert, newKey := testcert.Write(t, t.TempDir(), "second")
 	replaceFile(t, newCert, cert)
 	replaceFile(t, newKey, key)
-	conn, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{InsecureSkipVerify: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cn := conn.ConnectionState().PeerCertificates[0].Subject.CommonName; cn != "second" {
-		t.Errorf("certificate after rotation: %s", cn)
-	}
-	conn.Close()
+	eventually(t, "the rotated certificate is served", func() bool {
+		conn, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{InsecureSkipVerify: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		return conn.ConnectionState().PeerCertificates[0].Subject.CommonName == "second"
+	})
 
 	// Shut down with a watch open: the watch ends, Serve returns.
 	req, _ := http.NewRequest(http.MethodGet, base+clusterPath(prod)+"/api/v1/pods?watch=1", nil)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/fleetwatch/fleetwatch"
 	"github.com/fleetwatch/fleetwatch/config"
+	"github.com/fleetwatch/fleetwatch/metrics"
 	"github.com/fleetwatch/fleetwatch/persist"
 	"github.com/fleetwatch/fleetwatch/server"
 )
@@ -178,8 +179,8 @@ func runDaemon(ctx context.Context, cfg *config.Config, mgr *fleetwatch.Manager,
 		TokenFile:   cfg.Server.Auth.TokenFile,
 		Delegated:   delegated,
 		Version:     apiversion.Info{GitVersion: buildVersion(), GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH},
-		Collectors:  []prometheus.Collector{mgr.SnapshotCollector()},
-		// client-go's workqueue and informer metrics on /metrics.
+		Collectors:  []prometheus.Collector{metrics.NewSnapshotCollector(mgr)},
+		// client-go's workqueue, informer and REST client metrics on /metrics.
 		ClientGoMetrics: true,
 
 		MaxRequestsInFlight: cfg.Server.Limits.MaxRequestsInFlight,

@@ -374,6 +374,13 @@ server:
 				t.Errorf("the clusters' bearer token appears in the daemon's %s", what)
 			}
 		}
+		// client-go's requests to each apiserver are counted, by cluster and host.
+		for _, c := range env.Clusters {
+			sample := fmt.Sprintf(`rest_client_requests_total{cluster=%q,code="200",host=%q,method="GET"}`, c.Name, strings.TrimPrefix(c.Server(), "https://"))
+			if !strings.Contains(string(metrics), sample) {
+				t.Errorf("/metrics lack %s", sample)
+			}
+		}
 	})
 	t.Run("serving speed: fleet list vs the apiservers' own", func(t *testing.T) {
 		const rounds = 20

@@ -1,6 +1,17 @@
-package fleetwatch
+package metrics
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fleetwatch/fleetwatch/persist"
+)
+
+// SnapshotSource is what NewSnapshotCollector reads: a *fleetwatch.Manager.
+type SnapshotSource interface {
+	// SnapshotStats returns the snapshot writer's statistics; ok is false without a
+	// snapshot.
+	SnapshotStats() (stats persist.Stats, ok bool)
+}
 
 var (
 	snapshotLagDesc = prometheus.NewDesc("fleetwatch_snapshot_lag_seconds",
@@ -19,11 +30,13 @@ var (
 		"Size of the snapshot file.", nil, nil)
 )
 
-// SnapshotCollector returns a Prometheus collector of the Manager's snapshot writer:
-// lag, pending changes, commits and file size. Without a snapshot it collects nothing.
-func (m *Manager) SnapshotCollector() prometheus.Collector { return snapshotCollector{m} }
+// NewSnapshotCollector returns a collector of the snapshot writer of src: lag, pending
+// changes, commits and file size. Without a snapshot it collects nothing.
+func NewSnapshotCollector(src SnapshotSource) prometheus.Collector { return snapshotCollector{src} }
 
-type snapshotCollector struct{ m *Manager }
+type snapshotCollector struct{ src SnapshotSource }
+
+var _ prometheus.Collector = snapshotCollector{}
 
 func (c snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{snapshotLagDesc, snapshotOldestDesc, snapshotPendingDesc, snapshotCommitsDesc, snapshotRejectedDesc, snapshotCommitSecondsDesc, snapshotSizeDesc} {
@@ -32,7 +45,7 @@ func (c snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c snapshotCollector) Collect(ch chan<- prometheus.Metric) {
-	st, ok := c.m.SnapshotStats()
+	st, ok := c.src.SnapshotStats()
 	if !ok {
 		return
 	}
