@@ -26,4 +26,7 @@
 // Listers read the Indexer: Lister across the fleet, and Lister.Cluster, a
 // cache.GenericLister of one cluster for code written against client-go. NewQueue and
 // EnqueueHandler connect events to a client-go work queue of keys.
+//
+// It imports no fleetwatch package: clusters, informers, the snapshot and the server
+// all feed or read the fleet from outside.
 package aggregate

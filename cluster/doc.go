@@ -31,4 +31,6 @@
 // unreachable or healthy again; RunHealth probes /readyz with capped, jittered backoff.
 //
 // This package knows nothing about resources or storage.
+//
+// Of fleetwatch it imports only internal/filewatch.
 package cluster

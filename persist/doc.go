@@ -60,4 +60,7 @@
 // Secrets) sets meta/compact in its transaction, and Open then rewrites the file without
 // its free pages and renames the copy over it: a file with meta/compact, left by a crash
 // in between, is compacted by the next Open.
+//
+// Of fleetwatch it imports only internal/intern: it knows nothing of clusters as the
+// cluster package has them, of informers, of the fleet or of HTTP.
 package persist

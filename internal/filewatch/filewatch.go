@@ -6,6 +6,8 @@
 //
 // A Watch only says that something may have changed; its users re-read the files, and
 // poll as well, since file events are not delivered on every file system.
+//
+// It imports nothing of fleetwatch.
 package filewatch
 
 import (

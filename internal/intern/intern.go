@@ -11,6 +11,8 @@
 // over, so that values seen once (names, UIDs, timestamps) cannot fill it for good and
 // the values that repeat are learnt again at once. Strings already handed out stay
 // shared.
+//
+// It imports nothing of fleetwatch.
 package intern
 
 import "strings"

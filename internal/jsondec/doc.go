@@ -33,4 +33,6 @@
 // Nothing that a Decoder returns shares memory with its input or with the Decoder's
 // scratch space, except the object that WatchEvent returns, which is a slice of the
 // input.
+//
+// Of fleetwatch it imports only internal/intern.
 package jsondec

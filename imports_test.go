@@ -1,0 +1,50 @@
+package fleetwatch_test
+
+import (
+	"go/build"
+	"path"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestImports holds each package to the imports its doc allows (docs/design.md,
+// "Packages"): the rooms of fleetwatch import each other only in these directions, and
+// none imports the root package.
+func TestImports(t *testing.T) {
+	const module = "github.com/fleetwatch/fleetwatch"
+	allowed := map[string][]string{
+		".":                  {"aggregate", "cluster", "informer", "internal/gctune", "persist"},
+		"aggregate":          nil,
+		"cluster":            {"internal/filewatch"},
+		"config":             {"cluster", "informer", "persist", "server"},
+		"informer":           {"internal/intern", "internal/wire"},
+		"metrics":            {"aggregate", "cluster", "persist"},
+		"persist":            {"internal/intern"},
+		"server":             {"aggregate", "cluster", "internal/filewatch", "metrics"},
+		"internal/filewatch": nil,
+		"internal/gctune":    nil,
+		"internal/intern":    nil,
+		"internal/jsondec":   {"internal/intern"},
+		"internal/wire":      {"internal/jsondec"},
+	}
+	for dir, want := range allowed {
+		pkg, err := build.ImportDir(dir, 0)
+		if err != nil {
+			t.Errorf("%s: %v", dir, err)
+			continue
+		}
+		for _, imp := range pkg.Imports {
+			rel, ok := strings.CutPrefix(imp, module+"/")
+			if !ok {
+				if imp == module {
+					t.Errorf("%s imports the root package", dir)
+				}
+				continue
+			}
+			if !slices.Contains(want, path.Clean(rel)) {
+				t.Errorf("%s imports %s, which its room does not allow (allowed: %v)", dir, rel, want)
+			}
+		}
+	}
+}
