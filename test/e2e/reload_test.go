@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -275,16 +274,8 @@ func TestDaemonReloadsConfig(t *testing.T) {
 // httpGet returns the status code and body of a GET of url.
 func httpGet(t *testing.T, url string) (int, []byte) {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, body
+	r := get(t.Context(), t, http.DefaultClient, url, "")
+	return r.code, r.body
 }
 
 // listItems returns the items of the list at url; none if it answers 404.
