@@ -31,15 +31,17 @@ type Item[T any] struct {
 // object it returns is converted from the cached one at the call
 // (runtime.DefaultUnstructuredConverter), so, unlike with client-go listers, the caller
 // owns it and may modify it, for example to write it back to its cluster. The price is
-// one conversion per object returned, by reflection: about 10µs and 2 KiB for a Pod
-// with one container (BenchmarkTypedListerGet; a Get of Lister takes 40ns), more for
-// larger objects, and a copy of each in memory for as long as the caller keeps it. A controller that lists many objects to look
-// at few of them should narrow the List with a namespace or a label selector, or read
-// the cached objects through Lister.
+// one conversion per object returned, by reflection: about 10µs and 2 KiB for a Pod with
+// one container (BenchmarkTypedListerGet; a Get of Lister takes 40ns), more for larger
+// objects, and a copy of each in memory for as long as the caller keeps it. A controller
+// that lists many objects to look at few of them should narrow the List with a
+// namespace or a label selector, or read the cached objects through Lister.
 //
 // Objects come with the TypeMeta of T (apiVersion and kind set), as controller-runtime's
-// cache gives them. Returned slices are fresh; their order is unspecified. Like Lister,
-// it is safe for concurrent use.
+// cache gives them. A metav1.PartialObjectMetadata has the apiVersion and kind of the
+// object it describes when the resource is cached in full, and those the cache holds
+// when it is cached metadata-only. Returned slices are fresh; their order is
+// unspecified. Like Lister, it is safe for concurrent use.
 type TypedLister[T any] struct {
 	ix *Indexer
 	// gvk is T's kind in the resource's group and version; empty when partial.
