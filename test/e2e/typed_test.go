@@ -333,3 +333,29 @@ func TestTypedReadsAndWriteBack(t *testing.T) {
 		}
 	})
 }
+
+// typedReadsEqual says how the typed reads of pods and deployments of each cluster in
+// got differ from those in want.
+func typedReadsEqual(t *testing.T, clusters []*testenv.Cluster, want, got *aggregate.Fleet) string {
+	t.Helper()
+	wl, gl := newTypedListers(t, want), newTypedListers(t, got)
+	for _, c := range clusters {
+		wp, err1 := wl.pods.Cluster(c.Name).List(nil)
+		gp, err2 := gl.pods.Cluster(c.Name).List(nil)
+		wd, err3 := wl.deployments.Cluster(c.Name).List(nil)
+		gd, err4 := gl.deployments.Cluster(c.Name).List(nil)
+		if err := errors.Join(err1, err2, err3, err4); err != nil {
+			return err.Error()
+		}
+		if len(wp) == 0 || len(wd) == 0 {
+			return fmt.Sprintf("%s: %d pods and %d deployments to compare", c.Name, len(wp), len(wd))
+		}
+		if d := diffTyped(pointers(wp), pointers(gp)); d != "" {
+			return c.Name + " pods: " + d
+		}
+		if d := diffTyped(pointers(wd), pointers(gd)); d != "" {
+			return c.Name + " deployments: " + d
+		}
+	}
+	return ""
+}
