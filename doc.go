@@ -13,7 +13,8 @@
 //	err = mgr.Start(ctx) // blocks until ctx is done
 //
 // Listers, indices and handlers are those of the aggregate.Fleet returned by Fleet; the
-// state of every cluster is in Status. Reconfigure changes the cluster selection and the
+// state of every cluster is in Status, and RESTConfig gives the rest.Config of each engaged
+// cluster, to write back to the cluster an event came from. Reconfigure changes the cluster selection and the
 // resources of a running Manager in place: what did not change is not listed again. Add
 // runs a program's own Runnables, such as an HTTP server, with the Manager; Start stops
 // everything in order within one Options.GracefulShutdownTimeout.

@@ -13,6 +13,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -338,6 +339,34 @@ func (m *Manager) SnapshotStats() (stats persist.Stats, ok bool) {
 // cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) waits for the initial lists of the
 // clusters, also for handlers added before Start.
 func (m *Manager) Fleet() *aggregate.Fleet { return m.fleet }
+
+// RESTConfig returns a copy of the rest.Config with which the Manager reaches the engaged
+// cluster name, so that a controller can write back to the cluster an event came from
+// (Event.Cluster, Key.Cluster):
+//
+//	cfg, err := mgr.RESTConfig(e.Cluster)
+//	...
+//	cs, err := kubernetes.NewForConfig(cfg)
+//
+// It connects as the cluster's kubeconfig context does, with cluster.Options' QPS, Burst
+// and UserAgent, and has no timeout. The copy is the caller's to change. A cluster
+// replaced because its connection changed in the kubeconfig (see cluster.Provider) gets
+// a new config: clients built from the old one keep the old connection, so a controller
+// that keeps clients per cluster builds them again when RESTConfig's Host or credentials
+// change, or builds them per write.
+//
+// It returns an error wrapping ErrUnknownCluster for a cluster that is not engaged: one
+// the kubeconfig files do not select, one that left the fleet, or one known only from
+// the snapshot until the kubeconfig files are read.
+func (m *Manager) RESTConfig(name string) (*rest.Config, error) {
+	m.mu.Lock()
+	mb := m.members[name]
+	m.mu.Unlock()
+	if mb == nil {
+		return nil, fmt.Errorf("rest config of cluster %q: %w", name, ErrUnknownCluster)
+	}
+	return rest.CopyConfig(mb.cluster.Config), nil
+}
 
 // Status returns the status of every engaged cluster, sorted by name.
 func (m *Manager) Status() []aggregate.ClusterStatus { return m.status.List() }

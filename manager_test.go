@@ -153,6 +153,9 @@ func TestManagerEngagesAndDisengages(t *testing.T) {
 	if m.Ready() || len(m.Status()) != 0 {
 		t.Errorf("before Start: Ready %t, status %v; want not ready and none", m.Ready(), m.Status())
 	}
+	if _, err := m.RESTConfig("a"); !errors.Is(err, fleetwatch.ErrUnknownCluster) {
+		t.Errorf("RESTConfig before Start: got %v, want ErrUnknownCluster", err)
+	}
 	start(t, m)
 
 	eventually(t, "both clusters engaged and identified", func() string {
@@ -164,6 +167,16 @@ func TestManagerEngagesAndDisengages(t *testing.T) {
 	})
 	if st, _ := m.ClusterStatus("a"); st.Server != servers["a"].URL || len(st.Resources) != 1 || st.Resources[0].Name != "configmaps" {
 		t.Errorf("status of a: %+v; want its server and the configmaps", st)
+	}
+	for name, s := range servers {
+		cfg, err := m.RESTConfig(name)
+		if err != nil || cfg.Host != s.URL {
+			t.Fatalf("RESTConfig(%s): %v, %v; want the config of %s", name, cfg, err, s.URL)
+		}
+		cfg.Host = "https://changed.invalid"
+		if again, _ := m.RESTConfig(name); again.Host != s.URL {
+			t.Errorf("RESTConfig(%s) after a change to the returned copy: host %s", name, again.Host)
+		}
 	}
 	eventually(t, "ready once the sync timeout has passed", func() string {
 		if !m.Ready() {
@@ -193,6 +206,9 @@ func TestManagerEngagesAndDisengages(t *testing.T) {
 	})
 	if _, ok := m.ClusterStatus("b"); ok {
 		t.Error("ClusterStatus(b) found after b left")
+	}
+	if _, err := m.RESTConfig("b"); !errors.Is(err, fleetwatch.ErrUnknownCluster) {
+		t.Errorf("RESTConfig(b) after b left: got %v, want ErrUnknownCluster", err)
 	}
 }
 

@@ -24,7 +24,9 @@
 // from a snapshot, a relist) change nothing and are not delivered unless asked for.
 //
 // Listers read the Indexer: Lister across the fleet, and Lister.Cluster, a
-// cache.GenericLister of one cluster for code written against client-go. NewQueue and
+// cache.GenericLister of one cluster for code written against client-go. NewTypedLister
+// reads them as Go types of a scheme (corev1.Pod), converting each object it returns, in
+// the shape of client-go's generated listers. NewQueue and
 // EnqueueHandler connect events to a client-go work queue of keys.
 //
 // It imports no fleetwatch package: clusters, informers, the snapshot and the server

@@ -27,6 +27,12 @@ var (
 	// IndexLabel).
 	ErrInvalidIndexValue = errors.New("aggregate: invalid index value")
 
+	// ErrTypeMismatch means the objects of a resource cannot be read as the type of a
+	// TypedLister: the scheme does not register the type in the resource's group and
+	// version, or a cached object is of another kind, is metadata-only, or does not
+	// convert.
+	ErrTypeMismatch = errors.New("aggregate: object does not convert to the lister's type")
+
 	// ErrStoreRemoved means a write went to a ClusterStore whose cluster or resource has
 	// been removed from the fleet. Ask the Fleet for a new ClusterStore.
 	ErrStoreRemoved = errors.New("aggregate: cluster store removed")

@@ -4,10 +4,14 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/fleetwatch/fleetwatch/aggregate"
@@ -142,4 +146,38 @@ func ExampleEnqueueHandler() {
 	fmt.Println(key, m.GetResourceVersion(), err)
 	// Output:
 	// prod/default/web-0 1 <nil>
+}
+
+// Typed reads: the fleet's pods as corev1.Pods, through client-go's scheme. Each object
+// returned is a fresh conversion that the caller may modify, for example to write it back
+// to its cluster with a clientset of fleetwatch.Manager.RESTConfig(cluster).
+func ExampleNewTypedLister() {
+	fleet := aggregate.New(aggregate.Options{})
+	for _, c := range []string{"prod", "staging"} {
+		_ = fleet.ClusterStore(c, aggregatetest.Pods).Apply(aggregatetest.Pod("shop", "web-0", "1", map[string]string{"app": "web"}), true)
+	}
+
+	pods, err := aggregate.NewTypedLister[corev1.Pod](fleet, aggregatetest.Pods, scheme.Scheme)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	var pod *corev1.Pod
+	pod, _ = pods.Cluster("prod").Namespace("shop").Get("web-0")
+	fmt.Println(pod.Kind, pod.Name, pod.Spec.Containers[0].Image)
+
+	// Across the fleet, each object with its cluster.
+	items, _ := pods.List(labels.SelectorFromSet(labels.Set{"app": "web"}))
+	slices.SortFunc(items, func(a, b aggregate.Item[corev1.Pod]) int { return strings.Compare(a.Cluster, b.Cluster) })
+	for _, it := range items {
+		fmt.Println(it.Cluster, it.Object.Namespace, it.Object.Name)
+	}
+
+	_, err = pods.Cluster("prod").Namespace("shop").Get("web-1")
+	fmt.Println(apierrors.IsNotFound(err), err)
+	// Output:
+	// Pod web-0 registry.k8s.io/pause:3.10
+	// prod shop web-0
+	// staging shop web-0
+	// true pods "web-1" not found
 }

@@ -517,15 +517,9 @@ func equalityRequirements(selector labels.Selector) []labelRequirement {
 // selectLocked returns the objects in cluster (every cluster if empty) and namespace
 // (every namespace if empty, as in client-go listers) whose labels match selector.
 func (ix *Indexer) selectLocked(cluster, namespace string, selector labels.Selector) []runtime.Object {
-	if selector == nil {
-		selector = labels.Everything()
-	}
-	if labels.MatchesNothing(selector) {
+	q, ok := newQuery(namespace, selector)
+	if !ok {
 		return nil
-	}
-	q := query{namespace: namespace, selector: selector, everything: selector.Empty()}
-	if !q.everything {
-		q.requirements = equalityRequirements(selector)
 	}
 	if cluster != "" {
 		if ci := ix.clusters[cluster]; ci != nil {
@@ -546,6 +540,22 @@ type query struct {
 	selector     labels.Selector
 	everything   bool
 	requirements []labelRequirement
+}
+
+// newQuery returns the query of selector (nil matches everything) in namespace (every
+// namespace if empty), or false if selector matches nothing.
+func newQuery(namespace string, selector labels.Selector) (query, bool) {
+	if selector == nil {
+		selector = labels.Everything()
+	}
+	if labels.MatchesNothing(selector) {
+		return query{}, false
+	}
+	q := query{namespace: namespace, selector: selector, everything: selector.Empty()}
+	if !q.everything {
+		q.requirements = equalityRequirements(selector)
+	}
+	return q, true
 }
 
 // appendMatches appends the matching objects of ci to out. It scans the smallest

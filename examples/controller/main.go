@@ -1,6 +1,6 @@
 // Command controller is a minimal multi-cluster controller built on fleetwatch: one
 // cluster-aware work queue fed by fleet events, and workers that reconcile each
-// cluster/namespace/name from the federated cache.
+// cluster/namespace/name from the federated cache, read as appsv1.Deployments.
 //
 //	go run ./examples/controller --kubeconfig ~/.kube/config
 //
@@ -18,9 +18,10 @@ import (
 	"syscall"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
@@ -54,6 +55,11 @@ func run() int {
 		return 1
 	}
 	fleet := mgr.Fleet()
+	lister, err := aggregate.NewTypedLister[appsv1.Deployment](fleet, deployments, scheme.Scheme)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "controller:", err)
+		return 1
+	}
 
 	// One queue per resource; its keys carry the cluster.
 	queue := aggregate.NewQueue("deployments")
@@ -77,7 +83,7 @@ func run() int {
 	fmt.Println("controller: caches synced")
 	for range *workers {
 		go func() {
-			for processNext(fleet, queue) {
+			for processNext(lister, queue) {
 			}
 		}()
 	}
@@ -92,13 +98,13 @@ func run() int {
 }
 
 // processNext reconciles one key; it returns false once the queue is shut down.
-func processNext(fleet *aggregate.Fleet, queue workqueue.TypedRateLimitingInterface[aggregate.Key]) bool {
+func processNext(lister *aggregate.TypedLister[appsv1.Deployment], queue workqueue.TypedRateLimitingInterface[aggregate.Key]) bool {
 	key, shutdown := queue.Get()
 	if shutdown {
 		return false
 	}
 	defer queue.Done(key)
-	if err := reconcile(fleet, key); err != nil {
+	if err := reconcile(lister, key); err != nil {
 		fmt.Fprintf(os.Stderr, "reconcile %s: %v\n", key, err)
 		queue.AddRateLimited(key)
 		return true
@@ -107,9 +113,11 @@ func processNext(fleet *aggregate.Fleet, queue workqueue.TypedRateLimitingInterf
 	return true
 }
 
-// reconcile reads the object from the federated cache, as a controller reads its lister.
-func reconcile(fleet *aggregate.Fleet, key aggregate.Key) error {
-	obj, err := fleet.Lister(deployments).Cluster(key.Cluster).ByNamespace(key.Namespace).Get(key.Name)
+// reconcile reads the object from the federated cache, as a controller reads its
+// client-go lister. The Deployment is the reconciler's own copy: it could change it and
+// write it back to key.Cluster with a clientset of mgr.RESTConfig(key.Cluster).
+func reconcile(lister *aggregate.TypedLister[appsv1.Deployment], key aggregate.Key) error {
+	d, err := lister.Cluster(key.Cluster).Namespace(key.Namespace).Get(key.Name)
 	if apierrors.IsNotFound(err) {
 		fmt.Printf("%s: deleted\n", key)
 		return nil
@@ -117,12 +125,11 @@ func reconcile(fleet *aggregate.Fleet, key aggregate.Key) error {
 	if err != nil {
 		return err
 	}
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return fmt.Errorf("unexpected %T", obj)
+	var replicas int32
+	if d.Spec.Replicas != nil {
+		replicas = *d.Spec.Replicas
 	}
-	replicas, _, _ := unstructured.NestedInt64(u.Object, "spec", "replicas")
-	fmt.Printf("%s: replicas=%d generation=%d at %s\n", key, replicas, u.GetGeneration(), time.Now().Format(time.TimeOnly))
+	fmt.Printf("%s: replicas=%d generation=%d at %s\n", key, replicas, d.Generation, time.Now().Format(time.TimeOnly))
 	return nil
 }
 

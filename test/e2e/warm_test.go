@@ -243,6 +243,7 @@ func TestWarmRestart(t *testing.T) {
 		t.Fatalf("snapshot file: %v, mode %v; want 0600", err, st.Mode().Perm())
 	}
 
+	cold := mgr.Fleet()
 	t.Run("within the watch window: no list, only the changes", func(t *testing.T) {
 		want := changeWhileDown(t, env, "1")
 		before := listCounters(ctx, t, env)
@@ -252,6 +253,12 @@ func TestWarmRestart(t *testing.T) {
 			// Reads are served before Start, from the snapshot, and the clusters are Stale.
 			for _, gvr := range warmResources {
 				seeded += len(mgr.Fleet().Indexer(gvr).ListKeys())
+			}
+			// Typed reads of the objects decoded from the snapshot equal those of the
+			// cold run's cache, which equalled the servers (pods and deployments did
+			// not change meanwhile).
+			if d := typedReadsEqual(t, env.Clusters, cold, mgr.Fleet()); d != "" {
+				t.Errorf("typed reads from the snapshot: %s", d)
 			}
 			for _, st := range mgr.Status() {
 				if st.Phase != aggregate.PhaseStale {
