@@ -482,15 +482,16 @@ func (c *clientGo) start(ctx context.Context, rec *recorder) error {
 		if err != nil {
 			return fmt.Errorf("context %s: %w", name, err)
 		}
+		newFactory, err := c.newFactories(cfg)
+		if err != nil {
+			return fmt.Errorf("context %s: %w", name, err)
+		}
 		namespaces := c.namespaces
 		if len(namespaces) == 0 {
 			namespaces = []string{metav1.NamespaceAll}
 		}
 		for _, ns := range namespaces {
-			f, err := c.newFactory(cfg, ns)
-			if err != nil {
-				return fmt.Errorf("context %s: %w", name, err)
-			}
+			f := newFactory(ns)
 			for _, gvr := range benchGVRs {
 				gi, err := f.ForResource(gvr)
 				if err != nil {
@@ -542,27 +543,35 @@ func (i infallible[F]) ForResource(gvr schema.GroupVersionResource) (informers.G
 func (i infallible[F]) Start(stopCh <-chan struct{}) { i.f.Start(stopCh) }
 func (i infallible[F]) Shutdown()                    { i.f.Shutdown() }
 
-// newFactory returns the informer factory of c.impl for one context and namespace.
-func (c *clientGo) newFactory(cfg *rest.Config, ns string) (informerFactory, error) {
+// newFactories makes the client of c.impl for one context, and returns a function that
+// makes an informer factory of that client for a namespace: one client per context, as a
+// user would write it.
+func (c *clientGo) newFactories(cfg *rest.Config) (func(ns string) informerFactory, error) {
 	switch c.impl {
 	case implClientGoTyped:
 		cs, err := kubernetes.NewForConfig(cfg)
 		if err != nil {
 			return nil, err
 		}
-		return informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns)), nil
+		return func(ns string) informerFactory {
+			return informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns))
+		}, nil
 	case implClientGoMetadata:
 		mc, err := metadata.NewForConfig(cfg)
 		if err != nil {
 			return nil, err
 		}
-		return infallible[metadatainformer.SharedInformerFactory]{metadatainformer.NewFilteredSharedInformerFactory(mc, 0, ns, nil)}, nil
+		return func(ns string) informerFactory {
+			return infallible[metadatainformer.SharedInformerFactory]{metadatainformer.NewFilteredSharedInformerFactory(mc, 0, ns, nil)}
+		}, nil
 	default:
 		dyn, err := dynamic.NewForConfig(cfg)
 		if err != nil {
 			return nil, err
 		}
-		return infallible[dynamicinformer.DynamicSharedInformerFactory]{dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, ns, nil)}, nil
+		return func(ns string) informerFactory {
+			return infallible[dynamicinformer.DynamicSharedInformerFactory]{dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, ns, nil)}
+		}, nil
 	}
 }
 
