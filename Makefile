@@ -60,7 +60,8 @@ demo: tools build
 	@eval "$$(hack/build-tools.sh --print)" && export FLEETWATCH_KUBE_APISERVER FLEETWATCH_ETCD FLEETWATCH_KUBECTL && \
 		$(GO) run ./hack/demo --fleetwatch $(BIN)/fleetwatch
 
-## bench: fleetwatch next to plain client-go on real local clusters (~12 min); writes
+## bench: fleetwatch next to client-go informers (dynamic, with the managedFields transform,
+## typed, metadatainformer) on real local clusters (~18 min); writes
 ## docs/benchmarks.md. The loaded clusters are kept in BENCH_DIR for the next invocation.
 bench: tools
 	@eval "$$(hack/build-tools.sh --print)" && export FLEETWATCH_KUBE_APISERVER FLEETWATCH_ETCD FLEETWATCH_KUBECTL && \

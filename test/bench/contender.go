@@ -22,6 +22,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -32,10 +37,21 @@ import (
 	"github.com/fleetwatch/fleetwatch/persist"
 )
 
-// Contender implementations.
+// Contender implementations. The client-go ones are what a user writes instead of
+// fleetwatch, from the plainest to the strongest for the same objects: typed informers
+// with the managedFields transform for full objects, the metadatainformer with it for
+// metadata-only.
 const (
-	implClientGo   = "clientgo"
-	implFleetwatch = "fleetwatch"
+	// implClientGo is dynamic informers without a transform.
+	implClientGo = "clientgo"
+	// implClientGoStripped is dynamic informers with stripManagedFields as transform.
+	implClientGoStripped = "clientgo-stripped"
+	// implClientGoTyped is typed informers (informers.SharedInformerFactory) with
+	// stripManagedFields.
+	implClientGoTyped = "clientgo-typed"
+	// implClientGoMetadata is metadatainformer with stripManagedFields.
+	implClientGoMetadata = "clientgo-metadata"
+	implFleetwatch       = "fleetwatch"
 )
 
 // Contender modes.
@@ -215,7 +231,7 @@ type contender interface {
 
 func runContender(args []string) (err error) {
 	fs := flag.NewFlagSet("contender", flag.ContinueOnError)
-	impl := fs.String("impl", implClientGo, "implementation: clientgo or fleetwatch")
+	impl := fs.String("impl", implClientGo, "implementation: clientgo, clientgo-stripped, clientgo-typed, clientgo-metadata or fleetwatch")
 	mode := fs.String("mode", modeSync, "sync or watch")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig with one context per cluster")
 	metadataOnly := fs.Bool("metadata-only", false, "fleetwatch: cache every resource metadata-only")
@@ -256,8 +272,8 @@ func runContender(args []string) (err error) {
 
 	var c contender
 	switch *impl {
-	case implClientGo:
-		c = &clientGo{kubeconfig: *kubeconfig, namespaces: splitList(*namespaces)}
+	case implClientGo, implClientGoStripped, implClientGoTyped, implClientGoMetadata:
+		c = &clientGo{impl: *impl, kubeconfig: *kubeconfig, namespaces: splitList(*namespaces)}
 	case implFleetwatch:
 		fw := &fleetwatchContender{kubeconfig: *kubeconfig, metadataOnly: *metadataOnly, snapshotPath: *snapshot, namespaces: splitList(*namespaces)}
 		if err := fw.open(); err != nil {
@@ -426,15 +442,17 @@ func writeHeapProfile(path string) error {
 	return f.Close()
 }
 
-// clientGo is what a user writes without fleetwatch: one dynamic informer factory per
-// kubeconfig context, an informer per resource, and a handler on each.
+// clientGo is what a user writes without fleetwatch: one informer factory per kubeconfig
+// context (and namespace), an informer per resource, and a handler on each. impl says
+// which factory, and whether the informers strip managedFields.
 type clientGo struct {
+	impl       string
 	kubeconfig string
 	// namespaces, if not empty, are the only namespaces cached, with a factory each,
 	// since an informer watches one namespace or all.
 	namespaces []string
 
-	factories []dynamicinformer.DynamicSharedInformerFactory
+	factories []informerFactory
 	informers []cache.SharedIndexInformer
 	// gvrs has the resource of each informer.
 	gvrs     []schema.GroupVersionResource
@@ -464,18 +482,27 @@ func (c *clientGo) start(ctx context.Context, rec *recorder) error {
 		if err != nil {
 			return fmt.Errorf("context %s: %w", name, err)
 		}
-		dyn, err := dynamic.NewForConfig(cfg)
+		newFactory, err := c.newFactories(cfg)
 		if err != nil {
-			return err
+			return fmt.Errorf("context %s: %w", name, err)
 		}
 		namespaces := c.namespaces
 		if len(namespaces) == 0 {
 			namespaces = []string{metav1.NamespaceAll}
 		}
 		for _, ns := range namespaces {
-			f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, ns, nil)
+			f := newFactory(ns)
 			for _, gvr := range benchGVRs {
-				inf := f.ForResource(gvr).Informer()
+				gi, err := f.ForResource(gvr)
+				if err != nil {
+					return err
+				}
+				inf := gi.Informer()
+				if c.impl != implClientGo {
+					if err := inf.SetTransform(stripManagedFields); err != nil {
+						return err
+					}
+				}
 				reg, err := inf.AddEventHandler(handler)
 				if err != nil {
 					return err
@@ -493,6 +520,68 @@ func (c *clientGo) start(ctx context.Context, rec *recorder) error {
 		c.stop()
 	}()
 	return nil
+}
+
+// informerFactory is what the client-go factories have in common, with ForResource
+// returning an error as the typed factory's does.
+type informerFactory interface {
+	ForResource(schema.GroupVersionResource) (informers.GenericInformer, error)
+	Start(stopCh <-chan struct{})
+	Shutdown()
+}
+
+// infallible adapts the dynamic and metadata factories to informerFactory.
+type infallible[F interface {
+	ForResource(schema.GroupVersionResource) informers.GenericInformer
+	Start(stopCh <-chan struct{})
+	Shutdown()
+}] struct{ f F }
+
+func (i infallible[F]) ForResource(gvr schema.GroupVersionResource) (informers.GenericInformer, error) {
+	return i.f.ForResource(gvr), nil
+}
+func (i infallible[F]) Start(stopCh <-chan struct{}) { i.f.Start(stopCh) }
+func (i infallible[F]) Shutdown()                    { i.f.Shutdown() }
+
+// newFactories makes the client of c.impl for one context, and returns a function that
+// makes an informer factory of that client for a namespace: one client per context, as a
+// user would write it.
+func (c *clientGo) newFactories(cfg *rest.Config) (func(ns string) informerFactory, error) {
+	switch c.impl {
+	case implClientGoTyped:
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return func(ns string) informerFactory {
+			return informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns))
+		}, nil
+	case implClientGoMetadata:
+		mc, err := metadata.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return func(ns string) informerFactory {
+			return infallible[metadatainformer.SharedInformerFactory]{metadatainformer.NewFilteredSharedInformerFactory(mc, 0, ns, nil)}
+		}, nil
+	default:
+		dyn, err := dynamic.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return func(ns string) informerFactory {
+			return infallible[dynamicinformer.DynamicSharedInformerFactory]{dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, ns, nil)}
+		}, nil
+	}
+}
+
+// stripManagedFields is the transform that a careful client-go user sets, as fleetwatch
+// does by default: objects are cached without metadata.managedFields.
+func stripManagedFields(obj any) (any, error) {
+	if a, err := meta.Accessor(obj); err == nil {
+		a.SetManagedFields(nil)
+	}
+	return obj, nil
 }
 
 func (c *clientGo) synced() bool {

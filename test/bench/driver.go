@@ -214,13 +214,18 @@ func runDriver(args []string) error {
 // runResult holds everything one run measured.
 type runResult struct {
 	// Sync phase.
-	ClientGo     *Result      `json:"clientGo"`
-	Fleetwatch   *Result      `json:"fleetwatch"`
-	Metadata     *Result      `json:"metadataOnly"`
-	SnapCold     *Result      `json:"snapshotCold"`
-	Warm         *Result      `json:"warm"`
-	ClientGoList listCounters `json:"clientGoList"`
-	WarmList     listCounters `json:"warmList"`
+	ClientGo *Result `json:"clientGo"`
+	// The stronger client-go peers: dynamic and typed informers that strip
+	// managedFields, and the metadatainformer that does.
+	ClientGoStripped *Result      `json:"clientGoStripped"`
+	ClientGoTyped    *Result      `json:"clientGoTyped"`
+	ClientGoMetadata *Result      `json:"clientGoMetadata"`
+	Fleetwatch       *Result      `json:"fleetwatch"`
+	Metadata         *Result      `json:"metadataOnly"`
+	SnapCold         *Result      `json:"snapshotCold"`
+	Warm             *Result      `json:"warm"`
+	ClientGoList     listCounters `json:"clientGoList"`
+	WarmList         listCounters `json:"warmList"`
 	// CatchUp restarted warm after changes made while it was down.
 	CatchUp     *Result      `json:"catchUp"`
 	CatchUpList listCounters `json:"catchUpList"`
@@ -249,6 +254,18 @@ func (d *driver) run(ctx context.Context, r int) (*runResult, error) {
 	syncUnits := []func() error{
 		func() error {
 			rr.ClientGo, rr.ClientGoList, err = d.contend(ctx, name("clientgo"), modeSync, profile, "--impl", implClientGo)
+			return err
+		},
+		func() error {
+			rr.ClientGoStripped, _, err = d.contend(ctx, name("clientgo-stripped"), modeSync, profile, "--impl", implClientGoStripped)
+			return err
+		},
+		func() error {
+			rr.ClientGoTyped, _, err = d.contend(ctx, name("clientgo-typed"), modeSync, profile, "--impl", implClientGoTyped)
+			return err
+		},
+		func() error {
+			rr.ClientGoMetadata, _, err = d.contend(ctx, name("clientgo-metadata"), modeSync, profile, "--impl", implClientGoMetadata)
 			return err
 		},
 		func() error {

@@ -198,7 +198,7 @@ func (rep *report) markdown() string {
 	p("- %d runs, contenders in rotating order, each in its own process; watch phase: the three watch contenders side by side, in one window of %.0f writes/s over all clusters for %v\n",
 		len(rep.Runs), o.writeRate, o.writeDuration)
 	p("- Total time: %v\n\n", rep.Duration.Round(time.Second))
-	p("Values are medians with (min–max) over the runs. Ratios are fleetwatch / client-go (first table) or measured / baseline (second table), computed per run; the goal applies to their median.\n\n")
+	p("Values are medians with (min–max) over the runs. Ratios are fleetwatch / client-go (first table), fleetwatch / the strongest peer (second), or measured / baseline (the persistence table), computed per run; the goal applies to their median.\n\n")
 
 	header := func(a, b string) {
 		p("| Figure | %s | %s | ratio per run | ratio | goal | met |\n|---|---|---|---|---|---|---|\n", a, b)
@@ -256,6 +256,36 @@ func (rep *report) markdown() string {
 		if !f.watch || hasWatch {
 			b.WriteString(f.row())
 		}
+	}
+
+	p("\n### fleetwatch next to the strongest peers\n\n")
+	p("The strongest thing a user can write for the same objects: for full objects, typed informers (`informers.SharedInformerFactory`) with a transform that drops managedFields; for metadata-only, the `metadatainformer` with the same transform. Ratios are fleetwatch / peer, and the goals are issue #15's: fleetwatch loses where a time or memory ratio is above 1, or a throughput ratio below 1.\n\n")
+	header("peer", "fleetwatch")
+	for _, f := range peerFigures(rep) {
+		b.WriteString(f.row())
+	}
+	p("\n### Every contender, sync phase\n\n")
+	p("Medians over the runs, each contender in its own process; the ratio columns divide by the strongest peer for the same objects (typed + transform for full objects, metadatainformer + transform for metadata-only).\n\n")
+	p("| contender | objects | time to synced (s) | ratio | peak RSS (MiB) | ratio | heap/object after GC (KiB) | ratio | RSS/object after GC (KiB) | ratio |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, c := range syncContenders {
+		peer := func(r *runResult) *Result { return r.ClientGoTyped }
+		if c.metadataOnly {
+			peer = func(r *runResult) *Result { return r.ClientGoMetadata }
+		}
+		cols := []func(*Result) float64{
+			func(x *Result) float64 { return x.SyncedSec },
+			func(x *Result) float64 { return float64(x.PeakRSS) / (1 << 20) },
+			func(x *Result) float64 { return perObject(x.HeapAfterGC, x) },
+			func(x *Result) float64 { return perObject(x.RSSAfterGC, x) },
+		}
+		formats := []string{"%.2f", "%.0f", "%.2f", "%.2f"}
+		p("| %s | %.0f |", c.name, median(rep.per(func(r *runResult) float64 { return float64(c.res(r).Total) })))
+		for k, col := range cols {
+			v := rep.per(func(r *runResult) float64 { return col(c.res(r)) })
+			ratio := rep.per(func(r *runResult) float64 { return col(c.res(r)) / col(peer(r)) })
+			p(" %s | %s |", fmt.Sprintf(formats[k], median(v)), formatRatio(median(ratio)))
+		}
+		p("\n")
 	}
 
 	changes := 0
@@ -347,7 +377,8 @@ func (rep *report) markdown() string {
 		for _, c := range []struct {
 			name string
 			res  *Result
-		}{{"client-go", r.ClientGo}, {"fleetwatch", r.Fleetwatch}, {"fleetwatch metadata-only", r.Metadata},
+		}{{"client-go", r.ClientGo}, {"client-go dynamic + transform", r.ClientGoStripped}, {"client-go typed + transform", r.ClientGoTyped},
+			{"client-go metadatainformer + transform", r.ClientGoMetadata}, {"fleetwatch", r.Fleetwatch}, {"fleetwatch metadata-only", r.Metadata},
 			{"fleetwatch + snapshot, cold", r.SnapCold}, {"fleetwatch + snapshot, warm", r.Warm},
 			{"fleetwatch + snapshot, warm after changes", r.CatchUp}} {
 			x := c.res
@@ -393,6 +424,55 @@ func (rep *report) markdown() string {
 	}
 	p("\n%s\n", markerEnd)
 	return b.String()
+}
+
+// syncContenders are the contenders of the sync phase that cache from scratch, in the
+// order of the "every contender" table; metadataOnly ones compare with the
+// metadatainformer, the others with typed informers.
+var syncContenders = []struct {
+	name         string
+	res          func(*runResult) *Result
+	metadataOnly bool
+}{
+	{"client-go dynamic informers", func(r *runResult) *Result { return r.ClientGo }, false},
+	{"client-go dynamic + transform dropping managedFields", func(r *runResult) *Result { return r.ClientGoStripped }, false},
+	{"client-go typed informers + the same transform", func(r *runResult) *Result { return r.ClientGoTyped }, false},
+	{"fleetwatch, full objects", func(r *runResult) *Result { return r.Fleetwatch }, false},
+	{"client-go metadatainformer + the same transform", func(r *runResult) *Result { return r.ClientGoMetadata }, true},
+	{"fleetwatch, metadata-only", func(r *runResult) *Result { return r.Metadata }, true},
+}
+
+// peerFigures compare fleetwatch with the strongest peer for the same objects, with
+// issue #15's goals: full objects against typed informers with the managedFields
+// transform, metadata-only against the metadatainformer with it.
+func peerFigures(rep *report) []figure {
+	var out []figure
+	for _, c := range []struct {
+		what       string
+		peer, mine func(*runResult) *Result
+		memoryGoal float64
+	}{
+		{"Full objects, vs typed informers + transform", func(r *runResult) *Result { return r.ClientGoTyped }, func(r *runResult) *Result { return r.Fleetwatch }, 0.5},
+		{"Metadata-only, vs metadatainformer + transform", func(r *runResult) *Result { return r.ClientGoMetadata }, func(r *runResult) *Result { return r.Metadata }, 0.7},
+	} {
+		fig := func(name, format string, v func(*Result) float64, limit float64) figure {
+			f := figure{name: fmt.Sprintf("%s: %s", c.what, name), format: format,
+				base:  rep.per(func(r *runResult) float64 { return v(c.peer(r)) }),
+				value: rep.per(func(r *runResult) float64 { return v(c.mine(r)) })}
+			if limit > 0 {
+				f.goal, f.ok = fmt.Sprintf("≤ %g", limit), atMost(limit)
+			}
+			return f
+		}
+		out = append(out,
+			fig("cold sync (s)", "%.2f", func(x *Result) float64 { return x.SyncedSec }, 1.0),
+			fig("heap per cached object after GC (KiB)", "%.2f", func(x *Result) float64 { return perObject(x.HeapAfterGC, x) }, c.memoryGoal),
+			fig("RSS per cached object after GC (KiB)", "%.2f", func(x *Result) float64 { return perObject(x.RSSAfterGC, x) }, c.memoryGoal),
+			fig("peak RSS during the initial sync (MiB)", "%.0f", func(x *Result) float64 { return float64(x.PeakRSS) / (1 << 20) }, 0),
+			fig("event throughput through handlers, initial lists (events/s)", "%.0f", throughput, 0),
+		)
+	}
+	return out
 }
 
 // listedInWindow returns the objects that the apiservers handed out as lists during the
