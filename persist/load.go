@@ -113,10 +113,11 @@ func (s *Store) load() (*Snapshot, error) {
 const loadChunk = 256
 
 // Test hooks of loadTx: testHookSent is called by the walk after it hands out each chunk,
-// with the number handed out so far, and testHookDecode by a decoder before it decodes
-// value i of c. A test makes the walk panic mid-load, and watches when decoders run.
+// with the number handed out so far, and the walk fails with the error it returns;
+// testHookDecode is called by a decoder before it decodes value i of c. A test makes the
+// walk panic or fail mid-load, and watches when decoders run.
 var (
-	testHookSent   func(n int)
+	testHookSent   func(n int) error
 	testHookDecode func(c *chunk, i int)
 )
 
@@ -170,7 +171,7 @@ func loadTx(tx *bolt.Tx) (*Snapshot, error) {
 		case work <- c:
 			sent++
 			if testHookSent != nil {
-				testHookSent(sent)
+				return testHookSent(sent)
 			}
 			return nil
 		case <-failed:

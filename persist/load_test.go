@@ -13,11 +13,24 @@ import (
 	"time"
 )
 
-// TestLoadPanicWaitsForDecoders: when a bad page panics in the walk of Load while a
-// decoder is in the middle of a chunk, whose values are in the file's memory map, no
-// decoder may read on once Load has returned: the recovery of Load closes the database,
-// which unmaps the file, and a read of a value then faults and kills the process.
+// TestLoadPanicWaitsForDecoders: when the walk of Load ends early while a decoder is in
+// the middle of a chunk, whose values are in the file's memory map, no decoder may read
+// on once Load has returned: the recovery of Load closes the database, which unmaps the
+// file, and a read of a value then faults and kills the process. The walk ends early on
+// a bad page, which panics in bbolt, or on a damaged bucket, which is an error.
 func TestLoadPanicWaitsForDecoders(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		fail func() error
+	}{
+		{"the walk panics", func() error { panic("bad page") }},
+		{"the walk fails", func() error { return fmt.Errorf("%w: a damaged bucket", ErrCorrupt) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testLoadEndsEarly(t, tc.fail) })
+	}
+}
+
+func testLoadEndsEarly(t *testing.T, fail func() error) {
 	path := testPath(t)
 	s := openTest(t, path, Options{})
 	w := s.NewWriter(WriterOptions{})
@@ -36,12 +49,12 @@ func TestLoadPanicWaitsForDecoders(t *testing.T) {
 
 	returned, hookDone := make(chan struct{}), make(chan struct{})
 	var blocked, lateReads atomic.Int32
-	testHookSent = func(n int) {
-		// The first chunk is out, and a decoder is in it: a bad page now.
+	testHookSent = func(n int) error {
+		// The first chunk is out, and a decoder is in it: the walk ends now.
 		for blocked.Load() == 0 {
 			runtime.Gosched()
 		}
-		panic("bad page")
+		return fail()
 	}
 	testHookDecode = func(c *chunk, i int) {
 		if i == 1 && blocked.CompareAndSwap(0, 1) {
@@ -67,7 +80,7 @@ func TestLoadPanicWaitsForDecoders(t *testing.T) {
 		t.Fatalf("Load: %v", err)
 	}
 	if len(snap.Clusters) != 0 {
-		t.Errorf("Load after a bad page returned %d clusters", len(snap.Clusters))
+		t.Errorf("Load after the walk ended early returned %d clusters", len(snap.Clusters))
 	}
 	if moved, cause := s.Recovered(); moved == "" {
 		t.Errorf("Load did not move the file aside (cause %v)", cause)
