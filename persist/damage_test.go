@@ -106,16 +106,8 @@ type loaded struct {
 // the daemon does.
 func loadCopy(t *testing.T, path string, data []byte, d *persisttest.Damage) loaded {
 	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	if err := persisttest.WriteCopy(path, data, d); err != nil {
 		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if d != nil {
-		if err := persisttest.Apply(path, *d); err != nil {
-			t.Fatal(err)
-		}
 	}
 	s, err := Open(path, Options{})
 	if err != nil {

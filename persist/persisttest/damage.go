@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 )
 
 // Region is a kind of place in a bbolt file.
@@ -209,4 +210,19 @@ func Apply(path string, d Damage) error {
 		return err
 	}
 	return f.Close()
+}
+
+// WriteCopy writes data to a new file at path, creating its directory, with d over it if
+// d is not nil: a damaged copy of a snapshot, for a test to open and load.
+func WriteCopy(path string, data []byte, d *Damage) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		return err
+	}
+	if d == nil {
+		return nil
+	}
+	return Apply(path, *d)
 }

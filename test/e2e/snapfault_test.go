@@ -283,16 +283,8 @@ type loadedCopy struct {
 // the daemon does.
 func loadDamaged(t *testing.T, path string, data []byte, d *persisttest.Damage) loadedCopy {
 	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	if err := persisttest.WriteCopy(path, data, d); err != nil {
 		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if d != nil {
-		if err := persisttest.Apply(path, *d); err != nil {
-			t.Fatal(err)
-		}
 	}
 	store, err := persist.Open(path, persist.Options{})
 	if err != nil {
