@@ -14,7 +14,7 @@ import (
 func TestImports(t *testing.T) {
 	const module = "github.com/fleetwatch/fleetwatch"
 	allowed := map[string][]string{
-		".":                  {"aggregate", "cluster", "informer", "internal/gctune", "persist"},
+		".":                  {"aggregate", "cluster", "informer", "internal/gctune", "persist", "shard"},
 		"aggregate":          nil,
 		"cluster":            {"internal/filewatch"},
 		"config":             {"cluster", "informer", "persist", "server"},
@@ -22,6 +22,7 @@ func TestImports(t *testing.T) {
 		"metrics":            {"aggregate", "cluster", "persist"},
 		"persist":            {"internal/intern"},
 		"server":             {"aggregate", "cluster", "internal/filewatch", "metrics"},
+		"shard":              {"cluster"},
 		"internal/filewatch": nil,
 		"internal/gctune":    nil,
 		"internal/intern":    nil,
