@@ -17,7 +17,7 @@ func TestImports(t *testing.T) {
 		".":                  {"aggregate", "cluster", "informer", "internal/gctune", "persist", "shard"},
 		"aggregate":          nil,
 		"cluster":            {"internal/filewatch"},
-		"config":             {"cluster", "informer", "persist", "server"},
+		"config":             {"cluster", "informer", "persist", "server", "shard"},
 		"informer":           {"internal/intern", "internal/wire"},
 		"metrics":            {"aggregate", "cluster", "persist"},
 		"persist":            {"internal/intern"},

@@ -84,7 +84,8 @@ func ValidateIdentity(identity string) error {
 		return errors.New("the identity is empty")
 	}
 	if errs := validation.IsDNS1123Subdomain(ReplicaLeaseName(identity)); len(errs) > 0 {
-		return fmt.Errorf("%q does not make a Lease name (%s): %s", identity, ReplicaLeaseName(identity), strings.Join(errs, "; "))
+		return fmt.Errorf("%q does not make a Lease name: use lower case letters, digits, '-' and '.', beginning and ending with a letter or digit, at most %d in all",
+			identity, validation.DNS1123SubdomainMaxLength-len(replicaLeasePrefix))
 	}
 	return nil
 }
