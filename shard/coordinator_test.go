@@ -190,6 +190,7 @@ func newClient() *fake.Clientset {
 }
 
 func TestCoordinatorsDivideClustersAndHandOver(t *testing.T) {
+	t.Parallel()
 	client := newClient()
 	w := &watchers{t: t, by: map[string]string{}}
 	clusters := names("cluster", 24)
@@ -252,6 +253,7 @@ func TestCoordinatorsDivideClustersAndHandOver(t *testing.T) {
 // TestCoordinatorGivesUpBeforeItsLeaseExpires: a replica whose renewals fail stops
 // every cluster within RenewDeadline; the others take them only after LeaseDuration.
 func TestCoordinatorGivesUpBeforeItsLeaseExpires(t *testing.T) {
+	t.Parallel()
 	client := newClient()
 	var mu sync.Mutex
 	cutOff := false

@@ -18,9 +18,15 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/fleetwatch/fleetwatch"
+	"github.com/fleetwatch/fleetwatch/aggregate"
+	"github.com/fleetwatch/fleetwatch/cluster"
+	"github.com/fleetwatch/fleetwatch/informer"
 	"github.com/fleetwatch/fleetwatch/internal/testenv"
 	"github.com/fleetwatch/fleetwatch/server"
 	"github.com/fleetwatch/fleetwatch/shard"
@@ -53,6 +59,16 @@ type shardedFleet struct {
 	members  []*testenv.Cluster
 	bin, dir string
 	replicas map[string]*fleetReplica
+	// others checks the replicas that are not processes of the binary, if set.
+	others func(assigned map[string]string) string
+}
+
+// address is where the replica id publishes its API; "" for one without.
+func (f *shardedFleet) address(id string) string {
+	if r := f.replicas[id]; r != nil {
+		return r.base
+	}
+	return ""
 }
 
 func newShardedFleet(t *testing.T, members int) *shardedFleet {
@@ -169,6 +185,9 @@ func (f *shardedFleet) settled(live []string) string {
 	}
 	for _, id := range live {
 		r := f.replicas[id]
+		if r == nil {
+			continue
+		}
 		if code, body := fetch(ctx, r.base+"/readyz"); code != http.StatusOK {
 			return fmt.Sprintf("%s /readyz: %d %s", id, code, body)
 		}
@@ -185,8 +204,8 @@ func (f *shardedFleet) settled(live []string) string {
 			if owner == id {
 				wantPhase = "Synced"
 			}
-			if c.Status.Phase != wantPhase || c.Status.Replica != owner || c.Status.ReplicaAddress != f.replicas[owner].base {
-				return fmt.Sprintf("%s says %s is %s, watched by %q at %q; want %s by %s at %s", id, c.Name, c.Status.Phase, c.Status.Replica, c.Status.ReplicaAddress, wantPhase, owner, f.replicas[owner].base)
+			if c.Status.Phase != wantPhase || c.Status.Replica != owner || c.Status.ReplicaAddress != f.address(owner) {
+				return fmt.Sprintf("%s says %s is %s, watched by %q at %q; want %s by %s at %q", id, c.Name, c.Status.Phase, c.Status.Replica, c.Status.ReplicaAddress, wantPhase, owner, f.address(owner))
 			}
 		}
 		for _, m := range f.members {
@@ -201,20 +220,15 @@ func (f *shardedFleet) settled(live []string) string {
 			}
 		}
 	}
+	if f.others != nil {
+		return f.others(assigned)
+	}
 	return ""
 }
 
 // sameConfigMaps compares the configmaps that the replica at base serves for m with
 // those of m's apiserver, resourceVersions included.
 func sameConfigMaps(ctx context.Context, base string, m *testenv.Cluster) string {
-	truth, err := m.Clientset().CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return err.Error()
-	}
-	want := map[string]string{}
-	for _, cm := range truth.Items {
-		want[cm.Namespace+"/"+cm.Name] = cm.ResourceVersion
-	}
 	code, body := fetch(ctx, base+"/clusters/"+m.Name+"/api/v1/configmaps")
 	var list unstructured.UnstructuredList
 	if code != http.StatusOK || json.Unmarshal(body, &list) != nil {
@@ -223,6 +237,20 @@ func sameConfigMaps(ctx context.Context, base string, m *testenv.Cluster) string
 	got := map[string]string{}
 	for _, o := range list.Items {
 		got[o.GetNamespace()+"/"+o.GetName()] = o.GetResourceVersion()
+	}
+	return sameAsServer(ctx, m, got)
+}
+
+// sameAsServer compares configmaps, namespace/name to resourceVersion, with those of
+// m's apiserver.
+func sameAsServer(ctx context.Context, m *testenv.Cluster, got map[string]string) string {
+	truth, err := m.Clientset().CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	want := map[string]string{}
+	for _, cm := range truth.Items {
+		want[cm.Namespace+"/"+cm.Name] = cm.ResourceVersion
 	}
 	for k, rv := range want {
 		if got[k] != rv {
@@ -520,6 +548,87 @@ func TestShardedReplicas(t *testing.T) {
 		// It joins again, and gets its clusters back from the other replica.
 		f.waitSettled(churn, ids[0], ids[2])
 		checkOverlaps("SIGSTOP", from, ids[2], stopped)
+	})
+
+	t.Run("a library Manager as one more shard", func(t *testing.T) {
+		// A controller built on the library shards the same way: its Manager engages
+		// only the clusters it owns, and its handlers see their events only.
+		const id = "controller-0"
+		from := time.Now()
+		mgr, err := fleetwatch.NewManager(fleetwatch.Options{
+			Clusters:  cluster.Options{Kubeconfigs: []string{filepath.Join(f.dir, "members.kubeconfig")}, UserAgent: "example-controller " + replicaAgent + id},
+			Resources: []informer.Resource{{Name: "configmaps"}},
+			Shard: &shard.Options{
+				Identity: id, Namespace: "fleetwatch", Client: f.home.Clientset(),
+				LeaseDuration: shardLease, RenewDeadline: shardRenew, RetryPeriod: shardRetry,
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		seen := map[string]bool{}
+		if _, err := mgr.Fleet().AddHandler(aggregate.HandlerFunc(func(e aggregate.Event) {
+			mu.Lock()
+			seen[e.Cluster] = true
+			mu.Unlock()
+		}), aggregate.HandlerOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- mgr.Start(ctx) }()
+		f.others = func(assigned map[string]string) string {
+			if !mgr.Ready() {
+				return id + " is not ready"
+			}
+			for _, m := range f.members {
+				st, ok := mgr.ClusterStatus(m.Name)
+				if !ok || st.Replica != assigned[m.Name] {
+					return fmt.Sprintf("%s says %s is watched by %q, want %s", id, m.Name, st.Replica, assigned[m.Name])
+				}
+				got := map[string]string{}
+				objs, err := mgr.Fleet().Lister(configMapsGVR).Cluster(m.Name).List(labels.Everything())
+				if err != nil {
+					return err.Error()
+				}
+				for _, o := range objs {
+					a, _ := meta.Accessor(o)
+					got[a.GetNamespace()+"/"+a.GetName()] = a.GetResourceVersion()
+				}
+				if assigned[m.Name] != id {
+					if st.Phase != aggregate.PhaseRemote || len(got) > 0 {
+						return fmt.Sprintf("%s holds %d objects of %s, %s, which %s watches", id, len(got), m.Name, st.Phase, assigned[m.Name])
+					}
+					continue
+				}
+				if diff := sameAsServer(t.Context(), m, got); diff != "" {
+					return fmt.Sprintf("%s holds %s: %s", id, m.Name, diff)
+				}
+			}
+			return ""
+		}
+		t.Logf("settled with %s in %v", id, f.waitSettled(churn, ids[0], ids[2], id))
+		f.others = nil
+		mu.Lock()
+		for c := range seen {
+			if shard.Owner(c, []string{ids[0], ids[2], id}) != id {
+				t.Errorf("a handler of %s saw events of %s, which it does not own", id, c)
+			}
+		}
+		mu.Unlock()
+		// It stops: it releases its clusters, which the others take at once.
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Start: %v", err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("the Manager did not stop within a minute")
+		}
+		f.waitSettled(churn, ids[0], ids[2])
+		checkOverlaps("a library shard", from, "", time.Time{})
 	})
 	t.Logf("the whole test took %v", time.Since(begin))
 }
