@@ -166,12 +166,15 @@ func newClient() *fake.Clientset {
 	client.PrependReactor("*", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		mu.Lock()
 		defer mu.Unlock()
-		var obj metav1.Object
-		switch a := a.(type) {
-		case k8stesting.CreateAction:
-			obj = a.GetObject().(metav1.Object)
-		case k8stesting.UpdateAction:
-			obj = a.GetObject().(metav1.Object)
+		// Create and update actions have the same methods: tell them by their verb.
+		o, ok := a.(k8stesting.CreateAction)
+		if !ok {
+			return false, nil, nil
+		}
+		obj := o.GetObject().(metav1.Object)
+		switch a.GetVerb() {
+		case "create":
+		case "update":
 			cur, err := client.Tracker().Get(a.GetResource(), a.GetNamespace(), obj.GetName())
 			if err != nil {
 				return true, nil, err
