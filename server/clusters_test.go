@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -110,5 +111,39 @@ func TestClustersOfOtherReplicas(t *testing.T) {
 	// They do not hold readiness back: another replica is to watch them.
 	if got := notReadyReason(f.src.Status(), nil); got != "clusters are synced, but the fleet is not ready yet" {
 		t.Errorf("notReadyReason = %q", got)
+	}
+}
+
+// TestOtherReplicasOfATokenLimitedToSomeClusters: a token limited to some clusters learns
+// nothing of a cluster outside them that another replica watches, neither that it
+// exists nor where it is watched: the answer is the one for a cluster that does not
+// exist, and it is not in the list. Inside them, it learns where its cluster is watched.
+func TestOtherReplicasOfATokenLimitedToSomeClusters(t *testing.T) {
+	tokens := writeFile(t, t.TempDir(), "tokens", "limited-s3cret user=ci clusters=prod,remote-ok\n")
+	f := newFixture(t, func(o *Options) { o.TokenFile = tokens })
+	f.src.setStatus(aggregate.ClusterStatus{Name: "remote-ok", Phase: aggregate.PhaseRemote, Replica: "fleetwatch-1", ReplicaAddress: "https://fleetwatch-1.fleetwatch-peers:8443"})
+	f.src.setStatus(aggregate.ClusterStatus{Name: "remote-secret", Phase: aggregate.PhaseRemote, Replica: "fleetwatch-2", ReplicaAddress: "https://fleetwatch-2.fleetwatch-peers:8443"})
+	auth := []string{"Authorization", "Bearer limited-s3cret"}
+
+	for _, path := range []func(cluster string) string{
+		func(c string) string { return clusterPath(c) + "/api/v1/pods" },
+		func(c string) string { return clusterPath(c) + "/api/v1" },
+		func(c string) string { return "/apis/fleetwatch.io/v1alpha1/clusters/" + c },
+	} {
+		r, none := f.get(path("remote-secret"), auth...), f.get(path("nowhere"), auth...)
+		if r.code != none.code || strings.Contains(string(r.body), "fleetwatch-2") {
+			t.Errorf("%s: %d %s, want %d as for a cluster that does not exist, without the replica", path("remote-secret"), r.code, r.body, none.code)
+		}
+	}
+	var l ClusterList
+	f.getOK("/apis/fleetwatch.io/v1alpha1/clusters", &l, auth...)
+	for _, c := range l.Items {
+		if c.Name == "remote-secret" {
+			t.Errorf("the list shows %s to a token without it", c.Name)
+		}
+	}
+	st := f.get(clusterPath("remote-ok")+"/api/v1/pods", auth...).status(t, http.StatusServiceUnavailable)
+	if !strings.Contains(st.Message, `replica "fleetwatch-1"`) {
+		t.Errorf("remote-ok: %+v, want the replica that watches it", st)
 	}
 }
