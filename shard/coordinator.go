@@ -243,14 +243,6 @@ func (c *Coordinator) Settled() bool {
 	return true
 }
 
-// Owns reports whether the cluster name is engaged with the Aware.
-func (c *Coordinator) Owns(name string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	o := c.owned[name]
-	return o != nil && !o.lost
-}
-
 // Placements returns where each selected cluster is watched, sorted by cluster name.
 func (c *Coordinator) Placements() []Placement {
 	now := c.opts.Clock.Now()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"strings"
@@ -60,7 +61,7 @@ func shardOptions(cfg *config.Config) (*shard.Options, error) {
 	}
 	var rc *rest.Config
 	var err error
-	switch kc := cmpOr(cfg.Shard.HomeKubeconfig, cfg.Server.Auth.Delegated.Kubeconfig); {
+	switch kc := cmp.Or(cfg.Shard.HomeKubeconfig, cfg.Server.Auth.Delegated.Kubeconfig); {
 	case kc != "":
 		if rc, err = clientcmd.BuildConfigFromFlags("", kc); err != nil {
 			return nil, fmt.Errorf("shard.homeKubeconfig: %w", err)
@@ -96,11 +97,4 @@ func userAgent(cfg *config.Config) string {
 		ua += " replica=" + cfg.Shard.Identity
 	}
 	return ua
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
