@@ -133,6 +133,9 @@ type Coordinator struct {
 	// assigned are the selected clusters assigned to this replica, sorted, as last told
 	// to a SelectionObserver.
 	assigned []string
+	// lastErr is the last error of reading the Leases, logged once while it lasts. Only
+	// Start's goroutine uses it.
+	lastErr string
 }
 
 var (
@@ -404,9 +407,17 @@ func (c *Coordinator) round(ctx context.Context) {
 	before := c.summary()
 	c.disengageLost(ctx)
 	if c.Joined() {
-		if err := c.observe(ctx); err != nil {
+		switch err := c.observe(ctx); {
+		case err != nil && err.Error() != c.lastErr:
 			logger.Error(err, "Reading the Leases of the home cluster failed; trying again", "retryPeriod", c.opts.RetryPeriod)
-		} else {
+			c.lastErr = err.Error()
+		case err != nil:
+			logger.V(4).Info("Reading the Leases of the home cluster still fails", "err", err)
+		default:
+			if c.lastErr != "" {
+				logger.Info("Reading the Leases of the home cluster works again")
+				c.lastErr = ""
+			}
 			c.assign(ctx)
 		}
 	}
