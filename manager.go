@@ -487,8 +487,9 @@ func (m *Manager) Ready() bool {
 }
 
 // Selected implements cluster.SelectionObserver: it removes the snapshot's clusters
-// that the kubeconfig files no longer select, so that their objects are not served as
-// ghosts. The others stay until they are engaged.
+// that the kubeconfig files no longer select (with Options.Shard: that are not assigned
+// to this replica), so that their objects are not served as ghosts. The others stay
+// until they are engaged.
 func (m *Manager) Selected(ctx context.Context, names []string) {
 	m.mu.Lock()
 	var drop []string
@@ -501,7 +502,7 @@ func (m *Manager) Selected(ctx context.Context, names []string) {
 	m.mu.Unlock()
 	slices.Sort(drop)
 	for _, name := range drop {
-		klog.FromContext(ctx).Info("Dropping a snapshot cluster that the kubeconfig no longer selects", "cluster", name)
+		klog.FromContext(ctx).Info("Dropping a snapshot cluster that is no longer selected (by the kubeconfig files, or, as a shard, by the assignment)", "cluster", name)
 		m.fleet.RemoveCluster(name)
 		m.status.Remove(name)
 		m.writer.DropCluster(name)

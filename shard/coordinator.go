@@ -90,8 +90,9 @@ type Placement struct {
 // Provider engages with it (see the package doc). It is a cluster.Aware, a
 // cluster.Disengager, for the Provider, and runs its rounds of renewals and assignment
 // in Start. An Aware that is a cluster.SelectionObserver is told, once this replica is
-// a member and at every change, the selected clusters assigned to it: what it holds of
-// the others (a snapshot's state) is not its to serve.
+// a member and has seen every other member renew (see observed), and at every change,
+// the selected clusters assigned to it: what it holds of the others (a snapshot's state)
+// is not its to serve.
 //
 // Its Aware is called from one goroutine at a time, as a Provider calls it. The
 // context given to Aware.Engage is a child of the Provider's, cancelled with ErrMoved or
@@ -130,6 +131,9 @@ type Coordinator struct {
 	members []string
 	// clusterLeases are the cluster Leases by cluster name, as last listed.
 	clusterLeases map[string]*coordinationv1.Lease
+	// unproven is set while a member counts as live only because this replica has not
+	// seen its Lease long enough to tell (see observed): it may be gone.
+	unproven bool
 	// assigned are the selected clusters assigned to this replica, sorted, as last told
 	// to a SelectionObserver.
 	assigned []string
@@ -161,11 +165,15 @@ type owned struct {
 
 // observed is a replica Lease and the local time at which its record last changed. As
 // in client-go's leaderelection, expiry is measured from that time on this replica's
-// clock, never from the renewTime written by another's, so clocks need not agree.
+// clock, never from the renewTime written by another's, so clocks need not agree. A
+// Lease first seen counts as changed then: its holder may be gone, which shows only
+// when it has not changed for its duration.
 type observed struct {
 	// record is the Lease's spec, to tell a change.
-	record   string
-	at       time.Time
+	record string
+	at     time.Time
+	// proven is set once the record was seen to change: its holder was alive since.
+	proven   bool
 	holder   string
 	instance string
 	address  string
@@ -540,6 +548,7 @@ func observe(prev *observed, l *coordinationv1.Lease, now time.Time, fallback ti
 	return &observed{
 		record:   record,
 		at:       now,
+		proven:   prev != nil,
 		holder:   ptr.Deref(l.Spec.HolderIdentity, ""),
 		instance: l.Annotations[InstanceAnnotation],
 		address:  l.Annotations[AddressAnnotation],
@@ -562,12 +571,14 @@ func (c *Coordinator) observe(ctx context.Context) error {
 	defer c.mu.Unlock()
 	peers := make(map[string]*observed, len(replicas.Items))
 	var members []string
+	c.unproven = false
 	for i := range replicas.Items {
 		l := &replicas.Items[i]
 		o := observe(c.peers[l.Name], l, now, c.opts.LeaseDuration)
 		peers[l.Name] = o
 		if o.holder != c.opts.Identity && l.Name == ReplicaLeaseName(o.holder) && o.liveAt(now) {
 			members = append(members, o.holder)
+			c.unproven = c.unproven || !o.proven
 		}
 	}
 	c.peers = peers
@@ -615,11 +626,16 @@ func (c *Coordinator) assign(ctx context.Context) {
 			steps = append(steps, step{name: name, take: true})
 		}
 	}
-	changed := !slices.Equal(assigned, c.assigned)
-	c.assigned = assigned
+	// A replica that just started counts the gone ones live for a LeaseDuration: what
+	// it holds of the clusters they seem to own (a snapshot's state) may be its own once
+	// they expire, and must not be dropped before.
+	tell := !slices.Equal(assigned, c.assigned) && !c.unproven
+	if tell {
+		c.assigned = assigned
+	}
 	c.mu.Unlock()
 
-	if so, ok := c.aware.(cluster.SelectionObserver); ok && changed {
+	if so, ok := c.aware.(cluster.SelectionObserver); ok && tell {
 		c.engageMu.Lock()
 		so.Selected(ctx, slices.Clone(assigned))
 		c.engageMu.Unlock()

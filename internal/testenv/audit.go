@@ -11,8 +11,8 @@ import (
 	"time"
 )
 
-// auditPolicy records the watches an apiserver serves, at the level that holds the user
-// agent and the resource, when they start streaming and when they end.
+// auditPolicy records the lists and watches an apiserver serves, at the level that holds
+// the user agent and the resource, when they start streaming and when they end.
 const (
 	auditPolicyFile = "audit-policy.yaml"
 	auditPolicy     = `apiVersion: audit.k8s.io/v1
@@ -20,7 +20,7 @@ kind: Policy
 omitStages: ["RequestReceived"]
 rules:
 - level: Metadata
-  verbs: ["watch"]
+  verbs: ["watch", "list"]
 - level: None
 `
 )
@@ -39,9 +39,12 @@ func (c *Cluster) auditArgs() []string {
 // AuditLog is the path of the apiserver's audit log (Options.AuditWatches).
 func (c *Cluster) AuditLog() string { return filepath.Join(c.dir, "audit.log") }
 
-// Watch is one watch request that an apiserver served, from its audit log.
+// Watch is one watch (or list) request that an apiserver served, from its audit log.
 type Watch struct {
-	AuditID   string
+	AuditID string
+	// Verb is "watch" or "list"; URI is the request's path and query, as
+	// "/api/v1/configmaps?allowWatchBookmarks=true&resourceVersion=42&watch=true".
+	Verb, URI string
 	UserAgent string
 	// Resource is the watched resource, as "configmaps" or "deployments.apps".
 	Resource string
@@ -57,15 +60,25 @@ func (w Watch) Open(t time.Time) bool {
 
 // auditEvent is the part of an audit.k8s.io/v1 Event that Watches reads.
 type auditEvent struct {
-	AuditID   string `json:"auditID"`
-	Stage     string `json:"stage"`
-	Verb      string `json:"verb"`
-	UserAgent string `json:"userAgent"`
-	ObjectRef *struct {
+	AuditID    string `json:"auditID"`
+	Stage      string `json:"stage"`
+	Verb       string `json:"verb"`
+	RequestURI string `json:"requestURI"`
+	UserAgent  string `json:"userAgent"`
+	ObjectRef  *struct {
 		Resource string `json:"resource"`
 		APIGroup string `json:"apiGroup"`
 	} `json:"objectRef"`
 	StageTimestamp time.Time `json:"stageTimestamp"`
+}
+
+// request is the request that e starts.
+func (e *auditEvent) request() *Watch {
+	w := &Watch{AuditID: e.AuditID, Verb: e.Verb, URI: e.RequestURI, UserAgent: e.UserAgent, Start: e.StageTimestamp}
+	if e.ObjectRef != nil {
+		w.Resource = strings.Join(slices.DeleteFunc([]string{e.ObjectRef.Resource, e.ObjectRef.APIGroup}, func(s string) bool { return s == "" }), ".")
+	}
+	return w
 }
 
 // Watches returns the watches the apiserver has served so far, in the order they
@@ -73,6 +86,13 @@ type auditEvent struct {
 // streamed (an error answered at once) is left out. A watch that the apiserver did not
 // see end because it was killed stays open.
 func (c *Cluster) Watches() ([]Watch, error) {
+	all, err := c.Requests()
+	return slices.DeleteFunc(all, func(w Watch) bool { return w.Verb != "watch" }), err
+}
+
+// Requests returns the watches (see Watches) and the lists that the apiserver has served
+// so far, in the order they started, from its audit log (Options.AuditWatches).
+func (c *Cluster) Requests() ([]Watch, error) {
 	f, err := os.Open(c.AuditLog())
 	if err != nil {
 		return nil, err
@@ -88,19 +108,22 @@ func (c *Cluster) Watches() ([]Watch, error) {
 			// The last line may be half written.
 			continue
 		}
-		if e.Verb != "watch" {
+		if e.Verb != "watch" && e.Verb != "list" {
 			continue
 		}
 		switch e.Stage {
 		case "ResponseStarted":
-			w := &Watch{AuditID: e.AuditID, UserAgent: e.UserAgent, Start: e.StageTimestamp}
-			if e.ObjectRef != nil {
-				w.Resource = strings.Join(slices.DeleteFunc([]string{e.ObjectRef.Resource, e.ObjectRef.APIGroup}, func(s string) bool { return s == "" }), ".")
-			}
-			byID[e.AuditID] = w
+			byID[e.AuditID] = e.request()
 			order = append(order, e.AuditID)
 		case "ResponseComplete", "Panic":
-			if w := byID[e.AuditID]; w != nil {
+			w := byID[e.AuditID]
+			if w == nil && e.Verb == "list" {
+				// A list answers at once: it has no ResponseStarted stage.
+				w = e.request()
+				byID[e.AuditID] = w
+				order = append(order, e.AuditID)
+			}
+			if w != nil {
 				w.End = e.StageTimestamp
 			}
 		}

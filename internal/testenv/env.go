@@ -48,8 +48,8 @@ type Options struct {
 	// APIServerArgs are appended to every kube-apiserver's arguments.
 	APIServerArgs []string
 	// AuditWatches, if set, has every kube-apiserver write an audit log of the watches
-	// it serves (Cluster.Watches reads it): the apiserver's own account of who
-	// watches, by user agent. Default false.
+	// and lists it serves (Cluster.Watches and Cluster.Requests read it): the
+	// apiserver's own account of who watches and lists, by user agent. Default false.
 	AuditWatches bool
 }
 

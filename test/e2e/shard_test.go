@@ -550,6 +550,44 @@ func TestShardedReplicas(t *testing.T) {
 		checkOverlaps("SIGSTOP", from, ids[2], stopped)
 	})
 
+	t.Run("a restart takes its clusters back warm", func(t *testing.T) {
+		// A rolling update: the replica stops with SIGTERM, which keeps its clusters in
+		// its snapshot, and the other takes them meanwhile, with a list. Back, it gets
+		// the same share, and resumes each watch from its snapshot: its apiservers see
+		// no list of configmaps from it, neither a LIST nor a streaming one.
+		r := f.replicas[ids[2]]
+		if err := r.signal(t, syscall.SIGTERM); err != nil {
+			t.Errorf("%s exited with %v", ids[2], err)
+		}
+		f.waitSettled(churn, ids[0])
+		restarted := time.Now()
+		f.start(ids[2])
+		f.waitSettled(churn, ids[0], ids[2])
+		for _, m := range f.members {
+			if shard.Owner(m.Name, []string{ids[0], ids[2]}) != ids[2] {
+				continue
+			}
+			reqs, err := m.Requests()
+			if err != nil {
+				t.Fatal(err)
+			}
+			resumed := 0
+			for _, req := range reqs {
+				if replicaOf(req) != ids[2] || req.Resource != "configmaps" || req.Start.Before(restarted) {
+					continue
+				}
+				if req.Verb == "list" || strings.Contains(req.URI, "sendInitialEvents=true") {
+					t.Errorf("%s: %s %s after the restart; want the watch resumed from the snapshot", m.Name, req.Verb, req.URI)
+				} else {
+					resumed++
+				}
+			}
+			if resumed == 0 {
+				t.Errorf("%s: no watch of %s after the restart", m.Name, ids[2])
+			}
+		}
+	})
+
 	t.Run("a library Manager as one more shard", func(t *testing.T) {
 		// A controller built on the library shards the same way: its Manager engages
 		// only the clusters it owns, and its handlers see their events only.
