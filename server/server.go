@@ -382,8 +382,8 @@ func New(src Source, opts Options) (*Server, error) {
 	s.reg = reg
 	// The limits come after authentication, as in kube-apiserver: a request refused for
 	// its host or its credentials takes no place, and a watch is counted against its
-	// client.
-	s.handler = s.metrics.instrument(recoverPanics(s.checkHost(s.authenticate(s.limits.limit(http.HandlerFunc(s.route))))))
+	// client. The web page and its assets come before authentication: they hold no data.
+	s.handler = s.metrics.instrument(recoverPanics(s.checkHost(s.servePage(s.authenticate(s.limits.limit(http.HandlerFunc(s.route)))))))
 	return s, nil
 }
 
