@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -165,7 +166,7 @@ func (s *Server) serveClusters(w http.ResponseWriter, r *http.Request, sc scope,
 	var lag *metav1.Duration
 	if snap, ok := s.src.(fleetmetrics.SnapshotSource); ok {
 		if st, ok := snap.SnapshotStats(); ok {
-			lag = &metav1.Duration{Duration: st.Lag}
+			lag = &metav1.Duration{Duration: st.Lag.Round(time.Millisecond)}
 		}
 	}
 	items := make([]Cluster, 0, len(statuses))

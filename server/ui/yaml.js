@@ -4,6 +4,7 @@
 
 const plain = /^[A-Za-z_./][A-Za-z0-9_ ./:=@+-]*$/;
 const special = /^(true|false|null|~|yes|no|on|off|y|n)$/i;
+const numeric = /^[-+.]?\d|^[-+]?\.(inf|nan)$/i;
 
 function isObject(v) {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
@@ -16,7 +17,7 @@ function isBlock(v) {
 function scalar(v) {
   if (v === null || v === undefined) return 'null';
   if (typeof v !== 'string') return String(v);
-  if (!plain.test(v) || special.test(v) || v.endsWith(' ') || v.includes(': ') || v.includes(' #') || v.endsWith(':')) {
+  if (!plain.test(v) || special.test(v) || numeric.test(v) || v.endsWith(' ') || v.includes(': ') || v.includes(' #') || v.endsWith(':')) {
     return JSON.stringify(v);
   }
   return v;

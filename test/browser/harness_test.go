@@ -300,10 +300,10 @@ func (tb *tab) do(t *testing.T, steps ...chromedp.Action[chromedp.Void]) {
 	}
 }
 
-// eval evaluates a JavaScript expression in the tab.
+// eval evaluates a JavaScript expression in the tab, and the promise it gives, if any.
 func eval[T any](t *testing.T, tb *tab, expr string) T {
 	t.Helper()
-	v, err := chromedp.Run(tb.ctx, chromedp.Evaluate[T](expr))
+	v, err := chromedp.Run(tb.ctx, chromedp.Evaluate[T](expr, chromedp.EvalAwaitPromise))
 	if err != nil {
 		t.Fatalf("evaluate %s: %v", expr, err)
 	}

@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/yaml"
 
 	"github.com/fleetwatch/fleetwatch/internal/testenv"
 )
@@ -96,7 +97,7 @@ func TestPage(t *testing.T) {
 		page.wait(t, 30*time.Second, "every cluster Synced", `
 			const rows = [...document.querySelectorAll('#fleet tbody tr')];
 			const got = rows.map(r => r.dataset.cluster + ' ' + r.querySelector('.phase').textContent).join(', ');
-			return got === 'prod-eu Synced, prod-us Synced, staging Synced' ? true : got;`)
+			return got === 'prod-eu Synced, prod-us Synced, staging Synced' ? true : document.getElementById('fleet').innerText;`)
 		for _, c := range env.Clusters {
 			row := fmt.Sprintf(`document.querySelector('#fleet tr[data-cluster=%q]')`, c.Name)
 			if got := eval[string](t, page, row+`.querySelector('.server').textContent`); got != c.Server() {
@@ -220,11 +221,50 @@ func TestPage(t *testing.T) {
 			return got === want ? true : got;`)
 	})
 
+	t.Run("the YAML the page writes reads back as the object", func(t *testing.T) {
+		tricky := map[string]any{
+			"strings": []any{"", "true", "False", "null", "~", "yes", "1", "1.0", "-1", ".5", "0x1f", "1e3", "a: b", "a:b", "- x", "#x", "x #y",
+				"@x", "`x", "x ", " x", "'q'", `"q"`, "a\nb", "a\nb\n", "  indented\nx", "line\n\nafter blank\n", "trailing \nspace", "ünïcødé ✓",
+				"{x}", "[x]", "*x", "&x", "!x", "%x", "|", ">", "?", ":", "x:", "https://example.com/x?y=1"},
+			"numbers":                []any{0, -3, 2.5, 1e21},
+			"bools":                  []any{true, false},
+			"null":                   nil,
+			"empty":                  map[string]any{},
+			"emptyList":              []any{},
+			"nested":                 []any{[]any{1, []any{}}, map[string]any{"a": map[string]any{}}, []any{map[string]any{"k": "v", "l": []any{"x"}}}},
+			"app.kubernetes.io/name": "web", "key with space": 1, "true": "key", "": "empty key", "-dash": 1, "#hash": 1,
+		}
+		var objects []any
+		objects = append(objects, tricky)
+		var pods map[string]any
+		if err := json.Unmarshal(open.get(t, "/clusters/*/api/v1/pods", ""), &pods); err != nil {
+			t.Fatal(err)
+		}
+		objects = append(objects, pods["items"].([]any)...)
+		in, err := json.Marshal(objects)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := eval[[]string](t, page, `import('/ui/yaml.js').then(m => `+string(in)+`.map(o => m.toYAML(o)))`)
+		for i, y := range out {
+			var got any
+			if err := yaml.Unmarshal([]byte(y), &got); err != nil {
+				t.Errorf("object %d: the YAML does not parse: %v\n%s", i, err, y)
+				continue
+			}
+			want, _ := json.Marshal(objects[i])
+			have, _ := json.Marshal(got)
+			if string(want) != string(have) {
+				t.Errorf("object %d reads back as\n%s\nwant\n%s\nfrom YAML:\n%s", i, have, want, y)
+			}
+		}
+	})
+
 	t.Run("every control is reachable by keyboard and labelled", func(t *testing.T) {
 		for _, u := range []string{
 			open.base + "/",
-			open.base + "/?view=search&q=web",
 			objectURL(open.base, eu.Name, "apps", "v1", "deployments", "Deployment", "shop", "web"),
+			open.base + "/?view=search&q=web",
 		} {
 			page.navigate(t, u)
 			page.wait(t, 10*time.Second, "the view", `
@@ -259,6 +299,10 @@ func TestPage(t *testing.T) {
 		}
 		if got := page.received(secretForms...); len(got) > 0 {
 			t.Errorf("responses to the page hold the secret's value: %v", got)
+		}
+		// The recording holds the watch's events: the rotation came through one.
+		if got := page.received(`"rotated":"yes"`); len(got) == 0 {
+			t.Error("no recorded response holds the rotation: the watch streams are not recorded")
 		}
 		n, size := page.responses()
 		t.Logf("%d responses (%d bytes) to the page, none with the value", n, size)
