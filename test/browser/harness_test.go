@@ -180,6 +180,8 @@ func newBrowser(t *testing.T) context.Context {
 		chromedp.Flag("disable-domain-reliability", true),
 		chromedp.Flag("no-pings", true),
 		chromedp.WindowSize(1280, 900),
+		// attacker.test resolves to loopback, as a DNS-rebinding name would.
+		chromedp.Flag("host-resolver-rules", "MAP attacker.test 127.0.0.1"),
 	)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(t.Context(), opts...)
 	ctx, cancel := chromedp.NewContext(allocCtx)

@@ -4,6 +4,9 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -306,6 +309,46 @@ func TestPage(t *testing.T) {
 		}
 		n, size := page.responses()
 		t.Logf("%d responses (%d bytes) to the page, none with the value", n, size)
+	})
+
+	t.Run("another site's page can neither read nor frame the fleet", func(t *testing.T) {
+		// The attacker's page, on another origin, tries what a page can: read the API
+		// across origins, frame the page, and read the page and the API under its own
+		// name (DNS rebinding: attacker.test resolves to loopback).
+		attacker := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/html")
+			fmt.Fprintf(w, `<!doctype html><title>attacker</title>
+<iframe id="framed" src="%[1]s/"></iframe>
+<script>
+window.results = {};
+fetch(%[1]q + "/clusters/*/api/v1/pods").then(r => r.text()).then(t => { results.crossOrigin = "read " + t.length; }, e => { results.crossOrigin = "refused: " + e; });
+</script>`, open.base)
+		}))
+		defer attacker.Close()
+		_, port, _ := net.SplitHostPort(strings.TrimPrefix(attacker.URL, "http://"))
+		evil := newTab(t, browser)
+		evil.navigate(t, "http://attacker.test:"+port+"/")
+		evil.wait(t, 10*time.Second, "the attacker's requests", `return results.crossOrigin ? true : JSON.stringify(results);`)
+		if got := eval[string](t, evil, `results.crossOrigin`); !strings.HasPrefix(got, "refused") {
+			t.Errorf("a page of another origin reads the API: %s", got)
+		}
+		eventually(t, 10*time.Second, "the frame refused", func() string {
+			for _, m := range evil.messages(nil) {
+				if strings.Contains(m, "frame-ancestors") {
+					return ""
+				}
+			}
+			return fmt.Sprint(evil.messages(nil))
+		})
+		// DNS rebinding: the daemon's own port under the attacker's name.
+		_, daemonPort, _ := net.SplitHostPort(strings.TrimPrefix(open.base, "http://"))
+		for _, p := range []string{"/", "/ui/app.js", "/clusters/*/api/v1/pods"} {
+			evil.navigate(t, "http://attacker.test:"+daemonPort+p)
+			body := eval[string](t, evil, `document.body.innerText`)
+			if !strings.Contains(body, `"code":403`) || strings.Contains(body, "web-0") {
+				t.Errorf("%s through a rebound name: %.300s", p, body)
+			}
+		}
 	})
 
 	// staging is paused now, and checked at the end: its health probe notices within
