@@ -6,7 +6,9 @@ import { getJSON } from './api.js';
 import { h, setText, timeEl, viewURL } from './dom.js';
 
 const searchPath = '/apis/fleetwatch.io/v1alpha1/search';
-const pageSize = 50;
+// defaultLimit is the number of results of a page, unless the URL says limit=N (at most
+// the API's 500).
+const defaultLimit = 50;
 
 // objectURL is the link to an object's view.
 export function objectURL(it) {
@@ -33,7 +35,9 @@ function countsTable(id, title, header, counts, term) {
 export async function searchView(main, params, signal) {
   const q = (params.get('q') || '').trim();
   const cont = params.get('continue') || '';
-  const offset = Number(params.get('offset') || 0);
+  const offset = Math.max(0, Number(params.get('offset')) || 0);
+  const limit = Math.min(500, Math.max(1, Number(params.get('limit')) || defaultLimit));
+  const pageLimit = limit === defaultLimit ? undefined : limit;
   main.replaceChildren(h('h2', {}, 'Search'));
   if (!q) {
     main.append(h('p', {}, 'Type a query in the search box: a word matches names, word* a name prefix; kind:, ns:, cluster:, label: and image: narrow it.'));
@@ -41,7 +45,7 @@ export async function searchView(main, params, signal) {
   }
   const status = document.getElementById('status');
   setText(status, 'Searching…');
-  const u = new URLSearchParams({ q, limit: String(pageSize) });
+  const u = new URLSearchParams({ q, limit: String(limit) });
   if (cont) u.set('continue', cont);
   const res = await getJSON(`${searchPath}?${u}`, { signal });
   setText(status, '');
@@ -66,7 +70,7 @@ export async function searchView(main, params, signal) {
   const next = res.metadata?.continue;
   if (cont || next) {
     main.append(h('nav', { 'aria-label': 'Pages', class: 'pages' },
-      cont ? h('a', { href: viewURL({ view: 'search', q }) }, 'First page') : null,
-      next ? h('a', { href: viewURL({ view: 'search', q, continue: next, offset: offset + items.length }), rel: 'next' }, 'Next page') : null));
+      cont ? h('a', { href: viewURL({ view: 'search', q, limit: pageLimit }) }, 'First page') : null,
+      next ? h('a', { href: viewURL({ view: 'search', q, limit: pageLimit, continue: next, offset: offset + items.length }), rel: 'next' }, 'Next page') : null));
   }
 }

@@ -216,12 +216,49 @@ func TestPage(t *testing.T) {
 		page.wait(t, 5*time.Second, "forward to the object", `
 			return document.getElementById('object-cluster')?.textContent === 'prod-us' ? true : location.href;`)
 
+		// Pages: 12 pods, 5 a page, each page a URL, in the order of cluster, kind,
+		// namespace, name.
+		page.navigate(t, open.base+"/?view=search&limit=5&q="+url.QueryEscape("kind:Pod"))
+		var seen []string
+		for i, caption := range []string{"Objects 1 to 5 of 12", "Objects 6 to 10 of 12", "Objects 11 to 12 of 12"} {
+			page.wait(t, 10*time.Second, caption, fmt.Sprintf(`
+				const got = document.querySelector('#results caption')?.textContent;
+				return got === %q ? true : got;`, caption))
+			seen = append(seen, eval[[]string](t, page, `[...document.querySelectorAll('#results tbody tr')].map(r => r.cells[0].textContent + '/' + r.cells[2].textContent + '/' + r.cells[3].textContent)`)...)
+			if next := eval[bool](t, page, `!!document.querySelector('a[rel=next]')`); next != (i < 2) {
+				t.Fatalf("page %d: a next page link: %v", i+1, next)
+			}
+			if i < 2 {
+				page.do(t, chromedp.Click(chromedp.CSS(`a[rel=next]`)))
+			}
+		}
+		var want []string
+		for _, c := range env.Clusters {
+			for _, ns := range []string{"payments", "shop"} {
+				want = append(want, c.Name+"/"+ns+"/api-0", c.Name+"/"+ns+"/web-0")
+			}
+		}
+		if !slices.Equal(seen, want) {
+			t.Errorf("the pages list\n%v\nwant\n%v", seen, want)
+		}
+		page.do(t, chromedp.NavigateBack())
+		page.wait(t, 5*time.Second, "back to page 2", `
+			const got = document.querySelector('#results caption')?.textContent;
+			return got === 'Objects 6 to 10 of 12' ? true : got;`)
+
 		// A shared link opens the same search in a new page.
 		page.navigate(t, open.base+"/?view=search&q="+url.QueryEscape("image:proxy ns:payments cluster:prod-*"))
 		page.wait(t, 10*time.Second, "a search from a link", `
 			const got = [...document.querySelectorAll('#results tbody tr')].map(r => r.cells[0].textContent + '/' + r.cells[1].textContent).sort().join(', ');
 			const want = ['prod-eu', 'prod-us'].flatMap(c => [c + '/Deployment', c + '/Deployment', c + '/Pod', c + '/Pod']).join(', ');
 			return got === want ? true : got;`)
+	})
+
+	t.Run("a search finds a Secret by its metadata", func(t *testing.T) {
+		page.navigate(t, open.base+"/?view=search&q="+url.QueryEscape("kind:Secret label:app=db"))
+		page.wait(t, 10*time.Second, "the secret in the results", `
+			const got = [...document.querySelectorAll('#results tbody tr')].map(r => r.cells[0].textContent + '/' + r.cells[2].textContent + '/' + r.cells[3].textContent).join();
+			return got === 'prod-eu/shop/db-credentials' ? true : got;`)
 	})
 
 	t.Run("the YAML the page writes reads back as the object", func(t *testing.T) {
