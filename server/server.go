@@ -84,7 +84,8 @@ type Options struct {
 	// "user=NAME" (the client's name in logs and Statuses) and "clusters=GLOB,..." (the
 	// only clusters it may read; such a token cannot read /metrics). Blank lines and
 	// lines starting with # are ignored. When set, every request except the probes
-	// (/healthz, /livez, /readyz) must carry "Authorization: Bearer <token>" with one of
+	// (/healthz, /livez, /readyz) and the web page's files (GET / from a browser,
+	// /ui/...), which hold no data, must carry "Authorization: Bearer <token>" with one of
 	// them, or one that Delegated accepts. The file is read again when it changes (at
 	// once where file events are delivered, else within 10s), not at each request; if
 	// it cannot be read or parsed, no token of it is accepted until it can. Tokens are
