@@ -580,6 +580,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, info *requestInfo
 	}
 	// routeResource
 	if rt.groupVersion() == SchemeGroupVersion {
+		if rt.resource == searchResource && !rt.hasNamespace && !rt.hasName {
+			info.resource, info.verb = searchGR.String(), "search"
+			if rt.cluster == "" {
+				sc.cluster = allClusters
+			}
+			return s.serveSearch(w, r, sc)
+		}
 		if rt.resource != "clusters" || rt.hasNamespace || rt.subresource != "" {
 			return notFound(schema.GroupResource{Group: GroupName, Resource: rt.resource}, "")
 		}
@@ -601,7 +608,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, info *requestInfo
 
 // rootPaths are listed at /, as the apiserver lists its own.
 var rootPaths = []string{
-	"/api", "/apis", "/apis/" + GroupName, "/apis/" + SchemeGroupVersion.String(),
+	"/api", "/apis", "/apis/" + GroupName, "/apis/" + SchemeGroupVersion.String(), "/apis/" + SchemeGroupVersion.String() + "/" + searchResource,
 	"/clusters/{cluster}/api", "/clusters/{cluster}/apis", "/clusters/*/api", "/clusters/*/apis",
 	"/healthz", "/livez", "/metrics", "/readyz", "/version",
 }
