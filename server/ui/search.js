@@ -56,7 +56,7 @@ export async function searchView(main, params, signal) {
     h('p', { id: 'summary' }, `${total} ${total === 1 ? 'object matches' : 'objects match'} `, h('q', {}, q), '.'),
     h('div', { class: 'facets' },
       countsTable('cluster-counts', 'Objects per cluster', 'Cluster', res.counts?.clusters, (c) => refine(q, `cluster:${c}`)),
-      countsTable('kind-counts', 'Objects per kind', 'Kind', res.counts?.kinds, (k) => refine(q, `kind:${k.split('.')[0]}`))),
+      countsTable('kind-counts', 'Objects per kind', 'Kind', res.counts?.kinds, (k) => refine(q, `kind:${k}`))),
     h('table', { id: 'results' },
       h('caption', {}, items.length ? `Objects ${first} to ${offset + items.length} of ${total}` : 'No object matches'),
       h('thead', {}, h('tr', {}, ['Cluster', 'Kind', 'Namespace', 'Name', 'Images', 'Age'].map((t) => h('th', { scope: 'col' }, t)))),
