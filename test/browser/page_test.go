@@ -409,6 +409,7 @@ fetch(%[1]q + "/clusters/*/api/v1/pods").then(r => r.text()).then(t => { results
 			const label = document.querySelector('label[for=token]')?.textContent;
 			return label === 'Bearer token' && document.activeElement?.id === 'token' ? true : 'no form: ' + document.getElementById('main').textContent;`)
 		login.screenshot(t, "token")
+		checkKeyboard(t, login, "the token form")
 
 		login.do(t, chromedp.SendKeys(chromedp.ID("token"), "not-a-token"+kb.Enter))
 		login.wait(t, 10*time.Second, "a wrong token refused", `
