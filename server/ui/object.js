@@ -99,14 +99,15 @@ export async function objectView(main, params, signal) {
   const listAccept = metadataOnly ? 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1' : 'application/json';
   const watchAccept = metadataOnly ? 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1' : 'application/json';
   while (!signal.aborted) {
-    const list = await getJSON(`${path}?${sel}`, { signal, accept: listAccept });
-    copies = new Map((list.items || []).map((o) => [clusterOf(o), o]));
-    renderOthers();
-    renderDrift();
-    let rv = list.metadata?.resourceVersion || '';
-    // Watch from the list's cursor; when the server ends the watch, go on from the last
-    // cursor seen; when it has forgotten it (410 Gone), list again.
+    // List, then watch from the list's cursor; when the server ends the watch, go on
+    // from the last cursor seen; when it has forgotten it (410 Gone), or a request
+    // fails, list again.
     try {
+      const list = await getJSON(`${path}?${sel}`, { signal, accept: listAccept });
+      copies = new Map((list.items || []).map((o) => [clusterOf(o), o]));
+      renderOthers();
+      renderDrift();
+      let rv = list.metadata?.resourceVersion || '';
       for (;;) {
         const w = new URLSearchParams(sel);
         w.set('watch', 'true');
@@ -130,7 +131,7 @@ export async function objectView(main, params, signal) {
       }
     } catch (e) {
       if (e instanceof Unauthorized || e.name === 'AbortError' || signal.aborted) throw e;
-      setText(watching, `The watch ended (${e.message}); listing again.`);
+      setText(watching, `Reading the object failed (${e.message}); trying again.`);
       await sleep(1000, signal);
     }
   }

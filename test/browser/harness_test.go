@@ -58,9 +58,10 @@ func freePort(t *testing.T) int {
 
 // daemon is a running `fleetwatch serve`.
 type daemon struct {
-	base string
-	cmd  *exec.Cmd
-	log  string
+	name, bin, config string
+	base              string
+	cmd               *exec.Cmd
+	log               *os.File
 }
 
 // startDaemon runs `fleetwatch serve` with the config that config gives for a free port.
@@ -69,27 +70,20 @@ func startDaemon(t *testing.T, bin, name string, config func(port int) string) *
 	t.Helper()
 	dir := t.TempDir()
 	port := freePort(t)
-	cfg := filepath.Join(dir, "fleetwatch.yaml")
-	if err := os.WriteFile(cfg, []byte(config(port)), 0o600); err != nil {
+	d := &daemon{name: name, bin: bin, config: filepath.Join(dir, "fleetwatch.yaml"), base: fmt.Sprintf("http://127.0.0.1:%d", port)}
+	if err := os.WriteFile(d.config, []byte(config(port)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d := &daemon{base: fmt.Sprintf("http://127.0.0.1:%d", port), log: filepath.Join(dir, name+".log")}
-	logf, err := os.Create(d.log)
-	if err != nil {
+	var err error
+	if d.log, err = os.Create(filepath.Join(dir, name+".log")); err != nil {
 		t.Fatal(err)
 	}
-	d.cmd = exec.Command(bin, "serve", "--config", cfg, "--log-verbosity", "2")
-	d.cmd.Stderr = logf
-	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	d.start(t)
 	t.Cleanup(func() {
-		_ = d.cmd.Process.Kill()
-		_ = d.cmd.Wait()
-		logf.Close()
+		d.kill()
+		d.log.Close()
 		if t.Failed() {
-			b, _ := os.ReadFile(d.log)
+			b, _ := os.ReadFile(d.log.Name())
 			if len(b) > 4000 {
 				b = b[len(b)-4000:]
 			}
@@ -97,6 +91,22 @@ func startDaemon(t *testing.T, bin, name string, config func(port int) string) *
 		}
 	})
 	return d
+}
+
+func (d *daemon) start(t *testing.T) {
+	t.Helper()
+	d.cmd = exec.Command(d.bin, "serve", "--config", d.config, "--log-verbosity", "2")
+	d.cmd.Stderr = d.log
+	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// kill kills the daemon with SIGKILL and waits for it.
+func (d *daemon) kill() {
+	_ = d.cmd.Process.Kill()
+	_ = d.cmd.Wait()
 }
 
 // waitReady waits until the daemon's /readyz passes.

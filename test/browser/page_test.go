@@ -22,6 +22,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
@@ -186,6 +187,33 @@ func TestPage(t *testing.T) {
 		page.wait(t, 2*time.Second, "the new drift", `
 			const got = document.querySelector('#others tr[data-cluster="staging"]').cells[2].textContent;
 			return got === '2 fields differ' ? true : got;`)
+	})
+
+	t.Run("an open page goes on after a kill -9 of the daemon", func(t *testing.T) {
+		page.navigate(t, "about:blank") // its console stays free of the refused connections
+		survivor := newTab(t, browser)
+		survivor.navigate(t, objectURL(open.base, eu.Name, "apps", "v1", "deployments", "Deployment", "shop", "web"))
+		survivor.wait(t, 10*time.Second, "the watch", `return document.getElementById('watching').textContent.startsWith('Watching') ? true : document.getElementById('watching').textContent;`)
+		open.kill()
+		survivor.wait(t, 10*time.Second, "the page telling the daemon is gone", `
+			const w = document.getElementById('watching').textContent;
+			return w.startsWith('Reading the object failed') ? true : w;`)
+		patch := `{"metadata":{"labels":{"release":"r3"}}}`
+		if _, err := eu.Clientset().AppsV1().Deployments("shop").Patch(ctx, "web", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		open.start(t)
+		open.waitReady(t)
+		survivor.wait(t, 20*time.Second, "the write made while the daemon was down", `
+			const y = document.getElementById('yaml').textContent;
+			return y.includes('release: r3') && document.getElementById('watching').textContent.startsWith('Watching') ? true : y;`)
+		sameAsServers(t, open, env, "apis/apps/v1/deployments", schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"})
+		if msgs := survivor.messages(func(m chromedp.ConsoleMessage) bool {
+			// The broken watch and the refused connections, which the page retries.
+			return m.Source == "network" && strings.Contains(m.Text, "net::ERR_")
+		}); len(msgs) > 0 {
+			t.Errorf("console of the page while the daemon restarted:\n%s", strings.Join(msgs, "\n"))
+		}
 	})
 
 	t.Run("search finds objects in several clusters", func(t *testing.T) {
@@ -481,31 +509,7 @@ fetch(%[1]q + "/clusters/*/api/v1/pods").then(r => r.text()).then(t => { results
 			const got = [...document.querySelectorAll('#fleet tbody tr')].map(r => r.dataset.cluster + ' ' + r.querySelector('.phase').textContent).join(', ');
 			return got === 'prod-eu Synced, prod-us Synced, staging Synced' ? true : got;`)
 		// The cache equals the servers' truth, and so do the page's counts.
-		eventually(t, 20*time.Second, "the daemon's pods equal the servers'", func() string {
-			var got, want []string
-			var list unstructured.UnstructuredList
-			if err := list.UnmarshalJSON(open.get(t, "/clusters/*/api/v1/pods", "")); err != nil {
-				return err.Error()
-			}
-			for _, p := range list.Items {
-				got = append(got, p.GetAnnotations()["fleetwatch.io/cluster"]+"/"+p.GetNamespace()+"/"+p.GetName()+"@"+p.GetResourceVersion())
-			}
-			for _, c := range env.Clusters {
-				pods, err := c.Clientset().CoreV1().Pods("").List(ctx, metav1.ListOptions{})
-				if err != nil {
-					return err.Error()
-				}
-				for _, p := range pods.Items {
-					want = append(want, c.Name+"/"+p.Namespace+"/"+p.Name+"@"+p.ResourceVersion)
-				}
-			}
-			sort.Strings(got)
-			sort.Strings(want)
-			if !slices.Equal(got, want) {
-				return fmt.Sprintf("got %v, want %v", got, want)
-			}
-			return ""
-		})
+		sameAsServers(t, open, env, "api/v1/pods", schema.GroupVersionResource{Version: "v1", Resource: "pods"})
 		page.wait(t, 5*time.Second, "staging's pods on the page", `
 			const got = document.querySelector('#fleet tr[data-cluster=staging] .objects li').textContent;
 			return got === 'pods: 3' ? true : got;`)
@@ -567,4 +571,35 @@ func checkKeyboard(t *testing.T, tb *tab, where string) {
 	if bad := eval[string](t, tb, `[...document.querySelectorAll('table')].filter(t => !t.caption || !t.tHead || t.tHead.querySelectorAll('th[scope=col]').length === 0).map(t => t.id).join()`); bad != "" {
 		t.Errorf("%s: tables without a caption or column headers: %s", where, bad)
 	}
+}
+
+// sameAsServers waits until the daemon's list of a resource across the fleet (at path,
+// as api/v1/pods) holds the objects of the clusters, at their resourceVersions.
+func sameAsServers(t *testing.T, d *daemon, env *testenv.Env, path string, gvr schema.GroupVersionResource) {
+	t.Helper()
+	eventually(t, 20*time.Second, "the daemon's "+path+" equal the servers'", func() string {
+		var got, want []string
+		var list unstructured.UnstructuredList
+		if err := list.UnmarshalJSON(d.get(t, "/clusters/*/"+path, "")); err != nil {
+			return err.Error()
+		}
+		for _, o := range list.Items {
+			got = append(got, o.GetAnnotations()["fleetwatch.io/cluster"]+"/"+o.GetNamespace()+"/"+o.GetName()+"@"+o.GetResourceVersion())
+		}
+		for _, c := range env.Clusters {
+			l, err := c.Dynamic().Resource(gvr).List(t.Context(), metav1.ListOptions{})
+			if err != nil {
+				return err.Error()
+			}
+			for _, o := range l.Items {
+				want = append(want, c.Name+"/"+o.GetNamespace()+"/"+o.GetName()+"@"+o.GetResourceVersion())
+			}
+		}
+		sort.Strings(got)
+		sort.Strings(want)
+		if !slices.Equal(got, want) {
+			return fmt.Sprintf("got %v, want %v", got, want)
+		}
+		return ""
+	})
 }
