@@ -14,7 +14,7 @@ if [ -n "${FLEETWATCH_CHROMIUM:-}" ]; then
 fi
 if command -v chromium >/dev/null 2>&1; then exit 0; fi
 
-if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+if [ "${EUID:-$(id -u)}" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
   log "fleetwatch: the browser tests need Chromium, which is not installed."
   log "  On Debian or Ubuntu: sudo apt-get install -y chromium"
   log "  Elsewhere: set FLEETWATCH_CHROMIUM to a Chromium or Chrome binary."
