@@ -19,7 +19,9 @@ import (
 	"github.com/chromedp/cdproto/accessibility"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -88,8 +90,18 @@ func TestPage(t *testing.T) {
 	if err := os.WriteFile(tokens, []byte("admin-token user=admin\neu-token user=eu clusters=prod-eu\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// prod-us is also the home cluster of delegated authentication: a ServiceAccount of it
+	// may read prod-us only.
+	homeKubeconfig := filepath.Join(dir, "home.kubeconfig")
+	if err := env.WriteKubeconfig(homeKubeconfig, env.Clusters[1]); err != nil {
+		t.Fatal(err)
+	}
+	saToken := grantCluster(t, env.Clusters[1], "us-viewer", "prod-us")
 	open := startDaemon(t, bin, "open", daemonConfig(kubeconfig, filepath.Join(dir, "open.db"), ""))
-	authed := startDaemon(t, bin, "authed", daemonConfig(kubeconfig, filepath.Join(dir, "authed.db"), fmt.Sprintf("  auth:\n    tokenFile: %q\n", tokens)))
+	authed := startDaemon(t, bin, "authed", daemonConfig(kubeconfig, filepath.Join(dir, "authed.db"), fmt.Sprintf(`  auth:
+    tokenFile: %q
+    delegated: {enabled: true, kubeconfig: %q, audiences: [fleetwatch]}
+`, tokens, homeKubeconfig)))
 	open.waitReady(t)
 	authed.waitReady(t)
 
@@ -98,7 +110,9 @@ func TestPage(t *testing.T) {
 
 	t.Run("the fleet table shows every cluster", func(t *testing.T) {
 		page.navigate(t, open.base+"/")
-		page.wait(t, 30*time.Second, "every cluster Synced", `
+		// /readyz passed: every cluster has synced, and its status says so at once, not
+		// at the next health probe (30s).
+		page.wait(t, 10*time.Second, "every cluster Synced", `
 			const rows = [...document.querySelectorAll('#fleet tbody tr')];
 			const got = rows.map(r => r.dataset.cluster + ' ' + r.querySelector('.phase').textContent).join(', ');
 			return got === 'prod-eu Synced, prod-us Synced, staging Synced' ? true : document.getElementById('fleet').innerText;`)
@@ -430,7 +444,7 @@ fetch(%[1]q + "/clusters/*/api/v1/pods").then(r => r.text()).then(t => { results
 		}
 	})
 
-	t.Run("with a token file, the page asks for a token", func(t *testing.T) {
+	t.Run("with a token file or delegated authentication, the page asks for a token", func(t *testing.T) {
 		login := newTab(t, browser)
 		login.navigate(t, authed.base+"/")
 		login.wait(t, 10*time.Second, "the token form", `
@@ -477,6 +491,16 @@ fetch(%[1]q + "/clusters/*/api/v1/pods").then(r => r.text()).then(t => { results
 		login.wait(t, 10*time.Second, "every cluster with the admin token", `
 			const got = [...document.querySelectorAll('#fleet tbody tr')].map(r => r.dataset.cluster).join();
 			return got === 'prod-eu,prod-us,staging' ? true : 'clusters: ' + got;`)
+
+		// Delegated authentication: a ServiceAccount token of the home cluster, whose RBAC
+		// grants prod-us only.
+		login.do(t, chromedp.Click(chromedp.ID("sign-out")))
+		login.wait(t, 10*time.Second, "the form after forgetting the token", `
+			return document.getElementById('token-form') && !sessionStorage.getItem('fleetwatch.token') ? true : document.getElementById('main').textContent;`)
+		login.do(t, chromedp.SendKeys(chromedp.ID("token"), saToken+kb.Enter))
+		login.wait(t, 10*time.Second, "prod-us only, as the home cluster's RBAC grants", `
+			const got = [...document.querySelectorAll('#fleet tbody tr')].map(r => r.dataset.cluster).join();
+			return got === 'prod-us' ? true : 'clusters: ' + got;`)
 
 		// The browser logs the 401s that the page answered with its form, and nothing else.
 		if msgs := login.messages(func(m chromedp.ConsoleMessage) bool {
@@ -602,4 +626,37 @@ func sameAsServers(t *testing.T, d *daemon, env *testenv.Env, path string, gvr s
 		}
 		return ""
 	})
+}
+
+// grantCluster creates a ServiceAccount sa in the home cluster, allowed by RBAC to read
+// the fleet's cluster named cluster only, and returns a token of it for the audience
+// fleetwatch.
+func grantCluster(t *testing.T, home *testenv.Cluster, sa, cluster string) string {
+	t.Helper()
+	ctx := t.Context()
+	cs := home.Clientset()
+	if _, err := cs.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	role := "fleetwatch-" + sa
+	if _, err := cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: role},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"fleetwatch.io"}, Resources: []string{"clusters"}, ResourceNames: []string{cluster}, Verbs: []string{"get"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: "default", Name: sa}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := cs.CoreV1().ServiceAccounts("default").CreateToken(ctx, sa, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{Audiences: []string{"fleetwatch"}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr.Status.Token
 }
