@@ -11,6 +11,10 @@ DOCKER    ?= docker
 UNIT_PKGS  = $(shell $(GO) list ./... | grep -v /test/e2e)
 E2E_PKGS   = ./test/e2e/...
 E2E_FLAGS ?= -race -timeout 30m
+# The browser tests are a module of their own (test/browser), so that chromedp stays out
+# of fleetwatch's go.mod.
+BROWSER_DIR    = test/browser
+BROWSER_FLAGS ?= -race -timeout 10m
 FUZZTIME  ?= 30s
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BENCH     ?= .
@@ -20,7 +24,7 @@ BENCH_DIR ?= $(HOME)/.cache/fleetwatch/bench
 BENCH_FLAGS       ?= --pods 10000 --configmaps 3000 --clusters 3 --runs 3 --write-duration 60s --scale 1,3,10,30 --scale-namespaces 3
 BENCH_QUICK_FLAGS ?= --pods 300 --configmaps 100 --clusters 3 --runs 2 --write-rate 30 --write-duration 5s --scale 1,6
 
-.PHONY: all build image tools test test-unit test-e2e lint fmt demo bench bench-quick bench-go fuzz clean
+.PHONY: all build image tools test test-unit test-e2e test-browser lint fmt demo bench bench-quick bench-go fuzz clean
 
 all: lint build test
 
@@ -35,8 +39,9 @@ image:
 tools:
 	@hack/build-tools.sh
 
-## test: unit tests (with -race) and end-to-end tests against real local clusters
-test: tools test-unit test-e2e
+## test: unit tests (with -race), end-to-end tests against real local clusters, and the
+## web page in a real headless Chromium
+test: tools test-unit test-e2e test-browser
 
 test-unit:
 	$(GO) test -race -count=1 $(UNIT_PKGS)
@@ -45,9 +50,17 @@ test-e2e: tools
 	@eval "$$(hack/build-tools.sh --print)" && export FLEETWATCH_KUBE_APISERVER FLEETWATCH_ETCD FLEETWATCH_KUBECTL && \
 		$(GO) test -count=1 $(E2E_FLAGS) $(E2E_PKGS)
 
+## test-browser: the web page of `fleetwatch serve` in a headless Chromium (installed by
+## hack/install-chromium.sh where it is missing), against real local clusters
+test-browser: tools
+	@hack/install-chromium.sh
+	@eval "$$(hack/build-tools.sh --print)" && export FLEETWATCH_KUBE_APISERVER FLEETWATCH_ETCD FLEETWATCH_KUBECTL && \
+		cd $(BROWSER_DIR) && $(GO) test -count=1 $(BROWSER_FLAGS) ./...
+
 lint:
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
+	cd $(BROWSER_DIR) && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && $(GO) mod tidy -diff
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@cd hack/tools/kube-apiserver && $(GO) mod verify >/dev/null
 	@$(GO) mod tidy -diff

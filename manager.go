@@ -155,6 +155,13 @@ type member struct {
 	// syncTimeout is the Options.SyncTimeout the cluster was engaged with.
 	syncTimeout time.Duration
 
+	// refreshMu serializes the refreshes of the cluster's status, so that the status
+	// recorded last is computed from the newest observation. The informer set reports
+	// each resource's change from that resource's goroutine: unserialized, a refresh
+	// that read the set before another could record its older status after it, and keep
+	// it until the next change (a health probe, 30s later).
+	refreshMu sync.Mutex
+
 	// mu guards the fields below.
 	mu sync.Mutex
 	// health is the last health report; nil before the first probe.
@@ -631,6 +638,8 @@ func (m *Manager) refresh(mb *member) {
 	if !current {
 		return
 	}
+	mb.refreshMu.Lock()
+	defer mb.refreshMu.Unlock()
 	o := observed{name: mb.cluster.Name, server: mb.cluster.Server(), resources: mb.set.Status(), syncTimeout: mb.syncTimeout}
 	mb.mu.Lock()
 	o.health, o.identity, o.syncTimedOut, o.stale = mb.health, mb.identity, mb.syncTimedOut, mb.stale

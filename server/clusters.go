@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetwatch/fleetwatch/aggregate"
+	fleetmetrics "github.com/fleetwatch/fleetwatch/metrics"
 )
 
 // The API group of fleetwatch's own resources, and the annotations it adds to the objects
@@ -63,6 +65,10 @@ type ClusterStatus struct {
 	Objects int `json:"objects"`
 	// Resources are the configured resources, in configured order.
 	Resources []ClusterResource `json:"resources,omitempty"`
+	// SnapshotLag is how far the snapshot is behind the cache: the age of the oldest
+	// change not committed yet. One writer commits every cluster, so it is the same for
+	// each. Absent when the Source keeps no snapshot.
+	SnapshotLag *metav1.Duration `json:"snapshotLag,omitempty"`
 }
 
 // ClusterResource is the state of one configured resource in one cluster.
@@ -157,9 +163,17 @@ func (s *Server) serveClusters(w http.ResponseWriter, r *http.Request, sc scope,
 			}
 		}
 	}
+	var lag *metav1.Duration
+	if snap, ok := s.src.(fleetmetrics.SnapshotSource); ok {
+		if st, ok := snap.SnapshotStats(); ok {
+			lag = &metav1.Duration{Duration: st.Lag.Round(time.Millisecond)}
+		}
+	}
 	items := make([]Cluster, 0, len(statuses))
 	for _, st := range statuses {
-		items = append(items, clusterOf(st))
+		c := clusterOf(st)
+		c.Status.SnapshotLag = lag
+		items = append(items, c)
 	}
 	slices.SortFunc(items, func(a, b Cluster) int { return strings.Compare(a.Name, b.Name) })
 	if f == formatTable {
@@ -194,6 +208,10 @@ func (c *Cluster) DeepCopyInto(out *Cluster) {
 		out.Status.LastSyncTime = &t
 	}
 	out.Status.Resources = slices.Clone(c.Status.Resources)
+	if c.Status.SnapshotLag != nil {
+		lag := *c.Status.SnapshotLag
+		out.Status.SnapshotLag = &lag
+	}
 }
 
 // DeepCopy returns a deep copy of c.
