@@ -64,6 +64,7 @@ func run() int {
 	provider := flag.String("provider", "fleetwatch", "cluster provider: fleetwatch, or kubeconfig (multicluster-runtime's)")
 	kubeconfigs := flag.String("kubeconfigs", "", "fleetwatch: kubeconfig files or directories, comma-separated; every context is a cluster (default $KUBECONFIG, else ~/.kube/config)")
 	snapshot := flag.String("snapshot", "", "fleetwatch: snapshot file, for warm restarts; empty for none")
+	snapshotInterval := flag.Duration("snapshot-interval", persist.DefaultInterval, "fleetwatch: how often the snapshot is committed")
 	namespace := flag.String("namespace", "default", "kubeconfig: namespace of the kubeconfig Secrets")
 	printRequests := flag.Bool("print-requests", false, "print each request as 'reconcile <cluster> <namespace>/<name>' on stdout")
 	probeAddr := flag.String("health-probe-bind-address", "0", "address of /healthz and /readyz (0 disables them)")
@@ -99,6 +100,7 @@ func run() int {
 			}
 			defer store.Close()
 			fwOpts.Snapshot = store
+			fwOpts.SnapshotWriter.Interval = *snapshotInterval
 		}
 		fleet, err := fleetwatch.NewManager(fwOpts)
 		if err != nil {

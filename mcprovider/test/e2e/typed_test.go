@@ -210,4 +210,3 @@ func diffObjects(want, have map[string]runtime.Object) string {
 	}
 	return ""
 }
-
