@@ -23,6 +23,9 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -67,6 +70,7 @@ func run() int {
 	snapshotInterval := flag.Duration("snapshot-interval", persist.DefaultInterval, "fleetwatch: how often the snapshot is committed")
 	namespace := flag.String("namespace", "default", "kubeconfig: namespace of the kubeconfig Secrets")
 	printRequests := flag.Bool("print-requests", false, "print each request as 'reconcile <cluster> <namespace>/<name>' on stdout")
+	memstatsAfter := flag.Int("memstats-after", 0, "for benchmarks: once this many distinct objects were reconciled, collect garbage and print 'memstats <heap bytes> <RSS bytes>' on stdout")
 	probeAddr := flag.String("health-probe-bind-address", "0", "address of /healthz and /readyz (0 disables them)")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
@@ -143,16 +147,24 @@ func run() int {
 	}
 
 	var out sync.Mutex
+	seen := map[mcreconcile.Request]bool{}
 	err := mcbuilder.ControllerManagedBy(mgr).
 		Named("configmaps").
 		For(&corev1.ConfigMap{}).
 		Complete(mcreconcile.Func(func(ctx context.Context, req mcreconcile.Request) (ctrl.Result, error) {
+			res, err := reconcile(ctx, mgr, req)
+			out.Lock()
+			defer out.Unlock()
 			if *printRequests {
-				out.Lock()
 				fmt.Printf("reconcile %s %s\n", req.ClusterName, req.NamespacedName)
-				out.Unlock()
 			}
-			return reconcile(ctx, mgr, req)
+			if *memstatsAfter > 0 && !seen[req] {
+				seen[req] = true
+				if len(seen) == *memstatsAfter {
+					go printMemstats(&out)
+				}
+			}
+			return res, err
 		}))
 	if err != nil {
 		log.Error(err, "Creating the controller")
@@ -193,4 +205,26 @@ func reconcile(ctx context.Context, mgr mcmanager.Manager, req mcreconcile.Reque
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{}, nil
+}
+
+// printMemstats collects garbage until the heap is live objects only, and prints the
+// live heap and the RSS, as the contenders of fleetwatch's benchmark measure themselves.
+func printMemstats(out *sync.Mutex) {
+	runtime.GC()
+	runtime.GC()
+	debug.FreeOSMemory()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	var rss uint64
+	if data, err := os.ReadFile("/proc/self/status"); err == nil {
+		for line := range strings.SplitSeq(string(data), "\n") {
+			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+				kb, _ := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+				rss = kb << 10
+			}
+		}
+	}
+	out.Lock()
+	defer out.Unlock()
+	fmt.Printf("memstats %d %d\n", ms.HeapAlloc, rss)
 }
