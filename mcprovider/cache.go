@@ -93,15 +93,22 @@ func (c *clusterCache) List(_ context.Context, list client.ObjectList, opts ...c
 	if m.Scope.Name() == meta.RESTScopeNameRoot {
 		namespace = ""
 	}
+	selector := o.LabelSelector
+	if selector == nil {
+		selector = labels.Everything()
+	}
 	var cached []runtime.Object
+	filter := false
 	if o.FieldSelector != nil {
 		cached, err = c.byFields(m.Resource, o.FieldSelector.Requirements(), namespace)
+		filter = !selector.Empty()
 	} else {
+		// The fleet's label index narrows the objects of the cluster or namespace.
 		lister := c.p.fleet.Lister(m.Resource).Cluster(c.name)
 		if namespace != "" {
-			cached, err = lister.ByNamespace(namespace).List(labels.Everything())
+			cached, err = lister.ByNamespace(namespace).List(selector)
 		} else {
-			cached, err = lister.List(labels.Everything())
+			cached, err = lister.List(selector)
 		}
 	}
 	if err != nil {
@@ -112,12 +119,12 @@ func (c *clusterCache) List(_ context.Context, list client.ObjectList, opts ...c
 		if o.Limit > 0 && int64(len(items)) >= o.Limit {
 			break
 		}
-		if o.LabelSelector != nil && !o.LabelSelector.Empty() {
+		if filter {
 			a, err := meta.Accessor(obj)
 			if err != nil {
 				return err
 			}
-			if !o.LabelSelector.Matches(labels.Set(a.GetLabels())) {
+			if !selector.Matches(labels.Set(a.GetLabels())) {
 				continue
 			}
 		}
