@@ -571,15 +571,15 @@ func TestManagerAddAware(t *testing.T) {
 		t.Fatal(err)
 	}
 	start(t, m)
-	if err := m.AddAware(rec); !errors.Is(err, fleetwatch.ErrAlreadyStarted) {
-		t.Errorf("AddAware after Start: %v, want ErrAlreadyStarted", err)
-	}
 	eventually(t, "both clusters engaged with the Aware", func() string {
 		if rec.ctx("a") == nil || rec.ctx("b") == nil {
 			return "not yet"
 		}
 		return ""
 	})
+	if err := m.AddAware(rec); !errors.Is(err, fleetwatch.ErrAlreadyStarted) {
+		t.Errorf("AddAware after Start: %v, want ErrAlreadyStarted", err)
+	}
 	// The error of the Aware leaves the clusters in the fleet.
 	if _, err := m.RESTConfig("a"); err != nil {
 		t.Errorf("RESTConfig(a) after the Aware refused it: %v", err)
