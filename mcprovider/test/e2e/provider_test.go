@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -226,7 +228,8 @@ func startController(t *testing.T, kubeconfig string) (*mcprovider.Provider, mcm
 // TestControllerOverTheFleet runs a real mcmanager with a uniform reconciler over 3
 // clusters of the fleet: every request carries the cluster its object lives in, every
 // write lands in that cluster, a context added to the kubeconfig is engaged and
-// reconciled, and one removed is disengaged and gets no request any more. Then it reads
+// reconciled, one removed is disengaged and gets no request any more, and one whose
+// connection changes is replaced and reconciled again. Midway, it reads
 // the real servers' objects through each cluster's cache (see checkTypedReads).
 func TestControllerOverTheFleet(t *testing.T) {
 	env := testenv.New(t, testenv.Options{Clusters: 4})
@@ -299,6 +302,38 @@ func TestControllerOverTheFleet(t *testing.T) {
 			t.Errorf("after the removal: %s", bad)
 		}
 	}
+	// A cluster whose connection changes in the kubeconfig is replaced: disengaged, then
+	// engaged again as a new cluster.Cluster, which is reconciled.
+	replaced := env.Clusters[0]
+	old, err := p.Get(ctx, multicluster.ClusterName(replaced.Name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := env.KubeconfigFor(kept...)
+	cfg.Clusters[replaced.Name].CertificateAuthorityData = nil
+	cfg.Clusters[replaced.Name].InsecureSkipTLSVerify = true
+	if err := clientcmd.WriteToFile(*cfg, env.Kubeconfig+".tmp"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(env.Kubeconfig+".tmp", env.Kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, convergeTimeout, "the changed cluster replaced", func() string {
+		now, err := p.Get(ctx, multicluster.ClusterName(replaced.Name))
+		if err != nil {
+			return err.Error()
+		}
+		if now == old {
+			return "still the old cluster.Cluster"
+		}
+		if !now.GetConfig().Insecure {
+			return "the new cluster.Cluster has the old connection"
+		}
+		return ""
+	})
+	createConfigMap(t, replaced.Clientset(), "after-replace", replaced.Name)
+	eventually(t, convergeTimeout, "the replaced cluster reconciled", func() string { return unreconciled(ctx, replaced) })
+
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	if len(rec.wrong) > 0 {
