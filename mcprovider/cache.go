@@ -222,8 +222,8 @@ func (c *clusterCache) informer(ctx context.Context, t target, m *meta.RESTMappi
 
 // RemoveInformer fails: the fleet's informers are shared by every cluster and every
 // reader; a resource leaves them through the fleetwatch Manager's Reconfigure.
-func (c *clusterCache) RemoveInformer(context.Context, client.Object) error {
-	return errors.New("mcprovider: the informers of the fleet are shared; change the fleetwatch Manager's resources instead")
+func (c *clusterCache) RemoveInformer(_ context.Context, obj client.Object) error {
+	return fmt.Errorf("remove the informer of %T: %w; change the fleetwatch Manager's resources instead", obj, ErrShared)
 }
 
 // Start blocks until ctx is done: the fleetwatch Manager runs the informers.

@@ -225,8 +225,11 @@ func TestClusterInformer(t *testing.T) {
 	if !inf.HasSynced() || inf.IsStopped() {
 		t.Errorf("HasSynced %t, IsStopped %t; want synced and running", inf.HasSynced(), inf.IsStopped())
 	}
-	if err := inf.AddIndexers(toolscache.Indexers{}); err == nil {
-		t.Error("AddIndexers did not fail")
+	if err := inf.AddIndexers(toolscache.Indexers{}); !errors.Is(err, ErrShared) {
+		t.Errorf("AddIndexers: %v, want ErrShared", err)
+	}
+	if err := views["a"].RemoveInformer(ctx, &corev1.ConfigMap{}); !errors.Is(err, ErrShared) {
+		t.Errorf("RemoveInformer: %v, want ErrShared", err)
 	}
 	rec := &recorder{}
 	reg, err := inf.AddEventHandler(rec)

@@ -1,7 +1,6 @@
 package mcprovider
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -44,7 +43,7 @@ func (i *clusterInformer) AddEventHandlerWithOptions(h toolscache.ResourceEventH
 	}
 	a := &handlerAdapter{h: h, target: i.target, logger: logger.WithValues("cluster", i.c.name, "resource", i.resource)}
 	reg, err := i.c.p.fleet.AddHandler(a, aggregate.HandlerOptions{
-		Name:      fmt.Sprintf("mcprovider %s %s as %s", i.c.name, i.resource, i.target.gvk.Kind),
+		Name:      fmt.Sprintf("mcprovider %s %s as %s", i.c.name, i.resource.GroupResource(), i.target.gvk.Kind),
 		Resources: []schema.GroupVersionResource{i.resource},
 		Cluster:   i.c.name,
 	})
@@ -67,7 +66,7 @@ func (i *clusterInformer) RemoveEventHandler(handle toolscache.ResourceEventHand
 
 // AddIndexers fails: index the fleet with IndexField, which every cluster reads.
 func (i *clusterInformer) AddIndexers(toolscache.Indexers) error {
-	return errors.New("mcprovider: indexers cannot be added to a cluster's informer; use IndexField, which indexes the fleet")
+	return fmt.Errorf("add indexers to the informer of %s in cluster %s: %w; use IndexField, which indexes the fleet", i.resource.GroupResource(), i.c.name, ErrShared)
 }
 
 // HasSynced reports whether the cluster's objects are complete in the fleet.
@@ -132,6 +131,8 @@ type handlerAdapter struct {
 	target target
 	logger klog.Logger
 }
+
+var _ aggregate.Handler = (*handlerAdapter)(nil)
 
 func (a *handlerAdapter) OnEvent(e aggregate.Event) {
 	obj, err := a.target.convert(e.Object, true)

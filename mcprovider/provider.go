@@ -115,7 +115,7 @@ func (p *Provider) Start(ctx context.Context, aware multicluster.Aware) error {
 	p.mu.Lock()
 	if p.aware != nil {
 		p.mu.Unlock()
-		return errors.New("mcprovider: Start called twice")
+		return ErrAlreadyStarted
 	}
 	p.aware = aware
 	p.mu.Unlock()
@@ -201,6 +201,8 @@ func (p *Provider) applyIndex(fi *fieldIndex) error {
 
 // fleetAware is the cluster.Aware that the Provider registers with the Manager.
 type fleetAware struct{ p *Provider }
+
+var _ fwcluster.Aware = fleetAware{}
 
 // Engage builds the cluster.Cluster of c, and engages it with the multicluster-runtime
 // manager once its objects are complete in the fleet, in a goroutine of its own, so that
