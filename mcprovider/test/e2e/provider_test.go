@@ -334,6 +334,15 @@ func TestControllerOverTheFleet(t *testing.T) {
 	createConfigMap(t, replaced.Clientset(), "after-replace", replaced.Name)
 	eventually(t, convergeTimeout, "the replaced cluster reconciled", func() string { return unreconciled(ctx, replaced) })
 
+	// After the changes, each cluster's cache is its server's state, and the removed
+	// cluster's objects have left the fleet.
+	for _, c := range kept {
+		eventually(t, convergeTimeout, c.Name+": the cache equals the server", func() string { return cacheDiff(ctx, mgr, c) })
+	}
+	if n := p.Manager().Fleet().Indexer(configMapsGVR).ClusterLen(removed.Name); n != 0 {
+		t.Errorf("%d ConfigMaps of the removed cluster %s are still in the fleet", n, removed.Name)
+	}
+
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	if len(rec.wrong) > 0 {
@@ -349,4 +358,32 @@ func TestControllerOverTheFleet(t *testing.T) {
 	}
 	sort.Strings(names)
 	t.Logf("%d requests of clusters %v", len(rec.seen), names)
+}
+
+// cacheDiff says how the ConfigMaps of c's cache differ from its server's, by name and
+// resourceVersion; empty if they do not.
+func cacheDiff(ctx context.Context, mgr mcmanager.Manager, c *testenv.Cluster) string {
+	cl, err := mgr.GetCluster(ctx, multicluster.ClusterName(c.Name))
+	if err != nil {
+		return err.Error()
+	}
+	server, err := c.Clientset().CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	var cached corev1.ConfigMapList
+	if err := cl.GetCache().List(ctx, &cached); err != nil {
+		return err.Error()
+	}
+	want, got := map[string]string{}, map[string]string{}
+	for _, o := range server.Items {
+		want[o.Namespace+"/"+o.Name] = o.ResourceVersion
+	}
+	for _, o := range cached.Items {
+		got[o.Namespace+"/"+o.Name] = o.ResourceVersion
+	}
+	if fmt.Sprint(want) != fmt.Sprint(got) {
+		return fmt.Sprintf("cache %v, server %v", got, want)
+	}
+	return ""
 }
