@@ -116,7 +116,8 @@ type Registration struct {
 	syncTarget uint64
 	targetSet  bool
 	// replayTarget is the value of lastSeq once AddHandler had queued the current state;
-	// set once, when replaySet is set. replayed is closed once it is delivered.
+	// replaySet is set from then until replayed is closed, once that state is delivered
+	// or the handler is stopped.
 	replayTarget uint64
 	replaySet    bool
 	replayed     chan struct{}
@@ -274,7 +275,11 @@ func (r *Registration) stop() {
 	defer r.mu.Unlock()
 	r.stopped = true
 	r.queue.reset()
-	r.advanceLocked()
+	// Nothing more will be delivered; HasSynced stays as it is.
+	if r.replaySet {
+		r.replaySet = false
+		close(r.replayed)
+	}
 	r.cond.Broadcast()
 }
 
@@ -327,9 +332,8 @@ func (r *Registration) advanceLocked() {
 		r.isSynced.Store(true)
 		close(r.synced)
 	}
-	if r.replaySet && (r.doneThrough >= r.replayTarget || r.stopped) {
+	if r.replaySet && r.doneThrough >= r.replayTarget {
 		r.replaySet = false
-		r.replayTarget = ^uint64(0)
 		close(r.replayed)
 	}
 }
