@@ -56,6 +56,8 @@ type Provider struct {
 	scheme *runtime.Scheme
 	mapper *fleetMapper
 	opts   Options
+	// wg counts the goroutines of the engaged clusters, so that Start returns after them.
+	wg sync.WaitGroup
 
 	// mu guards aware, clusters and indexes.
 	mu sync.Mutex
@@ -119,7 +121,10 @@ func (p *Provider) Start(ctx context.Context, aware multicluster.Aware) error {
 	}
 	p.aware = aware
 	p.mu.Unlock()
-	return p.mgr.Start(ctx)
+	err := p.mgr.Start(ctx)
+	// The Manager has ended every cluster's context, which their goroutines wait on.
+	p.wg.Wait()
+	return err
 }
 
 // Get returns the engaged cluster called name, or an error wrapping
@@ -237,12 +242,12 @@ func (a fleetAware) Engage(ctx context.Context, c *fwcluster.Cluster) error {
 	p.mu.Unlock()
 
 	logger := klog.FromContext(ctx)
-	go func() {
+	p.wg.Go(func() {
 		if err := cl.Start(ctx); err != nil {
 			logger.Error(err, "Cluster stopped")
 		}
-	}()
-	go func() {
+	})
+	p.wg.Go(func() {
 		defer func() {
 			<-ctx.Done()
 			p.mu.Lock()
@@ -268,7 +273,7 @@ func (a fleetAware) Engage(ctx context.Context, c *fwcluster.Cluster) error {
 			return
 		}
 		logger.V(1).Info("Cluster engaged with the multicluster manager")
-	}()
+	})
 	return nil
 }
 
