@@ -122,6 +122,12 @@ func TestClusterCacheReads(t *testing.T) {
 		if !apierrors.IsNotFound(err) {
 			t.Errorf("Get of a missing object: %v, want NotFound", err)
 		}
+		// A resource the fleet caches but holds no object of yet maps by the scheme's
+		// kind: a read finds nothing, rather than failing.
+		p.fleet.ClusterStore("a", schema.GroupVersionResource{Version: "v1", Resource: "pods"})
+		if err := a.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "p"}, &corev1.Pod{}); !apierrors.IsNotFound(err) {
+			t.Errorf("Get of a Pod before any is cached: %v, want NotFound", err)
+		}
 		var notCached *cache.ErrResourceNotCached
 		if err := a.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "x"}, &corev1.Secret{}); !errors.As(err, &notCached) {
 			t.Errorf("Get of a Secret: %v, want ErrResourceNotCached", err)
