@@ -72,7 +72,8 @@ demo: tools build
 		$(GO) run ./hack/demo --fleetwatch $(BIN)/fleetwatch
 
 ## bench: fleetwatch next to client-go informers (dynamic, with the managedFields transform,
-## typed, metadatainformer) on real local clusters (~18 min); writes
+## typed, metadatainformer), and examples/multicluster-runtime on multicluster-runtime's
+## kubeconfig provider next to fleetwatch's, on real local clusters (~20 min); writes
 ## docs/benchmarks.md. The loaded clusters are kept in BENCH_DIR for the next invocation.
 bench: tools
 	@eval "$$(hack/build-tools.sh --print)" && export FLEETWATCH_KUBE_APISERVER FLEETWATCH_ETCD FLEETWATCH_KUBECTL && \
