@@ -153,8 +153,8 @@ func TestControllerWarmRestartAfterKill9(t *testing.T) {
 		return ""
 	})
 	// The request that follows each write comes from the watch event of the write, so
-	// the process's cache holds the written objects; two commits later, so does the
-	// snapshot.
+	// the process's cache holds the written objects; once the writer, which commits what
+	// is pending every 100ms, has gone quiet, so does the snapshot.
 	eventually(t, convergeTimeout, "cold run: the event of each write reconciled", func() string {
 		for _, c := range env.Clusters {
 			for i := range perCluster {
@@ -165,10 +165,9 @@ func TestControllerWarmRestartAfterKill9(t *testing.T) {
 		}
 		return ""
 	})
-	for range 2 {
-		waitCommit(t, snapshot)
-	}
+	waitQuiet(t, snapshot, time.Now())
 	run1.stop(t, syscall.SIGKILL)
+	checkAnnotated(t, snapshot, env)
 	eventually(t, convergeTimeout, "the killed controller's watches ended", func() string {
 		for _, c := range env.Clusters {
 			if n := configMapWatches(t, c); n != 0 {
@@ -251,23 +250,50 @@ func TestControllerWarmRestartAfterKill9(t *testing.T) {
 	checkSnapshot(t, env, snapshot)
 }
 
-// waitCommit waits until the snapshot file is written again.
-func waitCommit(t *testing.T, path string) {
+// waitQuiet waits until the snapshot file has not been written for 10 commit intervals
+// of the controller (--snapshot-interval 100ms), the last write after since: a change
+// that was pending at since has been committed.
+func waitQuiet(t *testing.T, path string, since time.Time) {
 	t.Helper()
-	st, err := os.Stat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 30*time.Second, "a commit of the snapshot", func() string {
-		now, err := os.Stat(path)
+	const quiet = time.Second
+	eventually(t, 30*time.Second, "the snapshot writer quiet", func() string {
+		st, err := os.Stat(path)
 		if err != nil {
 			return err.Error()
 		}
-		if !now.ModTime().After(st.ModTime()) {
-			return "not written since " + st.ModTime().String()
+		if now := time.Now(); now.Sub(since) < quiet || now.Sub(st.ModTime()) < quiet {
+			return "written at " + st.ModTime().String()
 		}
 		return ""
 	})
+}
+
+// checkAnnotated checks that the snapshot, after the kill, holds every labelled
+// ConfigMap as the controller wrote it, so that the warm run needs no write.
+func checkAnnotated(t *testing.T, path string, env *testenv.Env) {
+	t.Helper()
+	store, err := persist.Open(path, persist.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	snap, err := store.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range env.Clusters {
+		annotated := 0
+		for _, rs := range snap.Clusters[c.Name].Resources {
+			for _, obj := range rs.Objects {
+				if a, ok := obj.(metav1.Object); ok && a.GetNamespace() == demoNamespace && a.GetAnnotations()[reconciledIn] == c.Name {
+					annotated++
+				}
+			}
+		}
+		if annotated != perCluster {
+			t.Fatalf("%s: the snapshot after kill -9 holds %d annotated ConfigMaps, want %d", c.Name, annotated, perCluster)
+		}
+	}
 }
 
 // configMapWatches is the number of watches of the ConfigMaps of every namespace that c
