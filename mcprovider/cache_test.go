@@ -16,8 +16,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/fleetwatch/fleetwatch"
 	"github.com/fleetwatch/fleetwatch/cluster"
@@ -283,5 +287,49 @@ func TestClusterInformer(t *testing.T) {
 	}
 	if err := inf.RemoveEventHandler(reg); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestControllerRuntimeKind runs controller-runtime's own source.Kind on a cluster's
+// cache, as a controller of that cluster would: it syncs, and its queue gets a request
+// for each object of the cluster and for each change, none of another cluster.
+func TestControllerRuntimeKind(t *testing.T) {
+	p, views := newTestProvider(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go func() { _ = p.fleet.Start(ctx) }()
+
+	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	defer queue.ShutDown()
+	src := source.Kind(cache.Cache(views["a"]), &corev1.ConfigMap{}, &handler.TypedEnqueueRequestForObject[*corev1.ConfigMap]{})
+	if err := src.Start(ctx, queue); err != nil {
+		t.Fatal(err)
+	}
+	syncCtx, syncCancel := context.WithTimeout(ctx, 10*time.Second)
+	defer syncCancel()
+	if err := src.WaitForSync(syncCtx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.fleet.ClusterStore("b", configMaps).Apply(configMap("ns", "of-b", "9", nil, nil), false); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.fleet.ClusterStore("a", configMaps).Apply(configMap("ns", "new", "8", nil, nil), false); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for len(got) < 4 {
+		req, shutdown := queue.Get()
+		if shutdown {
+			t.Fatal("queue shut down")
+		}
+		got = append(got, req.String())
+		queue.Done(req)
+	}
+	slices.Sort(got)
+	if want := []string{"ns/new", "ns/one", "ns/two", "other/three"}; !slices.Equal(got, want) {
+		t.Errorf("requests %q, want %q", got, want)
+	}
+	if n := queue.Len(); n != 0 {
+		t.Errorf("%d more requests queued", n)
 	}
 }
