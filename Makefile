@@ -10,7 +10,15 @@ DOCKER    ?= docker
 # Packages with concurrency run their unit tests with the race detector.
 UNIT_PKGS  = $(shell $(GO) list ./... | grep -v /test/e2e)
 E2E_PKGS   = ./test/e2e/...
+# Modules nested in the repository with a go.mod of their own, which the root's ./...
+# skips: the multicluster-runtime provider and its example (controller-runtime stays out
+# of the root go.mod). lint and test cover them too.
+NESTED_MODULES = mcprovider examples/multicluster-runtime
 E2E_FLAGS ?= -race -timeout 30m
+# The browser tests are a module of their own (test/browser), so that chromedp stays out
+# of fleetwatch's go.mod.
+BROWSER_DIR    = test/browser
+BROWSER_FLAGS ?= -race -timeout 10m
 FUZZTIME  ?= 30s
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BENCH     ?= .
@@ -20,7 +28,7 @@ BENCH_DIR ?= $(HOME)/.cache/fleetwatch/bench
 BENCH_FLAGS       ?= --pods 10000 --configmaps 3000 --clusters 3 --runs 3 --write-duration 60s --scale 1,3,10,30 --scale-namespaces 3
 BENCH_QUICK_FLAGS ?= --pods 300 --configmaps 100 --clusters 3 --runs 2 --write-rate 30 --write-duration 5s --scale 1,6
 
-.PHONY: all build image tools test test-unit test-e2e lint fmt demo bench bench-quick bench-go fuzz clean
+.PHONY: all build image tools test test-unit test-e2e test-browser lint fmt demo bench bench-quick bench-go fuzz clean
 
 all: lint build test
 
@@ -35,15 +43,27 @@ image:
 tools:
 	@hack/build-tools.sh
 
-## test: unit tests (with -race) and end-to-end tests against real local clusters
-test: tools test-unit test-e2e
+## test: unit tests (with -race), end-to-end tests against real local clusters, and the
+## web page in a real headless Chromium
+test: tools test-unit test-e2e test-browser
 
 test-unit:
 	$(GO) test -race -count=1 $(UNIT_PKGS)
+	@for m in $(NESTED_MODULES); do \
+		echo "test-unit $$m"; (cd $$m && $(GO) test -race -count=1 $$($(GO) list ./... | grep -v /test/e2e)) || exit 1; \
+	done
 
 test-e2e: tools
 	@eval "$$(hack/build-tools.sh --print)" && export FLEETWATCH_KUBE_APISERVER FLEETWATCH_ETCD FLEETWATCH_KUBECTL && \
-		$(GO) test -count=1 $(E2E_FLAGS) $(E2E_PKGS)
+		$(GO) test -count=1 $(E2E_FLAGS) $(E2E_PKGS) && \
+		cd mcprovider && $(GO) test -count=1 $(E2E_FLAGS) ./test/e2e/...
+
+## test-browser: the web page of `fleetwatch serve` in a headless Chromium (installed by
+## hack/install-chromium.sh where it is missing), against real local clusters
+test-browser: tools
+	@hack/install-chromium.sh
+	@eval "$$(hack/build-tools.sh --print)" && export FLEETWATCH_KUBE_APISERVER FLEETWATCH_ETCD FLEETWATCH_KUBECTL && \
+		cd $(BROWSER_DIR) && $(GO) test -count=1 $(BROWSER_FLAGS) ./...
 
 lint:
 	$(GO) vet ./...
@@ -51,6 +71,9 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@cd hack/tools/kube-apiserver && $(GO) mod verify >/dev/null
 	@$(GO) mod tidy -diff
+	@for m in $(NESTED_MODULES) $(BROWSER_DIR); do \
+		echo "lint $$m"; (cd $$m && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && $(GO) mod tidy -diff) || exit 1; \
+	done
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
@@ -61,7 +84,8 @@ demo: tools build
 		$(GO) run ./hack/demo --fleetwatch $(BIN)/fleetwatch
 
 ## bench: fleetwatch next to client-go informers (dynamic, with the managedFields transform,
-## typed, metadatainformer) on real local clusters (~18 min); writes
+## typed, metadatainformer), and examples/multicluster-runtime on multicluster-runtime's
+## kubeconfig provider next to fleetwatch's, on real local clusters (~20 min); writes
 ## docs/benchmarks.md. The loaded clusters are kept in BENCH_DIR for the next invocation.
 bench: tools
 	@eval "$$(hack/build-tools.sh --print)" && export FLEETWATCH_KUBE_APISERVER FLEETWATCH_ETCD FLEETWATCH_KUBECTL && \

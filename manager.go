@@ -146,9 +146,11 @@ type Manager struct {
 	members map[string]*member
 	// limiter bounds the initial lists of the clusters engaged from now on.
 	limiter informer.Limiter
-	// started is set by Start; runnables are those added by Add before.
+	// started is set by Start; runnables are those added by Add before, awares those
+	// added by AddAware.
 	started   bool
 	runnables []Runnable
+	awares    []cluster.Aware
 }
 
 var (
@@ -156,6 +158,54 @@ var (
 	_ cluster.Disengager        = (*Manager)(nil)
 	_ cluster.SelectionObserver = (*Manager)(nil)
 )
+
+// AddAware has the Manager tell a about every cluster it engages, once it has engaged
+// it itself: the cluster's informer set and health probe run, and its objects loaded
+// from the snapshot, if any, are in the fleet. a's Engage gets the context that the
+// Manager's cluster.Provider gave the cluster, which ends when the cluster leaves the
+// fleet (removed from the kubeconfig files, or replaced by a new Cluster of the same
+// name, which is engaged next), with the cause cluster.Aware describes. It is called
+// from the Provider's goroutine, one call at a time, in the order of the changes, and
+// must return promptly. An error it returns is logged; the cluster stays in the fleet.
+// With Options.Shard, a is told about the clusters this replica owns, from the
+// Coordinator's goroutine, and the context also ends when a cluster moves to another
+// replica (cause shard.ErrMoved or shard.ErrLeaseLost, which wrap
+// cluster.ErrClusterRemoved).
+//
+// This is how a program builds on the clusters of the fleet without reading the
+// kubeconfig files itself, as mcprovider does for multicluster-runtime. ClusterHasSynced
+// tells when an engaged cluster's objects are complete in the fleet. AddAware must be
+// called before Start; afterwards it returns ErrAlreadyStarted.
+func (m *Manager) AddAware(a cluster.Aware) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.started {
+		return ErrAlreadyStarted
+	}
+	m.awares = append(m.awares, a)
+	return nil
+}
+
+// ClusterHasSynced reports whether the objects of the engaged cluster name are complete
+// in the fleet: the snapshot held the cluster, and the fleet serves what it saved until
+// its informers confirm it (phase Stale, whether or not its server answers), or every
+// informer of the cluster has synced. It is false for a cluster that is not engaged.
+//
+// A resource that the snapshot did not hold (one added to Options.Resources since) is
+// empty until its informer has listed it. It turns false again only when the cluster's
+// saved objects are dropped because its identity changed, until it has synced cold.
+func (m *Manager) ClusterHasSynced(name string) bool {
+	m.mu.Lock()
+	mb := m.members[name]
+	m.mu.Unlock()
+	if mb == nil {
+		return false
+	}
+	mb.mu.Lock()
+	stale := mb.stale
+	mb.mu.Unlock()
+	return stale || mb.set.HasSynced()
+}
 
 // member is one engaged cluster.
 type member struct {
@@ -168,6 +218,13 @@ type member struct {
 	saved *saved
 	// syncTimeout is the Options.SyncTimeout the cluster was engaged with.
 	syncTimeout time.Duration
+
+	// refreshMu serializes the refreshes of the cluster's status, so that the status
+	// recorded last is computed from the newest observation. The informer set reports
+	// each resource's change from that resource's goroutine: unserialized, a refresh
+	// that read the set before another could record its older status after it, and keep
+	// it until the next change (a health probe, 30s later).
+	refreshMu sync.Mutex
 
 	// mu guards the fields below.
 	mu sync.Mutex
@@ -542,6 +599,7 @@ func (m *Manager) Engage(ctx context.Context, c *cluster.Cluster) error {
 	mb.set = set
 	m.mu.Lock()
 	m.members[c.Name] = mb
+	awares := slices.Clone(m.awares)
 	m.mu.Unlock()
 	m.reconfigureMu.Unlock()
 	phase := aggregate.PhaseConnecting
@@ -585,6 +643,11 @@ func (m *Manager) Engage(ctx context.Context, c *cluster.Cluster) error {
 			m.refresh(mb)
 		}
 	}()
+	for _, a := range awares {
+		if err := a.Engage(ctx, c); err != nil {
+			klog.FromContext(ctx).Error(err, "An Aware added with AddAware failed to engage the cluster; it stays in the fleet")
+		}
+	}
 	return nil
 }
 
@@ -718,6 +781,8 @@ func (m *Manager) refresh(mb *member) {
 	if !current {
 		return
 	}
+	mb.refreshMu.Lock()
+	defer mb.refreshMu.Unlock()
 	o := observed{name: mb.cluster.Name, server: mb.cluster.Server(), resources: mb.set.Status(), syncTimeout: mb.syncTimeout}
 	mb.mu.Lock()
 	o.health, o.identity, o.syncTimedOut, o.stale = mb.health, mb.identity, mb.syncTimedOut, mb.stale

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -502,4 +503,108 @@ func TestManagerShutdown(t *testing.T) {
 			t.Fatal("Start did not return after a runnable failed")
 		}
 	})
+}
+
+// awareRecorder records the clusters it is told about, with their contexts.
+type awareRecorder struct {
+	mu       sync.Mutex
+	engaged  map[string]context.Context
+	order    []string
+	failWith error
+}
+
+func (a *awareRecorder) Engage(ctx context.Context, c *cluster.Cluster) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.engaged == nil {
+		a.engaged = map[string]context.Context{}
+	}
+	a.engaged[c.Name] = ctx
+	a.order = append(a.order, c.Name)
+	return a.failWith
+}
+
+func (a *awareRecorder) ctx(name string) context.Context {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.engaged[name]
+}
+
+// TestManagerAddAware: an Aware added with AddAware is engaged with every cluster the
+// Manager engages, after the Manager, and its context ends when the cluster leaves.
+// ClusterHasSynced is true for a cluster loaded from the snapshot whose informers have
+// not synced, false for a cold one.
+func TestManagerAddAware(t *testing.T) {
+	kubeconfig, servers := fleetOf(t, "a", "b")
+	snapshot := filepath.Join(t.TempDir(), "fleetwatch.db")
+	store, err := persist.Open(snapshot, persist.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := persist.ResourceKey(informer.Scope{Resource: configMaps, Spec: (&informer.Options{}).Spec(informer.Resource{Name: "configmaps"})}.String())
+	if err := store.SetIdentity("a", persist.Identity{UID: servers["a"].UID(), Server: servers["a"].URL}); err != nil {
+		t.Fatal(err)
+	}
+	w := store.NewWriter(persist.WriterOptions{})
+	w.Upsert("a", key, configMap("cm"))
+	w.Checkpoint("a", key, "1")
+	if err := w.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if store, err = persist.Open(snapshot, persist.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+
+	opts := options(kubeconfig)
+	opts.Snapshot = store
+	opts.DisableGCTuning = true
+	m, err := fleetwatch.NewManager(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &awareRecorder{failWith: errors.New("refused")}
+	if err := m.AddAware(rec); err != nil {
+		t.Fatal(err)
+	}
+	start(t, m)
+	eventually(t, "both clusters engaged with the Aware", func() string {
+		if rec.ctx("a") == nil || rec.ctx("b") == nil {
+			return "not yet"
+		}
+		return ""
+	})
+	if err := m.AddAware(rec); !errors.Is(err, fleetwatch.ErrAlreadyStarted) {
+		t.Errorf("AddAware after Start: %v, want ErrAlreadyStarted", err)
+	}
+	// The error of the Aware leaves the clusters in the fleet.
+	if _, err := m.RESTConfig("a"); err != nil {
+		t.Errorf("RESTConfig(a) after the Aware refused it: %v", err)
+	}
+	eventually(t, "a's identity confirmed", func() string {
+		if st, _ := m.ClusterStatus("a"); st.UID != servers["a"].UID() {
+			return fmt.Sprintf("UID %q", st.UID)
+		}
+		return ""
+	})
+	if !m.ClusterHasSynced("a") || m.Fleet().Indexer(configMaps).ClusterLen("a") != 1 {
+		t.Error("ClusterHasSynced(a) is false, or its object is gone; they were loaded from the snapshot")
+	}
+	if m.ClusterHasSynced("b") || m.ClusterHasSynced("unknown") {
+		t.Error("ClusterHasSynced is true for a cold cluster whose informers did not sync, or for an unknown one")
+	}
+
+	clustertest.WriteKubeconfig(t, kubeconfig, servers["a"].Context("a"))
+	eventually(t, "b's context ended with ErrClusterRemoved", func() string {
+		if err := context.Cause(rec.ctx("b")); !errors.Is(err, cluster.ErrClusterRemoved) {
+			return fmt.Sprintf("cause %v", err)
+		}
+		return ""
+	})
+	if rec.ctx("a").Err() != nil {
+		t.Error("a's context ended")
+	}
 }

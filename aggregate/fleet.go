@@ -202,6 +202,7 @@ func (f *Fleet) AddHandler(h Handler, opts HandlerOptions) (*Registration, error
 		f.gated = append(f.gated, r)
 	}
 	f.handlers = append(f.handlers, r)
+	r.markReplayed()
 	if f.started {
 		f.runLocked(r)
 	}
@@ -242,12 +243,20 @@ func (f *Fleet) subscribeLocked(r *Registration, ix *Indexer) {
 	ix.lock.Lock()
 	defer ix.lock.Unlock()
 	r.mu.Lock()
-	for _, e := range ix.items {
-		r.pushLocked(pending{ref: objectRef{ix, e.key}, typ: Added, obj: e.obj, initialList: true})
+	if r.cluster == "" {
+		for _, e := range ix.items {
+			r.pushLocked(pending{ref: objectRef{ix, e.key}, typ: Added, obj: e.obj, initialList: true})
+		}
+	} else if ci := ix.clusters[r.cluster]; ci != nil {
+		for _, s := range ci.namespaces {
+			for e := range s {
+				r.pushLocked(pending{ref: objectRef{ix, e.key}, typ: Added, obj: e.obj, initialList: true})
+			}
+		}
 	}
 	r.mu.Unlock()
-	for _, s := range ix.stores {
-		if !s.synced.Load() {
+	for c, s := range ix.stores {
+		if !s.synced.Load() && r.wantsCluster(c) {
 			r.waitingStores.Add(1)
 			s.waiters = append(s.waiters, r)
 		}

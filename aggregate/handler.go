@@ -44,6 +44,12 @@ type HandlerOptions struct {
 	// resources the fleet learns about later. Default (empty): every resource.
 	Resources []schema.GroupVersionResource
 
+	// Cluster, if set, limits the handler to the events of that cluster: its initial
+	// state is the cluster's objects only, and HasSynced waits for the cluster's stores
+	// only. A handler per cluster costs the fleet no more than one handler of every
+	// cluster. Default (empty): every cluster.
+	Cluster string
+
 	// DeliverNoOpUpdates asks for Updated events whose old and new objects have the same
 	// non-empty resourceVersion: the re-list of an object already known (a warm restart
 	// or relist) or a resync. In such an event Object and OldObject are both the object
@@ -76,6 +82,7 @@ type Registration struct {
 	handler     Handler
 	name        string
 	resources   map[schema.GroupVersionResource]struct{} // nil: every resource
+	cluster     string                                   // empty: every cluster
 	deliverNoOp bool
 	clock       clock.PassiveClock
 
@@ -108,6 +115,12 @@ type Registration struct {
 	// synced; set once, when targetSet is set.
 	syncTarget uint64
 	targetSet  bool
+	// replayTarget is the value of lastSeq once AddHandler had queued the current state;
+	// replaySet is set from then until replayed is closed, once that state is delivered
+	// or the handler is stopped.
+	replayTarget uint64
+	replaySet    bool
+	replayed     chan struct{}
 	// stats
 	delivered   uint64
 	coalesced   uint64
@@ -133,8 +146,10 @@ func newRegistration(f *Fleet, h Handler, opts HandlerOptions, name string) *Reg
 		name:        name,
 		deliverNoOp: opts.DeliverNoOpUpdates,
 		clock:       f.clock,
+		cluster:     opts.Cluster,
 		done:        make(chan struct{}),
 		synced:      make(chan struct{}),
+		replayed:    make(chan struct{}),
 		queue:       backlog{max: opts.MaxBacklog},
 	}
 	if len(opts.Resources) > 0 {
@@ -151,6 +166,11 @@ func newRegistration(f *Fleet, h Handler, opts HandlerOptions, name string) *Reg
 // Name returns the name of the handler.
 func (r *Registration) Name() string { return r.name }
 
+// wantsCluster reports whether the handler receives events of cluster.
+func (r *Registration) wantsCluster(cluster string) bool {
+	return r.cluster == "" || r.cluster == cluster
+}
+
 // wants reports whether the handler receives events of gvr.
 func (r *Registration) wants(gvr schema.GroupVersionResource) bool {
 	if r.resources == nil {
@@ -158,6 +178,20 @@ func (r *Registration) wants(gvr schema.GroupVersionResource) bool {
 	}
 	_, ok := r.resources[gvr]
 	return ok
+}
+
+// Replayed returns a channel that is closed once the handler has been delivered the
+// current state that AddHandler queued for it (or that state was merged away, or the
+// handler was removed), whether or not the stores it waits for have synced. A consumer
+// that counts state loaded from a snapshot as synced waits for it rather than HasSynced.
+func (r *Registration) Replayed() <-chan struct{} { return r.replayed }
+
+// markReplayed records that AddHandler has queued the current state.
+func (r *Registration) markReplayed() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.replayTarget, r.replaySet = r.lastSeq, true
+	r.advanceLocked()
 }
 
 // HasSynced reports whether the handler is synced: every ClusterStore of its resources
@@ -241,6 +275,11 @@ func (r *Registration) stop() {
 	defer r.mu.Unlock()
 	r.stopped = true
 	r.queue.reset()
+	// Nothing more will be delivered; HasSynced stays as it is.
+	if r.replaySet {
+		r.replaySet = false
+		close(r.replayed)
+	}
 	r.cond.Broadcast()
 }
 
@@ -292,6 +331,10 @@ func (r *Registration) advanceLocked() {
 	if r.targetSet && r.doneThrough >= r.syncTarget && !r.isSynced.Load() {
 		r.isSynced.Store(true)
 		close(r.synced)
+	}
+	if r.replaySet && r.doneThrough >= r.replayTarget {
+		r.replaySet = false
+		close(r.replayed)
 	}
 }
 

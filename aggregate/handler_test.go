@@ -690,3 +690,50 @@ func TestHoldSyncGatesEarlyHandlers(t *testing.T) {
 		t.Fatal("late handler not synced")
 	}
 }
+
+// TestHandlerCluster checks a handler limited to one cluster: its initial state and its
+// events are that cluster's only, it waits for that cluster's stores only, and Replayed
+// tells when its initial state was delivered while the stores have not synced.
+func TestHandlerCluster(t *testing.T) {
+	f := aggregate.New(aggregate.Options{})
+	startFleet(t, f)
+	a, b := f.ClusterStore("a", aggregatetest.Pods), f.ClusterStore("b", aggregatetest.Pods)
+	mustApply(t, a, aggregatetest.Pod("ns", "a1", "1", nil), true)
+	mustApply(t, b, aggregatetest.Pod("ns", "b1", "1", nil), true)
+	b.MarkSynced()
+
+	rec := aggregatetest.NewRecorder()
+	reg, err := f.AddHandler(rec, aggregate.HandlerOptions{Cluster: "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-reg.Replayed():
+	case <-time.After(waitTimeout):
+		t.Fatal("the initial state of cluster b was not delivered")
+	}
+	// Store a is not synced, but the handler does not wait for it.
+	waitSynced(t, reg)
+	mustApply(t, a, aggregatetest.Pod("ns", "a2", "2", nil), false)
+	mustApply(t, b, aggregatetest.Pod("ns", "b2", "2", nil), false)
+	mustDelete(t, b, aggregatetest.Pod("ns", "b1", "1", nil), false)
+	if err := rec.WaitForLen(waitCtx(t), 3); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"Added b/ns/b1@1 initial", "Added b/ns/b2@2", "Deleted b/ns/b1@1"}
+	if got := summary(rec.Events()); !slices.Equal(got, want) {
+		t.Errorf("events of the handler of cluster b:\n got %q\nwant %q", got, want)
+	}
+
+	// Replayed is closed at once for a handler with nothing to replay, before Start.
+	g := aggregate.New(aggregate.Options{})
+	reg, err = g.AddHandler(aggregatetest.NewRecorder(), aggregate.HandlerOptions{Cluster: "none"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-reg.Replayed():
+	default:
+		t.Error("Replayed is not closed for a handler without initial state")
+	}
+}

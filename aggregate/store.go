@@ -208,7 +208,7 @@ func (s *ClusterStore) GetByKey(key string) (value any, exists bool, err error) 
 // which only handlers that asked for them receive.
 func (ix *Indexer) fanOutLocked(p pending, noOp bool) {
 	for _, r := range ix.handlers {
-		if noOp && !r.deliverNoOp {
+		if noOp && !r.deliverNoOp || !r.wantsCluster(p.ref.key.Cluster) {
 			continue
 		}
 		r.enqueue(p)

@@ -91,6 +91,8 @@ func (s *Server) authorize(r *http.Request, rt route) (func(cluster string) bool
 		return nil, nil
 	}
 	clusterObject := rt.kind == routeResource && rt.groupVersion() == SchemeGroupVersion && rt.resource == "clusters"
+	// A search outside /clusters/ reads every cluster.
+	searching := rt.kind == routeResource && rt.groupVersion() == SchemeGroupVersion && rt.resource == searchResource
 	var named []string // the clusters rt names
 	if rt.cluster != "" && rt.cluster != allClusters {
 		named = append(named, rt.cluster)
@@ -99,7 +101,7 @@ func (s *Server) authorize(r *http.Request, rt route) (func(cluster string) bool
 		named = append(named, rt.name)
 	}
 	names := named
-	if len(named) == 0 && (rt.cluster == allClusters || clusterObject) {
+	if len(named) == 0 && (rt.cluster == allClusters || clusterObject || searching) {
 		names = s.clusterNames()
 	}
 	if len(names) == 0 {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/fleetwatch/fleetwatch/aggregate"
+	"github.com/fleetwatch/fleetwatch/search"
 )
 
 // watchCache is the server's view of the fleet, kept by one fleet handler: for each
@@ -41,6 +42,10 @@ type watchCache struct {
 	primed    chan struct{}
 	primeOnce sync.Once
 
+	// index is the search index of the same objects, written by the same handler, so
+	// that a search sees what lists see.
+	index *search.Index
+
 	// mu guards resources.
 	mu        sync.RWMutex
 	resources map[schema.GroupVersionResource]*resourceCache
@@ -55,6 +60,7 @@ func newWatchCache(historySize int) *watchCache {
 		historySize: historySize,
 		epoch:       base64.RawURLEncoding.EncodeToString(b[:]),
 		primed:      make(chan struct{}),
+		index:       search.New(search.Options{ShortNames: shortNames}),
 		resources:   make(map[schema.GroupVersionResource]*resourceCache),
 	}
 }
@@ -79,10 +85,11 @@ func (wc *watchCache) register(fleet *aggregate.Fleet) (*aggregate.Registration,
 
 func (wc *watchCache) prime() { wc.primeOnce.Do(func() { close(wc.primed) }) }
 
-// OnEvent applies a fleet event to the view and its history.
+// OnEvent applies a fleet event to the view and its history, and to the search index.
 func (wc *watchCache) OnEvent(e aggregate.Event) {
 	wc.active.Add(1)
 	wc.resource(e.Resource).apply(e)
+	wc.index.OnEvent(e)
 	wc.active.Add(-1)
 	// Inside OnEvent, an empty backlog means every event queued so far has been handled.
 	if reg := wc.reg.Load(); reg != nil && reg.Backlog() == 0 {

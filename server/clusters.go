@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetwatch/fleetwatch/aggregate"
+	fleetmetrics "github.com/fleetwatch/fleetwatch/metrics"
 )
 
 // The API group of fleetwatch's own resources, and the annotations it adds to the objects
@@ -65,6 +67,10 @@ type ClusterStatus struct {
 	Objects int `json:"objects"`
 	// Resources are the configured resources, in configured order.
 	Resources []ClusterResource `json:"resources,omitempty"`
+	// SnapshotLag is how far the snapshot is behind the cache: the age of the oldest
+	// change not committed yet. One writer commits every cluster, so it is the same for
+	// each. Absent when the Source keeps no snapshot.
+	SnapshotLag *metav1.Duration `json:"snapshotLag,omitempty"`
 	// Replica is the replica of a sharded fleet that watches the cluster, and
 	// ReplicaAddress where its API is reached; empty if the fleet is not sharded, or
 	// while no live replica watches the cluster.
@@ -167,9 +173,17 @@ func (s *Server) serveClusters(w http.ResponseWriter, r *http.Request, sc scope,
 			}
 		}
 	}
+	var lag *metav1.Duration
+	if snap, ok := s.src.(fleetmetrics.SnapshotSource); ok {
+		if st, ok := snap.SnapshotStats(); ok {
+			lag = &metav1.Duration{Duration: st.Lag.Round(time.Millisecond)}
+		}
+	}
 	items := make([]Cluster, 0, len(statuses))
 	for _, st := range statuses {
-		items = append(items, clusterOf(st))
+		c := clusterOf(st)
+		c.Status.SnapshotLag = lag
+		items = append(items, c)
 	}
 	slices.SortFunc(items, func(a, b Cluster) int { return strings.Compare(a.Name, b.Name) })
 	if f == formatTable {
@@ -204,6 +218,10 @@ func (c *Cluster) DeepCopyInto(out *Cluster) {
 		out.Status.LastSyncTime = &t
 	}
 	out.Status.Resources = slices.Clone(c.Status.Resources)
+	if c.Status.SnapshotLag != nil {
+		lag := *c.Status.SnapshotLag
+		out.Status.SnapshotLag = &lag
+	}
 }
 
 // DeepCopy returns a deep copy of c.

@@ -1,16 +1,28 @@
 package server
 
 import (
+	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fleetwatch/fleetwatch/aggregate"
+	"github.com/fleetwatch/fleetwatch/persist"
 )
+
+// withSnapshot is a Source with a snapshot writer's statistics, as *fleetwatch.Manager.
+type withSnapshot struct {
+	*fakeSource
+	stats persist.Stats
+}
+
+func (w withSnapshot) SnapshotStats() (persist.Stats, bool) { return w.stats, true }
 
 func TestClusters(t *testing.T) {
 	f := newFixture(t, nil)
@@ -70,6 +82,27 @@ func TestClusters(t *testing.T) {
 		}
 		if got := mustJSON(tab.Rows[1].Cells); got != `["down","Unreachable","https://down.example.com",0,"3/3","10m","dial tcp: connection refused","\u003cnone\u003e"]` {
 			t.Errorf("row of down: %s", got)
+		}
+	})
+
+	t.Run("snapshot lag", func(t *testing.T) {
+		var l ClusterList
+		f.getOK("/apis/fleetwatch.io/v1alpha1/clusters", &l)
+		if l.Items[0].Status.SnapshotLag != nil {
+			t.Errorf("a source without a snapshot: lag %v", l.Items[0].Status.SnapshotLag)
+		}
+		s, err := New(withSnapshot{f.src, persist.Stats{Lag: 1234567 * time.Microsecond}}, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.reg.Remove)
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodGet, "/apis/fleetwatch.io/v1alpha1/clusters/"+prod, nil)
+		req.Host = "localhost"
+		s.Handler().ServeHTTP(rec, req)
+		var c Cluster
+		if err := json.Unmarshal(rec.Body.Bytes(), &c); err != nil || c.Status.SnapshotLag == nil || c.Status.SnapshotLag.Duration != 1235*time.Millisecond {
+			t.Errorf("a source with a snapshot: %d %s", rec.Code, rec.Body)
 		}
 	})
 

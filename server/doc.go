@@ -6,6 +6,7 @@
 //	/clusters/*/apis/apps/v1/deployments                     every cluster
 //	/apis/fleetwatch.io/v1alpha1/clusters[/{name}]           the clusters themselves
 //	/healthz /livez /readyz /metrics /version
+//	/ (to browsers), /ui/...                                 the web page
 //
 // A Server reads a Source (a *fleetwatch.Manager): its Fleet, and the status of its
 // clusters, from which discovery documents are built. Data flows through one fleet
@@ -43,6 +44,11 @@
 // The token file and the TLS files are followed through internal/filewatch while the
 // server runs: a change applies without a restart, and no request reads a file.
 // Requests log through the logger of their context.
+//
+// The web page (page.go) is static files embedded from ui/: HTML, CSS and ES modules
+// written by hand, which read the API as any client does. They hold no data, so they
+// are served before authentication, behind the host check, with a strict
+// Content-Security-Policy.
 //
 // server imports aggregate, cluster and metrics; it never imports the root package,
 // whose Manager it reads through Source, nor informer or persist.

@@ -84,7 +84,8 @@ type Options struct {
 	// "user=NAME" (the client's name in logs and Statuses) and "clusters=GLOB,..." (the
 	// only clusters it may read; such a token cannot read /metrics). Blank lines and
 	// lines starting with # are ignored. When set, every request except the probes
-	// (/healthz, /livez, /readyz) must carry "Authorization: Bearer <token>" with one of
+	// (/healthz, /livez, /readyz) and the web page's files (GET / from a browser,
+	// /ui/...), which hold no data, must carry "Authorization: Bearer <token>" with one of
 	// them, or one that Delegated accepts. The file is read again when it changes (at
 	// once where file events are delivered, else within 10s), not at each request; if
 	// it cannot be read or parsed, no token of it is accepted until it can. Tokens are
@@ -382,8 +383,8 @@ func New(src Source, opts Options) (*Server, error) {
 	s.reg = reg
 	// The limits come after authentication, as in kube-apiserver: a request refused for
 	// its host or its credentials takes no place, and a watch is counted against its
-	// client.
-	s.handler = s.metrics.instrument(recoverPanics(s.checkHost(s.authenticate(s.limits.limit(http.HandlerFunc(s.route))))))
+	// client. The web page and its assets come before authentication: they hold no data.
+	s.handler = s.metrics.instrument(recoverPanics(s.checkHost(s.servePage(s.authenticate(s.limits.limit(http.HandlerFunc(s.route)))))))
 	return s, nil
 }
 
@@ -587,6 +588,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, info *requestInfo
 	}
 	// routeResource
 	if rt.groupVersion() == SchemeGroupVersion {
+		if rt.resource == searchResource && !rt.hasNamespace && !rt.hasName {
+			info.resource, info.verb = searchGR.String(), "search"
+			if rt.cluster == "" {
+				sc.cluster = allClusters
+			}
+			return s.serveSearch(w, r, sc)
+		}
 		if rt.resource != "clusters" || rt.hasNamespace || rt.subresource != "" {
 			return notFound(schema.GroupResource{Group: GroupName, Resource: rt.resource}, "")
 		}
@@ -608,7 +616,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, info *requestInfo
 
 // rootPaths are listed at /, as the apiserver lists its own.
 var rootPaths = []string{
-	"/api", "/apis", "/apis/" + GroupName, "/apis/" + SchemeGroupVersion.String(),
+	"/api", "/apis", "/apis/" + GroupName, "/apis/" + SchemeGroupVersion.String(), "/apis/" + SchemeGroupVersion.String() + "/" + searchResource,
 	"/clusters/{cluster}/api", "/clusters/{cluster}/apis", "/clusters/*/api", "/clusters/*/apis",
 	"/healthz", "/livez", "/metrics", "/readyz", "/version",
 }

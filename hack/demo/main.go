@@ -127,6 +127,7 @@ Try:
   kubectl --server %[2]s/clusters/'*' get pods -A -w              # then change something
   kubectl --server %[2]s get clusters.fleetwatch.io                # the clusters' status
   curl -s %[2]s/metrics | grep ^fleetwatch_
+or open %[2]s/ in a browser: the fleet, search, and objects across clusters.
 
 Change the clusters directly with:
   kubectl --kubeconfig %[1]s --context prod-us scale deployment web -n shop --replicas 5

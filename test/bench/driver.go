@@ -46,6 +46,8 @@ type driverOptions struct {
 	catchUpGap time.Duration
 	// watch runs the watch phase.
 	watch bool
+	// controllers runs the controller contenders (examples/multicluster-runtime).
+	controllers bool
 }
 
 // driver runs the contenders against one Env.
@@ -56,6 +58,8 @@ type driver struct {
 	workDir string
 	logDir  string
 	stamper *stamper
+	// mcrExample is the built examples/multicluster-runtime; empty without --controllers.
+	mcrExample string
 	// stampOffset moves the stamped pods along from one watch to the next.
 	stampOffset int
 }
@@ -99,6 +103,7 @@ func runDriver(args []string) error {
 	fs.DurationVar(&o.writeDuration, "write-duration", 20*time.Second, "duration of the writes of each watch phase")
 	fs.DurationVar(&o.catchUpGap, "catch-up-gap", 0, "time between the changes made while fleetwatch is down and its warm restart; beyond the apiservers' watch cache history (about 75s) it must relist")
 	fs.BoolVar(&o.watch, "watch", true, "run the watch phase (latency, CPU per event)")
+	fs.BoolVar(&o.controllers, "controllers", true, "run the controller contenders: examples/multicluster-runtime on multicluster-runtime's kubeconfig provider and on fleetwatch's")
 	fs.IntVar(&o.scaleNamespaces, "scale-namespaces", 0, fmt.Sprintf("in the scale runs, each context caches the objects of this many of the %d bench namespaces (default: all)", benchNamespaces))
 	fs.Func("scale", "comma-separated numbers of contexts for the scale table, such as 1,3,10 (default: no scale table)", func(v string) error {
 		for f := range strings.SplitSeq(v, ",") {
@@ -164,6 +169,14 @@ func runDriver(args []string) error {
 	loadTime := time.Since(loadStart)
 	if d.stamper, err = newStamper(env, o.pods); err != nil {
 		return err
+	}
+	if o.controllers {
+		if d.mcrExample, err = buildMCRExample(d.workDir); err != nil {
+			return err
+		}
+		if err := d.mcrSetup(ctx); err != nil {
+			return err
+		}
 	}
 
 	rep := &report{
@@ -232,6 +245,11 @@ type runResult struct {
 	Snapshot    persist.Info `json:"snapshot"`
 	// Encoded is the payload of the snapshot's objects, by resource key.
 	Encoded map[string]resourceSize `json:"encoded"`
+	// Controllers: examples/multicluster-runtime on the kubeconfig provider, and on
+	// fleetwatch's, cold and warm; nil without --controllers.
+	MCRKubeconfig     *mcrResult `json:"mcrKubeconfig,omitempty"`
+	MCRFleetwatch     *mcrResult `json:"mcrFleetwatch,omitempty"`
+	MCRFleetwatchWarm *mcrResult `json:"mcrFleetwatchWarm,omitempty"`
 	// Watch phase.
 	ClientGoWatch   *Result `json:"clientGoWatch"`
 	FleetwatchWatch *Result `json:"fleetwatchWatch"`
@@ -309,6 +327,11 @@ func (d *driver) run(ctx context.Context, r int) (*runResult, error) {
 	}
 	for k := range syncUnits {
 		if err := syncUnits[(k+r)%len(syncUnits)](); err != nil {
+			return nil, err
+		}
+	}
+	if d.mcrExample != "" {
+		if err := d.mcrPhase(ctx, r, rr); err != nil {
 			return nil, err
 		}
 	}

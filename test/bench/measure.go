@@ -34,9 +34,13 @@ func rusage() syscall.Rusage {
 
 // procStatus returns the fields of /proc/self/status that are sizes in kB, in bytes:
 // VmRSS, VmHWM (the peak RSS), ...
-func procStatus() map[string]uint64 {
+func procStatus() map[string]uint64 { return readStatus("/proc/self/status") }
+
+// readStatus returns the fields of a /proc/<pid>/status file that are sizes in kB, in
+// bytes.
+func readStatus(path string) map[string]uint64 {
 	out := map[string]uint64{}
-	data, err := os.ReadFile("/proc/self/status")
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return out
 	}

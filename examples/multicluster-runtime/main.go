@@ -1,0 +1,230 @@
+// Command multicluster-runtime is multicluster-runtime's uniform reconciler on
+// fleetwatch's provider: one controller, built with mcbuilder, that reads the ConfigMaps
+// of every cluster and writes back to the cluster each one lives in.
+//
+//	go run . --kubeconfigs ~/.kube/config --snapshot /tmp/fleet.db
+//
+// Every kubeconfig context is a cluster. Each ConfigMap labelled
+// fleetwatch.io/reconcile=true gets the annotation fleetwatch.io/reconciled-in with the
+// name of its cluster, written through that cluster's client; the others are read only.
+// With --snapshot, a restart reconciles from the snapshot before any apiserver answers.
+//
+// With --provider kubeconfig, the same controller runs on multicluster-runtime's own
+// kubeconfig provider instead, which reads the clusters' kubeconfigs from the Secrets
+// labelled sigs.k8s.io/multicluster-runtime-kubeconfig=true in --namespace of the cluster
+// that --kubeconfig reaches, and gives each cluster a cache of its own (the benchmark's
+// peer).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	mcbuilder "sigs.k8s.io/multicluster-runtime/pkg/builder"
+	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
+	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
+	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
+	kubeconfigprovider "sigs.k8s.io/multicluster-runtime/providers/kubeconfig"
+
+	"github.com/fleetwatch/fleetwatch"
+	"github.com/fleetwatch/fleetwatch/cluster"
+	"github.com/fleetwatch/fleetwatch/informer"
+	"github.com/fleetwatch/fleetwatch/mcprovider"
+	"github.com/fleetwatch/fleetwatch/persist"
+)
+
+// Label and annotation of the ConfigMaps the controller writes back to.
+const (
+	reconcileLabel         = "fleetwatch.io/reconcile"
+	reconciledInAnnotation = "fleetwatch.io/reconciled-in"
+)
+
+func main() {
+	os.Exit(run())
+}
+
+func run() int {
+	provider := flag.String("provider", "fleetwatch", "cluster provider: fleetwatch, or kubeconfig (multicluster-runtime's)")
+	kubeconfigs := flag.String("kubeconfigs", "", "fleetwatch: kubeconfig files or directories, comma-separated; every context is a cluster (default $KUBECONFIG, else ~/.kube/config)")
+	snapshot := flag.String("snapshot", "", "fleetwatch: snapshot file, for warm restarts; empty for none")
+	snapshotInterval := flag.Duration("snapshot-interval", persist.DefaultInterval, "fleetwatch: how often the snapshot is committed")
+	namespace := flag.String("namespace", "default", "kubeconfig: namespace of the kubeconfig Secrets")
+	printRequests := flag.Bool("print-requests", false, "print each request as 'reconcile <cluster> <namespace>/<name>' on stdout")
+	memstatsAfter := flag.Int("memstats-after", 0, "for benchmarks: once this many distinct objects were reconciled, collect garbage and print 'memstats <heap bytes> <RSS bytes>' on stdout")
+	probeAddr := flag.String("health-probe-bind-address", "0", "address of /healthz and /readyz (0 disables them)")
+	opts := zap.Options{}
+	opts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrllog.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+	log := ctrllog.Log.WithName("example")
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	managerOpts := mcmanager.Options{
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: *probeAddr,
+	}
+	var mgr mcmanager.Manager
+	switch *provider {
+	case "fleetwatch":
+		var files []string
+		if *kubeconfigs != "" {
+			files = strings.Split(*kubeconfigs, ",")
+		}
+		fwOpts := fleetwatch.Options{
+			Clusters:  cluster.Options{Kubeconfigs: files},
+			Resources: []informer.Resource{{Name: "configmaps"}},
+		}
+		if *snapshot != "" {
+			store, err := persist.Open(*snapshot, persist.Options{})
+			if err != nil {
+				log.Error(err, "Opening the snapshot")
+				return 1
+			}
+			defer store.Close()
+			fwOpts.Snapshot = store
+			fwOpts.SnapshotWriter.Interval = *snapshotInterval
+		}
+		fleet, err := fleetwatch.NewManager(fwOpts)
+		if err != nil {
+			log.Error(err, "Creating the fleet")
+			return 1
+		}
+		p, err := mcprovider.New(fleet, mcprovider.Options{})
+		if err != nil {
+			log.Error(err, "Creating the provider")
+			return 1
+		}
+		// The local manager of multicluster-runtime needs a config; with fleetwatch it
+		// never reaches it: no controller runs on the local cluster.
+		if mgr, err = mcmanager.New(&rest.Config{Host: "https://local.invalid"}, p, managerOpts); err != nil {
+			log.Error(err, "Creating the manager")
+			return 1
+		}
+	case "kubeconfig":
+		cfg, err := ctrl.GetConfig()
+		if err != nil {
+			log.Error(err, "Reading the host cluster's kubeconfig")
+			return 1
+		}
+		p := kubeconfigprovider.New(kubeconfigprovider.Options{Namespace: *namespace})
+		if mgr, err = mcmanager.New(cfg, p, managerOpts); err != nil {
+			log.Error(err, "Creating the manager")
+			return 1
+		}
+		if err := p.SetupWithManager(ctx, mgr); err != nil {
+			log.Error(err, "Setting up the kubeconfig provider")
+			return 1
+		}
+	default:
+		log.Error(nil, "Unknown --provider; want fleetwatch or kubeconfig", "provider", *provider)
+		return 2
+	}
+	if *probeAddr != "0" {
+		_ = mgr.AddHealthzCheck("ping", healthz.Ping)
+		_ = mgr.AddReadyzCheck("ping", healthz.Ping)
+	}
+
+	var out sync.Mutex
+	seen := map[mcreconcile.Request]bool{}
+	err := mcbuilder.ControllerManagedBy(mgr).
+		Named("configmaps").
+		For(&corev1.ConfigMap{}).
+		Complete(mcreconcile.Func(func(ctx context.Context, req mcreconcile.Request) (ctrl.Result, error) {
+			res, err := reconcile(ctx, mgr, req)
+			out.Lock()
+			defer out.Unlock()
+			if *printRequests {
+				fmt.Printf("reconcile %s %s\n", req.ClusterName, req.NamespacedName)
+			}
+			if *memstatsAfter > 0 && !seen[req] {
+				seen[req] = true
+				if len(seen) == *memstatsAfter {
+					go printMemstats(&out)
+				}
+			}
+			return res, err
+		}))
+	if err != nil {
+		log.Error(err, "Creating the controller")
+		return 1
+	}
+	if err := mgr.Start(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		log.Error(err, "Manager stopped")
+		return 1
+	}
+	return 0
+}
+
+// reconcile reads the ConfigMap of req from its cluster's cache and, if it asks for it,
+// writes the name of its cluster into it, through the same cluster's client.
+func reconcile(ctx context.Context, mgr mcmanager.Manager, req mcreconcile.Request) (ctrl.Result, error) {
+	cl, err := mgr.GetCluster(ctx, req.ClusterName)
+	if errors.Is(err, multicluster.ErrClusterNotFound) {
+		return ctrl.Result{}, nil // the cluster left
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	cm := &corev1.ConfigMap{}
+	if err := cl.GetClient().Get(ctx, req.NamespacedName, cm); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if cm.Labels[reconcileLabel] != "true" || cm.Annotations[reconciledInAnnotation] == req.ClusterName.String() {
+		return ctrl.Result{}, nil
+	}
+	if cm.Annotations == nil {
+		cm.Annotations = map[string]string{}
+	}
+	cm.Annotations[reconciledInAnnotation] = req.ClusterName.String()
+	if err := cl.GetClient().Update(ctx, cm); err != nil {
+		if apierrors.IsConflict(err) {
+			return ctrl.Result{RequeueAfter: time.Second}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, nil
+}
+
+// printMemstats collects garbage until the heap is live objects only, and prints the
+// live heap and the RSS, as the contenders of fleetwatch's benchmark measure themselves.
+func printMemstats(out *sync.Mutex) {
+	runtime.GC()
+	runtime.GC()
+	debug.FreeOSMemory()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	var rss uint64
+	if data, err := os.ReadFile("/proc/self/status"); err == nil {
+		for line := range strings.SplitSeq(string(data), "\n") {
+			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+				kb, _ := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+				rss = kb << 10
+			}
+		}
+	}
+	out.Lock()
+	defer out.Unlock()
+	fmt.Printf("memstats %d %d\n", ms.HeapAlloc, rss)
+}

@@ -1,0 +1,246 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// The controller contenders run examples/multicluster-runtime, multicluster-runtime's
+// uniform reconciler over every ConfigMap of every cluster, on two providers: fleetwatch's
+// (mcprovider: one cache for the fleet, warm from a snapshot) and multicluster-runtime's
+// kubeconfig provider (a controller-runtime cache per cluster, listed on every start),
+// which reads the clusters' kubeconfigs from Secrets of a host cluster, the first one.
+const (
+	mcrFleetwatch = "fleetwatch"
+	mcrKubeconfig = "kubeconfig"
+	// mcrNamespace holds the kubeconfig Secrets in the host cluster.
+	mcrNamespace = "mcr-kubeconfigs"
+	// mcrSecretLabel is the label by which the kubeconfig provider finds them.
+	mcrSecretLabel = "sigs.k8s.io/multicluster-runtime-kubeconfig"
+)
+
+// mcrResult is what the driver measured of one run of the controller, from outside the
+// process: the requests it prints, its /proc status, and the apiservers' list figures.
+type mcrResult struct {
+	Provider string `json:"provider"`
+	Warm     bool   `json:"warm"`
+	// Expected is the number of ConfigMaps in the clusters, one request each.
+	Expected int `json:"expected"`
+	// FirstSec and AllSec are the times from the process start to its first request and
+	// to the request of every ConfigMap.
+	FirstSec float64 `json:"firstSec"`
+	AllSec   float64 `json:"allSec"`
+	// HeapAfterGC and RSSAfterGC are what the controller printed once every ConfigMap
+	// was reconciled and it had collected garbage (--memstats-after); PeakRSS is VmHWM
+	// then.
+	HeapAfterGC uint64       `json:"heapAfterGC"`
+	RSSAfterGC  uint64       `json:"rssAfterGC"`
+	PeakRSS     uint64       `json:"peakRSS"`
+	Lists       listCounters `json:"lists"`
+}
+
+// buildMCRExample builds examples/multicluster-runtime, a module of its own, into dir.
+func buildMCRExample(dir string) (string, error) {
+	out := filepath.Join(dir, "mcr-example")
+	cmd := exec.Command("go", "build", "-o", out, ".")
+	cmd.Dir = "examples/multicluster-runtime"
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build examples/multicluster-runtime: %w\n%s", err, b)
+	}
+	return out, nil
+}
+
+// mcrSetup writes, into the first cluster, the Secrets that give the kubeconfig provider
+// every cluster, named after it.
+func (d *driver) mcrSetup(ctx context.Context) error {
+	host := d.env.Clusters[0].Clientset()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: mcrNamespace}}
+	if _, err := host.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	for _, c := range d.env.Clusters {
+		kubeconfig, err := clientcmd.Write(*d.env.KubeconfigFor(c))
+		if err != nil {
+			return err
+		}
+		s := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: mcrNamespace, Name: c.Name, Labels: map[string]string{mcrSecretLabel: "true"}},
+			Data:       map[string][]byte{"kubeconfig": kubeconfig},
+		}
+		if _, err := host.CoreV1().Secrets(mcrNamespace).Create(ctx, s, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+			_, err = host.CoreV1().Secrets(mcrNamespace).Update(ctx, s, metav1.UpdateOptions{})
+			if err != nil {
+				return err
+			}
+		} else if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mcrExpected returns the keys of the requests of every ConfigMap, as the controller
+// prints them: "cluster namespace/name".
+func (d *driver) mcrExpected(ctx context.Context) (map[string]bool, error) {
+	out := map[string]bool{}
+	for _, c := range d.env.Clusters {
+		list, err := c.Clientset().CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		for _, cm := range list.Items {
+			out[fmt.Sprintf("%s %s/%s", c.Name, cm.Namespace, cm.Name)] = true
+		}
+	}
+	return out, nil
+}
+
+// mcrPhase runs the controller on the kubeconfig provider, then on fleetwatch's cold
+// (with a new snapshot) and warm (from that snapshot), in an order that rotates with r.
+func (d *driver) mcrPhase(ctx context.Context, r int, rr *runResult) error {
+	expected, err := d.mcrExpected(ctx)
+	if err != nil {
+		return err
+	}
+	snapPath := filepath.Join(d.workDir, "mcr-fleetwatch.db")
+	name := func(s string) string { return fmt.Sprintf("run%d-mcr-%s", r+1, s) }
+	units := []func() error{
+		func() error {
+			rr.MCRKubeconfig, err = d.mcrContend(ctx, name("kubeconfig"), expected, false,
+				"--provider", mcrKubeconfig, "--kubeconfig", filepath.Join(d.workDir, "mcr-host.kubeconfig"), "--namespace", mcrNamespace)
+			return err
+		},
+		func() error {
+			for _, p := range []string{snapPath, snapPath + "-lock"} {
+				if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+					return err
+				}
+			}
+			args := []string{"--provider", mcrFleetwatch, "--kubeconfigs", d.env.Kubeconfig, "--snapshot", snapPath}
+			if rr.MCRFleetwatch, err = d.mcrContend(ctx, name("fleetwatch-cold"), expected, false, args...); err != nil {
+				return err
+			}
+			rr.MCRFleetwatchWarm, err = d.mcrContend(ctx, name("fleetwatch-warm"), expected, true, args...)
+			return err
+		},
+	}
+	if err := d.env.WriteKubeconfig(filepath.Join(d.workDir, "mcr-host.kubeconfig"), d.env.Clusters[0]); err != nil {
+		return err
+	}
+	for k := range units {
+		if err := units[(k+r)%len(units)](); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mcrContend runs the controller once, until every ConfigMap of expected was requested,
+// measures it, and stops it gracefully.
+func (d *driver) mcrContend(ctx context.Context, name string, expected map[string]bool, warm bool, args ...string) (*mcrResult, error) {
+	before, err := d.listCounters(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res := &mcrResult{Provider: args[1], Warm: warm, Expected: len(expected)}
+	logFile, err := os.Create(filepath.Join(d.logDir, name+".log"))
+	if err != nil {
+		return nil, err
+	}
+	defer logFile.Close()
+	cmd := exec.CommandContext(ctx, d.mcrExample, append([]string{"--print-requests", "--memstats-after", strconv.Itoa(len(expected))}, args...)...)
+	cmd.Stderr = logFile
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	}()
+	all, measured := make(chan struct{}), make(chan struct{})
+	go func() {
+		seen := map[string]bool{}
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if m, ok := strings.CutPrefix(sc.Text(), "memstats "); ok {
+				if _, err := fmt.Sscan(m, &res.HeapAfterGC, &res.RSSAfterGC); err == nil {
+					close(measured)
+				}
+				continue
+			}
+			req, ok := strings.CutPrefix(sc.Text(), "reconcile ")
+			if !ok {
+				continue
+			}
+			if len(seen) == 0 {
+				res.FirstSec = time.Since(start).Seconds()
+			}
+			if expected[req] && !seen[req] {
+				seen[req] = true
+				if len(seen) == len(expected) {
+					res.AllSec = time.Since(start).Seconds()
+					close(all)
+				}
+			}
+		}
+	}()
+	for _, c := range []chan struct{}{all, measured} {
+		select {
+		case <-c:
+		case <-time.After(10 * time.Minute):
+			return nil, fmt.Errorf("%s: not every ConfigMap was reconciled and measured within 10 minutes; see %s", name, logFile.Name())
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	res.PeakRSS = readStatus(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))["VmHWM"]
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return nil, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var exit *exec.ExitError
+		if err != nil && !errors.As(err, &exit) {
+			return nil, err
+		}
+	case <-time.After(60 * time.Second):
+		return nil, fmt.Errorf("%s did not stop within 60s of SIGTERM", name)
+	}
+	after, err := d.listCounters(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res.Lists = after.minus(before)
+	log.Printf("%-34s first request %.2fs, all %d reconciled %.2fs, heap %s, RSS %s, peak RSS %s, objects listed %.0f", name,
+		res.FirstSec, res.Expected, res.AllSec, mib(res.HeapAfterGC), mib(res.RSSAfterGC), mib(res.PeakRSS), res.Lists.Objects)
+	return res, nil
+}
+
+// mcrPerObject is b per reconciled ConfigMap, in KiB.
+func mcrPerObject(b uint64, r *mcrResult) float64 {
+	return float64(b) / 1024 / float64(max(r.Expected, 1))
+}
