@@ -17,7 +17,9 @@
 // cluster, to write back to the cluster an event came from. Reconfigure changes the cluster selection and the
 // resources of a running Manager in place: what did not change is not listed again. Add
 // runs a program's own Runnables, such as an HTTP server, with the Manager; Start stops
-// everything in order within one Options.GracefulShutdownTimeout.
+// everything in order within one Options.GracefulShutdownTimeout. With Options.Shard, a
+// Manager is one replica of a sharded fleet: it engages only the clusters it owns
+// (package shard).
 //
 // This package only assembles: the rules live in the packages it wires together, the
 // tuning of the garbage collector while a snapshot loads in internal/gctune. It does not

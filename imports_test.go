@@ -14,15 +14,16 @@ import (
 func TestImports(t *testing.T) {
 	const module = "github.com/fleetwatch/fleetwatch"
 	allowed := map[string][]string{
-		".":                  {"aggregate", "cluster", "informer", "internal/gctune", "persist"},
+		".":                  {"aggregate", "cluster", "informer", "internal/gctune", "persist", "shard"},
 		"aggregate":          nil,
 		"cluster":            {"internal/filewatch"},
-		"config":             {"cluster", "informer", "persist", "server"},
+		"config":             {"cluster", "informer", "persist", "server", "shard"},
 		"informer":           {"internal/intern", "internal/wire"},
 		"metrics":            {"aggregate", "cluster", "persist"},
 		"persist":            {"internal/intern"},
 		"search":             {"aggregate", "cluster"},
 		"server":             {"aggregate", "cluster", "internal/filewatch", "metrics", "search"},
+		"shard":              {"cluster"},
 		"internal/filewatch": nil,
 		"internal/gctune":    nil,
 		"internal/intern":    nil,

@@ -23,6 +23,7 @@ import (
 	"github.com/fleetwatch/fleetwatch/informer"
 	"github.com/fleetwatch/fleetwatch/internal/gctune"
 	"github.com/fleetwatch/fleetwatch/persist"
+	"github.com/fleetwatch/fleetwatch/shard"
 )
 
 // Defaults of Options, those of the informer sets.
@@ -94,6 +95,16 @@ type Options struct {
 	// DefaultGracefulShutdownTimeout.
 	GracefulShutdownTimeout time.Duration
 
+	// Shard, if set, runs the Manager as one replica of a sharded fleet (see package
+	// shard): of the clusters that Clusters selects, it engages only those this replica
+	// owns, holding each one's Lease in the home cluster of Shard.Client while its
+	// informers run. The others are in Status as PhaseRemote (with the Replica that
+	// watches them) or PhaseMoving, without objects; a cluster that moves away leaves
+	// the fleet with Deleted events, as a removed one does. Controllers built on
+	// Managers with the same Shard.Namespace and Clusters divide the fleet among them.
+	// Shard.OnChange is called too. Default nil: every selected cluster is engaged.
+	Shard *shard.Options
+
 	// Clock defaults to the real clock.
 	Clock clock.WithTicker
 }
@@ -108,6 +119,9 @@ type Manager struct {
 	fleet    *aggregate.Fleet
 	status   *aggregate.StatusBoard
 	provider *cluster.Provider
+	// shard engages the clusters this replica owns, between the Provider and the
+	// Manager; nil unless Options.Shard is set.
+	shard *shard.Coordinator
 	// writer keeps Options.Snapshot up to date; nil without a snapshot.
 	writer *persist.Writer
 	// saved is what the snapshot held, by cluster. Entries are taken by Engage.
@@ -153,6 +167,10 @@ var (
 // name, which is engaged next), with the cause cluster.Aware describes. It is called
 // from the Provider's goroutine, one call at a time, in the order of the changes, and
 // must return promptly. An error it returns is logged; the cluster stays in the fleet.
+// With Options.Shard, a is told about the clusters this replica owns, from the
+// Coordinator's goroutine, and the context also ends when a cluster moves to another
+// replica (cause shard.ErrMoved or shard.ErrLeaseLost, which wrap
+// cluster.ErrClusterRemoved).
 //
 // This is how a program builds on the clusters of the fleet without reading the
 // kubeconfig files itself, as mcprovider does for multicluster-runtime. ClusterHasSynced
@@ -249,7 +267,26 @@ func NewManager(opts Options) (*Manager, error) {
 			return fleet.Indexer(gvr).ClusterLen(c)
 		}),
 	}
-	p, err := cluster.NewProvider(opts.Clusters, m)
+	var aware cluster.Aware = m
+	if opts.Shard != nil {
+		so := *opts.Shard
+		onChange := so.OnChange
+		so.OnChange = func() {
+			m.releaseIfReady()
+			if onChange != nil {
+				onChange()
+			}
+		}
+		if so.Clock == nil {
+			so.Clock = opts.Clock
+		}
+		coord, err := shard.New(so, m)
+		if err != nil {
+			return nil, fmt.Errorf("fleetwatch: Options.Shard: %w", err)
+		}
+		m.shard, aware = coord, coord
+	}
+	p, err := cluster.NewProvider(opts.Clusters, aware)
 	if err != nil {
 		return nil, err
 	}
@@ -421,25 +458,78 @@ func (m *Manager) RESTConfig(name string) (*rest.Config, error) {
 	return rest.CopyConfig(mb.cluster.Config), nil
 }
 
-// Status returns the status of every engaged cluster, sorted by name.
-func (m *Manager) Status() []aggregate.ClusterStatus { return m.status.List() }
+// Status returns the status of every engaged cluster, sorted by name. With
+// Options.Shard, it also has every selected cluster that another replica owns, or none
+// does now, as PhaseRemote or PhaseMoving, and each status says which replica watches
+// the cluster.
+func (m *Manager) Status() []aggregate.ClusterStatus {
+	sts := m.status.List()
+	if m.shard == nil {
+		return sts
+	}
+	placements := m.shard.Placements()
+	byName := make(map[string]shard.Placement, len(placements))
+	for _, p := range placements {
+		byName[p.Cluster] = p
+	}
+	for i := range sts {
+		p := byName[sts[i].Name]
+		sts[i].Replica, sts[i].ReplicaAddress = p.Holder, p.Address
+		delete(byName, sts[i].Name)
+	}
+	for _, p := range byName {
+		sts = append(sts, m.placedStatus(p))
+	}
+	slices.SortFunc(sts, func(a, b aggregate.ClusterStatus) int { return cmp.Compare(a.Name, b.Name) })
+	return sts
+}
 
-// ClusterStatus returns the status of one cluster.
+// ClusterStatus returns the status of one cluster (see Status).
 func (m *Manager) ClusterStatus(name string) (aggregate.ClusterStatus, bool) {
-	return m.status.Get(name)
+	st, ok := m.status.Get(name)
+	if m.shard == nil {
+		return st, ok
+	}
+	for _, p := range m.shard.Placements() {
+		if p.Cluster != name {
+			continue
+		}
+		if !ok {
+			return m.placedStatus(p), true
+		}
+		st.Replica, st.ReplicaAddress = p.Holder, p.Address
+		return st, true
+	}
+	return st, ok
+}
+
+// placedStatus is the status of a selected cluster that this replica does not watch.
+func (m *Manager) placedStatus(p shard.Placement) aggregate.ClusterStatus {
+	st := aggregate.ClusterStatus{Name: p.Cluster, Phase: aggregate.PhaseMoving, Replica: p.Holder, ReplicaAddress: p.Address}
+	if p.Holder != "" {
+		st.Phase = aggregate.PhaseRemote
+	}
+	if c, ok := m.provider.Get(p.Cluster); ok {
+		st.Server = c.Server()
+	}
+	return st
 }
 
 // Ready reports whether every engaged cluster has either synced, or failed to sync
 // within SyncTimeout and serves its last known state. A Manager without clusters is not
-// ready.
+// ready, unless it runs as a shard (Options.Shard): then it is ready once it is a
+// member, owns every cluster assigned to it (which may be none), and those are ready.
 func (m *Manager) Ready() bool {
+	if m.shard != nil && !m.shard.Settled() {
+		return false
+	}
 	m.mu.Lock()
 	members := make([]*member, 0, len(m.members))
 	for _, mb := range m.members {
 		members = append(members, mb)
 	}
 	m.mu.Unlock()
-	if len(members) == 0 {
+	if len(members) == 0 && m.shard == nil {
 		return false
 	}
 	for _, mb := range members {
@@ -454,8 +544,9 @@ func (m *Manager) Ready() bool {
 }
 
 // Selected implements cluster.SelectionObserver: it removes the snapshot's clusters
-// that the kubeconfig files no longer select, so that their objects are not served as
-// ghosts. The others stay until they are engaged.
+// that the kubeconfig files no longer select (with Options.Shard: that are not assigned
+// to this replica), so that their objects are not served as ghosts. The others stay
+// until they are engaged.
 func (m *Manager) Selected(ctx context.Context, names []string) {
 	m.mu.Lock()
 	var drop []string
@@ -468,7 +559,7 @@ func (m *Manager) Selected(ctx context.Context, names []string) {
 	m.mu.Unlock()
 	slices.Sort(drop)
 	for _, name := range drop {
-		klog.FromContext(ctx).Info("Dropping a snapshot cluster that the kubeconfig no longer selects", "cluster", name)
+		klog.FromContext(ctx).Info("Dropping a snapshot cluster that is no longer selected (by the kubeconfig files, or, as a shard, by the assignment)", "cluster", name)
 		m.fleet.RemoveCluster(name)
 		m.status.Remove(name)
 		m.writer.DropCluster(name)
@@ -703,6 +794,11 @@ func (m *Manager) refresh(mb *member) {
 		mb.mu.Unlock()
 	}
 	m.status.Set(st)
+	m.releaseIfReady()
+}
+
+// releaseIfReady releases the fleet's sync hold once the Manager is ready.
+func (m *Manager) releaseIfReady() {
 	if m.Ready() {
 		m.releaseSync()
 	}

@@ -86,17 +86,35 @@ func (m *Manager) Start(ctx context.Context) error {
 	for i, r := range runnables {
 		groups[3] = append(groups[3], start(fmt.Sprintf("runnable %d", i), r.Start))
 	}
-	groups[0] = []*part{start("clusters", func(ctx context.Context) error {
-		err := m.provider.Start(ctx)
-		m.wg.Wait()
-		return err
-	})}
+	groups[0] = []*part{start("clusters", m.runClusters)}
 
 	select {
 	case <-ctx.Done():
 	case <-ended:
 	}
 	return stopInOrder(ctx, m.opts.GracefulShutdownTimeout, groups)
+}
+
+// runClusters runs the Provider until ctx is done, and returns once the goroutines of
+// every engaged cluster have returned. With Options.Shard, the Coordinator runs from
+// before the Provider engages any cluster until after they have all stopped: it
+// releases the clusters' Leases last, since another replica starts watching a released
+// cluster at once.
+func (m *Manager) runClusters(ctx context.Context) error {
+	if m.shard == nil {
+		err := m.provider.Start(ctx)
+		m.wg.Wait()
+		return err
+	}
+	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	defer stop()
+	shardDone := make(chan error, 1)
+	go func() { shardDone <- m.shard.Start(sctx) }()
+	err := m.provider.Start(ctx)
+	m.shard.Freeze()
+	m.wg.Wait()
+	stop()
+	return errors.Join(err, <-shardDone)
 }
 
 // part is one goroutine of Start.

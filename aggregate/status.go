@@ -29,6 +29,13 @@ const (
 	// PhaseStale: the objects come from a snapshot and have not been confirmed against
 	// the cluster yet.
 	PhaseStale Phase = "Stale"
+	// PhaseRemote: the fleet is sharded, and another live replica watches the cluster
+	// (ClusterStatus.Replica); this one holds none of its objects.
+	PhaseRemote Phase = "Remote"
+	// PhaseMoving: the fleet is sharded, and no live replica watches the cluster now:
+	// its owner is gone, or it is being handed over. This replica holds none of its
+	// objects.
+	PhaseMoving Phase = "Moving"
 )
 
 // Condition types of a ClusterStatus.
@@ -58,6 +65,11 @@ type ClusterStatus struct {
 	LastError string
 	// Resources are the configured resources, in configured order.
 	Resources []ResourceStatus
+	// Replica is the replica of a sharded fleet that watches the cluster (see package
+	// shard); empty when the fleet is not sharded, or while no live replica holds it.
+	Replica string
+	// ReplicaAddress is where Replica's API is reached, if it publishes an address.
+	ReplicaAddress string
 }
 
 // ResourceStatus is the state of one configured resource in one cluster.

@@ -6,6 +6,7 @@ import (
 	"github.com/fleetwatch/fleetwatch/informer"
 	"github.com/fleetwatch/fleetwatch/persist"
 	"github.com/fleetwatch/fleetwatch/server"
+	"github.com/fleetwatch/fleetwatch/shard"
 )
 
 // Defaults of Config, as returned by Default, named after their keys. Where the library
@@ -32,6 +33,11 @@ const (
 	DefaultServerLimitsMaxRequestsInFlight = server.DefaultMaxRequestsInFlight
 	DefaultServerLimitsMaxWatches          = server.DefaultMaxWatches
 	DefaultServerLimitsMaxWatchesPerClient = server.DefaultMaxWatchesPerClient
+	// DefaultShardLeaseDuration, DefaultShardRenewDeadline and DefaultShardRetryPeriod
+	// are those of package shard, client-go leaderelection's.
+	DefaultShardLeaseDuration = shard.DefaultLeaseDuration
+	DefaultShardRenewDeadline = shard.DefaultRenewDeadline
+	DefaultShardRetryPeriod   = shard.DefaultRetryPeriod
 )
 
 // Values of Log.Format.
@@ -64,6 +70,8 @@ type Config struct {
 	Snapshot Snapshot `yaml:"snapshot" mapstructure:"snapshot"`
 	// Server configures the HTTP server of the inventory API, metrics and probes.
 	Server Server `yaml:"server" mapstructure:"server"`
+	// Shard runs the daemon as one replica of a sharded fleet.
+	Shard Shard `yaml:"shard" mapstructure:"shard"`
 	// Log configures the daemon's log output.
 	Log Log `yaml:"log" mapstructure:"log"`
 }
@@ -233,6 +241,34 @@ type Delegated struct {
 	Burst int `yaml:"burst" mapstructure:"burst"`
 }
 
+// Shard runs the daemon as one of several replicas that divide the clusters among them,
+// each cluster watched by one replica at a time, coordinated by Leases in a home
+// cluster (see package shard and docs/design.md, "Scaling past one machine").
+type Shard struct {
+	// Enabled turns sharding on. Default false: this daemon watches every cluster.
+	Enabled bool `yaml:"enabled" mapstructure:"enabled"`
+	// Identity names this replica among the others: unique, and stable across restarts
+	// (a StatefulSet pod's name). Empty means the host name, which is the pod's name in
+	// a pod.
+	Identity string `yaml:"identity" mapstructure:"identity"`
+	// Namespace holds the Leases in the home cluster. Empty means the namespace of the
+	// pod the daemon runs in.
+	Namespace string `yaml:"namespace" mapstructure:"namespace"`
+	// HomeKubeconfig is a kubeconfig file whose current context is the home cluster.
+	// Empty means server.auth.delegated.kubeconfig, else the in-cluster config of the
+	// pod.
+	HomeKubeconfig string `yaml:"homeKubeconfig" mapstructure:"homeKubeconfig" config:"path"`
+	// Address is the URL at which the other replicas reach this one's API, published on
+	// its Lease. Default: none.
+	Address string `yaml:"address" mapstructure:"address"`
+	// LeaseDuration, RenewDeadline and RetryPeriod time the Leases, as client-go's
+	// leaderelection does (see shard.Options). Defaults DefaultShardLeaseDuration,
+	// DefaultShardRenewDeadline and DefaultShardRetryPeriod.
+	LeaseDuration time.Duration `yaml:"leaseDuration" mapstructure:"leaseDuration"`
+	RenewDeadline time.Duration `yaml:"renewDeadline" mapstructure:"renewDeadline"`
+	RetryPeriod   time.Duration `yaml:"retryPeriod" mapstructure:"retryPeriod"`
+}
+
 // Log configures logging. fleetwatch logs through klog, like client-go.
 type Log struct {
 	// Verbosity is klog's verbosity (the -v of Kubernetes components): 0 logs what an
@@ -269,6 +305,11 @@ func Default() Config {
 				MaxWatches:          DefaultServerLimitsMaxWatches,
 				MaxWatchesPerClient: DefaultServerLimitsMaxWatchesPerClient,
 			},
+		},
+		Shard: Shard{
+			LeaseDuration: DefaultShardLeaseDuration,
+			RenewDeadline: DefaultShardRenewDeadline,
+			RetryPeriod:   DefaultShardRetryPeriod,
 		},
 		Log: Log{Format: DefaultLogFormat},
 	}

@@ -107,6 +107,15 @@ func ExampleConfig_String() {
 	//     maxRequestsInFlight: 32
 	//     maxWatches: 512
 	//     maxWatchesPerClient: 128
+	// shard:
+	//   enabled: false
+	//   identity: ""
+	//   namespace: ""
+	//   homeKubeconfig: ""
+	//   address: ""
+	//   leaseDuration: 15s
+	//   renewDeadline: 10s
+	//   retryPeriod: 2s
 	// log:
 	//   verbosity: 0
 	//   format: text

@@ -98,6 +98,11 @@ func full() config.Config {
 			}},
 			Limits: config.Limits{MaxRequestsInFlight: 100, MaxWatches: 2000, MaxWatchesPerClient: 50},
 		},
+		Shard: config.Shard{
+			Enabled: true, Identity: "fleetwatch-0", Namespace: "fleetwatch", HomeKubeconfig: "/etc/fleetwatch/home/kubeconfig",
+			Address:       "https://fleetwatch-0.fleetwatch-peers.fleetwatch.svc:8443",
+			LeaseDuration: 20 * time.Second, RenewDeadline: 12 * time.Second, RetryPeriod: 3 * time.Second,
+		},
 		Log: config.Log{Verbosity: 2, Format: config.LogFormatJSON},
 	}
 }
@@ -943,6 +948,18 @@ func TestValidate(t *testing.T) {
 		}},
 		{"unknown log format", func(c *config.Config) { c.Log.Format = "" }, []string{
 			`log.format: "" is neither "text" nor "json"`,
+		}},
+		{"shard identity that makes no Lease name", func(c *config.Config) { c.Shard.Identity = "Fleetwatch_0" }, []string{
+			`shard.identity: "Fleetwatch_0" does not make a Lease name: use lower case letters, digits, '-' and '.', beginning and ending with a letter or digit, at most 234 in all`,
+		}},
+		{"shard renew deadline not shorter than the lease", func(c *config.Config) { c.Shard.RenewDeadline = c.Shard.LeaseDuration }, []string{
+			"shard.renewDeadline: must be shorter than LeaseDuration (15s), got 15s",
+		}},
+		{"shard retry period too long for the renew deadline", func(c *config.Config) { c.Shard.RetryPeriod = 9 * time.Second }, []string{
+			"shard.retryPeriod: must be shorter than RenewDeadline (10s) / 1.2, got 9s",
+		}},
+		{"negative shard lease duration", func(c *config.Config) { c.Shard.LeaseDuration = -time.Second }, []string{
+			"shard.leaseDuration: must be positive, got -1s",
 		}},
 
 		{"empty resources stand for the default set", func(c *config.Config) { c.Resources = nil }, nil},

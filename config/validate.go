@@ -12,6 +12,7 @@ import (
 	"github.com/fleetwatch/fleetwatch/cluster"
 	"github.com/fleetwatch/fleetwatch/informer"
 	"github.com/fleetwatch/fleetwatch/server"
+	"github.com/fleetwatch/fleetwatch/shard"
 )
 
 // Validate reports every problem with c at once, joined with errors.Join, each a
@@ -82,6 +83,7 @@ func (c *Config) validate() []*FieldError {
 		v.add("snapshot.keepCorrupt", "must not be negative, got %d", c.Snapshot.KeepCorrupt)
 	}
 	v.server(c.Server)
+	v.shard(c.Shard)
 	if c.Log.Verbosity < 0 {
 		v.add("log.verbosity", "must not be negative, got %d", c.Log.Verbosity)
 	}
@@ -199,6 +201,25 @@ func (v *validator) server(s Server) {
 		v.addAt(certFile, keyFile, "required because %s is set", certFile)
 	case s.TLS.CertFile == "" && s.TLS.KeyFile != "":
 		v.addAt(keyFile, certFile, "required because %s is set", keyFile)
+	}
+}
+
+// shard checks the shard keys with package shard's rules, also when sharding is off,
+// so that a mistake shows before it is turned on.
+func (v *validator) shard(s Shard) {
+	if s.Identity != "" {
+		if err := shard.ValidateIdentity(s.Identity); err != nil {
+			v.add("shard.identity", "%w", err)
+		}
+	}
+	keys := map[string]string{"LeaseDuration": "shard.leaseDuration", "RenewDeadline": "shard.renewDeadline", "RetryPeriod": "shard.retryPeriod"}
+	if err := shard.ValidateTiming(s.LeaseDuration, s.RenewDeadline, s.RetryPeriod); err != nil {
+		for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+			var te *shard.TimingError
+			if errors.As(e, &te) {
+				v.add(keys[te.Field], "%w", te.Err)
+			}
+		}
 	}
 }
 

@@ -104,3 +104,93 @@ func TestConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestShardedComponent checks components/sharded without rendering it (the end-to-end
+// suite renders and applies it): the settings its pod patch puts in the environment turn
+// sharding on in a configuration the daemon accepts, with the address of the replica
+// under the headless Service; the Service is headless; and the RBAC is a Role on Leases
+// only, with no verb beyond those package shard uses.
+func TestShardedComponent(t *testing.T) {
+	dir := filepath.Join("components", "sharded")
+	read := func(name string, into any) {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.Unmarshal(b, into); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+
+	var pod struct {
+		Spec struct {
+			Template struct {
+				Spec struct {
+					Containers []struct {
+						Env []struct {
+							Name  string `json:"name"`
+							Value string `json:"value"`
+						} `json:"env"`
+					} `json:"containers"`
+				} `json:"spec"`
+			} `json:"template"`
+		} `json:"spec"`
+	}
+	read("pod-patch.yaml", &pod)
+	env := map[string]string{}
+	for _, e := range pod.Spec.Template.Spec.Containers[0].Env {
+		env[e.Name] = e.Value
+	}
+	// The kubelet expands $(POD_NAME) and $(POD_NAMESPACE) from the entries before.
+	expand := strings.NewReplacer("$(POD_NAME)", "fleetwatch-1", "$(POD_NAMESPACE)", "fleetwatch")
+	c, err := config.Load(config.LoadOptions{File: filepath.Join("base", configKey), LookupEnv: func(k string) (string, bool) {
+		v, ok := env[k]
+		return expand.Replace(v), ok && strings.HasPrefix(k, config.EnvPrefix)
+	}})
+	if err != nil {
+		t.Fatalf("the base's configuration with the component's environment: %v", err)
+	}
+	if !c.Shard.Enabled || c.Shard.Address != "https://fleetwatch-1.fleetwatch-peers.fleetwatch.svc:8443" {
+		t.Errorf("shard %+v: want it enabled, with the address of the pod under fleetwatch-peers", c.Shard)
+	}
+	// Identity and namespace come from the pod: its host name and its ServiceAccount.
+	if c.Shard.Identity != "" || c.Shard.Namespace != "" || c.Shard.HomeKubeconfig != "" {
+		t.Errorf("shard %+v: want the identity, the namespace and the home cluster left to the pod", c.Shard)
+	}
+
+	var svc struct {
+		Metadata struct{ Name string } `json:"metadata"`
+		Spec     struct {
+			ClusterIP                string `json:"clusterIP"`
+			PublishNotReadyAddresses bool   `json:"publishNotReadyAddresses"`
+		} `json:"spec"`
+	}
+	read("service-peers.yaml", &svc)
+	if svc.Metadata.Name != "fleetwatch-peers" || svc.Spec.ClusterIP != "None" || !svc.Spec.PublishNotReadyAddresses {
+		t.Errorf("peers Service %+v: want fleetwatch-peers, headless, listing pods that are not ready", svc)
+	}
+
+	var role struct {
+		Kind  string `json:"kind"`
+		Rules []struct {
+			APIGroups     []string `json:"apiGroups"`
+			Resources     []string `json:"resources"`
+			Verbs         []string `json:"verbs"`
+			ResourceNames []string `json:"resourceNames"`
+		} `json:"rules"`
+	}
+	read("role.yaml", &role)
+	if role.Kind != "Role" || len(role.Rules) != 1 {
+		t.Fatalf("RBAC %+v: want one rule of a Role (namespaced, not a ClusterRole)", role)
+	}
+	r := role.Rules[0]
+	if fmt.Sprint(r.APIGroups) != "[coordination.k8s.io]" || fmt.Sprint(r.Resources) != "[leases]" {
+		t.Errorf("Role rule %+v: want leases of coordination.k8s.io only", r)
+	}
+	for _, v := range r.Verbs {
+		if v != "get" && v != "list" && v != "create" && v != "update" {
+			t.Errorf("Role grants %q on leases; package shard needs only get, list, create and update", v)
+		}
+	}
+}

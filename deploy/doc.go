@@ -1,7 +1,9 @@
 // Package deploy holds the Kubernetes manifests that run the fleetwatch daemon in a
 // cluster: a kustomize base in base/, a component in components/home-cluster/ that
-// grants reads in the cluster the daemon runs in, for when it is watched too, and an
-// example overlay in overlays/example/ (see docs/deploy.md). It has no Go API; its tests check that the configuration each
+// grants reads in the cluster the daemon runs in, for when it is watched too, a component
+// in components/sharded/ that runs it as a StatefulSet of replicas dividing the clusters
+// (with overlays/sharded/ applying it), and an example overlay in overlays/example/ (see
+// docs/deploy.md). It has no Go API; its tests check that the configuration each
 // kustomization generates is one the daemon accepts. The end-to-end suite renders the
 // kustomizations and applies them to a real apiserver.
 package deploy

@@ -39,7 +39,7 @@ var (
 )
 
 // phases are the phases that fleetwatch_cluster_phase reports for every cluster.
-var phases = []aggregate.Phase{aggregate.PhaseConnecting, aggregate.PhaseSyncing, aggregate.PhaseSynced, aggregate.PhaseUnreachable, aggregate.PhaseStale}
+var phases = []aggregate.Phase{aggregate.PhaseConnecting, aggregate.PhaseSyncing, aggregate.PhaseSynced, aggregate.PhaseUnreachable, aggregate.PhaseStale, aggregate.PhaseRemote, aggregate.PhaseMoving}
 
 // NewFleetCollector returns a collector that reads the state of src's fleet at each
 // scrape: the phase of each cluster, the objects of each cluster and resource, the

@@ -49,7 +49,9 @@ type Cluster struct {
 
 // ClusterStatus is aggregate.ClusterStatus in API form.
 type ClusterStatus struct {
-	// Phase is Connecting, Syncing, Synced, Unreachable or Stale.
+	// Phase is Connecting, Syncing, Synced, Unreachable or Stale; in a sharded fleet, a
+	// cluster that another replica watches is Remote, and one that no live replica
+	// watches now (its owner is gone, or it is being handed over) is Moving.
 	Phase string `json:"phase"`
 	// Conditions are Reachable and Synced.
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
@@ -69,6 +71,11 @@ type ClusterStatus struct {
 	// change not committed yet. One writer commits every cluster, so it is the same for
 	// each. Absent when the Source keeps no snapshot.
 	SnapshotLag *metav1.Duration `json:"snapshotLag,omitempty"`
+	// Replica is the replica of a sharded fleet that watches the cluster, and
+	// ReplicaAddress where its API is reached; empty if the fleet is not sharded, or
+	// while no live replica watches the cluster.
+	Replica        string `json:"replica,omitempty"`
+	ReplicaAddress string `json:"replicaAddress,omitempty"`
 }
 
 // ClusterResource is the state of one configured resource in one cluster.
@@ -112,6 +119,9 @@ func clusterOf(st aggregate.ClusterStatus) Cluster {
 			Server:     st.Server,
 			UID:        string(st.UID),
 			LastError:  st.LastError,
+			Replica:    st.Replica,
+
+			ReplicaAddress: st.ReplicaAddress,
 		},
 	}
 	if !st.LastSyncTime.IsZero() {

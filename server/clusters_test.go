@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,7 +80,7 @@ func TestClusters(t *testing.T) {
 		if want := []string{"Name", "Phase", "Server", "Objects", "Resources", "Last Sync"}; !slices.Equal(tab.columns(), want) {
 			t.Errorf("columns %q, want %q", tab.columns(), want)
 		}
-		if got := mustJSON(tab.Rows[1].Cells); got != `["down","Unreachable","https://down.example.com",0,"3/3","10m","dial tcp: connection refused"]` {
+		if got := mustJSON(tab.Rows[1].Cells); got != `["down","Unreachable","https://down.example.com",0,"3/3","10m","dial tcp: connection refused","\u003cnone\u003e"]` {
 			t.Errorf("row of down: %s", got)
 		}
 	})
@@ -114,4 +115,68 @@ func TestClusters(t *testing.T) {
 		f.get("/apis/fleetwatch.io/v1alpha1/clusters/prod/status").status(t, http.StatusNotFound)
 		f.get("/apis/fleetwatch.io/v1alpha1/namespaces/x/clusters").status(t, http.StatusNotFound)
 	})
+}
+
+// TestClustersOfOtherReplicas: in a sharded fleet, a cluster that another replica
+// watches, or none does now, is in the list with where it is watched, and a read of its
+// objects fails with 503 saying so, rather than an empty answer.
+func TestClustersOfOtherReplicas(t *testing.T) {
+	f := newFixture(t, nil)
+	f.src.setStatus(aggregate.ClusterStatus{Name: "remote", Phase: aggregate.PhaseRemote, Replica: "fleetwatch-2", ReplicaAddress: "https://fleetwatch-2.fleetwatch-peers:8443"})
+	f.src.setStatus(aggregate.ClusterStatus{Name: "moving", Phase: aggregate.PhaseMoving})
+
+	var c Cluster
+	f.getOK("/apis/fleetwatch.io/v1alpha1/clusters/remote", &c)
+	if c.Status.Phase != "Remote" || c.Status.Replica != "fleetwatch-2" || c.Status.ReplicaAddress != "https://fleetwatch-2.fleetwatch-peers:8443" {
+		t.Errorf("remote %s", mustJSON(c))
+	}
+	f.getOK(clusterPath("remote")+"/apis/fleetwatch.io/v1alpha1/clusters/remote", &c)
+	for _, tc := range []struct{ path, message string }{
+		{clusterPath("remote") + "/api/v1/pods", `cluster "remote" is not watched by this replica: replica "fleetwatch-2" watches it, at https://fleetwatch-2.fleetwatch-peers:8443`},
+		{clusterPath("remote") + "/api/v1", `cluster "remote" is not watched by this replica: replica "fleetwatch-2" watches it, at https://fleetwatch-2.fleetwatch-peers:8443`},
+		{clusterPath("moving") + "/api/v1/namespaces/default/pods/web", `cluster "moving" is not watched by this replica: no replica watches it now; it is moving`},
+	} {
+		st := f.get(tc.path).status(t, http.StatusServiceUnavailable)
+		if st.Message != tc.message || st.Reason != metav1.StatusReasonServiceUnavailable {
+			t.Errorf("%s: %+v, want the message %q", tc.path, st, tc.message)
+		}
+	}
+	// They do not hold readiness back: another replica is to watch them.
+	if got := notReadyReason(f.src.Status(), nil); got != "clusters are synced, but the fleet is not ready yet" {
+		t.Errorf("notReadyReason = %q", got)
+	}
+}
+
+// TestOtherReplicasOfATokenLimitedToSomeClusters: a token limited to some clusters learns
+// nothing of a cluster outside them that another replica watches, neither that it
+// exists nor where it is watched: the answer is the one for a cluster that does not
+// exist, and it is not in the list. Inside them, it learns where its cluster is watched.
+func TestOtherReplicasOfATokenLimitedToSomeClusters(t *testing.T) {
+	tokens := writeFile(t, t.TempDir(), "tokens", "limited-s3cret user=ci clusters=prod,remote-ok\n")
+	f := newFixture(t, func(o *Options) { o.TokenFile = tokens })
+	f.src.setStatus(aggregate.ClusterStatus{Name: "remote-ok", Phase: aggregate.PhaseRemote, Replica: "fleetwatch-1", ReplicaAddress: "https://fleetwatch-1.fleetwatch-peers:8443"})
+	f.src.setStatus(aggregate.ClusterStatus{Name: "remote-secret", Phase: aggregate.PhaseRemote, Replica: "fleetwatch-2", ReplicaAddress: "https://fleetwatch-2.fleetwatch-peers:8443"})
+	auth := []string{"Authorization", "Bearer limited-s3cret"}
+
+	for _, path := range []func(cluster string) string{
+		func(c string) string { return clusterPath(c) + "/api/v1/pods" },
+		func(c string) string { return clusterPath(c) + "/api/v1" },
+		func(c string) string { return "/apis/fleetwatch.io/v1alpha1/clusters/" + c },
+	} {
+		r, none := f.get(path("remote-secret"), auth...), f.get(path("nowhere"), auth...)
+		if r.code != none.code || strings.Contains(string(r.body), "fleetwatch-2") {
+			t.Errorf("%s: %d %s, want %d as for a cluster that does not exist, without the replica", path("remote-secret"), r.code, r.body, none.code)
+		}
+	}
+	var l ClusterList
+	f.getOK("/apis/fleetwatch.io/v1alpha1/clusters", &l, auth...)
+	for _, c := range l.Items {
+		if c.Name == "remote-secret" {
+			t.Errorf("the list shows %s to a token without it", c.Name)
+		}
+	}
+	st := f.get(clusterPath("remote-ok")+"/api/v1/pods", auth...).status(t, http.StatusServiceUnavailable)
+	if !strings.Contains(st.Message, `replica "fleetwatch-1"`) {
+		t.Errorf("remote-ok: %+v, want the replica that watches it", st)
+	}
 }

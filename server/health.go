@@ -66,7 +66,7 @@ func (s *Server) notReadyReason(r *http.Request) string {
 	var allow func(string) bool
 	var names []string
 	for _, st := range statuses {
-		if st.Phase != aggregate.PhaseSynced {
+		if !placedElsewhere(st) && st.Phase != aggregate.PhaseSynced {
 			names = append(names, st.Name)
 		}
 	}
@@ -89,7 +89,7 @@ func notReadyReason(statuses []aggregate.ClusterStatus, allow func(string) bool)
 	hidden := false
 	for _, st := range statuses {
 		switch {
-		case st.Phase == aggregate.PhaseSynced:
+		case st.Phase == aggregate.PhaseSynced, placedElsewhere(st):
 		case allow != nil && !allow(st.Name):
 			hidden = true
 		default:
@@ -105,4 +105,10 @@ func notReadyReason(statuses []aggregate.ClusterStatus, allow func(string) bool)
 		names = append(names, "and clusters that you may not read")
 	}
 	return "clusters not synced: " + strings.Join(names, ", ")
+}
+
+// placedElsewhere reports whether another replica of a sharded fleet is to watch the
+// cluster: it does not hold this one's readiness back.
+func placedElsewhere(st aggregate.ClusterStatus) bool {
+	return st.Phase == aggregate.PhaseRemote || st.Phase == aggregate.PhaseMoving
 }

@@ -556,8 +556,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, info *requestInfo
 		return err
 	}
 	sc := scope{cluster: rt.cluster, allow: allow}
-	if rt.cluster != "" && rt.cluster != allClusters && !s.clusterExists(rt.cluster, sc) {
-		return clusterNotFound(rt.cluster)
+	if rt.cluster != "" && rt.cluster != allClusters {
+		if !s.clusterExists(rt.cluster, sc) {
+			return clusterNotFound(rt.cluster)
+		}
+		// The Cluster resource under the prefix says where the cluster is watched.
+		if rt.kind != routeResource || rt.groupVersion() != SchemeGroupVersion {
+			if err := s.watchedElsewhere(rt.cluster); err != nil {
+				return err
+			}
+		}
 	}
 	c := &catalog{}
 	if rt.cluster != "" {
@@ -638,6 +646,26 @@ func (s *Server) clusterNames() []string {
 		rc.mu.RUnlock()
 	}
 	return slices.Sorted(maps.Keys(names))
+}
+
+// watchedElsewhere returns a 503 ServiceUnavailable if the fleet is sharded and this
+// replica does not watch the cluster name: it holds none of its objects, and an empty
+// answer would hide that. The Status says which replica watches it, if one does.
+func (s *Server) watchedElsewhere(name string) error {
+	st, ok := s.src.ClusterStatus(name)
+	if !ok || (st.Phase != aggregate.PhaseRemote && st.Phase != aggregate.PhaseMoving) {
+		return nil
+	}
+	msg := fmt.Sprintf("cluster %q is not watched by this replica: ", name)
+	switch {
+	case st.Replica != "" && st.ReplicaAddress != "":
+		msg += fmt.Sprintf("replica %q watches it, at %s", st.Replica, st.ReplicaAddress)
+	case st.Replica != "":
+		msg += fmt.Sprintf("replica %q watches it", st.Replica)
+	default:
+		msg += "no replica watches it now; it is moving"
+	}
+	return apierrors.NewServiceUnavailable(msg)
 }
 
 // clusterExists reports whether name is a cluster of the fleet in sc: one with a status,

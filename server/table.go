@@ -223,12 +223,13 @@ func (s *Server) clustersTable(items []Cluster, opts tableOptions) *metav1.Table
 		TypeMeta: metav1.TypeMeta{Kind: tableGVK.Kind, APIVersion: tableGVK.GroupVersion().String()},
 		ColumnDefinitions: []metav1.TableColumnDefinition{
 			nameColumn,
-			{Name: "Phase", Type: "string", Description: "Connecting, Syncing, Synced, Unreachable or Stale."},
+			{Name: "Phase", Type: "string", Description: "Connecting, Syncing, Synced, Unreachable, Stale, or, in a sharded fleet, Remote or Moving."},
 			{Name: "Server", Type: "string", Description: "The URL of the cluster's API server."},
 			{Name: "Objects", Type: "integer", Description: "The number of cached objects."},
 			{Name: "Resources", Type: "string", Description: "Synced resources, of those configured."},
 			{Name: "Last Sync", Type: "string", Description: "Time since the cluster last completed its initial sync."},
 			{Name: "Error", Type: "string", Priority: 1, Description: "The cluster's most recent error."},
+			{Name: "Replica", Type: "string", Priority: 1, Description: "The replica of a sharded fleet that watches the cluster."},
 		},
 		Rows: make([]metav1.TableRow, 0, len(items)),
 	}
@@ -247,7 +248,7 @@ func (s *Server) clustersTable(items []Cluster, opts tableOptions) *metav1.Table
 		}
 		row := metav1.TableRow{Cells: []any{
 			c.Name, c.Status.Phase, c.Status.Server, int64(c.Status.Objects),
-			fmt.Sprintf("%d/%d", synced, len(c.Status.Resources)), lastSync, orNone(c.Status.LastError),
+			fmt.Sprintf("%d/%d", synced, len(c.Status.Resources)), lastSync, orNone(c.Status.LastError), orNone(c.Status.Replica),
 		}}
 		switch opts.includeObject {
 		case metav1.IncludeObject:

@@ -24,7 +24,7 @@ func managerOptions(cfg *config.Config) fleetwatch.Options {
 			Include:     cfg.Contexts.Include,
 			Exclude:     cfg.Contexts.Exclude,
 			Aliases:     cfg.Contexts.Aliases,
-			UserAgent:   "fleetwatch/" + buildVersion(),
+			UserAgent:   userAgent(cfg),
 		},
 		Resources:          cfg.InformerResources(),
 		SyncTimeout:        cfg.Sync.Timeout,

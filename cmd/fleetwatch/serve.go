@@ -51,7 +51,7 @@ resources apply at once; see "Reloading" in docs/config.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			loadOpts := config.LoadOptions{Flags: cmd.Flags()}
-			cfg, err := config.Load(loadOpts)
+			cfg, err := loadConfig(loadOpts)
 			if err != nil {
 				return err
 			}
@@ -60,6 +60,18 @@ resources apply at once; see "Reloading" in docs/config.md.`,
 	}
 	config.BindFlags(cmd.Flags())
 	return cmd
+}
+
+// loadConfig loads the configuration and fills in what it leaves to the environment.
+func loadConfig(opts config.LoadOptions) (*config.Config, error) {
+	cfg, err := config.Load(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := resolveShard(cfg); err != nil {
+		return nil, err
+	}
+	return cfg, nil
 }
 
 // serve runs the daemon with cfg, loaded with loadOpts, until SIGINT or SIGTERM. A
@@ -94,6 +106,11 @@ func serve(ctx context.Context, loadOpts config.LoadOptions, cfg *config.Config)
 
 	opts := managerOptions(cfg)
 	opts.GracefulShutdownTimeout = shutdownTimeout
+	shardOpts, err := shardOptions(cfg)
+	if err != nil {
+		return err
+	}
+	opts.Shard = shardOpts
 	if cfg.Snapshot.Path != "" {
 		store, err := persist.Open(cfg.Snapshot.Path, persist.Options{KeepCorrupt: keepCorrupt(cfg.Snapshot.KeepCorrupt)})
 		if err != nil {
@@ -122,7 +139,7 @@ func serve(ctx context.Context, loadOpts config.LoadOptions, cfg *config.Config)
 	logger.Info("Starting", "version", buildVersion(), "config", cfg.String())
 	var rl *reloader
 	if file := loadOpts.FileName(); file != "" {
-		rl = newReloader(file, cfg, func() (*config.Config, error) { return config.Load(loadOpts) }, func(ctx context.Context, old, next *config.Config) error {
+		rl = newReloader(file, cfg, func() (*config.Config, error) { return loadConfig(loadOpts) }, func(ctx context.Context, old, next *config.Config) error {
 			return applyConfig(ctx, mgr, setVerbosity, old, next)
 		})
 	}

@@ -196,6 +196,9 @@ func (c *Cluster) apiserverArgs() []string {
 		"--profiling=false",
 		"--v=1",
 	}
+	if c.env.opts.AuditWatches {
+		args = append(args, c.auditArgs()...)
+	}
 	return append(args, c.env.opts.APIServerArgs...)
 }
 

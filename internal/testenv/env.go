@@ -47,6 +47,10 @@ type Options struct {
 	Dir string
 	// APIServerArgs are appended to every kube-apiserver's arguments.
 	APIServerArgs []string
+	// AuditWatches, if set, has every kube-apiserver write an audit log of the watches
+	// and lists it serves (Cluster.Watches and Cluster.Requests read it): the
+	// apiserver's own account of who watches and lists, by user agent. Default false.
+	AuditWatches bool
 }
 
 // Env is a set of running clusters and the kubeconfig that reaches them.
@@ -130,6 +134,11 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 		return nil, err
 	}
 
+	if opts.AuditWatches {
+		if err := os.WriteFile(filepath.Join(env.Dir, auditPolicyFile), []byte(auditPolicy), 0o600); err != nil {
+			return nil, err
+		}
+	}
 	ports, err := freePorts(3 * len(names))
 	if err != nil {
 		return nil, err

@@ -18,6 +18,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -41,7 +42,8 @@ import (
 // of the namespace, then for real, to check with SubjectAccessReviews that the
 // ServiceAccount may read every resource that the configuration caches, and write none,
 // in the home cluster when it is watched, and may read nothing cluster-wide there when
-// it is not.
+// it is not. The sharded overlay runs the same pod as a StatefulSet, whose
+// ServiceAccount may also work the Leases of its own namespace, and nothing more.
 func TestDeployManifests(t *testing.T) {
 	env := testenv.New(t, testenv.Options{Clusters: 1})
 	cs := env.Clusters[0].Clientset()
@@ -52,7 +54,7 @@ func TestDeployManifests(t *testing.T) {
 		// watchesHome is whether the configuration watches the home cluster, the one
 		// the manifests are applied to: the example overlay's context "home".
 		watchesHome bool
-	}{{".", false}, {"base", false}, {"overlays/example", true}} {
+	}{{".", false}, {"base", false}, {"overlays/example", true}, {"overlays/sharded", false}} {
 		dir := tc.dir
 		t.Run(dir, func(t *testing.T) {
 			path := filepath.Join("..", "..", "deploy", filepath.FromSlash(dir))
@@ -70,9 +72,9 @@ func TestDeployManifests(t *testing.T) {
 					t.Errorf("%s renders Secret %s/%s; the Secrets are only referenced", dir, s.GetNamespace(), s.GetName())
 				}
 			}
-			deploy := m.deployment(t)
+			deploy, sts := m.workload(t)
 			cfg := m.config(t, deploy)
-			checkDeployment(t, m, deploy, cfg)
+			checkDeployment(t, m, deploy, sts, cfg)
 
 			// With --dry-run=server the Namespace is not created, and every namespaced
 			// object in it would fail with "namespaces not found". So the Namespace is
@@ -123,6 +125,17 @@ func TestDeployManifests(t *testing.T) {
 					t.Errorf("%s may create %s: %t, want %t (server.auth.delegated.enabled)", sa, r, got, cfg.Server.Auth.Delegated.Enabled)
 				}
 			}
+			// A replica of a sharded fleet works the Leases of its own namespace, and of
+			// no other; without sharding there is no Lease to work.
+			for _, verb := range []string{"get", "list", "create", "update", "watch", "patch", "delete"} {
+				for _, ns := range []string{deploy.Namespace, metav1.NamespaceDefault} {
+					want := sts != nil && ns == deploy.Namespace && verb != "watch" && verb != "patch" && verb != "delete"
+					attrs := authorizationv1.ResourceAttributes{Verb: verb, Group: "coordination.k8s.io", Resource: "leases", Namespace: ns}
+					if got := allowed(t, cs, sa, deploy.Namespace, attrs); got != want {
+						t.Errorf("%s may %s leases in %s: %t, want %t", sa, verb, ns, got, want)
+					}
+				}
+			}
 			// cluster.ReadIdentity reads the UID of kube-system.
 			if got := allowed(t, cs, sa, deploy.Namespace, authorizationv1.ResourceAttributes{Verb: "get", Resource: "namespaces", Name: metav1.NamespaceSystem}); got != tc.watchesHome {
 				t.Errorf("%s may get namespace %s: %t, want %t", sa, metav1.NamespaceSystem, got, tc.watchesHome)
@@ -132,10 +145,13 @@ func TestDeployManifests(t *testing.T) {
 }
 
 // checkDeployment checks that the Deployment runs the daemon the way docs/deploy.md says,
-// and that the rendered objects and the configuration cfg agree with it.
-func checkDeployment(t *testing.T, m manifests, d *appsv1.Deployment, cfg *config.Config) {
+// and that the rendered objects and the configuration cfg agree with it. With sts, d is
+// a view of the StatefulSet of a sharded fleet, whose own parts checkStatefulSet checks.
+func checkDeployment(t *testing.T, m manifests, d *appsv1.Deployment, sts *appsv1.StatefulSet, cfg *config.Config) {
 	t.Helper()
-	if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 || d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+	if sts != nil {
+		checkStatefulSet(t, m, sts, cfg)
+	} else if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 || d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
 		t.Errorf("Deployment: want 1 replica and the Recreate strategy, as one process locks the snapshot")
 	}
 	pod := d.Spec.Template.Spec
@@ -162,7 +178,7 @@ func checkDeployment(t *testing.T, m manifests, d *appsv1.Deployment, cfg *confi
 		}
 	}
 	checkMemoryLimit(t, c)
-	checkNetworkPolicy(t, m, d)
+	checkNetworkPolicy(t, m, d, sts != nil)
 	if c.LivenessProbe != nil && c.LivenessProbe.HTTPGet != nil && c.LivenessProbe.HTTPGet.Path != "/livez" {
 		t.Errorf("liveness probe path %q, want /livez", c.LivenessProbe.HTTPGet.Path)
 	}
@@ -205,7 +221,13 @@ func checkDeployment(t *testing.T, m manifests, d *appsv1.Deployment, cfg *confi
 	credential("server.tls.keyFile", cfg.Server.TLS.KeyFile)
 	credential("server.auth.tokenFile", cfg.Server.Auth.TokenFile)
 	vm, v := mountOf("snapshot.path", cfg.Snapshot.Path)
-	if v.PersistentVolumeClaim == nil || vm.ReadOnly || m.get("PersistentVolumeClaim", v.PersistentVolumeClaim.ClaimName) == nil {
+	switch {
+	case sts != nil:
+		// Each replica's own claim, from the StatefulSet's template.
+		if vm.ReadOnly || v.Name != "" || !slices.ContainsFunc(sts.Spec.VolumeClaimTemplates, func(c corev1.PersistentVolumeClaim) bool { return c.Name == vm.Name }) {
+			t.Errorf("snapshot.path %q: want it on a writable mount of a volumeClaimTemplate, not a volume %+v", cfg.Snapshot.Path, v)
+		}
+	case v.PersistentVolumeClaim == nil || vm.ReadOnly || m.get("PersistentVolumeClaim", v.PersistentVolumeClaim.ClaimName) == nil:
 		t.Errorf("snapshot.path %q: want it on a writable mount of a PersistentVolumeClaim of the manifests", cfg.Snapshot.Path)
 	}
 
@@ -213,12 +235,60 @@ func checkDeployment(t *testing.T, m manifests, d *appsv1.Deployment, cfg *confi
 	if m.get("ServiceAccount", pod.ServiceAccountName) == nil {
 		t.Errorf("ServiceAccount %s of the pod is not in the manifests", pod.ServiceAccountName)
 	}
-	for _, o := range m.of("ClusterRoleBinding") {
+	for _, o := range append(m.of("ClusterRoleBinding"), m.of("RoleBinding")...) {
 		subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
 		want := map[string]any{"kind": "ServiceAccount", "name": pod.ServiceAccountName, "namespace": d.Namespace}
 		if !slices.ContainsFunc(subjects, func(s any) bool { return fmt.Sprint(s) == fmt.Sprint(want) }) {
-			t.Errorf("ClusterRoleBinding %s subjects %v: want %v", o.GetName(), subjects, want)
+			t.Errorf("%s %s subjects %v: want %v", o.GetKind(), o.GetName(), subjects, want)
 		}
+	}
+}
+
+// checkStatefulSet checks the parts of a sharded fleet: replicas started in parallel,
+// each named under the headless Service that its address names, with sharding on, a
+// claim for its snapshot, and a PodDisruptionBudget that lets a drain take one at a time.
+func checkStatefulSet(t *testing.T, m manifests, sts *appsv1.StatefulSet, cfg *config.Config) {
+	t.Helper()
+	if sts.Spec.Replicas == nil || *sts.Spec.Replicas < 2 || sts.Spec.PodManagementPolicy != appsv1.ParallelPodManagement || len(sts.Spec.VolumeClaimTemplates) != 1 {
+		t.Errorf("StatefulSet: want replicas, started in parallel, with one volumeClaimTemplate; got %+v", sts.Spec)
+	}
+	var peers corev1.Service
+	if o := m.get("Service", sts.Spec.ServiceName); o == nil {
+		t.Fatalf("StatefulSet serviceName %q is not a Service of the manifests", sts.Spec.ServiceName)
+	} else {
+		m.convert(t, o, &peers)
+	}
+	sel := labels.SelectorFromSet(peers.Spec.Selector)
+	if peers.Spec.ClusterIP != corev1.ClusterIPNone || sel.Empty() || !sel.Matches(labels.Set(sts.Spec.Template.Labels)) {
+		t.Errorf("Service %s: want it headless, selecting the replicas", peers.Name)
+	}
+	// The configuration with the pod's environment: sharding on, the address under the
+	// headless Service, in a configuration the daemon accepts.
+	env := map[string]string{}
+	for _, e := range sts.Spec.Template.Spec.Containers[0].Env {
+		env[e.Name] = strings.NewReplacer("$(POD_NAME)", sts.Name+"-0", "$(POD_NAMESPACE)", sts.Namespace).Replace(e.Value)
+	}
+	file := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(file, []byte(cfg.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	withEnv, err := config.Load(config.LoadOptions{File: file, LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
+	if err != nil {
+		t.Fatalf("the configuration with the pod's environment: %v", err)
+	}
+	wantAddress := fmt.Sprintf("https://%s-0.%s.%s.svc:%d", sts.Name, peers.Name, sts.Namespace, peers.Spec.Ports[0].Port)
+	if !withEnv.Shard.Enabled || withEnv.Shard.Address != wantAddress {
+		t.Errorf("shard %+v: want it enabled, with the address %s", withEnv.Shard, wantAddress)
+	}
+	pdbs := m.of("PodDisruptionBudget")
+	if len(pdbs) != 1 {
+		t.Fatalf("%d PodDisruptionBudgets, want 1", len(pdbs))
+	}
+	var pdb policyv1.PodDisruptionBudget
+	m.convert(t, pdbs[0], &pdb)
+	pdbSel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+	if err != nil || !pdbSel.Matches(labels.Set(sts.Spec.Template.Labels)) || pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 1 {
+		t.Errorf("PodDisruptionBudget %s: want maxUnavailable 1 over the replicas, got %+v", pdb.Name, pdb.Spec)
 	}
 }
 
@@ -252,8 +322,9 @@ func checkMemoryLimit(t *testing.T, c corev1.Container) {
 }
 
 // checkNetworkPolicy checks that one NetworkPolicy selects the daemon's pod and lets in
-// only its port https, and out only the apiservers' ports and DNS.
-func checkNetworkPolicy(t *testing.T, m manifests, d *appsv1.Deployment) {
+// only its port https, and out only the apiservers' ports and DNS, and, sharded, the
+// other replicas' port https.
+func checkNetworkPolicy(t *testing.T, m manifests, d *appsv1.Deployment, sharded bool) {
 	t.Helper()
 	objs := m.of("NetworkPolicy")
 	if len(objs) != 1 {
@@ -293,7 +364,12 @@ func checkNetworkPolicy(t *testing.T, m manifests, d *appsv1.Deployment) {
 	if got, want := portsOf(in), []string{"https/TCP"}; !slices.Equal(got, want) {
 		t.Errorf("NetworkPolicy %s lets in %v, want %v", np.Name, got, want)
 	}
-	if got, want := portsOf(out), []string{"443/TCP", "53/TCP", "53/UDP", "6443/TCP"}; !slices.Equal(got, want) {
+	want := []string{"443/TCP", "53/TCP", "53/UDP", "6443/TCP"}
+	if sharded {
+		// The replicas reach each other's API.
+		want = []string{"443/TCP", "53/TCP", "53/UDP", "6443/TCP", "https/TCP"}
+	}
+	if got := portsOf(out); !slices.Equal(got, want) {
 		t.Errorf("NetworkPolicy %s lets out %v, want %v", np.Name, got, want)
 	}
 }
@@ -348,19 +424,28 @@ func (manifests) convert(t *testing.T, o *unstructured.Unstructured, into any) {
 	}
 }
 
-// deployment returns the one Deployment, which runs the daemon in one container.
-func (m manifests) deployment(t *testing.T) *appsv1.Deployment {
+// workload returns the one Deployment, or the one StatefulSet of a sharded fleet with a
+// Deployment of its pod template as a view of it, which runs the daemon in one
+// container.
+func (m manifests) workload(t *testing.T) (*appsv1.Deployment, *appsv1.StatefulSet) {
 	t.Helper()
-	objs := m.of("Deployment")
-	if len(objs) != 1 {
-		t.Fatalf("%d Deployments, want 1", len(objs))
+	objs, sets := m.of("Deployment"), m.of("StatefulSet")
+	if len(objs)+len(sets) != 1 {
+		t.Fatalf("%d Deployments and %d StatefulSets, want one of them", len(objs), len(sets))
 	}
 	var d appsv1.Deployment
-	m.convert(t, objs[0], &d)
+	var sts *appsv1.StatefulSet
+	if len(sets) == 1 {
+		sts = &appsv1.StatefulSet{}
+		m.convert(t, sets[0], sts)
+		d = appsv1.Deployment{ObjectMeta: sts.ObjectMeta, Spec: appsv1.DeploymentSpec{Replicas: sts.Spec.Replicas, Selector: sts.Spec.Selector, Template: sts.Spec.Template}}
+	} else {
+		m.convert(t, objs[0], &d)
+	}
 	if n := len(d.Spec.Template.Spec.Containers); n != 1 {
 		t.Fatalf("Deployment %s has %d containers, want 1", d.Name, n)
 	}
-	return &d
+	return &d, sts
 }
 
 // config returns the configuration that the daemon of d reads: the file named by its

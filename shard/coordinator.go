@@ -1,0 +1,859 @@
+package shard
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+
+	"github.com/fleetwatch/fleetwatch/cluster"
+)
+
+// Causes of a cluster's disengagement by a Coordinator. Both wrap
+// cluster.ErrClusterRemoved: the cluster leaves this replica's fleet, with its objects.
+var (
+	// ErrMoved: the cluster is assigned to another replica, which takes it over once
+	// this one has released it.
+	ErrMoved = fmt.Errorf("%w: moved to another replica", cluster.ErrClusterRemoved)
+	// ErrLeaseLost: this replica could not renew its Lease within RenewDeadline, or
+	// another replica holds the cluster's Lease.
+	ErrLeaseLost = fmt.Errorf("%w: this replica lost its Lease", cluster.ErrClusterRemoved)
+)
+
+// Options configure a Coordinator. Every field documents its default.
+type Options struct {
+	// Identity names this replica: its Lease is ReplicaLeaseName(Identity), and it holds
+	// cluster Leases under this name. It must be unique among the replicas and should be
+	// stable across restarts (a StatefulSet pod's name), so that a restarted replica
+	// finds its clusters where it left them. Required; see ValidateIdentity.
+	Identity string
+	// Namespace holds the Leases in the home cluster. Required.
+	Namespace string
+	// Client reaches the home cluster. It needs get, list, create and update on Leases
+	// in Namespace, nothing else. Required.
+	Client kubernetes.Interface
+	// Address is how peers reach this replica's API, published on its Lease as
+	// AddressAnnotation. Default: none published.
+	Address string
+
+	// LeaseDuration is how long the others wait, from the last change of a replica's
+	// Lease they observed, before they count it gone and take its clusters. Default
+	// DefaultLeaseDuration.
+	LeaseDuration time.Duration
+	// RenewDeadline is how long a replica keeps its clusters after its last successful
+	// renewal: past it, it disengages them all, before LeaseDuration lets another start.
+	// Default DefaultRenewDeadline.
+	RenewDeadline time.Duration
+	// RetryPeriod is the interval of renewals, of the reads of the others' Leases, and
+	// of the attempts to take a cluster. Default DefaultRetryPeriod.
+	RetryPeriod time.Duration
+
+	// OnChange, if set, is called after each round in which this replica's membership,
+	// the clusters it owns or the placement of the others changed. It must return
+	// promptly.
+	OnChange func()
+	// Clock defaults to the real clock.
+	Clock clock.WithTicker
+}
+
+// Placement is where a cluster is watched, as a replica sees it.
+type Placement struct {
+	// Cluster is the cluster name.
+	Cluster string
+	// Holder is the replica that holds the cluster's Lease and is a member; empty while
+	// no live replica does (its owner is gone, or the cluster is being handed over).
+	Holder string
+	// Address is Holder's published address, if any.
+	Address string
+	// Assigned is the replica that rendezvous hashing assigns the cluster to among the
+	// members this replica sees; it takes the cluster once Holder released it.
+	Assigned string
+}
+
+// Coordinator engages with its Aware the clusters that this replica owns, of those a
+// Provider engages with it (see the package doc). It is a cluster.Aware, a
+// cluster.Disengager, for the Provider, and runs its rounds of renewals and assignment
+// in Start. An Aware that is a cluster.SelectionObserver is told, once this replica is
+// a member and has seen every other member renew (see observed), and at every change,
+// the selected clusters assigned to it: what it holds of the others (a snapshot's state)
+// is not its to serve.
+//
+// Its Aware is called from one goroutine at a time, as a Provider calls it. The
+// context given to Aware.Engage is a child of the Provider's, cancelled with ErrMoved or
+// ErrLeaseLost when the cluster leaves this replica; Disengage follows with that cause,
+// and the cluster's Lease is released only once Disengage has returned. An Aware thus
+// stops its watches before Disengage returns (a fleetwatch.Manager waits for its
+// informers).
+type Coordinator struct {
+	opts     Options
+	aware    cluster.Aware
+	leases   coordinationclient.LeaseInterface
+	instance string
+	// poke asks Start's goroutine for a round now.
+	poke chan struct{}
+
+	// engageMu serializes the calls to aware and guards frozen. Held, it is taken before
+	// mu.
+	engageMu sync.Mutex
+	// frozen is set by Freeze: nothing is engaged any more.
+	frozen bool
+
+	// mu guards the fields below. Requests to the home cluster are made without it.
+	mu sync.Mutex
+	// selected are the clusters the Provider engaged, by name.
+	selected map[string]*candidate
+	// owned are the clusters engaged with aware, by name.
+	owned map[string]*owned
+	// joined is set while this replica holds its Lease; lastRenew is the time at which
+	// the last successful renewal was sent.
+	joined    bool
+	lastRenew time.Time
+	// self and peers are the replica Leases as observed, by Lease name.
+	self  *observed
+	peers map[string]*observed
+	// members are the live replicas, this one included while joined, sorted.
+	members []string
+	// clusterLeases are the cluster Leases by cluster name, as last listed.
+	clusterLeases map[string]*coordinationv1.Lease
+	// unproven is set while a member counts as live only because this replica has not
+	// seen its Lease long enough to tell (see observed): it may be gone.
+	unproven bool
+	// assigned are the selected clusters assigned to this replica, sorted, as last told
+	// to a SelectionObserver.
+	assigned []string
+	// lastErr is the last error of reading the Leases, logged once while it lasts. Only
+	// Start's goroutine uses it.
+	lastErr string
+}
+
+var (
+	_ cluster.Aware      = (*Coordinator)(nil)
+	_ cluster.Disengager = (*Coordinator)(nil)
+)
+
+// candidate is a cluster that the Provider engaged.
+type candidate struct {
+	c   *cluster.Cluster
+	ctx context.Context
+}
+
+// owned is a cluster engaged with the Aware.
+type owned struct {
+	c      *cluster.Cluster
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	// lost is set when the cluster was given up because this replica lost its Lease; it
+	// is disengaged at the next round.
+	lost bool
+}
+
+// observed is a replica Lease and the local time at which its record last changed. As
+// in client-go's leaderelection, expiry is measured from that time on this replica's
+// clock, never from the renewTime written by another's, so clocks need not agree. A
+// Lease first seen counts as changed then: its holder may be gone, which shows only
+// when it has not changed for its duration.
+type observed struct {
+	// record is the Lease's spec, to tell a change.
+	record string
+	at     time.Time
+	// proven is set once the record was seen to change: its holder was alive since.
+	proven   bool
+	holder   string
+	instance string
+	address  string
+	duration time.Duration
+}
+
+// liveAt reports whether the Lease is held at now.
+func (o *observed) liveAt(now time.Time) bool {
+	return o != nil && o.holder != "" && now.Before(o.at.Add(o.duration))
+}
+
+// New returns a Coordinator that engages with aware the clusters this replica owns. It
+// fails if opts are invalid. Nothing runs until Start.
+func New(opts Options, aware cluster.Aware) (*Coordinator, error) {
+	opts.LeaseDuration = cmp.Or(opts.LeaseDuration, DefaultLeaseDuration)
+	opts.RenewDeadline = cmp.Or(opts.RenewDeadline, DefaultRenewDeadline)
+	opts.RetryPeriod = cmp.Or(opts.RetryPeriod, DefaultRetryPeriod)
+	var errs []error
+	if err := ValidateIdentity(opts.Identity); err != nil {
+		errs = append(errs, fmt.Errorf("shard: Identity: %w", err))
+	}
+	if opts.Namespace == "" {
+		errs = append(errs, errors.New("shard: Namespace is empty"))
+	}
+	if opts.Client == nil {
+		errs = append(errs, errors.New("shard: Client is nil"))
+	}
+	if aware == nil {
+		errs = append(errs, errors.New("shard: the Aware is nil"))
+	}
+	if err := ValidateTiming(opts.LeaseDuration, opts.RenewDeadline, opts.RetryPeriod); err != nil {
+		errs = append(errs, fmt.Errorf("shard: %w", err))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return &Coordinator{
+		opts:          opts,
+		aware:         aware,
+		leases:        opts.Client.CoordinationV1().Leases(opts.Namespace),
+		instance:      hex.EncodeToString(b),
+		poke:          make(chan struct{}, 1),
+		selected:      map[string]*candidate{},
+		owned:         map[string]*owned{},
+		peers:         map[string]*observed{},
+		clusterLeases: map[string]*coordinationv1.Lease{},
+	}, nil
+}
+
+// Identity returns Options.Identity.
+func (c *Coordinator) Identity() string { return c.opts.Identity }
+
+// Joined reports whether this replica holds its Lease, renewed within RenewDeadline.
+func (c *Coordinator) Joined() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.joined
+}
+
+// Settled reports whether this replica is a member and owns every selected cluster
+// assigned to it: the others have handed them over.
+func (c *Coordinator) Settled() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.joined {
+		return false
+	}
+	for name := range c.selected {
+		if Owner(name, c.members) == c.opts.Identity && c.owned[name] == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// Placements returns where each selected cluster is watched, sorted by cluster name.
+func (c *Coordinator) Placements() []Placement {
+	now := c.opts.Clock.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]Placement, 0, len(c.selected))
+	for _, name := range slices.Sorted(maps.Keys(c.selected)) {
+		p := Placement{Cluster: name, Assigned: Owner(name, c.members)}
+		if o := c.owned[name]; o != nil && !o.lost {
+			p.Holder, p.Address = c.opts.Identity, c.opts.Address
+		} else if l := c.clusterLeases[name]; l != nil {
+			holder := ptr.Deref(l.Spec.HolderIdentity, "")
+			if peer := c.peers[ReplicaLeaseName(holder)]; holder != c.opts.Identity && peer.liveAt(now) {
+				p.Holder, p.Address = holder, peer.address
+			}
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// Engage implements cluster.Aware: the cluster becomes a candidate, engaged with the
+// Aware once this replica owns it.
+func (c *Coordinator) Engage(ctx context.Context, cl *cluster.Cluster) error {
+	c.mu.Lock()
+	c.selected[cl.Name] = &candidate{c: cl, ctx: ctx}
+	c.mu.Unlock()
+	c.wake()
+	return nil
+}
+
+// Disengage implements cluster.Disengager: a cluster that this replica owns is
+// disengaged with the Aware, then its Lease is released.
+func (c *Coordinator) Disengage(ctx context.Context, cl *cluster.Cluster, cause error) error {
+	c.engageMu.Lock()
+	defer c.engageMu.Unlock()
+	c.mu.Lock()
+	delete(c.selected, cl.Name)
+	o := c.owned[cl.Name]
+	delete(c.owned, cl.Name)
+	c.mu.Unlock()
+	if o == nil {
+		return nil
+	}
+	err := c.disengageLocked(ctx, o, cause)
+	c.release(ctx, cl.Name)
+	return err
+}
+
+// Freeze stops engaging clusters, once an Engage in progress has returned. A Manager
+// calls it when its Provider has stopped, before it waits for its clusters' goroutines.
+func (c *Coordinator) Freeze() {
+	c.engageMu.Lock()
+	c.frozen = true
+	c.engageMu.Unlock()
+}
+
+func (c *Coordinator) wake() {
+	select {
+	case c.poke <- struct{}{}:
+	default:
+	}
+}
+
+// Start renews this replica's Lease, and assigns, takes and hands over clusters, every
+// RetryPeriod until ctx is done. Then it releases the Leases of the clusters it owns
+// and its own, and returns nil: cancel ctx only once the clusters engaged with the
+// Aware have stopped (a Manager cancels it after its informers have), since another
+// replica starts watching a released cluster at once. Start logs through the logger of
+// ctx.
+func (c *Coordinator) Start(ctx context.Context) error {
+	logger := klog.FromContext(ctx).WithName("shard").WithValues("replica", c.opts.Identity)
+	ctx = klog.NewContext(ctx, logger)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	// Renewals run apart from the rounds of assignment, which wait for clusters to stop
+	// and may take long: they must never hold a renewal back.
+	go func() {
+		defer wg.Done()
+		c.renewLoop(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		c.watchdog(ctx)
+	}()
+	tick := c.opts.Clock.NewTicker(c.opts.RetryPeriod)
+	defer tick.Stop()
+	for ctx.Err() == nil {
+		c.round(ctx)
+		select {
+		case <-ctx.Done():
+		case <-tick.C():
+		case <-c.poke:
+		}
+	}
+	wg.Wait()
+	c.shutdown(logger)
+	return nil
+}
+
+// renewLoop renews this replica's Lease every RetryPeriod until ctx is done.
+func (c *Coordinator) renewLoop(ctx context.Context) {
+	tick := c.opts.Clock.NewTicker(c.opts.RetryPeriod)
+	defer tick.Stop()
+	for {
+		if joined := c.Joined(); c.renew(ctx) != joined {
+			c.wake()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C():
+		}
+	}
+}
+
+// watchdog gives up every cluster once RenewDeadline has passed since the last
+// renewal, also while a renewal hangs on an unreachable home cluster.
+func (c *Coordinator) watchdog(ctx context.Context) {
+	tick := c.opts.Clock.NewTicker(c.opts.RetryPeriod / 4)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C():
+			c.checkRenewed(ctx)
+		}
+	}
+}
+
+// checkRenewed gives up every cluster if RenewDeadline has passed since the last
+// renewal.
+func (c *Coordinator) checkRenewed(ctx context.Context) {
+	now := c.opts.Clock.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.joined && now.Sub(c.lastRenew) > c.opts.RenewDeadline {
+		c.loseLocked(ctx, now)
+	}
+}
+
+// loseLocked leaves the membership and stops every owned cluster at once, by cancelling
+// its context; the next round disengages them.
+func (c *Coordinator) loseLocked(ctx context.Context, now time.Time) {
+	klog.FromContext(ctx).Info("Lost this replica's Lease: not renewed within the renew deadline; stopping every cluster",
+		"lastRenew", c.lastRenew, "since", now.Sub(c.lastRenew), "renewDeadline", c.opts.RenewDeadline, "clusters", len(c.owned))
+	c.joined = false
+	c.members = slices.DeleteFunc(c.members, func(m string) bool { return m == c.opts.Identity })
+	for _, o := range c.owned {
+		o.lost = true
+		o.cancel(ErrLeaseLost)
+	}
+}
+
+// round is one pass: observe the others, then take and hand over clusters.
+func (c *Coordinator) round(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	before := c.summary()
+	c.disengageLost(ctx)
+	if c.Joined() {
+		switch err := c.observe(ctx); {
+		case err != nil && err.Error() != c.lastErr:
+			logger.Error(err, "Reading the Leases of the home cluster failed; trying again", "retryPeriod", c.opts.RetryPeriod)
+			c.lastErr = err.Error()
+		case err != nil:
+			logger.V(4).Info("Reading the Leases of the home cluster still fails", "err", err)
+		default:
+			if c.lastErr != "" {
+				logger.Info("Reading the Leases of the home cluster works again")
+				c.lastErr = ""
+			}
+			c.assign(ctx)
+		}
+	}
+	if after := c.summary(); after != before && c.opts.OnChange != nil {
+		c.opts.OnChange()
+	}
+}
+
+// summary sums up what OnChange reports changes of.
+func (c *Coordinator) summary() string {
+	return fmt.Sprint(c.Joined(), c.Placements())
+}
+
+// renew renews this replica's Lease, taking it if it is free or expired, as client-go's
+// leaderelection does with a lock. A renewal sent more than RenewDeadline after the
+// last one that succeeded (the process was paused, or the home cluster unreachable)
+// first gives every cluster up, even if it succeeds: the others may have taken them.
+// It reports whether this replica is a member now.
+func (c *Coordinator) renew(ctx context.Context) bool {
+	logger := klog.FromContext(ctx)
+	start := c.opts.Clock.Now()
+	c.checkRenewed(ctx)
+	rctx, cancel := context.WithTimeout(ctx, c.opts.RenewDeadline)
+	defer cancel()
+	err := c.tryRenew(rctx, start)
+	// A renewal that returns past the deadline of the one before (the process was
+	// paused in between) cannot vouch for the time in between.
+	c.checkRenewed(ctx)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		logger.V(2).Info("Renewing this replica's Lease failed", "err", err)
+		return c.joined
+	}
+	if !c.joined {
+		logger.Info("Joined the replicas: holding this replica's Lease", "lease", ReplicaLeaseName(c.opts.Identity), "namespace", c.opts.Namespace)
+		c.joined = true
+		c.members = insertSorted(c.members, c.opts.Identity)
+	}
+	c.lastRenew = start
+	return true
+}
+
+// tryRenew writes this replica's Lease, as of now.
+func (c *Coordinator) tryRenew(ctx context.Context, now time.Time) error {
+	name := ReplicaLeaseName(c.opts.Identity)
+	l, err := c.leases.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.opts.Namespace}}
+		c.holdReplica(l, now)
+		l, err = c.leases.Create(ctx, l, metav1.CreateOptions{})
+		if err == nil {
+			c.observeSelf(l, now)
+		}
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	c.observeSelf(l, now)
+	holder := ptr.Deref(l.Spec.HolderIdentity, "")
+	mine := holder == c.opts.Identity && l.Annotations[InstanceAnnotation] == c.instance
+	c.mu.Lock()
+	held := c.self.liveAt(now)
+	c.mu.Unlock()
+	if !mine && holder != "" && held {
+		return fmt.Errorf("lease %s is held by another process (holder %q, instance %q); waiting for it to expire", name, holder, l.Annotations[InstanceAnnotation])
+	}
+	if !mine {
+		l.Spec.AcquireTime = &metav1.MicroTime{Time: now}
+		l.Spec.LeaseTransitions = ptr.To(ptr.Deref(l.Spec.LeaseTransitions, 0) + 1)
+	}
+	c.holdReplica(l, now)
+	l, err = c.leases.Update(ctx, l, metav1.UpdateOptions{})
+	if err == nil {
+		c.observeSelf(l, now)
+	}
+	return err
+}
+
+// holdReplica sets the fields of a replica Lease held by this process at now.
+func (c *Coordinator) holdReplica(l *coordinationv1.Lease, now time.Time) {
+	if l.Labels == nil {
+		l.Labels = map[string]string{}
+	}
+	l.Labels[LeaseLabel] = LeaseReplica
+	if l.Annotations == nil {
+		l.Annotations = map[string]string{}
+	}
+	l.Annotations[InstanceAnnotation] = c.instance
+	if c.opts.Address != "" {
+		l.Annotations[AddressAnnotation] = c.opts.Address
+	} else {
+		delete(l.Annotations, AddressAnnotation)
+	}
+	l.Spec.HolderIdentity = ptr.To(c.opts.Identity)
+	l.Spec.LeaseDurationSeconds = ptr.To(int32(c.opts.LeaseDuration.Round(time.Second) / time.Second))
+	if l.Spec.AcquireTime == nil {
+		l.Spec.AcquireTime = &metav1.MicroTime{Time: now}
+	}
+	l.Spec.RenewTime = &metav1.MicroTime{Time: now}
+}
+
+func (c *Coordinator) observeSelf(l *coordinationv1.Lease, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.self = observe(c.self, l, now, c.opts.LeaseDuration)
+}
+
+// observe returns the observation of l, which prev observed before.
+func observe(prev *observed, l *coordinationv1.Lease, now time.Time, fallback time.Duration) *observed {
+	record := l.Spec.String() + l.Annotations[InstanceAnnotation]
+	if prev != nil && prev.record == record {
+		return prev
+	}
+	d := fallback
+	if s := ptr.Deref(l.Spec.LeaseDurationSeconds, 0); s > 0 {
+		d = time.Duration(s) * time.Second
+	}
+	return &observed{
+		record:   record,
+		at:       now,
+		proven:   prev != nil,
+		holder:   ptr.Deref(l.Spec.HolderIdentity, ""),
+		instance: l.Annotations[InstanceAnnotation],
+		address:  l.Annotations[AddressAnnotation],
+		duration: d,
+	}
+}
+
+// observe reads the Leases of the replicas and of the clusters, and sets the members.
+func (c *Coordinator) observe(ctx context.Context) error {
+	replicas, err := c.leases.List(ctx, metav1.ListOptions{LabelSelector: labels.Set{LeaseLabel: LeaseReplica}.String()})
+	if err != nil {
+		return fmt.Errorf("listing replica Leases: %w", err)
+	}
+	clusters, err := c.leases.List(ctx, metav1.ListOptions{LabelSelector: labels.Set{LeaseLabel: LeaseCluster}.String()})
+	if err != nil {
+		return fmt.Errorf("listing cluster Leases: %w", err)
+	}
+	now := c.opts.Clock.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	peers := make(map[string]*observed, len(replicas.Items))
+	var members []string
+	c.unproven = false
+	for i := range replicas.Items {
+		l := &replicas.Items[i]
+		o := observe(c.peers[l.Name], l, now, c.opts.LeaseDuration)
+		peers[l.Name] = o
+		if o.holder != c.opts.Identity && l.Name == ReplicaLeaseName(o.holder) && o.liveAt(now) {
+			members = append(members, o.holder)
+			c.unproven = c.unproven || !o.proven
+		}
+	}
+	c.peers = peers
+	if c.joined {
+		members = append(members, c.opts.Identity)
+	}
+	slices.Sort(members)
+	c.members = members
+	c.clusterLeases = make(map[string]*coordinationv1.Lease, len(clusters.Items))
+	for i := range clusters.Items {
+		l := &clusters.Items[i]
+		if name, ok := l.Annotations[ClusterAnnotation]; ok && l.Name == ClusterLeaseName(name) {
+			c.clusterLeases[name] = l
+		}
+	}
+	return nil
+}
+
+// assign takes the clusters assigned to this replica that are free, and hands over
+// those assigned to another.
+func (c *Coordinator) assign(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	type step struct {
+		name  string
+		take  bool
+		cause error
+	}
+	var steps []step
+	c.mu.Lock()
+	var assigned []string
+	for _, name := range slices.Sorted(maps.Keys(c.selected)) {
+		mine := Owner(name, c.members) == c.opts.Identity
+		if mine {
+			assigned = append(assigned, name)
+		}
+		o := c.owned[name]
+		l := c.clusterLeases[name]
+		switch {
+		case o != nil && !o.lost && l != nil && ptr.Deref(l.Spec.HolderIdentity, "") != c.opts.Identity:
+			logger.Info("Another replica holds the Lease of a cluster this replica watches; stopping it", "cluster", name, "holder", ptr.Deref(l.Spec.HolderIdentity, ""))
+			steps = append(steps, step{name: name, cause: ErrLeaseLost})
+		case o != nil && !o.lost && !mine:
+			steps = append(steps, step{name: name, cause: ErrMoved})
+		case o == nil && mine:
+			steps = append(steps, step{name: name, take: true})
+		}
+	}
+	// A replica that just started counts the gone ones live for a LeaseDuration: what
+	// it holds of the clusters they seem to own (a snapshot's state) may be its own once
+	// they expire, and must not be dropped before.
+	tell := !slices.Equal(assigned, c.assigned) && !c.unproven
+	if tell {
+		c.assigned = assigned
+	}
+	c.mu.Unlock()
+
+	if so, ok := c.aware.(cluster.SelectionObserver); ok && tell {
+		c.engageMu.Lock()
+		so.Selected(ctx, slices.Clone(assigned))
+		c.engageMu.Unlock()
+	}
+	for _, s := range steps {
+		if ctx.Err() != nil {
+			return
+		}
+		if s.take {
+			c.take(ctx, s.name)
+		} else {
+			c.handOver(ctx, s.name, s.cause)
+		}
+	}
+}
+
+// take acquires the cluster's Lease, then engages the cluster with the Aware.
+func (c *Coordinator) take(ctx context.Context, name string) {
+	logger := klog.FromContext(ctx).WithValues("cluster", name)
+	c.engageMu.Lock()
+	defer c.engageMu.Unlock()
+	c.mu.Lock()
+	cand := c.selected[name]
+	busy := c.owned[name] != nil
+	l := c.clusterLeases[name]
+	c.mu.Unlock()
+	if c.frozen || cand == nil || busy || cand.ctx.Err() != nil {
+		return
+	}
+	if !c.acquire(ctx, name, l) {
+		return
+	}
+	cctx, cancel := context.WithCancelCause(cand.ctx)
+	if err := c.aware.Engage(cctx, cand.c); err != nil {
+		cancel(err)
+		logger.Error(err, "Engaging an owned cluster failed; releasing it")
+		c.release(ctx, name)
+		return
+	}
+	c.mu.Lock()
+	c.owned[name] = &owned{c: cand.c, ctx: cctx, cancel: cancel}
+	c.mu.Unlock()
+	logger.Info("Took over cluster")
+}
+
+// acquire writes this replica into the cluster's Lease l (nil if there is none) if it is
+// free: it has no holder, or this replica, or one whose Lease was not renewed for its
+// LeaseDuration. The write is conditional on l's resourceVersion, so of two replicas
+// that take a cluster at once, one fails. It reports whether this replica holds it.
+func (c *Coordinator) acquire(ctx context.Context, name string, l *coordinationv1.Lease) bool {
+	logger := klog.FromContext(ctx).WithValues("cluster", name)
+	now := c.opts.Clock.Now()
+	rctx, cancel := context.WithTimeout(ctx, c.opts.RenewDeadline)
+	defer cancel()
+	if l == nil {
+		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
+			Name: ClusterLeaseName(name), Namespace: c.opts.Namespace,
+			Labels:      map[string]string{LeaseLabel: LeaseCluster},
+			Annotations: map[string]string{ClusterAnnotation: name},
+		}}
+		c.holdCluster(l, now)
+		if _, err := c.leases.Create(rctx, l, metav1.CreateOptions{}); err != nil {
+			logger.V(2).Info("Creating the cluster's Lease failed; trying again", "err", err)
+			return false
+		}
+		return true
+	}
+	holder := ptr.Deref(l.Spec.HolderIdentity, "")
+	if holder != "" && holder != c.opts.Identity {
+		c.mu.Lock()
+		peer := c.peers[ReplicaLeaseName(holder)]
+		live := peer.liveAt(now)
+		c.mu.Unlock()
+		if live {
+			logger.V(2).Info("Waiting for the cluster's holder to hand it over", "holder", holder)
+			return false
+		}
+		logger.Info("Taking the cluster of a replica whose Lease expired", "holder", holder)
+	}
+	l = l.DeepCopy()
+	if holder != c.opts.Identity {
+		l.Spec.LeaseTransitions = ptr.To(ptr.Deref(l.Spec.LeaseTransitions, 0) + 1)
+	}
+	c.holdCluster(l, now)
+	if _, err := c.leases.Update(rctx, l, metav1.UpdateOptions{}); err != nil {
+		logger.V(2).Info("Taking the cluster's Lease failed; trying again", "err", err)
+		return false
+	}
+	return true
+}
+
+// holdCluster sets the fields of a cluster Lease taken by this replica at now. The
+// Lease is held while this replica's is renewed; its renewTime is when it was taken.
+func (c *Coordinator) holdCluster(l *coordinationv1.Lease, now time.Time) {
+	l.Spec.HolderIdentity = ptr.To(c.opts.Identity)
+	l.Spec.LeaseDurationSeconds = ptr.To(int32(c.opts.LeaseDuration.Round(time.Second) / time.Second))
+	l.Spec.AcquireTime = &metav1.MicroTime{Time: now}
+	l.Spec.RenewTime = &metav1.MicroTime{Time: now}
+}
+
+// handOver disengages an owned cluster, then releases its Lease.
+func (c *Coordinator) handOver(ctx context.Context, name string, cause error) {
+	c.engageMu.Lock()
+	defer c.engageMu.Unlock()
+	c.mu.Lock()
+	o := c.owned[name]
+	delete(c.owned, name)
+	c.mu.Unlock()
+	if o == nil {
+		return
+	}
+	klog.FromContext(ctx).Info("Handing cluster over", "cluster", name, "reason", cause.Error())
+	if err := c.disengageLocked(ctx, o, cause); err != nil {
+		klog.FromContext(ctx).Error(err, "Disengaging a cluster failed", "cluster", name)
+	}
+	c.release(ctx, name)
+}
+
+// disengageLost disengages the clusters given up when this replica lost its Lease, and
+// releases what it can.
+func (c *Coordinator) disengageLost(ctx context.Context) {
+	c.mu.Lock()
+	var lost []string
+	for name, o := range c.owned {
+		if o.lost {
+			lost = append(lost, name)
+		}
+	}
+	c.mu.Unlock()
+	for _, name := range lost {
+		c.engageMu.Lock()
+		c.mu.Lock()
+		o := c.owned[name]
+		if o != nil && o.lost {
+			delete(c.owned, name)
+		} else {
+			o = nil
+		}
+		c.mu.Unlock()
+		if o != nil {
+			if err := c.disengageLocked(ctx, o, ErrLeaseLost); err != nil {
+				klog.FromContext(ctx).Error(err, "Disengaging a cluster failed", "cluster", name)
+			}
+			// Its informers have stopped: releasing hands it over at once if the home
+			// cluster can be reached, and is harmless if another holds it already.
+			c.release(ctx, name)
+		}
+		c.engageMu.Unlock()
+	}
+}
+
+// disengageLocked stops an owned cluster and waits for the Aware to disengage it.
+// engageMu is held.
+func (c *Coordinator) disengageLocked(ctx context.Context, o *owned, cause error) error {
+	o.cancel(cause)
+	if d, ok := c.aware.(cluster.Disengager); ok {
+		return d.Disengage(ctx, o.c, cause)
+	}
+	return nil
+}
+
+// release empties the holder of the cluster's Lease if it is this replica.
+func (c *Coordinator) release(ctx context.Context, name string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.RenewDeadline)
+	defer cancel()
+	if err := c.releaseLease(ctx, ClusterLeaseName(name)); err != nil {
+		klog.FromContext(ctx).V(2).Info("Releasing the cluster's Lease failed; it is free once this replica's expires", "cluster", name, "err", err)
+	}
+}
+
+// releaseLease empties the holder of the Lease name if it is this replica, as client-go's
+// leaderelection releases a lock: the others may take it at once.
+func (c *Coordinator) releaseLease(ctx context.Context, name string) error {
+	l, err := c.leases.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if ptr.Deref(l.Spec.HolderIdentity, "") != c.opts.Identity {
+		return nil
+	}
+	if l.Annotations[InstanceAnnotation] != "" && l.Annotations[InstanceAnnotation] != c.instance {
+		return nil
+	}
+	l.Spec.HolderIdentity = nil
+	l.Spec.LeaseDurationSeconds = ptr.To[int32](1)
+	l.Spec.RenewTime = &metav1.MicroTime{Time: c.opts.Clock.Now()}
+	_, err = c.leases.Update(ctx, l, metav1.UpdateOptions{})
+	return err
+}
+
+// shutdown releases the Leases of the owned clusters, whose watches have stopped, and
+// this replica's own, so that the others take over at once.
+func (c *Coordinator) shutdown(logger klog.Logger) {
+	ctx := klog.NewContext(context.Background(), logger)
+	c.mu.Lock()
+	names := slices.Sorted(maps.Keys(c.owned))
+	joined := c.joined
+	c.owned = map[string]*owned{}
+	c.joined = false
+	c.mu.Unlock()
+	for _, name := range names {
+		c.release(ctx, name)
+	}
+	if joined {
+		rctx, cancel := context.WithTimeout(ctx, c.opts.RenewDeadline)
+		defer cancel()
+		if err := c.releaseLease(rctx, ReplicaLeaseName(c.opts.Identity)); err != nil {
+			logger.Error(err, "Releasing this replica's Lease failed; the others take its clusters once it expires")
+			return
+		}
+	}
+	logger.Info("Released this replica's Leases", "clusters", len(names))
+}
+
+func insertSorted(s []string, v string) []string {
+	i, found := slices.BinarySearch(s, v)
+	if found {
+		return s
+	}
+	return slices.Insert(s, i, v)
+}

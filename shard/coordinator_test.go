@@ -1,0 +1,307 @@
+package shard
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/fleetwatch/fleetwatch/cluster"
+)
+
+// watchers records which replica watches each cluster, as the Awares of several
+// Coordinators report it, and fails the test on any overlap.
+type watchers struct {
+	t  *testing.T
+	mu sync.Mutex
+	// by is the replica watching each cluster.
+	by map[string]string
+}
+
+func (w *watchers) aware(replica string) *recorder { return &recorder{w: w, replica: replica} }
+
+func (w *watchers) snapshot() map[string]string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make(map[string]string, len(w.by))
+	for k, v := range w.by {
+		out[k] = v
+	}
+	return out
+}
+
+// recorder is the Aware of one replica: a cluster is watched from Engage until its
+// context is cancelled and Disengage returns.
+type recorder struct {
+	w       *watchers
+	replica string
+	causes  []error
+}
+
+func (r *recorder) Engage(ctx context.Context, c *cluster.Cluster) error {
+	r.w.mu.Lock()
+	defer r.w.mu.Unlock()
+	if other, ok := r.w.by[c.Name]; ok {
+		r.w.t.Errorf("cluster %s engaged by %s while %s watches it", c.Name, r.replica, other)
+	}
+	r.w.by[c.Name] = r.replica
+	go func() {
+		<-ctx.Done()
+		// Stopping is not instant: the Coordinator must wait for Disengage.
+		time.Sleep(20 * time.Millisecond)
+		r.w.mu.Lock()
+		if r.w.by[c.Name] == r.replica {
+			delete(r.w.by, c.Name)
+		}
+		r.w.mu.Unlock()
+	}()
+	return nil
+}
+
+func (r *recorder) Disengage(ctx context.Context, c *cluster.Cluster, cause error) error {
+	for {
+		r.w.mu.Lock()
+		gone := r.w.by[c.Name] != r.replica
+		if gone {
+			r.causes = append(r.causes, cause)
+		}
+		r.w.mu.Unlock()
+		if gone {
+			return nil
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// fastTiming leaves 3 s between a replica's deadline and its Lease's expiry, so that a
+// loaded machine's scheduling delays do not look like overlaps. A process starved for
+// longer than RenewDeadline gives its clusters up, as it must; settle is how long the
+// tests wait for the replicas to settle again after such a stall.
+var fastTiming = Options{LeaseDuration: 6 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 250 * time.Millisecond}
+
+const settle = 30 * time.Second
+
+// replica runs a Coordinator as a Manager does: the clusters' contexts end first (the
+// Provider stops), then the Coordinator's, once the clusters have stopped.
+type replica struct {
+	coord                  *Coordinator
+	w                      *watchers
+	cancelClusters, cancel context.CancelFunc
+	done                   chan struct{}
+}
+
+func startReplica(t *testing.T, client *fake.Clientset, w *watchers, id string, clusters []string) *replica {
+	t.Helper()
+	opts := fastTiming
+	opts.Identity, opts.Namespace, opts.Client, opts.Address = id, "fleetwatch", client, "https://"+id+".peers:8443"
+	coord, err := New(opts, w.aware(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	clustersCtx, cancelClusters := context.WithCancel(ctx)
+	r := &replica{coord: coord, w: w, cancelClusters: cancelClusters, cancel: cancel, done: make(chan struct{})}
+	for _, name := range clusters {
+		if err := coord.Engage(clustersCtx, &cluster.Cluster{Name: name}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	go func() {
+		defer close(r.done)
+		_ = coord.Start(ctx)
+	}()
+	t.Cleanup(r.stop)
+	return r
+}
+
+func (r *replica) stop() {
+	r.cancelClusters()
+	r.coord.Freeze()
+	for slices.Contains(slices.Collect(maps.Values(r.w.snapshot())), r.coord.Identity()) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	r.cancel()
+	<-r.done
+}
+
+// waitAssigned waits until each cluster is watched by its owner among ids.
+func waitAssigned(t *testing.T, w *watchers, clusters, ids []string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		got := w.snapshot()
+		bad := ""
+		for _, c := range clusters {
+			if want := Owner(c, ids); got[c] != want {
+				bad = fmt.Sprintf("cluster %s is watched by %q, want %q", c, got[c], want)
+				break
+			}
+		}
+		if bad == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %s", within, bad)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// newClient returns a fake clientset whose Leases have resourceVersions that an update
+// must match, as an apiserver's do: the Coordinators' takeovers rely on it.
+func newClient() *fake.Clientset {
+	client := fake.NewClientset()
+	var mu sync.Mutex
+	next := 0
+	client.PrependReactor("*", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		// Create and update actions have the same methods: tell them by their verb.
+		o, ok := a.(k8stesting.CreateAction)
+		if !ok {
+			return false, nil, nil
+		}
+		obj := o.GetObject().(metav1.Object)
+		switch a.GetVerb() {
+		case "create":
+		case "update":
+			cur, err := client.Tracker().Get(a.GetResource(), a.GetNamespace(), obj.GetName())
+			if err != nil {
+				return true, nil, err
+			}
+			if rv := cur.(metav1.Object).GetResourceVersion(); rv != obj.GetResourceVersion() {
+				return true, nil, apierrors.NewConflict(a.GetResource().GroupResource(), obj.GetName(), fmt.Errorf("resourceVersion %s, want %s", obj.GetResourceVersion(), rv))
+			}
+		default:
+			return false, nil, nil
+		}
+		next++
+		obj.SetResourceVersion(fmt.Sprint(next))
+		return false, nil, nil
+	})
+	return client
+}
+
+func TestCoordinatorsDivideClustersAndHandOver(t *testing.T) {
+	t.Parallel()
+	client := newClient()
+	w := &watchers{t: t, by: map[string]string{}}
+	clusters := names("cluster", 24)
+	r0 := startReplica(t, client, w, "r0", clusters)
+	r1 := startReplica(t, client, w, "r1", clusters)
+	startReplica(t, client, w, "r2", clusters)
+	waitAssigned(t, w, clusters, []string{"r0", "r1", "r2"}, settle)
+
+	for _, r := range []*replica{r0, r1} {
+		if !r.coord.Settled() {
+			t.Errorf("%s is not settled once every cluster is placed", r.coord.Identity())
+		}
+	}
+	// Every replica sees where every cluster is, with the holder's address, once it has
+	// read the Leases again.
+	deadline := time.Now().Add(settle)
+	for {
+		var bad []string
+		for _, p := range r0.coord.Placements() {
+			if want := Owner(p.Cluster, []string{"r0", "r1", "r2"}); p.Holder != want || p.Assigned != want || p.Address != "https://"+want+".peers:8443" {
+				bad = append(bad, fmt.Sprintf("%+v, want holder and assigned %s with its address", p, want))
+			}
+		}
+		if len(bad) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("r0 places %v", bad)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The owner of a cluster is found from its Lease.
+	l, err := client.CoordinationV1().Leases("fleetwatch").Get(t.Context(), ClusterLeaseName(clusters[0]), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := ptr.Deref(l.Spec.HolderIdentity, ""), Owner(clusters[0], []string{"r0", "r1", "r2"}); got != want || l.Annotations[ClusterAnnotation] != clusters[0] {
+		t.Errorf("cluster Lease holder %q, annotation %q; want %q, %q", got, l.Annotations[ClusterAnnotation], want, clusters[0])
+	}
+
+	// A replica that stops releases its Leases: the others take its clusters at once,
+	// not after LeaseDuration.
+	start := time.Now()
+	r1.stop()
+	l, err = client.CoordinationV1().Leases("fleetwatch").Get(t.Context(), ReplicaLeaseName("r1"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := ptr.Deref(l.Spec.HolderIdentity, ""); h != "" {
+		t.Errorf("r1 stopped, and its Lease still names %q", h)
+	}
+	waitAssigned(t, w, clusters, []string{"r0", "r2"}, settle)
+	t.Logf("handed over in %v after r1 stopped (its Lease would expire after %v)", time.Since(start), fastTiming.LeaseDuration)
+
+	// A replica that joins takes only its share, handed over by the others.
+	startReplica(t, client, w, "r3", clusters)
+	waitAssigned(t, w, clusters, []string{"r0", "r2", "r3"}, settle)
+}
+
+// TestCoordinatorGivesUpBeforeItsLeaseExpires: a replica whose renewals fail stops
+// every cluster within RenewDeadline; the others take them only after LeaseDuration.
+func TestCoordinatorGivesUpBeforeItsLeaseExpires(t *testing.T) {
+	t.Parallel()
+	client := newClient()
+	var mu sync.Mutex
+	cutOff := false
+	client.PrependReactor("*", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !cutOff {
+			return false, nil, nil
+		}
+		// r0 is cut off from the home cluster; it names itself in what it writes.
+		if u, ok := a.(k8stesting.UpdateAction); ok && slices.Contains([]string{ReplicaLeaseName("r0")}, u.GetObject().(metav1.Object).GetName()) {
+			return true, nil, apierrors.NewServiceUnavailable("cut off")
+		}
+		return false, nil, nil
+	})
+	w := &watchers{t: t, by: map[string]string{}}
+	clusters := names("cluster", 12)
+	r0 := startReplica(t, client, w, "r0", clusters)
+	startReplica(t, client, w, "r1", clusters)
+	waitAssigned(t, w, clusters, []string{"r0", "r1"}, settle)
+
+	mu.Lock()
+	cutOff = true
+	mu.Unlock()
+	cut := time.Now()
+	deadline := cut.Add(fastTiming.LeaseDuration)
+	for {
+		stillR0 := 0
+		for _, by := range w.snapshot() {
+			if by == "r0" {
+				stillR0++
+			}
+		}
+		if stillR0 == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("r0 still watches %d clusters %v after it was cut off, past LeaseDuration", stillR0, time.Since(cut))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("r0 gave up %v after it was cut off", time.Since(cut))
+	if r0.coord.Joined() {
+		t.Error("r0 still counts itself a member")
+	}
+	waitAssigned(t, w, clusters, []string{"r1"}, settle)
+	// The recorder fails the test if r1 engaged a cluster that r0 still watched.
+}

@@ -1,0 +1,25 @@
+// Package shard runs a fleet across replicas: each cluster is watched by one replica at
+// a time, chosen by rendezvous hashing over the live replicas, with coordination.k8s.io
+// Leases in a home cluster as the only coordination.
+//
+// A Coordinator sits between a cluster.Provider and the Aware that watches clusters (a
+// fleetwatch.Manager): the Provider engages every selected cluster with the Coordinator,
+// which engages with its Aware only the clusters this replica owns.
+//
+//	Provider ──► Coordinator ──► Aware.Engage      owned: its cluster Lease is held
+//	                  │      ──► Aware.Disengage   moved: informers stopped, then released
+//	                  ▼
+//	   home cluster: Lease fleetwatch-replica-<identity>  (membership, renewed)
+//	                 Lease fleetwatch-cluster-<name>-<hash> (holder: the owning replica)
+//
+// Each replica renews a Lease of its own; the replicas whose Leases are renewed are the
+// members, and Owner assigns each cluster to one of them (HRW), so that a change of
+// membership moves about 1/N of the clusters. A cluster's owner takes its cluster Lease
+// before it engages the cluster, and releases it only after the cluster was disengaged.
+// A cluster Lease is held for as long as its holder's replica Lease is renewed: it is
+// written only when a cluster changes hands, never renewed on its own. A replica that
+// cannot renew its Lease within RenewDeadline disengages every cluster before its
+// Lease can expire for the others (LeaseDuration).
+//
+// Of fleetwatch it imports only cluster.
+package shard

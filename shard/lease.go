@@ -1,0 +1,128 @@
+package shard
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// The Leases of a sharded fleet live in Options.Namespace of the home cluster. A peer
+// finds a cluster's owner without asking it: ClusterLeaseName(cluster) names the cluster
+// Lease, whose spec.holderIdentity is the owner; ReplicaLeaseName(owner) names the
+// owner's Lease, whose AddressAnnotation says how to reach it. The owner holds the
+// cluster while its replica Lease is renewed.
+const (
+	// LeaseLabel marks the Leases of this package, with the value LeaseReplica or
+	// LeaseCluster, so that they are listed with one selector each.
+	LeaseLabel   = "fleetwatch.io/lease"
+	LeaseReplica = "replica"
+	LeaseCluster = "cluster"
+
+	// ClusterAnnotation, on a cluster Lease, is the cluster's name, which the Lease's
+	// name holds only in part.
+	ClusterAnnotation = "fleetwatch.io/cluster"
+	// AddressAnnotation, on a replica Lease, is how peers reach the replica's API
+	// (Options.Address); absent if it publishes none.
+	AddressAnnotation = "fleetwatch.io/address"
+	// InstanceAnnotation, on a replica Lease, tells the process that holds it from
+	// another started with the same identity, which must wait for the Lease to expire.
+	InstanceAnnotation = "fleetwatch.io/instance"
+
+	replicaLeasePrefix = "fleetwatch-replica-"
+	clusterLeasePrefix = "fleetwatch-cluster-"
+)
+
+// Defaults of Options, those of client-go's leaderelection as kube-controller-manager
+// and controller-runtime use them: a replica that cannot renew for RenewDeadline gives
+// its clusters up, 5 s before its Lease expires for the others, and tries every
+// RetryPeriod.
+const (
+	DefaultLeaseDuration = 15 * time.Second
+	DefaultRenewDeadline = 10 * time.Second
+	DefaultRetryPeriod   = 2 * time.Second
+)
+
+// jitterFactor is client-go leaderelection's JitterFactor: RenewDeadline must leave
+// room for more than one try.
+const jitterFactor = 1.2
+
+// ReplicaLeaseName is the name of the Lease of the replica identity.
+func ReplicaLeaseName(identity string) string { return replicaLeasePrefix + identity }
+
+// ClusterLeaseName is the name of the Lease of a cluster: the cluster name made a DNS
+// label (lowercase, other characters as "-", at most 40 of them), then a hash of the
+// whole name, since names such as EKS ARNs would otherwise collide or not fit.
+func ClusterLeaseName(cluster string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(cluster) {
+		if b.Len() == 40 {
+			break
+		}
+		if ('a' <= r && r <= 'z') || ('0' <= r && r <= '9') {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('-')
+		}
+	}
+	sum := sha256.Sum256([]byte(cluster))
+	readable := strings.Trim(b.String(), "-")
+	if readable != "" {
+		readable += "-"
+	}
+	return clusterLeasePrefix + readable + hex.EncodeToString(sum[:5])
+}
+
+// ValidateIdentity checks that identity can name a replica: non-empty, and its Lease's
+// name a valid object name.
+func ValidateIdentity(identity string) error {
+	if identity == "" {
+		return errors.New("the identity is empty")
+	}
+	if errs := validation.IsDNS1123Subdomain(ReplicaLeaseName(identity)); len(errs) > 0 {
+		return fmt.Errorf("%q does not make a Lease name: use lower case letters, digits, '-' and '.', beginning and ending with a letter or digit, at most %d in all",
+			identity, validation.DNS1123SubdomainMaxLength-len(replicaLeasePrefix))
+	}
+	return nil
+}
+
+// TimingError says which duration of Options is wrong.
+type TimingError struct {
+	// Field is LeaseDuration, RenewDeadline or RetryPeriod.
+	Field string
+	Err   error
+}
+
+func (e *TimingError) Error() string { return e.Field + ": " + e.Err.Error() }
+func (e *TimingError) Unwrap() error { return e.Err }
+
+// ValidateTiming checks the durations as client-go's leaderelection does: each positive,
+// LeaseDuration longer than RenewDeadline (the time in which a replica that cannot renew
+// stops its informers, before others may start theirs), and RenewDeadline longer than
+// 1.2 RetryPeriod (room for a second try). It returns nil or a *TimingError per problem,
+// joined.
+func ValidateTiming(leaseDuration, renewDeadline, retryPeriod time.Duration) error {
+	var errs []error
+	for _, d := range []struct {
+		field string
+		d     time.Duration
+	}{{"LeaseDuration", leaseDuration}, {"RenewDeadline", renewDeadline}, {"RetryPeriod", retryPeriod}} {
+		if d.d <= 0 {
+			errs = append(errs, &TimingError{d.field, fmt.Errorf("must be positive, got %s", d.d)})
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	if leaseDuration <= renewDeadline {
+		errs = append(errs, &TimingError{"RenewDeadline", fmt.Errorf("must be shorter than LeaseDuration (%s), got %s", leaseDuration, renewDeadline)})
+	}
+	if float64(renewDeadline) <= jitterFactor*float64(retryPeriod) {
+		errs = append(errs, &TimingError{"RetryPeriod", fmt.Errorf("must be shorter than RenewDeadline (%s) / %.1f, got %s", renewDeadline, jitterFactor, retryPeriod)})
+	}
+	return errors.Join(errs...)
+}
