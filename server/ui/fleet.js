@@ -30,7 +30,8 @@ function row(c) {
 function update(tr, c) {
   const st = c.status || {};
   const [phase, server, objs, synced, error, lag] = tr.querySelectorAll('td');
-  setChildren(phase, h('span', { class: `phase-${st.phase || 'Unknown'}` }, st.phase || 'Unknown'));
+  setChildren(phase, h('span', { class: `phase-${st.phase || 'Unknown'}` }, st.phase || 'Unknown'),
+    st.replica ? ` on ${st.replica}` : '');
   setText(server, st.server || '');
   setChildren(objs, objects(st));
   setChildren(synced, timeEl(st.lastSyncTime));
@@ -61,8 +62,12 @@ export async function fleetView(main, params, signal) {
         rows.delete(c.metadata.name);
       });
       for (const tr of rows.values()) tr.remove();
-      const unready = items.filter((c) => c.status?.phase !== 'Synced').length;
-      setText(caption, `${items.length} clusters, ${unready ? `${unready} not synced` : 'all synced'}; updated every second`);
+      // A sharded fleet's clusters watched by other replicas are neither synced here nor
+      // behind: they are counted apart.
+      const remote = items.filter((c) => c.status?.phase === 'Remote').length;
+      const unready = items.filter((c) => !['Synced', 'Remote'].includes(c.status?.phase)).length;
+      setText(caption, `${items.length} clusters, ${unready ? `${unready} not synced` : 'all synced'}` +
+        `${remote ? `, ${remote} watched by other replicas` : ''}; updated every second`);
       setText(status, '');
     } catch (e) {
       if (e instanceof Unauthorized || e.name === 'AbortError') throw e;
