@@ -110,11 +110,10 @@ func watchFrom(ctx context.Context, c *testenv.Cluster, gvr schema.GroupVersionR
 		return err.Error()
 	}
 	defer w.Stop()
-	for e := range w.ResultChan() {
-		if e.Type == watch.Error {
-			return apierrors.FromObject(e.Object).Error()
-		}
-		return ""
+	// The first event tells: an error, or anything else (the watch started). A watch
+	// that ends without one (its timeout, with no change) started too.
+	if e, ok := <-w.ResultChan(); ok && e.Type == watch.Error {
+		return apierrors.FromObject(e.Object).Error()
 	}
 	return ""
 }
