@@ -12,6 +12,7 @@ import (
 
 	"github.com/fleetwatch/fleetwatch/aggregate"
 	"github.com/fleetwatch/fleetwatch/aggregate/aggregatetest"
+	"github.com/fleetwatch/fleetwatch/persist"
 )
 
 // BenchmarkRead measures the reads of issue #15's goals on 10,000 realistic pods
@@ -24,6 +25,15 @@ func BenchmarkRead(b *testing.B) {
 	pods := realisticData()
 	b.Run("ListerGet/fleetwatch", func(b *testing.B) {
 		l := realisticFleet(b).Lister(aggregatetest.Pods)
+		timeEach(b, func(i int) {
+			p := &pods[i%benchPods]
+			if _, err := l.Cluster(p.cluster).ByNamespace(p.key.Namespace).Get(p.key.Name); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
+	b.Run("ListerGet/fleetwatch-compact", func(b *testing.B) {
+		l := realisticCompactFleet(b).Lister(aggregatetest.Pods)
 		timeEach(b, func(i int) {
 			p := &pods[i%benchPods]
 			if _, err := l.Cluster(p.cluster).ByNamespace(p.key.Namespace).Get(p.key.Name); err != nil {
@@ -90,6 +100,17 @@ func BenchmarkRead(b *testing.B) {
 				}
 			}
 		})
+		b.Run(bi.name+"/fleetwatch-compact", func(b *testing.B) {
+			ix := realisticCompactFleet(b).Indexer(aggregatetest.Pods)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				objs, err := ix.ByIndex(bi.fleetIndex, bi.value)
+				if err != nil || len(objs) != bi.want {
+					b.Fatalf("got %d, %v", len(objs), err)
+				}
+			}
+		})
 		b.Run(bi.name+"/clientgo", func(b *testing.B) {
 			ix := realisticClientGo(b)
 			b.ReportAllocs()
@@ -137,7 +158,25 @@ func realisticFleet(b *testing.B) *aggregate.Fleet {
 }
 
 var realisticFleetOnce = sync.OnceValues(func() (*aggregate.Fleet, error) {
-	f := aggregate.New(aggregate.Options{})
+	return newRealisticFleet(aggregate.Options{})
+})
+
+// realisticCompactFleet is realisticFleet in a compact fleet with the snapshot's codec
+// and the default hot set: a Get of 10,000 keys in turn decodes nearly every time.
+func realisticCompactFleet(b *testing.B) *aggregate.Fleet {
+	f, err := realisticCompactFleetOnce()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return f
+}
+
+var realisticCompactFleetOnce = sync.OnceValues(func() (*aggregate.Fleet, error) {
+	return newRealisticFleet(aggregate.Options{Codec: persist.Codec{}})
+})
+
+func newRealisticFleet(opts aggregate.Options) (*aggregate.Fleet, error) {
+	f := aggregate.New(opts)
 	for _, p := range realisticData() {
 		if err := f.ClusterStore(p.cluster, aggregatetest.Pods).Apply(p.v1, true); err != nil {
 			return nil, err
@@ -147,7 +186,7 @@ var realisticFleetOnce = sync.OnceValues(func() (*aggregate.Fleet, error) {
 		f.ClusterStore(c, aggregatetest.Pods).MarkSynced()
 	}
 	return f, nil
-})
+}
 
 func realisticClientGo(b *testing.B) cache.Indexer {
 	ix, err := realisticClientGoOnce()

@@ -137,3 +137,17 @@ func (d *fastDecoder) decodeUnstructured(data string) (runtime.Object, error) {
 	}
 	return &unstructured.Unstructured{Object: m}, nil
 }
+
+// Codec is the snapshot's encoding of objects as an aggregate.Codec, for a fleet that
+// keeps its objects encoded (aggregate.Options.Codec): it encodes and decodes exactly as
+// the snapshot does, so the encoding the fleet holds is what Writer.UpsertEncoded
+// stores, and the informers' encodings of watched objects (jsondec.Decoder.ObjectCBOR)
+// are in its format. It takes *unstructured.Unstructured and
+// *metav1.PartialObjectMetadata objects; errors wrap ErrInvalid or ErrCorrupt.
+type Codec struct{}
+
+// Encode returns the encoding of obj.
+func (Codec) Encode(obj runtime.Object) ([]byte, error) { return encodeObject(obj) }
+
+// Decode returns the object of data, sharing no memory with it.
+func (Codec) Decode(data []byte) (runtime.Object, error) { return decodeObject(data) }
