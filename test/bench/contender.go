@@ -236,6 +236,7 @@ func runContender(args []string) (err error) {
 	mode := fs.String("mode", modeSync, "sync or watch")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig with one context per cluster")
 	metadataOnly := fs.Bool("metadata-only", false, "fleetwatch: cache every resource metadata-only")
+	compact := fs.Bool("compact", false, "fleetwatch: keep the objects in the snapshot's encoding (Fleet.Codec = persist.Codec{})")
 	snapshot := fs.String("snapshot", "", "fleetwatch: snapshot file (empty: no persistence)")
 	expect := fs.Int("expect", 0, "objects expected in the cache, to time when a warm cache is complete")
 	t0ns := fs.Int64("t0", 0, "Unix nanoseconds at which the driver started this process (default: now)")
@@ -282,7 +283,7 @@ func runContender(args []string) (err error) {
 	case implClientGo, implClientGoStripped, implClientGoTyped, implClientGoMetadata:
 		c = &clientGo{impl: *impl, kubeconfig: *kubeconfig, namespaces: splitList(*namespaces)}
 	case implFleetwatch:
-		fw := &fleetwatchContender{kubeconfig: *kubeconfig, metadataOnly: *metadataOnly, snapshotPath: *snapshot, namespaces: splitList(*namespaces)}
+		fw := &fleetwatchContender{kubeconfig: *kubeconfig, metadataOnly: *metadataOnly, compact: *compact, snapshotPath: *snapshot, namespaces: splitList(*namespaces)}
 		if err := fw.open(); err != nil {
 			return err
 		}
@@ -621,6 +622,7 @@ func (c *clientGo) stop() {
 type fleetwatchContender struct {
 	kubeconfig   string
 	metadataOnly bool
+	compact      bool
 	snapshotPath string
 	namespaces   []string
 
@@ -641,6 +643,9 @@ func (f *fleetwatchContender) open() error {
 	opts := fleetwatch.Options{
 		Clusters:  cluster.Options{Kubeconfigs: []string{f.kubeconfig}},
 		Resources: resources,
+	}
+	if f.compact {
+		opts.Fleet.Codec = persist.Codec{}
 	}
 	if f.snapshotPath != "" {
 		store, err := persist.Open(f.snapshotPath, persist.Options{})

@@ -233,15 +233,17 @@ type runResult struct {
 	ClientGo *Result `json:"clientGo"`
 	// The stronger client-go peers: dynamic and typed informers that strip
 	// managedFields, and the metadatainformer that does.
-	ClientGoStripped *Result      `json:"clientGoStripped"`
-	ClientGoTyped    *Result      `json:"clientGoTyped"`
-	ClientGoMetadata *Result      `json:"clientGoMetadata"`
-	Fleetwatch       *Result      `json:"fleetwatch"`
-	Metadata         *Result      `json:"metadataOnly"`
-	SnapCold         *Result      `json:"snapshotCold"`
-	Warm             *Result      `json:"warm"`
-	ClientGoList     listCounters `json:"clientGoList"`
-	WarmList         listCounters `json:"warmList"`
+	ClientGoStripped *Result `json:"clientGoStripped"`
+	ClientGoTyped    *Result `json:"clientGoTyped"`
+	ClientGoMetadata *Result `json:"clientGoMetadata"`
+	Fleetwatch       *Result `json:"fleetwatch"`
+	Metadata         *Result `json:"metadataOnly"`
+	// Compact is fleetwatch with full objects in a compact cache.
+	Compact      *Result      `json:"compact"`
+	SnapCold     *Result      `json:"snapshotCold"`
+	Warm         *Result      `json:"warm"`
+	ClientGoList listCounters `json:"clientGoList"`
+	WarmList     listCounters `json:"warmList"`
 	// CatchUp restarted warm after changes made while it was down.
 	CatchUp     *Result      `json:"catchUp"`
 	CatchUpList listCounters `json:"catchUpList"`
@@ -293,6 +295,10 @@ func (d *driver) run(ctx context.Context, r int) (*runResult, error) {
 		},
 		func() error {
 			rr.Metadata, _, err = d.contend(ctx, name("fleetwatch-metadata"), modeSync, profile, "--impl", implFleetwatch, "--metadata-only")
+			return err
+		},
+		func() error {
+			rr.Compact, _, err = d.contend(ctx, name("fleetwatch-compact"), modeSync, profile, "--impl", implFleetwatch, "--compact")
 			return err
 		},
 		func() error {

@@ -348,6 +348,7 @@ var syncContenders = []struct {
 	{"client-go dynamic + transform dropping managedFields", func(r *runResult) *Result { return r.ClientGoStripped }, false},
 	{"client-go typed informers + the same transform", func(r *runResult) *Result { return r.ClientGoTyped }, false},
 	{"fleetwatch, full objects", func(r *runResult) *Result { return r.Fleetwatch }, false},
+	{"fleetwatch, full objects, compact cache", func(r *runResult) *Result { return r.Compact }, false},
 	{"client-go metadatainformer + the same transform", func(r *runResult) *Result { return r.ClientGoMetadata }, true},
 	{"fleetwatch, metadata-only", func(r *runResult) *Result { return r.Metadata }, true},
 }
@@ -363,6 +364,7 @@ func peerFigures(rep *report) []figure {
 		memoryGoal float64
 	}{
 		{"Full objects, vs typed informers + transform", func(r *runResult) *Result { return r.ClientGoTyped }, func(r *runResult) *Result { return r.Fleetwatch }, 0.5},
+		{"Full objects, compact cache, vs typed informers + transform", func(r *runResult) *Result { return r.ClientGoTyped }, func(r *runResult) *Result { return r.Compact }, 0.5},
 		{"Metadata-only, vs metadatainformer + transform", func(r *runResult) *Result { return r.ClientGoMetadata }, func(r *runResult) *Result { return r.Metadata }, 0.7},
 	} {
 		fig := func(name, format string, v func(*Result) float64, limit float64) figure {
@@ -579,6 +581,7 @@ type rawRow struct {
 func (r *runResult) syncRows() []rawRow {
 	return []rawRow{{"client-go", r.ClientGo, ""}, {"client-go dynamic + transform", r.ClientGoStripped, ""}, {"client-go typed + transform", r.ClientGoTyped, ""},
 		{"client-go metadatainformer + transform", r.ClientGoMetadata, ""}, {"fleetwatch", r.Fleetwatch, ""}, {"fleetwatch metadata-only", r.Metadata, ""},
+		{"fleetwatch, compact cache", r.Compact, ""},
 		{"fleetwatch + snapshot, cold", r.SnapCold, ""}, {"fleetwatch + snapshot, warm", r.Warm, ""},
 		{"fleetwatch + snapshot, warm after changes", r.CatchUp, ""}}
 }

@@ -15,7 +15,7 @@ func TestMarkdownPeers(t *testing.T) {
 	rr := &runResult{
 		ClientGo: res(implClientGo, 4, 4000<<10), ClientGoStripped: res(implClientGoStripped, 3, 3000<<10),
 		ClientGoTyped: res(implClientGoTyped, 1, 1000<<10), ClientGoMetadata: res(implClientGoMetadata, 0.5, 100<<10),
-		Fleetwatch: res(implFleetwatch, 2, 500<<10), Metadata: res(implFleetwatch, 0.25, 200<<10),
+		Fleetwatch: res(implFleetwatch, 2, 500<<10), Metadata: res(implFleetwatch, 0.25, 200<<10), Compact: res(implFleetwatch, 2, 250<<10),
 		SnapCold: res(implFleetwatch, 2, 500<<10), Warm: res(implFleetwatch, 0.2, 500<<10), CatchUp: res(implFleetwatch, 0.3, 500<<10),
 	}
 	md := (&report{Runs: []*runResult{rr}}).markdown()
@@ -58,7 +58,7 @@ func fullReport() *report {
 		catchUp.CaughtUpSec, catchUp.Stamped, catchUp.Expected = 0.5, 10, 10
 		rep.Runs = append(rep.Runs, &runResult{
 			ClientGo: res(implClientGo), ClientGoStripped: res(implClientGoStripped), ClientGoTyped: res(implClientGoTyped),
-			ClientGoMetadata: res(implClientGoMetadata), Fleetwatch: res(implFleetwatch), Metadata: res(implFleetwatch),
+			ClientGoMetadata: res(implClientGoMetadata), Fleetwatch: res(implFleetwatch), Metadata: res(implFleetwatch), Compact: res(implFleetwatch),
 			SnapCold: res(implFleetwatch), Warm: warm, CatchUp: catchUp,
 			ClientGoList: listCounters{InitEvents: 100}, CatchUpList: listCounters{InitEvents: 10},
 			CatchUpResume: []resumeProbe{{Cluster: "cluster-1", Resource: "pods", ResourceVersion: "7", Resumes: true}},
