@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 
 	"github.com/fleetwatch/fleetwatch"
 	"github.com/fleetwatch/fleetwatch/aggregate"
@@ -235,6 +236,7 @@ func runContender(args []string) (err error) {
 	mode := fs.String("mode", modeSync, "sync or watch")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig with one context per cluster")
 	metadataOnly := fs.Bool("metadata-only", false, "fleetwatch: cache every resource metadata-only")
+	compact := fs.Bool("compact", false, "fleetwatch: keep the objects in the snapshot's encoding (Fleet.Codec = persist.Codec{})")
 	snapshot := fs.String("snapshot", "", "fleetwatch: snapshot file (empty: no persistence)")
 	expect := fs.Int("expect", 0, "objects expected in the cache, to time when a warm cache is complete")
 	t0ns := fs.Int64("t0", 0, "Unix nanoseconds at which the driver started this process (default: now)")
@@ -243,8 +245,14 @@ func runContender(args []string) (err error) {
 	windowProfile := fs.String("window-cpuprofile", "", "watch mode: write a CPU profile of the measurement window here")
 	namespaces := fs.String("namespaces", "", "comma-separated namespaces to cache (default: all)")
 	catchUp := fs.Int("catch-up", 0, "sync mode: after sync, wait until the handler has received this many stamped updates (changes made while the contender was down)")
+	verbosity := fs.String("v", "0", "klog verbosity of the contender's log (4 shows each watch that ends, with a 410's reason)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(klogFlags)
+	if err := klogFlags.Set("v", *verbosity); err != nil {
+		return fmt.Errorf("--v: %w", err)
 	}
 	t0 := time.Now()
 	if *t0ns != 0 {
@@ -275,7 +283,7 @@ func runContender(args []string) (err error) {
 	case implClientGo, implClientGoStripped, implClientGoTyped, implClientGoMetadata:
 		c = &clientGo{impl: *impl, kubeconfig: *kubeconfig, namespaces: splitList(*namespaces)}
 	case implFleetwatch:
-		fw := &fleetwatchContender{kubeconfig: *kubeconfig, metadataOnly: *metadataOnly, snapshotPath: *snapshot, namespaces: splitList(*namespaces)}
+		fw := &fleetwatchContender{kubeconfig: *kubeconfig, metadataOnly: *metadataOnly, compact: *compact, snapshotPath: *snapshot, namespaces: splitList(*namespaces)}
 		if err := fw.open(); err != nil {
 			return err
 		}
@@ -614,6 +622,7 @@ func (c *clientGo) stop() {
 type fleetwatchContender struct {
 	kubeconfig   string
 	metadataOnly bool
+	compact      bool
 	snapshotPath string
 	namespaces   []string
 
@@ -634,6 +643,9 @@ func (f *fleetwatchContender) open() error {
 	opts := fleetwatch.Options{
 		Clusters:  cluster.Options{Kubeconfigs: []string{f.kubeconfig}},
 		Resources: resources,
+	}
+	if f.compact {
+		opts.Fleet.Codec = persist.Codec{}
 	}
 	if f.snapshotPath != "" {
 		store, err := persist.Open(f.snapshotPath, persist.Options{})
