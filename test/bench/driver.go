@@ -46,6 +46,8 @@ type driverOptions struct {
 	catchUpGap time.Duration
 	// watch runs the watch phase.
 	watch bool
+	// searches is the number of timed searches after the plain fleetwatch sync.
+	searches int
 }
 
 // driver runs the contenders against one Env.
@@ -98,6 +100,7 @@ func runDriver(args []string) error {
 	fs.Float64Var(&o.writeRate, "write-rate", 60, "writes per second, over all clusters, in the watch phase")
 	fs.DurationVar(&o.writeDuration, "write-duration", 20*time.Second, "duration of the writes of each watch phase")
 	fs.DurationVar(&o.catchUpGap, "catch-up-gap", 0, "time between the changes made while fleetwatch is down and its warm restart; beyond the apiservers' watch cache history (about 75s) it must relist")
+	fs.IntVar(&o.searches, "searches", 200, "name-substring searches through the HTTP API timed after the plain fleetwatch sync (0: none)")
 	fs.BoolVar(&o.watch, "watch", true, "run the watch phase (latency, CPU per event)")
 	fs.IntVar(&o.scaleNamespaces, "scale-namespaces", 0, fmt.Sprintf("in the scale runs, each context caches the objects of this many of the %d bench namespaces (default: all)", benchNamespaces))
 	fs.Func("scale", "comma-separated numbers of contexts for the scale table, such as 1,3,10 (default: no scale table)", func(v string) error {
@@ -269,7 +272,7 @@ func (d *driver) run(ctx context.Context, r int) (*runResult, error) {
 			return err
 		},
 		func() error {
-			rr.Fleetwatch, _, err = d.contend(ctx, name("fleetwatch"), modeSync, profile, "--impl", implFleetwatch)
+			rr.Fleetwatch, _, err = d.contend(ctx, name("fleetwatch"), modeSync, profile, "--impl", implFleetwatch, "--search", strconv.Itoa(d.opts.searches))
 			return err
 		},
 		func() error {
