@@ -104,10 +104,10 @@ bench-quick: tools
 	@eval "$$(hack/build-tools.sh --print)" && export FLEETWATCH_KUBE_APISERVER FLEETWATCH_ETCD FLEETWATCH_KUBECTL && \
 		$(GO) run ./test/bench $(BENCH_QUICK_FLAGS) --dir $(BENCH_DIR)
 
-## bench-go: the Go micro-benchmarks of the federated cache, next to client-go's indexer, and
-## of the server's list pages
+## bench-go: the Go micro-benchmarks of the federated cache, next to client-go's indexer, of
+## the server's list pages and of the search index
 bench-go:
-	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) -count $(COUNT) -benchmem ./aggregate/... ./server/...
+	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) -count $(COUNT) -benchmem ./aggregate/... ./server/... ./search/...
 
 ## fuzz: run each fuzz target for FUZZTIME
 fuzz:

@@ -126,7 +126,7 @@ func (s *Server) serveGet(w http.ResponseWriter, r *http.Request, res *apiResour
 	}
 	switch f {
 	case formatTable:
-		writeJSON(w, http.StatusOK, s.table(res, found, opts, metav1.ListMeta{}, true, ""))
+		writeJSON(w, http.StatusOK, s.table(r.Context(), res, found, opts, metav1.ListMeta{}, true, ""))
 	case formatPartial:
 		writeJSON(w, http.StatusOK, partial(found[0], ""))
 	default:
@@ -220,7 +220,7 @@ func (s *Server) serveList(w http.ResponseWriter, r *http.Request, res *apiResou
 
 	switch f {
 	case formatTable:
-		p := s.printer(res, items, opts)
+		p := s.printer(r.Context(), res, items, opts)
 		return writeList(w, r, p.table(lm, true), len(items), func(i int) any {
 			return p.row(items[i], "")
 		})

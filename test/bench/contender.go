@@ -143,6 +143,15 @@ type Result struct {
 	CPUCaughtUpSec  float64 `json:"cpuCaughtUpSec,omitempty"`
 	PeakRSSCaughtUp uint64  `json:"peakRSSCaughtUp,omitempty"`
 
+	// Search (fleetwatch with --search, measured after the memory figures above, which
+	// do not include it): the heap that a search index of SearchIndexObjects objects
+	// adds, and the latencies of name-substring searches through the HTTP API, with the
+	// objects they found in all.
+	SearchIndexBytes   int64     `json:"searchIndexBytes,omitempty"`
+	SearchIndexObjects int       `json:"searchIndexObjects,omitempty"`
+	SearchLatenciesMs  []float64 `json:"searchLatenciesMs,omitempty"`
+	SearchFound        int       `json:"searchFound,omitempty"`
+
 	// Snapshot writer statistics, with a snapshot.
 	SnapshotCommits  uint64 `json:"snapshotCommits,omitempty"`
 	SnapshotFileSize int64  `json:"snapshotFileSize,omitempty"`
@@ -244,6 +253,7 @@ func runContender(args []string) (err error) {
 	memProfile := fs.String("memprofile", "", "write a heap profile after sync here")
 	windowProfile := fs.String("window-cpuprofile", "", "watch mode: write a CPU profile of the measurement window here")
 	namespaces := fs.String("namespaces", "", "comma-separated namespaces to cache (default: all)")
+	searches := fs.Int("search", 0, "fleetwatch, sync mode: after the memory figures, measure the search index's heap and this many name-substring searches through the HTTP API")
 	catchUp := fs.Int("catch-up", 0, "sync mode: after sync, wait until the handler has received this many stamped updates (changes made while the contender was down)")
 	verbosity := fs.String("v", "0", "klog verbosity of the contender's log (4 shows each watch that ends, with a 410's reason)")
 	if err := fs.Parse(args); err != nil {
@@ -338,6 +348,11 @@ func runContender(args []string) (err error) {
 	if *memProfile != "" {
 		if err := writeHeapProfile(*memProfile); err != nil {
 			return err
+		}
+	}
+	if fw, ok := c.(*fleetwatchContender); ok && *searches > 0 && *mode == modeSync {
+		if err := measureSearch(ctx, fw, *searches, res); err != nil {
+			return fmt.Errorf("search: %w", err)
 		}
 	}
 

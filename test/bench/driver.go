@@ -53,6 +53,8 @@ type driverOptions struct {
 	verbosity int
 	// check fails the invocation if the report lacks a row (see report.missingRows).
 	check bool
+	// searches is the number of timed searches after the plain fleetwatch sync.
+	searches int
 }
 
 // driver runs the contenders against one Env.
@@ -107,6 +109,7 @@ func runDriver(args []string) error {
 	fs.Float64Var(&o.writeRate, "write-rate", 60, "writes per second, over all clusters, in the watch phase")
 	fs.DurationVar(&o.writeDuration, "write-duration", 20*time.Second, "duration of the writes of each watch phase")
 	fs.DurationVar(&o.catchUpGap, "catch-up-gap", 0, "time between the changes made while fleetwatch is down and its warm restart; beyond the apiservers' watch cache history (about 75s) it must relist")
+	fs.IntVar(&o.searches, "searches", 200, "name-substring searches through the HTTP API timed after the plain fleetwatch sync (0: none)")
 	fs.BoolVar(&o.watch, "watch", true, "run the watch phase (latency, CPU per event)")
 	fs.BoolVar(&o.controllers, "controllers", true, "run the controller contenders: examples/multicluster-runtime on multicluster-runtime's kubeconfig provider and on fleetwatch's")
 	fs.BoolVar(&o.check, "check", false, "fail if the report lacks a row or a measurement (a smoke test of the harness; no ratio is asserted)")
@@ -308,7 +311,7 @@ func (d *driver) run(ctx context.Context, r int) (*runResult, error) {
 			return err
 		},
 		func() error {
-			rr.Fleetwatch, _, err = d.contend(ctx, name("fleetwatch"), modeSync, profile, "--impl", implFleetwatch)
+			rr.Fleetwatch, _, err = d.contend(ctx, name("fleetwatch"), modeSync, profile, "--impl", implFleetwatch, "--search", strconv.Itoa(d.opts.searches))
 			return err
 		},
 		func() error {

@@ -245,6 +245,16 @@ func (rep *report) markdown() string {
 	if len(rep.Runs) > 0 && rep.Runs[0].MCRKubeconfig != nil {
 		rep.controllersMarkdown(p, header)
 	}
+	if len(rep.Runs) > 0 && len(rep.Runs[0].Fleetwatch.SearchLatenciesMs) > 0 {
+		fw := rep.Runs[0].Fleetwatch
+		p("\n### Search (fleetwatch only)\n\n")
+		p("After the plain fleetwatch sync, and after its memory figures: %d name-substring searches (3 to 5 digits of the objects' names, such as `00042`, over all %d objects) through `GET /apis/fleetwatch.io/v1alpha1/search` on loopback HTTP, the whole answer read; and the heap of a search index of every object. See [search.md](search.md).\n\n",
+			len(fw.SearchLatenciesMs), fw.SearchIndexObjects)
+		header("baseline", "measured")
+		for _, f := range rep.searchFigures() {
+			b.WriteString(f.row())
+		}
+	}
 
 	p("\n### Warm restarts and persistence (fleetwatch only)\n\n")
 	header("baseline", "measured")
@@ -466,6 +476,24 @@ func (rep *report) controllersMarkdown(p func(string, ...any), header func(a, b 
 	}
 }
 
+// searchFigures are the rows of the Search table.
+func (rep *report) searchFigures() []figure {
+	return []figure{
+		{name: "Search p99, name substring (ms), vs the 50 ms goal",
+			base: rep.per(func(*runResult) float64 { return 50 }), value: rep.per(func(r *runResult) float64 { return quantile(r.Fleetwatch.SearchLatenciesMs, 0.99) }),
+			format: "%.1f", goal: "≤ 1", ok: atMost(1)},
+		{name: "Search p50, name substring (ms), vs the 50 ms goal",
+			base: rep.per(func(*runResult) float64 { return 50 }), value: rep.per(func(r *runResult) float64 { return quantile(r.Fleetwatch.SearchLatenciesMs, 0.5) }),
+			format: "%.1f"},
+		{name: "Search index heap per object (KiB), vs the fleet's heap per object",
+			base: rep.per(func(r *runResult) float64 { return perObject(r.Fleetwatch.HeapAfterGC, r.Fleetwatch) }),
+			value: rep.per(func(r *runResult) float64 {
+				return float64(r.Fleetwatch.SearchIndexBytes) / 1024 / float64(max(r.Fleetwatch.SearchIndexObjects, 1))
+			}),
+			format: "%.2f"},
+	}
+}
+
 // orNaN is f(r), or NaN if the contender did not run (a missing row, for --check).
 func orNaN(r *mcrResult, f func(*mcrResult) float64) float64 {
 	if r == nil {
@@ -657,6 +685,9 @@ func (rep *report) missingRows(md string) []string {
 	figures := slices.Concat(rep.clientGoFigures(), peerFigures(rep), rep.persistenceFigures())
 	if rep.Options.controllers {
 		figures = append(figures, rep.controllerFigures()...)
+	}
+	if rep.Options.searches > 0 {
+		figures = append(figures, rep.searchFigures()...)
 	}
 	for _, f := range figures {
 		if !f.watch || hasWatch {
