@@ -370,7 +370,7 @@ func accessKey(s *authorizationv1.SubjectAccessReviewSpec) string {
 		fmt.Fprintf(&b, " %q=%q", k, []string(s.Extra[k]))
 	}
 	if ra := s.ResourceAttributes; ra != nil {
-		fmt.Fprintf(&b, " resource %q %q %q %q", ra.Verb, ra.Group, ra.Resource, ra.Name)
+		fmt.Fprintf(&b, " resource %q %q %q %q %q", ra.Verb, ra.Group, ra.Resource, ra.Subresource, ra.Name)
 	}
 	if nra := s.NonResourceAttributes; nra != nil {
 		fmt.Fprintf(&b, " path %q %q", nra.Verb, nra.Path)
