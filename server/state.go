@@ -22,9 +22,10 @@ type StateSource interface {
 
 // StateSubresource is the subresource of a Cluster under which its handed-over state is
 // served: GET /apis/fleetwatch.io/v1alpha1/clusters/{name}/state. Only a client that
-// the home cluster allows "get" on "clusters/state" of GroupName (the replicas' Role
-// does; see deploy/components/sharded) may read it, through delegated authentication: it
-// holds whole objects of the cluster.
+// the home cluster allows "get" on "clusters/state" of GroupName in
+// DelegatedAuth.StateNamespace (the replicas' Role does; see deploy/components/sharded)
+// may read it, through delegated authentication: it holds whole objects of the
+// cluster.
 const StateSubresource = "state"
 
 // StatePath returns the path of cluster name's handed-over state.
@@ -70,12 +71,9 @@ func (s *Server) serveState(w http.ResponseWriter, r *http.Request, name string)
 	return nil
 }
 
-func stateAttributes(name string) *authorizationv1.ResourceAttributes {
-	return &authorizationv1.ResourceAttributes{Verb: "get", Group: GroupName, Resource: "clusters", Subresource: StateSubresource, Name: name}
-}
-
 func (a *delegatedAccess) handover(ctx context.Context, name string) (bool, error) {
-	ok, err := a.d.authorize(ctx, a.user, stateAttributes(name), nil)
+	ra := &authorizationv1.ResourceAttributes{Verb: "get", Namespace: a.d.opts.StateNamespace, Group: GroupName, Resource: "clusters", Subresource: StateSubresource, Name: name}
+	ok, err := a.d.authorize(ctx, a.user, ra, nil)
 	if err != nil {
 		return false, a.reviewFailed(fmt.Sprintf("get the state of cluster %q", name), err)
 	}
