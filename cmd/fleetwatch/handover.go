@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 
 	"github.com/fleetwatch/fleetwatch"
 	"github.com/fleetwatch/fleetwatch/config"
@@ -32,9 +33,16 @@ type stateFetcher struct {
 var _ fleetwatch.StateFetcher = (*stateFetcher)(nil)
 
 // handoverOptions returns the Manager's handover options: none unless sharding is on
-// with a snapshot and shard.handoverTimeout is not 0.
-func handoverOptions(cfg *config.Config, home *rest.Config) (fleetwatch.HandoverOptions, error) {
+// with a snapshot, shard.handoverTimeout is not 0, and the other replicas can fetch
+// this one's states: it serves them only through delegated authentication, and they
+// fetch them only over HTTPS. Without, a replica would keep states that no one fetches,
+// and wait for them as it stops.
+func handoverOptions(ctx context.Context, cfg *config.Config, home *rest.Config) (fleetwatch.HandoverOptions, error) {
 	if !cfg.Shard.Enabled || cfg.Snapshot.Path == "" || cfg.Shard.HandoverTimeout == 0 || home == nil {
+		return fleetwatch.HandoverOptions{}, nil
+	}
+	if !cfg.Server.Auth.Delegated.Enabled || !strings.HasPrefix(cfg.Shard.Address, "https://") {
+		klog.FromContext(ctx).Info("Warm handover is off: it needs server.auth.delegated.enabled and an https:// shard.address; a cluster that moves starts cold on its new owner")
 		return fleetwatch.HandoverOptions{}, nil
 	}
 	pool, err := peerRoots(cfg)

@@ -111,7 +111,7 @@ func serve(ctx context.Context, loadOpts config.LoadOptions, cfg *config.Config)
 		return err
 	}
 	opts.Shard = shardOpts
-	if opts.Handover, err = handoverOptions(cfg, home); err != nil {
+	if opts.Handover, err = handoverOptions(ctx, cfg, home); err != nil {
 		return err
 	}
 	if cfg.Snapshot.Path != "" {
