@@ -3,11 +3,14 @@ package e2e
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -130,6 +133,17 @@ func newSecureShardedFleet(t *testing.T, members int) *shardedFleet {
 // move included. The state endpoint answers no one but a replica.
 func TestShardedWarmHandover(t *testing.T) {
 	f := newSecureShardedFleet(t, 3)
+	// Objects that never change: a cold start lists them again, a warm one does not.
+	const unchanged = 100
+	var wg sync.WaitGroup
+	for _, m := range f.members {
+		wg.Go(func() {
+			for i := range unchanged {
+				createConfigMap(t, m.Clientset(), "shop", fmt.Sprintf("unchanged-%d", i), m.Name)
+			}
+		})
+	}
+	wg.Wait()
 	churn := startChurn(t, f.members)
 	ids := []string{"fleetwatch-0", "fleetwatch-1", "fleetwatch-2"}
 	for _, id := range ids[:2] {
@@ -171,8 +185,68 @@ func TestShardedWarmHandover(t *testing.T) {
 		return moved
 	}
 
+	// listed returns the configmaps that each member's apiserver handed out as lists
+	// (docs/design.md, "Measuring"); placed waits until each member is watched by its
+	// owner among live, as its audit log tells, without listing anything itself (the
+	// check of the served objects against the servers lists them).
+	listed := func() map[string]float64 {
+		t.Helper()
+		out := map[string]float64{}
+		for _, m := range f.members {
+			ms, err := m.Metrics(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[m.Name] = ms.ListedObjects("", "configmaps")
+		}
+		return out
+	}
+	placed := func(live ...string) {
+		t.Helper()
+		names := make([]string, len(f.members))
+		for i, m := range f.members {
+			names[i] = m.Name
+		}
+		assigned := shard.Assign(names, live)
+		eventually(t, shardSettle, "the members watched by their owners", func() string {
+			w := f.watchers(time.Now())
+			for _, m := range f.members {
+				if !slices.Equal(w[m.Name], []string{assigned[m.Name]}) {
+					return fmt.Sprintf("%s is watched by %v, want %s", m.Name, w[m.Name], assigned[m.Name])
+				}
+			}
+			return ""
+		})
+	}
+	notListed := func(before map[string]float64, since time.Time) {
+		t.Helper()
+		for _, m := range f.members {
+			ms, err := m.Metrics(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A watch resumed from a resourceVersion gets the changes since as its initial
+			// events, which apiserver_init_events_total counts: those made during the move.
+			n := ms.ListedObjects("", "configmaps") - before[m.Name]
+			t.Logf("%s handed out %v configmaps as lists or initial events during the move: the changes made meanwhile (%d never changed)", m.Name, n, unchanged)
+			if n >= unchanged {
+				var lists []string
+				reqs, _ := m.Requests()
+				for _, req := range reqs {
+					if req.Resource == "configmaps" && !req.Start.Before(since) && (req.Verb == "list" || strings.Contains(req.URI, "sendInitialEvents=true")) {
+						lists = append(lists, req.Verb+" "+req.URI+" by "+req.UserAgent)
+					}
+				}
+				t.Errorf("%s handed out %v configmaps as lists or initial events during the move, more than the changes made meanwhile; lists: %v", m.Name, n, lists)
+			}
+		}
+	}
+
 	from := time.Now()
+	before := listed()
 	f.start(ids[2])
+	placed(ids...)
+	notListed(before, from)
 	t.Logf("3 replicas settled in %v", f.waitSettled(churn, ids...))
 	up := warm(ids[:2], ids, from)
 
@@ -191,9 +265,12 @@ func TestShardedWarmHandover(t *testing.T) {
 	}
 
 	from = time.Now()
+	before = listed()
 	if err := f.replicas[ids[2]].signal(t, syscall.SIGTERM); err != nil {
 		t.Errorf("%s exited with %v", ids[2], err)
 	}
+	placed(ids[:2]...)
+	notListed(before, from)
 	t.Logf("2 replicas settled in %v", f.waitSettled(churn, ids[:2]...))
 	down := warm(ids, ids[:2], from)
 	if up+down == 0 {
