@@ -104,6 +104,12 @@ type Options struct {
 	// Managers with the same Shard.Namespace and Clusters divide the fleet among them.
 	// Shard.OnChange is called too. Default nil: every selected cluster is engaged.
 	Shard *shard.Options
+	// Handover, with Shard and Snapshot, hands clusters over warm on planned moves: the
+	// old owner keeps a moved cluster's stored state for a while, and the new owner
+	// imports it before it engages the cluster, whose watches then resume from the old
+	// owner's resourceVersions. See HandoverOptions. Default: no Fetcher, so a cluster
+	// that moves starts cold on its new owner (relists), as after a crash.
+	Handover HandoverOptions
 
 	// Clock defaults to the real clock.
 	Clock clock.WithTicker
@@ -126,6 +132,9 @@ type Manager struct {
 	writer *persist.Writer
 	// saved is what the snapshot held, by cluster. Entries are taken by Engage.
 	saved map[string]*saved
+	// handoffs are the states of the clusters this replica handed over, by cluster, kept
+	// for their new owners to fetch; mu guards it.
+	handoffs map[string]*handoff
 	// releaseSync releases the fleet's sync hold once the Manager is first ready, so that
 	// handlers registered before the clusters were engaged report HasSynced only after
 	// the initial lists.
@@ -139,8 +148,8 @@ type Manager struct {
 	// before mu.
 	reconfigureMu sync.Mutex
 
-	// mu guards members, limiter, started, runnables and the fields of opts that
-	// Reconfigure changes.
+	// mu guards members, limiter, started, runnables, saved, handoffs and the fields of
+	// opts that Reconfigure changes.
 	mu sync.Mutex
 	// members are the engaged clusters, by name.
 	members map[string]*member
@@ -157,6 +166,7 @@ var (
 	_ cluster.Aware             = (*Manager)(nil)
 	_ cluster.Disengager        = (*Manager)(nil)
 	_ cluster.SelectionObserver = (*Manager)(nil)
+	_ shard.Receiver            = (*Manager)(nil)
 )
 
 // AddAware has the Manager tell a about every cluster it engages, once it has engaged
@@ -411,12 +421,7 @@ func (m *Manager) loadSnapshot() error {
 		klog.Background().Error(err, "Snapshot unusable; starting cold", "path", m.opts.Snapshot.Path())
 		snap = &persist.Snapshot{}
 	}
-	setOpts := informer.Options{KeepManagedFields: m.opts.KeepManagedFields, KeepSecretData: m.opts.KeepSecretData, TransformID: m.opts.TransformID}
-	specs := map[string]bool{}
-	for _, r := range m.opts.Resources {
-		specs[setOpts.Spec(r)] = true
-	}
-	m.saved = seed(klog.NewContext(context.Background(), klog.Background()), m.fleet, snap, specs, m.opts.Snapshot)
+	m.saved = seed(klog.NewContext(context.Background(), klog.Background()), m.fleet, snap, m.specs(), m.opts.Snapshot)
 	for name, s := range m.saved {
 		m.status.Set(aggregate.ClusterStatus{Name: name, Server: s.identity.Server, UID: s.identity.UID, Phase: aggregate.PhaseStale})
 	}
@@ -744,6 +749,9 @@ func (m *Manager) Disengage(ctx context.Context, c *cluster.Cluster, cause error
 	case <-mb.done:
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+	if errors.Is(cause, shard.ErrMoved) {
+		m.keepHandoff(ctx, c.Name)
 	}
 	m.fleet.RemoveCluster(c.Name)
 	m.status.Remove(c.Name)

@@ -48,7 +48,11 @@ func (m *Manager) Add(r Runnable) error {
 //  1. the clusters, the sources of events (their informers, probes and the Provider);
 //  2. the snapshot writer, whose last commit saves what they delivered;
 //  3. the fleet's handlers, so that no handler misses an event that was already cached;
-//  4. the Runnables, together, so that servers answer until the cache stops changing.
+//  4. with Options.Handover, the wait for the new owners of the clusters this replica
+//     handed over to fetch their states (see Manager.HandoverState), at most
+//     HandoverOptions.Keep and half the budget;
+//  5. the Runnables, together, so that servers answer until the cache stops changing
+//     and the states are fetched.
 //
 // The budget is measured on the real clock, not Options.Clock. Once it is spent, Start
 // cancels every group that is left and returns without waiting for them, with an error
@@ -81,10 +85,11 @@ func (m *Manager) Start(ctx context.Context) error {
 			return m.writer.Start(ctx)
 		})},
 		{start("fleet handlers", m.fleet.Start)},
+		{start("handovers", m.waitHandoffs)},
 		nil,
 	}
 	for i, r := range runnables {
-		groups[3] = append(groups[3], start(fmt.Sprintf("runnable %d", i), r.Start))
+		groups[4] = append(groups[4], start(fmt.Sprintf("runnable %d", i), r.Start))
 	}
 	groups[0] = []*part{start("clusters", m.runClusters)}
 
@@ -113,6 +118,9 @@ func (m *Manager) runClusters(ctx context.Context) error {
 	err := m.provider.Start(ctx)
 	m.shard.Freeze()
 	m.wg.Wait()
+	// A stop is a planned move: the Coordinator's release names this replica as the one
+	// that keeps their states.
+	m.keepHandoffs(ctx)
 	stop()
 	return errors.Join(err, <-shardDone)
 }

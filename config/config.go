@@ -38,6 +38,8 @@ const (
 	DefaultShardLeaseDuration = shard.DefaultLeaseDuration
 	DefaultShardRenewDeadline = shard.DefaultRenewDeadline
 	DefaultShardRetryPeriod   = shard.DefaultRetryPeriod
+	// DefaultShardHandoverTimeout is the library's fleetwatch.DefaultHandoverTimeout.
+	DefaultShardHandoverTimeout = 10 * time.Second
 )
 
 // Values of Log.Format.
@@ -267,6 +269,15 @@ type Shard struct {
 	LeaseDuration time.Duration `yaml:"leaseDuration" mapstructure:"leaseDuration"`
 	RenewDeadline time.Duration `yaml:"renewDeadline" mapstructure:"renewDeadline"`
 	RetryPeriod   time.Duration `yaml:"retryPeriod" mapstructure:"retryPeriod"`
+	// HandoverTimeout bounds the fetch and import of a moved cluster's state from its
+	// old owner (warm handover); past it the cluster starts cold. 0 turns the warm
+	// handover off. Default DefaultShardHandoverTimeout.
+	HandoverTimeout time.Duration `yaml:"handoverTimeout" mapstructure:"handoverTimeout"`
+	// PeerCAFile is a PEM bundle of the CAs that sign the other replicas' serving
+	// certificates, trusted when fetching a cluster's state from its old owner. Empty
+	// means the certificates of server.tls.certFile (the replicas share one) and the
+	// system's roots.
+	PeerCAFile string `yaml:"peerCaFile" mapstructure:"peerCaFile" config:"path"`
 }
 
 // Log configures logging. fleetwatch logs through klog, like client-go.
@@ -310,6 +321,8 @@ func Default() Config {
 			LeaseDuration: DefaultShardLeaseDuration,
 			RenewDeadline: DefaultShardRenewDeadline,
 			RetryPeriod:   DefaultShardRetryPeriod,
+
+			HandoverTimeout: DefaultShardHandoverTimeout,
 		},
 		Log: Log{Format: DefaultLogFormat},
 	}

@@ -116,6 +116,8 @@ func ExampleConfig_String() {
 	//   leaseDuration: 15s
 	//   renewDeadline: 10s
 	//   retryPeriod: 2s
+	//   handoverTimeout: 10s
+	//   peerCaFile: ""
 	// log:
 	//   verbosity: 0
 	//   format: text

@@ -102,6 +102,7 @@ func full() config.Config {
 			Enabled: true, Identity: "fleetwatch-0", Namespace: "fleetwatch", HomeKubeconfig: "/etc/fleetwatch/home/kubeconfig",
 			Address:       "https://fleetwatch-0.fleetwatch-peers.fleetwatch.svc:8443",
 			LeaseDuration: 20 * time.Second, RenewDeadline: 12 * time.Second, RetryPeriod: 3 * time.Second,
+			HandoverTimeout: 15 * time.Second, PeerCAFile: "/etc/fleetwatch/peers/ca.crt",
 		},
 		Log: config.Log{Verbosity: 2, Format: config.LogFormatJSON},
 	}

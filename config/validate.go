@@ -212,6 +212,9 @@ func (v *validator) shard(s Shard) {
 			v.add("shard.identity", "%w", err)
 		}
 	}
+	if s.HandoverTimeout < 0 {
+		v.add("shard.handoverTimeout", "must not be negative, got %v", s.HandoverTimeout)
+	}
 	keys := map[string]string{"LeaseDuration": "shard.leaseDuration", "RenewDeadline": "shard.renewDeadline", "RetryPeriod": "shard.retryPeriod"}
 	if err := shard.ValidateTiming(s.LeaseDuration, s.RenewDeadline, s.RetryPeriod); err != nil {
 		for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {

@@ -181,8 +181,11 @@ func TestShardedComponent(t *testing.T) {
 		} `json:"rules"`
 	}
 	read("role.yaml", &role)
-	if role.Kind != "Role" || len(role.Rules) != 1 {
-		t.Fatalf("RBAC %+v: want one rule of a Role (namespaced, not a ClusterRole)", role)
+	if role.Kind != "Role" || len(role.Rules) != 2 {
+		t.Fatalf("RBAC %+v: want two rules of a Role (namespaced, not a ClusterRole)", role)
+	}
+	if s := role.Rules[1]; fmt.Sprint(s.APIGroups, s.Resources, s.Verbs) != "[fleetwatch.io] [clusters/state] [get]" {
+		t.Errorf("Role rule %+v: want get on clusters/state of fleetwatch.io, the handed-over states, only", s)
 	}
 	r := role.Rules[0]
 	if fmt.Sprint(r.APIGroups) != "[coordination.k8s.io]" || fmt.Sprint(r.Resources) != "[leases]" {

@@ -7,7 +7,10 @@
 // checkpoints (Checkpoint), and commits them in batches. For each (cluster, resource),
 // the stored objects and the stored resourceVersion are written in the same transaction,
 // so the objects are always the informer's state at that resourceVersion, whenever the
-// process dies. Compact rewrites the file without the free pages in which bbolt keeps
+// process dies. ExportCluster writes what the file holds of one cluster as a stream, its
+// values sealed as stored, and ImportCluster checks such a stream whole and puts it in place
+// of what another file holds of that cluster, in one transaction: a cluster handed over
+// between replicas resumes from the resourceVersions of its old owner. Compact rewrites the file without the free pages in which bbolt keeps
 // what was deleted. Inspect and Verify serve the snapshot tool commands.
 //
 // A resource, here, is what a ResourceKey names: a resource such as "/v1/pods", or the

@@ -34,6 +34,9 @@ type authorizer interface {
 	clusters(ctx context.Context, names []string) (func(cluster string) bool, error)
 	// metrics reports whether the client may read /metrics, which names every cluster.
 	metrics(ctx context.Context) (bool, error)
+	// handover reports whether the client may read the state of cluster name that a
+	// replica handed over (see serveState): only the replicas may.
+	handover(ctx context.Context, name string) (bool, error)
 }
 
 type principalKey struct{}

@@ -93,6 +93,11 @@ type DelegatedAuth struct {
 	// or denied, is used. Defaults DefaultAllowCacheTTL and DefaultDenyCacheTTL.
 	AllowCacheTTL time.Duration
 	DenyCacheTTL  time.Duration
+	// StateNamespace is the namespace of the SubjectAccessReview that decides whether a
+	// client may read a cluster's handed-over state ("get" on "clusters/state" of
+	// GroupName, see StatePath): the namespace of a sharded fleet's Leases, where the
+	// replicas' Role grants it. Default: empty, a cluster-wide review.
+	StateNamespace string
 }
 
 func (d DelegatedAuth) withDefaults() DelegatedAuth {
@@ -370,7 +375,7 @@ func accessKey(s *authorizationv1.SubjectAccessReviewSpec) string {
 		fmt.Fprintf(&b, " %q=%q", k, []string(s.Extra[k]))
 	}
 	if ra := s.ResourceAttributes; ra != nil {
-		fmt.Fprintf(&b, " resource %q %q %q %q", ra.Verb, ra.Group, ra.Resource, ra.Name)
+		fmt.Fprintf(&b, " resource %q %q %q %q %q %q", ra.Verb, ra.Namespace, ra.Group, ra.Resource, ra.Subresource, ra.Name)
 	}
 	if nra := s.NonResourceAttributes; nra != nil {
 		fmt.Fprintf(&b, " path %q %q", nra.Verb, nra.Path)

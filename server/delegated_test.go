@@ -37,7 +37,8 @@ type fakeHome struct {
 	// valid for the home cluster's own, homeAudience.
 	audiences map[string][]string
 	// grants maps users to the cluster names they may read, "" standing for every
-	// cluster, and "/metrics" for /metrics.
+	// cluster, "/metrics" for /metrics, and "state:NAME" for the state of cluster NAME
+	// (clusters/state, which "" does not cover).
 	grants map[string][]string
 	// fail makes the SubjectAccessReviews of a user fail with 500, and failTokens every
 	// TokenReview.
@@ -130,6 +131,9 @@ func (h *fakeHome) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				h.t.Errorf("SubjectAccessReview of %+v", ra)
 			}
 			what = ra.Name
+			if ra.Subresource != "" {
+				what = ra.Subresource + ":" + ra.Name
+			}
 		}
 		h.mu.Lock()
 		hold, fail := h.hold[user+" "+what], h.fail[user]
@@ -147,7 +151,7 @@ func (h *fakeHome) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		h.mu.Lock()
-		sar.Status.Allowed = slices.Contains(h.grants[user], what) || what != "/metrics" && slices.Contains(h.grants[user], "")
+		sar.Status.Allowed = slices.Contains(h.grants[user], what) || what != "/metrics" && !strings.Contains(what, ":") && slices.Contains(h.grants[user], "")
 		h.mu.Unlock()
 		h.answer(w, "SubjectAccessReview", "authorization.k8s.io/v1", &sar)
 	default:

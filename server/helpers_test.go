@@ -63,9 +63,22 @@ type fakeSource struct {
 	mu       sync.Mutex
 	statuses map[string]aggregate.ClusterStatus
 	ready    bool
+	// states are the handed-over states, by cluster.
+	states map[string][]byte
 }
 
-var _ Source = (*fakeSource)(nil)
+var (
+	_ Source      = (*fakeSource)(nil)
+	_ StateSource = (*fakeSource)(nil)
+)
+
+func (f *fakeSource) HandoverState(name string) ([]byte, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b, ok := f.states[name]
+	delete(f.states, name)
+	return b, ok
+}
 
 func (f *fakeSource) Fleet() *aggregate.Fleet { return f.fleet }
 

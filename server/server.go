@@ -556,6 +556,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, info *requestInfo
 	if err != nil || rt.kind == routeNotFound {
 		return notFoundPath(path)
 	}
+	if isStateRoute(rt) {
+		info.resource, info.verb = stateGR.String(), "get"
+		return s.serveState(w, r, rt.name)
+	}
 	// The clusters the client may read are decided here, before the cache is read.
 	allow, err := s.authorize(r, rt)
 	if err != nil {

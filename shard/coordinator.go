@@ -147,6 +147,27 @@ var (
 	_ cluster.Disengager = (*Coordinator)(nil)
 )
 
+// Handover is a cluster handed over on a planned move, as its Lease tells its new
+// holder.
+type Handover struct {
+	// Cluster is the cluster name.
+	Cluster string
+	// From is the replica that released the cluster (HandoverAnnotation).
+	From string
+	// Address is From's published address (AddressAnnotation); empty if it publishes
+	// none.
+	Address string
+}
+
+// Receiver is an Aware that takes over warm the clusters handed over to it: once the
+// Coordinator holds the Lease of a cluster that another replica released on a planned
+// move, it calls Receive, then Engage. Receive fetches what it can of the old owner's
+// state; it must return within a bounded time, whatever happens, since the cluster is
+// watched by no one meanwhile. Receive is called as Engage is, one call at a time.
+type Receiver interface {
+	Receive(ctx context.Context, h Handover)
+}
+
 // candidate is a cluster that the Provider engaged.
 type candidate struct {
 	c   *cluster.Cluster
@@ -668,6 +689,11 @@ func (c *Coordinator) take(ctx context.Context, name string) {
 	if !c.acquire(ctx, name, l) {
 		return
 	}
+	if r, ok := c.aware.(Receiver); ok {
+		if h, ok := c.handover(name, l); ok {
+			r.Receive(ctx, h)
+		}
+	}
 	cctx, cancel := context.WithCancelCause(cand.ctx)
 	if err := c.aware.Engage(cctx, cand.c); err != nil {
 		cancel(err)
@@ -679,6 +705,21 @@ func (c *Coordinator) take(ctx context.Context, name string) {
 	c.owned[name] = &owned{c: cand.c, ctx: cctx, cancel: cancel}
 	c.mu.Unlock()
 	logger.Info("Took over cluster")
+}
+
+// handover returns the handover of the cluster whose Lease l this replica took, if its
+// last holder released it on a planned move.
+func (c *Coordinator) handover(name string, l *coordinationv1.Lease) (Handover, bool) {
+	if l == nil || l.Annotations[HandoverAnnotation] == "" || l.Annotations[HandoverAnnotation] == c.opts.Identity {
+		return Handover{}, false
+	}
+	h := Handover{Cluster: name, From: l.Annotations[HandoverAnnotation]}
+	c.mu.Lock()
+	if peer := c.peers[ReplicaLeaseName(h.From)]; peer != nil {
+		h.Address = peer.address
+	}
+	c.mu.Unlock()
+	return h, true
 }
 
 // acquire writes this replica into the cluster's Lease l (nil if there is none) if it is
@@ -716,6 +757,7 @@ func (c *Coordinator) acquire(ctx context.Context, name string, l *coordinationv
 		logger.Info("Taking the cluster of a replica whose Lease expired", "holder", holder)
 	}
 	l = l.DeepCopy()
+	delete(l.Annotations, HandoverAnnotation)
 	if holder != c.opts.Identity {
 		l.Spec.LeaseTransitions = ptr.To(ptr.Deref(l.Spec.LeaseTransitions, 0) + 1)
 	}
@@ -751,7 +793,7 @@ func (c *Coordinator) handOver(ctx context.Context, name string, cause error) {
 	if err := c.disengageLocked(ctx, o, cause); err != nil {
 		klog.FromContext(ctx).Error(err, "Disengaging a cluster failed", "cluster", name)
 	}
-	c.release(ctx, name)
+	c.releaseCluster(ctx, name, errors.Is(cause, ErrMoved))
 }
 
 // disengageLost disengages the clusters given up when this replica lost its Lease, and
@@ -798,17 +840,21 @@ func (c *Coordinator) disengageLocked(ctx context.Context, o *owned, cause error
 }
 
 // release empties the holder of the cluster's Lease if it is this replica.
-func (c *Coordinator) release(ctx context.Context, name string) {
+func (c *Coordinator) release(ctx context.Context, name string) { c.releaseCluster(ctx, name, false) }
+
+// releaseCluster empties the holder of the cluster's Lease if it is this replica; on a
+// planned move (handover), it names this replica in HandoverAnnotation.
+func (c *Coordinator) releaseCluster(ctx context.Context, name string, handover bool) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.RenewDeadline)
 	defer cancel()
-	if err := c.releaseLease(ctx, ClusterLeaseName(name)); err != nil {
+	if err := c.releaseLease(ctx, ClusterLeaseName(name), handover); err != nil {
 		klog.FromContext(ctx).V(2).Info("Releasing the cluster's Lease failed; it is free once this replica's expires", "cluster", name, "err", err)
 	}
 }
 
 // releaseLease empties the holder of the Lease name if it is this replica, as client-go's
 // leaderelection releases a lock: the others may take it at once.
-func (c *Coordinator) releaseLease(ctx context.Context, name string) error {
+func (c *Coordinator) releaseLease(ctx context.Context, name string, handover bool) error {
 	l, err := c.leases.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return err
@@ -819,6 +865,14 @@ func (c *Coordinator) releaseLease(ctx context.Context, name string) error {
 	if l.Annotations[InstanceAnnotation] != "" && l.Annotations[InstanceAnnotation] != c.instance {
 		return nil
 	}
+	if handover {
+		if l.Annotations == nil {
+			l.Annotations = map[string]string{}
+		}
+		l.Annotations[HandoverAnnotation] = c.opts.Identity
+	} else {
+		delete(l.Annotations, HandoverAnnotation)
+	}
 	l.Spec.HolderIdentity = nil
 	l.Spec.LeaseDurationSeconds = ptr.To[int32](1)
 	l.Spec.RenewTime = &metav1.MicroTime{Time: c.opts.Clock.Now()}
@@ -827,22 +881,28 @@ func (c *Coordinator) releaseLease(ctx context.Context, name string) error {
 }
 
 // shutdown releases the Leases of the owned clusters, whose watches have stopped, and
-// this replica's own, so that the others take over at once.
+// this replica's own, so that the others take over at once. A stop is a planned move:
+// the clusters' Leases name this replica in HandoverAnnotation, but those of the
+// clusters given up with this replica's Lease.
 func (c *Coordinator) shutdown(logger klog.Logger) {
 	ctx := klog.NewContext(context.Background(), logger)
 	c.mu.Lock()
 	names := slices.Sorted(maps.Keys(c.owned))
+	handover := map[string]bool{}
+	for name, o := range c.owned {
+		handover[name] = !o.lost
+	}
 	joined := c.joined
 	c.owned = map[string]*owned{}
 	c.joined = false
 	c.mu.Unlock()
 	for _, name := range names {
-		c.release(ctx, name)
+		c.releaseCluster(ctx, name, handover[name])
 	}
 	if joined {
 		rctx, cancel := context.WithTimeout(ctx, c.opts.RenewDeadline)
 		defer cancel()
-		if err := c.releaseLease(rctx, ReplicaLeaseName(c.opts.Identity)); err != nil {
+		if err := c.releaseLease(rctx, ReplicaLeaseName(c.opts.Identity), false); err != nil {
 			logger.Error(err, "Releasing this replica's Lease failed; the others take its clusters once it expires")
 			return
 		}

@@ -305,3 +305,100 @@ func TestCoordinatorGivesUpBeforeItsLeaseExpires(t *testing.T) {
 	waitAssigned(t, w, clusters, []string{"r1"}, settle)
 	// The recorder fails the test if r1 engaged a cluster that r0 still watched.
 }
+
+// receiver is a recorder that is a Receiver: it records the handovers it is told of.
+type receiver struct {
+	*recorder
+	mu        sync.Mutex
+	handovers map[string]Handover
+}
+
+func (r *receiver) Receive(ctx context.Context, h Handover) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.handovers[h.Cluster] = h
+}
+
+func (r *receiver) got() map[string]Handover {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.handovers)
+}
+
+// TestCoordinatorTellsOfHandovers: a cluster that moves on a planned change (a replica
+// joins, or one stops) is released with HandoverAnnotation naming its old owner, and its
+// new owner is told, with the old owner's address, before it engages it; a cluster that
+// did not move, or was taken from a replica that lost its Lease, is no handover.
+func TestCoordinatorTellsOfHandovers(t *testing.T) {
+	t.Parallel()
+	client := newClient()
+	w := &watchers{t: t, by: map[string]string{}}
+	clusters := names("cluster", 12)
+	start := func(id string) (*replica, *receiver) {
+		opts := fastTiming
+		opts.Identity, opts.Namespace, opts.Client, opts.Address = id, "fleetwatch", client, "https://"+id+".peers:8443"
+		rcv := &receiver{recorder: w.aware(id), handovers: map[string]Handover{}}
+		coord, err := New(opts, rcv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		clustersCtx, cancelClusters := context.WithCancel(ctx)
+		r := &replica{coord: coord, w: w, cancelClusters: cancelClusters, cancel: cancel, done: make(chan struct{})}
+		for _, name := range clusters {
+			if err := coord.Engage(clustersCtx, &cluster.Cluster{Name: name}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		go func() {
+			defer close(r.done)
+			_ = coord.Start(ctx)
+		}()
+		t.Cleanup(r.stop)
+		return r, rcv
+	}
+	_, rcv0 := start("r0")
+	waitAssigned(t, w, clusters, []string{"r0"}, settle)
+	if got := rcv0.got(); len(got) != 0 {
+		t.Errorf("clusters taken at the start are handovers: %v", got)
+	}
+
+	r1, rcv1 := start("r1")
+	waitAssigned(t, w, clusters, []string{"r0", "r1"}, settle)
+	moved := 0
+	for _, c := range clusters {
+		h, ok := rcv1.got()[c]
+		if Owner(c, []string{"r0", "r1"}) != "r1" {
+			if ok {
+				t.Errorf("cluster %s stayed with r0, and r1 was told of a handover %+v", c, h)
+			}
+			continue
+		}
+		moved++
+		if want := (Handover{Cluster: c, From: "r0", Address: "https://r0.peers:8443"}); h != want {
+			t.Errorf("cluster %s moved to r1: handover %+v, want %+v", c, h, want)
+		}
+		l, err := client.CoordinationV1().Leases("fleetwatch").Get(t.Context(), ClusterLeaseName(c), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a, ok := l.Annotations[HandoverAnnotation]; ok {
+			t.Errorf("cluster %s taken by r1 still has %s=%q", c, HandoverAnnotation, a)
+		}
+	}
+	if moved == 0 {
+		t.Fatal("no cluster moved to r1; pick other names")
+	}
+
+	// r1 stops: its clusters go back to r0, handed over by r1.
+	r1.stop()
+	waitAssigned(t, w, clusters, []string{"r0"}, settle)
+	for _, c := range clusters {
+		if Owner(c, []string{"r0", "r1"}) != "r1" {
+			continue
+		}
+		if h, want := rcv0.got()[c], (Handover{Cluster: c, From: "r1", Address: "https://r1.peers:8443"}); h != want {
+			t.Errorf("cluster %s back to r0 as r1 stopped: handover %+v, want %+v", c, h, want)
+		}
+	}
+}

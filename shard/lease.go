@@ -32,6 +32,11 @@ const (
 	// InstanceAnnotation, on a replica Lease, tells the process that holds it from
 	// another started with the same identity, which must wait for the Lease to expire.
 	InstanceAnnotation = "fleetwatch.io/instance"
+	// HandoverAnnotation, on a cluster Lease released on a planned move (ErrMoved), names
+	// the replica that released it: it keeps the cluster's state for a while, for the
+	// next holder to fetch (see Receiver). The next holder removes it as it takes the
+	// Lease. A Lease given up because its holder lost its own has none.
+	HandoverAnnotation = "fleetwatch.io/handover-from"
 
 	replicaLeasePrefix = "fleetwatch-replica-"
 	clusterLeasePrefix = "fleetwatch-cluster-"

@@ -106,11 +106,14 @@ func serve(ctx context.Context, loadOpts config.LoadOptions, cfg *config.Config)
 
 	opts := managerOptions(cfg)
 	opts.GracefulShutdownTimeout = shutdownTimeout
-	shardOpts, err := shardOptions(cfg)
+	shardOpts, home, err := shardOptions(cfg)
 	if err != nil {
 		return err
 	}
 	opts.Shard = shardOpts
+	if opts.Handover, err = handoverOptions(ctx, cfg, home); err != nil {
+		return err
+	}
 	if cfg.Snapshot.Path != "" {
 		store, err := persist.Open(cfg.Snapshot.Path, persist.Options{KeepCorrupt: keepCorrupt(cfg.Snapshot.KeepCorrupt)})
 		if err != nil {
@@ -187,6 +190,10 @@ func runDaemon(ctx context.Context, cfg *config.Config, mgr *fleetwatch.Manager,
 	delegated, err := delegatedAuth(cfg.Server.Auth.Delegated)
 	if err != nil {
 		return err
+	}
+	if delegated != nil && cfg.Shard.Enabled {
+		// The replicas' Role, next to their Leases, lets them read handed-over states.
+		delegated.StateNamespace = cfg.Shard.Namespace
 	}
 	srv, err := server.New(mgr, server.Options{
 		Address:     cfg.Server.Address,

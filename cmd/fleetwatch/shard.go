@@ -54,28 +54,29 @@ const (
 // shardOptions returns the Manager's shard options for a configuration that
 // resolveShard went through, or nil when sharding is off. The home cluster is reached
 // through shard.homeKubeconfig, else server.auth.delegated.kubeconfig, else the pod's
-// in-cluster config.
-func shardOptions(cfg *config.Config) (*shard.Options, error) {
+// in-cluster config, which it returns too: its token is the replica's credential with
+// the other replicas (see handoverOptions).
+func shardOptions(cfg *config.Config) (*shard.Options, *rest.Config, error) {
 	if !cfg.Shard.Enabled {
-		return nil, nil
+		return nil, nil, nil
 	}
 	var rc *rest.Config
 	var err error
 	switch kc := cmp.Or(cfg.Shard.HomeKubeconfig, cfg.Server.Auth.Delegated.Kubeconfig); {
 	case kc != "":
 		if rc, err = clientcmd.BuildConfigFromFlags("", kc); err != nil {
-			return nil, fmt.Errorf("shard.homeKubeconfig: %w", err)
+			return nil, nil, fmt.Errorf("shard.homeKubeconfig: %w", err)
 		}
 	default:
 		if rc, err = rest.InClusterConfig(); err != nil {
-			return nil, fmt.Errorf("shard.homeKubeconfig: empty, no server.auth.delegated.kubeconfig, and not in a cluster: %w", err)
+			return nil, nil, fmt.Errorf("shard.homeKubeconfig: empty, no server.auth.delegated.kubeconfig, and not in a cluster: %w", err)
 		}
 	}
 	rc.UserAgent = userAgent(cfg) + " (shard)"
 	rc.QPS, rc.Burst = homeQPS, homeBurst
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
-		return nil, fmt.Errorf("shard.homeKubeconfig: %w", err)
+		return nil, nil, fmt.Errorf("shard.homeKubeconfig: %w", err)
 	}
 	return &shard.Options{
 		Identity:      cfg.Shard.Identity,
@@ -85,7 +86,7 @@ func shardOptions(cfg *config.Config) (*shard.Options, error) {
 		LeaseDuration: cfg.Shard.LeaseDuration,
 		RenewDeadline: cfg.Shard.RenewDeadline,
 		RetryPeriod:   cfg.Shard.RetryPeriod,
-	}, nil
+	}, rc, nil
 }
 
 // userAgent is the User-Agent of the daemon's requests to the clusters. A replica of a

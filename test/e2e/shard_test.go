@@ -61,6 +61,17 @@ type shardedFleet struct {
 	replicas map[string]*fleetReplica
 	// others checks the replicas that are not processes of the binary, if set.
 	others func(assigned map[string]string) string
+	// secure, if set, has the replicas serve HTTPS with delegated authentication, and
+	// hand their clusters over warm (see newSecureShardedFleet).
+	secure *secureFleet
+}
+
+// get reads url from a replica, as a reader of every cluster when the fleet is secure.
+func (f *shardedFleet) get(ctx context.Context, url string) (int, []byte) {
+	if f.secure == nil {
+		return fetch(ctx, url)
+	}
+	return f.secure.get(ctx, url, f.secure.readerToken)
 }
 
 // address is where the replica id publishes its API; "" for one without.
@@ -105,11 +116,22 @@ func (f *shardedFleet) start(id string) *fleetReplica {
 	}
 	port := freePort(t)
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	home := filepath.Join(f.dir, "home.kubeconfig")
+	secure := ""
+	if s := f.secure; s != nil {
+		base = fmt.Sprintf("https://127.0.0.1:%d", port)
+		home = s.replicaKubeconfig
+		secure = fmt.Sprintf(`  tls: {certFile: %q, keyFile: %q}
+  auth:
+    delegated: {enabled: true, kubeconfig: %q}
+`, s.certFile, s.keyFile, filepath.Join(f.dir, "home.kubeconfig"))
+	}
 	cfg := fmt.Sprintf(`kubeconfig: [%s]
 resources: [{name: configmaps}]
 snapshot: {path: %s, interval: 200ms}
-server: {address: "127.0.0.1:%d"}
-shard:
+server:
+  address: "127.0.0.1:%d"
+%sshard:
   enabled: true
   identity: %s
   namespace: fleetwatch
@@ -118,8 +140,8 @@ shard:
   leaseDuration: %s
   renewDeadline: %s
   retryPeriod: %s
-`, filepath.Join(f.dir, "members.kubeconfig"), filepath.Join(f.dir, id+".db"), port, id,
-		filepath.Join(f.dir, "home.kubeconfig"), base, shardLease, shardRenew, shardRetry)
+`, filepath.Join(f.dir, "members.kubeconfig"), filepath.Join(f.dir, id+".db"), port, secure, id,
+		home, base, shardLease, shardRenew, shardRetry)
 	path := filepath.Join(f.dir, id+".yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -188,11 +210,11 @@ func (f *shardedFleet) settled(live []string) string {
 		if r == nil {
 			continue
 		}
-		if code, body := fetch(ctx, r.base+"/readyz"); code != http.StatusOK {
+		if code, body := f.get(ctx, r.base+"/readyz"); code != http.StatusOK {
 			return fmt.Sprintf("%s /readyz: %d %s", id, code, body)
 		}
 		var clusters server.ClusterList
-		if code, body := fetch(ctx, r.base+"/apis/fleetwatch.io/v1alpha1/clusters"); code != http.StatusOK || json.Unmarshal(body, &clusters) != nil {
+		if code, body := f.get(ctx, r.base+"/apis/fleetwatch.io/v1alpha1/clusters"); code != http.StatusOK || json.Unmarshal(body, &clusters) != nil {
 			return fmt.Sprintf("%s clusters: %d %s", id, code, body)
 		}
 		if len(clusters.Items) != len(f.members) {
@@ -210,12 +232,12 @@ func (f *shardedFleet) settled(live []string) string {
 		}
 		for _, m := range f.members {
 			if assigned[m.Name] != id {
-				if code, _ := fetch(ctx, r.base+"/clusters/"+m.Name+"/api/v1/configmaps"); code != http.StatusServiceUnavailable {
+				if code, _ := f.get(ctx, r.base+"/clusters/"+m.Name+"/api/v1/configmaps"); code != http.StatusServiceUnavailable {
 					return fmt.Sprintf("%s answers %d for the objects of %s, which %s watches", id, code, m.Name, assigned[m.Name])
 				}
 				continue
 			}
-			if diff := sameConfigMaps(ctx, r.base, m); diff != "" {
+			if diff := sameConfigMaps(ctx, f.get, r.base, m); diff != "" {
 				return fmt.Sprintf("%s serves %s: %s", id, m.Name, diff)
 			}
 		}
@@ -228,8 +250,8 @@ func (f *shardedFleet) settled(live []string) string {
 
 // sameConfigMaps compares the configmaps that the replica at base serves for m with
 // those of m's apiserver, resourceVersions included.
-func sameConfigMaps(ctx context.Context, base string, m *testenv.Cluster) string {
-	code, body := fetch(ctx, base+"/clusters/"+m.Name+"/api/v1/configmaps")
+func sameConfigMaps(ctx context.Context, get func(context.Context, string) (int, []byte), base string, m *testenv.Cluster) string {
+	code, body := get(ctx, base+"/clusters/"+m.Name+"/api/v1/configmaps")
 	var list unstructured.UnstructuredList
 	if code != http.StatusOK || json.Unmarshal(body, &list) != nil {
 		return fmt.Sprintf("%d %s", code, body)

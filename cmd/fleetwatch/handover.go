@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+
+	"github.com/fleetwatch/fleetwatch"
+	"github.com/fleetwatch/fleetwatch/config"
+	"github.com/fleetwatch/fleetwatch/server"
+	"github.com/fleetwatch/fleetwatch/shard"
+)
+
+// stateFetcher fetches a moved cluster's state from its old owner, at its published
+// address, with this replica's credential of the home cluster: its bearer token, which
+// the old owner's delegated authentication reviews with the home cluster (a
+// ServiceAccount token, read again at each fetch, since the kubelet rotates it).
+type stateFetcher struct {
+	client    *http.Client
+	home      *rest.Config
+	userAgent string
+}
+
+var _ fleetwatch.StateFetcher = (*stateFetcher)(nil)
+
+// handoverOptions returns the Manager's handover options: none unless sharding is on
+// with a snapshot, shard.handoverTimeout is not 0, and the other replicas can fetch
+// this one's states: it serves them only through delegated authentication, and they
+// fetch them only over HTTPS. Without, a replica would keep states that no one fetches,
+// and wait for them as it stops.
+func handoverOptions(ctx context.Context, cfg *config.Config, home *rest.Config) (fleetwatch.HandoverOptions, error) {
+	if !cfg.Shard.Enabled || cfg.Snapshot.Path == "" || cfg.Shard.HandoverTimeout == 0 || home == nil {
+		return fleetwatch.HandoverOptions{}, nil
+	}
+	if !cfg.Server.Auth.Delegated.Enabled || !strings.HasPrefix(cfg.Shard.Address, "https://") {
+		klog.FromContext(ctx).Info("Warm handover is off: it needs server.auth.delegated.enabled and an https:// shard.address; a cluster that moves starts cold on its new owner")
+		return fleetwatch.HandoverOptions{}, nil
+	}
+	pool, err := peerRoots(cfg)
+	if err != nil {
+		return fleetwatch.HandoverOptions{}, err
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return fleetwatch.HandoverOptions{
+		Fetcher: &stateFetcher{
+			client:    &http.Client{Transport: transport, Timeout: cfg.Shard.HandoverTimeout},
+			home:      home,
+			userAgent: userAgent(cfg) + " (handover)",
+		},
+		Timeout: cfg.Shard.HandoverTimeout,
+	}, nil
+}
+
+// peerRoots returns the CAs trusted for the peers' certificates: shard.peerCaFile, else
+// the system's roots and the certificates of server.tls.certFile.
+func peerRoots(cfg *config.Config) (*x509.CertPool, error) {
+	if cfg.Shard.PeerCAFile != "" {
+		pem, err := os.ReadFile(cfg.Shard.PeerCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("shard.peerCaFile: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("shard.peerCaFile: no PEM certificate in %s", cfg.Shard.PeerCAFile)
+		}
+		return pool, nil
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool()
+	}
+	if cfg.Server.TLS.CertFile != "" {
+		pem, err := os.ReadFile(cfg.Server.TLS.CertFile)
+		if err != nil {
+			return nil, fmt.Errorf("server.tls.certFile: %w", err)
+		}
+		pool.AppendCertsFromPEM(pem)
+	}
+	return pool, nil
+}
+
+// token returns the bearer token of the home credential.
+func (f *stateFetcher) token() (string, error) {
+	if f.home.BearerTokenFile != "" {
+		b, err := os.ReadFile(f.home.BearerTokenFile)
+		if err != nil {
+			return "", fmt.Errorf("reading the home cluster's token: %w", err)
+		}
+		return strings.TrimSpace(string(b)), nil
+	}
+	if f.home.BearerToken == "" {
+		return "", errors.New("the home cluster's credential has no bearer token to present to the old owner")
+	}
+	return f.home.BearerToken, nil
+}
+
+// FetchState implements fleetwatch.StateFetcher.
+func (f *stateFetcher) FetchState(ctx context.Context, h shard.Handover) (io.ReadCloser, error) {
+	if h.Address == "" {
+		return nil, fmt.Errorf("replica %q publishes no address", h.From)
+	}
+	if !strings.HasPrefix(h.Address, "https://") {
+		// The state holds whole objects, and the request a token: never in clear.
+		return nil, fmt.Errorf("replica %q's address %q is not https", h.From, h.Address)
+	}
+	tok, err := f.token()
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(h.Address, "/")+server.StatePath(h.Cluster), nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("User-Agent", f.userAgent)
+	resp, err := f.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		resp.Body.Close()
+		return nil, fmt.Errorf("replica %q answered %s: %s", h.From, resp.Status, strings.TrimSpace(string(b)))
+	}
+	return resp.Body, nil
+}

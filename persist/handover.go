@@ -1,0 +1,382 @@
+package persist
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash"
+	"hash/crc32"
+	"io"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// A cluster's state, as ExportCluster writes it and ImportCluster reads it, is what the
+// snapshot stores of the cluster, value by value, in the stored (sealed) form:
+//
+//	"FWCS" 1                          magic and format version
+//	'i' <identity>                    the sealed identity, if one is stored
+//	'r' <resource key> <rv>           per resource: its key and sealed resourceVersion,
+//	'o' <object key> <object>         then its objects, each sealed
+//	'e' <frames> <crc>                the end: the number of frames before it (uvarint),
+//	                                  and the CRC-32C of every byte before its 'e'
+//
+// A field is its length (uvarint) then its bytes. The seals cover the cluster's name and
+// where each value is stored, so a state is only good for the cluster it was exported
+// from, and a value that changed on the way fails its seal. A stream that ends before
+// its 'e' is truncated, and ImportCluster rejects it as such.
+const (
+	stateMagic   = "FWCS"
+	stateVersion = 1
+
+	frameIdentity byte = 'i'
+	frameResource byte = 'r'
+	frameObject   byte = 'o'
+	frameEnd      byte = 'e'
+
+	// maxStateField bounds a field's length, so that a garbled length cannot make
+	// ImportCluster allocate without bound: a bbolt value is at most 2 GiB, an object
+	// at most the apiserver's request limit of 3 MiB and then some.
+	maxStateField = 64 << 20
+)
+
+// ErrNoState is returned by ExportCluster for a cluster that the Store holds nothing of.
+var ErrNoState = errors.New("persist: no stored state of the cluster")
+
+// ExportCluster writes what the Store holds of cluster to w, in one read transaction:
+// its identity and, per resource, its resourceVersion and its objects, each as
+// stored (see the state format above). The export is one consistent point of the
+// snapshot; what a Writer has not committed yet is not in it, so call Writer.Flush
+// first. A read transaction lasts as long as the writes to w: give it a writer that does
+// not block (a bytes.Buffer), not a network connection. It returns ErrNoState if the
+// Store has nothing of cluster.
+func (s *Store) ExportCluster(cluster string, w io.Writer) error {
+	if err := validateCluster(cluster); err != nil {
+		return err
+	}
+	return s.view(func(tx *bolt.Tx) error {
+		if !isSealed(tx) {
+			return fmt.Errorf("%w: the snapshot's values are not sealed", ErrInvalid)
+		}
+		cb := getBucket(tx, bucketClusters, []byte(cluster))
+		if cb == nil {
+			return fmt.Errorf("%w: cluster %q", ErrNoState, cluster)
+		}
+		sw := newStateWriter(w)
+		if id := cb.Get(keyIdentity); id != nil {
+			sw.frame(frameIdentity, id)
+		}
+		err := forEachResource(cluster, cb, func(resource string, rb *bolt.Bucket) error {
+			rv := rb.Get(keyRV)
+			objects := rb.Bucket(bucketObjects)
+			if rv == nil || objects == nil {
+				return fmt.Errorf("%w: cluster %q, resource %q: no resourceVersion or objects", ErrCorrupt, cluster, resource)
+			}
+			sw.frame(frameResource, []byte(resource), rv)
+			return objects.ForEach(func(k, v []byte) error {
+				if v == nil {
+					return fmt.Errorf("%w: cluster %q, resource %q: %q is a bucket, not an object", ErrCorrupt, cluster, resource, k)
+				}
+				sw.frame(frameObject, k, v)
+				return sw.err
+			})
+		})
+		if err != nil {
+			return err
+		}
+		return sw.end()
+	})
+}
+
+// ImportCluster reads a state that ExportCluster wrote of cluster from r, checks it
+// whole (its end, its checksum, every seal, and that every object decodes and is stored
+// under its own key), and only then replaces what the Store holds of cluster with it,
+// in one transaction: its identity, and per resource its objects with the
+// resourceVersion they are current at, as a Writer stores them. It returns the state as
+// Load returns a cluster. A state that is truncated, corrupt or of another cluster is
+// an error wrapping ErrCorrupt, and leaves the Store as it was. No Writer of the Store
+// may have changes of cluster pending (Writer.Flush first): they would be committed
+// over the import.
+func (s *Store) ImportCluster(cluster string, r io.Reader) (*ClusterSnapshot, error) {
+	if err := validateCluster(cluster); err != nil {
+		return nil, err
+	}
+	st, err := readState(cluster, r)
+	if err != nil {
+		return nil, err
+	}
+	cs := &ClusterSnapshot{Resources: make(map[ResourceKey]*ResourceSnapshot, len(st.resources))}
+	if st.identity != nil {
+		data, err := unsealBytes(identitySum(cluster), string(keyIdentity), st.identity)
+		if err != nil {
+			return nil, fmt.Errorf("cluster %q: %w", cluster, err)
+		}
+		if cs.Identity, err = decodeIdentity(data); err != nil {
+			return nil, fmt.Errorf("cluster %q: %w", cluster, err)
+		}
+	}
+	var d fastDecoder
+	for _, res := range st.resources {
+		key, err := ParseResourceKey(res.key)
+		if err != nil {
+			return nil, fmt.Errorf("%w: cluster %q: %v", ErrCorrupt, cluster, err)
+		}
+		rv, err := unsealBytes(rvSum(cluster, res.key), string(keyRV), res.rv)
+		if err != nil {
+			return nil, fmt.Errorf("cluster %q, resource %q: %w", cluster, res.key, err)
+		}
+		if len(rv) == 0 {
+			return nil, fmt.Errorf("%w: cluster %q, resource %q: no resourceVersion", ErrCorrupt, cluster, res.key)
+		}
+		c := &chunk{cluster: cluster, resource: res.key, sealed: true, sum: objectsSum(cluster, res.key), keys: res.keys}
+		c.values = make([]string, len(res.values))
+		for i, v := range res.values {
+			c.values[i] = string(v)
+		}
+		if err := c.decode(&d); err != nil {
+			return nil, err
+		}
+		if _, dup := cs.Resources[key]; dup {
+			return nil, fmt.Errorf("%w: cluster %q: resource %q twice", ErrCorrupt, cluster, res.key)
+		}
+		cs.Resources[key] = &ResourceSnapshot{ResourceVersion: string(rv), Objects: c.objects}
+	}
+	err = s.update(func(tx *bolt.Tx) error {
+		if !isSealed(tx) {
+			return fmt.Errorf("%w: the snapshot's values are not sealed", ErrInvalid)
+		}
+		clusters := getClustersBucket(tx)
+		if clusters == nil {
+			return fmt.Errorf("%w: no %q bucket", ErrCorrupt, bucketClusters)
+		}
+		if err := deleteBucket(clusters, []byte(cluster)); err != nil {
+			return err
+		}
+		cb, err := createClusterBucket(tx, cluster)
+		if err != nil {
+			return err
+		}
+		if st.identity != nil {
+			if err := cb.Put(keyIdentity, st.identity); err != nil {
+				return err
+			}
+		}
+		for _, res := range st.resources {
+			rb, err := createResourceBucket(tx, cluster, res.key)
+			if err != nil {
+				return err
+			}
+			objects, err := rb.CreateBucketIfNotExists(bucketObjects)
+			if err != nil {
+				return err
+			}
+			for i, k := range res.keys {
+				if err := objects.Put([]byte(k), res.values[i]); err != nil {
+					return err
+				}
+			}
+			if err := rb.Put(keyRV, res.rv); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("persist: importing cluster %q: %w", cluster, err)
+	}
+	return cs, nil
+}
+
+// stateWriter writes the frames of a state, and keeps the first error.
+type stateWriter struct {
+	w      *bufio.Writer
+	crc    hash.Hash32
+	frames uint64
+	err    error
+	buf    [binary.MaxVarintLen64]byte
+}
+
+func newStateWriter(w io.Writer) *stateWriter {
+	sw := &stateWriter{crc: crc32.New(castagnoli)}
+	sw.w = bufio.NewWriter(io.MultiWriter(w, sw.crc))
+	sw.write([]byte(stateMagic))
+	sw.write([]byte{stateVersion})
+	return sw
+}
+
+func (sw *stateWriter) write(p []byte) {
+	if sw.err == nil {
+		_, sw.err = sw.w.Write(p)
+	}
+}
+
+func (sw *stateWriter) frame(kind byte, fields ...[]byte) {
+	sw.write([]byte{kind})
+	for _, f := range fields {
+		sw.write(sw.buf[:binary.PutUvarint(sw.buf[:], uint64(len(f)))])
+		sw.write(f)
+	}
+	sw.frames++
+}
+
+// end writes the end frame and flushes.
+func (sw *stateWriter) end() error {
+	if sw.err == nil {
+		sw.err = sw.w.Flush()
+	}
+	sum := sw.crc.Sum32()
+	sw.write([]byte{frameEnd})
+	sw.write(sw.buf[:binary.PutUvarint(sw.buf[:], sw.frames)])
+	sw.write(binary.BigEndian.AppendUint32(nil, sum))
+	if sw.err == nil {
+		sw.err = sw.w.Flush()
+	}
+	return sw.err
+}
+
+// state is a cluster's state as read, its values still sealed.
+type state struct {
+	identity  []byte
+	resources []*stateResource
+}
+
+type stateResource struct {
+	key    string
+	rv     []byte
+	keys   []string
+	values [][]byte
+}
+
+// stateReader reads the frames of a state, summing what it reads.
+type stateReader struct {
+	r   *bufio.Reader
+	crc hash.Hash32
+}
+
+func (sr *stateReader) ReadByte() (byte, error) {
+	b, err := sr.r.ReadByte()
+	if err == nil {
+		sr.crc.Write([]byte{b})
+	}
+	return b, err
+}
+
+func (sr *stateReader) field() ([]byte, error) {
+	n, err := binary.ReadUvarint(sr)
+	if err != nil {
+		return nil, err
+	}
+	if n > maxStateField {
+		return nil, fmt.Errorf("a field of %d bytes, more than %d", n, maxStateField)
+	}
+	// Grow as the bytes arrive, so that a garbled length costs what the stream holds.
+	var out []byte
+	for uint64(len(out)) < n {
+		chunk := min(n-uint64(len(out)), 1<<20)
+		start := len(out)
+		out = append(out, make([]byte, chunk)...)
+		if _, err := io.ReadFull(sr.r, out[start:]); err != nil {
+			return nil, err
+		}
+		sr.crc.Write(out[start:])
+	}
+	if out == nil {
+		out = []byte{}
+	}
+	return out, nil
+}
+
+// readState reads a whole state of cluster from r and checks its framing and checksum;
+// the seals are checked by the caller.
+func readState(cluster string, r io.Reader) (*state, error) {
+	st, err := readFrames(r)
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, fmt.Errorf("%w: the state of cluster %q: %v", ErrCorrupt, cluster, err)
+	}
+	return st, nil
+}
+
+func readFrames(r io.Reader) (*state, error) {
+	sr := &stateReader{r: bufio.NewReader(r), crc: crc32.New(castagnoli)}
+	head := make([]byte, len(stateMagic)+1)
+	if _, err := io.ReadFull(sr.r, head); err != nil {
+		return nil, err
+	}
+	sr.crc.Write(head)
+	if string(head[:len(stateMagic)]) != stateMagic {
+		return nil, errors.New("not a cluster state")
+	}
+	if head[len(stateMagic)] != stateVersion {
+		return nil, fmt.Errorf("format version %d, not %d", head[len(stateMagic)], stateVersion)
+	}
+	st := &state{}
+	var frames uint64
+	var cur *stateResource
+	for {
+		sum := sr.crc.Sum32()
+		kind, err := sr.ReadByte()
+		if err != nil {
+			return nil, err
+		}
+		switch kind {
+		case frameIdentity:
+			if st.identity != nil || len(st.resources) > 0 {
+				return nil, errors.New("an identity out of place")
+			}
+			if st.identity, err = sr.field(); err != nil {
+				return nil, err
+			}
+		case frameResource:
+			key, err := sr.field()
+			if err != nil {
+				return nil, err
+			}
+			rv, err := sr.field()
+			if err != nil {
+				return nil, err
+			}
+			cur = &stateResource{key: string(key), rv: rv}
+			st.resources = append(st.resources, cur)
+		case frameObject:
+			if cur == nil {
+				return nil, errors.New("an object before any resource")
+			}
+			key, err := sr.field()
+			if err != nil {
+				return nil, err
+			}
+			value, err := sr.field()
+			if err != nil {
+				return nil, err
+			}
+			cur.keys = append(cur.keys, string(key))
+			cur.values = append(cur.values, value)
+		case frameEnd:
+			n, err := binary.ReadUvarint(sr.r)
+			if err != nil {
+				return nil, err
+			}
+			var want [4]byte
+			if _, err := io.ReadFull(sr.r, want[:]); err != nil {
+				return nil, err
+			}
+			if n != frames {
+				return nil, fmt.Errorf("%d frames, the end says %d", frames, n)
+			}
+			if binary.BigEndian.Uint32(want[:]) != sum {
+				return nil, errors.New("the checksum does not match")
+			}
+			if _, err := sr.r.ReadByte(); err != io.EOF {
+				return nil, errors.New("bytes after the end")
+			}
+			return st, nil
+		default:
+			return nil, fmt.Errorf("an unknown frame %q", kind)
+		}
+		frames++
+	}
+}
