@@ -1,0 +1,412 @@
+package server
+
+import (
+	"cmp"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/klog/v2"
+
+	"github.com/fleetwatch/fleetwatch/aggregate"
+)
+
+// One API from any replica of a sharded fleet. A replica holds the objects of the
+// clusters it owns only; the statuses of the others (aggregate.PhaseRemote) name their
+// owner and its address, as the Leases of the home cluster publish them (see package
+// shard). A request is answered for the whole fleet by asking the owners:
+//
+//   - /clusters/{name}/... of a cluster another replica owns is proxied to that replica,
+//     as it is: lists, gets, watches, Tables and discovery keep their semantics.
+//   - A list under /clusters/*/ is the replica's own part merged with one list of every
+//     other replica that owns clusters in the request's scope, in (cluster, namespace,
+//     name) order, as a local list is. Paging works across them: every part is asked
+//     for the page that starts after the last key returned, and the continue token
+//     carries, besides that key, the resourceVersion of each replica (cursor.peers).
+//
+// A request that a replica sends to another carries forwardedHeader, and is answered
+// with that replica's own clusters only: it is never sent on again, so requests cannot
+// loop between replicas whose views of the owners differ for a moment.
+//
+// Security: the peers' addresses come from the Leases only, never from a request; the
+// caller's bearer token is forwarded, so that the peer authenticates and authorizes the
+// caller as this replica did (the replicas share the token file or the delegated
+// authentication); a token is never sent over plain HTTP by a replica that serves
+// HTTPS, and redirects are not followed.
+
+// forwardedHeader marks a request that a replica sent to another.
+const forwardedHeader = "X-Fleetwatch-Forwarded"
+
+// peerTimeout bounds a list asked of another replica.
+const peerTimeout = 30 * time.Second
+
+// peerClient sends requests to the other replicas of a sharded fleet.
+type peerClient struct {
+	client *http.Client
+	// tlsOnly is set when this replica serves HTTPS: its peers must too.
+	tlsOnly bool
+}
+
+func newPeerClient(opts Options) (*peerClient, error) {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	if opts.PeerCAFile != "" {
+		b, err := os.ReadFile(opts.PeerCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("Options.PeerCAFile: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(b) {
+			return nil, fmt.Errorf("Options.PeerCAFile %s: no PEM certificate: %w", opts.PeerCAFile, ErrInvalidOptions)
+		}
+		tr.TLSClientConfig.RootCAs = pool
+	}
+	return &peerClient{
+		client: &http.Client{
+			Transport: tr,
+			// A peer's redirect would send the caller's token where the peer says.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+		tlsOnly: opts.TLSCertFile != "",
+	}, nil
+}
+
+// peer is another replica, as the Leases publish it.
+type peer struct {
+	id   string
+	base *url.URL
+}
+
+// peerOf returns the replica that owns the cluster st, if another live replica does and
+// publishes an address this replica may send a token to.
+func (s *Server) peerOf(st aggregate.ClusterStatus) (peer, error) {
+	if st.Phase != aggregate.PhaseRemote || st.Replica == "" {
+		return peer{}, errors.New("no live replica watches it now; it is moving")
+	}
+	u, err := url.Parse(st.ReplicaAddress)
+	switch {
+	case st.ReplicaAddress == "":
+		return peer{}, fmt.Errorf("replica %q watches it, and publishes no address", st.Replica)
+	case err != nil || u.Host == "" || u.User != nil || (u.Scheme != "https" && u.Scheme != "http"):
+		return peer{}, fmt.Errorf("replica %q watches it, at %q, which is not an http(s) URL", st.Replica, st.ReplicaAddress)
+	case u.Scheme == "http" && s.peers.tlsOnly:
+		return peer{}, fmt.Errorf("replica %q watches it, at %s, which is not HTTPS: this replica sends no token there", st.Replica, st.ReplicaAddress)
+	}
+	u.Path, u.RawPath, u.RawQuery, u.Fragment = strings.TrimSuffix(u.Path, "/"), "", "", ""
+	return peer{id: st.Replica, base: u}, nil
+}
+
+// forwarded reports whether r was sent by another replica: it is answered from this
+// replica's own clusters only.
+func forwarded(r *http.Request) bool { return r.Header.Get(forwardedHeader) != "" }
+
+// proxyRemote serves a request under /clusters/{name}/ for a cluster that another
+// replica owns, by proxying it to that replica. It reports false, having written
+// nothing, if the request is to be served here: the cluster is watched here, the
+// request came from a replica, or no replica can be asked (then watchedElsewhere says
+// why).
+func (s *Server) proxyRemote(w http.ResponseWriter, r *http.Request, name string) bool {
+	if forwarded(r) {
+		return false
+	}
+	st, ok := s.src.ClusterStatus(name)
+	if !ok || st.Phase != aggregate.PhaseRemote {
+		return false
+	}
+	p, err := s.peerOf(st)
+	if err != nil {
+		return false
+	}
+	info := infoFrom(r.Context())
+	info.verb = "proxy"
+	if isWatch(r) {
+		// The peer bounds the watch (its WatchTimeout); the client's going away ends it.
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+	}
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			out := pr.Out
+			out.URL.Scheme, out.URL.Host = p.base.Scheme, p.base.Host
+			out.URL.Path = p.base.Path + r.URL.Path
+			out.URL.RawPath = p.base.EscapedPath() + r.URL.EscapedPath()
+			out.Host = p.base.Host
+			// Only what the API reads: the credentials, the format, the agent.
+			out.Header = http.Header{}
+			for _, h := range []string{"Authorization", "Accept", "Accept-Encoding", "User-Agent"} {
+				if v := r.Header.Values(h); len(v) > 0 {
+					out.Header[h] = slices.Clone(v)
+				}
+			}
+			out.Header.Set(forwardedHeader, "1")
+		},
+		Transport:     s.peers.client.Transport,
+		FlushInterval: -1, // watches stream
+		ErrorHandler: func(w http.ResponseWriter, req *http.Request, err error) {
+			if errors.Is(err, context.Canceled) {
+				return
+			}
+			klog.FromContext(r.Context()).V(2).Info("Cannot reach the replica that watches a cluster", "cluster", name, "replica", p.id, "err", err)
+			se := apierrors.NewServiceUnavailable(fmt.Sprintf("cluster %q is watched by replica %q, at %s, which cannot be reached: %v", name, p.id, p.base, err))
+			se.ErrStatus.Details = &metav1.StatusDetails{RetryAfterSeconds: 1}
+			writeStatus(w, req, se)
+		},
+	}
+	rp.ServeHTTP(w, r)
+	return true
+}
+
+// fanOut returns the other replicas that own clusters of sc, each with the clusters it
+// owns, and the clusters of sc that no replica can be asked for (moving, or owned by a
+// replica without a usable address), with the reason. It returns nothing for a request
+// that another replica forwarded, or for a fleet that is not sharded.
+func (s *Server) fanOut(r *http.Request, sc scope) (peers map[string]*peerPart, missing []string) {
+	if forwarded(r) || !sc.all() {
+		return nil, nil
+	}
+	for _, st := range s.src.Status() {
+		if !sc.includes(st.Name) || (st.Phase != aggregate.PhaseRemote && st.Phase != aggregate.PhaseMoving) {
+			continue
+		}
+		p, err := s.peerOf(st)
+		if err != nil {
+			missing = append(missing, fmt.Sprintf("%s (%v)", st.Name, err))
+			continue
+		}
+		if peers == nil {
+			peers = map[string]*peerPart{}
+		}
+		part := peers[p.id]
+		if part == nil {
+			part = &peerPart{peer: p, clusters: map[string]bool{}}
+			peers[p.id] = part
+		}
+		part.clusters[st.Name] = true
+	}
+	return peers, missing
+}
+
+// peerPart is what one other replica returns of a list.
+type peerPart struct {
+	peer
+	// clusters are those this replica sees the peer own: objects of others (the peer
+	// still has a cluster that moved) are dropped.
+	clusters map[string]bool
+	items    []object
+	rv       string
+	more     bool
+	err      error
+}
+
+// peerList is the JSON of a list as a replica serves it.
+type peerList struct {
+	Metadata metav1.ListMeta             `json:"metadata"`
+	Items    []unstructured.Unstructured `json:"items"`
+}
+
+// list asks the peer for one page of the list that r asks for, after the key after
+// (if not nil), at most limit objects (0: all), at its resourceVersion rv (if not
+// empty, from the continue token).
+func (pp *peerPart) list(ctx context.Context, client *http.Client, r *http.Request, after *aggregate.Key, limit int64, rv string) {
+	q := r.URL.Query()
+	q.Del("continue")
+	q.Del("limit")
+	if limit > 0 {
+		q.Set("limit", strconv.FormatInt(limit, 10))
+	}
+	if after != nil {
+		// The peer checks the token; its resourceVersion only needs to be one of its
+		// own, which a first page returned, or any well-formed cursor.
+		tokenRV := cmp.Or(rv, cursor{epoch: "peer"}.String())
+		q.Set("continue", continueToken{resourceVersion: tokenRV, after: *after}.String())
+	}
+	// The resourceVersion of a fleet list is this replica's: the peer lists its current state.
+	q.Del("resourceVersion")
+	q.Del("resourceVersionMatch")
+	u := *pp.base
+	u.Path = pp.base.Path + r.URL.Path
+	u.RawPath = pp.base.EscapedPath() + r.URL.EscapedPath()
+	u.RawQuery = q.Encode()
+	ctx, cancel := context.WithTimeout(ctx, peerTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		pp.err = err
+		return
+	}
+	if a := r.Header.Get("Authorization"); a != "" {
+		req.Header.Set("Authorization", a)
+	}
+	req.Header.Set("Accept", contentTypeJSON)
+	req.Header.Set("User-Agent", cmp.Or(r.Header.Get("User-Agent"), "fleetwatch"))
+	req.Header.Set(forwardedHeader, "1")
+	resp, err := client.Do(req)
+	if err != nil {
+		pp.err = err
+		return
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		pp.err = err
+		return
+	}
+	if resp.StatusCode != http.StatusOK {
+		var st metav1.Status
+		if json.Unmarshal(body, &st) == nil && st.Kind == "Status" && st.Code != 0 && st.Code < 500 {
+			// The peer refused the request as this replica would have: say so.
+			pp.err = &apierrors.StatusError{ErrStatus: st}
+			return
+		}
+		pp.err = fmt.Errorf("%s: %.200s", resp.Status, body)
+		return
+	}
+	var l peerList
+	if err := json.Unmarshal(body, &l); err != nil {
+		pp.err = fmt.Errorf("decode the list: %w", err)
+		return
+	}
+	pp.rv, pp.more = l.Metadata.ResourceVersion, l.Metadata.Continue != ""
+	for i := range l.Items {
+		o := &l.Items[i]
+		cl := o.GetAnnotations()[ClusterAnnotation]
+		if !pp.clusters[cl] {
+			continue
+		}
+		pp.items = append(pp.items, object{cluster: cl, obj: o})
+	}
+}
+
+// serveFanOutList serves a list under /clusters/*/ that other replicas have parts of:
+// this replica's part and theirs, merged (see the top of this file). The clusters that
+// no replica could be asked for are named in a Warning header (299, as kube-apiserver
+// sends its warnings, which kubectl prints), and so are those whose replica did not
+// answer (unreachable, or failing): the list is served without them, since a replica
+// that is down must not take the API of the others down with it. A replica that refused
+// the request (4xx: the caller may not read it) fails the list with its Status.
+func (s *Server) serveFanOutList(w http.ResponseWriter, r *http.Request, res *apiResource, qr *query, p *listParams, f format, opts tableOptions,
+	peers map[string]*peerPart, missing []string) error {
+	var after *aggregate.Key
+	var peerRVs map[string]string
+	if p.continueToken != nil {
+		after = &p.continueToken.after
+		if c, err := parseCursor(p.continueToken.resourceVersion); err == nil {
+			peerRVs = c.peers
+		}
+	}
+	limit := int(min(p.limit, math.MaxInt32))
+
+	var wg sync.WaitGroup
+	for _, pp := range peers {
+		wg.Go(func() { pp.list(r.Context(), s.peers.client, r, after, int64(limit), peerRVs[pp.id]) })
+	}
+	rc := s.cache.resource(res.gvr)
+	rc.mu.RLock()
+	current := rc.cursorLocked(s.cache.epoch, qr.scope)
+	items, more := rc.listLocked(qr, after, limit)
+	rc.mu.RUnlock()
+	wg.Wait()
+
+	current.peers = map[string]string{}
+	for _, id := range slices.Sorted(maps.Keys(peers)) {
+		pp := peers[id]
+		var se *apierrors.StatusError
+		switch {
+		case errors.As(pp.err, &se):
+			return se
+		case pp.err != nil:
+			klog.FromContext(r.Context()).V(2).Info("A replica did not answer a fleet list", "replica", id, "err", pp.err)
+			for _, cl := range slices.Sorted(maps.Keys(pp.clusters)) {
+				missing = append(missing, fmt.Sprintf("%s (replica %q did not answer: %v)", cl, id, pp.err))
+			}
+			continue
+		}
+		items = append(items, pp.items...)
+		more = more || pp.more
+		if pp.rv != "" {
+			current.peers[id] = pp.rv
+		}
+	}
+	slices.SortFunc(items, func(a, b object) int { return compareKeys(keyOf(a), keyOf(b)) })
+	if limit > 0 && len(items) > limit {
+		items, more = items[:limit], true
+	}
+	release, err := s.limits.admitList(len(items))
+	if err != nil {
+		return err
+	}
+	defer release()
+	if len(missing) > 0 {
+		w.Header().Add("Warning", warning("clusters not included: "+strings.Join(missing, "; ")))
+	}
+
+	lm := metav1.ListMeta{ResourceVersion: current.String()}
+	if p.continueToken != nil {
+		lm.ResourceVersion = p.continueToken.resourceVersion
+	}
+	if more && len(items) > 0 {
+		lm.Continue = continueToken{resourceVersion: lm.ResourceVersion, after: keyOf(items[len(items)-1])}.String()
+	}
+	return s.writeListAs(w, r, res, f, opts, lm, items)
+}
+
+func keyOf(o object) aggregate.Key {
+	m := mustAccessor(o.obj)
+	return aggregate.Key{Cluster: o.cluster, Namespace: m.GetNamespace(), Name: m.GetName()}
+}
+
+// compareKeys orders keys as lists are: by cluster, namespace and name.
+func compareKeys(a, b aggregate.Key) int {
+	return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+}
+
+// warning is the value of a Warning header, as kube-apiserver writes them (RFC 7234,
+// code 299, agent "-").
+func warning(text string) string {
+	text = strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, text)
+	const maxLen = 4096
+	if len(text) > maxLen {
+		text = text[:maxLen] + "..."
+	}
+	return "299 - " + strconv.Quote(text)
+}
+
+// warnNotWatched adds a Warning to a watch under /clusters/*/ of a sharded fleet: it
+// streams the changes of this replica's own clusters, and names the others.
+func (s *Server) warnNotWatched(w http.ResponseWriter, r *http.Request, sc scope) {
+	if forwarded(r) || !sc.all() {
+		return
+	}
+	var others []string
+	for _, st := range s.src.Status() {
+		if sc.includes(st.Name) && (st.Phase == aggregate.PhaseRemote || st.Phase == aggregate.PhaseMoving) {
+			others = append(others, st.Name)
+		}
+	}
+	if len(others) > 0 {
+		w.Header().Add("Warning", warning("this watch has the changes of the clusters this replica watches only; not those of "+
+			strings.Join(others, ", ")+": watch them under /clusters/{cluster}/"))
+	}
+}
