@@ -261,6 +261,10 @@ type Shard struct {
 	// Address is the URL at which the other replicas reach this one's API, published on
 	// its Lease. Default: none.
 	Address string `yaml:"address" mapstructure:"address"`
+	// PeerCA is a PEM file of the certificate authorities that sign the other
+	// replicas' serving certificates, which this one asks (forwarding the caller's
+	// token) for the clusters they watch. Default: none, the system's roots.
+	PeerCA string `yaml:"peerCA" mapstructure:"peerCA" config:"path"`
 	// LeaseDuration, RenewDeadline and RetryPeriod time the Leases, as client-go's
 	// leaderelection does (see shard.Options). Defaults DefaultShardLeaseDuration,
 	// DefaultShardRenewDeadline and DefaultShardRetryPeriod.

@@ -113,6 +113,7 @@ func ExampleConfig_String() {
 	//   namespace: ""
 	//   homeKubeconfig: ""
 	//   address: ""
+	//   peerCA: ""
 	//   leaseDuration: 15s
 	//   renewDeadline: 10s
 	//   retryPeriod: 2s

@@ -51,6 +51,7 @@ var usages = map[string]string{
 	"shard.namespace":                  "namespace of the Leases in the home cluster; empty means the pod's namespace",
 	"shard.homeKubeconfig":             "kubeconfig of the home cluster that holds the Leases; empty means server.auth.delegated.kubeconfig, else the in-cluster config",
 	"shard.address":                    "URL at which the other replicas reach this one's API, published on its Lease; empty publishes none",
+	"shard.peerCA":                     "PEM file of the CAs of the other replicas' serving certificates, to ask them for their clusters; empty means the system's roots",
 	"shard.leaseDuration":              "time after the last renewal of a replica's Lease that the others see before they take its clusters",
 	"shard.renewDeadline":              "time after its last successful renewal at which a replica stops watching its clusters; shorter than shard.leaseDuration",
 	"shard.retryPeriod":                "interval of a replica's renewals and of its attempts to take clusters",

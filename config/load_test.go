@@ -101,6 +101,7 @@ func full() config.Config {
 		Shard: config.Shard{
 			Enabled: true, Identity: "fleetwatch-0", Namespace: "fleetwatch", HomeKubeconfig: "/etc/fleetwatch/home/kubeconfig",
 			Address:       "https://fleetwatch-0.fleetwatch-peers.fleetwatch.svc:8443",
+			PeerCA:        "/etc/fleetwatch/peers/ca.crt",
 			LeaseDuration: 20 * time.Second, RenewDeadline: 12 * time.Second, RetryPeriod: 3 * time.Second,
 		},
 		Log: config.Log{Verbosity: 2, Format: config.LogFormatJSON},

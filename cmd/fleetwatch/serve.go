@@ -195,6 +195,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, mgr *fleetwatch.Manager,
 		TLSKeyFile:  cfg.Server.TLS.KeyFile,
 		TokenFile:   cfg.Server.Auth.TokenFile,
 		Delegated:   delegated,
+		PeerCAFile:  cfg.Shard.PeerCA,
 		Version:     apiversion.Info{GitVersion: buildVersion(), GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH},
 		Collectors:  []prometheus.Collector{metrics.NewSnapshotCollector(mgr)},
 		// client-go's workqueue, informer and REST client metrics on /metrics.
