@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -27,6 +28,7 @@ import (
 	"github.com/fleetwatch/fleetwatch/aggregate"
 	"github.com/fleetwatch/fleetwatch/cluster"
 	"github.com/fleetwatch/fleetwatch/informer"
+	"github.com/fleetwatch/fleetwatch/internal/testcert"
 	"github.com/fleetwatch/fleetwatch/internal/testenv"
 	"github.com/fleetwatch/fleetwatch/server"
 	"github.com/fleetwatch/fleetwatch/shard"
@@ -61,6 +63,32 @@ type shardedFleet struct {
 	replicas map[string]*fleetReplica
 	// others checks the replicas that are not processes of the binary, if set.
 	others func(assigned map[string]string) string
+	// tokenFile, if set, is the replicas' server.auth.tokenFile, and token the one the
+	// checks send; the replicas then serve HTTPS with certFile, which is also their
+	// shard.peerCA, and client trusts it.
+	tokenFile, token  string
+	certFile, keyFile string
+	client            *http.Client
+}
+
+// secure has the replicas started from now on authenticate with tokens (a file of
+// them, "TOKEN user=NAME [clusters=...]" a line) and serve HTTPS, with token the one
+// the checks send.
+func (f *shardedFleet) secure(tokens, token string) {
+	f.tokenFile, f.token = filepath.Join(f.dir, "tokens"), token
+	if err := os.WriteFile(f.tokenFile, []byte(tokens), 0o600); err != nil {
+		f.t.Fatal(err)
+	}
+	f.certFile, f.keyFile = testcert.Write(f.t, f.dir, "replicas")
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: testcert.Pool(f.t, f.certFile)}
+	f.client = &http.Client{Transport: tr}
+	f.t.Cleanup(tr.CloseIdleConnections)
+}
+
+// fetch is fetchAs with the fleet's client and token.
+func (f *shardedFleet) fetch(ctx context.Context, url string) (int, []byte) {
+	return fetchAs(ctx, f.client, url, f.token)
 }
 
 // address is where the replica id publishes its API; "" for one without.
@@ -77,7 +105,7 @@ func newShardedFleet(t *testing.T, members int) *shardedFleet {
 		names = append(names, fmt.Sprintf("member-%d", i))
 	}
 	env := testenv.New(t, testenv.Options{Names: names, AuditWatches: true})
-	f := &shardedFleet{t: t, env: env, home: env.Clusters[0], members: env.Clusters[1:], dir: t.TempDir(), replicas: map[string]*fleetReplica{}}
+	f := &shardedFleet{t: t, env: env, home: env.Clusters[0], members: env.Clusters[1:], dir: t.TempDir(), replicas: map[string]*fleetReplica{}, client: http.DefaultClient}
 	f.bin = buildBinary(t, "./cmd/fleetwatch")
 	if err := env.WriteKubeconfig(filepath.Join(f.dir, "members.kubeconfig"), f.members...); err != nil {
 		t.Fatal(err)
@@ -105,21 +133,27 @@ func (f *shardedFleet) start(id string) *fleetReplica {
 	}
 	port := freePort(t)
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	tlsCfg := ""
+	if f.certFile != "" {
+		base = fmt.Sprintf("https://127.0.0.1:%d", port)
+		tlsCfg = fmt.Sprintf(", tls: {certFile: %q, keyFile: %q}, auth: {tokenFile: %q}", f.certFile, f.keyFile, f.tokenFile)
+	}
 	cfg := fmt.Sprintf(`kubeconfig: [%s]
 resources: [{name: configmaps}]
 snapshot: {path: %s, interval: 200ms}
-server: {address: "127.0.0.1:%d"}
+server: {address: "127.0.0.1:%d"%s}
 shard:
   enabled: true
   identity: %s
   namespace: fleetwatch
   homeKubeconfig: %s
   address: %s
+  peerCA: "%s"
   leaseDuration: %s
   renewDeadline: %s
   retryPeriod: %s
-`, filepath.Join(f.dir, "members.kubeconfig"), filepath.Join(f.dir, id+".db"), port, id,
-		filepath.Join(f.dir, "home.kubeconfig"), base, shardLease, shardRenew, shardRetry)
+`, filepath.Join(f.dir, "members.kubeconfig"), filepath.Join(f.dir, id+".db"), port, tlsCfg, id,
+		filepath.Join(f.dir, "home.kubeconfig"), base, f.certFile, shardLease, shardRenew, shardRetry)
 	path := filepath.Join(f.dir, id+".yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -188,11 +222,11 @@ func (f *shardedFleet) settled(live []string) string {
 		if r == nil {
 			continue
 		}
-		if code, body := fetch(ctx, r.base+"/readyz"); code != http.StatusOK {
+		if code, body := f.fetch(ctx, r.base+"/readyz"); code != http.StatusOK {
 			return fmt.Sprintf("%s /readyz: %d %s", id, code, body)
 		}
 		var clusters server.ClusterList
-		if code, body := fetch(ctx, r.base+"/apis/fleetwatch.io/v1alpha1/clusters"); code != http.StatusOK || json.Unmarshal(body, &clusters) != nil {
+		if code, body := f.fetch(ctx, r.base+"/apis/fleetwatch.io/v1alpha1/clusters"); code != http.StatusOK || json.Unmarshal(body, &clusters) != nil {
 			return fmt.Sprintf("%s clusters: %d %s", id, code, body)
 		}
 		if len(clusters.Items) != len(f.members) {
@@ -208,14 +242,16 @@ func (f *shardedFleet) settled(live []string) string {
 				return fmt.Sprintf("%s says %s is %s, watched by %q at %q; want %s by %s at %q", id, c.Name, c.Status.Phase, c.Status.Replica, c.Status.ReplicaAddress, wantPhase, owner, f.address(owner))
 			}
 		}
+		// Every replica serves every member: its own, and the others' through their
+		// owner, unless the owner publishes no address to ask it at.
 		for _, m := range f.members {
-			if assigned[m.Name] != id {
-				if code, _ := fetch(ctx, r.base+"/clusters/"+m.Name+"/api/v1/configmaps"); code != http.StatusServiceUnavailable {
-					return fmt.Sprintf("%s answers %d for the objects of %s, which %s watches", id, code, m.Name, assigned[m.Name])
+			if owner := assigned[m.Name]; owner != id && f.address(owner) == "" {
+				if code, _ := f.fetch(ctx, r.base+"/clusters/"+m.Name+"/api/v1/configmaps"); code != http.StatusServiceUnavailable {
+					return fmt.Sprintf("%s answers %d for the objects of %s, which %s watches without an address", id, code, m.Name, owner)
 				}
 				continue
 			}
-			if diff := sameConfigMaps(ctx, r.base, m); diff != "" {
+			if diff := f.sameConfigMaps(ctx, r.base, m); diff != "" {
 				return fmt.Sprintf("%s serves %s: %s", id, m.Name, diff)
 			}
 		}
@@ -228,8 +264,8 @@ func (f *shardedFleet) settled(live []string) string {
 
 // sameConfigMaps compares the configmaps that the replica at base serves for m with
 // those of m's apiserver, resourceVersions included.
-func sameConfigMaps(ctx context.Context, base string, m *testenv.Cluster) string {
-	code, body := fetch(ctx, base+"/clusters/"+m.Name+"/api/v1/configmaps")
+func (f *shardedFleet) sameConfigMaps(ctx context.Context, base string, m *testenv.Cluster) string {
+	code, body := f.fetch(ctx, base+"/clusters/"+m.Name+"/api/v1/configmaps")
 	var list unstructured.UnstructuredList
 	if code != http.StatusOK || json.Unmarshal(body, &list) != nil {
 		return fmt.Sprintf("%d %s", code, body)
@@ -266,10 +302,18 @@ func sameAsServer(ctx context.Context, m *testenv.Cluster, got map[string]string
 }
 
 func fetch(ctx context.Context, url string) (int, []byte) {
+	return fetchAs(ctx, http.DefaultClient, url, "")
+}
+
+// fetchAs is fetch with client and a bearer token, if not empty.
+func fetchAs(ctx context.Context, client *http.Client, url, token string) (int, []byte) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	res, err := http.DefaultClient.Do(req)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := client.Do(req)
 	if err != nil {
 		return 0, []byte(err.Error())
 	}
