@@ -128,6 +128,10 @@ func TestClustersOfOtherReplicas(t *testing.T) {
 	f.src.setStatus(aggregate.ClusterStatus{Name: "moving", Phase: aggregate.PhaseMoving})
 
 	var c Cluster
+	// Its owner cannot be asked: it keeps this replica's view, and says so.
+	if r := f.get("/apis/fleetwatch.io/v1alpha1/clusters/remote"); r.code != http.StatusOK || !strings.Contains(r.header.Get("Warning"), "the status of remote is this replica's view") {
+		t.Errorf("remote: %d %s, Warning %q", r.code, r.body, r.header.Get("Warning"))
+	}
 	f.getOK("/apis/fleetwatch.io/v1alpha1/clusters/remote", &c)
 	if c.Status.Phase != "Remote" || c.Status.Replica != "fleetwatch-2" || c.Status.ReplicaAddress != unreachable {
 		t.Errorf("remote %s", mustJSON(c))

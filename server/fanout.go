@@ -24,6 +24,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	"github.com/fleetwatch/fleetwatch/aggregate"
@@ -409,4 +410,93 @@ func (s *Server) warnNotWatched(w http.ResponseWriter, r *http.Request, sc scope
 		w.Header().Add("Warning", warning("this watch has the changes of the clusters this replica watches only; not those of "+
 			strings.Join(others, ", ")+": watch them under /clusters/{cluster}/"))
 	}
+}
+
+// ownersStatus replaces, in items, the status of each cluster that another replica owns
+// (Remote) with the owner's own, asking each owner once, so that every replica shows
+// every cluster's real state. A cluster whose owner does not answer keeps this
+// replica's view (Remote, with its owner), and a Warning names it. Nothing is asked for
+// a request that another replica forwarded.
+func (s *Server) ownersStatus(w http.ResponseWriter, r *http.Request, items []Cluster) {
+	if forwarded(r) {
+		return
+	}
+	byPeer := map[string]*peerPart{}
+	for _, c := range items {
+		if c.Status.Phase != string(aggregate.PhaseRemote) {
+			continue
+		}
+		p, err := s.peerOf(aggregate.ClusterStatus{Name: c.Name, Phase: aggregate.PhaseRemote, Replica: c.Status.Replica, ReplicaAddress: c.Status.ReplicaAddress})
+		if err != nil {
+			continue
+		}
+		if byPeer[p.id] == nil {
+			byPeer[p.id] = &peerPart{peer: p, clusters: map[string]bool{}}
+		}
+		byPeer[p.id].clusters[c.Name] = true
+	}
+	if len(byPeer) == 0 {
+		return
+	}
+	owned := map[string]ClusterStatus{}
+	var mu sync.Mutex
+	var failed []string
+	var wg sync.WaitGroup
+	for _, pp := range byPeer {
+		wg.Go(func() {
+			var l ClusterList
+			err := s.peers.getJSON(r, pp.peer, "/apis/"+SchemeGroupVersion.String()+"/clusters", &l)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				klog.FromContext(r.Context()).V(2).Info("A replica did not answer for the status of its clusters", "replica", pp.id, "err", err)
+				for cl := range pp.clusters {
+					failed = append(failed, cl)
+				}
+				return
+			}
+			for _, c := range l.Items {
+				// Only what the owner says of the clusters it owns, as it owns them.
+				if pp.clusters[c.Name] && c.Status.Replica == pp.id && c.Status.Phase != string(aggregate.PhaseRemote) && c.Status.Phase != string(aggregate.PhaseMoving) {
+					owned[c.Name] = c.Status
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for i := range items {
+		if st, ok := owned[items[i].Name]; ok {
+			st.ReplicaAddress = items[i].Status.ReplicaAddress
+			items[i].Status = st
+			items[i].UID = types.UID(st.UID)
+		}
+	}
+	if len(failed) > 0 {
+		slices.Sort(failed)
+		w.Header().Add("Warning", warning("the status of "+strings.Join(failed, ", ")+" is this replica's view: their replica did not answer"))
+	}
+}
+
+// getJSON gets path from the peer with the caller's credentials, and decodes the answer.
+func (pc *peerClient) getJSON(r *http.Request, p peer, path string, v any) error {
+	ctx, cancel := context.WithTimeout(r.Context(), peerTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.base.String()+path, nil)
+	if err != nil {
+		return err
+	}
+	if a := r.Header.Get("Authorization"); a != "" {
+		req.Header.Set("Authorization", a)
+	}
+	req.Header.Set("Accept", contentTypeJSON)
+	req.Header.Set(forwardedHeader, "1")
+	resp, err := pc.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s", resp.Status)
+	}
+	return json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(v)
 }

@@ -20,7 +20,9 @@ import (
 func fanOutPair(t *testing.T) (local, peer *fixture, seen func() []http.Header) {
 	t.Helper()
 	peer = newFixture(t, nil)
-	peer.src.setStatus(clusterStatus("far", aggregate.PhaseSynced, false))
+	far := clusterStatus("far", aggregate.PhaseSynced, false)
+	far.Replica = "fleetwatch-1"
+	peer.src.setStatus(far)
 	peer.apply("far", podsGVR, pod("default", "far-1", "401", web))
 	peer.apply("far", podsGVR, pod("default", "far-2", "402", web))
 	peer.fleet.ClusterStore("far", podsGVR).MarkSynced()
@@ -74,6 +76,18 @@ func TestFanOutProxiesARemoteCluster(t *testing.T) {
 	local.getOK(clusterPath("far")+"/api/v1", &rl)
 	if !slices.ContainsFunc(rl.APIResources, func(r metav1.APIResource) bool { return r.Name == "pods" }) {
 		t.Errorf("far's discovery: %+v", rl)
+	}
+	// The Cluster is the owner's, in the list and by name.
+	var cl ClusterList
+	local.getOK("/apis/fleetwatch.io/v1alpha1/clusters", &cl)
+	i := slices.IndexFunc(cl.Items, func(c Cluster) bool { return c.Name == "far" })
+	if i < 0 || cl.Items[i].Status.Phase != "Synced" || cl.Items[i].Status.Replica != "fleetwatch-1" || cl.Items[i].Status.Server != "https://far.example.com" {
+		t.Errorf("far in the list of clusters: %s", mustJSON(cl))
+	}
+	var c Cluster
+	local.getOK("/apis/fleetwatch.io/v1alpha1/clusters/far", &c)
+	if c.Status.Phase != "Synced" {
+		t.Errorf("far by name: %s", mustJSON(c))
 	}
 	// A forwarded request is answered here: far is not watched here.
 	st := local.get(clusterPath("far")+"/api/v1/pods", forwardedHeader, "1").status(t, http.StatusServiceUnavailable)
