@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"cmp"
 	"context"
 	"crypto/tls"
@@ -394,24 +395,6 @@ func warning(text string) string {
 	return "299 - " + strconv.Quote(text)
 }
 
-// warnNotWatched adds a Warning to a watch under /clusters/*/ of a sharded fleet: it
-// streams the changes of this replica's own clusters, and names the others.
-func (s *Server) warnNotWatched(w http.ResponseWriter, r *http.Request, sc scope) {
-	if forwarded(r) || !sc.all() {
-		return
-	}
-	var others []string
-	for _, st := range s.src.Status() {
-		if sc.includes(st.Name) && (st.Phase == aggregate.PhaseRemote || st.Phase == aggregate.PhaseMoving) {
-			others = append(others, st.Name)
-		}
-	}
-	if len(others) > 0 {
-		w.Header().Add("Warning", warning("this watch has the changes of the clusters this replica watches only; not those of "+
-			strings.Join(others, ", ")+": watch them under /clusters/{cluster}/"))
-	}
-}
-
 // ownersStatus replaces, in items, the status of each cluster that another replica owns
 // (Remote) with the owner's own, asking each owner once, so that every replica shows
 // every cluster's real state. A cluster whose owner does not answer keeps this
@@ -500,3 +483,294 @@ func (pc *peerClient) getJSON(r *http.Request, p peer, path string, v any) error
 	}
 	return json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(v)
 }
+
+// serveFanOutWatch serves a watch under /clusters/*/ that other replicas have parts of:
+// one stream merged from this replica's own watch and one watch of each other replica
+// that owns clusters in the scope, each from its part of the resourceVersion. That
+// resourceVersion is a cursor whose peers hold the other replicas' cursors (as a merged
+// list hands out); each event's object carries the merged cursor just after it, so that
+// a client resumes every part where it stopped. A part that ends (its timeout, its
+// replica gone) ends the whole watch, and a part that fails (410 Gone from a cursor too
+// old for it) fails it with its Status: the client watches again, or lists. Clusters
+// that no replica can be asked for are named in a Warning, as in a list. A replica
+// absent from a resumed cursor (it had sent nothing yet) starts its part as a watch
+// from resourceVersion "" does.
+func (s *Server) serveFanOutWatch(w http.ResponseWriter, r *http.Request, p *listParams, peers map[string]*peerPart, missing []string) error {
+	var from cursor
+	if p.resourceVersion != "" && p.resourceVersion != "0" {
+		c, err := parseCursor(p.resourceVersion)
+		if err != nil {
+			return expired(fmt.Sprintf("too old resource version: %s is not a resourceVersion of a watch of every cluster of this fleet; list again", p.resourceVersion))
+		}
+		from = c
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	type line struct {
+		src string
+		b   []byte
+		err error
+	}
+	lines := make(chan line)
+	read := func(src string, body io.Reader) {
+		sc := bufio.NewScanner(body)
+		sc.Buffer(nil, 64<<20)
+		for sc.Scan() {
+			select {
+			case lines <- line{src: src, b: slices.Clone(sc.Bytes())}:
+			case <-ctx.Done():
+				return
+			}
+		}
+		err := sc.Err()
+		if err == nil {
+			err = io.EOF
+		}
+		select {
+		case lines <- line{src: src, err: err}:
+		case <-ctx.Done():
+		}
+	}
+	query := func(rv string) url.Values {
+		q := r.URL.Query()
+		q.Del("resourceVersion")
+		if rv != "" {
+			q.Set("resourceVersion", rv)
+		} else if p.resourceVersion == "0" {
+			q.Set("resourceVersion", "0")
+		}
+		return q
+	}
+
+	// Every part is opened before anything is written, so that one refused fails the
+	// whole watch with its Status.
+	var bodies []io.Closer
+	defer func() {
+		cancel()
+		for _, b := range bodies {
+			_ = b.Close()
+		}
+	}()
+	local := ""
+	if from.epoch != "" {
+		local = cursor{epoch: from.epoch, positions: from.positions}.String()
+	}
+	pr, pw := io.Pipe()
+	bodies = append(bodies, pr)
+	lw := &pipeWriter{header: http.Header{}, w: pw, started: make(chan int, 1)}
+	lr := r.Clone(ctx)
+	lr.Header.Set(forwardedHeader, "1")
+	lr.URL.RawQuery = query(local).Encode()
+	go func() {
+		s.route(lw, lr)
+		lw.start(http.StatusOK)
+		_ = pw.Close()
+	}()
+	if code := <-lw.started; code != http.StatusOK {
+		b, _ := io.ReadAll(pr)
+		var st metav1.Status
+		if json.Unmarshal(b, &st) == nil && st.Code != 0 {
+			return &apierrors.StatusError{ErrStatus: st}
+		}
+		return fmt.Errorf("the local part of a fan-out watch: %d", code)
+	}
+	srcs := []string{""}
+	for _, id := range slices.Sorted(maps.Keys(peers)) {
+		pp := peers[id]
+		u := *pp.base
+		u.Path = pp.base.Path + r.URL.Path
+		u.RawPath = pp.base.EscapedPath() + r.URL.EscapedPath()
+		u.RawQuery = query(from.peers[id]).Encode()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+		if err != nil {
+			return err
+		}
+		for _, h := range []string{"Authorization", "Accept", "User-Agent"} {
+			if v := r.Header.Get(h); v != "" {
+				req.Header.Set(h, v)
+			}
+		}
+		req.Header.Set(forwardedHeader, "1")
+		resp, err := s.peers.client.Do(req)
+		if err != nil {
+			missing = appendClusters(missing, pp, fmt.Sprintf("replica %q did not answer: %v", id, err))
+			continue
+		}
+		bodies = append(bodies, resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+			var st metav1.Status
+			if json.Unmarshal(b, &st) == nil && st.Kind == "Status" && st.Code != 0 && st.Code < 500 {
+				return &apierrors.StatusError{ErrStatus: st}
+			}
+			missing = appendClusters(missing, pp, fmt.Sprintf("replica %q did not answer: %s", id, resp.Status))
+			continue
+		}
+		srcs = append(srcs, id)
+		go read(id, resp.Body)
+	}
+	go read("", pr)
+
+	for k, v := range lw.header {
+		if k != "Content-Length" {
+			w.Header()[k] = v
+		}
+	}
+	if len(missing) > 0 {
+		w.Header().Add("Warning", warning("clusters not included: "+strings.Join(missing, "; ")))
+	}
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+	w.WriteHeader(http.StatusOK)
+	rctl := http.NewResponseController(w)
+	_ = rctl.Flush()
+
+	merged := cursor{epoch: from.epoch, positions: from.positions, peers: maps.Clone(from.peers)}
+	if merged.peers == nil {
+		merged.peers = map[string]string{}
+	}
+	sentColumns := false
+	for {
+		var l line
+		select {
+		case l = <-lines:
+		case <-ctx.Done():
+			return nil
+		}
+		if l.err != nil {
+			// A part ended: so does the watch, and the client watches again from the
+			// last cursor it got.
+			return nil
+		}
+		var e struct {
+			Type   string         `json:"type"`
+			Object map[string]any `json:"object"`
+		}
+		if err := json.Unmarshal(l.b, &e); err != nil {
+			return nil
+		}
+		if e.Type == "ERROR" {
+			_, _ = w.Write(append(l.b, '\n'))
+			_ = rctl.Flush()
+			return nil
+		}
+		rv := objectRV(e.Object)
+		if l.src == "" {
+			if c, err := parseCursor(rv); err == nil {
+				merged.epoch, merged.positions = c.epoch, c.positions
+			}
+		} else {
+			if rv != "" {
+				merged.peers[l.src] = rv
+			}
+			// Only the clusters this replica sees the peer own.
+			if cl := objectCluster(e.Object); cl != "" && !peers[l.src].clusters[cl] {
+				continue
+			}
+		}
+		if merged.epoch == "" {
+			merged.epoch = s.cache.epoch
+		}
+		setObjectRV(e.Object, merged.String())
+		if _, ok := e.Object["columnDefinitions"]; ok {
+			if sentColumns {
+				delete(e.Object, "columnDefinitions")
+			}
+			sentColumns = true
+		}
+		b, err := json.Marshal(e)
+		if err != nil {
+			return nil
+		}
+		if _, err := w.Write(append(b, '\n')); err != nil {
+			return nil
+		}
+		_ = rctl.Flush()
+	}
+}
+
+func appendClusters(missing []string, pp *peerPart, why string) []string {
+	for _, cl := range slices.Sorted(maps.Keys(pp.clusters)) {
+		missing = append(missing, fmt.Sprintf("%s (%s)", cl, why))
+	}
+	return missing
+}
+
+// objectRV returns the resourceVersion of a watch event's object: its metadata's, or,
+// for a Table, its first row's object's.
+func objectRV(o map[string]any) string {
+	if md, ok := o["metadata"].(map[string]any); ok {
+		if rv, ok := md["resourceVersion"].(string); ok && rv != "" {
+			return rv
+		}
+	}
+	if rows, ok := o["rows"].([]any); ok && len(rows) > 0 {
+		if row, ok := rows[0].(map[string]any); ok {
+			if obj, ok := row["object"].(map[string]any); ok {
+				return objectRV(obj)
+			}
+		}
+	}
+	return ""
+}
+
+// setObjectRV sets the resourceVersion of a watch event's object, and of a Table's rows.
+func setObjectRV(o map[string]any, rv string) {
+	if md, ok := o["metadata"].(map[string]any); ok {
+		if _, ok := md["resourceVersion"]; ok || o["rows"] == nil {
+			md["resourceVersion"] = rv
+		}
+	}
+	if rows, ok := o["rows"].([]any); ok {
+		for _, r := range rows {
+			if row, ok := r.(map[string]any); ok {
+				if obj, ok := row["object"].(map[string]any); ok {
+					setObjectRV(obj, rv)
+				}
+			}
+		}
+	}
+}
+
+// objectCluster returns the cluster of a watch event's object, "" for a bookmark.
+func objectCluster(o map[string]any) string {
+	if md, ok := o["metadata"].(map[string]any); ok {
+		if ann, ok := md["annotations"].(map[string]any); ok {
+			if cl, ok := ann[ClusterAnnotation].(string); ok {
+				return cl
+			}
+		}
+	}
+	if rows, ok := o["rows"].([]any); ok && len(rows) > 0 {
+		if row, ok := rows[0].(map[string]any); ok {
+			if obj, ok := row["object"].(map[string]any); ok {
+				return objectCluster(obj)
+			}
+		}
+	}
+	return ""
+}
+
+// pipeWriter is the ResponseWriter of the local part of a fan-out watch: what the
+// local watch writes is read from the other end of a pipe.
+type pipeWriter struct {
+	header  http.Header
+	w       *io.PipeWriter
+	once    sync.Once
+	started chan int
+}
+
+func (pw *pipeWriter) Header() http.Header { return pw.header }
+
+func (pw *pipeWriter) start(code int) {
+	pw.once.Do(func() { pw.started <- code })
+}
+
+func (pw *pipeWriter) WriteHeader(code int) { pw.start(code) }
+
+func (pw *pipeWriter) Write(b []byte) (int, error) {
+	pw.start(http.StatusOK)
+	return pw.w.Write(b)
+}
+
+// FlushError implements the flushing of http.ResponseController: a pipe has no buffer.
+func (pw *pipeWriter) FlushError() error { return nil }

@@ -228,6 +228,57 @@ func TestFanOutAuthorization(t *testing.T) {
 	}
 }
 
+// TestFanOutWatch: a watch under /clusters/*/ streams the changes of every replica's
+// clusters as one, each object with the merged cursor just after it; a watch resumed
+// from a cursor sends what changed since, in every part, and nothing before.
+func TestFanOutWatch(t *testing.T) {
+	local, peer, _ := fanOutPair(t)
+	all := clusterPath(allClusters) + "/api/v1/pods"
+	var l unstructured.UnstructuredList
+	local.getOK(all, &l)
+	w := local.watch(all + "?watch=true&resourceVersion=" + l.GetResourceVersion())
+	peer.apply("far", podsGVR, pod("default", "far-3", "403", web))
+	local.apply(prod, podsGVR, pod("default", "web-9", "109", web))
+	// Changes of the peer's copies of local's clusters are not local's to send.
+	peer.apply(staging, podsGVR, pod("default", "not-mine", "299", web))
+	got := map[string]string{}
+	var last string
+	for len(got) < 2 {
+		e := w.nextNot("BOOKMARK")
+		key := e.Object.GetAnnotations()[ClusterAnnotation] + "/" + e.Object.GetName()
+		if key == staging+"/not-mine" {
+			t.Fatalf("the watch sent %s, which the peer does not own", key)
+		}
+		got[key] = e.Type
+		last = e.Object.GetResourceVersion()
+		c, err := parseCursor(last)
+		if err != nil || c.peers["fleetwatch-1"] == "" {
+			t.Fatalf("the event's resourceVersion %q is not a merged cursor: %+v %v", last, c, err)
+		}
+	}
+	if got["far/far-3"] != "ADDED" || got[prod+"/web-9"] != "ADDED" {
+		t.Errorf("events: %v", got)
+	}
+	w.stop()
+	// While no one watches, each part changes; the watch resumed from the last cursor
+	// sends those changes only.
+	peer.apply("far", podsGVR, pod("default", "far-4", "404", web))
+	local.apply(prod, podsGVR, pod("default", "web-10", "110", web))
+	w = local.watch(all + "?watch=true&resourceVersion=" + last)
+	got = map[string]string{}
+	for len(got) < 2 {
+		e := w.nextNot("BOOKMARK")
+		got[e.Object.GetAnnotations()[ClusterAnnotation]+"/"+e.Object.GetName()] = e.Type
+	}
+	if got["far/far-4"] != "ADDED" || got[prod+"/web-10"] != "ADDED" {
+		t.Errorf("events after resuming: %v", got)
+	}
+	w.stop()
+	// A cursor of another server is 410 Gone, as a local one is.
+	r := local.get(all + "?watch=true&resourceVersion=" + cursor{epoch: "other"}.String())
+	r.status(t, http.StatusGone)
+}
+
 // BenchmarkFanOutList measures the latency that the fan-out adds to a list: each
 // iteration lists the pods of every cluster, 4 clusters of 500 pods, from a replica that
 // holds them all (single), and from a replica that holds half and asks another replica

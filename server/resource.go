@@ -91,7 +91,9 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, rt route,
 	}
 	if p.watch {
 		info.verb = "watch"
-		s.warnNotWatched(w, r, sc)
+		if peers, missing := s.fanOut(r, qr.scope); len(peers) > 0 || len(missing) > 0 {
+			return s.serveFanOutWatch(w, r, p, peers, missing)
+		}
 		return s.serveWatch(w, r, res, qr, p)
 	}
 	info.verb = "list"
