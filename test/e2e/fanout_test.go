@@ -196,6 +196,68 @@ func TestFanOut(t *testing.T) {
 		watchUntil(rv, "watched-2")
 	})
 
+	t.Run("a watch of every cluster through one replica", func(t *testing.T) {
+		base := f.replicas[ids[0]].base + "/clusters/*/api/v1/namespaces/shop/configmaps"
+		code, body := fetchAs(ctx, f.client, base, admin)
+		var list unstructured.UnstructuredList
+		if code != http.StatusOK || json.Unmarshal(body, &list) != nil {
+			t.Fatalf("list: %d %.300s", code, body)
+		}
+		// watchFor streams the watch from rv until it has seen name ADDED in every
+		// member, and returns the resourceVersion of the last event.
+		watchFor := func(rv, name string, create func()) string {
+			t.Helper()
+			ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"?watch=true&resourceVersion="+url.QueryEscape(rv), nil)
+			req.Header.Set("Authorization", "Bearer "+admin)
+			res, err := f.client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer res.Body.Close()
+			if res.StatusCode != http.StatusOK {
+				t.Fatalf("watch through %s from %s: %s", ids[0], rv, res.Status)
+			}
+			if create != nil {
+				create()
+			}
+			seen := map[string]bool{}
+			last := ""
+			sc := bufio.NewScanner(res.Body)
+			sc.Buffer(nil, 1<<20)
+			for sc.Scan() {
+				var e metav1.WatchEvent
+				var o unstructured.Unstructured
+				if json.Unmarshal(sc.Bytes(), &e) != nil || o.UnmarshalJSON(e.Object.Raw) != nil {
+					t.Fatalf("not a watch event: %.300s", sc.Bytes())
+				}
+				last = o.GetResourceVersion()
+				if strings.HasPrefix(o.GetName(), "fan-") && o.GetName() != name && e.Type == "ADDED" {
+					t.Errorf("the watch from %s sent %s of %s again", rv, o.GetName(), o.GetAnnotations()["fleetwatch.io/cluster"])
+				}
+				if e.Type == "ADDED" && o.GetName() == name {
+					seen[o.GetAnnotations()["fleetwatch.io/cluster"]] = true
+					if len(seen) == len(f.members) {
+						return last
+					}
+				}
+			}
+			t.Fatalf("the watch through %s from %s ended with %s in %v only: %v", ids[0], rv, name, seen, sc.Err())
+			return ""
+		}
+		last := watchFor(list.GetResourceVersion(), "fan-1", func() {
+			for _, m := range f.members {
+				createConfigMap(t, m.Clientset(), "shop", "fan-1", m.Name)
+			}
+		})
+		// Disconnected: what changed meanwhile in every member comes when it resumes.
+		for _, m := range f.members {
+			createConfigMap(t, m.Clientset(), "shop", "fan-2", m.Name)
+		}
+		watchFor(last, "fan-2", nil)
+	})
+
 	t.Run("kill -9 of a replica", func(t *testing.T) {
 		churn.pause()
 		defer churn.resume()
