@@ -774,3 +774,21 @@ func (pw *pipeWriter) Write(b []byte) (int, error) {
 
 // FlushError implements the flushing of http.ResponseController: a pipe has no buffer.
 func (pw *pipeWriter) FlushError() error { return nil }
+
+// warnNotSearched adds a Warning to a search of a sharded fleet: it covers the clusters
+// this replica watches only (the search index is not merged across replicas), and the
+// Warning names the others of the scope.
+func (s *Server) warnNotSearched(w http.ResponseWriter, r *http.Request, sc scope) {
+	if forwarded(r) {
+		return
+	}
+	var others []string
+	for _, st := range s.src.Status() {
+		if sc.includes(st.Name) && (st.Phase == aggregate.PhaseRemote || st.Phase == aggregate.PhaseMoving) {
+			others = append(others, st.Name)
+		}
+	}
+	if len(others) > 0 {
+		w.Header().Add("Warning", warning("the search covers the clusters this replica watches only; not "+strings.Join(others, ", ")))
+	}
+}

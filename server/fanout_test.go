@@ -92,6 +92,10 @@ func TestFanOutProxiesARemoteCluster(t *testing.T) {
 	if c.Status.Phase != "Synced" {
 		t.Errorf("far by name: %s", mustJSON(c))
 	}
+	// A search covers this replica's clusters, and says so.
+	if r := local.get("/apis/fleetwatch.io/v1alpha1/search?q=web"); r.code != http.StatusOK || !strings.Contains(r.header.Get("Warning"), "not far") {
+		t.Errorf("a search: %d, Warning %q", r.code, r.header.Get("Warning"))
+	}
 	// A forwarded request is answered here: far is not watched here.
 	st := local.get(clusterPath("far")+"/api/v1/pods", forwardedHeader, "1").status(t, http.StatusServiceUnavailable)
 	if !strings.Contains(st.Message, `replica "fleetwatch-1" watches it`) {
