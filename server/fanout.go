@@ -140,8 +140,9 @@ func (s *Server) proxyRemote(w http.ResponseWriter, r *http.Request, name string
 	info := infoFrom(r.Context())
 	info.verb = "proxy"
 	if isWatch(r) {
-		// The peer bounds the watch (its WatchTimeout); the client's going away ends it.
-		_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+		// The peer bounds the watch (its WatchTimeout); each write is bounded as a local
+		// watch's is, so that a client that stops reading is dropped.
+		w = &deadlineWriter{ResponseWriter: w, rc: http.NewResponseController(w), timeout: s.opts.WriteTimeout}
 	}
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -619,9 +620,11 @@ func (s *Server) serveFanOutWatch(w http.ResponseWriter, r *http.Request, p *lis
 	if len(missing) > 0 {
 		w.Header().Add("Warning", warning("clusters not included: "+strings.Join(missing, "; ")))
 	}
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
-	w.WriteHeader(http.StatusOK)
 	rctl := http.NewResponseController(w)
+	// Each write is bounded, as a local watch's is, so that a client that stops reading
+	// is dropped.
+	_ = rctl.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
+	w.WriteHeader(http.StatusOK)
 	_ = rctl.Flush()
 
 	merged := cursor{epoch: from.epoch, positions: from.positions, peers: maps.Clone(from.peers)}
@@ -681,12 +684,30 @@ func (s *Server) serveFanOutWatch(w http.ResponseWriter, r *http.Request, p *lis
 		if err != nil {
 			return nil
 		}
+		_ = rctl.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
 		if _, err := w.Write(append(b, '\n')); err != nil {
 			return nil
 		}
-		_ = rctl.Flush()
+		if rctl.Flush() != nil {
+			return nil
+		}
 	}
 }
+
+// deadlineWriter bounds each write of a proxied watch by timeout.
+type deadlineWriter struct {
+	http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+}
+
+func (w *deadlineWriter) Write(b []byte) (int, error) {
+	_ = w.rc.SetWriteDeadline(time.Now().Add(w.timeout))
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the writer's Flush.
+func (w *deadlineWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func appendClusters(missing []string, pp *peerPart, why string) []string {
 	for _, cl := range slices.Sorted(maps.Keys(pp.clusters)) {
