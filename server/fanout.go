@@ -665,10 +665,10 @@ func (s *Server) serveFanOutWatch(w http.ResponseWriter, r *http.Request, p *lis
 			if rv != "" {
 				merged.peers[l.src] = rv
 			}
-			// Only the clusters this replica sees the peer own.
-			if cl := objectCluster(e.Object); cl != "" && !peers[l.src].clusters[cl] {
-				continue
-			}
+			// Every event of the peer's part is sent: the peer sends those of the
+			// clusters it owns only (ownedOnly), and a cluster that moves from one
+			// peer to another is DELETED by the one before the other, which takes it
+			// only once the first has stopped, ADDs it.
 		}
 		if merged.epoch == "" {
 			merged.epoch = s.cache.epoch
@@ -752,25 +752,6 @@ func setObjectRV(o map[string]any, rv string) {
 	}
 }
 
-// objectCluster returns the cluster of a watch event's object, "" for a bookmark.
-func objectCluster(o map[string]any) string {
-	if md, ok := o["metadata"].(map[string]any); ok {
-		if ann, ok := md["annotations"].(map[string]any); ok {
-			if cl, ok := ann[ClusterAnnotation].(string); ok {
-				return cl
-			}
-		}
-	}
-	if rows, ok := o["rows"].([]any); ok && len(rows) > 0 {
-		if row, ok := rows[0].(map[string]any); ok {
-			if obj, ok := row["object"].(map[string]any); ok {
-				return objectCluster(obj)
-			}
-		}
-	}
-	return ""
-}
-
 // pipeWriter is the ResponseWriter of the local part of a fan-out watch: what the
 // local watch writes is read from the other end of a pipe.
 type pipeWriter struct {
@@ -812,4 +793,19 @@ func (s *Server) warnNotSearched(w http.ResponseWriter, r *http.Request, sc scop
 	if len(others) > 0 {
 		w.Header().Add("Warning", warning("the search covers the clusters this replica watches only; not "+strings.Join(others, ", ")))
 	}
+}
+
+// ownedOnly narrows allow to the clusters this replica owns, for a request under
+// /clusters/*/ that another replica forwarded: it answers for those only, and not for
+// what it may still hold of others (a snapshot's clusters before it gives them up), so
+// that the merged answers never hold a cluster twice, also in a watch, where the asking
+// replica's view of the owners may lag.
+func (s *Server) ownedOnly(allow func(string) bool) func(string) bool {
+	owned := map[string]bool{}
+	for _, st := range s.src.Status() {
+		if st.Phase != aggregate.PhaseRemote && st.Phase != aggregate.PhaseMoving {
+			owned[st.Name] = true
+		}
+	}
+	return func(cl string) bool { return owned[cl] && (allow == nil || allow(cl)) }
 }

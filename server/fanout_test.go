@@ -18,14 +18,18 @@ import (
 )
 
 // fanOutPair is two replicas of a sharded fleet: local, which watches prod, staging and
-// edge and sees the cluster far owned by peer, which watches far (and, as the
-// fixture's, its own copies of the others, which local must not take from it).
+// edge and sees the cluster far owned by peer, which watches far. The peer still holds
+// objects of the others, as a replica restarted from its snapshot does before it gives
+// them up: it must not answer for them.
 func fanOutPair(t *testing.T) (local, peer *fixture, seen func() []http.Header) {
 	t.Helper()
 	peer = newFixture(t, nil)
 	far := clusterStatus("far", aggregate.PhaseSynced, false)
 	far.Replica = "fleetwatch-1"
 	peer.src.setStatus(far)
+	for _, cl := range []string{prod, staging, edge} {
+		peer.src.setStatus(aggregate.ClusterStatus{Name: cl, Phase: aggregate.PhaseRemote, Replica: "fleetwatch-0", ReplicaAddress: "https://127.0.0.1:1"})
+	}
 	peer.apply("far", podsGVR, pod("default", "far-1", "401", web))
 	peer.apply("far", podsGVR, pod("default", "far-2", "402", web))
 	peer.fleet.ClusterStore("far", podsGVR).MarkSynced()

@@ -568,6 +568,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, info *requestInfo
 	if err != nil {
 		return err
 	}
+	if rt.cluster == allClusters && forwarded(r) {
+		allow = s.ownedOnly(allow)
+	}
 	sc := scope{cluster: rt.cluster, allow: allow, fanOut: rt.cluster == allClusters && !forwarded(r)}
 	if rt.cluster != "" && rt.cluster != allClusters {
 		if !s.clusterExists(rt.cluster, sc) {
