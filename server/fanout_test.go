@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -280,6 +281,35 @@ func TestFanOutWatch(t *testing.T) {
 	}
 	if got["far/far-4"] != "ADDED" || got[prod+"/web-10"] != "ADDED" {
 		t.Errorf("events after resuming: %v", got)
+	}
+	w.stop()
+	// As Tables (kubectl get -w): the column definitions come once, every row's object
+	// has the merged cursor.
+	w = local.watch(all+"?watch=true&resourceVersion="+last, "Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+	columns := 0
+	rows := map[string]bool{}
+	for len(rows) < 2 {
+		e := w.nextNot("BOOKMARK")
+		var tbl metav1.Table
+		if err := json.Unmarshal(e.Raw, &tbl); err != nil {
+			t.Fatal(err)
+		}
+		if len(tbl.ColumnDefinitions) > 0 {
+			columns++
+		}
+		for _, row := range tbl.Rows {
+			var m metav1.PartialObjectMetadata
+			if err := json.Unmarshal(row.Object.Raw, &m); err != nil {
+				t.Fatal(err)
+			}
+			if c, err := parseCursor(m.ResourceVersion); err != nil || c.peers["fleetwatch-1"] == "" {
+				t.Errorf("a row's resourceVersion %q: %v", m.ResourceVersion, err)
+			}
+			rows[m.Annotations[ClusterAnnotation]+"/"+m.Name] = true
+		}
+	}
+	if columns != 1 || !rows["far/far-4"] || !rows[prod+"/web-10"] {
+		t.Errorf("the Table watch: %d events with columns, rows %v", columns, rows)
 	}
 	w.stop()
 	// A cursor of another server is 410 Gone, as a local one is.
