@@ -27,8 +27,10 @@ COUNT     ?= 5
 BENCH_DIR ?= $(HOME)/.cache/fleetwatch/bench
 BENCH_FLAGS       ?= --pods 10000 --configmaps 3000 --clusters 3 --runs 3 --write-duration 60s --scale 1,3,10,30 --scale-namespaces 3
 BENCH_QUICK_FLAGS ?= --pods 300 --configmaps 100 --clusters 3 --runs 2 --write-rate 30 --write-duration 5s --scale 1,6
+# The smoke test of make test: bench-quick's sizes, one run, in a temporary directory.
+BENCH_SMOKE_FLAGS ?= $(BENCH_QUICK_FLAGS) --runs 1 --check
 
-.PHONY: all build image tools test test-unit test-e2e test-browser lint fmt demo bench bench-quick bench-go fuzz clean
+.PHONY: all build image tools test test-unit test-e2e test-browser test-bench lint fmt demo bench bench-quick bench-go fuzz clean
 
 all: lint build test
 
@@ -44,8 +46,8 @@ tools:
 	@hack/build-tools.sh
 
 ## test: unit tests (with -race), end-to-end tests against real local clusters, and the
-## web page in a real headless Chromium
-test: tools test-unit test-e2e test-browser
+## web page in a real headless Chromium, and the benchmark harness's smoke test
+test: tools test-unit test-e2e test-browser test-bench
 
 test-unit:
 	$(GO) test -race -count=1 $(UNIT_PKGS)
@@ -64,6 +66,12 @@ test-browser: tools
 	@hack/install-chromium.sh
 	@eval "$$(hack/build-tools.sh --print)" && export FLEETWATCH_KUBE_APISERVER FLEETWATCH_ETCD FLEETWATCH_KUBECTL && \
 		cd $(BROWSER_DIR) && $(GO) test -count=1 $(BROWSER_FLAGS) ./...
+
+## test-bench: make bench-quick once, failing if its report lacks a row or a measurement
+## (--check; no ratio is asserted): every contender and table of make bench still runs
+test-bench: tools
+	@eval "$$(hack/build-tools.sh --print)" && export FLEETWATCH_KUBE_APISERVER FLEETWATCH_ETCD FLEETWATCH_KUBECTL && \
+		$(GO) run ./test/bench $(BENCH_SMOKE_FLAGS) >/dev/null
 
 lint:
 	$(GO) vet ./...
@@ -96,9 +104,10 @@ bench-quick: tools
 	@eval "$$(hack/build-tools.sh --print)" && export FLEETWATCH_KUBE_APISERVER FLEETWATCH_ETCD FLEETWATCH_KUBECTL && \
 		$(GO) run ./test/bench $(BENCH_QUICK_FLAGS) --dir $(BENCH_DIR)
 
-## bench-go: the Go micro-benchmarks of the federated cache, next to client-go's indexer
+## bench-go: the Go micro-benchmarks of the federated cache, next to client-go's indexer, of
+## the server's list pages and of the search index
 bench-go:
-	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) -count $(COUNT) -benchmem ./aggregate/...
+	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) -count $(COUNT) -benchmem ./aggregate/... ./server/... ./search/...
 
 ## fuzz: run each fuzz target for FUZZTIME
 fuzz:

@@ -239,6 +239,11 @@ type member struct {
 	stale bool
 }
 
+// defaultFleetCodec is the Fleet.Codec of Managers whose Options have none: nil, except
+// in this package's tests run with FLEETWATCH_TEST_CACHE_ENCODING=compact
+// (export_test.go), which then run against compact fleets.
+var defaultFleetCodec aggregate.Codec
+
 // NewManager validates opts and returns a Manager. Nothing runs until Start.
 func NewManager(opts Options) (*Manager, error) {
 	if err := validateResources(opts.Resources); err != nil {
@@ -250,6 +255,9 @@ func NewManager(opts Options) (*Manager, error) {
 	}
 	if opts.Fleet.Clock == nil {
 		opts.Fleet.Clock = opts.Clock
+	}
+	if opts.Fleet.Codec == nil {
+		opts.Fleet.Codec = defaultFleetCodec
 	}
 	if opts.GracefulShutdownTimeout <= 0 {
 		opts.GracefulShutdownTimeout = DefaultGracefulShutdownTimeout
@@ -588,7 +596,7 @@ func (m *Manager) Engage(ctx context.Context, c *cluster.Cluster) error {
 	}
 	m.mu.Unlock()
 	mb := &member{cluster: c, done: make(chan struct{}), saved: sv, stale: sv != nil, syncTimeout: setOpts.SyncTimeout}
-	mb.sink = &sink{fleet: m.fleet, cluster: c.Name, snapshot: m.opts.Snapshot, writer: m.writer}
+	mb.sink = &sink{fleet: m.fleet, cluster: c.Name, snapshot: m.opts.Snapshot, writer: m.writer, compact: snapshotEncoded(m.opts.Fleet.Codec)}
 	setOpts.Sink = mb.sink
 	setOpts.OnChange = func() { m.refresh(mb) }
 	set, err := informer.New(setOpts)

@@ -95,6 +95,9 @@ type sink struct {
 	// snapshot and writer are nil without persistence.
 	snapshot *persist.Store
 	writer   *persist.Writer
+	// compact is set when the fleet keeps its objects in the snapshot's encoding (see
+	// snapshotEncoded).
+	compact bool
 
 	// mu guards seeds and requested.
 	mu sync.Mutex
@@ -111,8 +114,20 @@ var (
 )
 
 // StoresEncoded implements informer.EncodingSink: with persistence, the stores write
-// the encodings of watched objects to the snapshot, rather than encode the objects.
-func (s *sink) StoresEncoded() bool { return s.writer != nil }
+// the encodings of watched objects to the snapshot, rather than encode the objects; a
+// compact fleet in the snapshot's encoding keeps them.
+func (s *sink) StoresEncoded() bool { return s.writer != nil || s.compact }
+
+// snapshotEncoded reports whether a fleet with codec keeps its objects in the snapshot's
+// encoding (persist.Codec): the informers' encodings of watched objects are in it, and
+// what the fleet holds is what the snapshot stores.
+func snapshotEncoded(codec aggregate.Codec) bool {
+	switch codec.(type) {
+	case persist.Codec, *persist.Codec:
+		return true
+	}
+	return false
+}
 
 func (s *sink) Store(scope informer.Scope) informer.Store {
 	s.mu.Lock()
@@ -125,7 +140,7 @@ func (s *sink) Store(scope informer.Scope) informer.Store {
 	if s.writer == nil {
 		return store
 	}
-	return &persistingStore{ClusterStore: store, writer: s.writer, cluster: s.cluster, key: persist.ResourceKey(scope.String())}
+	return &persistingStore{ClusterStore: store, writer: s.writer, cluster: s.cluster, key: persist.ResourceKey(scope.String()), compact: s.compact}
 }
 
 func (s *sink) RemoveResource(gvr schema.GroupVersionResource) {
@@ -214,6 +229,9 @@ type persistingStore struct {
 	writer  *persist.Writer
 	cluster string
 	key     persist.ResourceKey
+	// compact: the fleet holds objects in the snapshot's encoding, which the writer
+	// stores as it is.
+	compact bool
 }
 
 var (
@@ -223,20 +241,29 @@ var (
 )
 
 func (p *persistingStore) Apply(obj runtime.Object, initialList bool) error {
-	changed, err := p.ClusterStore.ApplyChanged(obj, initialList)
+	changed, held, err := p.ClusterStore.ApplyEncodedChanged(obj, nil, initialList)
 	if err != nil {
 		return err
 	}
 	// A re-applied object with the same resourceVersion (a seeded list, a relist) is
 	// already in the snapshot: don't write it again.
-	if changed {
+	if !changed {
+		return nil
+	}
+	if u, ok := obj.(*unstructured.Unstructured); ok && p.compact && held != nil {
+		p.writer.UpsertEncoded(p.cluster, p.key, u, held)
+	} else {
 		p.writer.Upsert(p.cluster, p.key, obj)
 	}
 	return nil
 }
 
 func (p *persistingStore) ApplyEncoded(obj *unstructured.Unstructured, encoded []byte, initialList bool) error {
-	changed, err := p.ClusterStore.ApplyChanged(obj, initialList)
+	var held []byte
+	if p.compact {
+		held = encoded
+	}
+	changed, _, err := p.ClusterStore.ApplyEncodedChanged(obj, held, initialList)
 	if err != nil {
 		return err
 	}

@@ -38,16 +38,19 @@ type pending struct {
 }
 
 // event returns the Event the handler receives for p.
+//
+// In a compact fleet, it decodes the objects that the event carries encoded: event is
+// called by the handler's goroutine, outside the indexer's lock.
 func (p *pending) event() Event {
 	var oldObject runtime.Object
 	if p.typ == Updated {
-		oldObject = p.old
+		oldObject = decoded(p.old)
 	}
 	return Event{
 		Cluster:           p.ref.key.Cluster,
 		Resource:          p.ref.ix.resource,
 		Type:              p.typ,
-		Object:            p.obj,
+		Object:            decoded(p.obj),
 		OldObject:         oldObject,
 		InitialList:       p.initialList,
 		FinalStateUnknown: p.finalStateUnknown,

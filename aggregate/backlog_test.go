@@ -38,7 +38,7 @@ func describe(p pending) string {
 }
 
 func TestBacklogCoalescing(t *testing.T) {
-	ix := newIndexer(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, nil)
+	ix := newIndexer(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, nil, nil, 0)
 	ev := func(typ EventType, name, rv, oldRV string) pending {
 		p := pending{ref: objectRef{ix, Key{Cluster: "c", Namespace: "ns", Name: name}}, typ: typ, obj: obj(name, rv)}
 		if oldRV != "" {
@@ -189,7 +189,7 @@ func TestBacklogCoalescing(t *testing.T) {
 // TestBacklogMemoryBoundedByObjects checks that, while coalescing, the backlog's memory
 // follows the number of distinct objects, whatever the number of events.
 func TestBacklogMemoryBoundedByObjects(t *testing.T) {
-	ix := newIndexer(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, nil)
+	ix := newIndexer(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, nil, nil, 0)
 	const objects, max = 100, 10
 	b := backlog{max: max}
 	ref := func(i int) objectRef { return objectRef{ix, Key{Cluster: "c", Name: fmt.Sprint(i)}} }

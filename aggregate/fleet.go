@@ -37,6 +37,15 @@ type Options struct {
 	// ShutdownTimeout bounds how long Start, once its context is done, waits for handlers
 	// to return from OnEvent. Default: DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
+
+	// Codec, if set, makes the fleet compact: it keeps each object as its encoding and
+	// decodes it when it is read or delivered (see Codec). Reads then cost a decode,
+	// except for the objects in the hot set. Default: nil, objects are kept decoded.
+	Codec Codec
+
+	// HotObjects bounds the decoded objects that a compact fleet keeps per resource, for
+	// the keys read or written last. Default: DefaultHotObjects. Ignored without Codec.
+	HotObjects int
 }
 
 // withDefaults returns o with defaults filled in and the Indexers map copied, so the
@@ -51,6 +60,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ShutdownTimeout <= 0 {
 		o.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if o.Codec == nil {
+		o.Codec = defaultCodec
+	}
+	if o.HotObjects <= 0 {
+		o.HotObjects = DefaultHotObjects
 	}
 	return o
 }
@@ -67,6 +82,8 @@ type Fleet struct {
 	indexers        cache.Indexers
 	maxBacklog      int
 	shutdownTimeout time.Duration
+	codec           Codec
+	hotObjects      int
 
 	// lock guards the fields below, and the started and indexers fields of every
 	// Registration. Lock order: lock, then an Indexer's lock, then a Registration's mu.
@@ -100,6 +117,8 @@ func New(opts Options) *Fleet {
 		indexers:        opts.Indexers,
 		maxBacklog:      opts.MaxBacklog,
 		shutdownTimeout: opts.ShutdownTimeout,
+		codec:           opts.Codec,
+		hotObjects:      opts.HotObjects,
 		resources:       make(map[schema.GroupVersionResource]*Indexer),
 	}
 }
@@ -245,12 +264,12 @@ func (f *Fleet) subscribeLocked(r *Registration, ix *Indexer) {
 	r.mu.Lock()
 	if r.cluster == "" {
 		for _, e := range ix.items {
-			r.pushLocked(pending{ref: objectRef{ix, e.key}, typ: Added, obj: e.obj, initialList: true})
+			r.pushLocked(pending{ref: objectRef{ix, e.key}, typ: Added, obj: peek(e), initialList: true})
 		}
 	} else if ci := ix.clusters[r.cluster]; ci != nil {
 		for _, s := range ci.namespaces {
 			for e := range s {
-				r.pushLocked(pending{ref: objectRef{ix, e.key}, typ: Added, obj: e.obj, initialList: true})
+				r.pushLocked(pending{ref: objectRef{ix, e.key}, typ: Added, obj: peek(e), initialList: true})
 			}
 		}
 	}
@@ -282,7 +301,7 @@ func (f *Fleet) indexerLocked(gvr schema.GroupVersionResource) *Indexer {
 	if ix != nil {
 		return ix
 	}
-	ix = newIndexer(gvr, f.indexers)
+	ix = newIndexer(gvr, f.indexers, f.codec, f.hotObjects)
 	for _, r := range f.handlers {
 		if r.wants(gvr) {
 			// Nothing to snapshot and no store to wait for: subscribe directly.

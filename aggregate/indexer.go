@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -54,9 +55,12 @@ func isBuiltinIndex(name string) bool {
 // index values touches no index.
 type entry struct {
 	key Key
+	// obj is the object, or in a compact indexer its *encodedObject.
 	obj runtime.Object
 	// rv is obj's resourceVersion, kept to recognise no-op updates cheaply.
 	rv string
+	// hot is, in a compact indexer, the decoded object while e is in the hot set.
+	hot atomic.Pointer[hotObject]
 }
 
 // set is a set of entries: the objects that have one indexed value.
@@ -112,6 +116,10 @@ type userIndex struct {
 // caller; their order is unspecified.
 type Indexer struct {
 	resource schema.GroupVersionResource
+	// codec is set in a compact indexer, whose entries hold *encodedObjects, and hot
+	// bounds the decoded objects they keep (see compact.go).
+	codec Codec
+	hot   *hotSet
 
 	// lock guards all fields below, and the removed, syncedAt and waiters fields of the
 	// ClusterStores of this resource. A write to the indexer and the fan-out of its event
@@ -132,9 +140,10 @@ type Indexer struct {
 	stores map[string]*ClusterStore
 }
 
-func newIndexer(gvr schema.GroupVersionResource, indexers cache.Indexers) *Indexer {
+func newIndexer(gvr schema.GroupVersionResource, indexers cache.Indexers, codec Codec, hotObjects int) *Indexer {
 	ix := &Indexer{
 		resource: gvr,
+		codec:    codec,
 		items:    make(map[Key]*entry),
 		clusters: make(map[string]*clusterIndex),
 		indices:  make(map[string]*userIndex, len(indexers)),
@@ -142,6 +151,9 @@ func newIndexer(gvr schema.GroupVersionResource, indexers cache.Indexers) *Index
 	}
 	for name, fn := range indexers {
 		ix.indices[name] = &userIndex{fn: fn, values: make(map[string]set)}
+	}
+	if codec != nil {
+		ix.hot = newHotSet(hotObjects)
 	}
 	return ix
 }
@@ -171,7 +183,7 @@ func (ix *Indexer) AddIndexers(indexers cache.Indexers) error {
 	for name, fn := range indexers {
 		ui := &userIndex{fn: fn, values: make(map[string]set)}
 		for _, e := range ix.items {
-			for _, v := range ix.indexValues(name, ui, e.obj) {
+			for _, v := range ix.indexValues(name, ui, decoded(peek(e))) {
 				insert(ui.values, v, e)
 			}
 		}
@@ -190,9 +202,13 @@ func (ix *Indexer) indexValues(name string, ui *userIndex, obj runtime.Object) [
 	return values
 }
 
-// addLocked stores a new object under key.
-func (ix *Indexer) addLocked(key Key, obj runtime.Object, rv string) {
-	e := &entry{key: key, obj: obj, rv: rv}
+// addLocked stores a new object under key: stored is what the entry holds (see
+// encodeForEntry), obj the object.
+func (ix *Indexer) addLocked(key Key, stored, obj runtime.Object, rv string) {
+	e := &entry{key: key, obj: stored, rv: rv}
+	if ix.codec != nil {
+		ix.hot.keep(e, obj)
+	}
 	ix.items[key] = e
 	ci := ix.clusters[key.Cluster]
 	if ci == nil {
@@ -201,7 +217,7 @@ func (ix *Indexer) addLocked(key Key, obj runtime.Object, rv string) {
 	}
 	ci.count++
 	insert(ci.namespaces, key.Namespace, e)
-	eachLabel(labelsOf(obj), func(k, v string) {
+	eachLabel(labelsOf(stored), func(k, v string) {
 		insert(ci.labels, labelPair{k, v}, e)
 	})
 	for name, ui := range ix.indices {
@@ -211,13 +227,21 @@ func (ix *Indexer) addLocked(key Key, obj runtime.Object, rv string) {
 	}
 }
 
-// updateLocked replaces the object of e. Indices whose values did not change are not
-// touched; the key, hence cluster and namespace, cannot change.
-func (ix *Indexer) updateLocked(e *entry, obj runtime.Object, rv string) {
+// updateLocked replaces the object of e: stored is what the entry holds (see
+// encodeForEntry), obj the object. Indices whose values did not change are not touched;
+// the key, hence cluster and namespace, cannot change.
+func (ix *Indexer) updateLocked(e *entry, stored, obj runtime.Object, rv string) {
 	old := e.obj
-	e.obj, e.rv = obj, rv
+	var oldObj runtime.Object
+	if len(ix.indices) > 0 {
+		oldObj = decoded(peek(e))
+	}
+	e.obj, e.rv = stored, rv
+	if ix.codec != nil {
+		ix.hot.keep(e, obj)
+	}
 	ci := ix.clusters[e.key.Cluster]
-	oldLabels, newLabels := labelsOf(old), labelsOf(obj)
+	oldLabels, newLabels := labelsOf(old), labelsOf(stored)
 	if !sameLabels(oldLabels, newLabels) {
 		eachLabel(oldLabels, func(k, v string) {
 			if nv, ok := newLabels.Lookup(k); !ok || nv != v {
@@ -231,7 +255,7 @@ func (ix *Indexer) updateLocked(e *entry, obj runtime.Object, rv string) {
 		})
 	}
 	for name, ui := range ix.indices {
-		oldValues, err := ui.fn(old)
+		oldValues, err := ui.fn(oldObj)
 		newValues := ix.indexValues(name, ui, obj)
 		if err == nil && slices.Equal(oldValues, newValues) {
 			continue
@@ -246,6 +270,7 @@ func (ix *Indexer) updateLocked(e *entry, obj runtime.Object, rv string) {
 // removeLocked removes e from the items and every index.
 func (ix *Indexer) removeLocked(e *entry) {
 	delete(ix.items, e.key)
+	defer e.hot.Store(nil)
 	ci := ix.clusters[e.key.Cluster]
 	ci.count--
 	if ci.count == 0 {
@@ -256,9 +281,12 @@ func (ix *Indexer) removeLocked(e *entry) {
 			remove(ci.labels, labelPair{k, v}, e)
 		})
 	}
-	for _, ui := range ix.indices {
-		values, err := ui.fn(e.obj)
-		ix.removeFromIndexLocked(ui, e, values, err)
+	if len(ix.indices) > 0 {
+		obj := decoded(peek(e))
+		for _, ui := range ix.indices {
+			values, err := ui.fn(obj)
+			ix.removeFromIndexLocked(ui, e, values, err)
+		}
 	}
 }
 
@@ -286,18 +314,21 @@ func (ix *Indexer) Get(key Key) (runtime.Object, bool) {
 	if e == nil {
 		return nil, false
 	}
+	if ix.codec != nil {
+		return ix.getDecodedLocked(e), true
+	}
 	return e.obj, true
 }
 
 // List returns every object.
 func (ix *Indexer) List() []runtime.Object {
 	ix.lock.RLock()
-	defer ix.lock.RUnlock()
 	out := make([]runtime.Object, 0, len(ix.items))
 	for _, e := range ix.items {
-		out = append(out, e.obj)
+		out = append(out, peek(e))
 	}
-	return out
+	ix.lock.RUnlock()
+	return decodeAll(out)
 }
 
 // ListKeys returns the keys of every object.
@@ -333,20 +364,23 @@ func (ix *Indexer) ClusterLen(cluster string) int {
 // in), the label index narrows the candidates instead of scanning every object.
 func (ix *Indexer) Select(selector labels.Selector) []runtime.Object {
 	ix.lock.RLock()
-	defer ix.lock.RUnlock()
-	return ix.selectLocked("", "", selector)
+	objs := ix.selectLocked("", "", selector)
+	ix.lock.RUnlock()
+	return decodeAll(objs)
 }
 
 // ByIndex returns the objects whose values for the named index include indexedValue.
 func (ix *Indexer) ByIndex(indexName, indexedValue string) ([]runtime.Object, error) {
 	ix.lock.RLock()
-	defer ix.lock.RUnlock()
 	var buf [8]set
 	sets, err := ix.setsLocked(indexName, indexedValue, buf[:0])
 	if err != nil {
+		ix.lock.RUnlock()
 		return nil, err
 	}
-	return collect(sets, func(e *entry) runtime.Object { return e.obj }), nil
+	objs := collect(sets, peek)
+	ix.lock.RUnlock()
+	return decodeAll(objs), nil
 }
 
 // IndexKeys returns the keys of the objects whose values for the named index include
@@ -515,7 +549,9 @@ func equalityRequirements(selector labels.Selector) []labelRequirement {
 }
 
 // selectLocked returns the objects in cluster (every cluster if empty) and namespace
-// (every namespace if empty, as in client-go listers) whose labels match selector.
+// (every namespace if empty, as in client-go listers) whose labels match selector. In a
+// compact indexer, some may be *encodedObjects: the caller decodes them (decodeAll)
+// after releasing the lock.
 func (ix *Indexer) selectLocked(cluster, namespace string, selector labels.Selector) []runtime.Object {
 	q, ok := newQuery(namespace, selector)
 	if !ok {
@@ -608,7 +644,7 @@ func (q *query) appendMatches(out []runtime.Object, ci *clusterIndex) []runtime.
 			if !q.everything && !q.selector.Matches(labelsOf(e.obj)) {
 				continue
 			}
-			out = append(out, e.obj)
+			out = append(out, peek(e))
 		}
 	}
 	return out

@@ -38,6 +38,9 @@ func (l rawLabels) Lookup(key string) (string, bool) {
 // meta.Accessor(obj).GetLabels(): for unstructured objects, a labels field that is not a
 // map of strings (nulls allowed) counts as no labels.
 func labelsOf(obj runtime.Object) labels.Labels {
+	if o, ok := obj.(*encodedObject); ok {
+		return o.labels
+	}
 	if u, ok := obj.(*unstructured.Unstructured); ok {
 		md, _ := u.Object["metadata"].(map[string]any)
 		raw, _ := md["labels"].(map[string]any)

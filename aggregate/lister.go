@@ -59,8 +59,9 @@ var (
 
 func (l *clusterLister) List(selector labels.Selector) ([]runtime.Object, error) {
 	l.ix.lock.RLock()
-	defer l.ix.lock.RUnlock()
-	return l.ix.selectLocked(l.cluster, "", selector), nil
+	objs := l.ix.selectLocked(l.cluster, "", selector)
+	l.ix.lock.RUnlock()
+	return decodeAll(objs), nil
 }
 
 func (l *clusterLister) Get(name string) (runtime.Object, error) {
@@ -86,8 +87,9 @@ type namespaceLister struct {
 
 func (l *namespaceLister) List(selector labels.Selector) ([]runtime.Object, error) {
 	l.ix.lock.RLock()
-	defer l.ix.lock.RUnlock()
-	return l.ix.selectLocked(l.cluster, l.namespace, selector), nil
+	objs := l.ix.selectLocked(l.cluster, l.namespace, selector)
+	l.ix.lock.RUnlock()
+	return decodeAll(objs), nil
 }
 
 // Get returns the object name in the namespace. As with client-go, whose key would be

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
@@ -70,30 +71,79 @@ func (s *ClusterStore) Apply(obj runtime.Object, initialList bool) error {
 // ApplyChanged is Apply, and also reports whether the store changed: false if it held
 // obj's key at obj's non-empty resourceVersion already, the no-op update above.
 func (s *ClusterStore) ApplyChanged(obj runtime.Object, initialList bool) (changed bool, err error) {
+	changed, _, err = s.ApplyEncodedChanged(obj, nil, initialList)
+	return changed, err
+}
+
+// ApplyEncoded is Apply for an object that comes with encoded, its encoding in the
+// format of the fleet's Codec (Options.Codec), such as the CBOR that the informers write
+// while decoding a watch event, which persist's Codec reads. A compact fleet keeps
+// encoded rather than encode obj; a plain one ignores it. Neither obj nor encoded may be
+// modified afterwards. It implements informer.EncodedStore.
+func (s *ClusterStore) ApplyEncoded(obj *unstructured.Unstructured, encoded []byte, initialList bool) error {
+	_, _, err := s.ApplyEncodedChanged(obj, encoded, initialList)
+	return err
+}
+
+// ApplyEncodedChanged is ApplyEncoded (with encoded nil: Apply) that also reports
+// whether the store changed, as ApplyChanged, and returns the encoding that a compact
+// fleet now holds for obj (nil in a plain fleet, or if nothing changed), so that a
+// snapshot can store it without encoding obj again.
+func (s *ClusterStore) ApplyEncodedChanged(obj runtime.Object, encoded []byte, initialList bool) (changed bool, stored []byte, err error) {
 	key, rv, err := s.keyOf(obj)
 	if err != nil {
-		return false, fmt.Errorf("apply to %s in cluster %q: %w", s.ix.resource, s.cluster, err)
+		return false, nil, fmt.Errorf("apply to %s in cluster %q: %w", s.ix.resource, s.cluster, err)
 	}
 	ix := s.ix
+	// A compact fleet encodes before taking the write lock, unless the update is a
+	// no-op (a warm start's relist applies every object again).
+	var entryObj runtime.Object
+	if ix.codec != nil && !s.isNoOp(key, rv) {
+		if entryObj, err = ix.encodeForEntry(key, obj, encoded); err != nil {
+			return false, nil, fmt.Errorf("apply %s to %s: encoding: %w", key, ix.resource, err)
+		}
+	}
 	ix.lock.Lock()
 	defer ix.lock.Unlock()
 	if s.removed {
-		return false, fmt.Errorf("apply %s to %s: %w", key, ix.resource, ErrStoreRemoved)
+		return false, nil, fmt.Errorf("apply %s to %s: %w", key, ix.resource, ErrStoreRemoved)
 	}
 	e := ix.items[key]
-	switch {
-	case e == nil:
-		ix.addLocked(key, obj, rv)
+	if e != nil && rv != "" && rv == e.rv {
+		cur := peek(e)
+		ix.fanOutLocked(pending{ref: objectRef{ix, key}, typ: Updated, obj: cur, old: cur, initialList: initialList}, true)
+		return false, nil, nil
+	}
+	if entryObj == nil {
+		// A plain fleet, or a no-op update that stopped being one since isNoOp.
+		if entryObj, err = ix.encodeForEntry(key, obj, encoded); err != nil {
+			return false, nil, fmt.Errorf("apply %s to %s: encoding: %w", key, ix.resource, err)
+		}
+	}
+	if e == nil {
+		ix.addLocked(key, entryObj, obj, rv)
 		ix.fanOutLocked(pending{ref: objectRef{ix, key}, typ: Added, obj: obj, initialList: initialList}, false)
-	case rv != "" && rv == e.rv:
-		ix.fanOutLocked(pending{ref: objectRef{ix, key}, typ: Updated, obj: e.obj, old: e.obj, initialList: initialList}, true)
-		return false, nil
-	default:
-		old := e.obj
-		ix.updateLocked(e, obj, rv)
+	} else {
+		old := peek(e)
+		ix.updateLocked(e, entryObj, obj, rv)
 		ix.fanOutLocked(pending{ref: objectRef{ix, key}, typ: Updated, obj: obj, old: old, initialList: initialList}, false)
 	}
-	return true, nil
+	if eo, ok := entryObj.(*encodedObject); ok {
+		stored = eo.data
+	}
+	return true, stored, nil
+}
+
+// isNoOp reports whether applying an object with key and resourceVersion rv would be a
+// no-op update now.
+func (s *ClusterStore) isNoOp(key Key, rv string) bool {
+	if rv == "" {
+		return false
+	}
+	s.ix.lock.RLock()
+	defer s.ix.lock.RUnlock()
+	e := s.ix.items[key]
+	return e != nil && e.rv == rv
 }
 
 // Delete removes the object with obj's key and delivers Deleted with obj as the last
@@ -115,8 +165,9 @@ func (s *ClusterStore) Delete(obj runtime.Object, finalStateUnknown bool) error 
 	if e == nil {
 		return nil
 	}
+	old := peek(e)
 	ix.removeLocked(e)
-	ix.fanOutLocked(pending{ref: objectRef{ix, key}, typ: Deleted, obj: obj, old: e.obj, finalStateUnknown: finalStateUnknown}, false)
+	ix.fanOutLocked(pending{ref: objectRef{ix, key}, typ: Deleted, obj: obj, old: old, finalStateUnknown: finalStateUnknown}, false)
 	return nil
 }
 
@@ -193,15 +244,15 @@ func (s *ClusterStore) GetByKey(key string) (value any, exists bool, err error) 
 		return nil, false, nil
 	}
 	s.ix.lock.RLock()
-	defer s.ix.lock.RUnlock()
-	if s.removed {
+	var obj runtime.Object
+	if e := s.ix.items[Key{Cluster: s.cluster, Namespace: namespace, Name: name}]; e != nil && !s.removed {
+		obj = peek(e)
+	}
+	s.ix.lock.RUnlock()
+	if obj == nil {
 		return nil, false, nil
 	}
-	e := s.ix.items[Key{Cluster: s.cluster, Namespace: namespace, Name: name}]
-	if e == nil {
-		return nil, false, nil
-	}
-	return e.obj, true, nil
+	return decoded(obj), true, nil
 }
 
 // fanOutLocked queues p for every handler of the indexer. noOp marks a no-op update,
@@ -233,11 +284,15 @@ func (ix *Indexer) removeClusterLocked(cluster string) (waiters []*Registration)
 	for _, set := range ci.namespaces {
 		for e := range set {
 			delete(ix.items, e.key)
-			for _, ui := range ix.indices {
-				values, err := ui.fn(e.obj)
-				ix.removeFromIndexLocked(ui, e, values, err)
+			cur := peek(e)
+			if len(ix.indices) > 0 {
+				obj := decoded(cur)
+				for _, ui := range ix.indices {
+					values, err := ui.fn(obj)
+					ix.removeFromIndexLocked(ui, e, values, err)
+				}
 			}
-			ix.fanOutLocked(pending{ref: objectRef{ix, e.key}, typ: Deleted, obj: e.obj, old: e.obj, finalStateUnknown: true}, false)
+			ix.fanOutLocked(pending{ref: objectRef{ix, e.key}, typ: Deleted, obj: cur, old: cur, finalStateUnknown: true}, false)
 		}
 	}
 	return waiters

@@ -3,6 +3,8 @@ package persist
 import (
 	"fmt"
 	"slices"
+	"sync"
+	"unsafe"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -137,3 +139,33 @@ func (d *fastDecoder) decodeUnstructured(data string) (runtime.Object, error) {
 	}
 	return &unstructured.Unstructured{Object: m}, nil
 }
+
+// Codec is the snapshot's encoding of objects as an aggregate.Codec, for a fleet that
+// keeps its objects encoded (aggregate.Options.Codec): it encodes and decodes exactly as
+// the snapshot does, so the encoding the fleet holds is what Writer.UpsertEncoded
+// stores, and the informers' encodings of watched objects (jsondec.Decoder.ObjectCBOR)
+// are in its format. It takes *unstructured.Unstructured and
+// *metav1.PartialObjectMetadata objects; errors wrap ErrInvalid or ErrCorrupt.
+type Codec struct{}
+
+// Encode returns the encoding of obj.
+func (Codec) Encode(obj runtime.Object) ([]byte, error) { return encodeObject(obj) }
+
+// Decode returns the object of data, sharing no memory with it. data must not change
+// during the call. Its strings are interned in tables that outlive the call (one per
+// decoder in a pool), so that the keys and the short values that every object repeats
+// are shared rather than allocated again for each decode.
+func (Codec) Decode(data []byte) (obj runtime.Object, err error) {
+	if len(data) == 0 {
+		return decodeObject(data)
+	}
+	d := decoders.Get().(*fastDecoder)
+	defer decoders.Put(d)
+	defer recoverDecode(&err)
+	// The decoder copies what it keeps of data (intern.Table), so data need not be
+	// copied into a string first.
+	return d.decode(unsafe.String(unsafe.SliceData(data), len(data)))
+}
+
+// decoders are the decoders of Codec.Decode, each with its tables of strings.
+var decoders = sync.Pool{New: func() any { return new(fastDecoder) }}

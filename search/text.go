@@ -1,6 +1,7 @@
 package search
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/RoaringBitmap/roaring/v2"
@@ -127,7 +128,7 @@ func (t *textIndex) match(term TextTerm) *roaring.Bitmap {
 				found = append(found, t.docs[id])
 			}
 		}
-		return roaring.FastOr(found...)
+		return union(found)
 	}
 	var sets []*roaring.Bitmap
 	missing := false
@@ -150,7 +151,31 @@ func (t *textIndex) match(term TextTerm) *roaring.Bitmap {
 			found = append(found, t.docs[id])
 		}
 	}
-	return roaring.FastOr(found...)
+	return union(found)
+}
+
+// union returns the union of sets. Many small sets (a substring that most names hold,
+// each name the object of a few clusters) are gathered as numbers and added at once,
+// which is much faster than a union of thousands of bitmaps.
+func union(sets []*roaring.Bitmap) *roaring.Bitmap {
+	if len(sets) < 64 {
+		return roaring.FastOr(sets...)
+	}
+	var n uint64
+	for _, b := range sets {
+		n += b.GetCardinality()
+	}
+	ids := make([]uint32, 0, n)
+	for _, b := range sets {
+		it := b.Iterator()
+		for it.HasNext() {
+			ids = append(ids, it.Next())
+		}
+	}
+	slices.Sort(ids)
+	out := roaring.New()
+	out.AddMany(ids)
+	return out
 }
 
 // lower returns s in lower case, without copying an ASCII string that has no upper

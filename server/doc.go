@@ -5,6 +5,8 @@
 //	/clusters/{cluster}/api/v1/namespaces/default/pods       one cluster (path-escaped name)
 //	/clusters/*/apis/apps/v1/deployments                     every cluster
 //	/apis/fleetwatch.io/v1alpha1/clusters[/{name}]           the clusters themselves
+//	/apis/fleetwatch.io/v1alpha1/search?q=...                search across the fleet
+//	/clusters/{cluster}/openapi/v2, /openapi/v3[/...]        that cluster's OpenAPI
 //	/healthz /livez /readyz /metrics /version
 //	/ (to browsers), /ui/...                                 the web page
 //
@@ -17,12 +19,16 @@
 //	                                            of changes, each at a position per cluster
 //	list, get ◄── current objects, with a cursor of every cluster's position
 //	watch     ◄── current objects, or the history after a cursor, then new changes
+//	search    ◄── the search.Index that the watch cache feeds with the same events
 //
 // The resourceVersion of a list or a watch event is such a cursor (opaque to clients): a
 // watch from it resumes without missing or repeating a change, or gets 410 Gone once the
 // history no longer reaches back to it, and the client lists again, as reflectors do.
 // Every object served carries the annotation fleetwatch.io/cluster. Tables (kubectl's
-// server-side printing) start with a CLUSTER column. Write verbs get 405; errors are
+// server-side printing) start with a CLUSTER column; those of custom resources have the
+// printer columns of their CRD (crdcolumns.go). What the fleet does not cache, a
+// cluster's OpenAPI documents and CRDs, is fetched from that cluster when the Source
+// offers ClusterConfigs, and kept (openapi.go). Write verbs get 405; errors are
 // Kubernetes Status objects.
 //
 // Start serves on Options.Address: loopback by default, anything else only with TLS and

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/fleetwatch/fleetwatch/aggregate"
 	"github.com/fleetwatch/fleetwatch/aggregate/aggregatetest"
+	"github.com/fleetwatch/fleetwatch/persist"
 )
 
 // Resources of the test fleet.
@@ -40,6 +42,16 @@ const (
 	staging = "staging"
 	edge    = "arn:aws:eks:eu-west-1:123:cluster/edge"
 )
+
+// testCodec is the Codec of the fixture's fleet: nil, or with
+// FLEETWATCH_TEST_CACHE_ENCODING=compact the snapshot's, so that the server's tests run
+// against a compact fleet.
+func testCodec() aggregate.Codec {
+	if os.Getenv("FLEETWATCH_TEST_CACHE_ENCODING") == "compact" {
+		return persist.Codec{}
+	}
+	return nil
+}
 
 // now is the fake time of the server's clock; objects are created an hour before.
 var now = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
@@ -226,7 +238,7 @@ type fixture struct {
 func newFixture(t testing.TB, setOpts func(*Options)) *fixture {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	fleet := aggregate.New(aggregate.Options{})
+	fleet := aggregate.New(aggregate.Options{Codec: testCodec()})
 	f := &fixture{t: t, ctx: ctx, fleet: fleet, src: &fakeSource{fleet: fleet, statuses: map[string]aggregate.ClusterStatus{}, ready: true}}
 	f.src.setStatus(clusterStatus(prod, aggregate.PhaseSynced, true))
 	f.src.setStatus(clusterStatus(staging, aggregate.PhaseSynced, false))

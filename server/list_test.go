@@ -506,7 +506,7 @@ func TestListStreamed(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				whole = f.server.table(res, items, opts, head.Metadata, true, "")
+				whole = f.server.table(t.Context(), res, items, opts, head.Metadata, true, "")
 			default:
 				l := struct {
 					metav1.TypeMeta `json:",inline"`

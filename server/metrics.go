@@ -31,7 +31,7 @@ func newMetrics(s *Server, opts Options) (*metrics, error) {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fleetwatch_http_requests_total",
-			Help: "HTTP requests, by verb (get, list, watch, discovery, probe, metrics, version, page, other), resource and status code.",
+			Help: "HTTP requests, by verb (get, list, watch, search, openapi, discovery, probe, metrics, version, page, other), resource and status code.",
 		}, []string{"verb", "resource", "code"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "fleetwatch_http_request_duration_seconds",

@@ -20,6 +20,7 @@ const (
 	routeResourceList           // /api/{version}, /apis/{group}/{version}
 	routeResource               // a collection or an object of a resource
 	routeVersion                // /clusters/{cluster}/version
+	routeOpenAPI                // /clusters/{cluster}/openapi/v2, /openapi/v3[/...]
 )
 
 // route is a parsed API path.
@@ -38,6 +39,8 @@ type route struct {
 	name         string
 	hasName      bool
 	subresource  string
+	// openAPI is the OpenAPI path of a cluster, for routeOpenAPI.
+	openAPI string
 }
 
 // markers are the path segments that end a cluster name that was sent unescaped.
@@ -75,6 +78,10 @@ func parseRoute(escapedPath string) (route, error) {
 		segs = segs[end:]
 		if len(segs) == 1 && segs[0] == "version" {
 			rt.kind = routeVersion
+			return rt, nil
+		}
+		if p, ok := openAPIPath(segs); ok {
+			rt.kind, rt.openAPI = routeOpenAPI, p
 			return rt, nil
 		}
 	}

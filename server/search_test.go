@@ -313,3 +313,42 @@ func TestSearchSecrets(t *testing.T) {
 		}
 	}
 }
+
+// TestSearchDelegated: with RBAC in the home cluster, a search reads the clusters the
+// user is granted, decided before the index is read; a review that fails fails the
+// search rather than answer with fewer clusters.
+func TestSearchDelegated(t *testing.T) {
+	f, home := newDelegatedFixture(t, nil)
+	home.set(func(h *fakeHome) {
+		h.users["ops-token"] = "ops"
+		h.grants["ops"] = []string{staging, edge}
+		h.users["flaky-token"] = "flaky"
+		h.grants["flaky"] = []string{prod}
+		h.fail["flaky"] = true
+	})
+	res := f.search("q=web", bearer("ops-token")...)
+	if got := strings.Join(searchRefs(res), " "); got != edge+"|Pod|default/web-3 staging|Pod|default/web-1" ||
+		res.Total != 2 || !maps.Equal(res.Counts.Clusters, map[string]int{edge: 1, staging: 1}) {
+		t.Errorf("ops: %q, total %d, counts %v", got, res.Total, res.Counts)
+	}
+	f.get(clusterPath(prod)+searchPath+"?q=web", bearer("ops-token")...).status(t, http.StatusForbidden)
+	st := f.get(searchPath+"?q=web", bearer("flaky-token")...).status(t, http.StatusInternalServerError)
+	if !strings.Contains(st.Message, "could not review") {
+		t.Errorf("failed review: %+v", st)
+	}
+}
+
+// TestSearchClusterLeaves: the objects of a cluster that leaves the fleet are found no
+// more, in items, counts or totals.
+func TestSearchClusterLeaves(t *testing.T) {
+	f := newFixture(t, nil)
+	if res := f.search("q=web"); res.Counts.Clusters[staging] != 1 {
+		t.Fatalf("before: %v", res.Counts)
+	}
+	f.fleet.RemoveCluster(staging)
+	f.sync()
+	res := f.search("q=")
+	if _, ok := res.Counts.Clusters[staging]; ok || res.Total != 6 {
+		t.Errorf("after staging left: total %d, counts %v, items %q", res.Total, res.Counts, searchRefs(res))
+	}
+}

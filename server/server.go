@@ -327,6 +327,10 @@ type Server struct {
 	limits    *limiter
 	peers     *peerClient
 	handler   http.Handler
+	// openAPI serves the clusters' OpenAPI documents; crds finds the printer columns of
+	// custom resources.
+	openAPI *openAPIProxy
+	crds    *crdColumns
 
 	// stopping is closed when the server shuts down, to end watches.
 	stopping chan struct{}
@@ -355,6 +359,8 @@ func New(src Source, opts Options) (*Server, error) {
 		clock:    opts.Clock,
 		cache:    newWatchCache(opts.HistorySize),
 		hosts:    newHostFilter(opts),
+		openAPI:  newOpenAPIProxy(src),
+		crds:     newCRDColumns(src),
 		stopping: make(chan struct{}),
 	}
 	if opts.TokenFile != "" {
@@ -597,6 +603,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, info *requestInfo
 		info.verb = "version"
 		writeJSON(w, http.StatusOK, &s.opts.Version)
 		return nil
+	case routeOpenAPI:
+		info.verb = "openapi"
+		return s.serveOpenAPI(w, r, rt.cluster, rt.openAPI)
 	case routeAPIVersions:
 		return serveAPIVersions(w, r, c)
 	case routeAPIGroupList:
@@ -698,4 +707,13 @@ func (s *Server) clusterExists(name string, sc scope) bool {
 		return true
 	}
 	return slices.ContainsFunc(s.cache.all(), func(rc *resourceCache) bool { return rc.hasCluster(name) })
+}
+
+// scopeClusters returns the clusters of sc: its cluster, or every cluster of the fleet
+// that it admits.
+func (s *Server) scopeClusters(sc scope) []string {
+	if !sc.all() {
+		return []string{sc.cluster}
+	}
+	return slices.DeleteFunc(s.clusterNames(), func(cl string) bool { return !sc.includes(cl) })
 }

@@ -37,7 +37,7 @@ func TestNewOptions(t *testing.T) {
 	dir := t.TempDir()
 	cert, key := testcert.Write(t, dir, "a")
 	tokens := writeFile(t, dir, "tokens", "s3cret\n")
-	fleet := aggregate.New(aggregate.Options{})
+	fleet := aggregate.New(aggregate.Options{Codec: testCodec()})
 	src := &fakeSource{fleet: fleet, statuses: map[string]aggregate.ClusterStatus{}}
 	for _, tc := range []struct {
 		name    string
@@ -345,7 +345,7 @@ func TestReadyzWithholdsReasons(t *testing.T) {
 
 func TestReadyzWaitsForCache(t *testing.T) {
 	// A fleet whose handlers do not run yet: the server's cache cannot catch up.
-	fleet := aggregate.New(aggregate.Options{})
+	fleet := aggregate.New(aggregate.Options{Codec: testCodec()})
 	if err := fleet.ClusterStore(prod, podsGVR).Apply(pod("default", "a", "1", nil), false); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strconv"
@@ -148,8 +149,12 @@ func columnsFor(gr schema.GroupResource, metadataOnly bool) []column {
 // table returns objs as a Table. headers says whether to include the column definitions;
 // a watch sends them with its first event only, as the apiserver does. rv, if not empty,
 // is the resourceVersion of each row's object (watch events).
-func (s *Server) table(res *apiResource, objs []object, opts tableOptions, lm metav1.ListMeta, headers bool, rv string) *metav1.Table {
-	p := s.printer(res, objs, opts)
+func (s *Server) table(ctx context.Context, res *apiResource, objs []object, opts tableOptions, lm metav1.ListMeta, headers bool, rv string) *metav1.Table {
+	return s.printer(ctx, res, objs, opts).rows(objs, lm, headers, rv)
+}
+
+// rows returns objs as a Table, as Server.table, with the columns of p.
+func (p *tablePrinter) rows(objs []object, lm metav1.ListMeta, headers bool, rv string) *metav1.Table {
 	t := p.table(lm, headers)
 	for _, o := range objs {
 		t.Rows = append(t.Rows, p.row(o, rv))
@@ -166,13 +171,33 @@ type tablePrinter struct {
 	now  time.Time
 }
 
-// printer returns the printer of objs, all of resource res.
-func (s *Server) printer(res *apiResource, objs []object, opts tableOptions) *tablePrinter {
+// printer returns the printer of objs, all of resource res. The columns of a custom
+// resource are those of its CRD in the first cluster of objs that has one it can read
+// (crdcolumns.go), which it may ask for: no lock may be held.
+func (s *Server) printer(ctx context.Context, res *apiResource, objs []object, opts tableOptions) *tablePrinter {
+	var clusters []string
+	for _, o := range objs {
+		if !slices.Contains(clusters, o.cluster) {
+			clusters = append(clusters, o.cluster)
+		}
+	}
 	metadataOnly := slices.ContainsFunc(objs, func(o object) bool { _, ok := o.obj.(*unstructured.Unstructured); return !ok })
+	return s.printerIn(ctx, res, clusters, metadataOnly, opts)
+}
+
+// printerIn returns the printer of objects of res in clusters, in order of preference
+// for the CRD that gives the columns of a custom resource.
+func (s *Server) printerIn(ctx context.Context, res *apiResource, clusters []string, metadataOnly bool, opts tableOptions) *tablePrinter {
 	if rc := s.cache.lookup(res.gvr); rc != nil {
 		metadataOnly = metadataOnly || rc.isMetadataOnly()
 	}
-	return &tablePrinter{res: res, cols: columnsFor(res.gvr.GroupResource(), metadataOnly), opts: opts, now: s.clock.Now()}
+	cols := columnsFor(res.gvr.GroupResource(), metadataOnly)
+	if _, known := columnsByResource[res.gvr.GroupResource()]; !known && !metadataOnly && mayBeCustom(res.gvr) {
+		if pcs, ok := s.crdPrinterColumns(ctx, res.gvr, clusters); ok {
+			cols = columnsOfCRD(pcs)
+		}
+	}
+	return &tablePrinter{res: res, cols: cols, opts: opts, now: s.clock.Now()}
 }
 
 // table returns a Table without rows (an empty slice, not nil), and with the column

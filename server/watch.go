@@ -71,6 +71,10 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, res *apiReso
 
 	rc := s.cache.resource(res.gvr)
 	ws := &watchStream{s: s, res: res, query: qr, format: f, opts: opts, positions: map[string]position{}}
+	if f == formatTable {
+		// The columns are decided once: every row of the stream must have them.
+		ws.printer = s.printerIn(r.Context(), res, s.scopeClusters(qr.scope), false, opts)
+	}
 	var items []object
 	rc.mu.RLock()
 	switch {
@@ -198,6 +202,8 @@ type watchStream struct {
 	positions map[string]position
 	// sentHeaders is set once a Table with column definitions was sent.
 	sentHeaders bool
+	// printer prints the rows of a watch of Tables.
+	printer *tablePrinter
 }
 
 func (ws *watchStream) cursor() string {
@@ -257,7 +263,8 @@ func (ws *watchStream) send(typ watch.EventType, o object, rv string) error {
 	var obj any
 	switch ws.format {
 	case formatTable:
-		obj = ws.s.table(ws.res, []object{o}, ws.opts, metav1.ListMeta{}, !ws.sentHeaders, rv)
+		ws.printer.now = ws.s.clock.Now()
+		obj = ws.printer.rows([]object{o}, metav1.ListMeta{}, !ws.sentHeaders, rv)
 		ws.sentHeaders = true
 	case formatPartial:
 		obj = partial(o, rv)
@@ -274,7 +281,7 @@ func (ws *watchStream) bookmark(annotations map[string]string) error {
 	var obj any
 	switch ws.format {
 	case formatTable:
-		t := ws.s.table(ws.res, nil, ws.opts, metav1.ListMeta{ResourceVersion: rv}, !ws.sentHeaders, "")
+		t := ws.printer.rows(nil, metav1.ListMeta{ResourceVersion: rv}, !ws.sentHeaders, "")
 		ws.sentHeaders = true
 		obj = t
 	case formatPartial:

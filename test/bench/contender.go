@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 
 	"github.com/fleetwatch/fleetwatch"
 	"github.com/fleetwatch/fleetwatch/aggregate"
@@ -142,6 +143,15 @@ type Result struct {
 	CPUCaughtUpSec  float64 `json:"cpuCaughtUpSec,omitempty"`
 	PeakRSSCaughtUp uint64  `json:"peakRSSCaughtUp,omitempty"`
 
+	// Search (fleetwatch with --search, measured after the memory figures above, which
+	// do not include it): the heap that a search index of SearchIndexObjects objects
+	// adds, and the latencies of name-substring searches through the HTTP API, with the
+	// objects they found in all.
+	SearchIndexBytes   int64     `json:"searchIndexBytes,omitempty"`
+	SearchIndexObjects int       `json:"searchIndexObjects,omitempty"`
+	SearchLatenciesMs  []float64 `json:"searchLatenciesMs,omitempty"`
+	SearchFound        int       `json:"searchFound,omitempty"`
+
 	// Snapshot writer statistics, with a snapshot.
 	SnapshotCommits  uint64 `json:"snapshotCommits,omitempty"`
 	SnapshotFileSize int64  `json:"snapshotFileSize,omitempty"`
@@ -235,6 +245,7 @@ func runContender(args []string) (err error) {
 	mode := fs.String("mode", modeSync, "sync or watch")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig with one context per cluster")
 	metadataOnly := fs.Bool("metadata-only", false, "fleetwatch: cache every resource metadata-only")
+	compact := fs.Bool("compact", false, "fleetwatch: keep the objects in the snapshot's encoding (Fleet.Codec = persist.Codec{})")
 	snapshot := fs.String("snapshot", "", "fleetwatch: snapshot file (empty: no persistence)")
 	expect := fs.Int("expect", 0, "objects expected in the cache, to time when a warm cache is complete")
 	t0ns := fs.Int64("t0", 0, "Unix nanoseconds at which the driver started this process (default: now)")
@@ -242,9 +253,16 @@ func runContender(args []string) (err error) {
 	memProfile := fs.String("memprofile", "", "write a heap profile after sync here")
 	windowProfile := fs.String("window-cpuprofile", "", "watch mode: write a CPU profile of the measurement window here")
 	namespaces := fs.String("namespaces", "", "comma-separated namespaces to cache (default: all)")
+	searches := fs.Int("search", 0, "fleetwatch, sync mode: after the memory figures, measure the search index's heap and this many name-substring searches through the HTTP API")
 	catchUp := fs.Int("catch-up", 0, "sync mode: after sync, wait until the handler has received this many stamped updates (changes made while the contender was down)")
+	verbosity := fs.String("v", "0", "klog verbosity of the contender's log (4 shows each watch that ends, with a 410's reason)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(klogFlags)
+	if err := klogFlags.Set("v", *verbosity); err != nil {
+		return fmt.Errorf("--v: %w", err)
 	}
 	t0 := time.Now()
 	if *t0ns != 0 {
@@ -275,7 +293,7 @@ func runContender(args []string) (err error) {
 	case implClientGo, implClientGoStripped, implClientGoTyped, implClientGoMetadata:
 		c = &clientGo{impl: *impl, kubeconfig: *kubeconfig, namespaces: splitList(*namespaces)}
 	case implFleetwatch:
-		fw := &fleetwatchContender{kubeconfig: *kubeconfig, metadataOnly: *metadataOnly, snapshotPath: *snapshot, namespaces: splitList(*namespaces)}
+		fw := &fleetwatchContender{kubeconfig: *kubeconfig, metadataOnly: *metadataOnly, compact: *compact, snapshotPath: *snapshot, namespaces: splitList(*namespaces)}
 		if err := fw.open(); err != nil {
 			return err
 		}
@@ -330,6 +348,11 @@ func runContender(args []string) (err error) {
 	if *memProfile != "" {
 		if err := writeHeapProfile(*memProfile); err != nil {
 			return err
+		}
+	}
+	if fw, ok := c.(*fleetwatchContender); ok && *searches > 0 && *mode == modeSync {
+		if err := measureSearch(ctx, fw, *searches, res); err != nil {
+			return fmt.Errorf("search: %w", err)
 		}
 	}
 
@@ -614,6 +637,7 @@ func (c *clientGo) stop() {
 type fleetwatchContender struct {
 	kubeconfig   string
 	metadataOnly bool
+	compact      bool
 	snapshotPath string
 	namespaces   []string
 
@@ -634,6 +658,9 @@ func (f *fleetwatchContender) open() error {
 	opts := fleetwatch.Options{
 		Clusters:  cluster.Options{Kubeconfigs: []string{f.kubeconfig}},
 		Resources: resources,
+	}
+	if f.compact {
+		opts.Fleet.Codec = persist.Codec{}
 	}
 	if f.snapshotPath != "" {
 		store, err := persist.Open(f.snapshotPath, persist.Options{})

@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/discovery"
@@ -48,6 +49,12 @@ type driverOptions struct {
 	watch bool
 	// controllers runs the controller contenders (examples/multicluster-runtime).
 	controllers bool
+	// verbosity is the klog verbosity of the contenders' logs.
+	verbosity int
+	// check fails the invocation if the report lacks a row (see report.missingRows).
+	check bool
+	// searches is the number of timed searches after the plain fleetwatch sync.
+	searches int
 }
 
 // driver runs the contenders against one Env.
@@ -102,8 +109,11 @@ func runDriver(args []string) error {
 	fs.Float64Var(&o.writeRate, "write-rate", 60, "writes per second, over all clusters, in the watch phase")
 	fs.DurationVar(&o.writeDuration, "write-duration", 20*time.Second, "duration of the writes of each watch phase")
 	fs.DurationVar(&o.catchUpGap, "catch-up-gap", 0, "time between the changes made while fleetwatch is down and its warm restart; beyond the apiservers' watch cache history (about 75s) it must relist")
+	fs.IntVar(&o.searches, "searches", 200, "name-substring searches through the HTTP API timed after the plain fleetwatch sync (0: none)")
 	fs.BoolVar(&o.watch, "watch", true, "run the watch phase (latency, CPU per event)")
 	fs.BoolVar(&o.controllers, "controllers", true, "run the controller contenders: examples/multicluster-runtime on multicluster-runtime's kubeconfig provider and on fleetwatch's")
+	fs.BoolVar(&o.check, "check", false, "fail if the report lacks a row or a measurement (a smoke test of the harness; no ratio is asserted)")
+	fs.IntVar(&o.verbosity, "v", 0, "klog verbosity of the contenders' logs in <dir>/logs (4 shows each watch that ends, and why)")
 	fs.IntVar(&o.scaleNamespaces, "scale-namespaces", 0, fmt.Sprintf("in the scale runs, each context caches the objects of this many of the %d bench namespaces (default: all)", benchNamespaces))
 	fs.Func("scale", "comma-separated numbers of contexts for the scale table, such as 1,3,10 (default: no scale table)", func(v string) error {
 		for f := range strings.SplitSeq(v, ",") {
@@ -221,7 +231,16 @@ func runDriver(args []string) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(d.logDir, "report.json"), raw, 0o600)
+	if err := os.WriteFile(filepath.Join(d.logDir, "report.json"), raw, 0o600); err != nil {
+		return err
+	}
+	if o.check {
+		if missing := rep.missingRows(md); len(missing) > 0 {
+			return fmt.Errorf("--check: the report lacks %d rows:\n%s", len(missing), strings.Join(missing, "\n"))
+		}
+		log.Printf("--check: the report has every row")
+	}
+	return nil
 }
 
 // runResult holds everything one run measured.
@@ -230,19 +249,24 @@ type runResult struct {
 	ClientGo *Result `json:"clientGo"`
 	// The stronger client-go peers: dynamic and typed informers that strip
 	// managedFields, and the metadatainformer that does.
-	ClientGoStripped *Result      `json:"clientGoStripped"`
-	ClientGoTyped    *Result      `json:"clientGoTyped"`
-	ClientGoMetadata *Result      `json:"clientGoMetadata"`
-	Fleetwatch       *Result      `json:"fleetwatch"`
-	Metadata         *Result      `json:"metadataOnly"`
-	SnapCold         *Result      `json:"snapshotCold"`
-	Warm             *Result      `json:"warm"`
-	ClientGoList     listCounters `json:"clientGoList"`
-	WarmList         listCounters `json:"warmList"`
+	ClientGoStripped *Result `json:"clientGoStripped"`
+	ClientGoTyped    *Result `json:"clientGoTyped"`
+	ClientGoMetadata *Result `json:"clientGoMetadata"`
+	Fleetwatch       *Result `json:"fleetwatch"`
+	Metadata         *Result `json:"metadataOnly"`
+	// Compact is fleetwatch with full objects in a compact cache.
+	Compact      *Result      `json:"compact"`
+	SnapCold     *Result      `json:"snapshotCold"`
+	Warm         *Result      `json:"warm"`
+	ClientGoList listCounters `json:"clientGoList"`
+	WarmList     listCounters `json:"warmList"`
 	// CatchUp restarted warm after changes made while it was down.
 	CatchUp     *Result      `json:"catchUp"`
 	CatchUpList listCounters `json:"catchUpList"`
-	Snapshot    persist.Info `json:"snapshot"`
+	// CatchUpResume is what the apiservers answered, just before the catch-up restart,
+	// to a watch from each resourceVersion of the snapshot (see probeResume).
+	CatchUpResume []resumeProbe `json:"catchUpResume"`
+	Snapshot      persist.Info  `json:"snapshot"`
 	// Encoded is the payload of the snapshot's objects, by resource key.
 	Encoded map[string]resourceSize `json:"encoded"`
 	// Controllers: examples/multicluster-runtime on the kubeconfig provider, and on
@@ -287,7 +311,7 @@ func (d *driver) run(ctx context.Context, r int) (*runResult, error) {
 			return err
 		},
 		func() error {
-			rr.Fleetwatch, _, err = d.contend(ctx, name("fleetwatch"), modeSync, profile, "--impl", implFleetwatch)
+			rr.Fleetwatch, _, err = d.contend(ctx, name("fleetwatch"), modeSync, profile, "--impl", implFleetwatch, "--search", strconv.Itoa(d.opts.searches))
 			return err
 		},
 		func() error {
@@ -295,6 +319,15 @@ func (d *driver) run(ctx context.Context, r int) (*runResult, error) {
 			return err
 		},
 		func() error {
+			rr.Compact, _, err = d.contend(ctx, name("fleetwatch-compact"), modeSync, profile, "--impl", implFleetwatch, "--compact")
+			return err
+		},
+		func() error {
+			// The apiservers start afresh, so that the catch-up restart below finds their
+			// watch caches in the same state whatever ran before it (see restartAPIServers).
+			if err := d.restartAPIServers(ctx); err != nil {
+				return err
+			}
 			for _, p := range []string{snapPath, snapPath + "-lock"} {
 				if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
 					return err
@@ -320,6 +353,14 @@ func (d *driver) run(ctx context.Context, r int) (*runResult, error) {
 				return err
 			}
 			time.Sleep(d.opts.catchUpGap)
+			if rr.CatchUpResume, err = d.probeResume(ctx, snapPath); err != nil {
+				return err
+			}
+			for _, p := range rr.CatchUpResume {
+				if !p.Resumes {
+					log.Printf("%s: %s", name("catch-up"), p)
+				}
+			}
 			rr.CatchUp, rr.CatchUpList, err = d.contend(ctx, name("fleetwatch-snapshot-catchup"), modeSync, profile,
 				"--impl", implFleetwatch, "--snapshot", snapPath, "--expect", strconv.Itoa(rr.SnapCold.Total), "--catch-up", strconv.Itoa(n))
 			return err
@@ -341,6 +382,40 @@ func (d *driver) run(ctx context.Context, r int) (*runResult, error) {
 		}
 	}
 	return rr, nil
+}
+
+// restartAPIServers restarts every apiserver and waits until each serves the bench
+// resources from its watch cache.
+//
+// The catch-up restart resumes each watch from the snapshot's resourceVersion. A watch
+// cache replays changes from any version since it last listed, until it drops an event
+// from its ring; from then on, only from its oldest event on, even if nothing of that
+// resource changed in between. It drops events when the ring is full, and halves the
+// ring when its newest quarter is older than 75 s. So if a quarter of the pods' ring is
+// older than 75 s when the first change arrives after the cold run (after a load, or a
+// watch phase followed by long enough sync runs), the ring drops everything before that
+// change, and the resume gets 410 Gone: the relists of the run of 2026-11-23 18:15
+// (fleetwatch 1259569), in run 1 after the load and in run 2 after its sync runs; the
+// probe before the catch-up showed "too old resource version: 8743 (8745)". Whether that
+// happened depended on how long the units before it took. A restarted apiserver's ring
+// starts empty, and the changes of the catch-up fit in it.
+func (d *driver) restartAPIServers(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	for _, c := range d.env.Clusters {
+		g.Go(func() error {
+			if err := c.RestartAPIServer(gctx); err != nil {
+				return fmt.Errorf("restarting the apiserver of %s: %w", c.Name, err)
+			}
+			zero := int64(1)
+			for _, gvr := range benchGVRs {
+				if _, err := c.Dynamic().Resource(gvr).List(gctx, metav1.ListOptions{ResourceVersion: "0", Limit: zero}); err != nil {
+					return fmt.Errorf("listing %s of %s after its restart: %w", gvr.Resource, c.Name, err)
+				}
+			}
+			return nil
+		})
+	}
+	return g.Wait()
 }
 
 // scale syncs both contenders once on a kubeconfig with n contexts, spread round-robin
@@ -514,7 +589,7 @@ type proc struct {
 
 // spawn starts a contender process.
 func (d *driver) spawn(ctx context.Context, name, mode string, profile bool, args ...string) (*proc, error) {
-	args = append([]string{"contender", "--mode", mode, "--kubeconfig", d.env.Kubeconfig}, args...)
+	args = append([]string{"contender", "--mode", mode, "--kubeconfig", d.env.Kubeconfig, "--v", strconv.Itoa(d.opts.verbosity)}, args...)
 	if profile {
 		if err := os.MkdirAll(d.opts.profileDir, 0o755); err != nil {
 			return nil, err

@@ -203,56 +203,10 @@ func (rep *report) markdown() string {
 	header := func(a, b string) {
 		p("| Figure | %s | %s | ratio per run | ratio | goal | met |\n|---|---|---|---|---|---|---|\n", a, b)
 	}
-	latency := func(r *Result, q float64) float64 {
-		if r == nil {
-			return math.NaN()
-		}
-		return quantile(r.LatenciesMs, q)
-	}
 	hasWatch := len(rep.Runs) > 0 && rep.Runs[0].ClientGoWatch != nil
 	p("### fleetwatch next to client-go\n\n")
 	header("client-go", "fleetwatch")
-	for _, f := range []figure{
-		{name: fmt.Sprintf("Cold sync, %d clusters × %d pods + %d configmaps (s)", o.clusters, o.pods, o.configMaps),
-			base: rep.per(func(r *runResult) float64 { return r.ClientGo.SyncedSec }), value: rep.per(func(r *runResult) float64 { return r.Fleetwatch.SyncedSec }),
-			format: "%.2f", goal: "≤ 1.05", ok: atMost(1.05)},
-		{name: "Heap per cached object after GC, full objects, default transforms (KiB)",
-			base: rep.per(func(r *runResult) float64 { return perObject(r.ClientGo.HeapAfterGC, r.ClientGo) }), value: rep.per(func(r *runResult) float64 { return perObject(r.Fleetwatch.HeapAfterGC, r.Fleetwatch) }),
-			format: "%.2f", goal: "≤ 0.5", ok: atMost(0.5)},
-		{name: "RSS per cached object after GC, full objects (KiB)",
-			base: rep.per(func(r *runResult) float64 { return perObject(r.ClientGo.RSSAfterGC, r.ClientGo) }), value: rep.per(func(r *runResult) float64 { return perObject(r.Fleetwatch.RSSAfterGC, r.Fleetwatch) }),
-			format: "%.2f", goal: "≤ 0.5", ok: atMost(0.5)},
-		{name: "Heap per cached object after GC, metadata-only (KiB)",
-			base: rep.per(func(r *runResult) float64 { return perObject(r.ClientGo.HeapAfterGC, r.ClientGo) }), value: rep.per(func(r *runResult) float64 { return perObject(r.Metadata.HeapAfterGC, r.Metadata) }),
-			format: "%.2f", goal: "≤ 0.25", ok: atMost(0.25)},
-		{name: "RSS per cached object after GC, metadata-only (KiB)",
-			base: rep.per(func(r *runResult) float64 { return perObject(r.ClientGo.RSSAfterGC, r.ClientGo) }), value: rep.per(func(r *runResult) float64 { return perObject(r.Metadata.RSSAfterGC, r.Metadata) }),
-			format: "%.2f", goal: "≤ 0.25", ok: atMost(0.25)},
-		{name: "Event throughput through handlers, initial lists (events/s)",
-			base: rep.per(func(r *runResult) float64 { return throughput(r.ClientGo) }), value: rep.per(func(r *runResult) float64 { return throughput(r.Fleetwatch) }),
-			format: "%.0f", goal: "≥ 0.9", ok: atLeast(0.9)},
-		{name: fmt.Sprintf("Event latency, apiserver write → handler, p50 at %.0f writes/s (ms)", o.writeRate),
-			base: rep.per(func(r *runResult) float64 { return latency(r.ClientGoWatch, 0.5) }), value: rep.per(func(r *runResult) float64 { return latency(r.FleetwatchWatch, 0.5) }),
-			format: "%.1f", watch: true},
-		{name: fmt.Sprintf("Event latency, apiserver write → handler, p99 at %.0f writes/s (ms)", o.writeRate),
-			base: rep.per(func(r *runResult) float64 { return latency(r.ClientGoWatch, 0.99) }), value: rep.per(func(r *runResult) float64 { return latency(r.FleetwatchWatch, 0.99) }),
-			format: "%.1f", goal: "≤ 1.2", ok: atMost(1.2), watch: true},
-		{name: "Restart: process start → complete cache (s); fleetwatch warm from its snapshot, client-go cold",
-			base: rep.per(func(r *runResult) float64 { return r.ClientGo.SyncedSec }), value: rep.per(func(r *runResult) float64 { return r.Warm.LoadedSec }),
-			format: "%.2f", goal: "≤ 0.1", ok: atMost(0.1)},
-		{name: "Restart: process start → synced, server-confirmed (s); fleetwatch warm (Ready), client-go cold",
-			base: rep.per(func(r *runResult) float64 { return r.ClientGo.SyncedSec }), value: rep.per(func(r *runResult) float64 { return r.Warm.SyncedSec }),
-			format: "%.2f"},
-		{name: "Restart within the watch window: LIST requests to the apiservers",
-			base: rep.per(func(r *runResult) float64 { return r.ClientGoList.Requests }), value: rep.per(func(r *runResult) float64 { return r.WarmList.Requests }),
-			format: "%.0f", goal: "0 for fleetwatch", ok: allZero},
-		{name: "Restart within the watch window: objects handed out as lists (incl. streaming lists)",
-			base: rep.per(func(r *runResult) float64 { return r.ClientGoList.Objects }), value: rep.per(func(r *runResult) float64 { return r.WarmList.Objects }),
-			format: "%.0f", goal: "0 for fleetwatch", ok: allZero},
-		{name: "Peak RSS during the initial sync (MiB)",
-			base: rep.per(func(r *runResult) float64 { return float64(r.ClientGo.PeakRSS) / (1 << 20) }), value: rep.per(func(r *runResult) float64 { return float64(r.Fleetwatch.PeakRSS) / (1 << 20) }),
-			format: "%.0f", goal: "≤ 0.7", ok: atMost(0.7)},
-	} {
+	for _, f := range rep.clientGoFigures() {
 		if !f.watch || hasWatch {
 			b.WriteString(f.row())
 		}
@@ -291,45 +245,20 @@ func (rep *report) markdown() string {
 	if len(rep.Runs) > 0 && rep.Runs[0].MCRKubeconfig != nil {
 		rep.controllersMarkdown(p, header)
 	}
-
-	changes := 0
-	if len(rep.Runs) > 0 {
-		changes = rep.Runs[0].CatchUp.Expected
+	if len(rep.Runs) > 0 && len(rep.Runs[0].Fleetwatch.SearchLatenciesMs) > 0 {
+		fw := rep.Runs[0].Fleetwatch
+		p("\n### Search (fleetwatch only)\n\n")
+		p("After the plain fleetwatch sync, and after its memory figures: %d name-substring searches (3 to 5 digits of the objects' names, such as `00042`, over all %d objects) through `GET /apis/fleetwatch.io/v1alpha1/search` on loopback HTTP, the whole answer read; and the heap of a search index of every object. See [search.md](search.md).\n\n",
+			len(fw.SearchLatenciesMs), fw.SearchIndexObjects)
+		header("baseline", "measured")
+		for _, f := range rep.searchFigures() {
+			b.WriteString(f.row())
+		}
 	}
+
 	p("\n### Warm restarts and persistence (fleetwatch only)\n\n")
 	header("baseline", "measured")
-	for _, f := range []figure{
-		{name: "Start → all objects readable (s): warm from the snapshot / cold sync, same objects (both with a snapshot)",
-			base: rep.per(func(r *runResult) float64 { return r.SnapCold.SyncedSec }), value: rep.per(func(r *runResult) float64 { return r.Warm.LoadedSec }),
-			format: "%.2f", goal: "≤ 0.1", ok: atMost(0.1)},
-		{name: "Start → Ready (s): warm / cold sync (both with a snapshot)",
-			base: rep.per(func(r *runResult) float64 { return r.SnapCold.SyncedSec }), value: rep.per(func(r *runResult) float64 { return r.Warm.SyncedSec }),
-			format: "%.2f"},
-		{name: fmt.Sprintf("Warm restart after %d changes made while down (restart %v after them): start → Ready (s), vs cold sync with a snapshot", changes, o.catchUpGap),
-			base: rep.per(func(r *runResult) float64 { return r.SnapCold.SyncedSec }), value: rep.per(func(r *runResult) float64 { return r.CatchUp.SyncedSec }),
-			format: "%.2f"},
-		{name: "… start → every change delivered to the handler (s), vs cold sync with a snapshot",
-			base: rep.per(func(r *runResult) float64 { return r.SnapCold.SyncedSec }), value: rep.per(func(r *runResult) float64 { return r.CatchUp.CaughtUpSec }),
-			format: "%.2f"},
-		{name: "… objects handed out as lists, vs a cold client-go start",
-			base: rep.per(func(r *runResult) float64 { return r.ClientGoList.Objects }), value: rep.per(func(r *runResult) float64 { return r.CatchUpList.Objects }),
-			format: "%.0f"},
-		{name: "… peak RSS until caught up (MiB), vs the warm restart without changes",
-			base: rep.per(func(r *runResult) float64 { return float64(r.Warm.PeakRSS) / (1 << 20) }), value: rep.per(func(r *runResult) float64 { return float64(r.CatchUp.PeakRSSCaughtUp) / (1 << 20) }),
-			format: "%.0f"},
-		{name: "Cold sync (s): with a snapshot / without",
-			base: rep.per(func(r *runResult) float64 { return r.Fleetwatch.SyncedSec }), value: rep.per(func(r *runResult) float64 { return r.SnapCold.SyncedSec }),
-			format: "%.2f"},
-		{name: fmt.Sprintf("CPU per event at %.0f writes/s (µs): persistence on / off", o.writeRate),
-			base: rep.per(func(r *runResult) float64 { return cpuPerEvent(r.FleetwatchWatch) }), value: rep.per(func(r *runResult) float64 { return cpuPerEvent(r.SnapWatch) }),
-			format: "%.0f", goal: "≤ 1.2", ok: atMost(1.2), watch: true},
-		{name: fmt.Sprintf("CPU per event at %.0f writes/s (µs): fleetwatch without persistence / client-go", o.writeRate),
-			base: rep.per(func(r *runResult) float64 { return cpuPerEvent(r.ClientGoWatch) }), value: rep.per(func(r *runResult) float64 { return cpuPerEvent(r.FleetwatchWatch) }),
-			format: "%.0f", watch: true},
-		{name: fmt.Sprintf("Event latency p99 at %.0f writes/s (ms): persistence on / off", o.writeRate),
-			base: rep.per(func(r *runResult) float64 { return latency(r.FleetwatchWatch, 0.99) }), value: rep.per(func(r *runResult) float64 { return latency(r.SnapWatch, 0.99) }),
-			format: "%.1f", watch: true},
-	} {
+	for _, f := range rep.persistenceFigures() {
 		if !f.watch || hasWatch {
 			b.WriteString(f.row())
 		}
@@ -378,13 +307,7 @@ func (rep *report) markdown() string {
 	p("Sync phase, per run and contender: time from process start to synced, cached objects, initial-list events, CPU time up to sync, heap and RSS after GC, peak RSS.\n\n")
 	p("| run | contender | synced (s) | objects | initial events | CPU to sync (s) | heap (MiB) | RSS (MiB) | peak RSS (MiB) |\n|---|---|---|---|---|---|---|---|---|\n")
 	for i, r := range rep.Runs {
-		for _, c := range []struct {
-			name string
-			res  *Result
-		}{{"client-go", r.ClientGo}, {"client-go dynamic + transform", r.ClientGoStripped}, {"client-go typed + transform", r.ClientGoTyped},
-			{"client-go metadatainformer + transform", r.ClientGoMetadata}, {"fleetwatch", r.Fleetwatch}, {"fleetwatch metadata-only", r.Metadata},
-			{"fleetwatch + snapshot, cold", r.SnapCold}, {"fleetwatch + snapshot, warm", r.Warm},
-			{"fleetwatch + snapshot, warm after changes", r.CatchUp}} {
+		for _, c := range r.syncRows() {
 			x := c.res
 			name := c.name
 			if x.LoadedSec > 0 {
@@ -398,12 +321,13 @@ func (rep *report) markdown() string {
 		}
 	}
 	p("\nObjects handed out by the apiservers during each restart, by metric: streaming-list and replayed watch events (`apiserver_init_events_total`) / lists from the watch cache / lists from etcd (these include the apiservers' own, when a watch cache fills up again).\n\n")
-	p("| run | client-go, cold | fleetwatch, warm | fleetwatch, warm after changes |\n|---|---|---|---|\n")
+	p("The last column is what the apiservers answered, just before the warm restart after changes, to a watch from each resourceVersion of the snapshot: a resume that they refuse (410 Gone, their watch cache no longer reaching back to it) makes any informer relist, so a relist there is the apiservers', not fleetwatch's.\n\n")
+	p("| run | client-go, cold | fleetwatch, warm | fleetwatch, warm after changes | resumes accepted before it |\n|---|---|---|---|---|\n")
 	for i, r := range rep.Runs {
 		lc := func(c listCounters) string {
 			return fmt.Sprintf("%.0f / %.0f / %.0f", c.InitEvents, c.CacheList, c.StorageList)
 		}
-		p("| %d | %s | %s | %s |\n", i+1, lc(r.ClientGoList), lc(r.WarmList), lc(r.CatchUpList))
+		p("| %d | %s | %s | %s | %s |\n", i+1, lc(r.ClientGoList), lc(r.WarmList), lc(r.CatchUpList), resumes(r.CatchUpResume))
 	}
 	if !hasWatch {
 		p("\n%s\n", markerEnd)
@@ -412,11 +336,7 @@ func (rep *report) markdown() string {
 	p("\nWatch phase, per run and contender (the three side by side, in one window, which ends for all three once each has received every write and the snapshot has committed them): stamped writes delivered / made, all events in the window, window length, CPU time in the window and per event, minor page faults per event (first touches of memory the kernel maps for the process), latency quantiles, garbage collections that ended in the window, and the objects that the apiservers handed out as lists during the window (for all three).\n\n")
 	p("| run | contender | delivered | events | window (s) | CPU (s) | CPU/event (µs) | page faults/event | p50 (ms) | p90 (ms) | p99 (ms) | max (ms) | GCs | objects listed in the window |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for i, r := range rep.Runs {
-		for _, c := range []struct {
-			name string
-			res  *Result
-			key  string
-		}{{"client-go", r.ClientGoWatch, "clientgo"}, {"fleetwatch", r.FleetwatchWatch, "fleetwatch"}, {"fleetwatch + snapshot (fresh file)", r.SnapWatch, "fleetwatch+snapshot"}} {
+		for _, c := range r.watchRows() {
 			x := c.res
 			faults := 0.0
 			if x.Events > 0 {
@@ -442,6 +362,7 @@ var syncContenders = []struct {
 	{"client-go dynamic + transform dropping managedFields", func(r *runResult) *Result { return r.ClientGoStripped }, false},
 	{"client-go typed informers + the same transform", func(r *runResult) *Result { return r.ClientGoTyped }, false},
 	{"fleetwatch, full objects", func(r *runResult) *Result { return r.Fleetwatch }, false},
+	{"fleetwatch, full objects, compact cache", func(r *runResult) *Result { return r.Compact }, false},
 	{"client-go metadatainformer + the same transform", func(r *runResult) *Result { return r.ClientGoMetadata }, true},
 	{"fleetwatch, metadata-only", func(r *runResult) *Result { return r.Metadata }, true},
 }
@@ -457,6 +378,7 @@ func peerFigures(rep *report) []figure {
 		memoryGoal float64
 	}{
 		{"Full objects, vs typed informers + transform", func(r *runResult) *Result { return r.ClientGoTyped }, func(r *runResult) *Result { return r.Fleetwatch }, 0.5},
+		{"Full objects, compact cache, vs typed informers + transform", func(r *runResult) *Result { return r.ClientGoTyped }, func(r *runResult) *Result { return r.Compact }, 0.5},
 		{"Metadata-only, vs metadatainformer + transform", func(r *runResult) *Result { return r.ClientGoMetadata }, func(r *runResult) *Result { return r.Metadata }, 0.7},
 	} {
 		fig := func(name, format string, v func(*Result) float64, limit float64) figure {
@@ -549,20 +471,53 @@ func (rep *report) controllersMarkdown(p func(string, ...any), header func(a, b 
 	p("`examples/multicluster-runtime`, multicluster-runtime's uniform reconciler over every ConfigMap of every cluster (%d in all), each in its own process: on multicluster-runtime's kubeconfig provider (a controller-runtime cache per cluster, listed at every start, kubeconfigs in Secrets of the first cluster), and on fleetwatch's provider (one cache for the fleet; cold with a new snapshot, then warm from it). Times are from the process start to the end of its first reconcile and of the reconcile of every ConfigMap, read from its output; memory is what it measured of itself once every ConfigMap was reconciled, after garbage collection (`--memstats-after`), per ConfigMap, so the process's fixed cost weighs more the fewer the objects; lists are the objects the apiservers handed out as lists during its life. Ratios are fleetwatch / kubeconfig provider.\n\n",
 		rep.Runs[0].MCRKubeconfig.Expected)
 	header("kubeconfig provider", "fleetwatch provider")
+	for _, f := range rep.controllerFigures() {
+		p("%s", f.row())
+	}
+}
+
+// searchFigures are the rows of the Search table.
+func (rep *report) searchFigures() []figure {
+	return []figure{
+		{name: "Search p99, name substring (ms), vs the 50 ms goal",
+			base: rep.per(func(*runResult) float64 { return 50 }), value: rep.per(func(r *runResult) float64 { return quantile(r.Fleetwatch.SearchLatenciesMs, 0.99) }),
+			format: "%.1f", goal: "≤ 1", ok: atMost(1)},
+		{name: "Search p50, name substring (ms), vs the 50 ms goal",
+			base: rep.per(func(*runResult) float64 { return 50 }), value: rep.per(func(r *runResult) float64 { return quantile(r.Fleetwatch.SearchLatenciesMs, 0.5) }),
+			format: "%.1f"},
+		{name: "Search index heap per object (KiB), vs the fleet's heap per object",
+			base: rep.per(func(r *runResult) float64 { return perObject(r.Fleetwatch.HeapAfterGC, r.Fleetwatch) }),
+			value: rep.per(func(r *runResult) float64 {
+				return float64(r.Fleetwatch.SearchIndexBytes) / 1024 / float64(max(r.Fleetwatch.SearchIndexObjects, 1))
+			}),
+			format: "%.2f"},
+	}
+}
+
+// orNaN is f(r), or NaN if the contender did not run (a missing row, for --check).
+func orNaN(r *mcrResult, f func(*mcrResult) float64) float64 {
+	if r == nil {
+		return math.NaN()
+	}
+	return f(r)
+}
+
+// controllerFigures are the rows of the controller contenders' table.
+func (rep *report) controllerFigures() []figure {
 	kc := func(f func(*mcrResult) float64) []float64 {
-		return rep.per(func(r *runResult) float64 { return f(r.MCRKubeconfig) })
+		return rep.per(func(r *runResult) float64 { return orNaN(r.MCRKubeconfig, f) })
 	}
 	cold := func(f func(*mcrResult) float64) []float64 {
-		return rep.per(func(r *runResult) float64 { return f(r.MCRFleetwatch) })
+		return rep.per(func(r *runResult) float64 { return orNaN(r.MCRFleetwatch, f) })
 	}
 	warm := func(f func(*mcrResult) float64) []float64 {
-		return rep.per(func(r *runResult) float64 { return f(r.MCRFleetwatchWarm) })
+		return rep.per(func(r *runResult) float64 { return orNaN(r.MCRFleetwatchWarm, f) })
 	}
 	first := func(r *mcrResult) float64 { return r.FirstSec }
 	all := func(r *mcrResult) float64 { return r.AllSec }
 	heap := func(r *mcrResult) float64 { return mcrPerObject(r.HeapAfterGC, r) }
 	rss := func(r *mcrResult) float64 { return mcrPerObject(r.RSSAfterGC, r) }
-	for _, f := range []figure{
+	return []figure{
 		{name: "Heap per ConfigMap after GC, every one reconciled, cold (KiB)", base: kc(heap), value: cold(heap), format: "%.2f", goal: "≤ 0.5", ok: atMost(0.5)},
 		{name: "Heap per ConfigMap after GC, every one reconciled, warm (KiB)", base: kc(heap), value: warm(heap), format: "%.2f", goal: "≤ 0.5", ok: atMost(0.5)},
 		{name: "RSS per ConfigMap after GC, every one reconciled, cold (KiB)", base: kc(rss), value: cold(rss), format: "%.2f", goal: "≤ 0.5", ok: atMost(0.5)},
@@ -572,7 +527,206 @@ func (rep *report) controllersMarkdown(p func(string, ...any), header func(a, b 
 		{name: "Restart → first reconcile (s): fleetwatch warm from its snapshot, kubeconfig provider cold", base: kc(first), value: warm(first), format: "%.2f", goal: "≤ 0.1", ok: atMost(0.1)},
 		{name: "Restart → every ConfigMap reconciled (s): fleetwatch warm, kubeconfig provider cold", base: kc(all), value: warm(all), format: "%.2f", goal: "≤ 0.1", ok: atMost(0.1)},
 		{name: "Restart within the watch window: objects handed out as lists", base: kc(func(r *mcrResult) float64 { return r.Lists.Objects }), value: warm(func(r *mcrResult) float64 { return r.Lists.Objects }), format: "%.0f", goal: "0 for fleetwatch", ok: allZero},
-	} {
-		p("%s", f.row())
 	}
+}
+
+// resumes summarises the probe of the resumes: how many the apiservers accepted, and the
+// answer to the first they refused.
+func resumes(probes []resumeProbe) string {
+	if len(probes) == 0 {
+		return "—"
+	}
+	ok := 0
+	var refused []string
+	for _, p := range probes {
+		if p.Resumes {
+			ok++
+		} else {
+			refused = append(refused, p.String())
+		}
+	}
+	out := fmt.Sprintf("%d of %d", ok, len(probes))
+	if len(refused) > 0 {
+		out += "; " + refused[0]
+		if len(refused) > 1 {
+			out += fmt.Sprintf(" (and %d more)", len(refused)-1)
+		}
+	}
+	return out
+}
+
+// latency is the quantile q of a watch contender's latencies, NaN if it did not run.
+func latency(r *Result, q float64) float64 {
+	if r == nil {
+		return math.NaN()
+	}
+	return quantile(r.LatenciesMs, q)
+}
+
+// clientGoFigures are the rows of "fleetwatch next to client-go".
+func (rep *report) clientGoFigures() []figure {
+	o := rep.Options
+	return []figure{
+		{name: fmt.Sprintf("Cold sync, %d clusters × %d pods + %d configmaps (s)", o.clusters, o.pods, o.configMaps),
+			base: rep.per(func(r *runResult) float64 { return r.ClientGo.SyncedSec }), value: rep.per(func(r *runResult) float64 { return r.Fleetwatch.SyncedSec }),
+			format: "%.2f", goal: "≤ 1.05", ok: atMost(1.05)},
+		{name: "Heap per cached object after GC, full objects, default transforms (KiB)",
+			base: rep.per(func(r *runResult) float64 { return perObject(r.ClientGo.HeapAfterGC, r.ClientGo) }), value: rep.per(func(r *runResult) float64 { return perObject(r.Fleetwatch.HeapAfterGC, r.Fleetwatch) }),
+			format: "%.2f", goal: "≤ 0.5", ok: atMost(0.5)},
+		{name: "RSS per cached object after GC, full objects (KiB)",
+			base: rep.per(func(r *runResult) float64 { return perObject(r.ClientGo.RSSAfterGC, r.ClientGo) }), value: rep.per(func(r *runResult) float64 { return perObject(r.Fleetwatch.RSSAfterGC, r.Fleetwatch) }),
+			format: "%.2f", goal: "≤ 0.5", ok: atMost(0.5)},
+		{name: "Heap per cached object after GC, metadata-only (KiB)",
+			base: rep.per(func(r *runResult) float64 { return perObject(r.ClientGo.HeapAfterGC, r.ClientGo) }), value: rep.per(func(r *runResult) float64 { return perObject(r.Metadata.HeapAfterGC, r.Metadata) }),
+			format: "%.2f", goal: "≤ 0.25", ok: atMost(0.25)},
+		{name: "RSS per cached object after GC, metadata-only (KiB)",
+			base: rep.per(func(r *runResult) float64 { return perObject(r.ClientGo.RSSAfterGC, r.ClientGo) }), value: rep.per(func(r *runResult) float64 { return perObject(r.Metadata.RSSAfterGC, r.Metadata) }),
+			format: "%.2f", goal: "≤ 0.25", ok: atMost(0.25)},
+		{name: "Event throughput through handlers, initial lists (events/s)",
+			base: rep.per(func(r *runResult) float64 { return throughput(r.ClientGo) }), value: rep.per(func(r *runResult) float64 { return throughput(r.Fleetwatch) }),
+			format: "%.0f", goal: "≥ 0.9", ok: atLeast(0.9)},
+		{name: fmt.Sprintf("Event latency, apiserver write → handler, p50 at %.0f writes/s (ms)", o.writeRate),
+			base: rep.per(func(r *runResult) float64 { return latency(r.ClientGoWatch, 0.5) }), value: rep.per(func(r *runResult) float64 { return latency(r.FleetwatchWatch, 0.5) }),
+			format: "%.1f", watch: true},
+		{name: fmt.Sprintf("Event latency, apiserver write → handler, p99 at %.0f writes/s (ms)", o.writeRate),
+			base: rep.per(func(r *runResult) float64 { return latency(r.ClientGoWatch, 0.99) }), value: rep.per(func(r *runResult) float64 { return latency(r.FleetwatchWatch, 0.99) }),
+			format: "%.1f", goal: "≤ 1.2", ok: atMost(1.2), watch: true},
+		{name: "Restart: process start → complete cache (s); fleetwatch warm from its snapshot, client-go cold",
+			base: rep.per(func(r *runResult) float64 { return r.ClientGo.SyncedSec }), value: rep.per(func(r *runResult) float64 { return r.Warm.LoadedSec }),
+			format: "%.2f", goal: "≤ 0.1", ok: atMost(0.1)},
+		{name: "Restart: process start → synced, server-confirmed (s); fleetwatch warm (Ready), client-go cold",
+			base: rep.per(func(r *runResult) float64 { return r.ClientGo.SyncedSec }), value: rep.per(func(r *runResult) float64 { return r.Warm.SyncedSec }),
+			format: "%.2f"},
+		{name: "Restart within the watch window: LIST requests to the apiservers",
+			base: rep.per(func(r *runResult) float64 { return r.ClientGoList.Requests }), value: rep.per(func(r *runResult) float64 { return r.WarmList.Requests }),
+			format: "%.0f", goal: "0 for fleetwatch", ok: allZero},
+		{name: "Restart within the watch window: objects handed out as lists (incl. streaming lists)",
+			base: rep.per(func(r *runResult) float64 { return r.ClientGoList.Objects }), value: rep.per(func(r *runResult) float64 { return r.WarmList.Objects }),
+			format: "%.0f", goal: "0 for fleetwatch", ok: allZero},
+		{name: "Peak RSS during the initial sync (MiB)",
+			base: rep.per(func(r *runResult) float64 { return float64(r.ClientGo.PeakRSS) / (1 << 20) }), value: rep.per(func(r *runResult) float64 { return float64(r.Fleetwatch.PeakRSS) / (1 << 20) }),
+			format: "%.0f", goal: "≤ 0.7", ok: atMost(0.7)},
+	}
+}
+
+// persistenceFigures are the rows of "Warm restarts and persistence".
+func (rep *report) persistenceFigures() []figure {
+	o := rep.Options
+	changes := 0
+	if len(rep.Runs) > 0 {
+		changes = rep.Runs[0].CatchUp.Expected
+	}
+	return []figure{
+		{name: "Start → all objects readable (s): warm from the snapshot / cold sync, same objects (both with a snapshot)",
+			base: rep.per(func(r *runResult) float64 { return r.SnapCold.SyncedSec }), value: rep.per(func(r *runResult) float64 { return r.Warm.LoadedSec }),
+			format: "%.2f", goal: "≤ 0.1", ok: atMost(0.1)},
+		{name: "Start → Ready (s): warm / cold sync (both with a snapshot)",
+			base: rep.per(func(r *runResult) float64 { return r.SnapCold.SyncedSec }), value: rep.per(func(r *runResult) float64 { return r.Warm.SyncedSec }),
+			format: "%.2f"},
+		{name: fmt.Sprintf("Warm restart after %d changes made while down (restart %v after them): start → Ready (s), vs cold sync with a snapshot", changes, o.catchUpGap),
+			base: rep.per(func(r *runResult) float64 { return r.SnapCold.SyncedSec }), value: rep.per(func(r *runResult) float64 { return r.CatchUp.SyncedSec }),
+			format: "%.2f"},
+		{name: "… start → every change delivered to the handler (s), vs cold sync with a snapshot",
+			base: rep.per(func(r *runResult) float64 { return r.SnapCold.SyncedSec }), value: rep.per(func(r *runResult) float64 { return r.CatchUp.CaughtUpSec }),
+			format: "%.2f"},
+		{name: "… objects handed out as lists, vs a cold client-go start",
+			base: rep.per(func(r *runResult) float64 { return r.ClientGoList.Objects }), value: rep.per(func(r *runResult) float64 { return r.CatchUpList.Objects }),
+			format: "%.0f"},
+		{name: "… peak RSS until caught up (MiB), vs the warm restart without changes",
+			base: rep.per(func(r *runResult) float64 { return float64(r.Warm.PeakRSS) / (1 << 20) }), value: rep.per(func(r *runResult) float64 { return float64(r.CatchUp.PeakRSSCaughtUp) / (1 << 20) }),
+			format: "%.0f"},
+		{name: "Cold sync (s): with a snapshot / without",
+			base: rep.per(func(r *runResult) float64 { return r.Fleetwatch.SyncedSec }), value: rep.per(func(r *runResult) float64 { return r.SnapCold.SyncedSec }),
+			format: "%.2f"},
+		{name: fmt.Sprintf("CPU per event at %.0f writes/s (µs): persistence on / off", o.writeRate),
+			base: rep.per(func(r *runResult) float64 { return cpuPerEvent(r.FleetwatchWatch) }), value: rep.per(func(r *runResult) float64 { return cpuPerEvent(r.SnapWatch) }),
+			format: "%.0f", goal: "≤ 1.2", ok: atMost(1.2), watch: true},
+		{name: fmt.Sprintf("CPU per event at %.0f writes/s (µs): fleetwatch without persistence / client-go", o.writeRate),
+			base: rep.per(func(r *runResult) float64 { return cpuPerEvent(r.ClientGoWatch) }), value: rep.per(func(r *runResult) float64 { return cpuPerEvent(r.FleetwatchWatch) }),
+			format: "%.0f", watch: true},
+		{name: fmt.Sprintf("Event latency p99 at %.0f writes/s (ms): persistence on / off", o.writeRate),
+			base: rep.per(func(r *runResult) float64 { return latency(r.FleetwatchWatch, 0.99) }), value: rep.per(func(r *runResult) float64 { return latency(r.SnapWatch, 0.99) }),
+			format: "%.1f", watch: true},
+	}
+}
+
+// rawRow is a contender's row in the raw measurements; key names it in WatchLists.
+type rawRow struct {
+	name string
+	res  *Result
+	key  string
+}
+
+// syncRows are the rows of the sync phase's raw measurements.
+func (r *runResult) syncRows() []rawRow {
+	return []rawRow{{"client-go", r.ClientGo, ""}, {"client-go dynamic + transform", r.ClientGoStripped, ""}, {"client-go typed + transform", r.ClientGoTyped, ""},
+		{"client-go metadatainformer + transform", r.ClientGoMetadata, ""}, {"fleetwatch", r.Fleetwatch, ""}, {"fleetwatch metadata-only", r.Metadata, ""},
+		{"fleetwatch, compact cache", r.Compact, ""},
+		{"fleetwatch + snapshot, cold", r.SnapCold, ""}, {"fleetwatch + snapshot, warm", r.Warm, ""},
+		{"fleetwatch + snapshot, warm after changes", r.CatchUp, ""}}
+}
+
+// watchRows are the rows of the watch phase's raw measurements.
+func (r *runResult) watchRows() []rawRow {
+	return []rawRow{{"client-go", r.ClientGoWatch, "clientgo"}, {"fleetwatch", r.FleetwatchWatch, "fleetwatch"},
+		{"fleetwatch + snapshot (fresh file)", r.SnapWatch, "fleetwatch+snapshot"}}
+}
+
+// missingRows returns what md, the report's Markdown, lacks of the rows it should have:
+// every figure of every table, every contender of every run, every scale, each named by
+// the start of its row. A row with a value that was not measured (NaN) counts as
+// missing. make test's smoke run of the harness (--check) fails on them; it asserts no
+// ratio.
+func (rep *report) missingRows(md string) []string {
+	hasWatch := len(rep.Runs) > 0 && rep.Runs[0].ClientGoWatch != nil
+	// Each row is wanted as one of its starts.
+	var want [][]string
+	row := func(starts ...string) { want = append(want, starts) }
+	figures := slices.Concat(rep.clientGoFigures(), peerFigures(rep), rep.persistenceFigures())
+	if rep.Options.controllers {
+		figures = append(figures, rep.controllerFigures()...)
+	}
+	if rep.Options.searches > 0 {
+		figures = append(figures, rep.searchFigures()...)
+	}
+	for _, f := range figures {
+		if !f.watch || hasWatch {
+			row("| " + f.name + " |")
+		}
+	}
+	for _, c := range syncContenders {
+		row("| " + c.name + " |")
+	}
+	for _, gvr := range benchGVRs {
+		row("| " + gvr.Resource + " |")
+	}
+	for _, s := range rep.Scale {
+		row(fmt.Sprintf("| %d | %d |", s.Contexts, s.Fleetwatch.Total))
+	}
+	for i, r := range rep.Runs {
+		for _, c := range r.syncRows() {
+			// The name may be followed by what the restart measured, in parentheses.
+			row(fmt.Sprintf("| %d | %s |", i+1, c.name), fmt.Sprintf("| %d | %s (", i+1, c.name))
+		}
+		row(fmt.Sprintf("| %d | %.0f / ", i+1, r.ClientGoList.InitEvents))
+		if hasWatch {
+			for _, c := range r.watchRows() {
+				row(fmt.Sprintf("| %d | %s |", i+1, c.name))
+			}
+		}
+	}
+	lines := strings.Split(md, "\n")
+	var missing []string
+	for _, starts := range want {
+		i := slices.IndexFunc(lines, func(l string) bool {
+			return slices.ContainsFunc(starts, func(s string) bool { return strings.HasPrefix(l, s) })
+		})
+		switch {
+		case i < 0:
+			missing = append(missing, starts[0])
+		case strings.Contains(lines[i], "NaN"):
+			missing = append(missing, lines[i]+" (a value was not measured)")
+		}
+	}
+	return missing
 }

@@ -15,7 +15,7 @@ func TestMarkdownPeers(t *testing.T) {
 	rr := &runResult{
 		ClientGo: res(implClientGo, 4, 4000<<10), ClientGoStripped: res(implClientGoStripped, 3, 3000<<10),
 		ClientGoTyped: res(implClientGoTyped, 1, 1000<<10), ClientGoMetadata: res(implClientGoMetadata, 0.5, 100<<10),
-		Fleetwatch: res(implFleetwatch, 2, 500<<10), Metadata: res(implFleetwatch, 0.25, 200<<10),
+		Fleetwatch: res(implFleetwatch, 2, 500<<10), Metadata: res(implFleetwatch, 0.25, 200<<10), Compact: res(implFleetwatch, 2, 250<<10),
 		SnapCold: res(implFleetwatch, 2, 500<<10), Warm: res(implFleetwatch, 0.2, 500<<10), CatchUp: res(implFleetwatch, 0.3, 500<<10),
 	}
 	md := (&report{Runs: []*runResult{rr}}).markdown()
@@ -35,4 +35,82 @@ func TestMarkdownPeers(t *testing.T) {
 	if t.Failed() {
 		t.Log(md)
 	}
+}
+
+// fullReport is a report of two runs with every contender, a watch phase and two scale
+// rows, as the harness fills it.
+func fullReport() *report {
+	res := func(impl string) *Result {
+		return &Result{Impl: impl, Total: 100, SyncedSec: 1, HeapAfterGC: 1 << 20, RSSAfterGC: 2 << 20, PeakRSS: 3 << 20,
+			InitialEvents: 100, FirstEventSec: 0.1, LastInitialEventSec: 0.9}
+	}
+	watch := func(impl string) *Result {
+		r := res(impl)
+		r.Events, r.Stamped, r.Expected, r.WindowSec, r.CPUWindowSec = 10, 10, 10, 5, 0.01
+		r.LatenciesMs = []float64{1, 2, 3}
+		return r
+	}
+	rep := &report{Options: driverOptions{pods: 100, configMaps: 10, clusters: 3, runs: 2, writeRate: 2}}
+	for range 2 {
+		warm, catchUp := res(implFleetwatch), res(implFleetwatch)
+		warm.LoadedSec, warm.LoadedObjects = 0.1, 100
+		catchUp.LoadedSec, catchUp.LoadedObjects = 0.1, 100
+		catchUp.CaughtUpSec, catchUp.Stamped, catchUp.Expected = 0.5, 10, 10
+		rep.Runs = append(rep.Runs, &runResult{
+			ClientGo: res(implClientGo), ClientGoStripped: res(implClientGoStripped), ClientGoTyped: res(implClientGoTyped),
+			ClientGoMetadata: res(implClientGoMetadata), Fleetwatch: res(implFleetwatch), Metadata: res(implFleetwatch), Compact: res(implFleetwatch),
+			SnapCold: res(implFleetwatch), Warm: warm, CatchUp: catchUp,
+			ClientGoList: listCounters{InitEvents: 100}, CatchUpList: listCounters{InitEvents: 10},
+			CatchUpResume: []resumeProbe{{Cluster: "cluster-1", Resource: "pods", ResourceVersion: "7", Resumes: true}},
+			ClientGoWatch: watch(implClientGo), FleetwatchWatch: watch(implFleetwatch), SnapWatch: watch(implFleetwatch),
+			WatchLists: map[string]listCounters{},
+		})
+	}
+	for _, n := range []int{1, 6} {
+		rep.Scale = append(rep.Scale, scaleResult{Contexts: n, ClientGo: res(implClientGo), Fleetwatch: &Result{Total: 100 * n, SyncedSec: 1, HeapAfterGC: 1 << 20}})
+	}
+	return rep
+}
+
+// TestMissingRows checks the smoke test's check (--check): a full report has every row,
+// and one without a row, or with a value not measured, is caught.
+func TestMissingRows(t *testing.T) {
+	rep := fullReport()
+	md := rep.markdown()
+	if missing := rep.missingRows(md); len(missing) > 0 {
+		t.Fatalf("a full report lacks rows:\n%s\n\n%s", strings.Join(missing, "\n"), md)
+	}
+	for _, tc := range []struct {
+		name, row string
+	}{
+		{"a figure", "| Full objects, vs typed informers + transform: cold sync (s) |"},
+		{"a contender of a run", "| 2 | fleetwatch metadata-only |"},
+		{"a restart of a run", "| 2 | fleetwatch + snapshot, warm after changes ("},
+		{"a scale", "| 6 | 600 |"},
+		{"a watch contender", "| 1 | fleetwatch + snapshot (fresh file) |"},
+		{"the restarts' lists", "| 1 | 100 / "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var kept []string
+			for _, l := range strings.Split(md, "\n") {
+				if !strings.HasPrefix(l, tc.row) {
+					kept = append(kept, l)
+				}
+			}
+			if len(kept) == len(strings.Split(md, "\n")) {
+				t.Fatalf("the report has no row %q to remove", tc.row)
+			}
+			if missing := rep.missingRows(strings.Join(kept, "\n")); len(missing) != 1 || !strings.HasPrefix(missing[0], strings.TrimSuffix(strings.TrimSuffix(tc.row, "("), "|")) {
+				t.Errorf("without %q, missing = %q", tc.row, missing)
+			}
+		})
+	}
+	t.Run("a value not measured", func(t *testing.T) {
+		rep := fullReport()
+		rep.Runs[1].FleetwatchWatch.LatenciesMs = nil
+		missing := rep.missingRows(rep.markdown())
+		if len(missing) == 0 || !strings.Contains(strings.Join(missing, "\n"), "not measured") {
+			t.Errorf("missing = %q", missing)
+		}
+	})
 }

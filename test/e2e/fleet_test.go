@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -23,6 +24,7 @@ import (
 	"github.com/fleetwatch/fleetwatch/cluster"
 	"github.com/fleetwatch/fleetwatch/informer"
 	"github.com/fleetwatch/fleetwatch/internal/testenv"
+	"github.com/fleetwatch/fleetwatch/persist"
 )
 
 var deploymentsGVR = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
@@ -128,8 +130,14 @@ func fleetCache(t *testing.T, fleet *aggregate.Fleet, gvr schema.GroupVersionRes
 
 // startManager starts a Manager until the test ends or the returned stop is called.
 // before, if set, runs between NewManager and Start.
+//
+// With FLEETWATCH_TEST_CACHE_ENCODING=compact, the Manager's fleet is compact, in the
+// snapshot's encoding (Options.Fleet.Codec = persist.Codec{}).
 func startManager(t *testing.T, opts fleetwatch.Options, before func(*fleetwatch.Manager)) (*fleetwatch.Manager, func()) {
 	t.Helper()
+	if os.Getenv("FLEETWATCH_TEST_CACHE_ENCODING") == "compact" && opts.Fleet.Codec == nil {
+		opts.Fleet.Codec = persist.Codec{}
+	}
 	mgr, err := fleetwatch.NewManager(opts)
 	if err != nil {
 		t.Fatal(err)

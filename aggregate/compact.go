@@ -1,0 +1,160 @@
+package aggregate
+
+import (
+	"sync"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/klog/v2"
+)
+
+// A compact Fleet (Options.Codec set) keeps each object as its encoding, a fraction of
+// the memory of its decoded form, and decodes it when it is read:
+//
+//   - An entry holds an *encodedObject (the encoding and the labels, which the label
+//     index and selectors read without decoding) where a plain fleet holds the object.
+//   - Reads take what they need under the indexer's lock and decode after it, so a
+//     long list does not hold writers back. Single-object reads (Get, a lister's Get)
+//     keep what they decoded in the indexer's hot set, a ring of HotObjects entries, so
+//     that the keys read again and again are decoded once; so does every write, with
+//     the object the informer decoded.
+//   - Events carry the encoding until they are delivered: the handler's goroutine
+//     decodes them, once per handler, never under the indexer's lock, and not at all for
+//     the events that coalesce away.
+//   - User index functions get decoded objects, at each write of an object.
+//
+// Every object handed out is shared or fresh: as with a plain fleet, it must not be
+// modified.
+
+// Codec encodes the objects of a compact Fleet and decodes them back. Decode(Encode(o))
+// must equal o, field for field and type for type; what Decode returns must share no
+// memory with data. Both are called concurrently.
+type Codec interface {
+	Encode(obj runtime.Object) ([]byte, error)
+	Decode(data []byte) (runtime.Object, error)
+}
+
+// defaultCodec is the Codec of fleets whose Options have none: nil, except in this
+// package's tests run with FLEETWATCH_TEST_CACHE_ENCODING=compact (export_test.go), which
+// then run against compact fleets.
+var defaultCodec Codec
+
+// DefaultHotObjects is the default of Options.HotObjects.
+const DefaultHotObjects = 256
+
+// encodedObject is an object of a compact indexer as its entry holds it. It is a
+// runtime.Object only so that it can take the object's place in entries and pending
+// events; it never leaves the package (see decoded and pending.event). It is immutable.
+type encodedObject struct {
+	codec  Codec
+	data   []byte
+	labels labels.Set
+	// key names the object when it fails to decode.
+	key Key
+}
+
+var _ runtime.Object = (*encodedObject)(nil)
+
+func (*encodedObject) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+func (o *encodedObject) DeepCopyObject() runtime.Object { return o }
+
+// decode returns the object. An encoding that fails to decode, which a Codec that holds
+// its contract never makes, is logged, and the object is replaced by its metadata key.
+func (o *encodedObject) decode() runtime.Object {
+	obj, err := o.codec.Decode(o.data)
+	if err != nil {
+		klog.ErrorS(err, "Decoding a cached object failed; handing out its key only", "cluster", o.key.Cluster, "namespace", o.key.Namespace, "name", o.key.Name)
+		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: o.key.Namespace, Name: o.key.Name}}
+	}
+	return obj
+}
+
+// decoded returns obj, decoded if it is an *encodedObject.
+func decoded(obj runtime.Object) runtime.Object {
+	if o, ok := obj.(*encodedObject); ok {
+		return o.decode()
+	}
+	return obj
+}
+
+// decodeAll replaces the *encodedObjects of objs by their objects, in place.
+func decodeAll(objs []runtime.Object) []runtime.Object {
+	for i, obj := range objs {
+		if o, ok := obj.(*encodedObject); ok {
+			objs[i] = o.decode()
+		}
+	}
+	return objs
+}
+
+// hotObject is the decoded object of an entry of a compact indexer.
+type hotObject struct{ obj runtime.Object }
+
+// hotSet bounds the decoded objects that the entries of a compact indexer keep: a ring
+// of the entries that last got one. An entry that takes a slot gets its object; the
+// entry it pushes out forgets its own, so at most len(ring) entries hold one.
+type hotSet struct {
+	// mu guards ring and next.
+	mu   sync.Mutex
+	ring []*entry
+	next int
+}
+
+func newHotSet(n int) *hotSet { return &hotSet{ring: make([]*entry, n)} }
+
+// keep makes obj the decoded object of e.
+func (h *hotSet) keep(e *entry, obj runtime.Object) {
+	e.hot.Store(&hotObject{obj})
+	h.mu.Lock()
+	out := h.ring[h.next]
+	h.ring[h.next] = e
+	h.next = (h.next + 1) % len(h.ring)
+	h.mu.Unlock()
+	if out != nil && out != e {
+		out.hot.Store(nil)
+	}
+}
+
+// peek returns what a read takes from e under the indexer's lock: the object of a plain
+// indexer, the decoded object of a hot entry, or the *encodedObject to decode after the
+// lock (decoded, decodeAll).
+func peek(e *entry) runtime.Object {
+	if h := e.hot.Load(); h != nil {
+		return h.obj
+	}
+	return e.obj
+}
+
+// getDecoded returns the object of e, keeping it in the hot set if it had to be decoded.
+// The indexer's lock is held, for reading at least.
+func (ix *Indexer) getDecodedLocked(e *entry) runtime.Object {
+	obj := peek(e)
+	if o, ok := obj.(*encodedObject); ok {
+		obj = o.decode()
+		ix.hot.keep(e, obj)
+	}
+	return obj
+}
+
+// encodeForEntry returns what an entry of ix holds for obj: obj itself in a plain
+// indexer, an *encodedObject in a compact one, with encoded as the encoding if it is not
+// nil (the informer's, in the Codec's format).
+func (ix *Indexer) encodeForEntry(key Key, obj runtime.Object, encoded []byte) (runtime.Object, error) {
+	if ix.codec == nil {
+		return obj, nil
+	}
+	if encoded == nil {
+		var err error
+		if encoded, err = ix.codec.Encode(obj); err != nil {
+			return nil, err
+		}
+	}
+	var ls labels.Set
+	if l := labelsOf(obj); labelCount(l) > 0 {
+		ls = make(labels.Set, labelCount(l))
+		eachLabel(l, func(k, v string) { ls[k] = v })
+	}
+	return &encodedObject{codec: ix.codec, data: encoded, labels: ls, key: key}, nil
+}

@@ -1,0 +1,60 @@
+package aggregate
+
+import (
+	"encoding/binary"
+	"errors"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// With FLEETWATCH_TEST_CACHE_ENCODING=compact, every fleet of this package's tests is
+// compact, with copyCodec: the tests then check the contracts of a compact fleet too.
+func init() {
+	if os.Getenv("FLEETWATCH_TEST_CACHE_ENCODING") == "compact" {
+		defaultCodec = &copyCodec{}
+	}
+}
+
+// copyCodec is a Codec that keeps a deep copy of each encoded object and decodes to a
+// fresh deep copy of it: exact for every type, which the tests' typed and metadata
+// objects need, and it finds a decoded object shared where a fresh one is due.
+type copyCodec struct {
+	next    atomic.Uint64
+	objects sync.Map // uint64 → runtime.Object
+}
+
+func (c *copyCodec) Encode(obj runtime.Object) ([]byte, error) {
+	id := c.next.Add(1)
+	c.objects.Store(id, obj.DeepCopyObject())
+	return binary.BigEndian.AppendUint64(nil, id), nil
+}
+
+func (c *copyCodec) Decode(data []byte) (runtime.Object, error) {
+	if len(data) != 8 {
+		return nil, errors.New("copyCodec: not an id")
+	}
+	obj, ok := c.objects.Load(binary.BigEndian.Uint64(data))
+	if !ok {
+		return nil, errors.New("copyCodec: unknown id")
+	}
+	return obj.(runtime.Object).DeepCopyObject(), nil
+}
+
+// Compact reports whether f is a compact fleet.
+func Compact(f *Fleet) bool { return f.codec != nil }
+
+// HotObjects returns the number of entries of ix that hold a decoded object.
+func HotObjects(ix *Indexer) int {
+	ix.lock.RLock()
+	defer ix.lock.RUnlock()
+	n := 0
+	for _, e := range ix.items {
+		if e.hot.Load() != nil {
+			n++
+		}
+	}
+	return n
+}
