@@ -274,9 +274,10 @@ type Shard struct {
 	// handover off. Default DefaultShardHandoverTimeout.
 	HandoverTimeout time.Duration `yaml:"handoverTimeout" mapstructure:"handoverTimeout"`
 	// PeerCAFile is a PEM bundle of the CAs that sign the other replicas' serving
-	// certificates, trusted when fetching a cluster's state from its old owner. Empty
-	// means the certificates of server.tls.certFile (the replicas share one) and the
-	// system's roots.
+	// certificates, trusted when this replica asks them for the clusters they watch
+	// (forwarding the caller's token) and when it fetches a cluster's state from its old
+	// owner. Empty means the certificates of server.tls.certFile (the replicas share
+	// one) and the system's roots.
 	PeerCAFile string `yaml:"peerCaFile" mapstructure:"peerCaFile" config:"path"`
 }
 

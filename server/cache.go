@@ -388,6 +388,9 @@ type scope struct {
 	// the request read the cache (Server.authorize); it is called with locks held, so
 	// it does no I/O. nil admits every cluster.
 	allow func(cluster string) bool
+	// fanOut is set for a request under /clusters/*/ that the other replicas of a
+	// sharded fleet are asked for too (see fanout.go).
+	fanOut bool
 }
 
 // allClusters is the name of the scope of every cluster.

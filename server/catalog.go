@@ -8,6 +8,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
+
+	"github.com/fleetwatch/fleetwatch/aggregate"
 )
 
 // apiResource is a resource the server serves, as discovery describes it.
@@ -34,6 +36,7 @@ type catalog struct {
 func (s *Server) catalog(sc scope) *catalog {
 	c := &catalog{resources: make(map[schema.GroupVersionResource]*apiResource)}
 	known := make(map[schema.GroupVersionResource]*apiResource)
+	remote := false
 	for _, st := range s.src.Status() {
 		for _, rs := range st.Resources {
 			if rs.Resource.Empty() || rs.Kind.Kind == "" {
@@ -45,6 +48,19 @@ func (s *Server) catalog(sc scope) *catalog {
 			}
 			if _, ok := c.resources[r.gvr]; !ok && sc.includes(st.Name) {
 				c.resources[r.gvr] = r
+			}
+		}
+		if sc.fanOut && st.Phase == aggregate.PhaseRemote && sc.includes(st.Name) {
+			remote = true
+		}
+	}
+	// Other replicas' clusters are served for a fan-out: their resources are not
+	// resolved here; the replicas share their configuration, so those that clusters of
+	// this replica resolved stand for them.
+	if remote {
+		for gvr, r := range known {
+			if _, ok := c.resources[gvr]; !ok {
+				c.resources[gvr] = r
 			}
 		}
 	}

@@ -185,6 +185,7 @@ func (s *Server) serveClusters(w http.ResponseWriter, r *http.Request, sc scope,
 		c.Status.SnapshotLag = lag
 		items = append(items, c)
 	}
+	s.ownersStatus(w, r, items)
 	slices.SortFunc(items, func(a, b Cluster) int { return strings.Compare(a.Name, b.Name) })
 	if f == formatTable {
 		opts, err := parseTableOptions(q)

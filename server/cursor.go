@@ -74,6 +74,10 @@ func parsePosition(s string) (position, error) {
 type cursor struct {
 	epoch     string
 	positions map[string]position
+	// peers are, in a list that a replica of a sharded fleet merged from the other
+	// replicas (see fanout.go), the resourceVersion each of them returned, by replica
+	// identity: each one a cursor of that replica, without peers of its own.
+	peers map[string]string
 }
 
 // cursorJSON is the encoded form of a cursor, as base64url (no padding) of its compact
@@ -81,6 +85,7 @@ type cursor struct {
 type cursorJSON struct {
 	Epoch    string            `json:"e"`
 	Clusters map[string]string `json:"c,omitempty"`
+	Peers    map[string]string `json:"p,omitempty"`
 }
 
 // String encodes c. Equal cursors encode equally: JSON sorts map keys.
@@ -91,6 +96,9 @@ func (c cursor) String() string {
 		for cl, p := range c.positions {
 			j.Clusters[cl] = p.String()
 		}
+	}
+	if len(c.peers) > 0 {
+		j.Peers = c.peers
 	}
 	b, err := json.Marshal(j)
 	if err != nil {
@@ -134,6 +142,16 @@ func parseCursor(s string) (cursor, error) {
 			return cursor{}, fmt.Errorf("cluster %q: %w", cl, err)
 		}
 		c.positions[cl] = p
+	}
+	for id, rv := range j.Peers {
+		pc, err := parseCursor(rv)
+		if id == "" || err != nil || pc.peers != nil {
+			return cursor{}, fmt.Errorf("not a resourceVersion handed out by this server (replica %q)", id)
+		}
+		if c.peers == nil {
+			c.peers = make(map[string]string, len(j.Peers))
+		}
+		c.peers[id] = rv
 	}
 	return c, nil
 }

@@ -16,6 +16,10 @@ func TestCursorRoundTrip(t *testing.T) {
 	for _, c := range []cursor{
 		{epoch: "e", positions: map[string]position{}},
 		{epoch: "e", positions: map[string]position{"prod": {rv: 12}, edge: {rv: 7, n: 3}, "x": {}}},
+		// A merged cursor of a sharded fleet: the other replicas' cursors inside.
+		{epoch: "e", positions: map[string]position{"prod": {rv: 12}}, peers: map[string]string{
+			"fleetwatch-1": cursor{epoch: "f", positions: map[string]position{"far": {rv: 3}}}.String(),
+		}},
 	} {
 		s := c.String()
 		if strings.ContainsAny(s, "+/=") {
@@ -37,6 +41,9 @@ func TestParseCursorErrors(t *testing.T) {
 		"", "!", b64("null"), b64("{}"), b64(`{"e":""}`), b64(`{"e":"x","c":{"a":"1x"}}`),
 		b64(`{"e":"x","c":{"a":"1.0"}}`), b64(`{"e":"x","c":{"a":"-1"}}`), b64(`{"e":"x","c":{"":"1"}}`),
 		b64(`{"e":"x","z":1}`), b64(`{"e":"x"} {}`), b64(`{"e":"x","c":{"a":"1.99999999999"}}`),
+		// A replica's part must be one of its cursors, without parts of its own.
+		b64(`{"e":"x","p":{"r":"1"}}`), b64(`{"e":"x","p":{"r":"!"}}`), b64(`{"e":"x","p":{"":"` + b64(`{"e":"y"}`) + `"}}`),
+		b64(`{"e":"x","p":{"r":"` + b64(`{"e":"y","p":{"s":"`+b64(`{"e":"z"}`)+`"}}`) + `"}}`),
 		strings.Repeat("A", maxTokenLen+1),
 	} {
 		if _, err := parseCursor(s); err == nil {

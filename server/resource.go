@@ -92,6 +92,9 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, rt route,
 	}
 	if p.watch {
 		info.verb = "watch"
+		if peers, missing := s.fanOut(r, qr.scope); len(peers) > 0 || len(missing) > 0 {
+			return s.serveFanOutWatch(w, r, p, peers, missing)
+		}
 		return s.serveWatch(w, r, res, qr, p)
 	}
 	info.verb = "list"
@@ -184,6 +187,12 @@ func (s *Server) serveList(w http.ResponseWriter, r *http.Request, res *apiResou
 	if err != nil {
 		return err
 	}
+	if peers, missing := s.fanOut(r, qr.scope); len(peers) > 0 || len(missing) > 0 {
+		if p.rvMatch == metav1.ResourceVersionMatchExact {
+			return expired(fmt.Sprintf("resourceVersion %s: a list of every cluster of a sharded fleet is of the current state only; list without resourceVersionMatch=Exact", p.resourceVersion))
+		}
+		return s.serveFanOutList(w, r, res, qr, p, f, opts, peers, missing)
+	}
 	var after *aggregate.Key
 	if p.continueToken != nil {
 		after = &p.continueToken.after
@@ -218,6 +227,11 @@ func (s *Server) serveList(w http.ResponseWriter, r *http.Request, res *apiResou
 		}.String()
 	}
 
+	return s.writeListAs(w, r, res, f, opts, lm, items)
+}
+
+// writeListAs writes items as a list in the format f.
+func (s *Server) writeListAs(w http.ResponseWriter, r *http.Request, res *apiResource, f format, opts tableOptions, lm metav1.ListMeta, items []object) error {
 	switch f {
 	case formatTable:
 		p := s.printer(r.Context(), res, items, opts)

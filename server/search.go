@@ -92,6 +92,7 @@ func (s *Server) serveSearch(w http.ResponseWriter, r *http.Request, sc scope) e
 			limit = min(n, search.MaxLimit)
 		}
 	}
+	s.warnNotSearched(w, r, sc)
 	digest := queryDigest(query)
 	var after *search.Key
 	if v := q.Get("continue"); v != "" {

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log"
@@ -173,6 +174,13 @@ type Options struct {
 	// false.
 	ClientGoMetrics bool
 
+	// PeerRoots are the certificate authorities that sign the serving certificates of
+	// the other replicas of a sharded fleet, which a replica asks for the clusters they
+	// watch (their https addresses on the Leases). A replica that serves HTTPS asks only
+	// https addresses, so that the caller's token, which it forwards, never travels in
+	// clear. Default: nil, the system's roots.
+	PeerRoots *x509.CertPool
+
 	// Clock tells the time for the AGE columns of tables. Default: the real clock.
 	Clock clock.PassiveClock
 }
@@ -318,6 +326,7 @@ type Server struct {
 	certs     *certificates  // nil without TLS
 	metrics   *metrics
 	limits    *limiter
+	peers     *peerClient
 	handler   http.Handler
 	// openAPI serves the clusters' OpenAPI documents; crds finds the printer columns of
 	// custom resources.
@@ -376,6 +385,11 @@ func New(src Source, opts Options) (*Server, error) {
 		}
 		s.certs = c
 	}
+	peers, err := newPeerClient(opts)
+	if err != nil {
+		return nil, err
+	}
+	s.peers = peers
 	m, err := newMetrics(s, opts)
 	if err != nil {
 		return nil, err
@@ -565,10 +579,17 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, info *requestInfo
 	if err != nil {
 		return err
 	}
-	sc := scope{cluster: rt.cluster, allow: allow}
+	if rt.cluster == allClusters && forwarded(r) {
+		allow = s.ownedOnly(allow)
+	}
+	sc := scope{cluster: rt.cluster, allow: allow, fanOut: rt.cluster == allClusters && !forwarded(r)}
 	if rt.cluster != "" && rt.cluster != allClusters {
 		if !s.clusterExists(rt.cluster, sc) {
 			return clusterNotFound(rt.cluster)
+		}
+		// Another replica of a sharded fleet watches it: it answers.
+		if s.proxyRemote(w, r, rt.cluster) {
+			return nil
 		}
 		// The Cluster resource under the prefix says where the cluster is watched.
 		if rt.kind != routeResource || rt.groupVersion() != SchemeGroupVersion {

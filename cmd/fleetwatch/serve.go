@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"net"
@@ -195,6 +196,12 @@ func runDaemon(ctx context.Context, cfg *config.Config, mgr *fleetwatch.Manager,
 		// The replicas' Role, next to their Leases, lets them read handed-over states.
 		delegated.StateNamespace = cfg.Shard.Namespace
 	}
+	var peerCAs *x509.CertPool
+	if cfg.Shard.Enabled {
+		if peerCAs, err = peerRoots(cfg); err != nil {
+			return err
+		}
+	}
 	srv, err := server.New(mgr, server.Options{
 		Address:     cfg.Server.Address,
 		AcceptHosts: cfg.Server.AcceptHosts,
@@ -202,6 +209,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, mgr *fleetwatch.Manager,
 		TLSKeyFile:  cfg.Server.TLS.KeyFile,
 		TokenFile:   cfg.Server.Auth.TokenFile,
 		Delegated:   delegated,
+		PeerRoots:   peerCAs,
 		Version:     apiversion.Info{GitVersion: buildVersion(), GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH},
 		Collectors:  []prometheus.Collector{metrics.NewSnapshotCollector(mgr)},
 		// client-go's workqueue, informer and REST client metrics on /metrics.

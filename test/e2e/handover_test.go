@@ -121,7 +121,7 @@ func newSecureShardedFleet(t *testing.T, members int) *shardedFleet {
 	if err := clientcmd.WriteToFile(*kc, s.replicaKubeconfig); err != nil {
 		t.Fatal(err)
 	}
-	f.secure = s
+	f.warm = s
 	return f
 }
 
@@ -254,10 +254,10 @@ func TestShardedWarmHandover(t *testing.T) {
 	// reader of every cluster, a reader of one cluster, a guessed token. (A state is
 	// given once, to the replica that takes the cluster: none is left here.)
 	for _, tc := range []struct{ name, token string }{
-		{"no token", ""}, {"a guessed token", "guess"}, {"a reader of every cluster", f.secure.readerToken}, {"a reader of the cluster", f.secure.prodToken},
+		{"no token", ""}, {"a guessed token", "guess"}, {"a reader of every cluster", f.warm.readerToken}, {"a reader of the cluster", f.warm.prodToken},
 	} {
 		for _, id := range ids {
-			code, body := f.secure.get(t.Context(), f.replicas[id].base+server.StatePath(f.members[0].Name), tc.token)
+			code, body := f.warm.get(t.Context(), f.replicas[id].base+server.StatePath(f.members[0].Name), tc.token)
 			if code != http.StatusUnauthorized && code != http.StatusForbidden {
 				t.Errorf("%s: the state of %s at %s: %d %s; want 401 or 403", tc.name, f.members[0].Name, id, code, body)
 			}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -27,6 +28,7 @@ import (
 	"github.com/fleetwatch/fleetwatch/aggregate"
 	"github.com/fleetwatch/fleetwatch/cluster"
 	"github.com/fleetwatch/fleetwatch/informer"
+	"github.com/fleetwatch/fleetwatch/internal/testcert"
 	"github.com/fleetwatch/fleetwatch/internal/testenv"
 	"github.com/fleetwatch/fleetwatch/server"
 	"github.com/fleetwatch/fleetwatch/shard"
@@ -61,17 +63,43 @@ type shardedFleet struct {
 	replicas map[string]*fleetReplica
 	// others checks the replicas that are not processes of the binary, if set.
 	others func(assigned map[string]string) string
-	// secure, if set, has the replicas serve HTTPS with delegated authentication, and
+	// tokenFile, if set, is the replicas' server.auth.tokenFile, and token the one the
+	// checks send; the replicas then serve HTTPS with certFile, which is also their
+	// shard.peerCaFile, and client trusts it.
+	tokenFile, token  string
+	certFile, keyFile string
+	client            *http.Client
+	// warm, if set, has the replicas serve HTTPS with delegated authentication, and
 	// hand their clusters over warm (see newSecureShardedFleet).
-	secure *secureFleet
+	warm *secureFleet
 }
 
-// get reads url from a replica, as a reader of every cluster when the fleet is secure.
-func (f *shardedFleet) get(ctx context.Context, url string) (int, []byte) {
-	if f.secure == nil {
-		return fetch(ctx, url)
+// secure has the replicas started from now on authenticate with tokens (a file of
+// them, "TOKEN user=NAME [clusters=...]" a line) and serve HTTPS, with token the one
+// the checks send.
+func (f *shardedFleet) secure(tokens, token string) {
+	f.tokenFile, f.token = filepath.Join(f.dir, "tokens"), token
+	if err := os.WriteFile(f.tokenFile, []byte(tokens), 0o600); err != nil {
+		f.t.Fatal(err)
 	}
-	return f.secure.get(ctx, url, f.secure.readerToken)
+	f.certFile, f.keyFile = testcert.Write(f.t, f.dir, "replicas")
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: testcert.Pool(f.t, f.certFile)}
+	f.client = &http.Client{Transport: tr}
+	f.t.Cleanup(tr.CloseIdleConnections)
+}
+
+// fetch is fetchAs with the fleet's client and token.
+// A warm fleet's are read as a reader of every cluster.
+func (f *shardedFleet) fetch(ctx context.Context, url string) (int, []byte) {
+	if f.warm != nil {
+		return f.warm.get(ctx, url, f.warm.readerToken)
+	}
+	client := f.client
+	if client == nil {
+		client = http.DefaultClient
+	}
+	return fetchAs(ctx, client, url, f.token)
 }
 
 // address is where the replica id publishes its API; "" for one without.
@@ -88,7 +116,7 @@ func newShardedFleet(t *testing.T, members int) *shardedFleet {
 		names = append(names, fmt.Sprintf("member-%d", i))
 	}
 	env := testenv.New(t, testenv.Options{Names: names, AuditWatches: true})
-	f := &shardedFleet{t: t, env: env, home: env.Clusters[0], members: env.Clusters[1:], dir: t.TempDir(), replicas: map[string]*fleetReplica{}}
+	f := &shardedFleet{t: t, env: env, home: env.Clusters[0], members: env.Clusters[1:], dir: t.TempDir(), replicas: map[string]*fleetReplica{}, client: http.DefaultClient}
 	f.bin = buildBinary(t, "./cmd/fleetwatch")
 	if err := env.WriteKubeconfig(filepath.Join(f.dir, "members.kubeconfig"), f.members...); err != nil {
 		t.Fatal(err)
@@ -117,31 +145,33 @@ func (f *shardedFleet) start(id string) *fleetReplica {
 	port := freePort(t)
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	home := filepath.Join(f.dir, "home.kubeconfig")
-	secure := ""
-	if s := f.secure; s != nil {
+	tlsCfg := ""
+	switch {
+	case f.warm != nil:
 		base = fmt.Sprintf("https://127.0.0.1:%d", port)
-		home = s.replicaKubeconfig
-		secure = fmt.Sprintf(`  tls: {certFile: %q, keyFile: %q}
-  auth:
-    delegated: {enabled: true, kubeconfig: %q}
-`, s.certFile, s.keyFile, filepath.Join(f.dir, "home.kubeconfig"))
+		home = f.warm.replicaKubeconfig
+		tlsCfg = fmt.Sprintf(", tls: {certFile: %q, keyFile: %q}, auth: {delegated: {enabled: true, kubeconfig: %q}}",
+			f.warm.certFile, f.warm.keyFile, filepath.Join(f.dir, "home.kubeconfig"))
+	case f.certFile != "":
+		base = fmt.Sprintf("https://127.0.0.1:%d", port)
+		tlsCfg = fmt.Sprintf(", tls: {certFile: %q, keyFile: %q}, auth: {tokenFile: %q}", f.certFile, f.keyFile, f.tokenFile)
 	}
 	cfg := fmt.Sprintf(`kubeconfig: [%s]
 resources: [{name: configmaps}]
 snapshot: {path: %s, interval: 200ms}
-server:
-  address: "127.0.0.1:%d"
-%sshard:
+server: {address: "127.0.0.1:%d"%s}
+shard:
   enabled: true
   identity: %s
   namespace: fleetwatch
   homeKubeconfig: %s
   address: %s
+  peerCaFile: "%s"
   leaseDuration: %s
   renewDeadline: %s
   retryPeriod: %s
-`, filepath.Join(f.dir, "members.kubeconfig"), filepath.Join(f.dir, id+".db"), port, secure, id,
-		home, base, shardLease, shardRenew, shardRetry)
+`, filepath.Join(f.dir, "members.kubeconfig"), filepath.Join(f.dir, id+".db"), port, tlsCfg, id,
+		home, base, f.certFile, shardLease, shardRenew, shardRetry)
 	path := filepath.Join(f.dir, id+".yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -210,34 +240,38 @@ func (f *shardedFleet) settled(live []string) string {
 		if r == nil {
 			continue
 		}
-		if code, body := f.get(ctx, r.base+"/readyz"); code != http.StatusOK {
+		if code, body := f.fetch(ctx, r.base+"/readyz"); code != http.StatusOK {
 			return fmt.Sprintf("%s /readyz: %d %s", id, code, body)
 		}
 		var clusters server.ClusterList
-		if code, body := f.get(ctx, r.base+"/apis/fleetwatch.io/v1alpha1/clusters"); code != http.StatusOK || json.Unmarshal(body, &clusters) != nil {
+		if code, body := f.fetch(ctx, r.base+"/apis/fleetwatch.io/v1alpha1/clusters"); code != http.StatusOK || json.Unmarshal(body, &clusters) != nil {
 			return fmt.Sprintf("%s clusters: %d %s", id, code, body)
 		}
 		if len(clusters.Items) != len(f.members) {
 			return fmt.Sprintf("%s lists %d clusters, want %d", id, len(clusters.Items), len(f.members))
 		}
 		for _, c := range clusters.Items {
+			// Each replica shows the owner's status of a cluster, which it asks the
+			// owner for; the owner that publishes no address cannot be asked.
 			owner := assigned[c.Name]
-			wantPhase := "Remote"
-			if owner == id {
-				wantPhase = "Synced"
+			wantPhase := "Synced"
+			if owner != id && f.address(owner) == "" {
+				wantPhase = "Remote"
 			}
 			if c.Status.Phase != wantPhase || c.Status.Replica != owner || c.Status.ReplicaAddress != f.address(owner) {
 				return fmt.Sprintf("%s says %s is %s, watched by %q at %q; want %s by %s at %q", id, c.Name, c.Status.Phase, c.Status.Replica, c.Status.ReplicaAddress, wantPhase, owner, f.address(owner))
 			}
 		}
+		// Every replica serves every member: its own, and the others' through their
+		// owner, unless the owner publishes no address to ask it at.
 		for _, m := range f.members {
-			if assigned[m.Name] != id {
-				if code, _ := f.get(ctx, r.base+"/clusters/"+m.Name+"/api/v1/configmaps"); code != http.StatusServiceUnavailable {
-					return fmt.Sprintf("%s answers %d for the objects of %s, which %s watches", id, code, m.Name, assigned[m.Name])
+			if owner := assigned[m.Name]; owner != id && f.address(owner) == "" {
+				if code, _ := f.fetch(ctx, r.base+"/clusters/"+m.Name+"/api/v1/configmaps"); code != http.StatusServiceUnavailable {
+					return fmt.Sprintf("%s answers %d for the objects of %s, which %s watches without an address", id, code, m.Name, owner)
 				}
 				continue
 			}
-			if diff := sameConfigMaps(ctx, f.get, r.base, m); diff != "" {
+			if diff := f.sameConfigMaps(ctx, r.base, m); diff != "" {
 				return fmt.Sprintf("%s serves %s: %s", id, m.Name, diff)
 			}
 		}
@@ -250,8 +284,8 @@ func (f *shardedFleet) settled(live []string) string {
 
 // sameConfigMaps compares the configmaps that the replica at base serves for m with
 // those of m's apiserver, resourceVersions included.
-func sameConfigMaps(ctx context.Context, get func(context.Context, string) (int, []byte), base string, m *testenv.Cluster) string {
-	code, body := get(ctx, base+"/clusters/"+m.Name+"/api/v1/configmaps")
+func (f *shardedFleet) sameConfigMaps(ctx context.Context, base string, m *testenv.Cluster) string {
+	code, body := f.fetch(ctx, base+"/clusters/"+m.Name+"/api/v1/configmaps")
 	var list unstructured.UnstructuredList
 	if code != http.StatusOK || json.Unmarshal(body, &list) != nil {
 		return fmt.Sprintf("%d %s", code, body)
@@ -288,10 +322,18 @@ func sameAsServer(ctx context.Context, m *testenv.Cluster, got map[string]string
 }
 
 func fetch(ctx context.Context, url string) (int, []byte) {
+	return fetchAs(ctx, http.DefaultClient, url, "")
+}
+
+// fetchAs is fetch with client and a bearer token, if not empty.
+func fetchAs(ctx context.Context, client *http.Client, url, token string) (int, []byte) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	res, err := http.DefaultClient.Do(req)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := client.Do(req)
 	if err != nil {
 		return 0, []byte(err.Error())
 	}

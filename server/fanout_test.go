@@ -1,0 +1,372 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/fleetwatch/fleetwatch/aggregate"
+	"github.com/fleetwatch/fleetwatch/internal/testcert"
+)
+
+// fanOutPair is two replicas of a sharded fleet: local, which watches prod, staging and
+// edge and sees the cluster far owned by peer, which watches far. The peer still holds
+// objects of the others, as a replica restarted from its snapshot does before it gives
+// them up: it must not answer for them.
+func fanOutPair(t *testing.T) (local, peer *fixture, seen func() []http.Header) {
+	t.Helper()
+	peer = newFixture(t, nil)
+	far := clusterStatus("far", aggregate.PhaseSynced, false)
+	far.Replica = "fleetwatch-1"
+	peer.src.setStatus(far)
+	for _, cl := range []string{prod, staging, edge} {
+		peer.src.setStatus(aggregate.ClusterStatus{Name: cl, Phase: aggregate.PhaseRemote, Replica: "fleetwatch-0", ReplicaAddress: "https://127.0.0.1:1"})
+	}
+	peer.apply("far", podsGVR, pod("default", "far-1", "401", web))
+	peer.apply("far", podsGVR, pod("default", "far-2", "402", web))
+	peer.fleet.ClusterStore("far", podsGVR).MarkSynced()
+	peer.sync()
+	var mu sync.Mutex
+	var headers []http.Header
+	observe := func(r *http.Request) {
+		mu.Lock()
+		headers = append(headers, r.Header.Clone())
+		mu.Unlock()
+	}
+	peer.observe.Store(&observe)
+	local = newFixture(t, nil)
+	local.src.setStatus(aggregate.ClusterStatus{Name: "far", Phase: aggregate.PhaseRemote, Replica: "fleetwatch-1", ReplicaAddress: peer.http.URL})
+	return local, peer, func() []http.Header {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(headers)
+	}
+}
+
+func itemClusters(l *unstructured.UnstructuredList) []string {
+	var out []string
+	for _, o := range l.Items {
+		out = append(out, o.GetAnnotations()[ClusterAnnotation]+"/"+o.GetName())
+	}
+	return out
+}
+
+// TestFanOutProxiesARemoteCluster: a request under /clusters/{name}/ of a cluster that
+// another replica owns is answered by that replica, with the caller's credentials and
+// the replicas' header; a request that a replica forwarded is never sent on.
+func TestFanOutProxiesARemoteCluster(t *testing.T) {
+	local, _, seen := fanOutPair(t)
+	var l unstructured.UnstructuredList
+	local.getOK(clusterPath("far")+"/api/v1/pods", &l, "Authorization", "Bearer t0ken")
+	if got := itemClusters(&l); !slices.Equal(got, []string{"far/far-1", "far/far-2"}) {
+		t.Errorf("far's pods through the other replica: %v", got)
+	}
+	hs := seen()
+	if len(hs) != 1 || hs[0].Get("Authorization") != "Bearer t0ken" || hs[0].Get(forwardedHeader) == "" {
+		t.Errorf("the owner saw %v, want one request with the caller's token and %s", hs, forwardedHeader)
+	}
+	// Discovery and Tables are the owner's too.
+	var tbl metav1.Table
+	local.getOK(clusterPath("far")+"/api/v1/namespaces/default/pods/far-1", &tbl, "Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+	if len(tbl.Rows) != 1 {
+		t.Errorf("a Table of far-1: %+v", tbl)
+	}
+	var rl metav1.APIResourceList
+	local.getOK(clusterPath("far")+"/api/v1", &rl)
+	if !slices.ContainsFunc(rl.APIResources, func(r metav1.APIResource) bool { return r.Name == "pods" }) {
+		t.Errorf("far's discovery: %+v", rl)
+	}
+	// The Cluster is the owner's, in the list and by name.
+	var cl ClusterList
+	local.getOK("/apis/fleetwatch.io/v1alpha1/clusters", &cl)
+	i := slices.IndexFunc(cl.Items, func(c Cluster) bool { return c.Name == "far" })
+	if i < 0 || cl.Items[i].Status.Phase != "Synced" || cl.Items[i].Status.Replica != "fleetwatch-1" || cl.Items[i].Status.Server != "https://far.example.com" {
+		t.Errorf("far in the list of clusters: %s", mustJSON(cl))
+	}
+	var c Cluster
+	local.getOK("/apis/fleetwatch.io/v1alpha1/clusters/far", &c)
+	if c.Status.Phase != "Synced" {
+		t.Errorf("far by name: %s", mustJSON(c))
+	}
+	// A search covers this replica's clusters, and says so.
+	if r := local.get("/apis/fleetwatch.io/v1alpha1/search?q=web"); r.code != http.StatusOK || !strings.Contains(r.header.Get("Warning"), "not far") {
+		t.Errorf("a search: %d, Warning %q", r.code, r.header.Get("Warning"))
+	}
+	// A forwarded request is answered here: far is not watched here.
+	st := local.get(clusterPath("far")+"/api/v1/pods", forwardedHeader, "1").status(t, http.StatusServiceUnavailable)
+	if !strings.Contains(st.Message, `replica "fleetwatch-1" watches it`) {
+		t.Errorf("a forwarded request: %+v", st)
+	}
+}
+
+// TestFanOutList: a list under /clusters/*/ merges the replicas' parts in key order,
+// pages across them, checks its tokens, and names in a Warning the clusters it could not
+// include.
+func TestFanOutList(t *testing.T) {
+	local, peer, _ := fanOutPair(t)
+	// In (cluster, namespace, name) order: prod's default namespace before kube-system.
+	want := []string{edge + "/web-3", "far/far-1", "far/far-2", "prod/web-1", "prod/web-2", "prod/dns-1", "staging/api-1", "staging/web-1"}
+	all := clusterPath(allClusters) + "/api/v1/pods"
+	var l unstructured.UnstructuredList
+	local.getOK(all, &l)
+	if got := itemClusters(&l); !slices.Equal(got, want) {
+		t.Errorf("the whole list: %v, want %v", got, want)
+	}
+	for _, limit := range []string{"1", "2", "3"} {
+		var got []string
+		cont := ""
+		for range 20 {
+			var page unstructured.UnstructuredList
+			r := local.get(all + "?limit=" + limit + "&continue=" + cont)
+			if r.code != http.StatusOK {
+				t.Fatalf("limit %s: %d %s", limit, r.code, r.body)
+			}
+			if err := page.UnmarshalJSON(r.body); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, itemClusters(&page)...)
+			if cont = page.GetContinue(); cont == "" {
+				break
+			}
+			if _, err := parseContinue(cont); err != nil {
+				t.Fatalf("limit %s: the continue token %q: %v", limit, cont, err)
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("limit %s: %v, want %v", limit, got, want)
+		}
+	}
+	// A Table merges the same rows.
+	var tbl metav1.Table
+	local.getOK(all, &tbl, "Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+	if len(tbl.Rows) != len(want) {
+		t.Errorf("the Table has %d rows, want %d", len(tbl.Rows), len(want))
+	}
+	// A token that was not handed out gets 400.
+	page := local.get(all + "?limit=2")
+	var first unstructured.UnstructuredList
+	if err := first.UnmarshalJSON(page.body); err != nil {
+		t.Fatal(err)
+	}
+	tok := first.GetContinue()
+	for _, bad := range []string{tok[:len(tok)-3], "x" + tok, tok + "AAAA"} {
+		local.get(all+"?limit=2&continue="+bad).status(t, http.StatusBadRequest)
+	}
+	// The list's resourceVersion is a cursor with the peer's inside.
+	c, err := parseCursor(first.GetResourceVersion())
+	if err != nil || c.peers["fleetwatch-1"] == "" {
+		t.Errorf("the list's resourceVersion %q: %+v, %v", first.GetResourceVersion(), c, err)
+	}
+
+	// A cluster that is moving is named, not dropped silently.
+	local.src.setStatus(aggregate.ClusterStatus{Name: "moving", Phase: aggregate.PhaseMoving})
+	r := local.get(all)
+	if w := r.header.Get("Warning"); r.code != http.StatusOK || !strings.HasPrefix(w, "299 - ") || !strings.Contains(w, "moving (no live replica watches it now") {
+		t.Errorf("with a moving cluster: %d, Warning %q", r.code, w)
+	}
+	// An owner that is down: the others are served, and its clusters named.
+	peer.http.Close()
+	r = local.get(all)
+	if err := l.UnmarshalJSON(r.body); err != nil {
+		t.Fatal(err)
+	}
+	if w := r.header.Get("Warning"); r.code != http.StatusOK || !strings.Contains(w, `far (replica \"fleetwatch-1\" did not answer`) || slices.Contains(itemClusters(&l), "far/far-1") {
+		t.Errorf("with the owner down: %d, Warning %q, %v", r.code, w, itemClusters(&l))
+	}
+	local.get(clusterPath("far")+"/api/v1/pods").status(t, http.StatusServiceUnavailable)
+}
+
+// TestFanOutAuthorization: the owner authorizes the caller again, so a token reads no
+// more through a replica than from the owner; a replica that serves HTTPS sends no token
+// to a plain HTTP address.
+func TestFanOutAuthorization(t *testing.T) {
+	dir := t.TempDir()
+	// The owner's token file limits the token more than the replica's: the replicas
+	// should share it, and if they do not, the owner's rules hold for its clusters.
+	peerTokens := writeFile(t, dir, "peer-tokens", "all-s3cret user=admin\nedge-s3cret user=ci clusters=edge\n")
+	localTokens := writeFile(t, dir, "local-tokens", "all-s3cret user=admin\nedge-s3cret user=ci clusters=edge,far\n")
+	peer := newFixture(t, func(o *Options) { o.TokenFile = peerTokens })
+	peer.src.setStatus(clusterStatus("far", aggregate.PhaseSynced, false))
+	peer.apply("far", podsGVR, pod("default", "far-1", "401", web))
+	peer.fleet.ClusterStore("far", podsGVR).MarkSynced()
+	peer.sync()
+	var mu sync.Mutex
+	requests := 0
+	observe := func(*http.Request) { mu.Lock(); requests++; mu.Unlock() }
+	peer.observe.Store(&observe)
+	local := newFixture(t, func(o *Options) { o.TokenFile = localTokens })
+	local.src.setStatus(aggregate.ClusterStatus{Name: "far", Phase: aggregate.PhaseRemote, Replica: "fleetwatch-1", ReplicaAddress: peer.http.URL})
+
+	var l unstructured.UnstructuredList
+	local.getOK(clusterPath(allClusters)+"/api/v1/pods", &l, "Authorization", "Bearer all-s3cret")
+	if got := itemClusters(&l); !slices.Contains(got, "far/far-1") {
+		t.Errorf("the admin token: %v", got)
+	}
+	local.get(clusterPath("far")+"/api/v1/pods", "Authorization", "Bearer edge-s3cret").status(t, http.StatusForbidden)
+	local.get(clusterPath(allClusters)+"/api/v1/pods").status(t, http.StatusUnauthorized)
+	local.get(clusterPath("far")+"/api/v1/pods").status(t, http.StatusUnauthorized)
+	mu.Lock()
+	before := requests
+	mu.Unlock()
+
+	// A replica that serves HTTPS sends no token to an http address.
+	certFile, keyFile := testcert.Write(t, dir, "tls")
+	secure := newFixture(t, func(o *Options) { o.TokenFile, o.TLSCertFile, o.TLSKeyFile = localTokens, certFile, keyFile })
+	secure.src.setStatus(aggregate.ClusterStatus{Name: "far", Phase: aggregate.PhaseRemote, Replica: "fleetwatch-1", ReplicaAddress: peer.http.URL})
+	st := secure.get(clusterPath("far")+"/api/v1/pods", "Authorization", "Bearer all-s3cret").status(t, http.StatusServiceUnavailable)
+	if !strings.Contains(st.Message, "fleetwatch-1") {
+		t.Errorf("an http owner of a replica that serves HTTPS: %+v", st)
+	}
+	r := secure.get(clusterPath(allClusters)+"/api/v1/pods", "Authorization", "Bearer all-s3cret")
+	if w := r.header.Get("Warning"); r.code != http.StatusOK || !strings.Contains(w, "not HTTPS") {
+		t.Errorf("a list with an http owner of a replica that serves HTTPS: %d, Warning %q", r.code, w)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if requests != before {
+		t.Errorf("the owner at an http address got %d requests from a replica that serves HTTPS", requests-before)
+	}
+}
+
+// TestFanOutWatch: a watch under /clusters/*/ streams the changes of every replica's
+// clusters as one, each object with the merged cursor just after it; a watch resumed
+// from a cursor sends what changed since, in every part, and nothing before.
+func TestFanOutWatch(t *testing.T) {
+	local, peer, _ := fanOutPair(t)
+	all := clusterPath(allClusters) + "/api/v1/pods"
+	var l unstructured.UnstructuredList
+	local.getOK(all, &l)
+	w := local.watch(all + "?watch=true&resourceVersion=" + l.GetResourceVersion())
+	peer.apply("far", podsGVR, pod("default", "far-3", "403", web))
+	local.apply(prod, podsGVR, pod("default", "web-9", "109", web))
+	// Changes of the peer's copies of local's clusters are not local's to send.
+	peer.apply(staging, podsGVR, pod("default", "not-mine", "299", web))
+	got := map[string]string{}
+	var last string
+	for len(got) < 2 {
+		e := w.nextNot("BOOKMARK")
+		key := e.Object.GetAnnotations()[ClusterAnnotation] + "/" + e.Object.GetName()
+		if key == staging+"/not-mine" {
+			t.Fatalf("the watch sent %s, which the peer does not own", key)
+		}
+		got[key] = e.Type
+		last = e.Object.GetResourceVersion()
+		c, err := parseCursor(last)
+		if err != nil || c.peers["fleetwatch-1"] == "" {
+			t.Fatalf("the event's resourceVersion %q is not a merged cursor: %+v %v", last, c, err)
+		}
+	}
+	if got["far/far-3"] != "ADDED" || got[prod+"/web-9"] != "ADDED" {
+		t.Errorf("events: %v", got)
+	}
+	w.stop()
+	// While no one watches, each part changes; the watch resumed from the last cursor
+	// sends those changes only.
+	peer.apply("far", podsGVR, pod("default", "far-4", "404", web))
+	local.apply(prod, podsGVR, pod("default", "web-10", "110", web))
+	w = local.watch(all + "?watch=true&resourceVersion=" + last)
+	got = map[string]string{}
+	for len(got) < 2 {
+		e := w.nextNot("BOOKMARK")
+		got[e.Object.GetAnnotations()[ClusterAnnotation]+"/"+e.Object.GetName()] = e.Type
+	}
+	if got["far/far-4"] != "ADDED" || got[prod+"/web-10"] != "ADDED" {
+		t.Errorf("events after resuming: %v", got)
+	}
+	w.stop()
+	// As Tables (kubectl get -w): the column definitions come once, every row's object
+	// has the merged cursor.
+	w = local.watch(all+"?watch=true&resourceVersion="+last, "Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+	columns := 0
+	rows := map[string]bool{}
+	for len(rows) < 2 {
+		e := w.nextNot("BOOKMARK")
+		var tbl metav1.Table
+		if err := json.Unmarshal(e.Raw, &tbl); err != nil {
+			t.Fatal(err)
+		}
+		if len(tbl.ColumnDefinitions) > 0 {
+			columns++
+		}
+		for _, row := range tbl.Rows {
+			var m metav1.PartialObjectMetadata
+			if err := json.Unmarshal(row.Object.Raw, &m); err != nil {
+				t.Fatal(err)
+			}
+			if c, err := parseCursor(m.ResourceVersion); err != nil || c.peers["fleetwatch-1"] == "" {
+				t.Errorf("a row's resourceVersion %q: %v", m.ResourceVersion, err)
+			}
+			rows[m.Annotations[ClusterAnnotation]+"/"+m.Name] = true
+		}
+	}
+	if columns != 1 || !rows["far/far-4"] || !rows[prod+"/web-10"] {
+		t.Errorf("the Table watch: %d events with columns, rows %v", columns, rows)
+	}
+	w.stop()
+	// A cursor of another server is 410 Gone, as a local one is.
+	r := local.get(all + "?watch=true&resourceVersion=" + cursor{epoch: "other"}.String())
+	r.status(t, http.StatusGone)
+}
+
+// BenchmarkFanOutList measures the latency that the fan-out adds to a list: each
+// iteration lists the pods of every cluster, 4 clusters of 500 pods, from a replica that
+// holds them all (single), and from a replica that holds half and asks another replica
+// for the rest (fanout), both over loopback HTTP, and reports the ratio of the two.
+//
+//	go test -run XXX -bench FanOutList -benchtime 50x ./server/
+func BenchmarkFanOutList(b *testing.B) {
+	const clusters, perCluster = 4, 500
+	single, local, peer := newFixture(b, nil), newFixture(b, nil), newFixture(b, nil)
+	for c := range clusters {
+		name := fmt.Sprintf("member-%d", c)
+		st := clusterStatus(name, aggregate.PhaseSynced, false)
+		st.Replica = "fleetwatch-0"
+		single.src.setStatus(st)
+		holder := local
+		if c >= clusters/2 {
+			holder = peer
+			st.Replica = "fleetwatch-1"
+			local.src.setStatus(aggregate.ClusterStatus{Name: name, Phase: aggregate.PhaseRemote, Replica: "fleetwatch-1", ReplicaAddress: peer.http.URL})
+		}
+		holder.src.setStatus(st)
+		for i := range perCluster {
+			p := pod("default", fmt.Sprintf("pod-%04d", i), fmt.Sprint(1000+i), web)
+			single.apply(name, podsGVR, p)
+			holder.apply(name, podsGVR, p)
+		}
+		single.fleet.ClusterStore(name, podsGVR).MarkSynced()
+		holder.fleet.ClusterStore(name, podsGVR).MarkSynced()
+	}
+	for _, f := range []*fixture{single, local, peer} {
+		f.sync()
+	}
+	list := func(f *fixture) time.Duration {
+		start := time.Now()
+		r := f.get(clusterPath(allClusters) + "/api/v1/pods")
+		d := time.Since(start)
+		if r.code != http.StatusOK || !bytes.Contains(r.body, []byte(`"member-3"`)) {
+			b.Fatalf("%d %.200s", r.code, r.body)
+		}
+		return d
+	}
+	list(single)
+	list(local)
+	var one, fan time.Duration
+	b.ResetTimer()
+	for b.Loop() {
+		one += list(single)
+		fan += list(local)
+	}
+	b.ReportMetric(float64(one.Microseconds())/float64(b.N), "single-µs/op")
+	b.ReportMetric(float64(fan.Microseconds())/float64(b.N), "fanout-µs/op")
+	b.ReportMetric(float64(fan)/float64(one), "fanout/single")
+}
