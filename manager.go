@@ -214,7 +214,27 @@ func (m *Manager) ClusterHasSynced(name string) bool {
 	mb.mu.Lock()
 	stale := mb.stale
 	mb.mu.Unlock()
-	return stale || mb.set.HasSynced()
+	if stale || mb.set.HasSynced() {
+		mb.markSynced()
+		return true
+	}
+	return false
+}
+
+// ClusterSynced returns a channel that is closed once ClusterHasSynced(name) has been
+// true for the cluster engaged as name now, so that a caller waits for a cluster
+// without polling; nil if no cluster is engaged as name. It is closed at once for a
+// cluster that the snapshot held, and stays closed even if ClusterHasSynced turns false
+// again (see there). A cluster engaged again under the same name, its connection
+// replaced, has a channel of its own.
+func (m *Manager) ClusterSynced(name string) <-chan struct{} {
+	m.mu.Lock()
+	mb := m.members[name]
+	m.mu.Unlock()
+	if mb == nil {
+		return nil
+	}
+	return mb.synced
 }
 
 // member is one engaged cluster.
@@ -224,6 +244,10 @@ type member struct {
 	sink    *sink
 	// done is closed when the informer set has stopped.
 	done chan struct{}
+	// synced is closed, by markSynced, once ClusterHasSynced has first been true: by
+	// refresh, which every change of the informers' status calls.
+	synced     chan struct{}
+	syncedOnce sync.Once
 	// saved is the snapshot's state of the cluster, nil if none (or dropped).
 	saved *saved
 	// syncTimeout is the Options.SyncTimeout the cluster was engaged with.
@@ -600,7 +624,7 @@ func (m *Manager) Engage(ctx context.Context, c *cluster.Cluster) error {
 		Clock:              m.opts.Clock,
 	}
 	m.mu.Unlock()
-	mb := &member{cluster: c, done: make(chan struct{}), saved: sv, stale: sv != nil, syncTimeout: setOpts.SyncTimeout}
+	mb := &member{cluster: c, done: make(chan struct{}), synced: make(chan struct{}), saved: sv, stale: sv != nil, syncTimeout: setOpts.SyncTimeout}
 	mb.sink = &sink{fleet: m.fleet, cluster: c.Name, snapshot: m.opts.Snapshot, writer: m.writer, compact: snapshotEncoded(m.opts.Fleet.Codec)}
 	setOpts.Sink = mb.sink
 	setOpts.OnChange = func() { m.refresh(mb) }
@@ -809,9 +833,15 @@ func (m *Manager) refresh(mb *member) {
 		mb.stale = false
 		mb.mu.Unlock()
 	}
+	if o.stale || mb.set.HasSynced() {
+		mb.markSynced()
+	}
 	m.status.Set(st)
 	m.releaseIfReady()
 }
+
+// markSynced closes mb.synced, once.
+func (mb *member) markSynced() { mb.syncedOnce.Do(func() { close(mb.synced) }) }
 
 // releaseIfReady releases the fleet's sync hold once the Manager is ready.
 func (m *Manager) releaseIfReady() {

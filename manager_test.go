@@ -533,7 +533,8 @@ func (a *awareRecorder) ctx(name string) context.Context {
 // TestManagerAddAware: an Aware added with AddAware is engaged with every cluster the
 // Manager engages, after the Manager, and its context ends when the cluster leaves.
 // ClusterHasSynced is true for a cluster loaded from the snapshot whose informers have
-// not synced, false for a cold one.
+// not synced, false for a cold one; ClusterSynced is closed for the first, open for the
+// second, nil for a cluster not engaged.
 func TestManagerAddAware(t *testing.T) {
 	kubeconfig, servers := fleetOf(t, "a", "b")
 	snapshot := filepath.Join(t.TempDir(), "fleetwatch.db")
@@ -595,6 +596,19 @@ func TestManagerAddAware(t *testing.T) {
 	}
 	if m.ClusterHasSynced("b") || m.ClusterHasSynced("unknown") {
 		t.Error("ClusterHasSynced is true for a cold cluster whose informers did not sync, or for an unknown one")
+	}
+	select {
+	case <-m.ClusterSynced("a"):
+	default:
+		t.Error("ClusterSynced(a) is open; a was loaded from the snapshot")
+	}
+	select {
+	case <-m.ClusterSynced("b"):
+		t.Error("ClusterSynced(b) is closed for a cold cluster whose informers did not sync")
+	default:
+	}
+	if m.ClusterSynced("unknown") != nil {
+		t.Error("ClusterSynced(unknown) is not nil")
 	}
 
 	clustertest.WriteKubeconfig(t, kubeconfig, servers["a"].Context("a"))

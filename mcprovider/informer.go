@@ -2,6 +2,7 @@ package mcprovider
 
 import (
 	"fmt"
+	"runtime"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -143,6 +144,12 @@ func (a *handlerAdapter) OnEvent(e aggregate.Event) {
 	switch e.Type {
 	case aggregate.Added:
 		a.h.OnAdd(obj, e.InitialList)
+		if e.InitialList {
+			// A replay converts thousands of objects without blocking: yield, so that
+			// what the handler woke (a controller's queue and workers) runs now rather
+			// than when the replay has ended.
+			runtime.Gosched()
+		}
 	case aggregate.Updated:
 		old, err := a.target.convert(e.OldObject, true)
 		if err != nil {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
-	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -23,10 +22,6 @@ import (
 	"github.com/fleetwatch/fleetwatch/aggregate"
 	fwcluster "github.com/fleetwatch/fleetwatch/cluster"
 )
-
-// syncPollInterval is how often a cluster is checked for fleetwatch.Manager.ClusterHasSynced
-// until it has.
-const syncPollInterval = 50 * time.Millisecond
 
 // Options configure a Provider. The zero value is valid; every field documents its
 // default.
@@ -236,6 +231,9 @@ func (a fleetAware) Engage(ctx context.Context, c *fwcluster.Cluster) error {
 	}
 	m.cluster = cl
 
+	// The Manager calls Engage once it holds the cluster: its channel is this cluster's.
+	synced := p.mgr.ClusterSynced(c.Name)
+
 	p.mu.Lock()
 	p.clusters[name] = m
 	aware := p.aware
@@ -256,7 +254,7 @@ func (a fleetAware) Engage(ctx context.Context, c *fwcluster.Cluster) error {
 			}
 			p.mu.Unlock()
 		}()
-		if !p.waitSynced(ctx, c.Name) {
+		if !waitSynced(ctx, synced) {
 			return
 		}
 		close(m.synced)
@@ -277,22 +275,15 @@ func (a fleetAware) Engage(ctx context.Context, c *fwcluster.Cluster) error {
 	return nil
 }
 
-// waitSynced waits until the Manager has the objects of cluster name complete, or ctx
-// is done; it reports whether they are.
-func (p *Provider) waitSynced(ctx context.Context, name string) bool {
-	if p.mgr.ClusterHasSynced(name) {
-		return true
-	}
-	tick := time.NewTicker(syncPollInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-tick.C:
-			if p.mgr.ClusterHasSynced(name) {
-				return true
-			}
-		}
+// waitSynced waits until synced, the Manager's fleetwatch.Manager.ClusterSynced of a
+// cluster, is closed, or ctx is done; it reports whether the cluster's objects are
+// complete in the fleet and ctx is not done. Nothing polls: a cluster that the snapshot
+// held is engaged at once, a cold one as soon as its informers have synced.
+func waitSynced(ctx context.Context, synced <-chan struct{}) bool {
+	select {
+	case <-synced:
+		return ctx.Err() == nil
+	case <-ctx.Done():
+		return false
 	}
 }
