@@ -99,6 +99,32 @@ func eventually(t *testing.T, what string, cond func() string) {
 	}
 }
 
+// managerOnSnapshot flushes w, closes store and opens its file again, as a restart
+// would, and returns the store opened again and a Manager of the clusters of kubeconfig
+// on it, without GC tuning. The store is closed at the end of the test.
+func managerOnSnapshot(t *testing.T, w *persist.Writer, store *persist.Store, snapshot, kubeconfig string) (*persist.Store, *fleetwatch.Manager) {
+	t.Helper()
+	if err := w.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	store, err := persist.Open(snapshot, persist.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	opts := options(kubeconfig)
+	opts.Snapshot = store
+	opts.DisableGCTuning = true
+	m, err := fleetwatch.NewManager(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store, m
+}
+
 func statusNames(m *fleetwatch.Manager) []string {
 	var names []string
 	for _, st := range m.Status() {
@@ -299,24 +325,7 @@ func TestManagerDropsSnapshotClustersNoLongerSelected(t *testing.T) {
 		w.Upsert(name, key, configMap("cm"))
 		w.Checkpoint(name, key, "1")
 	}
-	if err := w.Flush(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if store, err = persist.Open(snapshot, persist.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-
-	opts := options(kubeconfig)
-	opts.Snapshot = store
-	opts.DisableGCTuning = true
-	m, err := fleetwatch.NewManager(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, m := managerOnSnapshot(t, w, store, snapshot, kubeconfig)
 	if names := statusNames(m); !slices.Equal(names, []string{"a", "gone"}) {
 		t.Fatalf("after loading the snapshot: status of %q, want a and gone", names)
 	}
@@ -549,24 +558,7 @@ func TestManagerAddAware(t *testing.T) {
 	w := store.NewWriter(persist.WriterOptions{})
 	w.Upsert("a", key, configMap("cm"))
 	w.Checkpoint("a", key, "1")
-	if err := w.Flush(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if store, err = persist.Open(snapshot, persist.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-
-	opts := options(kubeconfig)
-	opts.Snapshot = store
-	opts.DisableGCTuning = true
-	m, err := fleetwatch.NewManager(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, m := managerOnSnapshot(t, w, store, snapshot, kubeconfig)
 	rec := &awareRecorder{failWith: errors.New("refused")}
 	if err := m.AddAware(rec); err != nil {
 		t.Fatal(err)
