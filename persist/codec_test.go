@@ -5,6 +5,8 @@ import (
 	"errors"
 	"os"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -70,6 +72,9 @@ func TestCodecRoundTrip(t *testing.T) {
 				"int": int64(-42), "big": int64(1) << 62, "float": 0.5, "wholeFloat": 3.0,
 				"bool": true, "null": nil, "empty": map[string]any{}, "list": []any{int64(1), "two", 3.5, nil},
 				"unicode": "grüße, 世界", "emptyString": "",
+				// Longer than intern.MaxValueLen: decoded by a copy of its own, not
+				// interned, which the overwrite below checks too.
+				"long": strings.Repeat("long value ", 20),
 			},
 		}}},
 		{"metadata", testMetadata(t, "shop", "api-1")},
@@ -134,6 +139,33 @@ func TestCodecRejects(t *testing.T) {
 		if _, err := decodeObject(data); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("decodeObject(%x): got %v, want ErrCorrupt", data, err)
 		}
+		// Codec decodes without copying data first, with a pooled decoder: a value cut
+		// short is an error too, not a read past its end, and the decoder goes back to
+		// the pool usable.
+		if _, err := (Codec{}).Decode(data); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("Codec.Decode(%x): got %v, want ErrCorrupt", data, err)
+		}
+	}
+}
+
+// TestCodecDecodePrefixes decodes every proper prefix of a pod's encoding with Codec, in
+// a slice with no spare capacity: each is ErrCorrupt (no read past its end), and the
+// pooled decoders then still decode the whole encoding right.
+func TestCodecDecodePrefixes(t *testing.T) {
+	pod := testPod(t, "shop", "api-1")
+	data, err := Codec{}.Encode(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := 1; n < len(data); n++ {
+		prefix := slices.Clone(data[:n])
+		if _, err := (Codec{}).Decode(prefix); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("Codec.Decode of %d of %d bytes: got %v, want ErrCorrupt", n, len(data), err)
+		}
+	}
+	got, err := Codec{}.Decode(data)
+	if err != nil || !reflect.DeepEqual(got, pod) {
+		t.Fatalf("Codec.Decode after the prefixes: %v, equal %v", err, reflect.DeepEqual(got, pod))
 	}
 }
 
