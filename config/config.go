@@ -3,6 +3,7 @@ package config
 import (
 	"time"
 
+	"github.com/fleetwatch/fleetwatch/cluster"
 	"github.com/fleetwatch/fleetwatch/informer"
 	"github.com/fleetwatch/fleetwatch/persist"
 	"github.com/fleetwatch/fleetwatch/server"
@@ -23,6 +24,11 @@ const (
 	DefaultSyncTimeout       = informer.DefaultSyncTimeout
 	DefaultSyncMaxConcurrent = informer.DefaultMaxConcurrentSyncs
 	DefaultLogFormat         = LogFormatText
+	// DefaultHealthPath, DefaultHealthInterval and DefaultHealthTimeout are those of
+	// package cluster's HealthOptions.
+	DefaultHealthPath     = cluster.DefaultHealthPath
+	DefaultHealthInterval = cluster.DefaultHealthInterval
+	DefaultHealthTimeout  = cluster.DefaultHealthTimeout
 	// DefaultDelegatedQPS and DefaultDelegatedBurst are the defaults of the server's
 	// DelegatedAuth.
 	DefaultDelegatedQPS   = server.DefaultReviewQPS
@@ -66,6 +72,8 @@ type Config struct {
 	Resources []Resource `yaml:"resources" mapstructure:"resources"`
 	// Sync bounds the initial sync of the clusters.
 	Sync Sync `yaml:"sync" mapstructure:"sync"`
+	// Health configures the probe of each cluster's apiserver.
+	Health Health `yaml:"health" mapstructure:"health"`
 	// Cache says what is dropped from objects before they are cached.
 	Cache Cache `yaml:"cache" mapstructure:"cache"`
 	// Snapshot configures the bbolt snapshot that makes restarts warm.
@@ -135,6 +143,19 @@ type Sync struct {
 	// MaxConcurrent bounds how many clusters do their initial list at once. Default
 	// DefaultSyncMaxConcurrent.
 	MaxConcurrent int `yaml:"maxConcurrent" mapstructure:"maxConcurrent"`
+}
+
+// Health configures the probe that tells whether a cluster's apiserver serves: its
+// phase (Unreachable) follows it. See cluster.HealthOptions.
+type Health struct {
+	// Path is the probed path, relative to the server URL of the cluster's kubeconfig.
+	// Default DefaultHealthPath.
+	Path string `yaml:"path" mapstructure:"path"`
+	// Interval is the time between probes of a healthy cluster (an unreachable one is
+	// probed with a backoff from 1s to 2m). Default DefaultHealthInterval.
+	Interval time.Duration `yaml:"interval" mapstructure:"interval"`
+	// Timeout bounds each probe. Default DefaultHealthTimeout.
+	Timeout time.Duration `yaml:"timeout" mapstructure:"timeout"`
 }
 
 // Cache says what is dropped from objects before they are cached. Both default to false,
@@ -299,6 +320,11 @@ func Default() Config {
 		Sync: Sync{
 			Timeout:       DefaultSyncTimeout,
 			MaxConcurrent: DefaultSyncMaxConcurrent,
+		},
+		Health: Health{
+			Path:     DefaultHealthPath,
+			Interval: DefaultHealthInterval,
+			Timeout:  DefaultHealthTimeout,
 		},
 		Snapshot: Snapshot{
 			Path:        DefaultSnapshotPath,

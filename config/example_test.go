@@ -81,6 +81,10 @@ func ExampleConfig_String() {
 	// sync:
 	//   timeout: 2m
 	//   maxConcurrent: 8
+	// health:
+	//   path: /readyz
+	//   interval: 30s
+	//   timeout: 5s
 	// cache:
 	//   keepManagedFields: false
 	//   keepSecretData: false

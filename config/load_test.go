@@ -87,6 +87,7 @@ func full() config.Config {
 			{Name: "widgets.v1alpha1.example.com", MetadataOnly: true},
 		},
 		Sync:     config.Sync{Timeout: 90 * time.Second, MaxConcurrent: 4},
+		Health:   config.Health{Path: "/livez", Interval: 10 * time.Second, Timeout: 2 * time.Second},
 		Cache:    config.Cache{KeepManagedFields: true, KeepSecretData: true},
 		Snapshot: config.Snapshot{Path: "/var/lib/fleetwatch/fleetwatch.db", Interval: 250 * time.Millisecond, MaxPending: 1000, KeepCorrupt: 1},
 		Server: config.Server{
@@ -859,6 +860,16 @@ func TestValidate(t *testing.T) {
 		}},
 		{"negative sync timeout", func(c *config.Config) { c.Sync.Timeout = -time.Minute }, []string{
 			"sync.timeout: must be positive, got -1m",
+		}},
+		{"relative health path", func(c *config.Config) { c.Health.Path = "readyz" }, []string{
+			`health.path: must be an absolute path such as "/readyz", got "readyz"`,
+		}},
+		{"health path with a query", func(c *config.Config) { c.Health.Path = "/readyz?verbose" }, []string{
+			`health.path: must be a path without query, fragment or escapes, got "/readyz?verbose"`,
+		}},
+		{"zero health interval and negative timeout", func(c *config.Config) { c.Health.Interval, c.Health.Timeout = 0, -time.Second }, []string{
+			"health.interval: must be positive, got 0s",
+			"health.timeout: must be positive, got -1s",
 		}},
 		{"zero concurrency", func(c *config.Config) { c.Sync.MaxConcurrent = 0 }, []string{
 			"sync.maxConcurrent: must be at least 1, got 0",

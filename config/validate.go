@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -73,6 +74,7 @@ func (c *Config) validate() []*FieldError {
 	if c.Sync.MaxConcurrent < 1 {
 		v.add("sync.maxConcurrent", "must be at least 1, got %d", c.Sync.MaxConcurrent)
 	}
+	v.health(c.Health)
 	if c.Snapshot.Interval <= 0 {
 		v.add("snapshot.interval", "must be positive, got %s", formatDuration(c.Snapshot.Interval))
 	}
@@ -266,4 +268,19 @@ func isLoopback(addr string) (bool, error) {
 	host, _, _ = strings.Cut(host, "%") // an IPv6 zone
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback(), nil
+}
+
+// health checks the health.* keys.
+func (v *validator) health(h Health) {
+	if !strings.HasPrefix(h.Path, "/") {
+		v.add("health.path", "must be an absolute path such as %q, got %q", DefaultHealthPath, h.Path)
+	} else if u, err := url.Parse(h.Path); err != nil || u.Path != h.Path {
+		v.add("health.path", "must be a path without query, fragment or escapes, got %q", h.Path)
+	}
+	if h.Interval <= 0 {
+		v.add("health.interval", "must be positive, got %s", formatDuration(h.Interval))
+	}
+	if h.Timeout <= 0 {
+		v.add("health.timeout", "must be positive, got %s", formatDuration(h.Timeout))
+	}
 }

@@ -29,8 +29,13 @@ func managerOptions(cfg *config.Config) fleetwatch.Options {
 		Resources:          cfg.InformerResources(),
 		SyncTimeout:        cfg.Sync.Timeout,
 		MaxConcurrentSyncs: cfg.Sync.MaxConcurrent,
-		KeepManagedFields:  cfg.Cache.KeepManagedFields,
-		KeepSecretData:     cfg.Cache.KeepSecretData,
+		Health: cluster.HealthOptions{
+			Path:     cfg.Health.Path,
+			Interval: cfg.Health.Interval,
+			Timeout:  cfg.Health.Timeout,
+		},
+		KeepManagedFields: cfg.Cache.KeepManagedFields,
+		KeepSecretData:    cfg.Cache.KeepSecretData,
 		SnapshotWriter: persist.WriterOptions{
 			Interval:   cfg.Snapshot.Interval,
 			MaxPending: cfg.Snapshot.MaxPending,

@@ -30,6 +30,7 @@ func TestIsLive(t *testing.T) {
 		{"resources", true},
 		{"sync.timeout", true},
 		{"sync.maxConcurrent", true},
+		{"health.interval", false},
 		{"cache.keepManagedFields", true},
 		{"cache.keepSecretData", true},
 		{"log.verbosity", true},

@@ -40,6 +40,9 @@ resources:
   - name: deployments.apps
   - name: services
   - name: secrets
+health:
+  interval: 2s
+  timeout: 1s
 snapshot:
   path: %q
   interval: 100ms
@@ -430,8 +433,9 @@ fetch(%[1]q + "/clusters/*/api/v1/pods").then(r => r.text()).then(t => { results
 		}
 	})
 
-	// staging is paused now, and checked at the end: its health probe notices within
-	// its interval, while the tests of authentication run.
+	// staging is paused now, and checked at the end: its health probe (health.interval
+	// 2s, health.timeout 1s above) notices within its interval, while the tests of
+	// authentication run.
 	staging := env.Clusters[2]
 	page.navigate(t, open.base+"/")
 	if err := staging.PauseAPIServer(); err != nil {
@@ -511,7 +515,8 @@ fetch(%[1]q + "/clusters/*/api/v1/pods").then(r => r.text()).then(t => { results
 	})
 
 	t.Run("a paused cluster shows as Unreachable", func(t *testing.T) {
-		page.wait(t, 60*time.Second, "staging Unreachable", `
+		// Within a few of health.interval, where the default (30s) would take longer.
+		page.wait(t, 15*time.Second, "staging Unreachable", `
 			const got = [...document.querySelectorAll('#fleet tbody tr')].map(r => r.dataset.cluster + ' ' + r.querySelector('.phase').textContent).join(', ');
 			return got === 'prod-eu Synced, prod-us Synced, staging Unreachable' ? true : got;`)
 		if got := eval[string](t, page, `document.querySelector('#fleet tr[data-cluster=staging] .error').textContent`); got == "" {

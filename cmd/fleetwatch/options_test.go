@@ -1,0 +1,25 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	"github.com/fleetwatch/fleetwatch/cluster"
+	"github.com/fleetwatch/fleetwatch/config"
+)
+
+// TestManagerOptionsHealth checks that the health.* keys reach the Manager's probes.
+func TestManagerOptionsHealth(t *testing.T) {
+	cfg := config.Default()
+	if got, want := managerOptions(&cfg).Health, (cluster.HealthOptions{
+		Path: cluster.DefaultHealthPath, Interval: cluster.DefaultHealthInterval, Timeout: cluster.DefaultHealthTimeout,
+	}); got != want {
+		t.Errorf("defaults: Health = %+v, want %+v", got, want)
+	}
+	cfg.Health = config.Health{Path: "/livez", Interval: 2 * time.Second, Timeout: time.Second}
+	if got, want := managerOptions(&cfg).Health, (cluster.HealthOptions{
+		Path: "/livez", Interval: 2 * time.Second, Timeout: time.Second,
+	}); got != want {
+		t.Errorf("Health = %+v, want %+v", got, want)
+	}
+}
