@@ -366,8 +366,9 @@ func runContender(args []string) (err error) {
 		}
 	}
 	if fw, ok := c.(*fleetwatchContender); ok {
-		// Leave a complete snapshot for the next (warm) start.
-		if lag := fw.waitSnapshotCommitted(30 * time.Second); lag > 0 && res.SnapshotLagSec == 0 {
+		// Leave a complete snapshot for the next (warm) start: at a million objects the
+		// writer may still have minutes of the initial lists to commit.
+		if lag := fw.waitSnapshotCommitted(10 * time.Minute); lag > 0 && res.SnapshotLagSec == 0 {
 			res.SnapshotLagSec = lag.Seconds()
 		}
 		if st, ok := fw.mgr.SnapshotStats(); ok {

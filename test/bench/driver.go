@@ -42,6 +42,19 @@ type driverOptions struct {
 	// scaleNamespaces is the number of bench namespaces that each context caches in
 	// the scale runs; 0 means all.
 	scaleNamespaces int
+	// scaleOnly skips the runs: the scale table alone, printed with its own header and
+	// never written to --out (it would replace the whole generated section).
+	scaleOnly bool
+	// scaleClientGo runs client-go next to fleetwatch in the scale runs; without it the
+	// rows are fleetwatch's alone (a million objects would need about 50 GiB of client-go).
+	scaleClientGo bool
+	// scaleCompact gives the scale runs' fleetwatch a compact fleet (--compact).
+	scaleCompact bool
+	// scaleWarm gives each scale run a snapshot, then restarts fleetwatch warm from it.
+	scaleWarm bool
+	// scaleMemLimit is the GOMEMLIMIT of the scale runs' fleetwatch processes; empty:
+	// none.
+	scaleMemLimit string
 	// catchUpGap is how long the catch-up restart waits after the changes it must catch
 	// up with.
 	catchUpGap time.Duration
@@ -69,6 +82,8 @@ type driver struct {
 	mcrExample string
 	// stampOffset moves the stamped pods along from one watch to the next.
 	stampOffset int
+	// contenderEnv is added to the environment of the next contenders (GOMEMLIMIT).
+	contenderEnv []string
 }
 
 // listCounters are the apiservers' list figures, summed over clusters and resources.
@@ -110,6 +125,11 @@ func runDriver(args []string) error {
 	fs.DurationVar(&o.writeDuration, "write-duration", 20*time.Second, "duration of the writes of each watch phase")
 	fs.DurationVar(&o.catchUpGap, "catch-up-gap", 0, "time between the changes made while fleetwatch is down and its warm restart; beyond the apiservers' watch cache history (about 75s) it must relist")
 	fs.IntVar(&o.searches, "searches", 200, "name-substring searches through the HTTP API timed after the plain fleetwatch sync (0: none)")
+	fs.BoolVar(&o.scaleOnly, "scale-only", false, "skip the runs: print the scale table alone (not written to --out)")
+	fs.BoolVar(&o.scaleClientGo, "scale-clientgo", true, "run client-go next to fleetwatch in the scale runs")
+	fs.BoolVar(&o.scaleCompact, "scale-compact", false, "give the scale runs' fleetwatch a compact fleet (Fleet.Codec = persist.Codec{})")
+	fs.BoolVar(&o.scaleWarm, "scale-warm", false, "in the scale runs, sync fleetwatch with a snapshot, then restart it warm from that snapshot")
+	fs.StringVar(&o.scaleMemLimit, "scale-memlimit", "", "GOMEMLIMIT of the scale runs' fleetwatch processes, such as 7GiB (default: none)")
 	fs.BoolVar(&o.watch, "watch", true, "run the watch phase (latency, CPU per event)")
 	fs.BoolVar(&o.controllers, "controllers", true, "run the controller contenders: examples/multicluster-runtime on multicluster-runtime's kubeconfig provider and on fleetwatch's")
 	fs.BoolVar(&o.check, "check", false, "fail if the report lacks a row or a measurement (a smoke test of the harness; no ratio is asserted)")
@@ -133,6 +153,9 @@ func runDriver(args []string) error {
 	}
 	if o.scaleNamespaces < 0 || o.scaleNamespaces > benchNamespaces {
 		return fmt.Errorf("--scale-namespaces must be from 0 to %d", benchNamespaces)
+	}
+	if o.scaleOnly && (len(o.scale) == 0 || o.out != "" || o.check) {
+		return errors.New("--scale-only needs --scale, and prints to stdout only: not with --out or --check")
 	}
 	command := "go run ./test/bench " + strings.Join(args, " ")
 	log.SetFlags(log.Ltime)
@@ -180,7 +203,7 @@ func runDriver(args []string) error {
 	if d.stamper, err = newStamper(env, o.pods); err != nil {
 		return err
 	}
-	if o.controllers {
+	if o.controllers && !o.scaleOnly {
 		if d.mcrExample, err = buildMCRExample(d.workDir); err != nil {
 			return err
 		}
@@ -200,7 +223,29 @@ func runDriver(args []string) error {
 	if rep.Sizes, err = jsonSizes(ctx, env.Clusters[0]); err != nil {
 		return err
 	}
+	if o.scaleOnly {
+		// Only the scale table: the header says the run, the table says the rest.
+		for _, n := range o.scale {
+			log.Printf("scale: %d contexts", n)
+			s, err := d.scale(ctx, n)
+			if err != nil {
+				return fmt.Errorf("scale %d: %w", n, err)
+			}
+			rep.Scale = append(rep.Scale, s)
+		}
+		rep.Duration = time.Since(started)
+		rep.LoadAverage = loadBefore + " at start, " + loadAverage() + " at end"
+		fmt.Print(rep.scaleOnlyMarkdown())
+		raw, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(d.logDir, "report.json"), raw, 0o600)
+	}
 	for r := range o.runs {
+		if o.scaleOnly {
+			break
+		}
 		log.Printf("run %d/%d", r+1, o.runs)
 		rr, err := d.run(ctx, r)
 		if err != nil {
@@ -446,10 +491,38 @@ func (d *driver) scale(ctx context.Context, n int) (scaleResult, error) {
 		args = append(args, "--namespaces", strings.Join(ns, ","))
 	}
 	var err error
-	if s.ClientGo, _, err = d.contend(ctx, fmt.Sprintf("scale%d-clientgo", n), modeSync, false, append([]string{"--impl", implClientGo}, args...)...); err != nil {
+	if d.opts.scaleClientGo {
+		if s.ClientGo, _, err = d.contend(ctx, fmt.Sprintf("scale%d-clientgo", n), modeSync, false, append([]string{"--impl", implClientGo}, args...)...); err != nil {
+			return s, err
+		}
+	}
+	fw := append([]string{"--impl", implFleetwatch}, args...)
+	if d.opts.scaleCompact {
+		fw = append(fw, "--compact")
+	}
+	if d.opts.scaleMemLimit != "" {
+		d.contenderEnv = []string{"GOMEMLIMIT=" + d.opts.scaleMemLimit}
+		defer func() { d.contenderEnv = nil }()
+	}
+	if !d.opts.scaleWarm {
+		s.Fleetwatch, _, err = d.contend(ctx, fmt.Sprintf("scale%d-fleetwatch", n), modeSync, d.opts.profileDir != "", fw...)
 		return s, err
 	}
-	s.Fleetwatch, _, err = d.contend(ctx, fmt.Sprintf("scale%d-fleetwatch", n), modeSync, false, append([]string{"--impl", implFleetwatch}, args...)...)
+	snapPath := filepath.Join(d.workDir, fmt.Sprintf("scale%d.snapshot", n))
+	for _, p := range []string{snapPath, snapPath + "-lock"} {
+		if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+			return s, err
+		}
+	}
+	fw = append(fw, "--snapshot", snapPath)
+	if s.Fleetwatch, _, err = d.contend(ctx, fmt.Sprintf("scale%d-fleetwatch", n), modeSync, d.opts.profileDir != "", fw...); err != nil {
+		return s, err
+	}
+	if st, err := os.Stat(snapPath); err == nil {
+		s.SnapshotBytes = st.Size()
+	}
+	s.Warm, s.WarmList, err = d.contend(ctx, fmt.Sprintf("scale%d-fleetwatch-warm", n), modeSync, d.opts.profileDir != "",
+		append(fw, "--expect", strconv.Itoa(s.Fleetwatch.Total))...)
 	return s, err
 }
 
@@ -602,6 +675,9 @@ func (d *driver) spawn(ctx context.Context, name, mode string, profile bool, arg
 		return nil, err
 	}
 	cmd := exec.CommandContext(ctx, d.exe, append(args, "--t0", "")...)
+	if d.contenderEnv != nil {
+		cmd.Env = append(os.Environ(), d.contenderEnv...)
+	}
 	cmd.Stderr = logFile
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
