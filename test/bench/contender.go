@@ -253,6 +253,7 @@ func runContender(args []string) (err error) {
 	memProfile := fs.String("memprofile", "", "write a heap profile after sync here")
 	windowProfile := fs.String("window-cpuprofile", "", "watch mode: write a CPU profile of the measurement window here")
 	namespaces := fs.String("namespaces", "", "comma-separated namespaces to cache (default: all)")
+	syncTimeout := fs.Duration("sync-timeout", 0, "fleetwatch: Options.SyncTimeout (default: fleetwatch's, 2m), after which a cluster still syncing no longer holds back readiness")
 	searches := fs.Int("search", 0, "fleetwatch, sync mode: after the memory figures, measure the search index's heap and this many name-substring searches through the HTTP API")
 	catchUp := fs.Int("catch-up", 0, "sync mode: after sync, wait until the handler has received this many stamped updates (changes made while the contender was down)")
 	verbosity := fs.String("v", "0", "klog verbosity of the contender's log (4 shows each watch that ends, with a 410's reason)")
@@ -293,7 +294,7 @@ func runContender(args []string) (err error) {
 	case implClientGo, implClientGoStripped, implClientGoTyped, implClientGoMetadata:
 		c = &clientGo{impl: *impl, kubeconfig: *kubeconfig, namespaces: splitList(*namespaces)}
 	case implFleetwatch:
-		fw := &fleetwatchContender{kubeconfig: *kubeconfig, metadataOnly: *metadataOnly, compact: *compact, snapshotPath: *snapshot, namespaces: splitList(*namespaces)}
+		fw := &fleetwatchContender{kubeconfig: *kubeconfig, metadataOnly: *metadataOnly, compact: *compact, snapshotPath: *snapshot, namespaces: splitList(*namespaces), syncTimeout: *syncTimeout}
 		if err := fw.open(); err != nil {
 			return err
 		}
@@ -641,6 +642,7 @@ type fleetwatchContender struct {
 	compact      bool
 	snapshotPath string
 	namespaces   []string
+	syncTimeout  time.Duration
 
 	store    *persist.Store
 	mgr      *fleetwatch.Manager
@@ -657,8 +659,9 @@ func (f *fleetwatchContender) open() error {
 		resources = append(resources, informer.Resource{Name: gvr.Resource, MetadataOnly: f.metadataOnly, Namespaces: f.namespaces})
 	}
 	opts := fleetwatch.Options{
-		Clusters:  cluster.Options{Kubeconfigs: []string{f.kubeconfig}},
-		Resources: resources,
+		Clusters:    cluster.Options{Kubeconfigs: []string{f.kubeconfig}},
+		Resources:   resources,
+		SyncTimeout: f.syncTimeout,
 	}
 	if f.compact {
 		opts.Fleet.Codec = persist.Codec{}

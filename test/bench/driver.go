@@ -496,7 +496,9 @@ func (d *driver) scale(ctx context.Context, n int) (scaleResult, error) {
 			return s, err
 		}
 	}
-	fw := append([]string{"--impl", implFleetwatch}, args...)
+	// Synced means every context synced: with 77 contexts, 8 syncing at a time
+	// (DefaultMaxConcurrentSyncs), the last ones start after the default SyncTimeout.
+	fw := append([]string{"--impl", implFleetwatch, "--sync-timeout", "30m"}, args...)
 	if d.opts.scaleCompact {
 		fw = append(fw, "--compact")
 	}
