@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"hash/fnv"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -99,16 +100,67 @@ func TestCheckPages(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			b := bytes.Clone(data)
 			tt.damage(b)
-			err := checkPages(bytes.NewReader(b), int64(len(b)))
-			switch {
-			case tt.want == "":
-				if err != nil {
-					t.Fatalf("got %v, want no error", err)
-				}
-			case err == nil || !strings.Contains(err.Error(), tt.want):
-				t.Fatalf("got %v, want an error saying %q", err, tt.want)
+			// Through plain reads, and through the map of a file (mapFile), as Open reads it.
+			damaged := filepath.Join(t.TempDir(), "damaged.db")
+			if err := os.WriteFile(damaged, b, 0o600); err != nil {
+				t.Fatal(err)
 			}
-			t.Logf("%v", err)
+			f, err := os.Open(damaged)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			for how, r := range map[string]io.ReaderAt{"reads": bytes.NewReader(b), "file": f} {
+				err := checkPages(r, int64(len(b)))
+				switch {
+				case tt.want == "":
+					if err != nil {
+						t.Fatalf("%s: got %v, want no error", how, err)
+					}
+				case err == nil || !strings.Contains(err.Error(), tt.want):
+					t.Fatalf("%s: got %v, want an error saying %q", how, err, tt.want)
+				}
+				t.Logf("%s: %v", how, err)
+			}
 		})
 	}
+}
+
+// TestCheckPagesFileCutShort checks that checkPages fails, and does not crash, when the
+// file is shorter than the size it is given (cut short under the lock): reading a page
+// of the map past the end of the file faults, and the fault is an error.
+func TestCheckPagesFileCutShort(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "fleetwatch.db")
+	writeDamageSample(t, path)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	layout, err := persisttest.ReadLayout(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := int64(layout.PageSize)
+	// The root page moves to the last page of a file twice as long, which the meta's
+	// high-water mark covers; the file itself stays as it is.
+	pages := 2 * int64(len(data)) / ps
+	m := data[int64(layout.NewestMeta)*ps+16:]
+	binary.NativeEndian.PutUint64(m[16:], uint64(pages-1))
+	binary.NativeEndian.PutUint64(m[40:], uint64(pages))
+	h := fnv.New64a()
+	h.Write(m[:boltMetaChecksummed])
+	binary.NativeEndian.PutUint64(m[56:], h.Sum64())
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	err = checkPages(f, pages*ps)
+	if err == nil {
+		t.Fatal("a file cut short passed the check")
+	}
+	t.Logf("%v", err)
 }
