@@ -68,6 +68,7 @@ func run() int {
 	kubeconfigs := flag.String("kubeconfigs", "", "fleetwatch: kubeconfig files or directories, comma-separated; every context is a cluster (default $KUBECONFIG, else ~/.kube/config)")
 	snapshot := flag.String("snapshot", "", "fleetwatch: snapshot file, for warm restarts; empty for none")
 	snapshotInterval := flag.Duration("snapshot-interval", persist.DefaultInterval, "fleetwatch: how often the snapshot is committed")
+	compact := flag.Bool("compact", true, "fleetwatch: keep the fleet's objects in the snapshot's encoding (a compact fleet: Fleet.Codec = persist.Codec{}), decoded into typed objects when read; false keeps them decoded")
 	namespace := flag.String("namespace", "default", "kubeconfig: namespace of the kubeconfig Secrets")
 	printRequests := flag.Bool("print-requests", false, "print each request as 'reconcile <cluster> <namespace>/<name>' on stdout")
 	memstatsAfter := flag.Int("memstats-after", 0, "for benchmarks: once this many distinct objects were reconciled, collect garbage and print 'memstats <heap bytes> <RSS bytes>' on stdout")
@@ -95,6 +96,9 @@ func run() int {
 		fwOpts := fleetwatch.Options{
 			Clusters:  cluster.Options{Kubeconfigs: files},
 			Resources: []informer.Resource{{Name: "configmaps"}},
+		}
+		if *compact {
+			fwOpts.Fleet.Codec = persist.Codec{}
 		}
 		if *snapshot != "" {
 			store, err := persist.Open(*snapshot, persist.Options{})
