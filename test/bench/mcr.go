@@ -178,7 +178,11 @@ func (d *driver) mcrContend(ctx context.Context, name string, expected map[strin
 		return nil, err
 	}
 	defer logFile.Close()
-	cmd := exec.CommandContext(ctx, d.mcrExample, append([]string{"--print-requests", "--memstats-after", strconv.Itoa(len(expected))}, args...)...)
+	flags := []string{"--print-requests", "--memstats-after", strconv.Itoa(len(expected))}
+	if d.opts.profileDir != "" {
+		flags = append(flags, "--cpuprofile", filepath.Join(d.opts.profileDir, name+".cpu.pprof"), "--memprofile", filepath.Join(d.opts.profileDir, name+".heap.pprof"))
+	}
+	cmd := exec.CommandContext(ctx, d.mcrExample, append(flags, args...)...)
 	cmd.Stderr = logFile
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
