@@ -221,7 +221,7 @@ func startController(t *testing.T, kubeconfig string, compact bool) *controller 
 		t.Fatal(err)
 	}
 	rec := &requests{}
-	if err := mcbuilder.ControllerManagedBy(mgr).Named("uniform-"+mode).For(&corev1.ConfigMap{}).Complete(uniformReconciler(mgr, rec)); err != nil {
+	if err := mcbuilder.ControllerManagedBy(mgr).Named("uniform-" + mode).For(&corev1.ConfigMap{}).Complete(uniformReconciler(mgr, rec)); err != nil {
 		t.Fatal(err)
 	}
 	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(1))).WithName(mode)
