@@ -103,7 +103,7 @@ func TestTypedReadsEqualTheServers(t *testing.T) {
 func FuzzTypedReads(f *testing.F) {
 	f.Add("k", "v", "AAEC", int64(1), 0.5, "100m", true)
 	f.Add("", "", "", int64(-1), 1e300, "1Gi", false)
-	f.Add("ünï", "\u0000\"", "not base64", int64(1<<53+1), -0.0, "1.5", true)
+	f.Add("ünï", "\u0000\"", "not base64", int64(1<<53+1), 1e-300, "1.5", true)
 	f.Fuzz(func(t *testing.T, key, value, binary string, n int64, x float64, q string, b bool) {
 		for _, tc := range []struct{ kind, json string }{
 			{"ConfigMap", fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","labels":{%q:%q},"generation":%d},"data":{%q:%q},"binaryData":{"b":%q},"immutable":%t,"unknown":%g}`,
