@@ -93,15 +93,6 @@ func (o object) full() object {
 	return object{cluster: o.cluster, obj: obj}
 }
 
-// fullObjects returns objs with every compactObject decoded, in a new slice.
-func fullObjects(objs []object) []object {
-	out := make([]object, len(objs))
-	for i, o := range objs {
-		out[i] = o.full()
-	}
-	return out
-}
-
 // encodedServed is a compactObject as served returns it: what JSON it is written as is
 // decided at the write, from the encoding. It is immutable.
 type encodedServed struct {
