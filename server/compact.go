@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -46,35 +47,95 @@ var _ runtime.Object = (*compactObject)(nil)
 func (o *compactObject) DeepCopyObject() runtime.Object { return o }
 
 // summaryKeys are the metadata fields that a summary keeps.
-var summaryKeys = []string{"name", "namespace", "uid", "resourceVersion", "creationTimestamp", "labels"}
+var summaryKeys = []string{"name", "namespace", "uid", "resourceVersion", "creationTimestamp"}
 
 // newCompactObject returns the compactObject of u, a full object of resource gr whose
-// encoding is data. The summary shares its values with u, which is not modified.
+// encoding is data. u is not modified, and the summary shares no memory with it: its
+// strings are copied into one allocation, so that a summary does not keep alive, here
+// and there, the pages of the decoded objects it was made from (which made the RSS
+// of a compact daemon twice its heap).
 func newCompactObject(gr schema.GroupResource, u *unstructured.Unstructured, data []byte) *compactObject {
-	md := make(map[string]any, len(summaryKeys))
-	if src, ok := u.Object["metadata"].(map[string]any); ok {
-		for _, k := range summaryKeys {
-			if v, ok := src[k]; ok {
-				md[k] = v
-			}
+	src, _ := u.Object["metadata"].(map[string]any)
+	var texts []string
+	for _, k := range summaryKeys {
+		if v, ok := src[k].(string); ok {
+			texts = append(texts, v)
 		}
+	}
+	labels, _ := src["labels"].(map[string]any)
+	var pairs []string // the labels' keys and values, in the order copy takes them
+	for k, v := range labels {
+		if v, ok := v.(string); ok {
+			pairs = append(pairs, k, v)
+		}
+	}
+	texts = append(texts, pairs...)
+	for _, k := range []string{"apiVersion", "kind"} {
+		if v, ok := u.Object[k].(string); ok {
+			texts = append(texts, v)
+		}
+	}
+	var images []string
+	path, withImages := search.PodSpecPath(gr)
+	if withImages {
+		images = search.Images(gr, u)
+		texts = append(texts, images...)
+	}
+	a := newStringArena(texts)
+
+	md := make(map[string]any, len(summaryKeys)+1)
+	for _, k := range summaryKeys {
+		if v, ok := src[k].(string); ok {
+			md[k] = a.copy(v)
+		}
+	}
+	if labels != nil {
+		ls := make(map[string]any, len(pairs)/2)
+		for i := 0; i < len(pairs); i += 2 {
+			k := a.copy(pairs[i])
+			ls[k] = a.copy(pairs[i+1])
+		}
+		md["labels"] = ls
 	}
 	top := map[string]any{"metadata": md}
 	for _, k := range []string{"apiVersion", "kind"} {
-		if v, ok := u.Object[k]; ok {
-			top[k] = v
+		if v, ok := u.Object[k].(string); ok {
+			top[k] = a.copy(v)
 		}
 	}
-	if path, ok := search.PodSpecPath(gr); ok {
-		if images := search.Images(gr, u); len(images) > 0 {
-			containers := make([]any, len(images))
-			for i, img := range images {
-				containers[i] = map[string]any{"image": img}
-			}
-			_ = unstructured.SetNestedField(top, map[string]any{"containers": containers}, path...)
+	if len(images) > 0 {
+		containers := make([]any, len(images))
+		for i, img := range images {
+			containers[i] = map[string]any{"image": a.copy(img)}
 		}
+		_ = unstructured.SetNestedField(top, map[string]any{"containers": containers}, path...)
 	}
 	return &compactObject{Unstructured: &unstructured.Unstructured{Object: top}, data: data}
+}
+
+// stringArena hands out copies of strings that share one allocation.
+type stringArena struct {
+	buf string
+	off int
+}
+
+// newStringArena returns an arena with the room for texts, which copy takes in order.
+func newStringArena(texts []string) *stringArena {
+	var b strings.Builder
+	for _, t := range texts {
+		b.WriteString(t)
+	}
+	return &stringArena{buf: b.String()}
+}
+
+// copy returns the copy of s, which must be the next of the arena's texts.
+func (a *stringArena) copy(s string) string {
+	if a.off+len(s) > len(a.buf) || a.buf[a.off:a.off+len(s)] != s {
+		return strings.Clone(s) // never: the texts are taken in order
+	}
+	out := a.buf[a.off : a.off+len(s)]
+	a.off += len(s)
+	return out
 }
 
 // full returns o with its object decoded, if it is a compactObject. An encoding that

@@ -17,8 +17,9 @@ import (
 // Built with -tags fleetwatch_bench (test/bench builds its serve contender so), the
 // daemon measures its memory on SIGUSR1 as the benchmark's other contenders measure
 // themselves: it collects garbage twice, returns the free memory to the OS, and prints
-// "memstats HEAP RSS" on stdout, HeapAlloc and VmRSS in bytes. The daemon built without
-// the tag has no such hook.
+// "memstats HEAP RSS INUSE IDLE RELEASED SYS" on stdout: HeapAlloc, VmRSS, HeapInuse,
+// HeapIdle, HeapReleased and Sys, in bytes. The daemon built without the tag has no
+// such hook.
 func init() {
 	c := make(chan os.Signal, 1)
 	signal.Notify(c, syscall.SIGUSR1)
@@ -29,7 +30,7 @@ func init() {
 			debug.FreeOSMemory()
 			var ms runtime.MemStats
 			runtime.ReadMemStats(&ms)
-			fmt.Printf("memstats %d %d\n", ms.HeapAlloc, vmRSS())
+			fmt.Printf("memstats %d %d %d %d %d %d\n", ms.HeapAlloc, vmRSS(), ms.HeapInuse, ms.HeapIdle, ms.HeapReleased, ms.Sys)
 		}
 	}()
 }

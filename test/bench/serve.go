@@ -75,13 +75,13 @@ func (d *driver) serveContend(ctx context.Context, name, encoding string) (*Resu
 			_ = cmd.Wait()
 		}
 	}()
-	memstats := make(chan [2]uint64, 1)
+	memstats := make(chan [6]uint64, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
-			var m [2]uint64
+			var m [6]uint64
 			if s, ok := strings.CutPrefix(sc.Text(), "memstats "); ok {
-				if _, err := fmt.Sscan(s, &m[0], &m[1]); err == nil {
+				if _, err := fmt.Sscan(s, &m[0], &m[1], &m[2], &m[3], &m[4], &m[5]); err == nil {
 					memstats <- m
 				}
 			}
@@ -115,6 +115,7 @@ func (d *driver) serveContend(ctx context.Context, name, encoding string) (*Resu
 	select {
 	case m := <-memstats:
 		res.HeapAfterGC, res.RSSAfterGC = m[0], m[1]
+		res.HeapInuseAfterGC, res.HeapIdleAfterGC, res.HeapReleasedAfterGC, res.SysAfterGC = m[2], m[3], m[4], m[5]
 	case <-time.After(time.Minute):
 		return nil, fmt.Errorf("%s: no memstats within a minute of SIGUSR1 (is it built with -tags fleetwatch_bench?)", name)
 	}
