@@ -49,6 +49,8 @@ type cborJSON struct {
 	off  int
 	// skipped receives the JSON of the items that skip goes over.
 	skipped []byte
+	// top and md hold the JSON that served adds to an object and to its metadata.
+	top, md []byte
 	// levels are the scratch space of the maps being written, by depth.
 	levels []cborLevel
 }
@@ -98,12 +100,13 @@ func (w *cborJSON) appendServedCBOR(b, data []byte, t servedTarget) (_ []byte, o
 	if !ok || major != cborMap {
 		return b, false
 	}
-	freshMD, err := appendJSON(nil, freshMetadata(t, "", false))
-	if err != nil {
-		return b, false
-	}
-	kindJSON, _ := appendJSONString(nil, t.kind)
-	avJSON, _ := appendJSONString(nil, t.apiVersion)
+	buf, _ := appendJSONString(w.top[:0], t.kind)
+	kinds := len(buf)
+	buf, _ = appendJSONString(buf, t.apiVersion)
+	avs := len(buf)
+	buf = appendFreshMetadata(buf, t)
+	w.top = buf
+	kindJSON, avJSON, freshMD := buf[:kinds], buf[kinds:avs], buf[avs:]
 	top := func(key []byte, vals []byte) ([]byte, bool, bool) {
 		switch string(key) {
 		case "metadata":
@@ -136,18 +139,29 @@ func (w *cborJSON) appendServedCBOR(b, data []byte, t servedTarget) (_ []byte, o
 	return b, true
 }
 
-// freshMetadata is the metadata that served gives an object whose own is missing or
-// not a map, or (withRV) the annotations of one whose own resourceVersion is ownRV.
-func freshMetadata(t servedTarget, ownRV string, withRV bool) map[string]any {
-	ann := map[string]any{ClusterAnnotation: t.cluster}
-	if t.rv != "" && withRV {
-		ann[ResourceVersionAnnotation] = ownRV
-	}
-	md := map[string]any{"annotations": ann}
+// appendFreshMetadata appends the JSON of the metadata that served gives an object whose
+// own is missing or not a map.
+func appendFreshMetadata(b []byte, t servedTarget) []byte {
+	b = append(b, `{"annotations":`...)
+	b = appendFreshAnnotations(b, t, "", false)
 	if t.rv != "" {
-		md["resourceVersion"] = t.rv
+		b = append(b, `,"resourceVersion":`...)
+		b, _ = appendJSONString(b, t.rv)
 	}
-	return md
+	return append(b, '}')
+}
+
+// appendFreshAnnotations appends the JSON of the annotations that served gives an object
+// whose own are missing or not a map: the cluster's and, if withRV, ownRV, the object's
+// own resourceVersion. (The keys are in order.)
+func appendFreshAnnotations(b []byte, t servedTarget, ownRV string, withRV bool) []byte {
+	b = append(b, `{"`+ClusterAnnotation+`":`...)
+	b, _ = appendJSONString(b, t.cluster)
+	if t.rv != "" && withRV {
+		b = append(b, `,"`+ResourceVersionAnnotation+`":`...)
+		b, _ = appendJSONString(b, ownRV)
+	}
+	return append(b, '}')
 }
 
 // appendMetadata appends the JSON of the metadata map at w.off as served changes it:
@@ -161,7 +175,8 @@ func (w *cborJSON) appendMetadata(b []byte, t servedTarget) ([]byte, bool) {
 	// A first pass finds the object's own resourceVersion, which the annotations,
 	// wherever they are, take.
 	start := w.off
-	ownRV, hasOwnRV := "", false
+	var ownRV []byte
+	hasOwnRV := false
 	for range n {
 		key, ok := w.key()
 		if !ok {
@@ -177,7 +192,7 @@ func (w *cborJSON) appendMetadata(b []byte, t servedTarget) ([]byte, bool) {
 			if major == cborText && !utf8.Valid(s) {
 				return b, false
 			}
-			ownRV, hasOwnRV = string(s), true
+			ownRV, hasOwnRV = s, true
 			w.off = at
 		}
 		if !w.skip(1) {
@@ -186,14 +201,15 @@ func (w *cborJSON) appendMetadata(b []byte, t servedTarget) ([]byte, bool) {
 	}
 	w.off = start
 
-	annotated := freshMetadata(t, ownRV, hasOwnRV)["annotations"].(map[string]any)
-	freshAnn, err := appendJSON(nil, annotated)
-	if err != nil {
-		return b, false
-	}
-	clusterJSON, _ := appendJSONString(nil, t.cluster)
-	ownRVJSON, _ := appendJSONString(nil, ownRV)
-	rvJSON, _ := appendJSONString(nil, t.rv)
+	buf := appendFreshAnnotations(w.md[:0], t, string(ownRV), hasOwnRV)
+	anns := len(buf)
+	buf, _ = appendJSONString(buf, t.cluster)
+	clusters := len(buf)
+	buf = appendJSONBytes(buf, ownRV)
+	owns := len(buf)
+	buf, _ = appendJSONString(buf, t.rv)
+	w.md = buf
+	freshAnn, clusterJSON, ownRVJSON, rvJSON := buf[:anns], buf[anns:clusters], buf[clusters:owns], buf[owns:]
 	injectRV := t.rv != "" && hasOwnRV
 	annHook := func(key []byte, vals []byte) ([]byte, bool, bool) {
 		switch {
