@@ -111,7 +111,7 @@ func (s *ClusterStore) ApplyEncodedChanged(obj runtime.Object, encoded []byte, i
 	e := ix.items[key]
 	if e != nil && rv != "" && rv == e.rv {
 		cur := peek(e)
-		ix.fanOutLocked(pending{ref: objectRef{ix, key}, typ: Updated, obj: cur, old: cur, initialList: initialList}, true)
+		ix.fanOutLocked(pending{ref: objectRef{ix, key}, typ: Updated, obj: cur, old: cur, encoded: encodingOf(e), initialList: initialList}, true)
 		return false, nil, nil
 	}
 	if entryObj == nil {
@@ -120,16 +120,16 @@ func (s *ClusterStore) ApplyEncodedChanged(obj runtime.Object, encoded []byte, i
 			return false, nil, fmt.Errorf("apply %s to %s: encoding: %w", key, ix.resource, err)
 		}
 	}
+	if eo, ok := entryObj.(*encodedObject); ok {
+		stored = eo.data
+	}
 	if e == nil {
 		ix.addLocked(key, entryObj, obj, rv)
-		ix.fanOutLocked(pending{ref: objectRef{ix, key}, typ: Added, obj: obj, initialList: initialList}, false)
+		ix.fanOutLocked(pending{ref: objectRef{ix, key}, typ: Added, obj: obj, encoded: stored, initialList: initialList}, false)
 	} else {
 		old := peek(e)
 		ix.updateLocked(e, entryObj, obj, rv)
-		ix.fanOutLocked(pending{ref: objectRef{ix, key}, typ: Updated, obj: obj, old: old, initialList: initialList}, false)
-	}
-	if eo, ok := entryObj.(*encodedObject); ok {
-		stored = eo.data
+		ix.fanOutLocked(pending{ref: objectRef{ix, key}, typ: Updated, obj: obj, old: old, encoded: stored, initialList: initialList}, false)
 	}
 	return true, stored, nil
 }

@@ -360,7 +360,7 @@ func New(src Source, opts Options) (*Server, error) {
 		src:      src,
 		opts:     opts,
 		clock:    opts.Clock,
-		cache:    newWatchCache(opts.HistorySize),
+		cache:    newWatchCache(opts.HistorySize, src.Fleet().Codec()),
 		hosts:    newHostFilter(opts),
 		openAPI:  newOpenAPIProxy(src),
 		crds:     newCRDColumns(src),

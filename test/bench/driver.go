@@ -67,6 +67,8 @@ type driver struct {
 	stamper *stamper
 	// mcrExample is the built examples/multicluster-runtime; empty without --controllers.
 	mcrExample string
+	// serveBin is the daemon built for the serve contenders (buildServe).
+	serveBin string
 	// stampOffset moves the stamped pods along from one watch to the next.
 	stampOffset int
 }
@@ -180,6 +182,9 @@ func runDriver(args []string) error {
 	if d.stamper, err = newStamper(env, o.pods); err != nil {
 		return err
 	}
+	if d.serveBin, err = buildServe(d.workDir); err != nil {
+		return err
+	}
 	if o.controllers {
 		if d.mcrExample, err = buildMCRExample(d.workDir); err != nil {
 			return err
@@ -255,7 +260,11 @@ type runResult struct {
 	Fleetwatch       *Result `json:"fleetwatch"`
 	Metadata         *Result `json:"metadataOnly"`
 	// Compact is fleetwatch with full objects in a compact cache.
-	Compact      *Result      `json:"compact"`
+	Compact *Result `json:"compact"`
+	// Serve and ServeCompact are the daemon, fleetwatch serve, with cache.encoding
+	// objects and compact (serve.go).
+	Serve        *Result      `json:"serve,omitempty"`
+	ServeCompact *Result      `json:"serveCompact,omitempty"`
 	SnapCold     *Result      `json:"snapshotCold"`
 	Warm         *Result      `json:"warm"`
 	ClientGoList listCounters `json:"clientGoList"`
@@ -324,6 +333,14 @@ func (d *driver) run(ctx context.Context, r int) (*runResult, error) {
 		},
 		func() error {
 			rr.Compact, _, err = d.contend(ctx, name("fleetwatch-compact"), modeSync, profile, "--impl", implFleetwatch, "--compact")
+			return err
+		},
+		func() error {
+			rr.Serve, err = d.serveContend(ctx, name("serve-objects"), serveObjects)
+			return err
+		},
+		func() error {
+			rr.ServeCompact, err = d.serveContend(ctx, name("serve-compact"), serveCompact)
 			return err
 		},
 		func() error {

@@ -363,6 +363,8 @@ var syncContenders = []struct {
 	{"client-go typed informers + the same transform", func(r *runResult) *Result { return r.ClientGoTyped }, false},
 	{"fleetwatch, full objects", func(r *runResult) *Result { return r.Fleetwatch }, false},
 	{"fleetwatch, full objects, compact cache", func(r *runResult) *Result { return r.Compact }, false},
+	{"`fleetwatch serve`, full objects, cache.encoding objects", func(r *runResult) *Result { return r.Serve }, false},
+	{"`fleetwatch serve`, full objects, cache.encoding compact", func(r *runResult) *Result { return r.ServeCompact }, false},
 	{"client-go metadatainformer + the same transform", func(r *runResult) *Result { return r.ClientGoMetadata }, true},
 	{"fleetwatch, metadata-only", func(r *runResult) *Result { return r.Metadata }, true},
 }
@@ -376,10 +378,15 @@ func peerFigures(rep *report) []figure {
 		what       string
 		peer, mine func(*runResult) *Result
 		memoryGoal float64
+		// daemon is set for the daemon, which has no handler of the bench's to time
+		// events with.
+		daemon bool
 	}{
-		{"Full objects, vs typed informers + transform", func(r *runResult) *Result { return r.ClientGoTyped }, func(r *runResult) *Result { return r.Fleetwatch }, 0.5},
-		{"Full objects, compact cache, vs typed informers + transform", func(r *runResult) *Result { return r.ClientGoTyped }, func(r *runResult) *Result { return r.Compact }, 0.5},
-		{"Metadata-only, vs metadatainformer + transform", func(r *runResult) *Result { return r.ClientGoMetadata }, func(r *runResult) *Result { return r.Metadata }, 0.7},
+		{"Full objects, vs typed informers + transform", func(r *runResult) *Result { return r.ClientGoTyped }, func(r *runResult) *Result { return r.Fleetwatch }, 0.5, false},
+		{"Full objects, compact cache, vs typed informers + transform", func(r *runResult) *Result { return r.ClientGoTyped }, func(r *runResult) *Result { return r.Compact }, 0.5, false},
+		{"`fleetwatch serve`, cache.encoding objects, vs typed informers + transform", func(r *runResult) *Result { return r.ClientGoTyped }, func(r *runResult) *Result { return r.Serve }, 0.5, true},
+		{"`fleetwatch serve`, cache.encoding compact, vs typed informers + transform", func(r *runResult) *Result { return r.ClientGoTyped }, func(r *runResult) *Result { return r.ServeCompact }, 0.5, true},
+		{"Metadata-only, vs metadatainformer + transform", func(r *runResult) *Result { return r.ClientGoMetadata }, func(r *runResult) *Result { return r.Metadata }, 0.7, false},
 	} {
 		fig := func(name, format string, v func(*Result) float64, limit float64) figure {
 			f := figure{name: fmt.Sprintf("%s: %s", c.what, name), format: format,
@@ -395,8 +402,10 @@ func peerFigures(rep *report) []figure {
 			fig("heap per cached object after GC (KiB)", "%.2f", func(x *Result) float64 { return perObject(x.HeapAfterGC, x) }, c.memoryGoal),
 			fig("RSS per cached object after GC (KiB)", "%.2f", func(x *Result) float64 { return perObject(x.RSSAfterGC, x) }, c.memoryGoal),
 			fig("peak RSS during the initial sync (MiB)", "%.0f", func(x *Result) float64 { return float64(x.PeakRSS) / (1 << 20) }, 0),
-			fig("event throughput through handlers, initial lists (events/s)", "%.0f", throughput, 0),
 		)
+		if !c.daemon {
+			out = append(out, fig("event throughput through handlers, initial lists (events/s)", "%.0f", throughput, 0))
+		}
 	}
 	return out
 }
@@ -679,6 +688,7 @@ func (r *runResult) syncRows() []rawRow {
 	return []rawRow{{"client-go", r.ClientGo, ""}, {"client-go dynamic + transform", r.ClientGoStripped, ""}, {"client-go typed + transform", r.ClientGoTyped, ""},
 		{"client-go metadatainformer + transform", r.ClientGoMetadata, ""}, {"fleetwatch", r.Fleetwatch, ""}, {"fleetwatch metadata-only", r.Metadata, ""},
 		{"fleetwatch, compact cache", r.Compact, ""},
+		{"fleetwatch serve, cache.encoding objects", r.Serve, ""}, {"fleetwatch serve, cache.encoding compact", r.ServeCompact, ""},
 		{"fleetwatch + snapshot, cold", r.SnapCold, ""}, {"fleetwatch + snapshot, warm", r.Warm, ""},
 		{"fleetwatch + snapshot, warm after changes", r.CatchUp, ""}}
 }
