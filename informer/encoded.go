@@ -38,3 +38,33 @@ type EncodedStore interface {
 	// be modified.
 	ApplyEncoded(obj *unstructured.Unstructured, encoded []byte, initialList bool) error
 }
+
+// A Sink whose stores keep nothing but the encodings of the objects they are handed
+// with one (a compact fleet in the snapshot's encoding) need not get the decoded
+// objects of a list at all: the informers of a Set whose Sink is a PartialSink that
+// StoresPartial keep each object of a streaming list as its encoding and the few fields
+// that file it (wire.EncodedObject.ToPartial), so that a list held until it is complete
+// takes little more than its encodings, and the store does not encode it again. The
+// objects of a resource that a transform changes (a user Transform, the values of
+// Secrets dropped) come decoded, as to any EncodedStore.
+
+// PartialSink is an optional interface of an EncodingSink whose stores are
+// PartialStores.
+type PartialSink interface {
+	EncodingSink
+	// StoresPartial reports whether the stores of the Sink are PartialStores that keep
+	// only the encodings of the objects given with one. It is asked once, when the Set
+	// is created, and implies StoresEncoded.
+	StoresPartial() bool
+}
+
+// PartialStore is an optional interface of an EncodedStore that needs only the encoding
+// of an object, and a few of its fields, to keep it.
+type PartialStore interface {
+	EncodedStore
+	// ApplyPartial is ApplyEncoded for an object of which partial holds only apiVersion,
+	// kind, and, of the metadata, name, namespace, uid, resourceVersion and labels:
+	// encoded, in the format of ApplyEncoded, is the whole object, which the store
+	// decodes where it needs it. Neither partial nor encoded may be modified.
+	ApplyPartial(partial *unstructured.Unstructured, encoded []byte, initialList bool) error
+}

@@ -241,8 +241,11 @@ type Set struct {
 	// encode is set if the objects of the watch events of dyn and dynManaged may come
 	// with their encoding, as wire.EncodedObjects, for the Sink's EncodedStores.
 	encode bool
-	md     metadata.Interface
-	mapper meta.RESTMapper
+	// partial is set if the Sink's stores are PartialStores that keep only encodings:
+	// the objects of streaming lists then come partial, with their encodings.
+	partial bool
+	md      metadata.Interface
+	mapper  meta.RESTMapper
 	// discovery is the cached discovery behind mapper; reset drops its cache.
 	discovery *restmapper.DeferredDiscoveryRESTMapper
 
@@ -280,6 +283,8 @@ func New(opts Options) (*Set, error) {
 	cfg := rest.CopyConfig(opts.Config)
 	es, ok := opts.Sink.(EncodingSink)
 	encode := ok && es.StoresEncoded()
+	ps, ok := opts.Sink.(PartialSink)
+	partial := encode && ok && ps.StoresPartial()
 	// More Decoders than CPUs would rarely all be busy.
 	dyn, dynManaged, err := wire.NewDynamicClients(cfg, goruntime.GOMAXPROCS(0), encode)
 	if err != nil {
@@ -301,6 +306,7 @@ func New(opts Options) (*Set, error) {
 		dynManaged: dynManaged,
 		interned:   wire.DecodesAllJSON(),
 		encode:     encode,
+		partial:    partial,
 		md:         md,
 		mapper:     restmapper.NewShortcutExpander(deferred, cached, nil),
 		discovery:  deferred,
@@ -651,6 +657,9 @@ func (s *Set) start(ctx context.Context, opts Options, r Resource, m Mapping) {
 		}
 		lw := newListWatch(dyn, s.md, m, r, ns, s.opts.StreamingListTimeout)
 		lw.quiet = isSecrets(m.Resource) && !opts.KeepSecretData
+		if _, ok := store.(PartialStore); ok && s.partial && keepsEncoding(opts, m) {
+			lw.partial = true
+		}
 		if seeder, ok := s.opts.Sink.(Seeder); ok {
 			if rv, ok := seeder.Seed(scope); ok {
 				lw.seed(known, m, r.MetadataOnly, rv)
@@ -776,8 +785,7 @@ func (s *Set) stopAll() {
 // from full and metadata-only objects alike.
 func transform(opts Options, m Mapping, known cache.KeyListerGetter, interned bool) cache.TransformFunc {
 	secrets := isSecrets(m.Resource)
-	// An object whose encoding a transform would make wrong loses it.
-	keepsEncoding := opts.Transform == nil && (!secrets || opts.KeepSecretData)
+	keepsEncoding := keepsEncoding(opts, m)
 	var table internTable
 	return func(obj interface{}) (interface{}, error) {
 		if _, ok := obj.(runtime.Object); !ok {
@@ -791,6 +799,10 @@ func transform(opts Options, m Mapping, known cache.KeyListerGetter, interned bo
 				// Decoded by a Set's decoder, which interns and drops managedFields
 				// unless they are kept: there is nothing left to do.
 				return e, nil
+			}
+			if e.Partial {
+				// listWatch makes partial objects only where the encoding is kept.
+				return nil, fmt.Errorf("a partial %s object to transform", m.Resource)
 			}
 			obj = e.Unstructured
 		}
@@ -815,6 +827,13 @@ func transform(opts Options, m Mapping, known cache.KeyListerGetter, interned bo
 		}
 		return obj, nil
 	}
+}
+
+// keepsEncoding reports whether the transform of the objects of m, with opts, leaves
+// the watched objects that come with their encoding as they are: an object whose
+// encoding a transform would make wrong loses it.
+func keepsEncoding(opts Options, m Mapping) bool {
+	return opts.Transform == nil && (!isSecrets(m.Resource) || opts.KeepSecretData)
 }
 
 // internTable is an intern.Table for the objects of one informer. Its queue calls the
@@ -852,6 +871,7 @@ func storedSame(known cache.KeyListerGetter, obj interface{}) (interface{}, bool
 func processDeltas(store Store) cache.ProcessFunc {
 	checkpointer, _ := store.(Checkpointer)
 	encodedStore, _ := store.(EncodedStore)
+	partialStore, _ := store.(PartialStore)
 	return func(obj interface{}, initialList bool) error {
 		deltas, ok := obj.(cache.Deltas)
 		if !ok {
@@ -869,6 +889,10 @@ func processDeltas(store Store) cache.ProcessFunc {
 			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj, finalStateUnknown = tomb.Obj, true
 			}
+			partial := false
+			if e, ok := obj.(*wire.EncodedObject); ok {
+				partial = e.Partial
+			}
 			obj, encoded := wire.Unwrap(obj)
 			o, ok := obj.(runtime.Object)
 			if !ok {
@@ -879,6 +903,10 @@ func processDeltas(store Store) cache.ProcessFunc {
 			switch {
 			case d.Type == cache.Deleted:
 				err = store.Delete(o, finalStateUnknown)
+			case partial && partialStore != nil:
+				err = partialStore.ApplyPartial(o.(*unstructured.Unstructured), encoded, initialList)
+			case partial:
+				err = fmt.Errorf("a partial object in a %s delta for a store that needs whole ones", d.Type)
 			case encoded != nil && encodedStore != nil: // Added, Updated, Replaced, Sync
 				err = encodedStore.ApplyEncoded(o.(*unstructured.Unstructured), encoded, initialList)
 			default:
