@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer/cbor/direct"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
+
+	"github.com/fleetwatch/fleetwatch/internal/jsondec"
 )
 
 // checkEncoding fails t unless encoded is the CBOR of u's map.
@@ -96,4 +99,36 @@ func TestDynamicClientEncodes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzToPartial: the partial form of an object decoded with its encoding keeps that
+// encoding, byte for byte, and files the object as the whole one does: the same key,
+// resourceVersion, uid and labels, type and kind.
+func FuzzToPartial(f *testing.F) {
+	for _, data := range decodeCases {
+		f.Add([]byte(data))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, encoded, err := new(jsondec.Decoder).ObjectCBOR(data)
+		if err != nil || encoded == nil {
+			return
+		}
+		whole := &EncodedObject{Unstructured: &unstructured.Unstructured{Object: m}, Encoded: encoded}
+		p := whole.ToPartial()
+		if !p.Partial || !bytes.Equal(p.Encoded, encoded) {
+			t.Fatalf("partial encoding %x, want %x", p.Encoded, encoded)
+		}
+		type filed struct {
+			APIVersion, Kind, Namespace, Name, ResourceVersion string
+			UID                                                any
+			Labels                                             any
+		}
+		of := func(u *unstructured.Unstructured) filed {
+			md, _ := u.Object["metadata"].(map[string]any)
+			return filed{u.GetAPIVersion(), u.GetKind(), u.GetNamespace(), u.GetName(), u.GetResourceVersion(), md["uid"], md["labels"]}
+		}
+		if got, want := of(p.Unstructured), of(whole.Unstructured); !reflect.DeepEqual(got, want) {
+			t.Fatalf("partial object filed as %+v, want %+v", got, want)
+		}
+	})
 }
