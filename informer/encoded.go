@@ -34,8 +34,9 @@ type EncodedStore interface {
 	// The informer calls ApplyEncoded, rather than Apply, for the objects of watch events
 	// that it decoded itself, and that the transforms left as decoded. The objects of a
 	// list, streaming lists included, come without: the informer holds a list until it
-	// has all of it, and would hold all their encodings too. Neither obj nor encoded may
-	// be modified.
+	// has all of it, and would hold all their encodings too (except for a PartialStore,
+	// below, which gets those of a streaming list instead of the objects). Neither obj
+	// nor encoded may be modified.
 	ApplyEncoded(obj *unstructured.Unstructured, encoded []byte, initialList bool) error
 }
 
