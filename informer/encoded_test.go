@@ -206,3 +206,32 @@ func TestRelayPartial(t *testing.T) {
 		})
 	}
 }
+
+// TestDeletedPartial: the object of a watched deletion that came partial reaches the
+// store whole, decoded from its encoding.
+func TestDeletedPartial(t *testing.T) {
+	whole := encodedObject(t, podJSON)
+	var deleted runtime.Object
+	store := &deletingStore{recordingStore: recordingStore{Store: cache.NewStore(cache.MetaNamespaceKeyFunc)}, deleted: &deleted}
+	if err := processDeltas(store)(cache.Deltas{{Type: cache.Deleted, Object: whole.ToPartial()}}, false); err != nil {
+		t.Fatal(err)
+	}
+	if u, ok := deleted.(*unstructured.Unstructured); !ok || !reflect.DeepEqual(u.Object, whole.Object) {
+		t.Errorf("deleted %T %v\nwant the whole object %v", deleted, deleted, whole.Object)
+	}
+}
+
+// deletingStore is a partialRecordingStore that keeps the object of the last Delete.
+type deletingStore struct {
+	recordingStore
+	deleted *runtime.Object
+}
+
+func (s *deletingStore) ApplyPartial(partial *unstructured.Unstructured, encoded []byte, _ bool) error {
+	return nil
+}
+
+func (s *deletingStore) Delete(obj runtime.Object, _ bool) error {
+	*s.deleted = obj
+	return nil
+}

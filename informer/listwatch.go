@@ -216,7 +216,9 @@ func (g *relay) run(timeout time.Duration, onTimeout func()) {
 			if expired != nil {
 				if e, ok := ev.Object.(*wire.EncodedObject); ok {
 					if g.partial && ev.Type == watch.Added {
-						ev.Object = e.ToPartial()
+						if !e.Partial {
+							ev.Object = e.ToPartial()
+						}
 					} else {
 						ev.Object = e.Unstructured
 					}

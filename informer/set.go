@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer/cbor/direct"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -242,10 +243,13 @@ type Set struct {
 	// with their encoding, as wire.EncodedObjects, for the Sink's EncodedStores.
 	encode bool
 	// partial is set if the Sink's stores are PartialStores that keep only encodings:
-	// the objects of streaming lists then come partial, with their encodings.
-	partial bool
-	md      metadata.Interface
-	mapper  meta.RESTMapper
+	// the watched objects of the resources whose transform keeps encodings then come
+	// partial, with their encodings, from pdyn and pdynManaged, which are like dyn and
+	// dynManaged otherwise.
+	partial           bool
+	pdyn, pdynManaged dynamic.Interface
+	md                metadata.Interface
+	mapper            meta.RESTMapper
 	// discovery is the cached discovery behind mapper; reset drops its cache.
 	discovery *restmapper.DeferredDiscoveryRESTMapper
 
@@ -290,6 +294,12 @@ func New(opts Options) (*Set, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", opts.Cluster, err)
 	}
+	var pdyn, pdynManaged dynamic.Interface
+	if partial {
+		if pdyn, pdynManaged, err = wire.NewPartialDynamicClients(cfg, goruntime.GOMAXPROCS(0)); err != nil {
+			return nil, fmt.Errorf("cluster %s: %w", opts.Cluster, err)
+		}
+	}
 	md, err := metadata.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", opts.Cluster, err)
@@ -301,17 +311,19 @@ func New(opts Options) (*Set, error) {
 	cached := memory.NewMemCacheClient(dc)
 	deferred := restmapper.NewDeferredDiscoveryRESTMapper(cached)
 	s := &Set{
-		opts:       opts,
-		dyn:        dyn,
-		dynManaged: dynManaged,
-		interned:   wire.DecodesAllJSON(),
-		encode:     encode,
-		partial:    partial,
-		md:         md,
-		mapper:     restmapper.NewShortcutExpander(deferred, cached, nil),
-		discovery:  deferred,
-		rediscover: make(chan struct{}, 1),
-		running:    map[string]*runner{},
+		opts:        opts,
+		dyn:         dyn,
+		dynManaged:  dynManaged,
+		interned:    wire.DecodesAllJSON(),
+		encode:      encode,
+		partial:     partial,
+		pdyn:        pdyn,
+		pdynManaged: pdynManaged,
+		md:          md,
+		mapper:      restmapper.NewShortcutExpander(deferred, cached, nil),
+		discovery:   deferred,
+		rediscover:  make(chan struct{}, 1),
+		running:     map[string]*runner{},
 	}
 	for _, r := range opts.Resources {
 		s.status = append(s.status, ResourceStatus{Name: r.Name, State: StatePending})
@@ -651,15 +663,20 @@ func (s *Set) start(ctx context.Context, opts Options, r Resource, m Mapping) {
 			// the type of objType, if set.
 			objType = nil
 		}
+		_, partialStore := store.(PartialStore)
+		partial := partialStore && s.partial && keepsEncoding(opts, m)
 		dyn := s.dyn
-		if opts.KeepManagedFields {
+		switch {
+		case partial && opts.KeepManagedFields:
+			dyn = s.pdynManaged
+		case partial:
+			dyn = s.pdyn
+		case opts.KeepManagedFields:
 			dyn = s.dynManaged
 		}
 		lw := newListWatch(dyn, s.md, m, r, ns, s.opts.StreamingListTimeout)
 		lw.quiet = isSecrets(m.Resource) && !opts.KeepSecretData
-		if _, ok := store.(PartialStore); ok && s.partial && keepsEncoding(opts, m) {
-			lw.partial = true
-		}
+		lw.partial = partial
 		if seeder, ok := s.opts.Sink.(Seeder); ok {
 			if rv, ok := seeder.Seed(scope); ok {
 				lw.seed(known, m, r.MetadataOnly, rv)
@@ -894,6 +911,15 @@ func processDeltas(store Store) cache.ProcessFunc {
 				partial = e.Partial
 			}
 			obj, encoded := wire.Unwrap(obj)
+			if partial && d.Type == cache.Deleted {
+				// Handlers get the deleted object whole.
+				whole, err := wholeObject(encoded)
+				if err != nil {
+					errs = append(errs, fmt.Errorf("decoding a deleted object: %w", err))
+					continue
+				}
+				obj, partial = whole, false
+			}
 			o, ok := obj.(runtime.Object)
 			if !ok {
 				errs = append(errs, fmt.Errorf("unexpected %T in a %s delta", obj, d.Type))
@@ -924,6 +950,16 @@ func processDeltas(store Store) cache.ProcessFunc {
 		}
 		return errors.Join(errs...)
 	}
+}
+
+// wholeObject decodes encoded, the CBOR of an object's map as wire's decoders write it
+// (EncodedStore), into the object.
+func wholeObject(encoded []byte) (*unstructured.Unstructured, error) {
+	var m map[string]any
+	if err := direct.Unmarshal(encoded, &m); err != nil {
+		return nil, err
+	}
+	return &unstructured.Unstructured{Object: m}, nil
 }
 
 // listDonePrefix starts the key of the marker that listMarkingQueue queues after a list.
