@@ -41,13 +41,15 @@ type EncodedStore interface {
 }
 
 // A Sink whose stores keep nothing but the encodings of the objects they are handed
-// with one (a compact fleet in the snapshot's encoding) need not get the decoded
-// objects of a list at all: the informers of a Set whose Sink is a PartialSink that
-// StoresPartial keep each object of a streaming list as its encoding and the few fields
-// that file it (wire.EncodedObject.ToPartial), so that a list held until it is complete
-// takes little more than its encodings, and the store does not encode it again. The
-// objects of a resource that a transform changes (a user Transform, the values of
-// Secrets dropped) come decoded, as to any EncodedStore.
+// with one (a compact fleet in the snapshot's encoding) need not get decoded objects at
+// all: the informers of a Set whose Sink is a PartialSink that StoresPartial decode each
+// watched object, those of streaming lists included, into its encoding and the few
+// fields that file it (wire.NewPartialDynamicClients, jsondec's ObjectPartialCBOR), so
+// that no maps are built for it, a list held until it is complete takes little more than
+// its encodings, and the store does not encode it again. A watched deletion goes to the
+// store whole, decoded from its encoding. The objects of a resource that a transform
+// changes (a user Transform, the values of Secrets dropped), and those of a paginated
+// list, come decoded, as to any EncodedStore.
 
 // PartialSink is an optional interface of an EncodingSink whose stores are
 // PartialStores.
