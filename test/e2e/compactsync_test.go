@@ -22,13 +22,16 @@ import (
 	"github.com/fleetwatch/fleetwatch/persist"
 )
 
-// wholeLog records the last object that a handler received for each key.
+// wholeLog records the last object that a handler received for each configmap.
 type wholeLog struct {
 	mu      sync.Mutex
 	objects map[aggregate.Key]*unstructured.Unstructured
 }
 
 func (l *wholeLog) OnEvent(e aggregate.Event) {
+	if e.Resource != configMapsGVR {
+		return
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if e.Type == aggregate.Deleted {
@@ -39,7 +42,8 @@ func (l *wholeLog) OnEvent(e aggregate.Event) {
 }
 
 // TestCompactStreamingList: a compact fleet in the snapshot's encoding, whose informers
-// keep the objects of streaming lists as their encodings (partial objects), holds the
+// decode watched objects, those of streaming lists included, into their encodings and
+// the fields that file them (partial objects), holds the
 // servers' objects field for field, hands whole objects to its handler and to a custom
 // index function, keeps no value of a Secret, and writes a snapshot that loads as what
 // it holds; after an apiserver restart and changes, and after a warm restart, the cache
@@ -136,6 +140,12 @@ func TestCompactStreamingList(t *testing.T) {
 		}
 		if got := len(fleet.Indexer(configMapsGVR).ListKeys()); got != n {
 			return fmt.Sprintf("%d configmaps cached, want %d", got, n)
+		}
+		log.mu.Lock()
+		handed := len(log.objects)
+		log.mu.Unlock()
+		if handed != n {
+			return fmt.Sprintf("the handler holds %d configmaps, want %d: a deletion did not reach it", handed, n)
 		}
 		for owner, want := range owners {
 			objs, err := fleet.Indexer(configMapsGVR).ByIndex("owner", owner)
