@@ -318,6 +318,8 @@ type Server struct {
 	opts  Options
 	clock clock.PassiveClock
 	cache *watchCache
+	// clusterFeed numbers the changes of the clusters' statuses.
+	clusterFeed *clusterFeed
 	// reg is the watch cache's registration with the fleet.
 	reg       *aggregate.Registration
 	hosts     *hostFilter
@@ -364,6 +366,7 @@ func New(src Source, opts Options) (*Server, error) {
 		crds:     newCRDColumns(src),
 		stopping: make(chan struct{}),
 	}
+	s.clusterFeed = newClusterFeed(s.cache.epoch)
 	if opts.TokenFile != "" {
 		t, err := loadTokenFile(opts.TokenFile)
 		if err != nil {

@@ -298,10 +298,14 @@ type runResult struct {
 	// Encoded is the payload of the snapshot's objects, by resource key.
 	Encoded map[string]resourceSize `json:"encoded"`
 	// Controllers: examples/multicluster-runtime on the kubeconfig provider, and on
-	// fleetwatch's, cold and warm; nil without --controllers.
+	// fleetwatch's, cold and warm, over a plain fleet and a compact one; nil without
+	// --controllers.
 	MCRKubeconfig     *mcrResult `json:"mcrKubeconfig,omitempty"`
 	MCRFleetwatch     *mcrResult `json:"mcrFleetwatch,omitempty"`
 	MCRFleetwatchWarm *mcrResult `json:"mcrFleetwatchWarm,omitempty"`
+	// MCRCompact and MCRCompactWarm: fleetwatch's provider over a compact fleet.
+	MCRCompact     *mcrResult `json:"mcrCompact,omitempty"`
+	MCRCompactWarm *mcrResult `json:"mcrCompactWarm,omitempty"`
 	// Watch phase.
 	ClientGoWatch   *Result `json:"clientGoWatch"`
 	FleetwatchWatch *Result `json:"fleetwatchWatch"`

@@ -50,7 +50,11 @@ func fullReport() *report {
 		r.LatenciesMs = []float64{1, 2, 3}
 		return r
 	}
-	rep := &report{Options: driverOptions{pods: 100, configMaps: 10, clusters: 3, runs: 2, writeRate: 2}}
+	mcr := func(provider string, warm, compact bool) *mcrResult {
+		return &mcrResult{Provider: provider, Warm: warm, Compact: compact, Expected: 30, FirstSec: 0.1, AllSec: 0.5,
+			HeapAfterGC: 1 << 20, RSSAfterGC: 2 << 20, PeakRSS: 3 << 20}
+	}
+	rep := &report{Options: driverOptions{pods: 100, configMaps: 10, clusters: 3, runs: 2, writeRate: 2, controllers: true}}
 	for range 2 {
 		warm, catchUp := res(implFleetwatch), res(implFleetwatch)
 		warm.LoadedSec, warm.LoadedObjects = 0.1, 100
@@ -63,7 +67,10 @@ func fullReport() *report {
 			ClientGoList: listCounters{InitEvents: 100}, CatchUpList: listCounters{InitEvents: 10},
 			CatchUpResume: []resumeProbe{{Cluster: "cluster-1", Resource: "pods", ResourceVersion: "7", Resumes: true}},
 			ClientGoWatch: watch(implClientGo), FleetwatchWatch: watch(implFleetwatch), SnapWatch: watch(implFleetwatch),
-			WatchLists: map[string]listCounters{},
+			WatchLists:    map[string]listCounters{},
+			MCRKubeconfig: mcr(mcrKubeconfig, false, false),
+			MCRFleetwatch: mcr(mcrFleetwatch, false, false), MCRFleetwatchWarm: mcr(mcrFleetwatch, true, false),
+			MCRCompact: mcr(mcrFleetwatch, false, true), MCRCompactWarm: mcr(mcrFleetwatch, true, true),
 		})
 	}
 	for _, n := range []int{1, 6} {
@@ -89,6 +96,8 @@ func TestMissingRows(t *testing.T) {
 		{"a scale", "| 6 | 600 |"},
 		{"a watch contender", "| 1 | fleetwatch + snapshot (fresh file) |"},
 		{"the restarts' lists", "| 1 | 100 / "},
+		{"a controller figure", "| Heap per ConfigMap after GC, every one reconciled, warm (KiB) |"},
+		{"a compact controller figure", "| Compact fleet: restart → first reconcile (s), warm, kubeconfig provider cold |"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var kept []string
@@ -105,6 +114,14 @@ func TestMissingRows(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a compact controller not run", func(t *testing.T) {
+		rep := fullReport()
+		rep.Runs[1].MCRCompactWarm = nil
+		missing := rep.missingRows(rep.markdown())
+		if len(missing) == 0 || !strings.Contains(strings.Join(missing, "\n"), "Compact fleet: restart") {
+			t.Errorf("missing = %q", missing)
+		}
+	})
 	t.Run("a value not measured", func(t *testing.T) {
 		rep := fullReport()
 		rep.Runs[1].FleetwatchWatch.LatenciesMs = nil
