@@ -76,8 +76,15 @@ func (f *fakeSource) HandoverState(name string) ([]byte, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	b, ok := f.states[name]
-	delete(f.states, name)
 	return b, ok
+}
+
+func (f *fakeSource) HandoverReceived(name string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, ok := f.states[name]
+	delete(f.states, name)
+	return ok
 }
 
 func (f *fakeSource) Fleet() *aggregate.Fleet { return f.fleet }

@@ -532,6 +532,14 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	info := infoFrom(r.Context())
 	// A watch replaces this deadline before each of its writes.
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
+	if rt, err := parseRoute(r.URL.EscapedPath()); r.Method == http.MethodDelete && err == nil && isStateRoute(rt) {
+		// The acknowledgement of a handed-over state, the one write (see StatePath).
+		info.resource, info.verb = stateGR.String(), "delete"
+		if err := s.serveState(w, r, rt.name); err != nil {
+			writeStatus(w, r, err)
+		}
+		return
+	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		writeStatus(w, r, methodNotAllowed(r))
