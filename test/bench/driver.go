@@ -55,6 +55,8 @@ type driverOptions struct {
 	check bool
 	// searches is the number of timed searches after the plain fleetwatch sync.
 	searches int
+	// shards is the number of replicas of the sharded phase; 0: none.
+	shards int
 }
 
 // driver runs the contenders against one Env.
@@ -110,6 +112,7 @@ func runDriver(args []string) error {
 	fs.DurationVar(&o.writeDuration, "write-duration", 20*time.Second, "duration of the writes of each watch phase")
 	fs.DurationVar(&o.catchUpGap, "catch-up-gap", 0, "time between the changes made while fleetwatch is down and its warm restart; beyond the apiservers' watch cache history (about 75s) it must relist")
 	fs.IntVar(&o.searches, "searches", 200, "name-substring searches through the HTTP API timed after the plain fleetwatch sync (0: none)")
+	fs.IntVar(&o.shards, "shards", 0, "run the sharded phase with this many replicas of the fleetwatch binary (at least 2): planned moves N-1 → N → N-1 with and without the warm handover, and fan-out lists through a replica against a single replica (default: none)")
 	fs.BoolVar(&o.watch, "watch", true, "run the watch phase (latency, CPU per event)")
 	fs.BoolVar(&o.controllers, "controllers", true, "run the controller contenders: examples/multicluster-runtime on multicluster-runtime's kubeconfig provider and on fleetwatch's")
 	fs.BoolVar(&o.check, "check", false, "fail if the report lacks a row or a measurement (a smoke test of the harness; no ratio is asserted)")
@@ -130,6 +133,9 @@ func runDriver(args []string) error {
 	}
 	if o.pods <= 0 || o.clusters <= 0 || o.runs <= 0 || o.writeRate <= 0 {
 		return errors.New("--pods, --clusters, --runs and --write-rate must be positive")
+	}
+	if o.shards == 1 || o.shards < 0 {
+		return errors.New("--shards must be 0 (none) or at least 2")
 	}
 	if o.scaleNamespaces < 0 || o.scaleNamespaces > benchNamespaces {
 		return fmt.Errorf("--scale-namespaces must be from 0 to %d", benchNamespaces)
@@ -215,6 +221,12 @@ func runDriver(args []string) error {
 			return fmt.Errorf("scale %d: %w", n, err)
 		}
 		rep.Scale = append(rep.Scale, s)
+	}
+	if o.shards > 0 {
+		log.Printf("shards: %d replicas", o.shards)
+		if rep.Shards, err = d.shards(ctx, o.shards); err != nil {
+			return fmt.Errorf("shards: %w", err)
+		}
 	}
 	rep.Duration = time.Since(started)
 	rep.LoadAverage = loadBefore + " at start, " + loadAverage() + " at end"
