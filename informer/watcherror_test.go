@@ -17,7 +17,6 @@ import (
 func TestLogWatchError(t *testing.T) {
 	for _, err := range []error{
 		apierrors.NewResourceExpired("too old resource version: 1 (2)"),
-		apierrors.NewGone("gone"),
 		io.EOF,
 		io.ErrUnexpectedEOF,
 		fmt.Errorf("watch: %w", io.ErrUnexpectedEOF),

@@ -321,10 +321,6 @@ func sameAsServer(ctx context.Context, m *testenv.Cluster, got map[string]string
 	return ""
 }
 
-func fetch(ctx context.Context, url string) (int, []byte) {
-	return fetchAs(ctx, http.DefaultClient, url, "")
-}
-
 // fetchAs is fetch with client and a bearer token, if not empty.
 func fetchAs(ctx context.Context, client *http.Client, url, token string) (int, []byte) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
