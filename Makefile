@@ -51,6 +51,8 @@ test: tools test-unit test-e2e test-browser test-bench
 
 test-unit:
 	$(GO) test -race -count=1 $(UNIT_PKGS)
+	@# The server's tests once more over a compact fleet, as cache.encoding compact runs it.
+	FLEETWATCH_TEST_CACHE_ENCODING=compact $(GO) test -race -count=1 ./server/
 	@for m in $(NESTED_MODULES); do \
 		echo "test-unit $$m"; (cd $$m && $(GO) test -race -count=1 $$($(GO) list ./... | grep -v /test/e2e)) || exit 1; \
 	done
@@ -58,6 +60,7 @@ test-unit:
 test-e2e: tools
 	@eval "$$(hack/build-tools.sh --print)" && export FLEETWATCH_KUBE_APISERVER FLEETWATCH_ETCD FLEETWATCH_KUBECTL && \
 		$(GO) test -count=1 $(E2E_FLAGS) $(E2E_PKGS) && \
+		FLEETWATCH_CACHE_ENCODING=compact $(GO) test -count=1 $(E2E_FLAGS) -run '^TestDaemonWithKubectl$$' ./test/e2e/ && \
 		cd mcprovider && $(GO) test -count=1 $(E2E_FLAGS) ./test/e2e/...
 
 ## test-browser: the web page of `fleetwatch serve` in a headless Chromium (installed by

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"io"
 	"path/filepath"
+	"sync"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -142,9 +144,10 @@ func TestReceiveImportsOrStartsCold(t *testing.T) {
 	}
 }
 
-// TestHandoverStateIsGivenOnce: a moved cluster's state, kept from the snapshot once
-// its informers stopped, is given once, and is what the snapshot held.
-func TestHandoverStateIsGivenOnce(t *testing.T) {
+// TestHandoverStateKeptUntilReceived: a moved cluster's state, kept from the snapshot
+// once its informers stopped, is what the snapshot held, and is given again, the same
+// bytes, until its new owner received it.
+func TestHandoverStateKeptUntilReceived(t *testing.T) {
 	store, err := persist.Open(filepath.Join(t.TempDir(), "old.db"), persist.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -183,10 +186,170 @@ func TestHandoverStateIsGivenOnce(t *testing.T) {
 	if rs := cs.Resources[key]; rs == nil || rs.ResourceVersion != "9" || len(rs.Objects) != 1 {
 		t.Errorf("the state holds %+v", rs)
 	}
-	if _, ok := m.HandoverState("prod"); ok {
-		t.Error("the state was given twice")
+	if again, ok := m.HandoverState("prod"); !ok || !bytes.Equal(again, state) {
+		t.Error("the state was not given again before it was received")
+	}
+	if !m.HandoverReceived("prod") {
+		t.Error("HandoverReceived: the state was not kept")
+	}
+	if _, ok := m.HandoverState("prod"); ok || m.HandoverReceived("prod") {
+		t.Error("the state was kept after it was received")
 	}
 	if _, ok := m.HandoverState("staging"); ok {
 		t.Error("a state of a cluster not handed over")
 	}
+}
+
+// ackFetcher is a StateFetcher and StateAcknowledger that answers each attempt as told.
+type ackFetcher struct {
+	mu       sync.Mutex
+	attempts []func() (io.ReadCloser, error)
+	fetches  int
+	acks     int
+}
+
+func (f *ackFetcher) FetchState(ctx context.Context, h shard.Handover) (io.ReadCloser, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	i := min(f.fetches, len(f.attempts)-1)
+	f.fetches++
+	return f.attempts[i]()
+}
+
+func (f *ackFetcher) AcknowledgeState(ctx context.Context, h shard.Handover) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.acks++
+	return nil
+}
+
+// brokenReader reads part of a state, then fails as a connection reset does.
+type brokenReader struct {
+	r io.Reader
+}
+
+func (b *brokenReader) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err == io.EOF {
+		return n, &TransientError{Err: errors.New("read: connection reset by peer")}
+	}
+	return n, err
+}
+
+// TestReceiveRetries: a transient failure of the fetch (no connection, a 5xx, a stream
+// cut off half-way) is tried again within the timeout, and the state is then imported
+// whole and acknowledged; a final one (a 403, a corrupt state) is not tried again; a
+// Retry-After past the timeout ends the attempts at once; and the attempts end with the
+// timeout.
+func TestReceiveRetries(t *testing.T) {
+	state := keptState(t)
+	whole := func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(state)), nil }
+	refused := func() (io.ReadCloser, error) {
+		return nil, &TransientError{Err: errors.New("dial tcp: connection refused")}
+	}
+	unavailable := func() (io.ReadCloser, error) {
+		return nil, &TransientError{Err: errors.New("answered 503"), RetryAfter: time.Hour}
+	}
+	cutOff := func() (io.ReadCloser, error) {
+		return io.NopCloser(&brokenReader{r: bytes.NewReader(state[:len(state)/2])}), nil
+	}
+	forbidden := func() (io.ReadCloser, error) { return nil, errors.New("answered 403 Forbidden") }
+	corrupt := func() (io.ReadCloser, error) {
+		b := bytes.Clone(state)
+		b[len(b)/2] ^= 0x10
+		return io.NopCloser(bytes.NewReader(b)), nil
+	}
+	tests := []struct {
+		name     string
+		attempts []func() (io.ReadCloser, error)
+		timeout  time.Duration
+		warm     bool
+		fetches  int // -1: more than one
+		acks     int
+		within   time.Duration
+	}{
+		{"refused twice, then whole", []func() (io.ReadCloser, error){refused, refused, whole}, 10 * time.Second, true, 3, 1, 5 * time.Second},
+		{"cut off half-way, then whole", []func() (io.ReadCloser, error){cutOff, whole}, 10 * time.Second, true, 2, 1, 5 * time.Second},
+		{"forbidden", []func() (io.ReadCloser, error){forbidden, whole}, 10 * time.Second, false, 1, 0, time.Second},
+		{"corrupt", []func() (io.ReadCloser, error){corrupt, whole}, 10 * time.Second, false, 1, 1, time.Second},
+		{"a Retry-After past the timeout", []func() (io.ReadCloser, error){unavailable, whole}, 10 * time.Second, false, 1, 0, time.Second},
+		{"refused until the timeout", []func() (io.ReadCloser, error){refused}, time.Second, false, -1, 0, 3 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store, err := persist.Open(filepath.Join(t.TempDir(), "new.db"), persist.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer store.Close()
+			f := &ackFetcher{attempts: tt.attempts}
+			m, err := NewManager(Options{
+				Clusters:        cluster.Options{Kubeconfigs: []string{t.TempDir()}},
+				Resources:       []informer.Resource{{Name: "pods"}},
+				Snapshot:        store,
+				DisableGCTuning: true,
+				Handover:        HandoverOptions{Fetcher: f, Timeout: tt.timeout},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			m.Receive(t.Context(), shard.Handover{Cluster: "prod", From: "r0", Address: "https://r0"})
+			if took := time.Since(start); took > tt.within {
+				t.Errorf("Receive took %v, want at most %v", took, tt.within)
+			}
+			m.mu.Lock()
+			warm := m.saved["prod"] != nil
+			m.mu.Unlock()
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if warm != tt.warm {
+				t.Errorf("warm: %v, want %v", warm, tt.warm)
+			}
+			if tt.fetches == -1 && f.fetches < 2 || tt.fetches >= 0 && f.fetches != tt.fetches {
+				t.Errorf("%d fetches, want %d (-1: more than one)", f.fetches, tt.fetches)
+			}
+			if f.acks != tt.acks {
+				t.Errorf("%d acknowledgements, want %d", f.acks, tt.acks)
+			}
+		})
+	}
+}
+
+// keptState returns the state of cluster "prod", one pod at resourceVersion 9, as its
+// old owner keeps it.
+func keptState(t *testing.T) []byte {
+	t.Helper()
+	store, err := persist.Open(filepath.Join(t.TempDir(), "old.db"), persist.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	m, err := NewManager(Options{
+		Clusters:        cluster.Options{Kubeconfigs: []string{t.TempDir()}},
+		Resources:       []informer.Resource{{Name: "pods"}},
+		Snapshot:        store,
+		DisableGCTuning: true,
+		Handover:        HandoverOptions{Fetcher: fetcherFunc(nil)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	setOpts := informer.Options{}
+	key := persist.ResourceKey(informer.Scope{Resource: schema.GroupVersionResource{Version: "v1", Resource: "pods"}, Spec: setOpts.Spec(informer.Resource{Name: "pods"})}.String())
+	pod := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Pod"}}
+	pod.SetNamespace("shop")
+	pod.SetName("web")
+	pod.SetResourceVersion("7")
+	m.writer.Upsert("prod", key, pod)
+	m.writer.Checkpoint("prod", key, "9")
+	if err := store.SetIdentity("prod", persist.Identity{UID: "uid-prod", Server: "https://prod"}); err != nil {
+		t.Fatal(err)
+	}
+	m.keepHandoff(t.Context(), "prod")
+	state, ok := m.HandoverState("prod")
+	if !ok {
+		t.Fatal("no state kept")
+	}
+	return state
 }

@@ -111,12 +111,17 @@ var (
 	_ informer.Sink         = (*sink)(nil)
 	_ informer.Seeder       = (*sink)(nil)
 	_ informer.EncodingSink = (*sink)(nil)
+	_ informer.PartialSink  = (*sink)(nil)
 )
 
 // StoresEncoded implements informer.EncodingSink: with persistence, the stores write
 // the encodings of watched objects to the snapshot, rather than encode the objects; a
 // compact fleet in the snapshot's encoding keeps them.
 func (s *sink) StoresEncoded() bool { return s.writer != nil || s.compact }
+
+// StoresPartial implements informer.PartialSink: a compact fleet in the snapshot's
+// encoding keeps the informers' encodings of listed objects, and so does the snapshot.
+func (s *sink) StoresPartial() bool { return s.compact }
 
 // snapshotEncoded reports whether a fleet with codec keeps its objects in the snapshot's
 // encoding (persist.Codec): the informers' encodings of watched objects are in it, and
@@ -238,6 +243,7 @@ var (
 	_ informer.Store        = (*persistingStore)(nil)
 	_ informer.Checkpointer = (*persistingStore)(nil)
 	_ informer.EncodedStore = (*persistingStore)(nil)
+	_ informer.PartialStore = (*persistingStore)(nil)
 )
 
 func (p *persistingStore) Apply(obj runtime.Object, initialList bool) error {
@@ -269,6 +275,22 @@ func (p *persistingStore) ApplyEncoded(obj *unstructured.Unstructured, encoded [
 	}
 	if changed {
 		p.writer.UpsertEncoded(p.cluster, p.key, obj, encoded)
+	}
+	return nil
+}
+
+// ApplyPartial is ApplyEncoded for a partial object, which only a compact fleet takes;
+// the snapshot stores encoded, and reads no more than the object's key from partial.
+func (p *persistingStore) ApplyPartial(partial *unstructured.Unstructured, encoded []byte, initialList bool) error {
+	if !p.compact {
+		return fmt.Errorf("apply to the snapshot of cluster %q: %w", p.cluster, aggregate.ErrPartialObject)
+	}
+	changed, err := p.ClusterStore.ApplyPartialChanged(partial, encoded, initialList)
+	if err != nil {
+		return err
+	}
+	if changed {
+		p.writer.UpsertEncoded(p.cluster, p.key, partial, encoded)
 	}
 	return nil
 }

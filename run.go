@@ -49,10 +49,10 @@ func (m *Manager) Add(r Runnable) error {
 //  2. the snapshot writer, whose last commit saves what they delivered;
 //  3. the fleet's handlers, so that no handler misses an event that was already cached;
 //  4. with Options.Handover, the wait for the new owners of the clusters this replica
-//     handed over to fetch their states (see Manager.HandoverState), at most
+//     handed over to receive their states (see Manager.HandoverReceived), at most
 //     HandoverOptions.Keep and half the budget;
 //  5. the Runnables, together, so that servers answer until the cache stops changing
-//     and the states are fetched.
+//     and the states are received.
 //
 // The budget is measured on the real clock, not Options.Clock. Once it is spent, Start
 // cancels every group that is left and returns without waiting for them, with an error

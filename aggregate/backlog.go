@@ -14,6 +14,9 @@ type pending struct {
 	ref objectRef
 	typ EventType
 	obj runtime.Object
+	// encoded is, in a compact fleet, obj's encoding as its entry holds it (Added and
+	// Updated); see Event.Encoded.
+	encoded []byte
 	// old is the object the handler saw before this event: OldObject of an Updated
 	// event, and, for Deleted, the object the store held (not delivered; obj is the final
 	// state).
@@ -54,7 +57,23 @@ func (p *pending) event() Event {
 		OldObject:         oldObject,
 		InitialList:       p.initialList,
 		FinalStateUnknown: p.finalStateUnknown,
+		Encoded:           p.encodedObj(),
 	}
+}
+
+// encodedObj returns the encoding of p's object, if p is an Added or Updated event of a
+// compact fleet.
+func (p *pending) encodedObj() []byte {
+	if p.typ == Deleted {
+		return nil
+	}
+	if p.encoded != nil {
+		return p.encoded
+	}
+	if o, ok := p.obj.(*encodedObject); ok {
+		return o.data
+	}
+	return nil
 }
 
 // merge folds the later event e for the same object into p, so that p takes the handler
@@ -94,6 +113,7 @@ func (p *pending) merge(e *pending) bool {
 	default:
 		p.typ, p.obj, p.old = Updated, e.obj, p.seen
 	}
+	p.encoded = e.encoded
 	return true
 }
 

@@ -127,6 +127,15 @@ func peek(e *entry) runtime.Object {
 	return e.obj
 }
 
+// encodingOf returns the encoding that e holds in a compact indexer, nil in a plain one.
+// The indexer's lock is held.
+func encodingOf(e *entry) []byte {
+	if o, ok := e.obj.(*encodedObject); ok {
+		return o.data
+	}
+	return nil
+}
+
 // getDecoded returns the object of e, keeping it in the hot set if it had to be decoded.
 // The indexer's lock is held, for reading at least.
 func (ix *Indexer) getDecodedLocked(e *entry) runtime.Object {

@@ -133,3 +133,58 @@ func TestCompactFleet(t *testing.T) {
 		}
 	})
 }
+
+// TestCompactEventEncoded checks Event.Encoded: in a compact fleet, the encoding the
+// fleet holds, on Added and Updated events and on a late handler's replay, decoding to
+// the event's object; nil on Deleted events, and in a plain fleet (which
+// FLEETWATCH_TEST_CACHE_ENCODING=compact makes compact too).
+func TestCompactEventEncoded(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		codec aggregate.Codec
+	}{{"compact", persist.Codec{}}, {"plain", nil}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := aggregate.New(aggregate.Options{Codec: tc.codec})
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			go func() { _ = f.Start(ctx) }()
+			early := aggregatetest.NewRecorder()
+			if _, err := f.AddHandler(early, aggregate.HandlerOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			s := f.ClusterStore("a", aggregatetest.Pods)
+			p := aggregatetest.RealisticPod("ns", "p", "1", map[string]string{"app": "x"})
+			mustApply(t, s, p.DeepCopy(), true)
+			p2 := p.DeepCopy()
+			p2.SetResourceVersion("2")
+			mustApply(t, s, p2.DeepCopy(), false)
+			late := aggregatetest.NewRecorder()
+			if _, err := f.AddHandler(late, aggregate.HandlerOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if err := late.WaitForLen(ctx, 1); err != nil {
+				t.Fatal(err)
+			}
+			mustDelete(t, s, p2.DeepCopy(), false)
+			if err := early.WaitForLen(ctx, 3); err != nil {
+				t.Fatal(err)
+			}
+			events := append(early.Events(), late.Events()[0])
+			for i, e := range events {
+				switch {
+				case f.Codec() == nil || e.Type == aggregate.Deleted:
+					if e.Encoded != nil {
+						t.Errorf("event %d (%s): Encoded set, want nil", i, e.Type)
+					}
+				case e.Encoded == nil:
+					t.Errorf("event %d (%s): Encoded nil in a compact fleet", i, e.Type)
+				default:
+					got, err := f.Codec().Decode(e.Encoded)
+					if err != nil || !equality.Semantic.DeepEqual(got, e.Object) {
+						t.Errorf("event %d (%s): Encoded decodes to %v (%v), want the event's object", i, e.Type, got, err)
+					}
+				}
+			}
+		})
+	}
+}

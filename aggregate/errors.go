@@ -33,6 +33,10 @@ var (
 	// convert.
 	ErrTypeMismatch = errors.New("aggregate: object does not convert to the lister's type")
 
+	// ErrPartialObject means a partial object (ClusterStore.ApplyPartial) went to a
+	// fleet that is not compact, or came without its encoding.
+	ErrPartialObject = errors.New("aggregate: partial object to a fleet that keeps whole ones")
+
 	// ErrStoreRemoved means a write went to a ClusterStore whose cluster or resource has
 	// been removed from the fleet. Ask the Fleet for a new ClusterStore.
 	ErrStoreRemoved = errors.New("aggregate: cluster store removed")

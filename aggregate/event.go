@@ -45,6 +45,12 @@ type Event struct {
 	// removal of a whole cluster or resource from the fleet. Object is then the last
 	// state the fleet knew, which may be stale.
 	FinalStateUnknown bool
+	// Encoded is, in a compact fleet (Options.Codec), Object's encoding in the fleet's
+	// Codec, the very bytes the fleet holds, on Added and Updated events; nil on Deleted
+	// events and in a plain fleet. A handler that keeps the objects it is given (the
+	// HTTP server's watch cache) can keep the encoding instead, sharing the fleet's
+	// memory rather than adding the decoded object to it. It must not be modified.
+	Encoded []byte
 }
 
 // Key returns the key of the event's object. If Object has no metadata, the key has only

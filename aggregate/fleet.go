@@ -264,12 +264,12 @@ func (f *Fleet) subscribeLocked(r *Registration, ix *Indexer) {
 	r.mu.Lock()
 	if r.cluster == "" {
 		for _, e := range ix.items {
-			r.pushLocked(pending{ref: objectRef{ix, e.key}, typ: Added, obj: peek(e), initialList: true})
+			r.pushLocked(pending{ref: objectRef{ix, e.key}, typ: Added, obj: peek(e), encoded: encodingOf(e), initialList: true})
 		}
 	} else if ci := ix.clusters[r.cluster]; ci != nil {
 		for _, s := range ci.namespaces {
 			for e := range s {
-				r.pushLocked(pending{ref: objectRef{ix, e.key}, typ: Added, obj: peek(e), initialList: true})
+				r.pushLocked(pending{ref: objectRef{ix, e.key}, typ: Added, obj: peek(e), encoded: encodingOf(e), initialList: true})
 			}
 		}
 	}
@@ -406,6 +406,10 @@ func (f *Fleet) Clusters() []string {
 	}
 	return slices.Sorted(maps.Keys(seen))
 }
+
+// Codec returns the Codec of a compact fleet (Options.Codec), nil for a plain one. A
+// consumer of Event.Encoded decodes with it.
+func (f *Fleet) Codec() Codec { return f.codec }
 
 // Stats is a snapshot of the fleet's state, for metrics and status.
 type Stats struct {

@@ -206,7 +206,7 @@ func (ix *Indexer) indexValues(name string, ui *userIndex, obj runtime.Object) [
 // encodeForEntry), obj the object.
 func (ix *Indexer) addLocked(key Key, stored, obj runtime.Object, rv string) {
 	e := &entry{key: key, obj: stored, rv: rv}
-	if ix.codec != nil {
+	if ix.codec != nil && obj != nil {
 		ix.hot.keep(e, obj)
 	}
 	ix.items[key] = e
@@ -220,6 +220,9 @@ func (ix *Indexer) addLocked(key Key, stored, obj runtime.Object, rv string) {
 	eachLabel(labelsOf(stored), func(k, v string) {
 		insert(ci.labels, labelPair{k, v}, e)
 	})
+	if obj == nil && len(ix.indices) > 0 {
+		obj = decoded(stored)
+	}
 	for name, ui := range ix.indices {
 		for _, v := range ix.indexValues(name, ui, obj) {
 			insert(ui.values, v, e)
@@ -237,8 +240,14 @@ func (ix *Indexer) updateLocked(e *entry, stored, obj runtime.Object, rv string)
 		oldObj = decoded(peek(e))
 	}
 	e.obj, e.rv = stored, rv
-	if ix.codec != nil {
+	if ix.codec != nil && obj != nil {
 		ix.hot.keep(e, obj)
+	} else if ix.codec != nil {
+		// The hot object was the old one.
+		e.hot.Store(nil)
+	}
+	if obj == nil && len(ix.indices) > 0 {
+		obj = decoded(stored)
 	}
 	ci := ix.clusters[e.key.Cluster]
 	oldLabels, newLabels := labelsOf(old), labelsOf(stored)

@@ -90,6 +90,32 @@ func (s *ClusterStore) ApplyEncoded(obj *unstructured.Unstructured, encoded []by
 // fleet now holds for obj (nil in a plain fleet, or if nothing changed), so that a
 // snapshot can store it without encoding obj again.
 func (s *ClusterStore) ApplyEncodedChanged(obj runtime.Object, encoded []byte, initialList bool) (changed bool, stored []byte, err error) {
+	return s.apply(obj, encoded, false, initialList)
+}
+
+// ApplyPartial is ApplyEncoded for an object of which partial holds only apiVersion,
+// kind, and, of the metadata, name, namespace, uid, resourceVersion and labels: encoded
+// is the whole object, in the format of the fleet's Codec. Only a compact fleet takes
+// it: it keeps encoded and decodes it where it needs the object (user index functions,
+// handlers, reads). It implements informer.PartialStore.
+func (s *ClusterStore) ApplyPartial(partial *unstructured.Unstructured, encoded []byte, initialList bool) error {
+	_, err := s.ApplyPartialChanged(partial, encoded, initialList)
+	return err
+}
+
+// ApplyPartialChanged is ApplyPartial that also reports whether the store changed, as
+// ApplyChanged.
+func (s *ClusterStore) ApplyPartialChanged(partial *unstructured.Unstructured, encoded []byte, initialList bool) (changed bool, err error) {
+	if s.ix.codec == nil || encoded == nil {
+		return false, fmt.Errorf("apply to %s in cluster %q: %w", s.ix.resource, s.cluster, ErrPartialObject)
+	}
+	changed, _, err = s.apply(partial, encoded, true, initialList)
+	return changed, err
+}
+
+// apply is ApplyEncodedChanged, and ApplyPartialChanged with partial set: obj is then
+// only what files the object, and encoded the object.
+func (s *ClusterStore) apply(obj runtime.Object, encoded []byte, partial, initialList bool) (changed bool, stored []byte, err error) {
 	key, rv, err := s.keyOf(obj)
 	if err != nil {
 		return false, nil, fmt.Errorf("apply to %s in cluster %q: %w", s.ix.resource, s.cluster, err)
@@ -98,9 +124,16 @@ func (s *ClusterStore) ApplyEncodedChanged(obj runtime.Object, encoded []byte, i
 	// A compact fleet encodes before taking the write lock, unless the update is a
 	// no-op (a warm start's relist applies every object again).
 	var entryObj runtime.Object
-	if ix.codec != nil && !s.isNoOp(key, rv) {
+	if noOp, indexed := s.peekApply(key, rv); ix.codec != nil && !noOp {
 		if entryObj, err = ix.encodeForEntry(key, obj, encoded); err != nil {
 			return false, nil, fmt.Errorf("apply %s to %s: encoding: %w", key, ix.resource, err)
+		}
+		// User index functions need the object of a partial one: it is decoded here,
+		// outside the lock. Handlers decode it in their own goroutines, as they do the
+		// objects they read from entries: decoded here, the objects of a whole list
+		// would wait in their queues, scattered among the encodings that stay.
+		if partial && indexed {
+			obj, partial = decoded(entryObj), false
 		}
 	}
 	ix.lock.Lock()
@@ -111,39 +144,44 @@ func (s *ClusterStore) ApplyEncodedChanged(obj runtime.Object, encoded []byte, i
 	e := ix.items[key]
 	if e != nil && rv != "" && rv == e.rv {
 		cur := peek(e)
-		ix.fanOutLocked(pending{ref: objectRef{ix, key}, typ: Updated, obj: cur, old: cur, initialList: initialList}, true)
+		ix.fanOutLocked(pending{ref: objectRef{ix, key}, typ: Updated, obj: cur, old: cur, encoded: encodingOf(e), initialList: initialList}, true)
 		return false, nil, nil
 	}
 	if entryObj == nil {
-		// A plain fleet, or a no-op update that stopped being one since isNoOp.
+		// A plain fleet, or a no-op update that stopped being one since peekApply.
 		if entryObj, err = ix.encodeForEntry(key, obj, encoded); err != nil {
 			return false, nil, fmt.Errorf("apply %s to %s: encoding: %w", key, ix.resource, err)
 		}
 	}
+	if eo, ok := entryObj.(*encodedObject); ok {
+		stored = eo.data
+	}
+	// The object of a partial one is its entry's, decoded where it is needed.
+	if partial {
+		obj = nil
+	}
+	event := obj
+	if event == nil {
+		event = entryObj
+	}
 	if e == nil {
 		ix.addLocked(key, entryObj, obj, rv)
-		ix.fanOutLocked(pending{ref: objectRef{ix, key}, typ: Added, obj: obj, initialList: initialList}, false)
+		ix.fanOutLocked(pending{ref: objectRef{ix, key}, typ: Added, obj: event, encoded: stored, initialList: initialList}, false)
 	} else {
 		old := peek(e)
 		ix.updateLocked(e, entryObj, obj, rv)
-		ix.fanOutLocked(pending{ref: objectRef{ix, key}, typ: Updated, obj: obj, old: old, initialList: initialList}, false)
-	}
-	if eo, ok := entryObj.(*encodedObject); ok {
-		stored = eo.data
+		ix.fanOutLocked(pending{ref: objectRef{ix, key}, typ: Updated, obj: event, old: old, encoded: stored, initialList: initialList}, false)
 	}
 	return true, stored, nil
 }
 
-// isNoOp reports whether applying an object with key and resourceVersion rv would be a
-// no-op update now.
-func (s *ClusterStore) isNoOp(key Key, rv string) bool {
-	if rv == "" {
-		return false
-	}
+// peekApply reports whether applying an object with key and resourceVersion rv would be
+// a no-op update now, and whether the indexer has user index functions.
+func (s *ClusterStore) peekApply(key Key, rv string) (noOp, indexed bool) {
 	s.ix.lock.RLock()
 	defer s.ix.lock.RUnlock()
 	e := s.ix.items[key]
-	return e != nil && e.rv == rv
+	return rv != "" && e != nil && e.rv == rv, len(s.ix.indices) > 0
 }
 
 // Delete removes the object with obj's key and delivers Deleted with obj as the last

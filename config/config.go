@@ -48,6 +48,15 @@ const (
 	DefaultShardHandoverTimeout = 10 * time.Second
 )
 
+// Values of Cache.Encoding.
+const (
+	CacheEncodingObjects = "objects"
+	CacheEncodingCompact = "compact"
+	// DefaultCacheEncoding is the default of Cache.Encoding (docs/benchmarks.md, "The
+	// compact cache under fleetwatch serve", has the numbers it was chosen from).
+	DefaultCacheEncoding = CacheEncodingObjects
+)
+
 // Values of Log.Format.
 const (
 	LogFormatText = "text"
@@ -158,9 +167,16 @@ type Health struct {
 	Timeout time.Duration `yaml:"timeout" mapstructure:"timeout"`
 }
 
-// Cache says what is dropped from objects before they are cached. Both default to false,
-// which is what DESIGN.md promises: memory is spent on what users query.
+// Cache says what is dropped from objects before they are cached, and how they are
+// held. The Keep fields default to false, which is what DESIGN.md promises: memory is
+// spent on what users query.
 type Cache struct {
+	// Encoding is how the cache holds full objects: CacheEncodingObjects, decoded; or
+	// CacheEncodingCompact, as the snapshot's CBOR (aggregate.Options.Codec =
+	// persist.Codec{}), which the server writes JSON from, decoding an object only for
+	// Tables, PartialObjectMetadata, field selectors beyond name and namespace, and
+	// library readers. Default DefaultCacheEncoding. Takes effect at the next start.
+	Encoding string `yaml:"encoding" mapstructure:"encoding"`
 	// KeepManagedFields keeps metadata.managedFields, which are stripped by default.
 	KeepManagedFields bool `yaml:"keepManagedFields" mapstructure:"keepManagedFields"`
 	// KeepSecretData keeps the values of Secrets, when secrets are among the resources:
@@ -321,6 +337,7 @@ func Default() Config {
 			Timeout:       DefaultSyncTimeout,
 			MaxConcurrent: DefaultSyncMaxConcurrent,
 		},
+		Cache: Cache{Encoding: DefaultCacheEncoding},
 		Health: Health{
 			Path:     DefaultHealthPath,
 			Interval: DefaultHealthInterval,

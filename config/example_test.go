@@ -86,6 +86,7 @@ func ExampleConfig_String() {
 	//   interval: 30s
 	//   timeout: 5s
 	// cache:
+	//   encoding: objects
 	//   keepManagedFields: false
 	//   keepSecretData: false
 	// snapshot:

@@ -88,7 +88,7 @@ func full() config.Config {
 		},
 		Sync:     config.Sync{Timeout: 90 * time.Second, MaxConcurrent: 4},
 		Health:   config.Health{Path: "/livez", Interval: 10 * time.Second, Timeout: 2 * time.Second},
-		Cache:    config.Cache{KeepManagedFields: true, KeepSecretData: true},
+		Cache:    config.Cache{Encoding: config.CacheEncodingCompact, KeepManagedFields: true, KeepSecretData: true},
 		Snapshot: config.Snapshot{Path: "/var/lib/fleetwatch/fleetwatch.db", Interval: 250 * time.Millisecond, MaxPending: 1000, KeepCorrupt: 1},
 		Server: config.Server{
 			Address:     "0.0.0.0:8443",
@@ -301,6 +301,7 @@ resources:
 				"FLEETWATCH_RESOURCES":                       "pods, deployments.apps,",
 				"FLEETWATCH_SYNC_TIMEOUT":                    "30s",
 				"FLEETWATCH_SYNC_MAXCONCURRENT":              "2",
+				"FLEETWATCH_CACHE_ENCODING":                  "compact",
 				"FLEETWATCH_CACHE_KEEPMANAGEDFIELDS":         "true",
 				"FLEETWATCH_CACHE_KEEPSECRETDATA":            "1",
 				"FLEETWATCH_SNAPSHOT_INTERVAL":               "5s",
@@ -324,7 +325,7 @@ resources:
 				c.Contexts.Aliases = map[string]string{"a": "x"}
 				c.Resources = []config.Resource{{Name: "pods"}, {Name: "deployments.apps"}}
 				c.Sync = config.Sync{Timeout: 30 * time.Second, MaxConcurrent: 2}
-				c.Cache = config.Cache{KeepManagedFields: true, KeepSecretData: true}
+				c.Cache = config.Cache{Encoding: config.CacheEncodingCompact, KeepManagedFields: true, KeepSecretData: true}
 				c.Snapshot.Interval, c.Snapshot.MaxPending = 5*time.Second, 10
 				c.Server = config.Server{Address: "[::1]:8080", TLS: config.TLS{CertFile: "/c", KeyFile: "/k"}, Auth: config.Auth{TokenFile: "/t", Delegated: config.Delegated{
 					Enabled: true, Audiences: []string{"fleetwatch", "https://kubernetes.default.svc"}, QPS: 50, Burst: 100,
@@ -341,7 +342,7 @@ resources:
 				"--contexts-aliases=a=x,b=y",
 				"--resources=pods",
 				"--sync-timeout=30s", "--sync-max-concurrent=2",
-				"--cache-keep-managed-fields", "--cache-keep-secret-data=true",
+				"--cache-encoding=compact", "--cache-keep-managed-fields", "--cache-keep-secret-data=true",
 				"--snapshot-path=", "--snapshot-interval=5s", "--snapshot-max-pending=10", "--snapshot-keep-corrupt=0",
 				"--server-address=0.0.0.0:8443",
 				"--server-tls-cert-file=/c", "--server-tls-key-file=/k", "--server-auth-token-file=/t",
@@ -359,7 +360,7 @@ resources:
 				}
 				c.Resources = []config.Resource{{Name: "pods"}}
 				c.Sync = config.Sync{Timeout: 30 * time.Second, MaxConcurrent: 2}
-				c.Cache = config.Cache{KeepManagedFields: true, KeepSecretData: true}
+				c.Cache = config.Cache{Encoding: config.CacheEncodingCompact, KeepManagedFields: true, KeepSecretData: true}
 				c.Snapshot = config.Snapshot{Path: "", Interval: 5 * time.Second, MaxPending: 10, KeepCorrupt: 0}
 				c.Server = config.Server{Address: "0.0.0.0:8443", TLS: config.TLS{CertFile: "/c", KeyFile: "/k"}, Auth: config.Auth{TokenFile: "/t", Delegated: config.Delegated{
 					Enabled: true, Audiences: []string{"fleetwatch", "other"}, QPS: 50, Burst: 100,
@@ -860,6 +861,9 @@ func TestValidate(t *testing.T) {
 		}},
 		{"negative sync timeout", func(c *config.Config) { c.Sync.Timeout = -time.Minute }, []string{
 			"sync.timeout: must be positive, got -1m",
+		}},
+		{"unknown cache encoding", func(c *config.Config) { c.Cache.Encoding = "cbor" }, []string{
+			`cache.encoding: "cbor" is neither "objects" nor "compact"`,
 		}},
 		{"relative health path", func(c *config.Config) { c.Health.Path = "readyz" }, []string{
 			`health.path: must be an absolute path such as "/readyz", got "readyz"`,

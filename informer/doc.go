@@ -16,7 +16,8 @@
 // (internal/wire), which decode the apiservers' responses with their strings interned
 // and without the managedFields that the transform would drop; with an EncodingSink,
 // watched objects come with their encoding (wire.EncodedObject), which processDeltas hands
-// to the EncodedStore.
+// to the EncodedStore; with a PartialSink, the objects of streaming lists come as their
+// encodings and the few fields that file them, for PartialStores (encoded.go).
 //
 // A Set knows about one cluster only; the fleet is assembled by package aggregate. This
 // package must not import aggregate, cluster, persist, config or server.

@@ -34,7 +34,40 @@ type EncodedStore interface {
 	// The informer calls ApplyEncoded, rather than Apply, for the objects of watch events
 	// that it decoded itself, and that the transforms left as decoded. The objects of a
 	// list, streaming lists included, come without: the informer holds a list until it
-	// has all of it, and would hold all their encodings too. Neither obj nor encoded may
-	// be modified.
+	// has all of it, and would hold all their encodings too (except for a PartialStore,
+	// below, which gets those of a streaming list instead of the objects). Neither obj
+	// nor encoded may be modified.
 	ApplyEncoded(obj *unstructured.Unstructured, encoded []byte, initialList bool) error
+}
+
+// A Sink whose stores keep nothing but the encodings of the objects they are handed
+// with one (a compact fleet in the snapshot's encoding) need not get decoded objects at
+// all: the informers of a Set whose Sink is a PartialSink that StoresPartial decode each
+// watched object, those of streaming lists included, into its encoding and the few
+// fields that file it (wire.NewPartialDynamicClients, jsondec's ObjectPartialCBOR), so
+// that no maps are built for it, a list held until it is complete takes little more than
+// its encodings, and the store does not encode it again. A watched deletion goes to the
+// store whole, decoded from its encoding. The objects of a resource that a transform
+// changes (a user Transform, the values of Secrets dropped), and those of a paginated
+// list, come decoded, as to any EncodedStore.
+
+// PartialSink is an optional interface of an EncodingSink whose stores are
+// PartialStores.
+type PartialSink interface {
+	EncodingSink
+	// StoresPartial reports whether the stores of the Sink are PartialStores that keep
+	// only the encodings of the objects given with one. It is asked once, when the Set
+	// is created, and implies StoresEncoded.
+	StoresPartial() bool
+}
+
+// PartialStore is an optional interface of an EncodedStore that needs only the encoding
+// of an object, and a few of its fields, to keep it.
+type PartialStore interface {
+	EncodedStore
+	// ApplyPartial is ApplyEncoded for an object of which partial holds only apiVersion,
+	// kind, and, of the metadata, name, namespace, uid, resourceVersion and labels:
+	// encoded, in the format of ApplyEncoded, is the whole object, which the store
+	// decodes where it needs it. Neither partial nor encoded may be modified.
+	ApplyPartial(partial *unstructured.Unstructured, encoded []byte, initialList bool) error
 }

@@ -4,10 +4,13 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
+	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/fleetwatch/fleetwatch/internal/jsondec"
@@ -107,4 +110,128 @@ func TestProcessDeltasHandsOverEncodings(t *testing.T) {
 	if !reflect.DeepEqual(store.applied, want) {
 		t.Errorf("got %q\nwant %q", store.applied, want)
 	}
+}
+
+// partialRecordingStore is a recordingStore that is a PartialStore.
+type partialRecordingStore struct{ recordingStore }
+
+func (r *partialRecordingStore) ApplyPartial(partial *unstructured.Unstructured, encoded []byte, _ bool) error {
+	r.applied = append(r.applied, fmt.Sprintf("ApplyPartial %s %d bytes", partial.GetName(), len(encoded)))
+	return nil
+}
+
+func TestProcessDeltasHandsOverPartials(t *testing.T) {
+	u := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "a", "resourceVersion": "1"}}}
+	whole := &wire.EncodedObject{Unstructured: u, Encoded: []byte{0xa0}}
+	partial := whole.ToPartial()
+	deltas := cache.Deltas{{Type: cache.Replaced, Object: partial}, {Type: cache.Added, Object: whole}}
+
+	store := &partialRecordingStore{recordingStore{Store: cache.NewStore(cache.MetaNamespaceKeyFunc)}}
+	if err := processDeltas(store)(deltas, true); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"ApplyPartial a 1 bytes", "ApplyEncoded 1 bytes"}
+	if !reflect.DeepEqual(store.applied, want) {
+		t.Errorf("got %q\nwant %q", store.applied, want)
+	}
+
+	// A store that needs whole objects must not take a partial one for one.
+	other := &recordingStore{Store: cache.NewStore(cache.MetaNamespaceKeyFunc)}
+	if err := processDeltas(other)(deltas, true); err == nil {
+		t.Error("a partial object went to a store that is not a PartialStore without an error")
+	}
+	if want := []string{"ApplyEncoded 1 bytes"}; !reflect.DeepEqual(other.applied, want) {
+		t.Errorf("got %q\nwant %q", other.applied, want)
+	}
+}
+
+func TestToPartial(t *testing.T) {
+	whole := encodedObject(t, podJSON)
+	p := whole.ToPartial()
+	if !p.Partial || &p.Encoded[0] != &whole.Encoded[0] {
+		t.Fatal("ToPartial did not keep the encoding, or did not mark the object partial")
+	}
+	want := map[string]any{"apiVersion": whole.GetAPIVersion(), "kind": whole.GetKind(), "metadata": map[string]any{
+		"name": whole.GetName(), "namespace": whole.GetNamespace(), "uid": string(whole.GetUID()),
+		"resourceVersion": whole.GetResourceVersion(), "labels": whole.Object["metadata"].(map[string]any)["labels"],
+	}}
+	if !reflect.DeepEqual(p.Object, want) {
+		t.Errorf("partial object %v\nwant %v", p.Object, want)
+	}
+	for _, transformed := range []Options{{}, {Transform: func(obj any) (any, error) { return obj, nil }}} {
+		out, err := transform(transformed, podsMapping, cache.NewStore(cache.MetaNamespaceKeyFunc), true)(p)
+		switch {
+		case transformed.Transform == nil && (err != nil || out != p):
+			t.Errorf("transform without a user Transform: %T, %v; want the partial object as it came", out, err)
+		case transformed.Transform != nil && err == nil:
+			t.Errorf("a user Transform was given a partial object: %T", out)
+		}
+	}
+}
+
+// TestRelayPartial: the objects of a streaming list's initial events come partial with
+// their encodings for a PartialStore, and whole without them otherwise; the bookmark
+// that ends them is read whole, and the events after it come as they are.
+func TestRelayPartial(t *testing.T) {
+	bookmark := func() *wire.EncodedObject {
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": map[string]any{
+			"resourceVersion": "9", "annotations": map[string]any{metav1.InitialEventsAnnotationKey: "true"}}}}
+		return &wire.EncodedObject{Unstructured: u, Encoded: []byte{0xa0}}
+	}
+	for _, partial := range []bool{false, true} {
+		t.Run(fmt.Sprintf("partial=%v", partial), func(t *testing.T) {
+			in := watch.NewFake()
+			r := newRelay(in, time.Minute, partial, func() { t.Error("timed out") })
+			defer r.Stop()
+			listed, watched := encodedObject(t, podJSON), encodedObject(t, podJSON)
+			go func() {
+				in.Add(listed)
+				in.Action(watch.Bookmark, bookmark())
+				in.Modify(watched)
+			}()
+			ev := <-r.ResultChan()
+			if partial {
+				if e, ok := ev.Object.(*wire.EncodedObject); !ok || !e.Partial || e.GetName() != listed.GetName() {
+					t.Errorf("listed object: %T %v, want it partial with its encoding", ev.Object, ev.Object)
+				}
+			} else if ev.Object != listed.Unstructured {
+				t.Errorf("listed object: %T, want it whole without its encoding", ev.Object)
+			}
+			if ev := <-r.ResultChan(); ev.Type != watch.Bookmark || !isInitialEventsEnd(ev.Object) {
+				t.Errorf("got %s %T, want the bookmark that ends the initial events", ev.Type, ev.Object)
+			}
+			if ev := <-r.ResultChan(); ev.Object != watched {
+				t.Errorf("watched object: %T, want it as it came", ev.Object)
+			}
+		})
+	}
+}
+
+// TestDeletedPartial: the object of a watched deletion that came partial reaches the
+// store whole, decoded from its encoding.
+func TestDeletedPartial(t *testing.T) {
+	whole := encodedObject(t, podJSON)
+	var deleted runtime.Object
+	store := &deletingStore{recordingStore: recordingStore{Store: cache.NewStore(cache.MetaNamespaceKeyFunc)}, deleted: &deleted}
+	if err := processDeltas(store)(cache.Deltas{{Type: cache.Deleted, Object: whole.ToPartial()}}, false); err != nil {
+		t.Fatal(err)
+	}
+	if u, ok := deleted.(*unstructured.Unstructured); !ok || !reflect.DeepEqual(u.Object, whole.Object) {
+		t.Errorf("deleted %T %v\nwant the whole object %v", deleted, deleted, whole.Object)
+	}
+}
+
+// deletingStore is a partialRecordingStore that keeps the object of the last Delete.
+type deletingStore struct {
+	recordingStore
+	deleted *runtime.Object
+}
+
+func (s *deletingStore) ApplyPartial(partial *unstructured.Unstructured, encoded []byte, _ bool) error {
+	return nil
+}
+
+func (s *deletingStore) Delete(obj runtime.Object, _ bool) error {
+	*s.deleted = obj
+	return nil
 }

@@ -34,7 +34,11 @@ type listWatch struct {
 	tweak func(*metav1.ListOptions)
 	// quiet limits the logging of the requests (quietContext): their responses hold
 	// values that must not be logged.
-	quiet           bool
+	quiet bool
+	// partial makes the objects of a streaming list partial, with their encodings
+	// (wire.EncodedObject.ToPartial), for a PartialStore; otherwise they lose their
+	// encodings (see relay).
+	partial         bool
 	bookmarkTimeout time.Duration
 	// noStreaming is set once a streaming list failed to end.
 	noStreaming atomic.Bool
@@ -154,7 +158,7 @@ func (lw *listWatch) WatchWithContext(ctx context.Context, opts metav1.ListOptio
 	if !streaming {
 		return w, nil
 	}
-	return newRelay(w, lw.bookmarkTimeout, func() { lw.noStreaming.Store(true) }), nil
+	return newRelay(w, lw.bookmarkTimeout, lw.partial, func() { lw.noStreaming.Store(true) }), nil
 }
 
 // notStreamingError is an error that the reflector does not retry as a streaming list:
@@ -168,16 +172,19 @@ func notStreamingError() error {
 //
 // It drops the encodings of the initial events' objects (wire.EncodedObject): the reflector
 // keeps those objects until the list has ended, and a whole cluster's encodings would
-// stay in memory with them. The store encodes them when it commits the list.
+// stay in memory with them. The store encodes them when it commits the list. With
+// partial, for a store that keeps only encodings, it keeps the encodings and drops the
+// objects instead, but for the fields that file them (wire.EncodedObject.ToPartial).
 type relay struct {
+	partial  bool
 	in       watch.Interface
 	out      chan watch.Event
 	stopOnce sync.Once
 	stopped  chan struct{}
 }
 
-func newRelay(in watch.Interface, timeout time.Duration, onTimeout func()) *relay {
-	g := &relay{in: in, out: make(chan watch.Event), stopped: make(chan struct{})}
+func newRelay(in watch.Interface, timeout time.Duration, partial bool, onTimeout func()) *relay {
+	g := &relay{partial: partial, in: in, out: make(chan watch.Event), stopped: make(chan struct{})}
 	go g.run(timeout, onTimeout)
 	return g
 }
@@ -208,7 +215,13 @@ func (g *relay) run(timeout time.Duration, onTimeout func()) {
 			}
 			if expired != nil {
 				if e, ok := ev.Object.(*wire.EncodedObject); ok {
-					ev.Object = e.Unstructured
+					if g.partial && ev.Type == watch.Added {
+						if !e.Partial {
+							ev.Object = e.ToPartial()
+						}
+					} else {
+						ev.Object = e.Unstructured
+					}
 				}
 				if ev.Type == watch.Bookmark && isInitialEventsEnd(ev.Object) {
 					expired = nil

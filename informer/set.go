@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer/cbor/direct"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -242,8 +243,14 @@ type Set struct {
 	// encode is set if the objects of the watch events of dyn and dynManaged may come
 	// with their encoding, as wire.EncodedObjects, for the Sink's EncodedStores.
 	encode bool
-	md     metadata.Interface
-	mapper meta.RESTMapper
+	// partial is set if the Sink's stores are PartialStores that keep only encodings:
+	// the watched objects of the resources whose transform keeps encodings then come
+	// partial, with their encodings, from pdyn and pdynManaged, which are like dyn and
+	// dynManaged otherwise.
+	partial           bool
+	pdyn, pdynManaged dynamic.Interface
+	md                metadata.Interface
+	mapper            meta.RESTMapper
 	// discovery is the cached discovery behind mapper; reset drops its cache.
 	discovery *restmapper.DeferredDiscoveryRESTMapper
 
@@ -281,10 +288,18 @@ func New(opts Options) (*Set, error) {
 	cfg := rest.CopyConfig(opts.Config)
 	es, ok := opts.Sink.(EncodingSink)
 	encode := ok && es.StoresEncoded()
+	ps, ok := opts.Sink.(PartialSink)
+	partial := encode && ok && ps.StoresPartial()
 	// More Decoders than CPUs would rarely all be busy.
 	dyn, dynManaged, err := wire.NewDynamicClients(cfg, goruntime.GOMAXPROCS(0), encode)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", opts.Cluster, err)
+	}
+	var pdyn, pdynManaged dynamic.Interface
+	if partial {
+		if pdyn, pdynManaged, err = wire.NewPartialDynamicClients(cfg, goruntime.GOMAXPROCS(0)); err != nil {
+			return nil, fmt.Errorf("cluster %s: %w", opts.Cluster, err)
+		}
 	}
 	md, err := metadata.NewForConfig(cfg)
 	if err != nil {
@@ -297,16 +312,19 @@ func New(opts Options) (*Set, error) {
 	cached := memory.NewMemCacheClient(dc)
 	deferred := restmapper.NewDeferredDiscoveryRESTMapper(cached)
 	s := &Set{
-		opts:       opts,
-		dyn:        dyn,
-		dynManaged: dynManaged,
-		interned:   wire.DecodesAllJSON(),
-		encode:     encode,
-		md:         md,
-		mapper:     restmapper.NewShortcutExpander(deferred, cached, nil),
-		discovery:  deferred,
-		rediscover: make(chan struct{}, 1),
-		running:    map[string]*runner{},
+		opts:        opts,
+		dyn:         dyn,
+		dynManaged:  dynManaged,
+		interned:    wire.DecodesAllJSON(),
+		encode:      encode,
+		partial:     partial,
+		pdyn:        pdyn,
+		pdynManaged: pdynManaged,
+		md:          md,
+		mapper:      restmapper.NewShortcutExpander(deferred, cached, nil),
+		discovery:   deferred,
+		rediscover:  make(chan struct{}, 1),
+		running:     map[string]*runner{},
 	}
 	for _, r := range opts.Resources {
 		s.status = append(s.status, ResourceStatus{Name: r.Name, State: StatePending})
@@ -646,12 +664,20 @@ func (s *Set) start(ctx context.Context, opts Options, r Resource, m Mapping) {
 			// the type of objType, if set.
 			objType = nil
 		}
+		_, partialStore := store.(PartialStore)
+		partial := partialStore && s.partial && keepsEncoding(opts, m)
 		dyn := s.dyn
-		if opts.KeepManagedFields {
+		switch {
+		case partial && opts.KeepManagedFields:
+			dyn = s.pdynManaged
+		case partial:
+			dyn = s.pdyn
+		case opts.KeepManagedFields:
 			dyn = s.dynManaged
 		}
 		lw := newListWatch(dyn, s.md, m, r, ns, s.opts.StreamingListTimeout)
 		lw.quiet = isSecrets(m.Resource) && !opts.KeepSecretData
+		lw.partial = partial
 		if seeder, ok := s.opts.Sink.(Seeder); ok {
 			if rv, ok := seeder.Seed(scope); ok {
 				lw.seed(known, m, r.MetadataOnly, rv)
@@ -777,8 +803,7 @@ func (s *Set) stopAll() {
 // from full and metadata-only objects alike.
 func transform(opts Options, m Mapping, known cache.KeyListerGetter, interned bool) cache.TransformFunc {
 	secrets := isSecrets(m.Resource)
-	// An object whose encoding a transform would make wrong loses it.
-	keepsEncoding := opts.Transform == nil && (!secrets || opts.KeepSecretData)
+	keepsEncoding := keepsEncoding(opts, m)
 	var table internTable
 	return func(obj interface{}) (interface{}, error) {
 		if _, ok := obj.(runtime.Object); !ok {
@@ -792,6 +817,10 @@ func transform(opts Options, m Mapping, known cache.KeyListerGetter, interned bo
 				// Decoded by a Set's decoder, which interns and drops managedFields
 				// unless they are kept: there is nothing left to do.
 				return e, nil
+			}
+			if e.Partial {
+				// listWatch makes partial objects only where the encoding is kept.
+				return nil, fmt.Errorf("a partial %s object to transform", m.Resource)
 			}
 			obj = e.Unstructured
 		}
@@ -816,6 +845,13 @@ func transform(opts Options, m Mapping, known cache.KeyListerGetter, interned bo
 		}
 		return obj, nil
 	}
+}
+
+// keepsEncoding reports whether the transform of the objects of m, with opts, leaves
+// the watched objects that come with their encoding as they are: an object whose
+// encoding a transform would make wrong loses it.
+func keepsEncoding(opts Options, m Mapping) bool {
+	return opts.Transform == nil && (!isSecrets(m.Resource) || opts.KeepSecretData)
 }
 
 // internTable is an intern.Table for the objects of one informer. Its queue calls the
@@ -853,6 +889,7 @@ func storedSame(known cache.KeyListerGetter, obj interface{}) (interface{}, bool
 func processDeltas(store Store) cache.ProcessFunc {
 	checkpointer, _ := store.(Checkpointer)
 	encodedStore, _ := store.(EncodedStore)
+	partialStore, _ := store.(PartialStore)
 	return func(obj interface{}, initialList bool) error {
 		deltas, ok := obj.(cache.Deltas)
 		if !ok {
@@ -870,7 +907,20 @@ func processDeltas(store Store) cache.ProcessFunc {
 			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj, finalStateUnknown = tomb.Obj, true
 			}
+			partial := false
+			if e, ok := obj.(*wire.EncodedObject); ok {
+				partial = e.Partial
+			}
 			obj, encoded := wire.Unwrap(obj)
+			if partial && d.Type == cache.Deleted {
+				// Handlers get the deleted object whole.
+				whole, err := wholeObject(encoded)
+				if err != nil {
+					errs = append(errs, fmt.Errorf("decoding a deleted object: %w", err))
+					continue
+				}
+				obj, partial = whole, false
+			}
 			o, ok := obj.(runtime.Object)
 			if !ok {
 				errs = append(errs, fmt.Errorf("unexpected %T in a %s delta", obj, d.Type))
@@ -880,6 +930,10 @@ func processDeltas(store Store) cache.ProcessFunc {
 			switch {
 			case d.Type == cache.Deleted:
 				err = store.Delete(o, finalStateUnknown)
+			case partial && partialStore != nil:
+				err = partialStore.ApplyPartial(o.(*unstructured.Unstructured), encoded, initialList)
+			case partial:
+				err = fmt.Errorf("a partial object in a %s delta for a store that needs whole ones", d.Type)
 			case encoded != nil && encodedStore != nil: // Added, Updated, Replaced, Sync
 				err = encodedStore.ApplyEncoded(o.(*unstructured.Unstructured), encoded, initialList)
 			default:
@@ -897,6 +951,16 @@ func processDeltas(store Store) cache.ProcessFunc {
 		}
 		return errors.Join(errs...)
 	}
+}
+
+// wholeObject decodes encoded, the CBOR of an object's map as wire's decoders write it
+// (EncodedStore), into the object.
+func wholeObject(encoded []byte) (*unstructured.Unstructured, error) {
+	var m map[string]any
+	if err := direct.Unmarshal(encoded, &m); err != nil {
+		return nil, err
+	}
+	return &unstructured.Unstructured{Object: m}, nil
 }
 
 // listDonePrefix starts the key of the marker that listMarkingQueue queues after a list.

@@ -24,6 +24,10 @@
 // cluster. Indices added with IndexField are added once to the fleet, for every cluster.
 // Its client reads from the view and writes to the cluster's apiserver.
 //
+// The fleet may be compact (fleetwatch.Options.Fleet.Codec = persist.Codec{}): it then
+// keeps each object encoded and decodes it when the view reads it, and the view converts
+// the decoded object as above; what a controller reads is the same either way.
+//
 // The resources a controller reads or watches must be among the fleetwatch Manager's
 // Options.Resources: the view starts no informer of its own, and reads of another
 // resource fail with controller-runtime's cache.ErrResourceNotCached.

@@ -167,5 +167,12 @@ func (Codec) Decode(data []byte) (obj runtime.Object, err error) {
 	return d.decode(unsafe.String(unsafe.SliceData(data), len(data)))
 }
 
+// CBORMaps reports that the encoding of an *unstructured.Unstructured is the CBOR of its
+// map (RFC 8949, as described at the top of this file: string keys, definite lengths,
+// no tags), so that a reader that understands CBOR can write the object's JSON from it
+// without decoding it; the HTTP server's watch cache does. The encoding of any other
+// object starts with a byte that is not a CBOR map head.
+func (Codec) CBORMaps() bool { return true }
+
 // decoders are the decoders of Codec.Decode, each with its tables of strings.
 var decoders = sync.Pool{New: func() any { return new(fastDecoder) }}

@@ -95,9 +95,10 @@ func (s *Store) ExportCluster(cluster string, w io.Writer) error {
 // in one transaction: its identity, and per resource its objects with the
 // resourceVersion they are current at, as a Writer stores them. It returns the state as
 // Load returns a cluster. A state that is truncated, corrupt or of another cluster is
-// an error wrapping ErrCorrupt, and leaves the Store as it was. No Writer of the Store
-// may have changes of cluster pending (Writer.Flush first): they would be committed
-// over the import.
+// an error wrapping ErrCorrupt, and leaves the Store as it was; an error of r other
+// than io.EOF is returned wrapped, not as ErrCorrupt (the stream broke, not the state).
+// No Writer of the Store may have changes of cluster pending (Writer.Flush first): they
+// would be committed over the import.
 func (s *Store) ImportCluster(cluster string, r io.Reader) (*ClusterSnapshot, error) {
 	if err := validateCluster(cluster); err != nil {
 		return nil, err
@@ -290,7 +291,12 @@ func (sr *stateReader) field() ([]byte, error) {
 // readState reads a whole state of cluster from r and checks its framing and checksum;
 // the seals are checked by the caller.
 func readState(cluster string, r io.Reader) (*state, error) {
-	st, err := readFrames(r)
+	er := &errReader{r: r}
+	st, err := readFrames(er)
+	if er.err != nil {
+		// The stream broke: the state may be whole where it comes from.
+		return nil, fmt.Errorf("reading the state of cluster %q: %w", cluster, er.err)
+	}
 	if err != nil {
 		if errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
@@ -379,4 +385,19 @@ func readFrames(r io.Reader) (*state, error) {
 		}
 		frames++
 	}
+}
+
+// errReader keeps the first error of its reader other than io.EOF, to tell a stream that
+// broke from a state that is corrupt.
+type errReader struct {
+	r   io.Reader
+	err error
+}
+
+func (er *errReader) Read(p []byte) (int, error) {
+	n, err := er.r.Read(p)
+	if err != nil && err != io.EOF && er.err == nil {
+		er.err = err
+	}
+	return n, err
 }

@@ -68,3 +68,10 @@ func Images(gr schema.GroupResource, obj runtime.Object) []string {
 	}
 	return out
 }
+
+// PodSpecPath returns where the pod spec of a resource of gr is, for the resources
+// whose images Images reads; ok is false for the others.
+func PodSpecPath(gr schema.GroupResource) (path []string, ok bool) {
+	path, ok = podSpecPaths[gr]
+	return path, ok
+}

@@ -10,9 +10,11 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/klog/v2"
 
 	"github.com/fleetwatch/fleetwatch/aggregate"
 	"github.com/fleetwatch/fleetwatch/search"
@@ -26,9 +28,13 @@ import (
 // hand out a list together with the exact point of the history it reflects, so that a
 // watch from that point neither misses nor repeats a change. The objects are the fleet's
 // own (shared, never modified); the view costs one map entry per object, and the history
-// keeps up to its size of past object states alive.
+// keeps up to its size of past object states alive. Under a compact fleet, the objects
+// are the fleet's encodings of them, with a summary (compact.go).
 type watchCache struct {
 	historySize int
+	// codec is the Codec of a compact fleet, whose events carry the encodings that the
+	// view keeps; nil under a plain fleet.
+	codec aggregate.Codec
 	// epoch identifies this watch cache in cursors: positions of another epoch (the
 	// server was restarted) cannot be compared with ours.
 	epoch string
@@ -53,11 +59,12 @@ type watchCache struct {
 
 var _ aggregate.Handler = (*watchCache)(nil)
 
-func newWatchCache(historySize int) *watchCache {
+func newWatchCache(historySize int, codec aggregate.Codec) *watchCache {
 	var b [9]byte
 	_, _ = rand.Read(b[:]) // never fails
 	return &watchCache{
 		historySize: historySize,
+		codec:       codec,
 		epoch:       base64.RawURLEncoding.EncodeToString(b[:]),
 		primed:      make(chan struct{}),
 		index:       search.New(search.Options{ShortNames: shortNames}),
@@ -88,7 +95,10 @@ func (wc *watchCache) prime() { wc.primeOnce.Do(func() { close(wc.primed) }) }
 // OnEvent applies a fleet event to the view and its history, and to the search index.
 func (wc *watchCache) OnEvent(e aggregate.Event) {
 	wc.active.Add(1)
-	wc.resource(e.Resource).apply(e)
+	if stored := wc.resource(e.Resource).apply(e); stored != nil {
+		// The index keeps the summary, not the object the event decoded.
+		e.Object = stored.Unstructured
+	}
 	wc.index.OnEvent(e)
 	wc.active.Add(-1)
 	// Inside OnEvent, an empty backlog means every event queued so far has been handled.
@@ -108,7 +118,7 @@ func (wc *watchCache) resource(gvr schema.GroupVersionResource) *resourceCache {
 	wc.mu.Lock()
 	defer wc.mu.Unlock()
 	if rc = wc.resources[gvr]; rc == nil {
-		rc = newResourceCache(gvr, wc.historySize)
+		rc = newResourceCache(gvr, wc.historySize, wc.codec)
 		wc.resources[gvr] = rc
 	}
 	return rc
@@ -132,6 +142,8 @@ func (wc *watchCache) all() []*resourceCache {
 type resourceCache struct {
 	resource    schema.GroupVersionResource
 	historySize int
+	// codec is the watch cache's.
+	codec aggregate.Codec
 
 	// mu guards every field below.
 	mu sync.RWMutex
@@ -176,10 +188,11 @@ type entry struct {
 	obj, old runtime.Object
 }
 
-func newResourceCache(gvr schema.GroupVersionResource, historySize int) *resourceCache {
+func newResourceCache(gvr schema.GroupVersionResource, historySize int, codec aggregate.Codec) *resourceCache {
 	return &resourceCache{
 		resource:    gvr,
 		historySize: historySize,
+		codec:       codec,
 		clusters:    make(map[string]*clusterObjects),
 		positions:   make(map[string]position),
 		evicted:     make(map[string]position),
@@ -189,13 +202,15 @@ func newResourceCache(gvr schema.GroupVersionResource, historySize int) *resourc
 }
 
 // apply records a fleet event. The event's type is recomputed from the view, so that the
-// history is always consistent with it.
-func (rc *resourceCache) apply(e aggregate.Event) {
+// history is always consistent with it. Under a compact fleet, it returns the
+// compactObject that the view keeps for a full object (the last state, for Deleted).
+func (rc *resourceCache) apply(e aggregate.Event) *compactObject {
 	m, err := meta.Accessor(e.Object)
 	if err != nil {
-		return // the fleet only holds objects with metadata
+		return nil // the fleet only holds objects with metadata
 	}
 	ns, name := m.GetNamespace(), m.GetName()
+	obj, stored := rc.storedForm(e)
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	co := rc.clusters[e.Cluster]
@@ -207,7 +222,7 @@ func (rc *resourceCache) apply(e aggregate.Event) {
 	switch e.Type {
 	case aggregate.Deleted:
 		if prev == nil {
-			return
+			return stored
 		}
 		names := co.namespaces[ns]
 		delete(names, name)
@@ -228,22 +243,43 @@ func (rc *resourceCache) apply(e aggregate.Event) {
 			names = make(map[string]runtime.Object)
 			co.namespaces[ns] = names
 		}
-		names[name] = e.Object
+		names[name] = obj
 		typ = watch.Modified
 		if prev == nil {
 			co.count++
 			typ = watch.Added
 		}
-		rc.observeLocked(e.Object, ns)
+		rc.observeLocked(obj, ns)
 	}
 	rc.events[e.Cluster]++
 	rc.appendLocked(entry{
 		cluster: e.Cluster,
 		pos:     rc.positions[e.Cluster].next(m.GetResourceVersion()),
 		typ:     typ,
-		obj:     e.Object,
+		obj:     obj,
 		old:     prev,
 	})
+	return stored
+}
+
+// storedForm returns what the view keeps of the event's object: the object itself,
+// or under a compact fleet, for a full object, its compactObject (stored). The encoding
+// of a Deleted event's object, which the fleet no longer holds, is made here.
+func (rc *resourceCache) storedForm(e aggregate.Event) (obj runtime.Object, stored *compactObject) {
+	u, ok := e.Object.(*unstructured.Unstructured)
+	if rc.codec == nil || !ok {
+		return e.Object, nil
+	}
+	data := e.Encoded
+	if data == nil {
+		var err error
+		if data, err = rc.codec.Encode(u); err != nil {
+			klog.ErrorS(err, "Encoding a deleted object failed; keeping it decoded", "resource", rc.resource, "namespace", u.GetNamespace(), "name", u.GetName())
+			return e.Object, nil
+		}
+	}
+	stored = newCompactObject(rc.resource.GroupResource(), u, data)
+	return stored, stored
 }
 
 func (rc *resourceCache) observeLocked(obj runtime.Object, namespace string) {
@@ -320,6 +356,8 @@ func (rc *resourceCache) expiredLocked(c cursor, sc scope) (string, bool) {
 type object struct {
 	cluster string
 	obj     runtime.Object
+	// codec decodes obj if it is a *compactObject (see full).
+	codec aggregate.Codec
 }
 
 // listLocked returns, in (cluster, namespace, name) order, the objects that q matches,
@@ -352,7 +390,7 @@ func (rc *resourceCache) listLocked(q *query, after *aggregate.Key, limit int) (
 				if limit > 0 && len(out) == limit {
 					return out, true
 				}
-				out = append(out, object{cluster: cl, obj: obj})
+				out = append(out, object{cluster: cl, obj: obj, codec: rc.codec})
 			}
 		}
 	}
@@ -367,7 +405,7 @@ func (rc *resourceCache) getLocked(sc scope, namespace, name string) []object {
 			continue
 		}
 		if obj, ok := rc.clusters[cl].namespaces[namespace][name]; ok {
-			out = append(out, object{cluster: cl, obj: obj})
+			out = append(out, object{cluster: cl, obj: obj, codec: rc.codec})
 		}
 	}
 	return out

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -146,53 +145,47 @@ func clusterOf(st aggregate.ClusterStatus) Cluster {
 	return c
 }
 
-// serveClusters serves clusters.fleetwatch.io: the list, or one cluster by name. Under a
-// cluster prefix, only the clusters of its scope are served.
+// serveClusters serves clusters.fleetwatch.io: the list, one cluster by name, or a
+// watch (watchClusters). Under a cluster prefix, only the clusters of its scope are
+// served. The list's resourceVersion, and each Cluster's, come from the server's
+// clusterFeed.
 func (s *Server) serveClusters(w http.ResponseWriter, r *http.Request, sc scope, name string, hasName bool) error {
 	q := r.URL.Query()
-	if watching, err := parseBool(q, "watch"); err != nil {
+	p, err := parseListParams(q, false)
+	if err != nil {
 		return err
-	} else if watching {
-		return apierrors.NewMethodNotSupported(clustersGR, "watch")
+	}
+	sel, err := parseClusterSelector(p)
+	if err != nil {
+		return err
+	}
+	if p.watch {
+		return s.watchClusters(w, r, sc, name, hasName, p, sel)
 	}
 	f, ok := negotiate(r.Header.Get("Accept"), !hasName, formatTable)
 	if !ok {
 		return notAcceptable("clusters.fleetwatch.io is served as application/json or as a meta.k8s.io/v1 Table")
 	}
-	var statuses []aggregate.ClusterStatus
-	if hasName {
-		st, ok := s.src.ClusterStatus(name)
-		if !ok || !sc.includes(name) {
-			return notFound(clustersGR, name)
-		}
-		statuses = []aggregate.ClusterStatus{st}
-	} else {
-		for _, st := range s.src.Status() {
-			if sc.includes(st.Name) {
-				statuses = append(statuses, st)
-			}
+	gen, all := s.clusterFeed.observe(s.clusterItems())
+	items := make([]Cluster, 0, len(all))
+	for i := range all {
+		c := &all[i]
+		if sc.includes(c.Name) && (!hasName || c.Name == name) && sel.matches(c) {
+			items = append(items, *c)
 		}
 	}
-	var lag *metav1.Duration
-	if snap, ok := s.src.(fleetmetrics.SnapshotSource); ok {
-		if st, ok := snap.SnapshotStats(); ok {
-			lag = &metav1.Duration{Duration: st.Lag.Round(time.Millisecond)}
-		}
-	}
-	items := make([]Cluster, 0, len(statuses))
-	for _, st := range statuses {
-		c := clusterOf(st)
-		c.Status.SnapshotLag = lag
-		items = append(items, c)
+	if hasName && len(items) == 0 {
+		return notFound(clustersGR, name)
 	}
 	s.ownersStatus(w, r, items)
-	slices.SortFunc(items, func(a, b Cluster) int { return strings.Compare(a.Name, b.Name) })
 	if f == formatTable {
 		opts, err := parseTableOptions(q)
 		if err != nil {
 			return err
 		}
-		writeJSON(w, http.StatusOK, s.clustersTable(items, opts))
+		t := s.clustersTable(items, opts)
+		t.ResourceVersion = s.clusterFeed.rv(gen)
+		writeJSON(w, http.StatusOK, t)
 		return nil
 	}
 	if hasName {
@@ -201,9 +194,33 @@ func (s *Server) serveClusters(w http.ResponseWriter, r *http.Request, sc scope,
 	}
 	writeJSON(w, http.StatusOK, &ClusterList{
 		TypeMeta: metav1.TypeMeta{Kind: "ClusterList", APIVersion: SchemeGroupVersion.String()},
+		ListMeta: metav1.ListMeta{ResourceVersion: s.clusterFeed.rv(gen)},
 		Items:    items,
 	})
 	return nil
+}
+
+// clusterItems returns every cluster's status as a Cluster, sorted by name, with the
+// snapshot's lag.
+func (s *Server) clusterItems() []Cluster {
+	var lag *metav1.Duration
+	if snap, ok := s.src.(fleetmetrics.SnapshotSource); ok {
+		if st, ok := snap.SnapshotStats(); ok {
+			lag = &metav1.Duration{Duration: st.Lag.Round(time.Millisecond)}
+		}
+	}
+	statuses := s.src.Status()
+	items := make([]Cluster, 0, len(statuses))
+	for _, st := range statuses {
+		c := clusterOf(st)
+		if lag != nil {
+			l := *lag
+			c.Status.SnapshotLag = &l
+		}
+		items = append(items, c)
+	}
+	slices.SortFunc(items, func(a, b Cluster) int { return strings.Compare(a.Name, b.Name) })
+	return items
 }
 
 // DeepCopyInto copies c into out.

@@ -107,10 +107,6 @@ func TestClusters(t *testing.T) {
 	})
 
 	t.Run("not served", func(t *testing.T) {
-		st := f.get("/apis/fleetwatch.io/v1alpha1/clusters?watch=true").status(t, http.StatusMethodNotAllowed)
-		if st.Reason != metav1.StatusReasonMethodNotAllowed {
-			t.Errorf("watch: %+v", st)
-		}
 		f.get("/apis/fleetwatch.io/v1alpha1/widgets").status(t, http.StatusNotFound)
 		f.get("/apis/fleetwatch.io/v1alpha1/clusters/prod/status").status(t, http.StatusNotFound)
 		f.get("/apis/fleetwatch.io/v1alpha1/namespaces/x/clusters").status(t, http.StatusNotFound)

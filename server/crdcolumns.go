@@ -87,7 +87,7 @@ func (s *Server) crdColumnsOf(ctx context.Context, cluster string, gvr schema.Gr
 		found := rc.getLocked(scope{cluster: cluster}, "", name)
 		rc.mu.RUnlock()
 		if len(found) == 1 {
-			if u, ok := found[0].obj.(*unstructured.Unstructured); ok {
+			if u, ok := found[0].full().obj.(*unstructured.Unstructured); ok {
 				return versionColumns(u.Object, gvr.Version)
 			}
 		}

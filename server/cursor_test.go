@@ -90,7 +90,7 @@ func TestPositionNext(t *testing.T) {
 }
 
 func TestResourceCacheHistory(t *testing.T) {
-	rc := newResourceCache(podsGVR, 3)
+	rc := newResourceCache(podsGVR, 3, nil)
 	ev := func(cluster string, typ aggregate.EventType, name, rv string) {
 		rc.apply(aggregate.Event{Cluster: cluster, Resource: podsGVR, Type: typ, Object: pod("ns", name, rv, nil)})
 	}

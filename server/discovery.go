@@ -38,7 +38,7 @@ var clustersAPIResource = metav1.APIResource{
 	SingularName: "cluster",
 	Namespaced:   false,
 	Kind:         "Cluster",
-	Verbs:        []string{"get", "list"},
+	Verbs:        []string{"get", "list", "watch"},
 	Categories:   []string{"fleetwatch"},
 }
 

@@ -87,7 +87,7 @@ func TestDiscoveryLegacy(t *testing.T) {
 		for _, path := range []string{"/apis/fleetwatch.io/v1alpha1", clusterPath(edge) + "/apis/fleetwatch.io/v1alpha1"} {
 			f.getOK(path, &rl)
 			if len(rl.APIResources) != 1 || rl.APIResources[0].Name != "clusters" || rl.APIResources[0].Namespaced ||
-				!slices.Equal(rl.APIResources[0].Verbs, []string{"get", "list"}) {
+				!slices.Equal(rl.APIResources[0].Verbs, []string{"get", "list", "watch"}) {
 				t.Errorf("%s = %s", path, mustJSON(rl))
 			}
 		}

@@ -76,8 +76,15 @@ func (f *fakeSource) HandoverState(name string) ([]byte, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	b, ok := f.states[name]
-	delete(f.states, name)
 	return b, ok
+}
+
+func (f *fakeSource) HandoverReceived(name string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, ok := f.states[name]
+	delete(f.states, name)
+	return ok
 }
 
 func (f *fakeSource) Fleet() *aggregate.Fleet { return f.fleet }
@@ -250,8 +257,14 @@ type fixture struct {
 // and a server of it. setOpts, if not nil, changes the server's options.
 func newFixture(t testing.TB, setOpts func(*Options)) *fixture {
 	t.Helper()
+	return newFixtureOf(t, testCodec(), setOpts)
+}
+
+// newFixtureOf is newFixture with a fleet of codec (nil: a plain fleet).
+func newFixtureOf(t testing.TB, codec aggregate.Codec, setOpts func(*Options)) *fixture {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	fleet := aggregate.New(aggregate.Options{Codec: testCodec()})
+	fleet := aggregate.New(aggregate.Options{Codec: codec})
 	f := &fixture{t: t, ctx: ctx, fleet: fleet, src: &fakeSource{fleet: fleet, statuses: map[string]aggregate.ClusterStatus{}, ready: true}}
 	f.src.setStatus(clusterStatus(prod, aggregate.PhaseSynced, true))
 	f.src.setStatus(clusterStatus(staging, aggregate.PhaseSynced, false))

@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
+
+	"github.com/fleetwatch/fleetwatch/aggregate"
 )
 
 // query selects the objects a list or watch returns.
@@ -26,6 +28,9 @@ type query struct {
 	labels labels.Selector
 	// fields are the field selector's requirements, all of which must hold.
 	fields []fieldRequirement
+	// codec decodes the objects of a compact fleet's view (compactObject) for the
+	// fields that their summary lacks.
+	codec aggregate.Codec
 }
 
 type fieldRequirement struct {
@@ -52,12 +57,29 @@ func (q *query) matches(obj runtime.Object) bool {
 	if q.labels != nil && !q.labels.Matches(labelsOf(obj, m)) {
 		return false
 	}
+	if co, ok := obj.(*compactObject); ok && q.needsFields() {
+		obj = object{obj: co, codec: q.codec}.full().obj
+		if m, err = meta.Accessor(obj); err != nil {
+			return false
+		}
+	}
 	for _, f := range q.fields {
 		if (fieldValue(obj, m, f) == f.value) != f.equal {
 			return false
 		}
 	}
 	return true
+}
+
+// needsFields reports whether the field selector reads fields other than the name and
+// namespace.
+func (q *query) needsFields() bool {
+	for _, f := range q.fields {
+		if f.path != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // rawLabels reads the labels of an unstructured object in place, without the copy that
@@ -76,6 +98,9 @@ func (l rawLabels) Lookup(key string) (string, bool) {
 }
 
 func labelsOf(obj runtime.Object, m metav1.Object) labels.Labels {
+	if co, ok := obj.(*compactObject); ok {
+		obj = co.Unstructured
+	}
 	if u, ok := obj.(*unstructured.Unstructured); ok {
 		md, _ := u.Object["metadata"].(map[string]any)
 		l, _ := md["labels"].(map[string]any)

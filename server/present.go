@@ -21,8 +21,21 @@ var partialGVK = metav1.SchemeGroupVersion.WithKind("PartialObjectMetadata")
 // maps on the path to what changes (the object, its metadata, its annotations) are
 // copied, and everything else is shared, read-only: serving a large list then costs
 // three small maps per object, not a copy of every object.
+//
+// An object of a compact fleet (compactObject) is returned as an *encodedServed, which
+// writes the same JSON from the encoding.
 func served(res *apiResource, o object, rv string) runtime.Object {
 	switch obj := o.obj.(type) {
+	case *compactObject:
+		if o.codec == nil {
+			return obj.Unstructured // never: compactObjects come with their codec
+		}
+		return &encodedServed{
+			target: servedTarget{kind: res.kind, apiVersion: res.gvr.GroupVersion().String(), cluster: o.cluster, rv: rv},
+			data:   obj.data,
+			codec:  o.codec,
+			res:    res,
+		}
 	case *unstructured.Unstructured:
 		top := maps.Clone(obj.Object)
 		md, _ := top["metadata"].(map[string]any)
@@ -90,6 +103,7 @@ func annotate(ann map[string]string, cluster string, om *metav1.ObjectMeta, rv s
 // partial returns the metadata of o as a PartialObjectMetadata, with ClusterAnnotation,
 // and with rv as its resourceVersion if not empty.
 func partial(o object, rv string) *metav1.PartialObjectMetadata {
+	o = o.full()
 	m, err := meta.Accessor(o.obj)
 	if err != nil {
 		return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{Kind: partialGVK.Kind, APIVersion: partialGVK.GroupVersion().String()}}

@@ -76,7 +76,7 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, rt route,
 	if err != nil {
 		return err
 	}
-	qr := &query{scope: sc, namespace: rt.namespace}
+	qr := &query{scope: sc, namespace: rt.namespace, codec: s.cache.codec}
 	if qr.labels, err = parseLabelSelector(p.labelSelector); err != nil {
 		return err
 	}
@@ -311,10 +311,14 @@ func writeList(w http.ResponseWriter, r *http.Request, head any, n int, item fun
 
 // appendItem appends json.Marshal(v) to b. An *unstructured.Unstructured, most of what
 // lists serve, is written by appendJSON from its map, which gives the same bytes as its
-// MarshalJSON with far fewer allocations.
+// MarshalJSON with far fewer allocations; an object of a compact fleet, from its
+// encoding (compact.go).
 func appendItem(b []byte, v any) ([]byte, error) {
 	if u, ok := v.(*unstructured.Unstructured); ok && u.Object != nil {
 		return appendJSON(b, u.Object)
+	}
+	if e, ok := v.(*encodedServed); ok {
+		return e.appendJSON(b)
 	}
 	raw, err := json.Marshal(v)
 	return append(b, raw...), err

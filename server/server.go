@@ -318,6 +318,8 @@ type Server struct {
 	opts  Options
 	clock clock.PassiveClock
 	cache *watchCache
+	// clusterFeed numbers the changes of the clusters' statuses.
+	clusterFeed *clusterFeed
 	// reg is the watch cache's registration with the fleet.
 	reg       *aggregate.Registration
 	hosts     *hostFilter
@@ -358,12 +360,13 @@ func New(src Source, opts Options) (*Server, error) {
 		src:      src,
 		opts:     opts,
 		clock:    opts.Clock,
-		cache:    newWatchCache(opts.HistorySize),
+		cache:    newWatchCache(opts.HistorySize, src.Fleet().Codec()),
 		hosts:    newHostFilter(opts),
 		openAPI:  newOpenAPIProxy(src),
 		crds:     newCRDColumns(src),
 		stopping: make(chan struct{}),
 	}
+	s.clusterFeed = newClusterFeed(s.cache.epoch)
 	if opts.TokenFile != "" {
 		t, err := loadTokenFile(opts.TokenFile)
 		if err != nil {
@@ -529,6 +532,14 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	info := infoFrom(r.Context())
 	// A watch replaces this deadline before each of its writes.
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
+	if rt, err := parseRoute(r.URL.EscapedPath()); r.Method == http.MethodDelete && err == nil && isStateRoute(rt) {
+		// The acknowledgement of a handed-over state, the one write (see StatePath).
+		info.resource, info.verb = stateGR.String(), "delete"
+		if err := s.serveState(w, r, rt.name); err != nil {
+			writeStatus(w, r, err)
+		}
+		return
+	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		writeStatus(w, r, methodNotAllowed(r))

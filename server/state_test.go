@@ -4,14 +4,17 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
 // TestStateOnlyForReplicas: the state of a cluster handed over is served to a client
-// that the home cluster allows "get" on its clusters/state, once; to no one else, as an
-// attacker would try: without a token, with a token of the token file (restricted to the
-// cluster or not), with a delegated token that may read the cluster or every cluster,
-// with the grant of another cluster's state, or through another path.
+// that the home cluster allows "get" on its clusters/state, again and again until that
+// client acknowledges it (a DELETE), then no more; to no one else, and acknowledged by
+// no one else, as an attacker would try: without a token, with a token of the token
+// file (restricted to the cluster or not), with a delegated token that may read the
+// cluster or every cluster, with the grant of another cluster's state, or through
+// another path.
 func TestStateOnlyForReplicas(t *testing.T) {
 	dir := t.TempDir()
 	tokens := filepath.Join(dir, "tokens")
@@ -62,14 +65,34 @@ func TestStateOnlyForReplicas(t *testing.T) {
 			if string(r.body) == string(state) {
 				t.Fatal("the state was served")
 			}
+			// Nor can it make the state's new owner start cold by acknowledging it.
+			want := tc.code
+			if tc.code == http.StatusForbidden && !strings.HasPrefix(tc.path, "/apis/") {
+				want = http.StatusMethodNotAllowed // not a state's path: read-only
+			}
+			if r := tc.f.do(http.MethodDelete, tc.path, tc.header...); r.code != want {
+				t.Fatalf("DELETE: got %d %s, want %d", r.code, r.body, want)
+			}
 		})
 	}
-	r := f.get(path, bearer("replica-token")...)
-	if r.code != http.StatusOK || string(r.body) != string(state) {
-		t.Fatalf("the replica got %d %q", r.code, r.body)
+	// Served whole at every attempt until acknowledged: a transfer that broke off can
+	// be made again.
+	for range 2 {
+		r := f.get(path, bearer("replica-token")...)
+		if r.code != http.StatusOK || string(r.body) != string(state) {
+			t.Fatalf("the replica got %d %q", r.code, r.body)
+		}
 	}
-	// Given once.
-	if r := f.get(path, bearer("replica-token")...); r.code != http.StatusNotFound {
-		t.Errorf("again: got %d %s, want 404", r.code, r.body)
+	if r := f.do(http.MethodDelete, path, bearer("replica-token")...); r.code != http.StatusOK {
+		t.Fatalf("the acknowledgement: got %d %s", r.code, r.body)
+	}
+	for _, method := range []string{http.MethodGet, http.MethodDelete} {
+		if r := f.do(method, path, bearer("replica-token")...); r.code != http.StatusNotFound {
+			t.Errorf("%s after the acknowledgement: got %d %s, want 404", method, r.code, r.body)
+		}
+	}
+	// DELETE stays refused everywhere else.
+	if r := f.do(http.MethodDelete, clusterPath(prod)+"/api/v1/pods", bearer("replica-token")...); r.code != http.StatusMethodNotAllowed {
+		t.Errorf("DELETE of pods: got %d, want 405", r.code)
 	}
 }

@@ -181,7 +181,13 @@ func (s *Server) printer(ctx context.Context, res *apiResource, objs []object, o
 			clusters = append(clusters, o.cluster)
 		}
 	}
-	metadataOnly := slices.ContainsFunc(objs, func(o object) bool { _, ok := o.obj.(*unstructured.Unstructured); return !ok })
+	metadataOnly := slices.ContainsFunc(objs, func(o object) bool {
+		switch o.obj.(type) {
+		case *unstructured.Unstructured, *compactObject:
+			return false
+		}
+		return true
+	})
 	return s.printerIn(ctx, res, clusters, metadataOnly, opts)
 }
 
@@ -219,6 +225,7 @@ func (p *tablePrinter) table(lm metav1.ListMeta, headers bool) *metav1.Table {
 
 // row returns the row of o; rv, if not empty, is the resourceVersion of its object.
 func (p *tablePrinter) row(o object, rv string) metav1.TableRow {
+	o = o.full()
 	m := mustAccessor(o.obj)
 	row := metav1.TableRow{Cells: make([]any, 0, 2+len(p.cols))}
 	row.Cells = append(row.Cells, o.cluster, m.GetName())

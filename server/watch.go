@@ -255,7 +255,7 @@ func (ws *watchStream) apply(e entry) error {
 	if typ == "" {
 		return nil
 	}
-	return ws.send(typ, object{cluster: e.cluster, obj: obj}, ws.cursor())
+	return ws.send(typ, object{cluster: e.cluster, obj: obj, codec: ws.s.cache.codec}, ws.cursor())
 }
 
 // send sends one event of object o, whose resourceVersion becomes rv.
@@ -303,13 +303,7 @@ func (ws *watchStream) bookmark(annotations map[string]string) error {
 
 // writeEvent writes one line of the watch framing.
 func (ws *watchStream) writeEvent(typ watch.EventType, obj any) error {
-	var raw []byte
-	var err error
-	if u, ok := obj.(*unstructured.Unstructured); ok {
-		raw, err = json.Marshal(u.Object)
-	} else {
-		raw, err = json.Marshal(obj)
-	}
+	raw, err := appendItem(nil, obj)
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -64,6 +65,10 @@ type Options struct {
 	// of the attempts to take a cluster. Default DefaultRetryPeriod.
 	RetryPeriod time.Duration
 
+	// ParallelReceives bounds how many states of clusters handed over to this replica
+	// a Receiver fetches at once. Default DefaultParallelReceives.
+	ParallelReceives int
+
 	// OnChange, if set, is called after each round in which this replica's membership,
 	// the clusters it owns or the placement of the others changed. It must return
 	// promptly.
@@ -71,6 +76,11 @@ type Options struct {
 	// Clock defaults to the real clock.
 	Clock clock.WithTicker
 }
+
+// DefaultParallelReceives is the default of Options.ParallelReceives: a replica that
+// gains many clusters at once (a scale down) fetches their states a few at a time, so
+// that no old owner and no network link is asked for all of them at once.
+const DefaultParallelReceives = 4
 
 // Placement is where a cluster is watched, as a replica sees it.
 type Placement struct {
@@ -163,7 +173,10 @@ type Handover struct {
 // Coordinator holds the Lease of a cluster that another replica released on a planned
 // move, it calls Receive, then Engage. Receive fetches what it can of the old owner's
 // state; it must return within a bounded time, whatever happens, since the cluster is
-// watched by no one meanwhile. Receive is called as Engage is, one call at a time.
+// watched by no one meanwhile. The clusters taken in one round are received in
+// parallel, at most Options.ParallelReceives at once, each cluster once, never while
+// Engage or Disengage runs; they are engaged, one call at a time, once all have been
+// received (those not handed over before).
 type Receiver interface {
 	Receive(ctx context.Context, h Handover)
 }
@@ -212,9 +225,13 @@ func New(opts Options, aware cluster.Aware) (*Coordinator, error) {
 	opts.LeaseDuration = cmp.Or(opts.LeaseDuration, DefaultLeaseDuration)
 	opts.RenewDeadline = cmp.Or(opts.RenewDeadline, DefaultRenewDeadline)
 	opts.RetryPeriod = cmp.Or(opts.RetryPeriod, DefaultRetryPeriod)
+	opts.ParallelReceives = cmp.Or(opts.ParallelReceives, DefaultParallelReceives)
 	var errs []error
 	if err := ValidateIdentity(opts.Identity); err != nil {
 		errs = append(errs, fmt.Errorf("shard: Identity: %w", err))
+	}
+	if opts.ParallelReceives < 0 {
+		errs = append(errs, fmt.Errorf("shard: ParallelReceives is %d, below 0", opts.ParallelReceives))
 	}
 	if opts.Namespace == "" {
 		errs = append(errs, errors.New("shard: Namespace is empty"))
@@ -661,39 +678,79 @@ func (c *Coordinator) assign(ctx context.Context) {
 		so.Selected(ctx, slices.Clone(assigned))
 		c.engageMu.Unlock()
 	}
+	var take []string
 	for _, s := range steps {
 		if ctx.Err() != nil {
 			return
 		}
 		if s.take {
-			c.take(ctx, s.name)
+			take = append(take, s.name)
 		} else {
 			c.handOver(ctx, s.name, s.cause)
 		}
 	}
+	c.take(ctx, take)
 }
 
-// take acquires the cluster's Lease, then engages the cluster with the Aware.
-func (c *Coordinator) take(ctx context.Context, name string) {
-	logger := klog.FromContext(ctx).WithValues("cluster", name)
+// take acquires the Leases of the clusters of names that are free, then engages them
+// with the Aware: first those that start cold, then, once a Receiver has received the
+// states of those handed over, at most ParallelReceives at once, those.
+func (c *Coordinator) take(ctx context.Context, names []string) {
+	type taken struct {
+		name string
+		cand *candidate
+		h    Handover
+		warm bool
+	}
 	c.engageMu.Lock()
 	defer c.engageMu.Unlock()
-	c.mu.Lock()
-	cand := c.selected[name]
-	busy := c.owned[name] != nil
-	l := c.clusterLeases[name]
-	c.mu.Unlock()
-	if c.frozen || cand == nil || busy || cand.ctx.Err() != nil {
-		return
-	}
-	if !c.acquire(ctx, name, l) {
-		return
-	}
-	if r, ok := c.aware.(Receiver); ok {
-		if h, ok := c.handover(name, l); ok {
-			r.Receive(ctx, h)
+	var cold, warm []taken
+	for _, name := range names {
+		c.mu.Lock()
+		cand := c.selected[name]
+		busy := c.owned[name] != nil
+		l := c.clusterLeases[name]
+		c.mu.Unlock()
+		if c.frozen || cand == nil || busy || cand.ctx.Err() != nil || ctx.Err() != nil {
+			continue
 		}
+		if !c.acquire(ctx, name, l) {
+			continue
+		}
+		t := taken{name: name, cand: cand}
+		if _, ok := c.aware.(Receiver); ok {
+			if t.h, t.warm = c.handover(name, l); t.warm {
+				warm = append(warm, t)
+				continue
+			}
+		}
+		cold = append(cold, t)
 	}
+	for _, t := range cold {
+		c.engage(ctx, t.name, t.cand)
+	}
+	if len(warm) == 0 {
+		return
+	}
+	r := c.aware.(Receiver)
+	var g errgroup.Group
+	g.SetLimit(c.opts.ParallelReceives)
+	for _, t := range warm {
+		g.Go(func() error {
+			r.Receive(ctx, t.h)
+			return nil
+		})
+	}
+	_ = g.Wait()
+	for _, t := range warm {
+		c.engage(ctx, t.name, t.cand)
+	}
+}
+
+// engage engages a cluster whose Lease this replica took, or releases the Lease if the
+// Aware fails. engageMu is held.
+func (c *Coordinator) engage(ctx context.Context, name string, cand *candidate) {
+	logger := klog.FromContext(ctx).WithValues("cluster", name)
 	cctx, cancel := context.WithCancelCause(cand.ctx)
 	if err := c.aware.Engage(cctx, cand.c); err != nil {
 		cancel(err)

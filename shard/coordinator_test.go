@@ -306,17 +306,28 @@ func TestCoordinatorGivesUpBeforeItsLeaseExpires(t *testing.T) {
 	// The recorder fails the test if r1 engaged a cluster that r0 still watched.
 }
 
-// receiver is a recorder that is a Receiver: it records the handovers it is told of.
+// receiver is a recorder that is a Receiver: it records the handovers it is told of,
+// and how many it was told of at once at most, each taking receiveTime.
 type receiver struct {
 	*recorder
 	mu        sync.Mutex
 	handovers map[string]Handover
+	running   int
+	peak      int
 }
+
+const receiveTime = 50 * time.Millisecond
 
 func (r *receiver) Receive(ctx context.Context, h Handover) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.handovers[h.Cluster] = h
+	r.running++
+	r.peak = max(r.peak, r.running)
+	r.mu.Unlock()
+	time.Sleep(receiveTime)
+	r.mu.Lock()
+	r.running--
+	r.mu.Unlock()
 }
 
 func (r *receiver) got() map[string]Handover {
@@ -328,7 +339,9 @@ func (r *receiver) got() map[string]Handover {
 // TestCoordinatorTellsOfHandovers: a cluster that moves on a planned change (a replica
 // joins, or one stops) is released with HandoverAnnotation naming its old owner, and its
 // new owner is told, with the old owner's address, before it engages it; a cluster that
-// did not move, or was taken from a replica that lost its Lease, is no handover.
+// did not move, or was taken from a replica that lost its Lease, is no handover. The
+// clusters taken in one round are received in parallel, at most ParallelReceives at
+// once.
 func TestCoordinatorTellsOfHandovers(t *testing.T) {
 	t.Parallel()
 	client := newClient()
@@ -337,6 +350,7 @@ func TestCoordinatorTellsOfHandovers(t *testing.T) {
 	start := func(id string) (*replica, *receiver) {
 		opts := fastTiming
 		opts.Identity, opts.Namespace, opts.Client, opts.Address = id, "fleetwatch", client, "https://"+id+".peers:8443"
+		opts.ParallelReceives = 2
 		rcv := &receiver{recorder: w.aware(id), handovers: map[string]Handover{}}
 		coord, err := New(opts, rcv)
 		if err != nil {
@@ -400,5 +414,19 @@ func TestCoordinatorTellsOfHandovers(t *testing.T) {
 		if h, want := rcv0.got()[c], (Handover{Cluster: c, From: "r1", Address: "https://r1.peers:8443"}); h != want {
 			t.Errorf("cluster %s back to r0 as r1 stopped: handover %+v, want %+v", c, h, want)
 		}
+	}
+	most := 0
+	for id, rcv := range map[string]*receiver{"r0": rcv0, "r1": rcv1} {
+		rcv.mu.Lock()
+		peak := rcv.peak
+		rcv.mu.Unlock()
+		t.Logf("%s received at most %d states at once", id, peak)
+		if peak > 2 {
+			t.Errorf("%s received %d states at once, more than ParallelReceives", id, peak)
+		}
+		most = max(most, peak)
+	}
+	if most < 2 {
+		t.Error("no states were received in parallel")
 	}
 }

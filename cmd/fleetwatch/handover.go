@@ -9,7 +9,9 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
@@ -30,7 +32,10 @@ type stateFetcher struct {
 	userAgent string
 }
 
-var _ fleetwatch.StateFetcher = (*stateFetcher)(nil)
+var (
+	_ fleetwatch.StateFetcher      = (*stateFetcher)(nil)
+	_ fleetwatch.StateAcknowledger = (*stateFetcher)(nil)
+)
 
 // handoverOptions returns the Manager's handover options: none unless sharding is on
 // with a snapshot, shard.handoverTimeout is not 0, and the other replicas can fetch
@@ -104,8 +109,31 @@ func (f *stateFetcher) token() (string, error) {
 	return f.home.BearerToken, nil
 }
 
-// FetchState implements fleetwatch.StateFetcher.
+// FetchState implements fleetwatch.StateFetcher. What another attempt may not meet is a
+// *fleetwatch.TransientError: no connection, a reset, a 5xx or 429 (with its
+// Retry-After), a stream cut short; a 401, 403 or 404, or a certificate not trusted,
+// is final.
 func (f *stateFetcher) FetchState(ctx context.Context, h shard.Handover) (io.ReadCloser, error) {
+	resp, err := f.do(ctx, http.MethodGet, h)
+	if err != nil {
+		return nil, err
+	}
+	return &transientBody{ReadCloser: resp.Body}, nil
+}
+
+// AcknowledgeState implements fleetwatch.StateAcknowledger: a DELETE of the state, which
+// the old owner forgets then.
+func (f *stateFetcher) AcknowledgeState(ctx context.Context, h shard.Handover) error {
+	resp, err := f.do(ctx, http.MethodDelete, h)
+	if err != nil {
+		return err
+	}
+	return resp.Body.Close()
+}
+
+// do sends a request of method for h's state to its old owner, and returns the answer
+// if it is 200.
+func (f *stateFetcher) do(ctx context.Context, method string, h shard.Handover) (*http.Response, error) {
 	if h.Address == "" {
 		return nil, fmt.Errorf("replica %q publishes no address", h.From)
 	}
@@ -117,7 +145,7 @@ func (f *stateFetcher) FetchState(ctx context.Context, h shard.Handover) (io.Rea
 	if err != nil {
 		return nil, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(h.Address, "/")+server.StatePath(h.Cluster), nil)
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(h.Address, "/")+server.StatePath(h.Cluster), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -125,12 +153,45 @@ func (f *stateFetcher) FetchState(ctx context.Context, h shard.Handover) (io.Rea
 	req.Header.Set("User-Agent", f.userAgent)
 	resp, err := f.client.Do(req)
 	if err != nil {
-		return nil, err
+		var verify *tls.CertificateVerificationError
+		if errors.As(err, &verify) || ctx.Err() != nil {
+			return nil, err
+		}
+		return nil, &fleetwatch.TransientError{Err: err}
 	}
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		resp.Body.Close()
-		return nil, fmt.Errorf("replica %q answered %s: %s", h.From, resp.Status, strings.TrimSpace(string(b)))
+	if resp.StatusCode == http.StatusOK {
+		return resp, nil
 	}
-	return resp.Body, nil
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	resp.Body.Close()
+	err = fmt.Errorf("replica %q answered %s: %s", h.From, resp.Status, strings.TrimSpace(string(b)))
+	if resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests {
+		return nil, &fleetwatch.TransientError{Err: err, RetryAfter: retryAfter(resp.Header.Get("Retry-After"))}
+	}
+	return nil, err
+}
+
+// retryAfter parses a Retry-After of seconds, as kube-apiserver and fleetwatch send it;
+// 0 if there is none, or it is a date.
+func retryAfter(v string) time.Duration {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n < 0 {
+		return 0
+	}
+	return time.Duration(n) * time.Second
+}
+
+// transientBody makes an error of reading a state's stream (a connection reset, a stream
+// shorter than its Content-Length) transient: the old owner keeps the state until it is
+// acknowledged, so another attempt can read it whole.
+type transientBody struct {
+	io.ReadCloser
+}
+
+func (b *transientBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		err = &fleetwatch.TransientError{Err: fmt.Errorf("reading the state: %w", err)}
+	}
+	return n, err
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/fleetwatch/fleetwatch"
+	"github.com/fleetwatch/fleetwatch/aggregate"
 	"github.com/fleetwatch/fleetwatch/cluster"
 	"github.com/fleetwatch/fleetwatch/config"
 	"github.com/fleetwatch/fleetwatch/persist"
@@ -40,5 +41,15 @@ func managerOptions(cfg *config.Config) fleetwatch.Options {
 			Interval:   cfg.Snapshot.Interval,
 			MaxPending: cfg.Snapshot.MaxPending,
 		},
+		Fleet: aggregate.Options{Codec: fleetCodec(cfg.Cache.Encoding)},
 	}
+}
+
+// fleetCodec turns cache.encoding into aggregate.Options.Codec: the snapshot's encoding
+// for a compact cache, nil for decoded objects.
+func fleetCodec(encoding string) aggregate.Codec {
+	if encoding == config.CacheEncodingCompact {
+		return persist.Codec{}
+	}
+	return nil
 }

@@ -31,7 +31,7 @@ const (
 // liveKeys are the config keys, or prefixes of keys ending in ".", that a running
 // daemon applies; a change of any other key takes effect at the next start.
 var liveKeys = []string{
-	"kubeconfig", "contexts.", "resources", "sync.", "cache.", // Manager.Reconfigure
+	"kubeconfig", "contexts.", "resources", "sync.", "cache.keepManagedFields", "cache.keepSecretData", // Manager.Reconfigure
 	"snapshot.interval", "snapshot.maxPending", // Manager.Reconfigure
 	"log.verbosity",
 }

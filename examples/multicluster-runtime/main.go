@@ -8,6 +8,8 @@
 // fleetwatch.io/reconcile=true gets the annotation fleetwatch.io/reconciled-in with the
 // name of its cluster, written through that cluster's client; the others are read only.
 // With --snapshot, a restart reconciles from the snapshot before any apiserver answers.
+// With --compact, the fleet keeps its objects encoded (a compact fleet), and the
+// provider's reads decode them; it is off by default, from the benchmark's numbers.
 //
 // With --provider kubeconfig, the same controller runs on multicluster-runtime's own
 // kubeconfig provider instead, which reads the clusters' kubeconfigs from the Secrets
@@ -25,6 +27,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -68,15 +71,32 @@ func run() int {
 	kubeconfigs := flag.String("kubeconfigs", "", "fleetwatch: kubeconfig files or directories, comma-separated; every context is a cluster (default $KUBECONFIG, else ~/.kube/config)")
 	snapshot := flag.String("snapshot", "", "fleetwatch: snapshot file, for warm restarts; empty for none")
 	snapshotInterval := flag.Duration("snapshot-interval", persist.DefaultInterval, "fleetwatch: how often the snapshot is committed")
+	compact := flag.Bool("compact", false, "fleetwatch: keep the fleet's objects in the snapshot's encoding (a compact fleet: Fleet.Codec = persist.Codec{}), decoded when read: about a fifth less heap once warm, a slower warm restart and a higher peak (docs/benchmarks.md)")
 	namespace := flag.String("namespace", "default", "kubeconfig: namespace of the kubeconfig Secrets")
 	printRequests := flag.Bool("print-requests", false, "print each request as 'reconcile <cluster> <namespace>/<name>' on stdout")
 	memstatsAfter := flag.Int("memstats-after", 0, "for benchmarks: once this many distinct objects were reconciled, collect garbage and print 'memstats <heap bytes> <RSS bytes>' on stdout")
+	memProfile := flag.String("memprofile", "", "for benchmarks: with --memstats-after, write a heap profile here once it has measured")
+	cpuProfile := flag.String("cpuprofile", "", "for benchmarks: write a CPU profile of the whole process here")
 	probeAddr := flag.String("health-probe-bind-address", "0", "address of /healthz and /readyz (0 disables them)")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrllog.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	log := ctrllog.Log.WithName("example")
+
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			log.Error(err, "Creating the CPU profile")
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			log.Error(err, "Starting the CPU profile")
+			return 1
+		}
+		defer pprof.StopCPUProfile()
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -95,6 +115,9 @@ func run() int {
 		fwOpts := fleetwatch.Options{
 			Clusters:  cluster.Options{Kubeconfigs: files},
 			Resources: []informer.Resource{{Name: "configmaps"}},
+		}
+		if *compact {
+			fwOpts.Fleet.Codec = persist.Codec{}
 		}
 		if *snapshot != "" {
 			store, err := persist.Open(*snapshot, persist.Options{})
@@ -161,7 +184,7 @@ func run() int {
 			if *memstatsAfter > 0 && !seen[req] {
 				seen[req] = true
 				if len(seen) == *memstatsAfter {
-					go printMemstats(&out)
+					go printMemstats(&out, *memProfile)
 				}
 			}
 			return res, err
@@ -208,8 +231,9 @@ func reconcile(ctx context.Context, mgr mcmanager.Manager, req mcreconcile.Reque
 }
 
 // printMemstats collects garbage until the heap is live objects only, and prints the
-// live heap and the RSS, as the contenders of fleetwatch's benchmark measure themselves.
-func printMemstats(out *sync.Mutex) {
+// live heap and the RSS, as the contenders of fleetwatch's benchmark measure themselves;
+// with profile set, it writes a heap profile there first.
+func printMemstats(out *sync.Mutex, profile string) {
 	runtime.GC()
 	runtime.GC()
 	debug.FreeOSMemory()
@@ -222,6 +246,12 @@ func printMemstats(out *sync.Mutex) {
 				kb, _ := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
 				rss = kb << 10
 			}
+		}
+	}
+	if profile != "" {
+		if f, err := os.Create(profile); err == nil {
+			_ = pprof.WriteHeapProfile(f)
+			_ = f.Close()
 		}
 	}
 	out.Lock()

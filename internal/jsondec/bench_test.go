@@ -26,7 +26,8 @@ func testdataJSON(tb testing.TB, name string) []byte {
 
 // BenchmarkObject decodes a realistic pod with one Decoder, as an informer decodes the
 // objects of watch events, keeping its managedFields or dropping them: with Object, and
-// with ObjectCBOR, which also reports the size of the CBOR (cbor-B/op).
+// with ObjectCBOR, which also reports the size of the CBOR (cbor-B/op), and with
+// ObjectPartialCBOR, which builds only what files the object.
 func BenchmarkObject(b *testing.B) {
 	data := testdataJSON(b, "pod.json")
 	for _, bm := range []struct {
@@ -58,6 +59,16 @@ func BenchmarkObject(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(len(cbor)), "cbor-B/op")
+		})
+		b.Run(bm.name+"/ObjectPartialCBOR", func(b *testing.B) {
+			d := Decoder{DropManagedFields: bm.drop}
+			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, cbor, err := d.ObjectPartialCBOR(data); err != nil || cbor == nil {
+					b.Fatal(err, cbor == nil)
+				}
+			}
 		})
 	}
 }

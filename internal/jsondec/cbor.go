@@ -42,6 +42,29 @@ func (d *Decoder) ObjectCBOR(data []byte) (m map[string]any, cbor []byte, err er
 	return m, d.encoded(), nil
 }
 
+// ObjectPartialCBOR is ObjectCBOR for a caller that keeps the CBOR and, of the map, only
+// what files the object: cbor and err are what ObjectCBOR returns for data, but m holds
+// only apiVersion, kind and metadata, and in metadata only name, namespace, uid,
+// resourceVersion and labels (those that data has; their values as ObjectCBOR's m has
+// them). The rest is decoded and checked as ObjectCBOR does, and written as CBOR, but no
+// map, slice or string is built for it. If cbor is nil, m is ObjectCBOR's whole map.
+func (d *Decoder) ObjectPartialCBOR(data []byte) (m map[string]any, cbor []byte, err error) {
+	d.partial = true
+	m, cbor, err = d.ObjectCBOR(data)
+	d.partial, d.drop = false, false
+	clear(d.hashes)
+	d.hashes = d.hashes[:0]
+	if cap(d.hashes) > maxScratch {
+		d.hashes = nil
+	}
+	if err != nil || m == nil || cbor != nil {
+		return m, cbor, err
+	}
+	// A repeated key: the object has no faithful encoding, and the caller needs it whole.
+	m, err = d.Object(data)
+	return m, nil, err
+}
+
 // CBOR major types (RFC 8949, section 3.1), and the simple values and the prefix of a
 // double-precision float (section 3.3).
 const (

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -384,6 +385,109 @@ func FuzzObjectCBOR(f *testing.F) {
 		for _, drop := range []bool{false, true} {
 			d.DropManagedFields = drop
 			checkObjectCBOR(t, &d, data)
+		}
+	})
+}
+
+// filing returns what ObjectPartialCBOR keeps of m, a whole object's map.
+func filing(m map[string]any) map[string]any {
+	out := map[string]any{}
+	for _, k := range []string{"apiVersion", "kind", "metadata"} {
+		if v, ok := m[k]; ok {
+			out[k] = v
+		}
+	}
+	if md, ok := m["metadata"].(map[string]any); ok {
+		kept := map[string]any{}
+		for _, k := range []string{"name", "namespace", "uid", "resourceVersion", "labels"} {
+			if v, ok := md[k]; ok {
+				kept[k] = v
+			}
+		}
+		out["metadata"] = kept
+	}
+	return out
+}
+
+// checkPartial fails t unless partial.ObjectPartialCBOR returns for data what
+// ObjectCBOR does: the same error, the same CBOR byte for byte, and of the map what files
+// the object (the whole map when there is no CBOR). partial is reused, to find state
+// left behind by an earlier call.
+func checkPartial(t *testing.T, partial *Decoder, data []byte) {
+	t.Helper()
+	whole := &Decoder{DropManagedFields: partial.DropManagedFields}
+	wm, wc, werr := whole.ObjectCBOR(data)
+	pm, pc, perr := partial.ObjectPartialCBOR(data)
+	if fmt.Sprint(werr) != fmt.Sprint(perr) {
+		t.Fatalf("error %v, want %v", perr, werr)
+	}
+	if !bytes.Equal(pc, wc) {
+		t.Fatalf("CBOR %x, want %x", pc, wc)
+	}
+	want := wm
+	if wc != nil {
+		want = filing(wm)
+	}
+	if werr == nil && !reflect.DeepEqual(pm, want) {
+		t.Fatalf("map %v, want %v", pm, want)
+	}
+}
+
+func TestObjectPartialCBOR(t *testing.T) {
+	cases := []string{
+		`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"a","namespace":"n","uid":"u","resourceVersion":"7","labels":{"x":"y"},"annotations":{"k":"v"},"managedFields":[{"m":1}]},"spec":{"containers":[{"name":"c","image":"i","ports":[{"containerPort":80}]}],"n":1.5,"t":true,"f":false,"z":null},"status":{}}`,
+		`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"b"},"data":{"a":"1","a":"2"}}`,
+		`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"b"},"data":{},"data":{}}`,
+		`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"b","name":"c"}}`,
+		`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"annotations":{},"annotations":{}}}`,
+		`{"kind":"X","apiVersion":"v1","spec":[1,2,[3,{"a":[]}],"s\u00e9"],"big":` + strings.Repeat(`[`, 10) + strings.Repeat(`]`, 10) + `}`,
+		`{"kind":"X","apiVersion":"v1","spec":{"n":1e400}}`,
+		`{"kind":"X","apiVersion":"v1","spec":{"s":"\ud800"}}`,
+		`{"kind":"X","apiVersion":"v1","spec":{"a":1,}}`,
+		`{"kind":"X","apiVersion":"v1","Kind":"Y"}`,
+		`{"kind":"X","apiVersion":"v1","spec":` + strings.Repeat(`{"a":`, 30) + `1` + strings.Repeat(`}`, 30) + `}`,
+		`{"kind":"X","apiVersion":"v1","spec":{` + manyMembers(40) + `}}`,
+		`{"kind":"X","apiVersion":"v1",` + manyMembers(40) + `,"metadata":{"name":"m",` + manyMembers(30) + `}}`,
+		`{"kind":"X","apiVersion":"v1",` + manyMembers(30) + `,` + manyMembers(1) + `}`,
+		`null`,
+		`[]`,
+	}
+	d := new(Decoder)
+	for _, c := range cases {
+		for _, drop := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%.40s/drop=%v", c, drop), func(t *testing.T) {
+				d.DropManagedFields = drop
+				checkPartial(t, d, []byte(c))
+			})
+		}
+	}
+	for _, name := range []string{"pod.json", "configmap.json"} {
+		checkPartial(t, d, testdataJSON(t, name))
+	}
+}
+
+// manyMembers returns n members "k0":0, ... for an object whose head takes more than
+// one byte.
+func manyMembers(n int) string {
+	var b strings.Builder
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"k%d":%d`, i, i)
+	}
+	return b.String()
+}
+
+func FuzzObjectPartialCBOR(f *testing.F) {
+	addSmallCases(f)
+	f.Add(testdataJSON(f, "pod.json"))
+	f.Add(testdataJSON(f, "configmap.json"))
+	var d Decoder
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, drop := range []bool{false, true} {
+			d.DropManagedFields = drop
+			checkPartial(t, &d, data)
 		}
 	})
 }

@@ -3,6 +3,8 @@ package jsondec
 import (
 	"errors"
 	"fmt"
+	"hash/maphash"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -70,6 +72,14 @@ type Decoder struct {
 	emit bool
 	enc  []byte
 	long []longHead
+
+	// partial is set by ObjectPartialCBOR: only the members that file the object are
+	// built (partialKeeps); the others are decoded with drop set, which writes their
+	// CBOR and builds nothing. hashes holds the hashes of the keys of the objects being
+	// decoded with drop set, to find a repeated key without their maps.
+	partial bool
+	drop    bool
+	hashes  []uint64
 }
 
 type member struct {
@@ -262,6 +272,9 @@ func (d *Decoder) value(depth int, ctx context) (any, error) {
 		if d.emit {
 			d.appendString(s)
 		}
+		if d.drop {
+			return nil, nil
+		}
 		return d.stringValue(s), nil
 	case 't':
 		if d.emit {
@@ -317,7 +330,10 @@ func (d *Decoder) object(depth int, ctx context) (map[string]any, error) {
 	if d.emit {
 		head = d.startHead(cborMap)
 	}
-	base := len(d.members)
+	if d.drop {
+		return nil, d.droppedObject(depth, head)
+	}
+	base, hbase := len(d.members), len(d.hashes)
 	var sawAPIVersion, sawKind bool
 	for {
 		if d.peek() != '"' {
@@ -354,6 +370,12 @@ func (d *Decoder) object(depth int, ctx context) (map[string]any, error) {
 			err = d.listItems(depth)
 		case ctx == ctxMetadata && key == "managedFields" && d.DropManagedFields:
 			err = d.skip(depth)
+		case d.partial && !partialKeeps(ctx, key):
+			// Not in the map, so not in its count of members either.
+			d.emitDroppedKey(key, hbase)
+			d.drop = true
+			_, err = d.value(depth, ctxNone)
+			d.drop = false
 		default:
 			if d.emit {
 				d.appendString(key)
@@ -387,12 +409,88 @@ func (d *Decoder) object(depth int, ctx context) (map[string]any, error) {
 			// A repeated key: the map holds only its last value.
 			d.emit = false
 		} else {
-			d.endHead(head, len(members))
+			// With the members that are written but not built (ObjectPartialCBOR).
+			d.endHead(head, len(members)+len(d.hashes)-hbase)
 		}
 	}
 	clear(members)
-	d.members = d.members[:base]
+	d.members, d.hashes = d.members[:base], d.hashes[:hbase]
 	return m, nil
+}
+
+// droppedObject decodes the members of an object, from its first key on, with drop
+// set: it writes their CBOR and builds nothing. head is the offset of the object's head
+// in d.enc. A repeated key, found by the hashes of the keys, stops the writing of CBOR,
+// as in object.
+func (d *Decoder) droppedObject(depth, head int) error {
+	base := len(d.hashes)
+	defer func() {
+		d.hashes = d.hashes[:base]
+	}()
+	for {
+		if d.peek() != '"' {
+			return d.unexpected("looking for beginning of object key string")
+		}
+		key, err := d.str()
+		if err != nil {
+			return err
+		}
+		d.space()
+		if d.peek() != ':' {
+			return d.unexpected("after object key")
+		}
+		d.off++
+		d.space()
+		d.emitDroppedKey(key, base)
+		if _, err := d.value(depth, ctxNone); err != nil {
+			return err
+		}
+		if more, err := d.more('}'); err != nil {
+			return err
+		} else if !more {
+			break
+		}
+	}
+	if d.emit {
+		d.endHead(head, len(d.hashes)-base)
+	}
+	return nil
+}
+
+// emitDroppedKey writes key, the key of a member that is not built, and records its hash
+// beside those of the object's other such keys, from d.hashes[base:]. A repeated key, or
+// (rarely) two keys with one hash, stops the writing of CBOR: either way the caller
+// decodes the object whole.
+func (d *Decoder) emitDroppedKey(key string, base int) {
+	if !d.emit {
+		return
+	}
+	h := maphash.String(hashSeed, key)
+	if slices.Contains(d.hashes[base:], h) {
+		d.emit = false
+	}
+	d.hashes = append(d.hashes, h)
+	d.appendString(key)
+}
+
+// hashSeed is the seed of the hashes of droppedObject.
+var hashSeed = maphash.MakeSeed()
+
+// partialKeeps reports whether ObjectPartialCBOR builds the member key of an object in
+// context ctx: at the root, apiVersion, kind and metadata; in the metadata, name,
+// namespace, uid, resourceVersion and labels; everything below those.
+func partialKeeps(ctx context, key string) bool {
+	switch ctx {
+	case ctxRoot:
+		return key == "apiVersion" || key == "kind" || key == "metadata"
+	case ctxMetadata:
+		switch key {
+		case "name", "namespace", "uid", "resourceVersion", "labels":
+			return true
+		}
+		return false
+	}
+	return true
 }
 
 // more reads what follows a member of an object or an element of an array that ends
@@ -440,6 +538,24 @@ func (d *Decoder) array(depth int) ([]any, error) {
 	var head int
 	if d.emit {
 		head = d.startHead(cborArray)
+	}
+	if d.drop {
+		n := 0
+		for {
+			if _, err := d.value(depth, ctxNone); err != nil {
+				return nil, err
+			}
+			n++
+			if more, err := d.more(']'); err != nil {
+				return nil, err
+			} else if !more {
+				break
+			}
+		}
+		if d.emit {
+			d.endHead(head, n)
+		}
+		return nil, nil
 	}
 	base := len(d.elems)
 	for {

@@ -20,6 +20,19 @@ import (
 // leaves managedFields out of the objects, keep keeps them. With encode, the objects of
 // watch events come with their encoding, as *EncodedObjects. They share one HTTP client.
 func NewDynamicClients(cfg *rest.Config, n int, encode bool) (drop, keep dynamic.Interface, err error) {
+	return newDynamicClients(cfg, n, encode, false)
+}
+
+// NewPartialDynamicClients returns the dynamic clients of NewDynamicClients with encode,
+// except that the objects of watch events come partial (EncodedObject.ToPartial), decoded
+// by jsondec.Decoder.ObjectPartialCBOR, which builds nothing of an object but what files
+// it. An object without a name (a bookmark) comes whole, with its encoding; one without a
+// faithful encoding (a repeated key), whole and without.
+func NewPartialDynamicClients(cfg *rest.Config, n int) (drop, keep dynamic.Interface, err error) {
+	return newDynamicClients(cfg, n, true, true)
+}
+
+func newDynamicClients(cfg *rest.Config, n int, encode, partial bool) (drop, keep dynamic.Interface, err error) {
 	// From the dynamic client's config, as dynamic.NewForConfig does: its transport sets
 	// the default user agent.
 	h, err := rest.HTTPClientFor(dynamic.ConfigFor(cfg))
@@ -27,10 +40,10 @@ func NewDynamicClients(cfg *rest.Config, n int, encode bool) (drop, keep dynamic
 		return nil, nil, err
 	}
 	pool := newDecoderPool(n)
-	if drop, err = newDynamicClient(cfg, h, pool, true, encode); err != nil {
+	if drop, err = newDynamicClient(cfg, h, pool, true, encode, partial); err != nil {
 		return nil, nil, err
 	}
-	if keep, err = newDynamicClient(cfg, h, pool, false, encode); err != nil {
+	if keep, err = newDynamicClient(cfg, h, pool, false, encode, partial); err != nil {
 		return nil, nil, err
 	}
 	return drop, keep, nil
@@ -38,9 +51,9 @@ func NewDynamicClients(cfg *rest.Config, n int, encode bool) (drop, keep dynamic
 
 // newDynamicClient returns a dynamic client for cfg, as dynamic.NewForConfigAndClient
 // does, whose JSON responses are decoded by unstructuredJSON with the decoders of pool.
-func newDynamicClient(cfg *rest.Config, h *http.Client, pool decoderPool, dropManagedFields, encode bool) (dynamic.Interface, error) {
+func newDynamicClient(cfg *rest.Config, h *http.Client, pool decoderPool, dropManagedFields, encode, partial bool) (dynamic.Interface, error) {
 	config := dynamic.ConfigFor(cfg)
-	config.NegotiatedSerializer = newNegotiatedSerializer(config.NegotiatedSerializer, pool, dropManagedFields, encode)
+	config.NegotiatedSerializer = newNegotiatedSerializer(config.NegotiatedSerializer, pool, dropManagedFields, encode, partial)
 	// The dynamic client builds absolute paths: as in dynamic.NewForConfigAndClient, a
 	// path built from APIPath would be a bug.
 	config.GroupVersion = nil
@@ -69,11 +82,11 @@ type negotiatedSerializer struct {
 
 var _ runtime.NegotiatedSerializer = negotiatedSerializer{}
 
-func newNegotiatedSerializer(base runtime.NegotiatedSerializer, pool decoderPool, dropManagedFields, encode bool) negotiatedSerializer {
+func newNegotiatedSerializer(base runtime.NegotiatedSerializer, pool decoderPool, dropManagedFields, encode, partial bool) negotiatedSerializer {
 	mediaTypes := slices.Clone(base.SupportedMediaTypes())
 	for i, info := range mediaTypes {
 		if info.MediaType == runtime.ContentTypeJSON {
-			mediaTypes[i].Serializer = &unstructuredJSON{Serializer: info.Serializer, pool: pool, dropManagedFields: dropManagedFields, encode: encode}
+			mediaTypes[i].Serializer = &unstructuredJSON{Serializer: info.Serializer, pool: pool, dropManagedFields: dropManagedFields, encode: encode, partial: partial}
 			if stream := info.StreamSerializer; stream != nil {
 				mediaTypes[i].StreamSerializer = &runtime.StreamSerializerInfo{
 					EncodesAsText: stream.EncodesAsText,
@@ -98,12 +111,14 @@ func (s negotiatedSerializer) SupportedMediaTypes() []runtime.SerializerInfo {
 //
 // With encode, an Unstructured that it decodes into a new object (the object of a watch
 // event: lists and objects that are read are decoded into the caller's) comes as an
-// *EncodedObject with the CBOR of its map, written while decoding it.
+// *EncodedObject with the CBOR of its map, written while decoding it; with partial too,
+// a partial one (decodeEncoded).
 type unstructuredJSON struct {
 	runtime.Serializer
 	pool              decoderPool
 	dropManagedFields bool
 	encode            bool
+	partial           bool
 }
 
 var _ runtime.Serializer = (*unstructuredJSON)(nil)
@@ -129,7 +144,7 @@ func (s *unstructuredJSON) Decode(data []byte, gvk *schema.GroupVersionKind, int
 	// Unstructured.
 	if gvk == nil {
 		if into == nil && s.encode {
-			if obj, actual, ok := decodeEncoded(d, data); ok {
+			if obj, actual, ok := decodeEncoded(d, data, s.partial); ok {
 				return obj, actual, nil
 			}
 		} else if obj, actual, ok := decodeUnstructured(d, data, into); ok {
@@ -153,10 +168,26 @@ func (s *unstructuredJSON) Decode(data []byte, gvk *schema.GroupVersionKind, int
 
 // decodeEncoded decodes data as decodeUnstructured decodes it into a new object, into
 // an *EncodedObject with its encoding, or into a plain Unstructured if it has no faithful
-// encoding (a repeated key). ok is false if the serializer would not return an
-// Unstructured.
-func decodeEncoded(d *jsondec.Decoder, data []byte) (obj runtime.Object, gvk *schema.GroupVersionKind, ok bool) {
-	m, encoded, err := d.ObjectCBOR(data)
+// encoding (a repeated key). With partial, the EncodedObject of an object with a name is
+// partial. ok is false if the serializer would not return an Unstructured.
+func decodeEncoded(d *jsondec.Decoder, data []byte, partial bool) (obj runtime.Object, gvk *schema.GroupVersionKind, ok bool) {
+	var (
+		m       map[string]any
+		encoded []byte
+		err     error
+	)
+	if partial {
+		m, encoded, err = d.ObjectPartialCBOR(data)
+		if err == nil && encoded != nil {
+			if name, _, _ := unstructured.NestedString(m, "metadata", "name"); name == "" {
+				// A bookmark, whose annotations say whether it ends the initial events.
+				partial = false
+				m, encoded, err = d.ObjectCBOR(data)
+			}
+		}
+	} else {
+		m, encoded, err = d.ObjectCBOR(data)
+	}
 	if err != nil {
 		return nil, nil, false
 	}
@@ -168,7 +199,7 @@ func decodeEncoded(d *jsondec.Decoder, data []byte) (obj runtime.Object, gvk *sc
 	if encoded == nil {
 		return u, &kind, true
 	}
-	return &EncodedObject{Unstructured: u, Encoded: encoded}, &kind, true
+	return &EncodedObject{Unstructured: u, Encoded: encoded, Partial: partial}, &kind, true
 }
 
 // newObjectKind returns the kind of the decoded object m, and whether the serializer

@@ -15,7 +15,10 @@
 //
 // Clients that encode return the objects of watch events as *EncodedObjects: the object
 // with the CBOR of its map, written while its JSON was decoded, for stores that keep
-// objects as CBOR (the snapshot). Unwrap takes them apart.
+// objects as CBOR (the snapshot). Unwrap takes them apart; ToPartial keeps the encoding
+// and, of the object, only what files it, for stores that keep nothing else (a compact
+// fleet). The clients of NewPartialDynamicClients decode such partial objects directly,
+// building no maps but for the filing fields (jsondec's ObjectPartialCBOR).
 //
 // This package knows the wire and nothing of what is done with the objects: of
 // fleetwatch's packages it imports only jsondec, and must not import those that cache,

@@ -14,6 +14,9 @@ type EncodedObject struct {
 	// Encoded is the CBOR of the Object map, as jsondec.Decoder.ObjectCBOR wrote it
 	// while it decoded the object's JSON. It must not be modified.
 	Encoded []byte
+	// Partial is set if the Unstructured holds only part of the object (ToPartial):
+	// Encoded is then the only whole form of it.
+	Partial bool
 }
 
 var _ runtime.Object = (*EncodedObject)(nil)
@@ -25,3 +28,31 @@ func Unwrap(obj any) (any, []byte) {
 	}
 	return obj, nil
 }
+
+// ToPartial returns e with an object that holds only what a store of encodings needs to
+// file it: apiVersion, kind, and, of the metadata, name, namespace, uid,
+// resourceVersion and labels (the labels map is e's). Encoded is e's, whole. The rest of
+// e's object is left to the garbage collector, so that the objects of a list, which an
+// informer holds until it has all of them, take little more than their encodings.
+func (e *EncodedObject) ToPartial() *EncodedObject {
+	m := e.Object
+	p := make(map[string]any, 3)
+	for _, k := range [...]string{"apiVersion", "kind"} {
+		if v, ok := m[k]; ok {
+			p[k] = v
+		}
+	}
+	if md, ok := m["metadata"].(map[string]any); ok {
+		pmd := make(map[string]any, len(partialMetadata))
+		for _, k := range partialMetadata {
+			if v, ok := md[k]; ok {
+				pmd[k] = v
+			}
+		}
+		p["metadata"] = pmd
+	}
+	return &EncodedObject{Unstructured: &unstructured.Unstructured{Object: p}, Encoded: e.Encoded, Partial: true}
+}
+
+// partialMetadata are the fields of the metadata that ToPartial keeps.
+var partialMetadata = [...]string{"name", "namespace", "uid", "resourceVersion", "labels"}

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer/cbor/direct"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
+
+	"github.com/fleetwatch/fleetwatch/internal/jsondec"
 )
 
 // checkEncoding fails t unless encoded is the CBOR of u's map.
@@ -95,5 +98,91 @@ func TestDynamicClientEncodes(t *testing.T) {
 				t.Errorf("third event %s %T, want an error", ev.Type, ev.Object)
 			}
 		})
+	}
+}
+
+// FuzzToPartial: the partial form of an object decoded with its encoding keeps that
+// encoding, byte for byte, and files the object as the whole one does: the same key,
+// resourceVersion, uid and labels, type and kind.
+func FuzzToPartial(f *testing.F) {
+	for _, data := range decodeCases {
+		f.Add([]byte(data))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, encoded, err := new(jsondec.Decoder).ObjectCBOR(data)
+		if err != nil || encoded == nil {
+			return
+		}
+		whole := &EncodedObject{Unstructured: &unstructured.Unstructured{Object: m}, Encoded: encoded}
+		p := whole.ToPartial()
+		if !p.Partial || !bytes.Equal(p.Encoded, encoded) {
+			t.Fatalf("partial encoding %x, want %x", p.Encoded, encoded)
+		}
+		type filed struct {
+			APIVersion, Kind, Namespace, Name, ResourceVersion string
+			UID                                                any
+			Labels                                             any
+		}
+		of := func(u *unstructured.Unstructured) filed {
+			md, _ := u.Object["metadata"].(map[string]any)
+			return filed{u.GetAPIVersion(), u.GetKind(), u.GetNamespace(), u.GetName(), u.GetResourceVersion(), md["uid"], md["labels"]}
+		}
+		if got, want := of(p.Unstructured), of(whole.Unstructured); !reflect.DeepEqual(got, want) {
+			t.Fatalf("partial object filed as %+v, want %+v", got, want)
+		}
+	})
+}
+
+// TestPartialDynamicClient: the clients of NewPartialDynamicClients return the objects of
+// watch events partial, with the encoding that the encoding clients return for them;
+// bookmarks whole, with their annotations; an object without a faithful encoding whole,
+// without one.
+func TestPartialDynamicClient(t *testing.T) {
+	repeated := `{"kind":"Pod","apiVersion":"v1","metadata":{"name":"twice","name":"twice","resourceVersion":"13"}}`
+	bookmark := `{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"14","annotations":{"k8s.io/initial-events-end":"true"}}}`
+	events := []string{
+		`{"type":"ADDED","object":` + string(podJSON) + `}`,
+		`{"type":"BOOKMARK","object":` + bookmark + `}`,
+		`{"type":"MODIFIED","object":` + repeated + `}`,
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		for _, ev := range events {
+			fmt.Fprintln(w, ev)
+		}
+	}))
+	defer srv.Close()
+	drop, _, err := NewPartialDynamicClients(&rest.Config{Host: srv.URL}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gvr := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	w, err := drop.Resource(gvr).Namespace("shop-prod").Watch(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+
+	ev := <-w.ResultChan()
+	e, ok := ev.Object.(*EncodedObject)
+	if !ok || !e.Partial {
+		t.Fatalf("first event %s %T, want a partial *EncodedObject", ev.Type, ev.Object)
+	}
+	whole, encoded, err := (&jsondec.Decoder{DropManagedFields: true}).ObjectCBOR(podJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := (&EncodedObject{Unstructured: &unstructured.Unstructured{Object: whole}, Encoded: encoded}).ToPartial()
+	if !reflect.DeepEqual(e.Object, want.Object) || !bytes.Equal(e.Encoded, encoded) {
+		t.Errorf("partial object %v with %d bytes, want %v with %d", e.Object, len(e.Encoded), want.Object, len(encoded))
+	}
+
+	ev = <-w.ResultChan()
+	if b, ok := ev.Object.(*EncodedObject); ev.Type != watch.Bookmark || !ok || b.Partial || b.GetAnnotations()["k8s.io/initial-events-end"] != "true" {
+		t.Errorf("second event %s %T %v, want a whole bookmark with its annotation", ev.Type, ev.Object, ev.Object)
+	}
+	ev = <-w.ResultChan()
+	if u, ok := ev.Object.(*unstructured.Unstructured); ev.Type != watch.Modified || !ok || u.GetName() != "twice" || u.GetResourceVersion() != "13" {
+		t.Errorf("third event %s %T, want the whole object without an encoding", ev.Type, ev.Object)
 	}
 }

@@ -109,7 +109,10 @@ type Result struct {
 
 	// PeakRSS is VmHWM at sync: the peak RSS of the initial sync. HeapAfterGC and
 	// RSSAfterGC are the live heap and the RSS after garbage collection, once synced.
-	PeakRSS     uint64 `json:"peakRSS"`
+	PeakRSS uint64 `json:"peakRSS"`
+	// RSSAtSync is VmRSS at sync, before the collection of HeapAfterGC: what the
+	// process holds if nothing forces the garbage out and the memory back.
+	RSSAtSync   uint64 `json:"rssAtSync,omitempty"`
 	HeapAfterGC uint64 `json:"heapAfterGC"`
 	RSSAfterGC  uint64 `json:"rssAfterGC"`
 	// The runtime's MemStats at the same moment: the bytes of in-use spans (HeapAlloc
@@ -319,7 +322,8 @@ func runContender(args []string) (err error) {
 	}
 	res.SyncedSec = since()
 	res.CPUSyncSec = cpuTime().Seconds()
-	res.PeakRSS = procStatus()["VmHWM"]
+	st := procStatus()
+	res.PeakRSS, res.RSSAtSync = st["VmHWM"], st["VmRSS"]
 	res.InitialEvents = int(rec.initial.Load())
 	res.FirstEventSec = time.Duration(rec.firstEvent.Load()).Seconds()
 	res.LastInitialEventSec = time.Duration(rec.lastInitial.Load()).Seconds()

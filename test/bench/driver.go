@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -57,7 +58,15 @@ type driverOptions struct {
 	searches int
 	// shards is the number of replicas of the sharded phase; 0: none.
 	shards int
+	// contenders, if not empty, are the only sync contenders that run (syncUnitNames);
+	// the report is then not written, only each contender's line and report.json.
+	contenders []string
 }
+
+// syncUnitNames are the sync contenders of a run, in the order of the first run, as
+// --contenders names them; "snapshot" is the cold, warm and catch-up runs of the
+// snapshot.
+var syncUnitNames = []string{"clientgo", "clientgo-stripped", "clientgo-typed", "clientgo-metadata", "fleetwatch", "fleetwatch-metadata", "fleetwatch-compact", "serve-objects", "serve-compact", "fleetwatch-metadata-compact", "snapshot"}
 
 // driver runs the contenders against one Env.
 type driver struct {
@@ -69,6 +78,8 @@ type driver struct {
 	stamper *stamper
 	// mcrExample is the built examples/multicluster-runtime; empty without --controllers.
 	mcrExample string
+	// serveBin is the daemon built for the serve contenders (buildServe).
+	serveBin string
 	// stampOffset moves the stamped pods along from one watch to the next.
 	stampOffset int
 }
@@ -118,6 +129,15 @@ func runDriver(args []string) error {
 	fs.BoolVar(&o.check, "check", false, "fail if the report lacks a row or a measurement (a smoke test of the harness; no ratio is asserted)")
 	fs.IntVar(&o.verbosity, "v", 0, "klog verbosity of the contenders' logs in <dir>/logs (4 shows each watch that ends, and why)")
 	fs.IntVar(&o.scaleNamespaces, "scale-namespaces", 0, fmt.Sprintf("in the scale runs, each context caches the objects of this many of the %d bench namespaces (default: all)", benchNamespaces))
+	fs.Func("contenders", "comma-separated sync contenders to run, of "+strings.Join(syncUnitNames, ", ")+" (default: all but fleetwatch-metadata-compact); with it, no report is written, only each contender's line and the logs' report.json", func(v string) error {
+		for f := range strings.SplitSeq(v, ",") {
+			if f = strings.TrimSpace(f); !slices.Contains(syncUnitNames, f) {
+				return fmt.Errorf("unknown contender %q", f)
+			}
+			o.contenders = append(o.contenders, f)
+		}
+		return nil
+	})
 	fs.Func("scale", "comma-separated numbers of contexts for the scale table, such as 1,3,10 (default: no scale table)", func(v string) error {
 		for f := range strings.SplitSeq(v, ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -186,6 +206,9 @@ func runDriver(args []string) error {
 	if d.stamper, err = newStamper(env, o.pods); err != nil {
 		return err
 	}
+	if d.serveBin, err = buildServe(d.workDir); err != nil {
+		return err
+	}
 	if o.controllers {
 		if d.mcrExample, err = buildMCRExample(d.workDir); err != nil {
 			return err
@@ -231,6 +254,14 @@ func runDriver(args []string) error {
 	rep.Duration = time.Since(started)
 	rep.LoadAverage = loadBefore + " at start, " + loadAverage() + " at end"
 
+	if len(o.contenders) > 0 {
+		raw, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			return err
+		}
+		log.Printf("--contenders: no report; the results are in %s", filepath.Join(d.logDir, "report.json"))
+		return os.WriteFile(filepath.Join(d.logDir, "report.json"), raw, 0o600)
+	}
 	md := rep.markdown()
 	fmt.Print(md)
 	if o.out != "" {
@@ -267,11 +298,17 @@ type runResult struct {
 	Fleetwatch       *Result `json:"fleetwatch"`
 	Metadata         *Result `json:"metadataOnly"`
 	// Compact is fleetwatch with full objects in a compact cache.
-	Compact      *Result      `json:"compact"`
-	SnapCold     *Result      `json:"snapshotCold"`
-	Warm         *Result      `json:"warm"`
-	ClientGoList listCounters `json:"clientGoList"`
-	WarmList     listCounters `json:"warmList"`
+	Compact *Result `json:"compact"`
+	// Serve and ServeCompact are the daemon, fleetwatch serve, with cache.encoding
+	// objects and compact (serve.go).
+	Serve        *Result `json:"serve,omitempty"`
+	ServeCompact *Result `json:"serveCompact,omitempty"`
+	// MetadataCompact is fleetwatch, metadata-only, in a compact cache.
+	MetadataCompact *Result      `json:"metadataCompact,omitempty"`
+	SnapCold        *Result      `json:"snapshotCold"`
+	Warm            *Result      `json:"warm"`
+	ClientGoList    listCounters `json:"clientGoList"`
+	WarmList        listCounters `json:"warmList"`
 	// CatchUp restarted warm after changes made while it was down.
 	CatchUp     *Result      `json:"catchUp"`
 	CatchUpList listCounters `json:"catchUpList"`
@@ -282,10 +319,14 @@ type runResult struct {
 	// Encoded is the payload of the snapshot's objects, by resource key.
 	Encoded map[string]resourceSize `json:"encoded"`
 	// Controllers: examples/multicluster-runtime on the kubeconfig provider, and on
-	// fleetwatch's, cold and warm; nil without --controllers.
+	// fleetwatch's, cold and warm, over a plain fleet and a compact one; nil without
+	// --controllers.
 	MCRKubeconfig     *mcrResult `json:"mcrKubeconfig,omitempty"`
 	MCRFleetwatch     *mcrResult `json:"mcrFleetwatch,omitempty"`
 	MCRFleetwatchWarm *mcrResult `json:"mcrFleetwatchWarm,omitempty"`
+	// MCRCompact and MCRCompactWarm: fleetwatch's provider over a compact fleet.
+	MCRCompact     *mcrResult `json:"mcrCompact,omitempty"`
+	MCRCompactWarm *mcrResult `json:"mcrCompactWarm,omitempty"`
 	// Watch phase.
 	ClientGoWatch   *Result `json:"clientGoWatch"`
 	FleetwatchWatch *Result `json:"fleetwatchWatch"`
@@ -335,6 +376,18 @@ func (d *driver) run(ctx context.Context, r int) (*runResult, error) {
 			return err
 		},
 		func() error {
+			rr.Serve, err = d.serveContend(ctx, name("serve-objects"), serveObjects)
+			return err
+		},
+		func() error {
+			rr.ServeCompact, err = d.serveContend(ctx, name("serve-compact"), serveCompact)
+			return err
+		},
+		func() error {
+			rr.MetadataCompact, _, err = d.contend(ctx, name("fleetwatch-metadata-compact"), modeSync, profile, "--impl", implFleetwatch, "--metadata-only", "--compact")
+			return err
+		},
+		func() error {
 			// The apiservers start afresh, so that the catch-up restart below finds their
 			// watch caches in the same state whatever ran before it (see restartAPIServers).
 			if err := d.restartAPIServers(ctx); err != nil {
@@ -378,8 +431,15 @@ func (d *driver) run(ctx context.Context, r int) (*runResult, error) {
 			return err
 		},
 	}
+	if len(syncUnits) != len(syncUnitNames) {
+		return nil, fmt.Errorf("%d sync contenders, %d names in syncUnitNames", len(syncUnits), len(syncUnitNames))
+	}
 	for k := range syncUnits {
-		if err := syncUnits[(k+r)%len(syncUnits)](); err != nil {
+		i := (k + r) % len(syncUnits)
+		if !d.runsUnit(syncUnitNames[i]) {
+			continue
+		}
+		if err := syncUnits[i](); err != nil {
 			return nil, err
 		}
 	}
@@ -394,6 +454,14 @@ func (d *driver) run(ctx context.Context, r int) (*runResult, error) {
 		}
 	}
 	return rr, nil
+}
+
+// runsUnit reports whether the sync contender name (syncUnitNames) runs.
+func (d *driver) runsUnit(name string) bool {
+	if len(d.opts.contenders) > 0 {
+		return slices.Contains(d.opts.contenders, name)
+	}
+	return name != "fleetwatch-metadata-compact"
 }
 
 // restartAPIServers restarts every apiserver and waits until each serves the bench
@@ -708,8 +776,8 @@ func (p *proc) kill() {
 }
 
 func logResult(name string, res *Result) {
-	log.Printf("%-34s synced %.2fs, %d objects, heap %s (in use %s, idle %s, released %s), RSS %s, peak RSS %s%s", name, res.SyncedSec, res.Total,
-		mib(res.HeapAfterGC), mib(res.HeapInuseAfterGC), mib(res.HeapIdleAfterGC), mib(res.HeapReleasedAfterGC), mib(res.RSSAfterGC), mib(res.PeakRSS), watchSummary(res))
+	log.Printf("%-34s synced %.2fs, %d objects, heap %s (in use %s, idle %s, released %s), RSS %s (at sync %s), peak RSS %s%s", name, res.SyncedSec, res.Total,
+		mib(res.HeapAfterGC), mib(res.HeapInuseAfterGC), mib(res.HeapIdleAfterGC), mib(res.HeapReleasedAfterGC), mib(res.RSSAfterGC), mib(res.RSSAtSync), mib(res.PeakRSS), watchSummary(res))
 }
 
 // stamp makes the stamped writes of one measurement: --write-rate for --write-duration.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -39,6 +40,8 @@ const (
 type mcrResult struct {
 	Provider string `json:"provider"`
 	Warm     bool   `json:"warm"`
+	// Compact is set for fleetwatch's provider over a compact fleet (--compact).
+	Compact bool `json:"compact,omitempty"`
 	// Expected is the number of ConfigMaps in the clusters, one request each.
 	Expected int `json:"expected"`
 	// FirstSec and AllSec are the times from the process start to its first request and
@@ -110,8 +113,9 @@ func (d *driver) mcrExpected(ctx context.Context) (map[string]bool, error) {
 	return out, nil
 }
 
-// mcrPhase runs the controller on the kubeconfig provider, then on fleetwatch's cold
-// (with a new snapshot) and warm (from that snapshot), in an order that rotates with r.
+// mcrPhase runs the controller on the kubeconfig provider, and on fleetwatch's cold
+// (with a new snapshot) and warm (from that snapshot), over a plain fleet and over a
+// compact one, in an order that rotates with r.
 func (d *driver) mcrPhase(ctx context.Context, r int, rr *runResult) error {
 	expected, err := d.mcrExpected(ctx)
 	if err != nil {
@@ -126,16 +130,11 @@ func (d *driver) mcrPhase(ctx context.Context, r int, rr *runResult) error {
 			return err
 		},
 		func() error {
-			for _, p := range []string{snapPath, snapPath + "-lock"} {
-				if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
-					return err
-				}
-			}
-			args := []string{"--provider", mcrFleetwatch, "--kubeconfigs", d.env.Kubeconfig, "--snapshot", snapPath}
-			if rr.MCRFleetwatch, err = d.mcrContend(ctx, name("fleetwatch-cold"), expected, false, args...); err != nil {
-				return err
-			}
-			rr.MCRFleetwatchWarm, err = d.mcrContend(ctx, name("fleetwatch-warm"), expected, true, args...)
+			rr.MCRFleetwatch, rr.MCRFleetwatchWarm, err = d.mcrFleetwatch(ctx, name("fleetwatch"), snapPath, expected, false)
+			return err
+		},
+		func() error {
+			rr.MCRCompact, rr.MCRCompactWarm, err = d.mcrFleetwatch(ctx, name("fleetwatch-compact"), snapPath, expected, true)
 			return err
 		},
 	}
@@ -150,6 +149,22 @@ func (d *driver) mcrPhase(ctx context.Context, r int, rr *runResult) error {
 	return nil
 }
 
+// mcrFleetwatch runs the controller on fleetwatch's provider cold, with a new snapshot,
+// then warm from it; compact runs it over a compact fleet (--compact).
+func (d *driver) mcrFleetwatch(ctx context.Context, name, snapPath string, expected map[string]bool, compact bool) (cold, warm *mcrResult, err error) {
+	for _, p := range []string{snapPath, snapPath + "-lock"} {
+		if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+			return nil, nil, err
+		}
+	}
+	args := []string{"--provider", mcrFleetwatch, "--kubeconfigs", d.env.Kubeconfig, "--snapshot", snapPath, "--compact=" + strconv.FormatBool(compact)}
+	if cold, err = d.mcrContend(ctx, name+"-cold", expected, false, args...); err != nil {
+		return nil, nil, err
+	}
+	warm, err = d.mcrContend(ctx, name+"-warm", expected, true, args...)
+	return cold, warm, err
+}
+
 // mcrContend runs the controller once, until every ConfigMap of expected was requested,
 // measures it, and stops it gracefully.
 func (d *driver) mcrContend(ctx context.Context, name string, expected map[string]bool, warm bool, args ...string) (*mcrResult, error) {
@@ -157,13 +172,17 @@ func (d *driver) mcrContend(ctx context.Context, name string, expected map[strin
 	if err != nil {
 		return nil, err
 	}
-	res := &mcrResult{Provider: args[1], Warm: warm, Expected: len(expected)}
+	res := &mcrResult{Provider: args[1], Warm: warm, Compact: slices.Contains(args, "--compact=true"), Expected: len(expected)}
 	logFile, err := os.Create(filepath.Join(d.logDir, name+".log"))
 	if err != nil {
 		return nil, err
 	}
 	defer logFile.Close()
-	cmd := exec.CommandContext(ctx, d.mcrExample, append([]string{"--print-requests", "--memstats-after", strconv.Itoa(len(expected))}, args...)...)
+	flags := []string{"--print-requests", "--memstats-after", strconv.Itoa(len(expected))}
+	if d.opts.profileDir != "" {
+		flags = append(flags, "--cpuprofile", filepath.Join(d.opts.profileDir, name+".cpu.pprof"), "--memprofile", filepath.Join(d.opts.profileDir, name+".heap.pprof"))
+	}
+	cmd := exec.CommandContext(ctx, d.mcrExample, append(flags, args...)...)
 	cmd.Stderr = logFile
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

@@ -16,6 +16,7 @@ func TestMarkdownPeers(t *testing.T) {
 		ClientGo: res(implClientGo, 4, 4000<<10), ClientGoStripped: res(implClientGoStripped, 3, 3000<<10),
 		ClientGoTyped: res(implClientGoTyped, 1, 1000<<10), ClientGoMetadata: res(implClientGoMetadata, 0.5, 100<<10),
 		Fleetwatch: res(implFleetwatch, 2, 500<<10), Metadata: res(implFleetwatch, 0.25, 200<<10), Compact: res(implFleetwatch, 2, 250<<10),
+		Serve: res("serve-objects", 3, 600<<10), ServeCompact: res("serve-compact", 3, 300<<10),
 		SnapCold: res(implFleetwatch, 2, 500<<10), Warm: res(implFleetwatch, 0.2, 500<<10), CatchUp: res(implFleetwatch, 0.3, 500<<10),
 	}
 	md := (&report{Runs: []*runResult{rr}}).markdown()
@@ -23,6 +24,9 @@ func TestMarkdownPeers(t *testing.T) {
 		"| client-go typed informers + the same transform | 100 | 1.00 | 1.00 |",
 		"| fleetwatch, full objects | 100 | 2.00 | 2.00 |",
 		"| fleetwatch, metadata-only | 100 | 0.25 | 0.50 |",
+		"| `fleetwatch serve`, full objects, cache.encoding objects | 100 | 3.00 | 3.00 |",
+		"| `fleetwatch serve`, full objects, cache.encoding compact | 100 | 3.00 | 3.00 |",
+		"| `fleetwatch serve`, cache.encoding compact, vs typed informers + transform: heap per cached object after GC (KiB) | 10.00 | 3.00 | 0.30 | 0.30 | ≤ 0.5 | **yes** |",
 		"| client-go dynamic informers | 100 | 4.00 | 4.00 |",
 		"| Full objects, vs typed informers + transform: heap per cached object after GC (KiB) | 10.00 | 5.00 | 0.50 | 0.50 | ≤ 0.5 | **yes** |",
 		"| Metadata-only, vs metadatainformer + transform: heap per cached object after GC (KiB) | 1.00 | 2.00 | 2.00 | 2.00 | ≤ 0.7 | no |",
@@ -50,7 +54,11 @@ func fullReport() *report {
 		r.LatenciesMs = []float64{1, 2, 3}
 		return r
 	}
-	rep := &report{Options: driverOptions{pods: 100, configMaps: 10, clusters: 3, runs: 2, writeRate: 2}}
+	mcr := func(provider string, warm, compact bool) *mcrResult {
+		return &mcrResult{Provider: provider, Warm: warm, Compact: compact, Expected: 30, FirstSec: 0.1, AllSec: 0.5,
+			HeapAfterGC: 1 << 20, RSSAfterGC: 2 << 20, PeakRSS: 3 << 20}
+	}
+	rep := &report{Options: driverOptions{pods: 100, configMaps: 10, clusters: 3, runs: 2, writeRate: 2, controllers: true}}
 	for range 2 {
 		warm, catchUp := res(implFleetwatch), res(implFleetwatch)
 		warm.LoadedSec, warm.LoadedObjects = 0.1, 100
@@ -59,11 +67,15 @@ func fullReport() *report {
 		rep.Runs = append(rep.Runs, &runResult{
 			ClientGo: res(implClientGo), ClientGoStripped: res(implClientGoStripped), ClientGoTyped: res(implClientGoTyped),
 			ClientGoMetadata: res(implClientGoMetadata), Fleetwatch: res(implFleetwatch), Metadata: res(implFleetwatch), Compact: res(implFleetwatch),
+			Serve: res("serve-objects"), ServeCompact: res("serve-compact"),
 			SnapCold: res(implFleetwatch), Warm: warm, CatchUp: catchUp,
 			ClientGoList: listCounters{InitEvents: 100}, CatchUpList: listCounters{InitEvents: 10},
 			CatchUpResume: []resumeProbe{{Cluster: "cluster-1", Resource: "pods", ResourceVersion: "7", Resumes: true}},
 			ClientGoWatch: watch(implClientGo), FleetwatchWatch: watch(implFleetwatch), SnapWatch: watch(implFleetwatch),
-			WatchLists: map[string]listCounters{},
+			WatchLists:    map[string]listCounters{},
+			MCRKubeconfig: mcr(mcrKubeconfig, false, false),
+			MCRFleetwatch: mcr(mcrFleetwatch, false, false), MCRFleetwatchWarm: mcr(mcrFleetwatch, true, false),
+			MCRCompact: mcr(mcrFleetwatch, false, true), MCRCompactWarm: mcr(mcrFleetwatch, true, true),
 		})
 	}
 	for _, n := range []int{1, 6} {
@@ -109,12 +121,15 @@ func TestMissingRows(t *testing.T) {
 	}{
 		{"a figure", "| Full objects, vs typed informers + transform: cold sync (s) |"},
 		{"a contender of a run", "| 2 | fleetwatch metadata-only |"},
+		{"the daemon of a run", "| 1 | fleetwatch serve, cache.encoding compact |"},
 		{"a restart of a run", "| 2 | fleetwatch + snapshot, warm after changes ("},
 		{"a scale", "| 6 | 600 |"},
 		{"a watch contender", "| 1 | fleetwatch + snapshot (fresh file) |"},
 		{"the restarts' lists", "| 1 | 100 / "},
 		{"a sharded move", "| objects re-sent by the apiservers, 3 → 2 replicas |"},
 		{"a fan-out list", "| fan-out list, all pods, p99 (ms) |"},
+		{"a controller figure", "| Heap per ConfigMap after GC, every one reconciled, warm (KiB) |"},
+		{"a compact controller figure", "| Compact fleet: restart → first reconcile (s), warm, kubeconfig provider cold |"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var kept []string
@@ -131,6 +146,14 @@ func TestMissingRows(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a compact controller not run", func(t *testing.T) {
+		rep := fullReport()
+		rep.Runs[1].MCRCompactWarm = nil
+		missing := rep.missingRows(rep.markdown())
+		if len(missing) == 0 || !strings.Contains(strings.Join(missing, "\n"), "Compact fleet: restart") {
+			t.Errorf("missing = %q", missing)
+		}
+	})
 	t.Run("a value not measured", func(t *testing.T) {
 		rep := fullReport()
 		rep.Runs[1].FleetwatchWatch.LatenciesMs = nil

@@ -53,6 +53,53 @@ func kubectl(t *testing.T, args ...string) string {
 	return string(out)
 }
 
+// kubectlWatch starts the real kubectl with args, a watch, and returns the lines of its
+// stdout. kubectl is killed when the test ends or ctx is done.
+func kubectlWatch(ctx context.Context, t *testing.T, args ...string) <-chan string {
+	t.Helper()
+	bin, err := testenv.Kubectl()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	lines := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	return lines
+}
+
+// waitLine returns the next line of lines that contains every one of words, failing
+// the test if lines ends or ctx is done first.
+func waitLine(ctx context.Context, t *testing.T, lines <-chan string, what string, words ...string) string {
+	t.Helper()
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("%s: kubectl -w ended", what)
+			}
+			if !slices.ContainsFunc(words, func(w string) bool { return !strings.Contains(l, w) }) {
+				return l
+			}
+		case <-ctx.Done():
+			t.Fatalf("%s: not seen", what)
+		}
+	}
+}
+
 // itemKeys returns cluster/namespace/name of the items of a kubectl -o json list.
 func itemKeys(t *testing.T, out string) []string {
 	t.Helper()
@@ -123,6 +170,9 @@ resources:
   - name: services
   - name: namespaces
   - name: widgets.v1alpha1.example.com
+health:
+  interval: 1s
+  timeout: 1s
 snapshot:
   path: %q
   interval: 100ms
@@ -186,41 +236,44 @@ server:
 		}
 	})
 	t.Run("kubectl -w sees a new pod", func(t *testing.T) {
-		bin, err := testenv.Kubectl()
-		if err != nil {
-			t.Fatal(err)
-		}
 		wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		defer cancel()
-		cmd := exec.CommandContext(wctx, bin, "--server", all, "get", "pods", "-A", "-w", "--output-watch-events")
-		stdout, _ := cmd.StdoutPipe()
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-		lines := make(chan string, 100)
-		go func() {
-			sc := bufio.NewScanner(stdout)
-			for sc.Scan() {
-				lines <- sc.Text()
-			}
-			close(lines)
-		}()
+		lines := kubectlWatch(wctx, t, "--server", all, "get", "pods", "-A", "-w", "--output-watch-events")
 		time.Sleep(2 * time.Second)
 		createPod(t, env.Clusters[2], "shop", "watched")
-		for {
-			select {
-			case l, ok := <-lines:
-				if !ok {
-					t.Fatal("kubectl -w ended")
-				}
-				if strings.Contains(l, "watched") && strings.Contains(l, "ADDED") && strings.Contains(l, env.Clusters[2].Name) {
-					return
-				}
-			case <-wctx.Done():
-				t.Fatal("no watch event for the new pod")
-			}
+		waitLine(wctx, t, lines, "the new pod ADDED", "watched", "ADDED", env.Clusters[2].Name)
+	})
+	t.Run("kubectl get clusters -w sees a paused cluster turn Unreachable and come back", func(t *testing.T) {
+		wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		lines := kubectlWatch(wctx, t, "--server", base, "get", "clusters.fleetwatch.io", "-w", "--output-watch-events")
+		staging := env.Clusters[2]
+		// The list, then nothing more: the watch starts at the list's resourceVersion.
+		var initial []string
+		for len(initial) < 4 {
+			initial = append(initial, waitLine(wctx, t, lines, "the list", ""))
 		}
+		if got := strings.Count(strings.Join(initial, "\n"), "Synced"); got != 3 {
+			t.Fatalf("the list:\n%s", strings.Join(initial, "\n"))
+		}
+		if err := staging.PauseAPIServer(); err != nil {
+			t.Fatal(err)
+		}
+		resumed := false
+		defer func() {
+			if !resumed {
+				_ = staging.ResumeAPIServer()
+			}
+		}()
+		// health.interval is 1s above.
+		if l := waitLine(wctx, t, lines, "staging Unreachable", staging.Name); !strings.Contains(l, "MODIFIED") || !strings.Contains(l, "Unreachable") {
+			t.Fatalf("the first line of %s after its pause: %q", staging.Name, l)
+		}
+		resumed = true
+		if err := staging.ResumeAPIServer(); err != nil {
+			t.Fatal(err)
+		}
+		waitLine(wctx, t, lines, "staging Synced again", "MODIFIED", staging.Name, "Synced")
 	})
 	t.Run("a watch resumed from a list's resourceVersion loses and repeats nothing", func(t *testing.T) {
 		resp, err := http.Get(all + "/api/v1/pods")

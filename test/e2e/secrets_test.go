@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -409,6 +410,59 @@ func TestDaemonKeepsNoSecretValue(t *testing.T) {
 		}
 		if strings.Contains(log, "SecretList") {
 			t.Error("the body of a list of Secrets was logged")
+		}
+	})
+
+	t.Run("full objects, compact cache", func(t *testing.T) {
+		// The same snapshot, warm: a compact cache holds the snapshot's encodings, and
+		// the server writes its JSON from them (cache.encoding). An attacker on the API
+		// tries every form, and selectors that would read the values.
+		d := runSecretsDaemon(t, bin, writeConfig(snapshot, "  - name: secrets\n", "cache:\n  encoding: compact\n"), "fleetwatch-compact.log")
+		waitReadyz(t, http.DefaultClient, base)
+		converges("the Secrets served from a compact cache")
+		watches := map[string]*secretsWatch{
+			"watch":                          startSecretsWatch(t, base+"/clusters/*/api/v1/secrets?watch=true", ""),
+			"watch from the start":           startSecretsWatch(t, base+"/clusters/prod/api/v1/secrets?watch=true&resourceVersion=0", ""),
+			"watch of a Table of objects":    startSecretsWatch(t, base+"/clusters/prod"+secretsVaultPath+"?watch=true&includeObject=Object", secretsAcceptTable),
+			"watch of PartialObjectMetadata": startSecretsWatch(t, base+"/clusters/prod"+secretsVaultPath+"?watch=true", secretsAcceptPartial),
+		}
+		apply(secretManifest("created", value("created-2"), false))
+		apply(secretManifest("late-compact", value("late-compact"), true))
+		names = append(names, "late-compact")
+		for what, w := range watches {
+			eventually(t, 30*time.Second, what+" of the changes", func() string {
+				if body := w.read(); !bytes.Contains(body, []byte(`"late-compact"`)) {
+					return fmt.Sprintf("%.3000s", body)
+				}
+				return ""
+			})
+		}
+		converges("the changed Secrets served from a compact cache")
+		for what, body := range readSecretsInAllForms(t, base, names) {
+			values.noLeak(t, what, body)
+		}
+		for _, v := range values {
+			for _, q := range []string{
+				"fieldSelector=data.password%3D" + url.QueryEscape(base64.StdEncoding.EncodeToString([]byte(v))),
+				"fieldSelector=stringData.password%3D" + url.QueryEscape(v),
+				"labelSelector=password%3D" + url.QueryEscape(v),
+			} {
+				// A selector that matched would confirm a guessed value; the answer
+				// may quote the attacker's own selector, so only what it selects counts.
+				if r := get(ctx, t, http.DefaultClient, base+"/clusters/*/api/v1/secrets?"+q, ""); r.code == http.StatusOK && bytes.Contains(r.body, []byte(`"vault"`)) {
+					t.Errorf("a selector on a value selects Secrets: %s: %.500s", q, r.body)
+				}
+			}
+			if r := get(ctx, t, http.DefaultClient, base+"/apis/fleetwatch.io/v1alpha1/search?q="+url.QueryEscape(v), ""); bytes.Contains(r.body, []byte(`"vault"`)) {
+				t.Errorf("a search for a value finds Secrets: %.500s", r.body)
+			}
+		}
+		for what, w := range watches {
+			values.noLeak(t, what, w.read())
+		}
+		stop(t, d, snapshot)
+		if !strings.Contains(readLog(t, d), "encoding: compact") {
+			t.Error("the daemon's log does not show cache.encoding compact in its configuration")
 		}
 	})
 

@@ -23,6 +23,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crcluster "sigs.k8s.io/controller-runtime/pkg/cluster"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	mcbuilder "sigs.k8s.io/multicluster-runtime/pkg/builder"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
@@ -34,6 +35,7 @@ import (
 	"github.com/fleetwatch/fleetwatch/informer"
 	"github.com/fleetwatch/fleetwatch/internal/testenv"
 	"github.com/fleetwatch/fleetwatch/mcprovider"
+	"github.com/fleetwatch/fleetwatch/persist"
 )
 
 // The label that asks the controllers of these tests for a write, the annotation they
@@ -176,14 +178,30 @@ func uniformReconciler(mgr mcmanager.Manager, rec *requests) mcreconcile.Func {
 	}
 }
 
+// controller is a multicluster-runtime manager with the uniform reconciler, over a plain
+// fleet or a compact one.
+type controller struct {
+	mode string
+	p    *mcprovider.Provider
+	mgr  mcmanager.Manager
+	rec  *requests
+}
+
 // startController runs a multicluster-runtime manager over the fleet of kubeconfig with
-// the uniform reconciler, until the test ends.
-func startController(t *testing.T, kubeconfig string) (*mcprovider.Provider, mcmanager.Manager, *requests) {
+// the uniform reconciler, until the test ends; with compact, over a compact fleet
+// (Fleet.Codec = persist.Codec{}).
+func startController(t *testing.T, kubeconfig string, compact bool) *controller {
 	t.Helper()
-	fleet, err := fleetwatch.NewManager(fleetwatch.Options{
+	opts := fleetwatch.Options{
 		Clusters:  cluster.Options{Kubeconfigs: []string{kubeconfig}, ReloadDelay: 50 * time.Millisecond},
 		Resources: []informer.Resource{{Name: "configmaps"}, {Name: "pods"}},
-	})
+	}
+	mode := "plain"
+	if compact {
+		opts.Fleet.Codec = persist.Codec{}
+		mode = "compact"
+	}
+	fleet, err := fleetwatch.NewManager(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,10 +221,10 @@ func startController(t *testing.T, kubeconfig string) (*mcprovider.Provider, mcm
 		t.Fatal(err)
 	}
 	rec := &requests{}
-	if err := mcbuilder.ControllerManagedBy(mgr).Named("uniform").For(&corev1.ConfigMap{}).Complete(uniformReconciler(mgr, rec)); err != nil {
+	if err := mcbuilder.ControllerManagedBy(mgr).Named("uniform-" + mode).For(&corev1.ConfigMap{}).Complete(uniformReconciler(mgr, rec)); err != nil {
 		t.Fatal(err)
 	}
-	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(1)))
+	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(1))).WithName(mode)
 	ctrl.SetLogger(logger)
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
 	done := make(chan error, 1)
@@ -222,15 +240,16 @@ func startController(t *testing.T, kubeconfig string) (*mcprovider.Provider, mcm
 			t.Error("the manager did not stop within 40s")
 		}
 	})
-	return p, mgr, rec
+	return &controller{mode: mode, p: p, mgr: mgr, rec: rec}
 }
 
-// TestControllerOverTheFleet runs a real mcmanager with a uniform reconciler over 3
-// clusters of the fleet: every request carries the cluster its object lives in, every
-// write lands in that cluster, a context added to the kubeconfig is engaged and
-// reconciled, one removed is disengaged and gets no request any more, and one whose
-// connection changes is replaced and reconciled again. Midway, it reads
-// the real servers' objects through each cluster's cache (see checkTypedReads).
+// TestControllerOverTheFleet runs two real mcmanagers with a uniform reconciler over 3
+// clusters of the fleet, side by side, one over a plain fleet and one over a compact
+// fleet: for each, every request carries the cluster its object lives in, every write
+// lands in that cluster, a context added to the kubeconfig is engaged and reconciled,
+// one removed is disengaged and gets no request any more, and one whose connection
+// changes is replaced and reconciled again. Midway, it reads the real servers' objects
+// through each cluster's cache (see checkTypedReads).
 func TestControllerOverTheFleet(t *testing.T) {
 	env := testenv.New(t, testenv.Options{Clusters: 4})
 	ctx := t.Context()
@@ -241,7 +260,7 @@ func TestControllerOverTheFleet(t *testing.T) {
 	if err := env.WriteKubeconfig(env.Kubeconfig, first...); err != nil {
 		t.Fatal(err)
 	}
-	p, mgr, rec := startController(t, env.Kubeconfig)
+	controllers := []*controller{startController(t, env.Kubeconfig, false), startController(t, env.Kubeconfig, true)}
 
 	eventually(t, convergeTimeout, "every labelled ConfigMap annotated with its own cluster", func() string {
 		for _, c := range first {
@@ -251,19 +270,26 @@ func TestControllerOverTheFleet(t *testing.T) {
 		}
 		return ""
 	})
-	if _, err := p.Get(ctx, multicluster.ClusterName(added.Name)); !errors.Is(err, multicluster.ErrClusterNotFound) {
-		t.Fatalf("Get(%s) before it is in the kubeconfig: %v, want ErrClusterNotFound", added.Name, err)
+	for _, c := range controllers {
+		if _, err := c.p.Get(ctx, multicluster.ClusterName(added.Name)); !errors.Is(err, multicluster.ErrClusterNotFound) {
+			t.Fatalf("%s: Get(%s) before it is in the kubeconfig: %v, want ErrClusterNotFound", c.mode, added.Name, err)
+		}
 	}
 
-	t.Run("typed reads", func(t *testing.T) { checkTypedReads(t, env, first, mgr) })
+	t.Run("typed reads", func(t *testing.T) { checkTypedReads(t, env, first, controllers[0].mgr, controllers[1].mgr) })
 
-	// A context added to the kubeconfig is engaged and reconciled.
+	// A context added to the kubeconfig is engaged and reconciled, by both.
 	if err := env.WriteKubeconfig(env.Kubeconfig, env.Clusters...); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, convergeTimeout, "the added cluster reconciled", func() string { return unreconciled(ctx, added) })
-	if n := rec.count(added.Name, ""); n < perCluster {
-		t.Errorf("%d requests of %s, want at least %d", n, added.Name, perCluster)
+	for _, c := range controllers {
+		eventually(t, convergeTimeout, c.mode+": the added cluster's requests", func() string {
+			if n := c.rec.count(added.Name, ""); n < perCluster {
+				return fmt.Sprintf("%d requests of %s, want at least %d", n, added.Name, perCluster)
+			}
+			return ""
+		})
 	}
 
 	// A removed one is disengaged: Get fails, and a new object in it gets no request.
@@ -272,23 +298,35 @@ func TestControllerOverTheFleet(t *testing.T) {
 	if err := env.WriteKubeconfig(env.Kubeconfig, kept...); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, convergeTimeout, "the removed cluster disengaged", func() string {
-		if _, err := p.Get(ctx, multicluster.ClusterName(removed.Name)); !errors.Is(err, multicluster.ErrClusterNotFound) {
-			return fmt.Sprintf("Get(%s): %v", removed.Name, err)
-		}
-		return ""
-	})
+	for _, c := range controllers {
+		eventually(t, convergeTimeout, c.mode+": the removed cluster disengaged", func() string {
+			if _, err := c.p.Get(ctx, multicluster.ClusterName(removed.Name)); !errors.Is(err, multicluster.ErrClusterNotFound) {
+				return fmt.Sprintf("Get(%s): %v", removed.Name, err)
+			}
+			return ""
+		})
+	}
+	// A barrier is a ConfigMap of another cluster that both controllers requested.
 	barrier := func(name string) {
 		t.Helper()
 		createConfigMap(t, other.Clientset(), name, other.Name)
-		eventually(t, convergeTimeout, "the barrier "+name+" reconciled", func() string { return unreconciled(ctx, other) })
+		for _, c := range controllers {
+			eventually(t, convergeTimeout, c.mode+": the barrier "+name+" requested", func() string {
+				if c.rec.count(other.Name, name) == 0 {
+					return "no request yet"
+				}
+				return ""
+			})
+		}
 	}
 	barrier("barrier-1")
-	before := rec.count(removed.Name, "")
+	before := []int{controllers[0].rec.count(removed.Name, ""), controllers[1].rec.count(removed.Name, "")}
 	createConfigMap(t, removed.Clientset(), "after-removal", removed.Name)
 	barrier("barrier-2")
-	if after := rec.count(removed.Name, ""); after != before {
-		t.Errorf("%d requests of the removed cluster %s after it was disengaged", after-before, removed.Name)
+	for i, c := range controllers {
+		if after := c.rec.count(removed.Name, ""); after != before[i] {
+			t.Errorf("%s: %d requests of the removed cluster %s after it was disengaged", c.mode, after-before[i], removed.Name)
+		}
 	}
 	cm, err := removed.Clientset().CoreV1().ConfigMaps(demoNamespace).Get(ctx, "after-removal", metav1.GetOptions{})
 	if err != nil {
@@ -298,16 +336,18 @@ func TestControllerOverTheFleet(t *testing.T) {
 		t.Errorf("a ConfigMap created in %s after its removal was written: %q", removed.Name, got)
 	}
 	for _, c := range kept {
-		if bad := unreconciled(ctx, c); bad != "" {
-			t.Errorf("after the removal: %s", bad)
-		}
+		eventually(t, convergeTimeout, "after the removal", func() string { return unreconciled(ctx, c) })
 	}
 	// A cluster whose connection changes in the kubeconfig is replaced: disengaged, then
 	// engaged again as a new cluster.Cluster, which is reconciled.
 	replaced := env.Clusters[0]
-	old, err := p.Get(ctx, multicluster.ClusterName(replaced.Name))
-	if err != nil {
-		t.Fatal(err)
+	var old []crcluster.Cluster
+	for _, c := range controllers {
+		o, err := c.p.Get(ctx, multicluster.ClusterName(replaced.Name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		old = append(old, o)
 	}
 	cfg := env.KubeconfigFor(kept...)
 	cfg.Clusters[replaced.Name].CertificateAuthorityData = nil
@@ -318,46 +358,57 @@ func TestControllerOverTheFleet(t *testing.T) {
 	if err := os.Rename(env.Kubeconfig+".tmp", env.Kubeconfig); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, convergeTimeout, "the changed cluster replaced", func() string {
-		now, err := p.Get(ctx, multicluster.ClusterName(replaced.Name))
-		if err != nil {
-			return err.Error()
-		}
-		if now == old {
-			return "still the old cluster.Cluster"
-		}
-		if !now.GetConfig().Insecure {
-			return "the new cluster.Cluster has the old connection"
-		}
-		return ""
-	})
+	for i, c := range controllers {
+		eventually(t, convergeTimeout, c.mode+": the changed cluster replaced", func() string {
+			now, err := c.p.Get(ctx, multicluster.ClusterName(replaced.Name))
+			if err != nil {
+				return err.Error()
+			}
+			if now == old[i] {
+				return "still the old cluster.Cluster"
+			}
+			if !now.GetConfig().Insecure {
+				return "the new cluster.Cluster has the old connection"
+			}
+			return ""
+		})
+	}
 	createConfigMap(t, replaced.Clientset(), "after-replace", replaced.Name)
 	eventually(t, convergeTimeout, "the replaced cluster reconciled", func() string { return unreconciled(ctx, replaced) })
+	for _, c := range controllers {
+		eventually(t, convergeTimeout, c.mode+": the replaced cluster's new ConfigMap requested", func() string {
+			if c.rec.count(replaced.Name, "after-replace") == 0 {
+				return "no request yet"
+			}
+			return ""
+		})
+	}
 
 	// After the changes, each cluster's cache is its server's state, and the removed
 	// cluster's objects have left the fleet.
-	for _, c := range kept {
-		eventually(t, convergeTimeout, c.Name+": the cache equals the server", func() string { return cacheDiff(ctx, mgr, c) })
+	for _, ctl := range controllers {
+		for _, c := range kept {
+			eventually(t, convergeTimeout, ctl.mode+": "+c.Name+": the cache equals the server", func() string { return cacheDiff(ctx, ctl.mgr, c) })
+		}
+		if n := ctl.p.Manager().Fleet().Indexer(configMapsGVR).ClusterLen(removed.Name); n != 0 {
+			t.Errorf("%s: %d ConfigMaps of the removed cluster %s are still in the fleet", ctl.mode, n, removed.Name)
+		}
+		ctl.rec.mu.Lock()
+		if len(ctl.rec.wrong) > 0 {
+			t.Errorf("%s: requests that read objects of another cluster: %q", ctl.mode, ctl.rec.wrong)
+		}
+		clusters := map[string]bool{}
+		for _, req := range ctl.rec.seen {
+			clusters[req.ClusterName.String()] = true
+		}
+		names := make([]string, 0, len(clusters))
+		for n := range clusters {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		t.Logf("%s: %d requests of clusters %v", ctl.mode, len(ctl.rec.seen), names)
+		ctl.rec.mu.Unlock()
 	}
-	if n := p.Manager().Fleet().Indexer(configMapsGVR).ClusterLen(removed.Name); n != 0 {
-		t.Errorf("%d ConfigMaps of the removed cluster %s are still in the fleet", n, removed.Name)
-	}
-
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	if len(rec.wrong) > 0 {
-		t.Errorf("requests that read objects of another cluster: %q", rec.wrong)
-	}
-	clusters := map[string]bool{}
-	for _, req := range rec.seen {
-		clusters[req.ClusterName.String()] = true
-	}
-	names := make([]string, 0, len(clusters))
-	for n := range clusters {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	t.Logf("%d requests of clusters %v", len(rec.seen), names)
 }
 
 // cacheDiff says how the ConfigMaps of c's cache differ from its server's, by name and

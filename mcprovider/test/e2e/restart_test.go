@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -132,16 +133,23 @@ func tail(s string, n int) string {
 // can complete. Once the apiservers resume, the watches go on from the saved
 // resourceVersions: a new object is reconciled and written back, and the apiservers
 // hand out no object again in a list (docs/design.md, "Measuring 'no object downloaded
-// again'"). Last, the snapshot of a graceful stop equals the servers' state.
+// again'"). Last, the snapshot of a graceful stop equals the servers' state. It runs
+// over a plain fleet and over a compact one (--compact), each on clusters of its own.
 func TestControllerWarmRestartAfterKill9(t *testing.T) {
+	bin := buildExample(t)
+	for _, compact := range []bool{false, true} {
+		t.Run(fmt.Sprintf("compact=%t", compact), func(t *testing.T) { warmRestartAfterKill9(t, bin, compact) })
+	}
+}
+
+func warmRestartAfterKill9(t *testing.T, bin string, compact bool) {
 	env := testenv.New(t, testenv.Options{Clusters: 3})
 	ctx := t.Context()
 	for _, c := range env.Clusters {
 		seed(t, c)
 	}
-	bin := buildExample(t)
 	snapshot := filepath.Join(t.TempDir(), "fleet.db")
-	args := []string{"--kubeconfigs", env.Kubeconfig, "--snapshot", snapshot, "--snapshot-interval", "100ms"}
+	args := []string{"--kubeconfigs", env.Kubeconfig, "--snapshot", snapshot, "--snapshot-interval", "100ms", "--compact=" + strconv.FormatBool(compact)}
 
 	run1 := startProcess(t, bin, args...)
 	eventually(t, convergeTimeout, "cold run: every labelled ConfigMap annotated", func() string {

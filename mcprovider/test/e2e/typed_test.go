@@ -27,8 +27,9 @@ var configMapsGVR = schema.GroupVersionResource{Version: "v1", Resource: "config
 // cluster and compares them with what the apiservers return: Get and List as
 // *corev1.ConfigMap and *corev1.Pod, unstructured and metadata-only, in a namespace, by
 // labels and by an indexed field, and NotFound as controller-runtime gives it. The
-// fleet drops managedFields, so the servers' objects are compared without them.
-func checkTypedReads(t *testing.T, env *testenv.Env, clusters []*testenv.Cluster, mgr mcmanager.Manager) {
+// fleet drops managedFields, so the servers' objects are compared without them. Each of
+// mgrs is checked in turn: a controller over a plain fleet and one over a compact fleet.
+func checkTypedReads(t *testing.T, env *testenv.Env, clusters []*testenv.Cluster, mgrs ...mcmanager.Manager) {
 	ctx := t.Context()
 	for _, c := range clusters {
 		pod := &corev1.Pod{
@@ -39,6 +40,14 @@ func checkTypedReads(t *testing.T, env *testenv.Env, clusters []*testenv.Cluster
 			t.Fatal(err)
 		}
 	}
+	for _, mgr := range mgrs {
+		checkTypedReadsOf(t, clusters, mgr)
+	}
+}
+
+// checkTypedReadsOf is checkTypedReads of one manager, once the servers have the pods.
+func checkTypedReadsOf(t *testing.T, clusters []*testenv.Cluster, mgr mcmanager.Manager) {
+	ctx := t.Context()
 	for _, c := range clusters {
 		cl, err := mgr.GetCluster(ctx, multicluster.ClusterName(c.Name))
 		if err != nil {
