@@ -25,8 +25,8 @@ BENCH     ?= .
 BENCHTIME ?= 1s
 COUNT     ?= 5
 BENCH_DIR ?= $(HOME)/.cache/fleetwatch/bench
-BENCH_FLAGS       ?= --pods 10000 --configmaps 3000 --clusters 3 --runs 3 --write-duration 60s --scale 1,3,10,30 --scale-namespaces 3
-BENCH_QUICK_FLAGS ?= --pods 300 --configmaps 100 --clusters 3 --runs 2 --write-rate 30 --write-duration 5s --scale 1,6
+BENCH_FLAGS       ?= --pods 10000 --configmaps 3000 --clusters 3 --runs 3 --write-duration 60s --scale 1,3,10,30 --scale-namespaces 3 --shards 3
+BENCH_QUICK_FLAGS ?= --pods 300 --configmaps 100 --clusters 3 --runs 2 --write-rate 30 --write-duration 5s --scale 1,6 --shards 3
 # The smoke test of make test: bench-quick's sizes, one run, in a temporary directory.
 BENCH_SMOKE_FLAGS ?= $(BENCH_QUICK_FLAGS) --runs 1 --check
 
@@ -96,7 +96,8 @@ demo: tools build
 
 ## bench: fleetwatch next to client-go informers (dynamic, with the managedFields transform,
 ## typed, metadatainformer), and examples/multicluster-runtime on multicluster-runtime's
-## kubeconfig provider next to fleetwatch's, on real local clusters (~20 min); writes
+## kubeconfig provider next to fleetwatch's, and the binary as 3 sharded replicas (moves with and
+## without the warm handover, fan-out lists), on real local clusters (~20 min); writes
 ## docs/benchmarks.md. The loaded clusters are kept in BENCH_DIR for the next invocation.
 bench: tools
 	@eval "$$(hack/build-tools.sh --print)" && export FLEETWATCH_KUBE_APISERVER FLEETWATCH_ETCD FLEETWATCH_KUBECTL && \

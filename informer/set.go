@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	goruntime "runtime"
 	"slices"
@@ -751,7 +752,7 @@ func (s *Set) watchSync(ctx context.Context, name string, run *runner, stores []
 // watchError records a list or watch error of the informers run of resource name. A
 // NotFound means the resource may be gone: discovery runs again at once.
 func (s *Set) watchError(ctx context.Context, name string, run *runner, err error) {
-	cache.DefaultWatchErrorHandler(ctx, nil, err)
+	logWatchError(ctx, name, err)
 	s.setStatus(name, run, func(st *ResourceStatus) { st.LastError, st.LastErrorTime = err, s.opts.Clock.Now() })
 	if apierrors.IsNotFound(err) {
 		select {
@@ -1024,4 +1025,22 @@ func (n namespaceKeys) ListKeys() []string {
 
 func (n namespaceKeys) GetByKey(key string) (interface{}, bool, error) {
 	return n.store.GetByKey(key)
+}
+
+// logWatchError logs a list or watch error of the informers of resource name as
+// cache.DefaultWatchErrorHandler does, which cannot be called without its Reflector
+// (it reads the Reflector's name): an expired resourceVersion at verbosity 4, a watch
+// that ended normally not at all, one cut short at verbosity 1, any other error as an
+// error.
+func logWatchError(ctx context.Context, name string, err error) {
+	logger := klog.FromContext(ctx)
+	switch {
+	case apierrors.IsResourceExpired(err) || apierrors.IsGone(err):
+		logger.V(4).Info("Watch closed", "resource", name, "err", err)
+	case errors.Is(err, io.EOF):
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		logger.V(1).Info("Watch closed with unexpected EOF", "resource", name, "err", err)
+	default:
+		logger.Error(err, "Failed to watch", "resource", name)
+	}
 }

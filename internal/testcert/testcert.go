@@ -23,9 +23,18 @@ import (
 // differs from the first, as a rotated one does.
 func Write(t testing.TB, dir, cn string) (certFile, keyFile string) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	certFile, keyFile, err := Generate(dir, cn)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return certFile, keyFile
+}
+
+// Generate is Write for a program that is not a test (the benchmark's sharded setup).
+func Generate(dir, cn string) (certFile, keyFile string, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return "", "", err
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(time.Now().UnixNano()),
@@ -41,20 +50,20 @@ func Write(t testing.TB, dir, cn string) (certFile, keyFile string) {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		t.Fatal(err)
+		return "", "", err
 	}
 	kb, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
-		t.Fatal(err)
+		return "", "", err
 	}
 	certFile, keyFile = filepath.Join(dir, cn+".crt"), filepath.Join(dir, cn+".key")
 	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
+		return "", "", err
 	}
 	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
-		t.Fatal(err)
+		return "", "", err
 	}
-	return certFile, keyFile
+	return certFile, keyFile, nil
 }
 
 // Pool returns a pool that trusts the certificate in certFile.

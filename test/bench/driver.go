@@ -69,6 +69,8 @@ type driverOptions struct {
 	check bool
 	// searches is the number of timed searches after the plain fleetwatch sync.
 	searches int
+	// shards is the number of replicas of the sharded phase; 0: none.
+	shards int
 	// contenders, if not empty, are the only sync contenders that run (syncUnitNames);
 	// the report is then not written, only each contender's line and report.json.
 	contenders []string
@@ -141,6 +143,7 @@ func runDriver(args []string) error {
 	fs.BoolVar(&o.scaleCompact, "scale-compact", false, "give the scale runs' fleetwatch a compact fleet (Fleet.Codec = persist.Codec{})")
 	fs.BoolVar(&o.scaleWarm, "scale-warm", false, "in the scale runs, sync fleetwatch with a snapshot, then restart it warm from that snapshot")
 	fs.StringVar(&o.scaleMemLimit, "scale-memlimit", "", "GOMEMLIMIT of the scale runs' fleetwatch processes, such as 7GiB (default: none)")
+	fs.IntVar(&o.shards, "shards", 0, "run the sharded phase with this many replicas of the fleetwatch binary (at least 2): planned moves N-1 → N → N-1 with and without the warm handover, and fan-out lists through a replica against a single replica (default: none)")
 	fs.BoolVar(&o.watch, "watch", true, "run the watch phase (latency, CPU per event)")
 	fs.BoolVar(&o.controllers, "controllers", true, "run the controller contenders: examples/multicluster-runtime on multicluster-runtime's kubeconfig provider and on fleetwatch's")
 	fs.BoolVar(&o.check, "check", false, "fail if the report lacks a row or a measurement (a smoke test of the harness; no ratio is asserted)")
@@ -170,6 +173,9 @@ func runDriver(args []string) error {
 	}
 	if o.pods <= 0 || o.clusters <= 0 || o.runs <= 0 || o.writeRate <= 0 {
 		return errors.New("--pods, --clusters, --runs and --write-rate must be positive")
+	}
+	if o.shards == 1 || o.shards < 0 {
+		return errors.New("--shards must be 0 (none) or at least 2")
 	}
 	if o.scaleNamespaces < 0 || o.scaleNamespaces > benchNamespaces {
 		return fmt.Errorf("--scale-namespaces must be from 0 to %d", benchNamespaces)
@@ -283,6 +289,12 @@ func runDriver(args []string) error {
 			return fmt.Errorf("scale %d: %w", n, err)
 		}
 		rep.Scale = append(rep.Scale, s)
+	}
+	if o.shards > 0 {
+		log.Printf("shards: %d replicas", o.shards)
+		if rep.Shards, err = d.shards(ctx, o.shards); err != nil {
+			return fmt.Errorf("shards: %w", err)
+		}
 	}
 	rep.Duration = time.Since(started)
 	rep.LoadAverage = loadBefore + " at start, " + loadAverage() + " at end"

@@ -30,6 +30,8 @@ type report struct {
 	Sizes       map[string]objectSizes `json:"sizes"`
 	Runs        []*runResult           `json:"runs"`
 	Scale       []scaleResult          `json:"scale,omitempty"`
+	// Shards is the sharded phase (--shards); nil without it.
+	Shards *shardResult `json:"shards,omitempty"`
 }
 
 // scaleResult is one row of the scale table.
@@ -293,6 +295,10 @@ func (rep *report) markdown() string {
 	p("\nSnapshot file: %s MiB, %s bytes per cached object.\n", spread(fileSize, "%.1f"), spread(filePer, "%.0f"))
 
 	b.WriteString(rep.scaleMarkdown())
+
+	if rep.Shards != nil {
+		rep.shardsMarkdown(p)
+	}
 
 	p("\n### Raw measurements\n\n")
 	p("Sync phase, per run and contender: time from process start to synced, cached objects, initial-list events, CPU time up to sync, heap and RSS after GC, peak RSS.\n\n")
@@ -721,6 +727,9 @@ func (rep *report) missingRows(md string) []string {
 	for _, s := range rep.Scale {
 		row(fmt.Sprintf("| %d | %d |", s.Contexts, s.Fleetwatch.Total))
 	}
+	for _, r := range rep.shardRows() {
+		row("| " + r.name + " |")
+	}
 	for i, r := range rep.Runs {
 		for _, c := range r.syncRows() {
 			// The name may be followed by what the restart measured, in parentheses.
@@ -816,4 +825,59 @@ func (rep *report) scaleMarkdown() string {
 			float64(w.RSSAfterGC)/(1<<20), float64(w.PeakRSS)/(1<<20), s.WarmList.Objects, s.WarmList.Requests)
 	}
 	return b.String()
+}
+
+// shardRow is a row of the sharded table: a baseline, fleetwatch's value, their ratio.
+type shardRow struct {
+	name, format string
+	base, value  float64
+}
+
+// shardRows are the rows of the sharded table: each planned move with the warm
+// handover against the same move without it, and the fan-out lists through one of N
+// replicas against one replica serving the whole fleet.
+func (rep *report) shardRows() []shardRow {
+	s := rep.Shards
+	if s == nil {
+		return nil
+	}
+	var rows []shardRow
+	for i, w := range s.Warm {
+		c := moveResult{Seconds: math.NaN(), Lists: listCounters{Objects: math.NaN()}}
+		if i < len(s.Cold) {
+			c = s.Cold[i]
+		}
+		rows = append(rows,
+			shardRow{fmt.Sprintf("rebalance %d → %d replicas, %d of %d clusters moved (s)", w.From, w.To, w.Moved, s.Clusters), "%.2f", c.Seconds, w.Seconds},
+			shardRow{fmt.Sprintf("objects re-sent by the apiservers, %d → %d replicas", w.From, w.To), "%.0f", c.Lists.Objects, w.Lists.Objects})
+	}
+	ms := func(vs []float64, q float64) float64 {
+		if len(vs) == 0 {
+			return math.NaN()
+		}
+		return 1000 * quantile(vs, q)
+	}
+	for _, q := range []struct {
+		name string
+		q    float64
+	}{{"p50", 0.5}, {"p99", 0.99}} {
+		rows = append(rows,
+			shardRow{fmt.Sprintf("fan-out list, a page of 500 pods, %s (ms)", q.name), "%.1f", ms(s.SinglePage, q.q), ms(s.FanoutPage, q.q)},
+			shardRow{fmt.Sprintf("fan-out list, all pods, %s (ms)", q.name), "%.1f", ms(s.SingleFull, q.q), ms(s.FanoutFull, q.q)})
+	}
+	return rows
+}
+
+// shardsMarkdown renders the sharded table.
+func (rep *report) shardsMarkdown(p func(string, ...any)) {
+	s := rep.Shards
+	p("\n### Sharded replicas\n\n")
+	p("One run (`--shards %d`): a home apiserver of its own for the Leases and the delegated authentication, the bench's %d clusters as members, and the real `fleetwatch serve` binary as replicas, each with its snapshot, serving HTTPS. ", s.Replicas, s.Clusters)
+	p("A rebalance is the time from the change (the new replica started, or SIGTERM sent to the last one) to every replica ready and saying that each cluster is synced by its assigned replica; ")
+	p("the objects re-sent are what the member apiservers handed out as lists or initial events meanwhile (docs/design.md, \"Measuring\"). The baseline of the moves is the same moves with the warm handover off (`shard.handoverTimeout: 0`). ")
+	p("The fan-out lists go through %s, which owns %d of the %d clusters at %d replicas (pages: every page of `/clusters/*/api/v1/pods?limit=500`, 3 walks; all pods: the list without limit, 3 times), the baseline through the same replica alone, owning every cluster.\n\n", s.Via, s.ViaOwns, s.Clusters, s.Replicas)
+	p("| measurement | baseline | fleetwatch | ratio |\n|---|---|---|---|\n")
+	for _, r := range rep.shardRows() {
+		p("| %s | "+r.format+" | "+r.format+" | %s |\n", r.name, r.base, r.value, formatRatio(r.value/r.base))
+	}
 }

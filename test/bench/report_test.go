@@ -81,7 +81,31 @@ func fullReport() *report {
 	for _, n := range []int{1, 6} {
 		rep.Scale = append(rep.Scale, scaleResult{Contexts: n, ClientGo: res(implClientGo), Fleetwatch: &Result{Total: 100 * n, SyncedSec: 1, HeapAfterGC: 1 << 20}})
 	}
+	rep.Shards = &shardResult{Replicas: 3, Clusters: 3,
+		Warm:       []moveResult{{From: 2, To: 3, Moved: 1, Seconds: 1}, {From: 3, To: 2, Moved: 1, Seconds: 0.5}},
+		Cold:       []moveResult{{From: 2, To: 3, Moved: 1, Seconds: 2, Lists: listCounters{Objects: 400}}, {From: 3, To: 2, Moved: 1, Seconds: 2, Lists: listCounters{Objects: 400}}},
+		FanoutPage: []float64{0.002, 0.004}, FanoutFull: []float64{0.1, 0.2}, SinglePage: []float64{0.001, 0.002}, SingleFull: []float64{0.05, 0.1}}
 	return rep
+}
+
+// TestMarkdownShards checks the sharded table's rows: the moves with the warm handover
+// against the same moves without it, the fan-out lists against a single replica.
+func TestMarkdownShards(t *testing.T) {
+	md := fullReport().markdown()
+	for _, want := range []string{
+		"| rebalance 2 → 3 replicas, 1 of 3 clusters moved (s) | 2.00 | 1.00 | 0.50 |",
+		"| rebalance 3 → 2 replicas, 1 of 3 clusters moved (s) | 2.00 | 0.50 | 0.25 |",
+		"| objects re-sent by the apiservers, 2 → 3 replicas | 400 | 0 | 0 |",
+		"| fan-out list, a page of 500 pods, p50 (ms) | 1.0 | 2.0 | 2.00 |",
+		"| fan-out list, all pods, p99 (ms) | 100.0 | 200.0 | 2.00 |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the report has no line with %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Log(md)
+	}
 }
 
 // TestMissingRows checks the smoke test's check (--check): a full report has every row,
@@ -102,6 +126,8 @@ func TestMissingRows(t *testing.T) {
 		{"a scale", "| 6 | 600 |"},
 		{"a watch contender", "| 1 | fleetwatch + snapshot (fresh file) |"},
 		{"the restarts' lists", "| 1 | 100 / "},
+		{"a sharded move", "| objects re-sent by the apiservers, 3 → 2 replicas |"},
+		{"a fan-out list", "| fan-out list, all pods, p99 (ms) |"},
 		{"a controller figure", "| Heap per ConfigMap after GC, every one reconciled, warm (KiB) |"},
 		{"a compact controller figure", "| Compact fleet: restart → first reconcile (s), warm, kubeconfig provider cold |"},
 	} {

@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,6 +21,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/fleetwatch/fleetwatch/internal/testcert"
+	"github.com/fleetwatch/fleetwatch/internal/testenv"
 	"github.com/fleetwatch/fleetwatch/server"
 	"github.com/fleetwatch/fleetwatch/shard"
 )
@@ -125,168 +124,113 @@ func newSecureShardedFleet(t *testing.T, members int) *shardedFleet {
 	return f
 }
 
-// TestShardedWarmHandover scales a secure sharded fleet 2 → 3 → 2 with configmaps
-// changing throughout. The clusters that move are started by their new owner from the
-// old owner's state: their apiservers see no list of configmaps from it, neither a LIST
-// nor a streaming one, only watches resumed from the old owner's resourceVersions, and
-// the fleet served equals the servers' truth afterwards, the changes made during the
-// move included. The state endpoint answers no one but a replica.
-func TestShardedWarmHandover(t *testing.T) {
-	f := newSecureShardedFleet(t, 3)
-	// Objects that never change: a cold start lists them again, a warm one does not.
-	const unchanged = 100
-	var wg sync.WaitGroup
+// stopReplica stops the replica id with SIGTERM, as a scale-down does: it hands its
+// clusters over to their new owners.
+func (f *shardedFleet) stopReplica(id string) {
+	f.t.Helper()
+	if err := f.replicas[id].signal(f.t, syscall.SIGTERM); err != nil {
+		f.t.Errorf("%s exited with %v", id, err)
+	}
+}
+
+// listed returns the configmaps that each member's apiserver handed out as lists or
+// initial events (docs/design.md, "Measuring").
+func (f *shardedFleet) listed() map[string]float64 {
+	f.t.Helper()
+	out := map[string]float64{}
 	for _, m := range f.members {
-		wg.Go(func() {
-			for i := range unchanged {
-				createConfigMap(t, m.Clientset(), "shop", fmt.Sprintf("unchanged-%d", i), m.Name)
-			}
-		})
+		ms, err := m.Metrics(f.t.Context())
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		out[m.Name] = ms.ListedObjects("", "configmaps")
 	}
-	wg.Wait()
-	churn := startChurn(t, f.members)
-	ids := []string{"fleetwatch-0", "fleetwatch-1", "fleetwatch-2"}
-	for _, id := range ids[:2] {
-		f.start(id)
-	}
-	t.Logf("2 replicas settled in %v", f.waitSettled(churn, ids[:2]...))
+	return out
+}
 
-	// warm checks that each member that moved from one set of replicas to the other
-	// was started by its new owner without a list since since.
-	warm := func(before, after []string, since time.Time) int {
-		t.Helper()
-		moved := 0
+// lists returns the lists of configmaps that m's apiserver served since since, a LIST
+// or a streaming one, by its audit log.
+func (f *shardedFleet) lists(m *testenv.Cluster, since time.Time) []string {
+	var out []string
+	reqs, _ := m.Requests()
+	for _, req := range reqs {
+		if req.Resource == "configmaps" && !req.Start.Before(since) && (req.Verb == "list" || strings.Contains(req.URI, "sendInitialEvents=true")) {
+			out = append(out, req.Verb+" "+req.URI+" by "+req.UserAgent)
+		}
+	}
+	return out
+}
+
+// placed waits until each member is watched by its owner among live, as its audit log
+// tells, without listing anything itself (the check of the served objects against the
+// servers lists them).
+func (f *shardedFleet) placed(live ...string) {
+	f.t.Helper()
+	names := make([]string, len(f.members))
+	for i, m := range f.members {
+		names[i] = m.Name
+	}
+	assigned := shard.Assign(names, live)
+	eventually(f.t, shardSettle, "the members watched by their owners", func() string {
+		w := f.watchers(time.Now())
 		for _, m := range f.members {
-			from, to := shard.Owner(m.Name, before), shard.Owner(m.Name, after)
-			if from == to {
-				continue
+			if !slices.Equal(w[m.Name], []string{assigned[m.Name]}) {
+				return fmt.Sprintf("%s is watched by %v, want %s", m.Name, w[m.Name], assigned[m.Name])
 			}
-			moved++
-			reqs, err := m.Requests()
-			if err != nil {
-				t.Fatal(err)
-			}
-			resumed := 0
-			for _, req := range reqs {
-				if replicaOf(req) != to || req.Resource != "configmaps" || req.Start.Before(since) {
-					continue
-				}
-				if req.Verb == "list" || strings.Contains(req.URI, "sendInitialEvents=true") {
-					t.Errorf("%s moved from %s to %s: %s %s; want the watch resumed from the handed-over state", m.Name, from, to, req.Verb, req.URI)
-				} else {
-					resumed++
-				}
-			}
-			if resumed == 0 {
-				t.Errorf("%s moved from %s to %s: no watch of %s", m.Name, from, to, to)
-			}
-			t.Logf("%s moved from %s to %s warm", m.Name, from, to)
 		}
-		return moved
-	}
+		return ""
+	})
+}
 
-	// listed returns the configmaps that each member's apiserver handed out as lists
-	// (docs/design.md, "Measuring"); placed waits until each member is watched by its
-	// owner among live, as its audit log tells, without listing anything itself (the
-	// check of the served objects against the servers lists them).
-	listed := func() map[string]float64 {
-		t.Helper()
-		out := map[string]float64{}
-		for _, m := range f.members {
-			ms, err := m.Metrics(t.Context())
-			if err != nil {
-				t.Fatal(err)
-			}
-			out[m.Name] = ms.ListedObjects("", "configmaps")
+// movedWarm checks that each member that moved from one set of replicas to the other
+// was started by its new owner without a list since since, and returns how many moved.
+func (f *shardedFleet) movedWarm(before, after []string, since time.Time) int {
+	t := f.t
+	t.Helper()
+	moved := 0
+	for _, m := range f.members {
+		from, to := shard.Owner(m.Name, before), shard.Owner(m.Name, after)
+		if from == to {
+			continue
 		}
-		return out
-	}
-	placed := func(live ...string) {
-		t.Helper()
-		names := make([]string, len(f.members))
-		for i, m := range f.members {
-			names[i] = m.Name
-		}
-		assigned := shard.Assign(names, live)
-		eventually(t, shardSettle, "the members watched by their owners", func() string {
-			w := f.watchers(time.Now())
-			for _, m := range f.members {
-				if !slices.Equal(w[m.Name], []string{assigned[m.Name]}) {
-					return fmt.Sprintf("%s is watched by %v, want %s", m.Name, w[m.Name], assigned[m.Name])
-				}
-			}
-			return ""
-		})
-	}
-	notListed := func(before map[string]float64, since time.Time) {
-		t.Helper()
-		for _, m := range f.members {
-			ms, err := m.Metrics(t.Context())
-			if err != nil {
-				t.Fatal(err)
-			}
-			// A watch resumed from a resourceVersion gets the changes since as its initial
-			// events, which apiserver_init_events_total counts: those made during the move.
-			n := ms.ListedObjects("", "configmaps") - before[m.Name]
-			t.Logf("%s handed out %v configmaps as lists or initial events during the move: the changes made meanwhile (%d never changed)", m.Name, n, unchanged)
-			if n >= unchanged {
-				var lists []string
-				reqs, _ := m.Requests()
-				for _, req := range reqs {
-					if req.Resource == "configmaps" && !req.Start.Before(since) && (req.Verb == "list" || strings.Contains(req.URI, "sendInitialEvents=true")) {
-						lists = append(lists, req.Verb+" "+req.URI+" by "+req.UserAgent)
-					}
-				}
-				t.Errorf("%s handed out %v configmaps as lists or initial events during the move, more than the changes made meanwhile; lists: %v", m.Name, n, lists)
-			}
-		}
-	}
-
-	from := time.Now()
-	before := listed()
-	f.start(ids[2])
-	placed(ids...)
-	notListed(before, from)
-	t.Logf("3 replicas settled in %v", f.waitSettled(churn, ids...))
-	up := warm(ids[:2], ids, from)
-
-	// The state endpoint, as an attacker tries it, on a replica: no credential, a
-	// reader of every cluster, a reader of one cluster, a guessed token. (A state is
-	// given once, to the replica that takes the cluster: none is left here.)
-	for _, tc := range []struct{ name, token string }{
-		{"no token", ""}, {"a guessed token", "guess"}, {"a reader of every cluster", f.warm.readerToken}, {"a reader of the cluster", f.warm.prodToken},
-	} {
-		for _, id := range ids {
-			code, body := f.warm.get(t.Context(), f.replicas[id].base+server.StatePath(f.members[0].Name), tc.token)
-			if code != http.StatusUnauthorized && code != http.StatusForbidden {
-				t.Errorf("%s: the state of %s at %s: %d %s; want 401 or 403", tc.name, f.members[0].Name, id, code, body)
-			}
-		}
-	}
-
-	from = time.Now()
-	before = listed()
-	if err := f.replicas[ids[2]].signal(t, syscall.SIGTERM); err != nil {
-		t.Errorf("%s exited with %v", ids[2], err)
-	}
-	placed(ids[:2]...)
-	notListed(before, from)
-	t.Logf("2 replicas settled in %v", f.waitSettled(churn, ids[:2]...))
-	down := warm(ids, ids[:2], from)
-	if up+down == 0 {
-		t.Fatal("no cluster moved; pick other names")
-	}
-	// The replicas' logs say so too (and may tell of more: a cluster that the first
-	// replica took before the second joined moved warm too).
-	took := 0
-	for _, id := range ids {
-		b, err := os.ReadFile(f.replicas[id].log.Name())
+		moved++
+		reqs, err := m.Requests()
 		if err != nil {
 			t.Fatal(err)
 		}
-		took += strings.Count(string(b), "Took the cluster's state over from its old owner")
+		resumed := 0
+		for _, req := range reqs {
+			if replicaOf(req) != to || req.Resource != "configmaps" || req.Start.Before(since) {
+				continue
+			}
+			if req.Verb == "list" || strings.Contains(req.URI, "sendInitialEvents=true") {
+				t.Errorf("%s moved from %s to %s: %s %s; want the watch resumed from the handed-over state", m.Name, from, to, req.Verb, req.URI)
+			} else {
+				resumed++
+			}
+		}
+		if resumed == 0 {
+			t.Errorf("%s moved from %s to %s: no watch of %s", m.Name, from, to, to)
+		}
+		t.Logf("%s moved from %s to %s warm", m.Name, from, to)
 	}
-	if took < up+down {
-		t.Errorf("the replicas logged %d warm takeovers, want at least %d", took, up+down)
+	return moved
+}
+
+// stateOnlyForReplicas tries the state endpoint of each replica in live as an attacker
+// would: no credential, a guessed token, a reader of every cluster, a reader of the
+// cluster. (A state is given once, to the replica that takes the cluster: none is left
+// there.)
+func (f *shardedFleet) stateOnlyForReplicas(live []string) {
+	f.t.Helper()
+	for _, tc := range []struct{ name, token string }{
+		{"no token", ""}, {"a guessed token", "guess"}, {"a reader of every cluster", f.warm.readerToken}, {"a reader of the cluster", f.warm.prodToken},
+	} {
+		for _, id := range live {
+			code, body := f.warm.get(f.t.Context(), f.replicas[id].base+server.StatePath(f.members[0].Name), tc.token)
+			if code != http.StatusUnauthorized && code != http.StatusForbidden {
+				f.t.Errorf("%s: the state of %s at %s: %d %s; want 401 or 403", tc.name, f.members[0].Name, id, code, body)
+			}
+		}
 	}
 }

@@ -321,10 +321,6 @@ func sameAsServer(ctx context.Context, m *testenv.Cluster, got map[string]string
 	return ""
 }
 
-func fetch(ctx context.Context, url string) (int, []byte) {
-	return fetchAs(ctx, http.DefaultClient, url, "")
-}
-
 // fetchAs is fetch with client and a bearer token, if not empty.
 func fetchAs(ctx context.Context, client *http.Client, url, token string) (int, []byte) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -415,10 +411,15 @@ type churner struct {
 	// flight.
 	change sync.RWMutex
 	paused atomic.Bool
+	// made counts, per member, the changes that its apiserver accepted.
+	made map[string]*atomic.Int64
 }
 
 func startChurn(t *testing.T, members []*testenv.Cluster) *churner {
-	c := &churner{}
+	c := &churner{made: map[string]*atomic.Int64{}}
+	for _, m := range members {
+		c.made[m.Name] = &atomic.Int64{}
+	}
 	for _, m := range members {
 		go func() {
 			cms := m.Clientset().CoreV1().ConfigMaps("shop")
@@ -441,9 +442,14 @@ func startChurn(t *testing.T, members []*testenv.Cluster) *churner {
 						if _, err = cms.Update(t.Context(), cm, metav1.UpdateOptions{}); apierrors.IsNotFound(err) {
 							_, err = cms.Create(t.Context(), cm, metav1.CreateOptions{})
 						}
+						if err == nil {
+							c.made[m.Name].Add(1)
+						}
 					case 2:
 						if err = cms.Delete(t.Context(), name, metav1.DeleteOptions{}); apierrors.IsNotFound(err) {
 							err = nil
+						} else if err == nil {
+							c.made[m.Name].Add(1)
 						}
 					}
 					if err != nil && t.Context().Err() == nil {
@@ -466,17 +472,43 @@ func (c *churner) pause() {
 
 func (c *churner) resume() { c.paused.Store(false) }
 
-// TestShardedReplicas runs the real binary as replicas of a sharded fleet against a home
-// apiserver and four member apiservers, with configmaps changing throughout. Who watches
-// a member is read from the member apiserver's audit log, by the replica's user agent.
-// Scaling 3 → 4 → 2 leaves each member watched by exactly its assigned replica, and no
-// two replicas watch a member at once; kill -9 of a replica has its clusters owned
-// again within the Lease duration plus the sync, while the others keep answering; a
-// replica paused past its Lease stops watching within a retry period of resuming.
+// changes returns how many changes the churn has made in each member so far.
+func (c *churner) changes() map[string]int64 {
+	out := map[string]int64{}
+	for name, n := range c.made {
+		out[name] = n.Load()
+	}
+	return out
+}
+
+// TestShardedReplicas runs the real binary as replicas of a secure sharded fleet (HTTPS,
+// delegated authentication, warm handover on, as deploy/components/sharded sets it up)
+// against a home apiserver and six member apiservers, with configmaps changing
+// throughout. Who watches a member is read from the member apiserver's audit log, by
+// the replica's user agent. Scaling 3 → 4 → 2 (a StatefulSet's scale-down, one replica
+// at a time) leaves each member watched by exactly its assigned replica, no two
+// replicas watch a member at once, every replica serves the whole fleet as the servers
+// hold it, and the clusters that moved are started warm by their new owners: their
+// apiservers hand out no list, and as initial events no more objects than the changes
+// made during the move, none of the unchanged ones. The state endpoint answers no one
+// but a replica. kill -9 of a replica has its clusters owned again within the Lease
+// duration plus the sync, while the others keep answering; a replica paused past its
+// Lease stops watching within a retry period of resuming.
 func TestShardedReplicas(t *testing.T) {
-	f := newShardedFleet(t, 4)
-	churn := startChurn(t, f.members)
 	begin := time.Now()
+	f := newSecureShardedFleet(t, 6)
+	// Objects that never change: a cold start lists them again, a warm one does not.
+	const unchanged = 100
+	var wg sync.WaitGroup
+	for _, m := range f.members {
+		wg.Go(func() {
+			for i := range unchanged {
+				createConfigMap(t, m.Clientset(), "shop", fmt.Sprintf("unchanged-%d", i), m.Name)
+			}
+		})
+	}
+	wg.Wait()
+	churn := startChurn(t, f.members)
 
 	ids := []string{"fleetwatch-0", "fleetwatch-1", "fleetwatch-2", "fleetwatch-3"}
 	for _, id := range ids[:3] {
@@ -494,16 +526,56 @@ func TestShardedReplicas(t *testing.T) {
 		}
 	}
 
-	t.Run("scale 3 to 4 to 2", func(t *testing.T) {
+	t.Run("scale 3 to 4 to 2, warm", func(t *testing.T) {
 		from := time.Now()
-		f.start(ids[3])
-		t.Logf("4 replicas settled in %v", f.waitSettled(churn, ids...))
-		for _, id := range []string{ids[3], ids[2]} {
-			if err := f.replicas[id].signal(t, syscall.SIGTERM); err != nil {
-				t.Errorf("%s exited with %v", id, err)
+		moved := 0
+		for _, step := range []struct {
+			before, after []string
+			change        func()
+		}{
+			{ids[:3], ids, func() { f.start(ids[3]) }},
+			{ids, ids[:3], func() { f.stopReplica(ids[3]) }},
+			{ids[:3], ids[:2], func() { f.stopReplica(ids[2]) }},
+		} {
+			since := time.Now()
+			made, handed := churn.changes(), f.listed()
+			step.change()
+			f.placed(step.after...)
+			// What the member apiservers handed out as lists or initial events during
+			// the move, against the changes the churn made meanwhile: a watch resumed
+			// from a resourceVersion gets those as its initial events, and nothing else.
+			madeAfter, handedAfter := churn.changes(), f.listed()
+			var resent []string
+			for _, m := range f.members {
+				n, changes := handedAfter[m.Name]-handed[m.Name], madeAfter[m.Name]-made[m.Name]
+				resent = append(resent, fmt.Sprintf("%s %v (%d changed)", m.Name, n, changes))
+				if n > float64(changes) {
+					t.Errorf("%v → %v: %s handed out %v configmaps as lists or initial events, more than the %d changes made meanwhile: %d unchanged re-sent; lists: %v",
+						step.before, step.after, m.Name, n, changes, int64(n)-changes, f.lists(m, since))
+				}
+			}
+			t.Logf("%v → %v: the member apiservers re-sent %s; %d configmaps per member never changed", step.before, step.after, strings.Join(resent, ", "), unchanged)
+			moved += f.movedWarm(step.before, step.after, since)
+			t.Logf("%d replicas settled in %v", len(step.after), f.waitSettled(churn, step.after...))
+			if len(step.after) == len(ids) {
+				f.stateOnlyForReplicas(step.after)
 			}
 		}
-		t.Logf("2 replicas settled in %v", f.waitSettled(churn, ids[:2]...))
+		if moved == 0 {
+			t.Fatal("no cluster moved; pick other names")
+		}
+		// The replicas' logs say so too (and may tell of more).
+		took := 0
+		for _, id := range ids {
+			b, err := os.ReadFile(f.replicas[id].log.Name())
+			if err != nil {
+				t.Fatal(err)
+			}
+			took += strings.Count(string(b), "Took the cluster's state over from its old owner")
+		}
+		if took < moved {
+			t.Errorf("the replicas logged %d warm takeovers, want at least %d", took, moved)
+		}
 		checkOverlaps("scaling", from, "", time.Time{})
 	})
 
@@ -516,7 +588,7 @@ func TestShardedReplicas(t *testing.T) {
 		deadline := killed.Add(shardLease + 30*time.Second)
 		for {
 			var clusters server.ClusterList
-			code, body := fetch(t.Context(), f.replicas[ids[0]].base+"/apis/fleetwatch.io/v1alpha1/clusters")
+			code, body := f.fetch(t.Context(), f.replicas[ids[0]].base+"/apis/fleetwatch.io/v1alpha1/clusters")
 			if code != http.StatusOK || json.Unmarshal(body, &clusters) != nil || len(clusters.Items) != len(f.members) {
 				t.Fatalf("%s during the failover: %d %s", ids[0], code, body)
 			}
