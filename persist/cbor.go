@@ -5,6 +5,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/x448/float16"
+
 	"github.com/fleetwatch/fleetwatch/internal/intern"
 )
 
@@ -209,7 +211,7 @@ func (r *cborReader) value(depth int) (any, bool) {
 		case 22:
 			return nil, true
 		case 25:
-			return finite(float16to64(uint16(arg)))
+			return finite(float64(float16.Frombits(uint16(arg)).Float32()))
 		case 26:
 			return finite(float64(math.Float32frombits(uint32(arg))))
 		case 27:
@@ -226,26 +228,4 @@ func finite(f float64) (any, bool) {
 		return nil, false
 	}
 	return f, true
-}
-
-// float16to64 converts an IEEE 754 half-precision float.
-func float16to64(h uint16) float64 {
-	exp, frac := int(h>>10)&0x1f, float64(h&0x3ff)
-	var f float64
-	switch exp {
-	case 0:
-		f = math.Ldexp(frac, -24)
-	case 0x1f:
-		if frac == 0 {
-			f = math.Inf(1)
-		} else {
-			f = math.NaN()
-		}
-	default:
-		f = math.Ldexp(frac+0x400, exp-25)
-	}
-	if h&0x8000 != 0 {
-		f = math.Copysign(f, -1)
-	}
-	return f
 }

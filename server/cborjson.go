@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/x448/float16"
 )
 
 // The watch cache of a compact fleet keeps each object as the fleet's encoding of it:
@@ -368,7 +370,7 @@ func (w *cborJSON) appendValue(b []byte, depth int) ([]byte, bool) {
 		case 22:
 			return append(b, "null"...), true
 		case 25:
-			return appendFinite(b, float16to64(uint16(arg)))
+			return appendFinite(b, float64(float16.Frombits(uint16(arg)).Float32()))
 		case 26:
 			return appendFinite(b, float64(math.Float32frombits(uint32(arg))))
 		case 27:
@@ -467,26 +469,4 @@ func appendJSONBytes(b, s []byte) []byte {
 	b = append(b, '"')
 	b = append(b, s...)
 	return append(b, '"')
-}
-
-// float16to64 converts an IEEE 754 half-precision float, as persist's decoder does.
-func float16to64(h uint16) float64 {
-	exp, frac := int(h>>10)&0x1f, float64(h&0x3ff)
-	var f float64
-	switch exp {
-	case 0:
-		f = math.Ldexp(frac, -24)
-	case 0x1f:
-		if frac == 0 {
-			f = math.Inf(1)
-		} else {
-			f = math.NaN()
-		}
-	default:
-		f = math.Ldexp(frac+0x400, exp-25)
-	}
-	if h&0x8000 != 0 {
-		f = math.Copysign(f, -1)
-	}
-	return f
 }
