@@ -219,8 +219,8 @@ func (f *shardedFleet) movedWarm(before, after []string, since time.Time) int {
 
 // stateOnlyForReplicas tries the state endpoint of each replica in live as an attacker
 // would: no credential, a guessed token, a reader of every cluster, a reader of the
-// cluster. (A state is given once, to the replica that takes the cluster: none is left
-// there.)
+// cluster. (A state is kept until the replica that takes the cluster acknowledges it,
+// or for HandoverOptions.Keep: by then none is left there.)
 func (f *shardedFleet) stateOnlyForReplicas(live []string) {
 	f.t.Helper()
 	for _, tc := range []struct{ name, token string }{
