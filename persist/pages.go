@@ -138,13 +138,19 @@ func checkPages(f io.ReaderAt, size int64) (err error) {
 	// size, and the file is locked; a fault on the map (a file cut short under the lock)
 	// becomes an error, not a crash.
 	if file, ok := f.(*os.File); ok {
-		if data, unmap, mapErr := mapFile(file, size); mapErr == nil && data != nil {
+		if data, unmap, mapErr := mapPages(file, size); mapErr == nil && data != nil {
 			defer unmap()
 			c.data = data
 			defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 			defer func() {
+				// Only a fault on the map is an error; any other panic is a bug, and goes
+				// on (after the map is gone).
 				if r := recover(); r != nil {
-					err = fmt.Errorf("reading the file's pages faulted: %v", r)
+					fault, ok := r.(interface{ Addr() uintptr })
+					if !ok {
+						panic(r)
+					}
+					err = fmt.Errorf("reading the file's pages faulted at %#x: %v", fault.Addr(), r)
 				}
 			}()
 		}
@@ -203,6 +209,9 @@ func checkedPageSize(n uint32) (int, error) {
 	}
 	return int(n), nil
 }
+
+// mapPages is mapFile; tests replace it to see that every map is unmapped.
+var mapPages = mapFile
 
 // pageChecker walks the pages of a file for checkPages.
 type pageChecker struct {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/fleetwatch/fleetwatch/persist/persisttest"
@@ -110,8 +111,16 @@ func TestCheckPages(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer f.Close()
+			maps := countMaps(t)
 			for how, r := range map[string]io.ReaderAt{"reads": bytes.NewReader(b), "file": f} {
+				before, _ := maps()
 				err := checkPages(r, int64(len(b)))
+				// Mapped at most once (not at all if the metas fail), by every file whose
+				// pages are read, and unmapped on every path.
+				if mapped, unmapped := maps(); how == "file" && mapsSupported &&
+					(mapped > before+1 || tt.want == "" && mapped != before+1 || unmapped != mapped) {
+					t.Fatalf("%s: %d maps made and %d unmapped", how, mapped-before, unmapped-before)
+				}
 				switch {
 				case tt.want == "":
 					if err != nil {
@@ -158,9 +167,47 @@ func TestCheckPagesFileCutShort(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
+	maps := countMaps(t)
 	err = checkPages(f, pages*ps)
 	if err == nil {
 		t.Fatal("a file cut short passed the check")
 	}
+	if mapsSupported {
+		// The fault, not a bounds check: the map is as long as the size given.
+		if !strings.Contains(err.Error(), "faulted") {
+			t.Errorf("got %v, want the fault on the map as an error", err)
+		}
+		if mapped, unmapped := maps(); mapped != 1 || unmapped != 1 {
+			t.Errorf("%d maps made, %d unmapped after the fault; want 1 and 1", mapped, unmapped)
+		}
+	}
 	t.Logf("%v", err)
+}
+
+// countMaps counts the maps that checkPages makes and unmaps until the test ends: maps
+// returns how many of each so far.
+func countMaps(t *testing.T) (maps func() (mapped, unmapped int)) {
+	var mu sync.Mutex
+	var mapped, unmapped int
+	t.Cleanup(func() { mapPages = mapFile })
+	mapPages = func(f *os.File, size int64) ([]byte, func(), error) {
+		data, unmap, err := mapFile(f, size)
+		if data == nil {
+			return data, unmap, err
+		}
+		mu.Lock()
+		mapped++
+		mu.Unlock()
+		return data, func() {
+			mu.Lock()
+			unmapped++
+			mu.Unlock()
+			unmap()
+		}, nil
+	}
+	return func() (int, int) {
+		mu.Lock()
+		defer mu.Unlock()
+		return mapped, unmapped
+	}
 }
