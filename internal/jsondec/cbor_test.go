@@ -431,6 +431,16 @@ func checkPartial(t *testing.T, partial *Decoder, data []byte) {
 	if werr == nil && !reflect.DeepEqual(pm, want) {
 		t.Fatalf("map %v, want %v", pm, want)
 	}
+	// The decoder reads the input through an unsafe string and its scratch space: what
+	// it returned must change neither when the input is overwritten nor when the decoder
+	// decodes something else.
+	got := func() any { return []any{pm, pc} }
+	checkNoAlias(t, data, got)
+	before := fmt.Sprintf("%#v", got())
+	_, _, _ = partial.ObjectPartialCBOR([]byte(`{"kind":"Other","apiVersion":"v9","metadata":{"name":"\u0078-overwritten","labels":{"x\u0079":"zz"}},"spec":{"s":"\u00e9\u00e9"}}`))
+	if after := fmt.Sprintf("%#v", got()); after != before {
+		t.Fatalf("%q: what was decoded changed when the decoder decoded again", data)
+	}
 }
 
 func TestObjectPartialCBOR(t *testing.T) {
