@@ -459,6 +459,8 @@ func TestObjectPartialCBOR(t *testing.T) {
 		`{"kind":"X","apiVersion":"v1","spec":{` + manyMembers(40) + `}}`,
 		`{"kind":"X","apiVersion":"v1",` + manyMembers(40) + `,"metadata":{"name":"m",` + manyMembers(30) + `}}`,
 		`{"kind":"X","apiVersion":"v1",` + manyMembers(30) + `,` + manyMembers(1) + `}`,
+		// Filing fields too long to be interned, so that they are copies of the input.
+		`{"kind":"X","apiVersion":"v1","metadata":{"name":"` + strings.Repeat("n", 300) + `","labels":{"l":"` + strings.Repeat("v", 300) + `"}}}`,
 		`null`,
 		`[]`,
 	}
