@@ -148,21 +148,7 @@ func TestReceiveImportsOrStartsCold(t *testing.T) {
 // once its informers stopped, is what the snapshot held, and is given again, the same
 // bytes, until its new owner received it.
 func TestHandoverStateKeptUntilReceived(t *testing.T) {
-	store, err := persist.Open(filepath.Join(t.TempDir(), "old.db"), persist.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	m, err := NewManager(Options{
-		Clusters:        cluster.Options{Kubeconfigs: []string{t.TempDir()}},
-		Resources:       []informer.Resource{{Name: "pods"}},
-		Snapshot:        store,
-		DisableGCTuning: true,
-		Handover:        HandoverOptions{Fetcher: fetcherFunc(nil)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, _ := oldOwner(t)
 	key := persist.ResourceKey("/v1/pods")
 	pod := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Pod"}}
 	pod.SetNamespace("shop")
@@ -316,15 +302,15 @@ func TestReceiveRetries(t *testing.T) {
 	}
 }
 
-// keptState returns the state of cluster "prod", one pod at resourceVersion 9, as its
-// old owner keeps it.
-func keptState(t *testing.T) []byte {
+// oldOwner returns a Manager over a snapshot of its own, which keeps the states of the
+// clusters it hands over, and its snapshot.
+func oldOwner(t *testing.T) (*Manager, *persist.Store) {
 	t.Helper()
 	store, err := persist.Open(filepath.Join(t.TempDir(), "old.db"), persist.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
+	t.Cleanup(func() { _ = store.Close() })
 	m, err := NewManager(Options{
 		Clusters:        cluster.Options{Kubeconfigs: []string{t.TempDir()}},
 		Resources:       []informer.Resource{{Name: "pods"}},
@@ -335,6 +321,14 @@ func keptState(t *testing.T) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return m, store
+}
+
+// keptState returns the state of cluster "prod", one pod at resourceVersion 9, as its
+// old owner keeps it.
+func keptState(t *testing.T) []byte {
+	t.Helper()
+	m, store := oldOwner(t)
 	setOpts := informer.Options{}
 	key := persist.ResourceKey(informer.Scope{Resource: schema.GroupVersionResource{Version: "v1", Resource: "pods"}, Spec: setOpts.Spec(informer.Resource{Name: "pods"})}.String())
 	pod := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Pod"}}
