@@ -102,9 +102,19 @@ type replica struct {
 
 func startReplica(t *testing.T, client *fake.Clientset, w *watchers, id string, clusters []string) *replica {
 	t.Helper()
+	return startReplicaWith(t, client, w, id, clusters, w.aware(id), nil)
+}
+
+// startReplicaWith is startReplica with the Aware the coordinator engages its clusters
+// in, and setOpts, if not nil, changing its options.
+func startReplicaWith(t *testing.T, client *fake.Clientset, w *watchers, id string, clusters []string, aware cluster.Aware, setOpts func(*Options)) *replica {
+	t.Helper()
 	opts := fastTiming
 	opts.Identity, opts.Namespace, opts.Client, opts.Address = id, "fleetwatch", client, "https://"+id+".peers:8443"
-	coord, err := New(opts, w.aware(id))
+	if setOpts != nil {
+		setOpts(&opts)
+	}
+	coord, err := New(opts, aware)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,27 +358,8 @@ func TestCoordinatorTellsOfHandovers(t *testing.T) {
 	w := &watchers{t: t, by: map[string]string{}}
 	clusters := names("cluster", 12)
 	start := func(id string) (*replica, *receiver) {
-		opts := fastTiming
-		opts.Identity, opts.Namespace, opts.Client, opts.Address = id, "fleetwatch", client, "https://"+id+".peers:8443"
-		opts.ParallelReceives = 2
 		rcv := &receiver{recorder: w.aware(id), handovers: map[string]Handover{}}
-		coord, err := New(opts, rcv)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		clustersCtx, cancelClusters := context.WithCancel(ctx)
-		r := &replica{coord: coord, w: w, cancelClusters: cancelClusters, cancel: cancel, done: make(chan struct{})}
-		for _, name := range clusters {
-			if err := coord.Engage(clustersCtx, &cluster.Cluster{Name: name}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		go func() {
-			defer close(r.done)
-			_ = coord.Start(ctx)
-		}()
-		t.Cleanup(r.stop)
+		r := startReplicaWith(t, client, w, id, clusters, rcv, func(o *Options) { o.ParallelReceives = 2 })
 		return r, rcv
 	}
 	_, rcv0 := start("r0")
