@@ -159,32 +159,18 @@ func TestFanOut(t *testing.T) {
 		// event that adds name.
 		watchUntil := func(rv, name string) string {
 			t.Helper()
-			ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			defer cancel()
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, path+"?watch=true&resourceVersion="+url.QueryEscape(rv), nil)
-			req.Header.Set("Authorization", "Bearer "+admin)
-			res, err := f.client.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer res.Body.Close()
-			if res.StatusCode != http.StatusOK {
-				t.Fatalf("watch through %s from %s: %s", via, rv, res.Status)
-			}
-			sc := bufio.NewScanner(res.Body)
-			sc.Buffer(nil, 1<<20)
-			for sc.Scan() {
-				var e metav1.WatchEvent
-				var o unstructured.Unstructured
-				if json.Unmarshal(sc.Bytes(), &e) != nil || o.UnmarshalJSON(e.Object.Raw) != nil {
-					t.Fatalf("not a watch event: %.300s", sc.Bytes())
+			found := ""
+			ok, err := watchEvents(ctx, t, f.client, path+"?watch=true&resourceVersion="+url.QueryEscape(rv), admin, nil, func(typ string, o *unstructured.Unstructured) bool {
+				if typ == "ADDED" && o.GetName() == name {
+					found = o.GetResourceVersion()
+					return true
 				}
-				if e.Type == "ADDED" && o.GetName() == name {
-					return o.GetResourceVersion()
-				}
+				return false
+			})
+			if !ok {
+				t.Fatalf("the watch through %s from %s ended without %s: %v", via, rv, name, err)
 			}
-			t.Fatalf("the watch through %s from %s ended without %s: %v", via, rv, name, sc.Err())
-			return ""
+			return found
 		}
 		done := make(chan string, 1)
 		go func() { done <- watchUntil(list.GetResourceVersion(), "watched-1") }()
@@ -207,44 +193,22 @@ func TestFanOut(t *testing.T) {
 		// member, and returns the resourceVersion of the last event.
 		watchFor := func(rv, name string, create func()) string {
 			t.Helper()
-			ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			defer cancel()
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"?watch=true&resourceVersion="+url.QueryEscape(rv), nil)
-			req.Header.Set("Authorization", "Bearer "+admin)
-			res, err := f.client.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer res.Body.Close()
-			if res.StatusCode != http.StatusOK {
-				t.Fatalf("watch through %s from %s: %s", ids[0], rv, res.Status)
-			}
-			if create != nil {
-				create()
-			}
 			seen := map[string]bool{}
 			last := ""
-			sc := bufio.NewScanner(res.Body)
-			sc.Buffer(nil, 1<<20)
-			for sc.Scan() {
-				var e metav1.WatchEvent
-				var o unstructured.Unstructured
-				if json.Unmarshal(sc.Bytes(), &e) != nil || o.UnmarshalJSON(e.Object.Raw) != nil {
-					t.Fatalf("not a watch event: %.300s", sc.Bytes())
-				}
+			ok, err := watchEvents(ctx, t, f.client, base+"?watch=true&resourceVersion="+url.QueryEscape(rv), admin, create, func(typ string, o *unstructured.Unstructured) bool {
 				last = o.GetResourceVersion()
-				if strings.HasPrefix(o.GetName(), "fan-") && o.GetName() != name && e.Type == "ADDED" {
+				if strings.HasPrefix(o.GetName(), "fan-") && o.GetName() != name && typ == "ADDED" {
 					t.Errorf("the watch from %s sent %s of %s again", rv, o.GetName(), o.GetAnnotations()["fleetwatch.io/cluster"])
 				}
-				if e.Type == "ADDED" && o.GetName() == name {
+				if typ == "ADDED" && o.GetName() == name {
 					seen[o.GetAnnotations()["fleetwatch.io/cluster"]] = true
-					if len(seen) == len(f.members) {
-						return last
-					}
 				}
+				return len(seen) == len(f.members)
+			})
+			if !ok {
+				t.Fatalf("the watch through %s from %s ended with %s in %v only: %v", ids[0], rv, name, seen, err)
 			}
-			t.Fatalf("the watch through %s from %s ended with %s in %v only: %v", ids[0], rv, name, seen, sc.Err())
-			return ""
+			return last
 		}
 		last := watchFor(list.GetResourceVersion(), "fan-1", func() {
 			for _, m := range f.members {
@@ -412,4 +376,43 @@ func reencode(t *testing.T, tok map[string]any, field, v string) string {
 		t.Fatal(err)
 	}
 	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// watchEvents watches target with the bearer token for at most 30s, failing the test unless
+// the watch is answered 200, then calls opened, if not nil, and each with every event
+// until each returns true. It reports whether each did before the watch ended, and why
+// the watch ended otherwise.
+func watchEvents(ctx context.Context, t *testing.T, client *http.Client, target, token string, opened func(), each func(typ string, o *unstructured.Unstructured) bool) (bool, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("watch %s: %s", target, res.Status)
+	}
+	if opened != nil {
+		opened()
+	}
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var e metav1.WatchEvent
+		var o unstructured.Unstructured
+		if json.Unmarshal(sc.Bytes(), &e) != nil || o.UnmarshalJSON(e.Object.Raw) != nil {
+			t.Fatalf("not a watch event: %.300s", sc.Bytes())
+		}
+		if each(e.Type, &o) {
+			return true, nil
+		}
+	}
+	return false, sc.Err()
 }
