@@ -57,7 +57,9 @@ type clusterFeed struct {
 	gen uint64
 	// last is each cluster as last seen, with its resourceVersion.
 	last map[string]Cluster
-	// history holds the last changes, oldest first, at most clusterHistory.
+	// history holds the last changes, oldest first: the last clusterHistory of them
+	// count (see recent); up to as many older ones wait to be dropped in one copy,
+	// rather than one copy of the whole history at every change.
 	history []clusterChange
 	// looked is when the statuses were last compared.
 	looked time.Time
@@ -132,10 +134,18 @@ func (f *clusterFeed) recordLocked(typ watch.EventType, c *Cluster) {
 	if typ != watch.Deleted {
 		f.last[c.Name] = *c.DeepCopy()
 	}
-	if len(f.history) == clusterHistory {
-		f.history = append(f.history[:0], f.history[1:]...)
+	if len(f.history) == 2*clusterHistory {
+		f.history = append(f.history[:0], f.history[clusterHistory:]...)
 	}
 	f.history = append(f.history, clusterChange{gen: f.gen, typ: typ, c: *c.DeepCopy()})
+}
+
+// recentLocked returns the last clusterHistory changes, oldest first.
+func (f *clusterFeed) recentLocked() []clusterChange {
+	if n := len(f.history); n > clusterHistory {
+		return f.history[n-clusterHistory:]
+	}
+	return f.history
 }
 
 // sameCluster reports whether a and b differ in nothing but their snapshot lag and
@@ -151,12 +161,13 @@ func sameCluster(a, b Cluster) bool {
 func (f *clusterFeed) since(gen uint64) (changes []clusterChange, changed <-chan struct{}, lost bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if gen < f.gen && (len(f.history) == 0 || f.history[0].gen > gen+1) {
+	history := f.recentLocked()
+	if gen < f.gen && (len(history) == 0 || history[0].gen > gen+1) {
 		return nil, f.changed, true
 	}
-	for i := range f.history {
-		if f.history[i].gen > gen {
-			changes = append(changes, f.history[i:]...)
+	for i := range history {
+		if history[i].gen > gen {
+			changes = append(changes, history[i:]...)
 			break
 		}
 	}

@@ -214,6 +214,22 @@ func TestClusterFeed(t *testing.T) {
 	if changes, _, lost := feed.since(feed.gen - 1); lost || len(changes) != 1 {
 		t.Errorf("since the last but one: %d changes, lost %v", len(changes), lost)
 	}
+	// Past twice the history, it still reaches back exactly clusterHistory changes.
+	for i := range 2 * clusterHistory {
+		feed.observe(items(0, []string{"Synced", "Stale"}[i%2]))
+	}
+	changes, _, lost := feed.since(feed.gen - clusterHistory)
+	if lost || len(changes) != clusterHistory {
+		t.Fatalf("since the history's start: %d changes, lost %v", len(changes), lost)
+	}
+	for i, c := range changes {
+		if want := feed.gen - clusterHistory + uint64(i) + 1; c.gen != want {
+			t.Fatalf("change %d is %d, want %d", i, c.gen, want)
+		}
+	}
+	if _, _, lost := feed.since(feed.gen - clusterHistory - 1); !lost {
+		t.Error("since one change before the history's start: not lost")
+	}
 	if _, ok := feed.parseRV("x.1"); ok {
 		t.Error("parseRV of another epoch")
 	}
