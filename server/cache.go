@@ -361,9 +361,17 @@ type object struct {
 }
 
 // listLocked returns, in (cluster, namespace, name) order, the objects that q matches,
-// starting after the key after (if not nil), at most limit of them (0: no limit). more
-// says whether further objects match.
-func (rc *resourceCache) listLocked(q *query, after *aggregate.Key, limit int) (out []object, more bool) {
+// starting after the key after (if not nil), at most limit of them (0: no limit), as a
+// listing to finish with items once rc.mu is released.
+func (rc *resourceCache) listLocked(q *query, after *aggregate.Key, limit int) listing {
+	l := listing{q: q, limit: limit}
+	match := q
+	if q.codec != nil && q.needsFields() {
+		// Matching these fields decodes compact objects: that is left to items, out of
+		// the lock, which would otherwise hold back the fleet's events meanwhile.
+		l.decode, limit = true, 0
+		match = q.withoutPaths()
+	}
 	for _, cl := range slices.Sorted(maps.Keys(rc.clusters)) {
 		if !q.scope.includes(cl) || (after != nil && cl < after.Cluster) {
 			continue
@@ -384,15 +392,46 @@ func (rc *resourceCache) listLocked(q *query, after *aggregate.Key, limit int) (
 					continue
 				}
 				obj := names[name]
-				if !q.matches(obj) {
+				if !match.matches(obj) {
 					continue
 				}
-				if limit > 0 && len(out) == limit {
-					return out, true
+				if limit > 0 && len(l.objs) == limit {
+					l.more = true
+					return l
 				}
-				out = append(out, object{cluster: cl, obj: obj, codec: rc.codec})
+				l.objs = append(l.objs, object{cluster: cl, obj: obj, codec: rc.codec})
 			}
 		}
+	}
+	return l
+}
+
+// listing is what listLocked found.
+type listing struct {
+	q     *query
+	objs  []object
+	more  bool
+	limit int
+	// decode is set if objs are the candidates that q matches apart from the fields
+	// that need decoding, all of them: items matches those and applies the limit.
+	decode bool
+}
+
+// items returns the objects of the listing, and whether further objects match. It
+// needs no lock: the cached objects are immutable.
+func (l listing) items() ([]object, bool) {
+	if !l.decode {
+		return l.objs, l.more
+	}
+	out := l.objs[:0]
+	for _, o := range l.objs {
+		if !l.q.matches(o.obj) {
+			continue
+		}
+		if l.limit > 0 && len(out) == l.limit {
+			return out, true
+		}
+		out = append(out, o)
 	}
 	return out, false
 }

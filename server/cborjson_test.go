@@ -208,6 +208,8 @@ func TestCompactServesSameBytes(t *testing.T) {
 		{"/clusters/*/api/v1/pods?labelSelector=app%3Dweb", ""},
 		{"/clusters/*/api/v1/pods?fieldSelector=status.phase%3DRunning,metadata.namespace%3Ddefault", ""},
 		{"/clusters/*/api/v1/pods?fieldSelector=spec.nodeName%21%3Dnode-1", ""},
+		{"/clusters/*/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-1&limit=2", ""},
+		{"/clusters/*/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-1&limit=2", table},
 		{"/clusters/*/api/v1/pods", table},
 		{"/clusters/*/api/v1/pods?includeObject=Object", table},
 		{"/clusters/*/api/v1/pods", partialList},

@@ -134,7 +134,7 @@ func TestResourceCacheHistory(t *testing.T) {
 	if c := rc.cursorLocked("e", every); !reflect.DeepEqual(c.positions, map[string]position{"a": {rv: 8, n: 1}, "b": {rv: 9}}) {
 		t.Errorf("cursor %+v", c)
 	}
-	items, more := rc.listLocked(&query{scope: every}, nil, 0)
+	items, more := rc.listLocked(&query{scope: every}, nil, 0).items()
 	if len(items) != 3 || more {
 		t.Errorf("list %d items", len(items))
 	}

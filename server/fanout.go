@@ -312,8 +312,9 @@ func (s *Server) serveFanOutList(w http.ResponseWriter, r *http.Request, res *ap
 	rc := s.cache.resource(res.gvr)
 	rc.mu.RLock()
 	current := rc.cursorLocked(s.cache.epoch, qr.scope)
-	items, more := rc.listLocked(qr, after, limit)
+	found := rc.listLocked(qr, after, limit)
 	rc.mu.RUnlock()
+	items, more := found.items()
 	wg.Wait()
 
 	current.peers = map[string]string{}

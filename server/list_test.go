@@ -496,7 +496,7 @@ func TestListStreamed(t *testing.T) {
 			}
 			rc := f.server.cache.resource(podsGVR)
 			rc.mu.RLock()
-			items, _ := rc.listLocked(&query{scope: sc}, nil, tc.limit)
+			items, _ := rc.listLocked(&query{scope: sc}, nil, tc.limit).items()
 			rc.mu.RUnlock()
 			var whole any
 			switch {

@@ -82,6 +82,19 @@ func (q *query) needsFields() bool {
 	return false
 }
 
+// withoutPaths returns q without the field requirements of fields other than the name
+// and namespace.
+func (q *query) withoutPaths() *query {
+	c := *q
+	c.fields = nil
+	for _, f := range q.fields {
+		if f.path == nil {
+			c.fields = append(c.fields, f)
+		}
+	}
+	return &c
+}
+
 // rawLabels reads the labels of an unstructured object in place, without the copy that
 // Unstructured.GetLabels makes.
 type rawLabels map[string]any

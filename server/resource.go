@@ -206,8 +206,9 @@ func (s *Server) serveList(w http.ResponseWriter, r *http.Request, res *apiResou
 		rc.mu.RUnlock()
 		return expired(fmt.Sprintf("resourceVersion %s: only the current state is kept, at resourceVersion %s; list without resourceVersionMatch=Exact", p.resourceVersion, current))
 	}
-	items, more := rc.listLocked(qr, after, limit)
+	found := rc.listLocked(qr, after, limit)
 	rc.mu.RUnlock()
+	items, more := found.items()
 	release, err := s.limits.admitList(len(items))
 	if err != nil {
 		return err

@@ -75,11 +75,11 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, res *apiReso
 		// The columns are decided once: every row of the stream must have them.
 		ws.printer = s.printerIn(r.Context(), res, s.scopeClusters(qr.scope), false, opts)
 	}
-	var items []object
+	var initialItems listing
 	rc.mu.RLock()
 	switch {
 	case initial:
-		items, _ = rc.listLocked(qr, nil, 0)
+		initialItems = rc.listLocked(qr, nil, 0)
 		ws.positions = rc.cursorLocked(s.cache.epoch, qr.scope).positions
 		ws.next = rc.nextSeq
 	case zero:
@@ -98,6 +98,7 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, res *apiReso
 		ws.next = rc.firstSeqLocked()
 	}
 	rc.mu.RUnlock()
+	items, _ := initialItems.items()
 
 	timeout := s.opts.WatchTimeout
 	if p.timeout > 0 {
