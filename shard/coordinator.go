@@ -69,6 +69,15 @@ type Options struct {
 	// a Receiver fetches at once. Default DefaultParallelReceives.
 	ParallelReceives int
 
+	// Describe, if set, returns what this replica publishes about the clusters it owns,
+	// written to its Lease (DescriptionAnnotation) at each renewal, at most
+	// MaxDescription bytes (a longer one is not published); the others read it as
+	// Placement.Description of the clusters this replica holds. A fleetwatch.Manager
+	// publishes the resources its clusters resolved, so that a replica serves the API
+	// of clusters it does not watch, also when it watches none. It is called from Start's
+	// goroutine and must return promptly. Default: nothing published.
+	Describe func() string
+
 	// OnChange, if set, is called after each round in which this replica's membership,
 	// the clusters it owns or the placement of the others changed. It must return
 	// promptly.
@@ -82,6 +91,10 @@ type Options struct {
 // that no old owner and no network link is asked for all of them at once.
 const DefaultParallelReceives = 4
 
+// MaxDescription bounds Options.Describe: the annotations of an object are limited to
+// 256 KiB in all, and a replica Lease is written at every renewal.
+const MaxDescription = 128 << 10
+
 // Placement is where a cluster is watched, as a replica sees it.
 type Placement struct {
 	// Cluster is the cluster name.
@@ -91,6 +104,9 @@ type Placement struct {
 	Holder string
 	// Address is Holder's published address, if any.
 	Address string
+	// Description is what Holder publishes (Options.Describe), if another replica holds
+	// the cluster.
+	Description string
 	// Assigned is the replica that rendezvous hashing assigns the cluster to among the
 	// members this replica sees; it takes the cluster once Holder released it.
 	Assigned string
@@ -211,7 +227,9 @@ type observed struct {
 	holder   string
 	instance string
 	address  string
-	duration time.Duration
+	// description is DescriptionAnnotation, written with the spec.
+	description string
+	duration    time.Duration
 }
 
 // liveAt reports whether the Lease is held at now.
@@ -305,7 +323,7 @@ func (c *Coordinator) Placements() []Placement {
 		} else if l := c.clusterLeases[name]; l != nil {
 			holder := ptr.Deref(l.Spec.HolderIdentity, "")
 			if peer := c.peers[ReplicaLeaseName(holder)]; holder != c.opts.Identity && peer.liveAt(now) {
-				p.Holder, p.Address = holder, peer.address
+				p.Holder, p.Address, p.Description = holder, peer.address, peer.description
 			}
 		}
 		out = append(out, p)
@@ -559,6 +577,14 @@ func (c *Coordinator) holdReplica(l *coordinationv1.Lease, now time.Time) {
 	} else {
 		delete(l.Annotations, AddressAnnotation)
 	}
+	delete(l.Annotations, DescriptionAnnotation)
+	if c.opts.Describe != nil {
+		if d := c.opts.Describe(); len(d) > MaxDescription {
+			klog.Background().V(2).Info("This replica's description is too long to publish on its Lease; the others serve its clusters with what they know", "bytes", len(d), "max", MaxDescription)
+		} else if d != "" {
+			l.Annotations[DescriptionAnnotation] = d
+		}
+	}
 	l.Spec.HolderIdentity = ptr.To(c.opts.Identity)
 	l.Spec.LeaseDurationSeconds = ptr.To(int32(c.opts.LeaseDuration.Round(time.Second) / time.Second))
 	if l.Spec.AcquireTime == nil {
@@ -584,13 +610,14 @@ func observe(prev *observed, l *coordinationv1.Lease, now time.Time, fallback ti
 		d = time.Duration(s) * time.Second
 	}
 	return &observed{
-		record:   record,
-		at:       now,
-		proven:   prev != nil,
-		holder:   ptr.Deref(l.Spec.HolderIdentity, ""),
-		instance: l.Annotations[InstanceAnnotation],
-		address:  l.Annotations[AddressAnnotation],
-		duration: d,
+		record:      record,
+		at:          now,
+		proven:      prev != nil,
+		holder:      ptr.Deref(l.Spec.HolderIdentity, ""),
+		instance:    l.Annotations[InstanceAnnotation],
+		address:     l.Annotations[AddressAnnotation],
+		description: l.Annotations[DescriptionAnnotation],
+		duration:    d,
 	}
 }
 

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -419,5 +421,65 @@ func TestCoordinatorTellsOfHandovers(t *testing.T) {
 	}
 	if most < 2 {
 		t.Error("no states were received in parallel")
+	}
+}
+
+// TestCoordinatorPublishesDescription: what Describe returns is on the replica's Lease
+// and read by the others as the Description of the clusters it holds, also as it
+// changes; a description longer than MaxDescription is not published.
+func TestCoordinatorPublishesDescription(t *testing.T) {
+	t.Parallel()
+	client := newClient()
+	w := &watchers{t: t, by: map[string]string{}}
+	clusters := names("cluster", 8)
+	var desc atomic.Value
+	desc.Store("first")
+	r0 := startReplicaWith(t, client, w, "r0", clusters, w.aware("r0"), func(o *Options) {
+		o.Describe = func() string { return desc.Load().(string) }
+	})
+	r1 := startReplicaWith(t, client, w, "r1", clusters, w.aware("r1"), func(o *Options) {
+		o.Describe = func() string { return strings.Repeat("x", MaxDescription+1) }
+	})
+	ids := []string{"r0", "r1"}
+	waitAssigned(t, w, clusters, ids, settle)
+	if owners := slices.Collect(maps.Values(Assign(clusters, ids))); !slices.Contains(owners, "r0") || !slices.Contains(owners, "r1") {
+		t.Fatalf("the test needs clusters on both replicas: %v", owners)
+	}
+	// described waits until every cluster placed on the other replica, as r sees it,
+	// has the description want, and those it holds itself none.
+	described := func(r *replica, want string) {
+		t.Helper()
+		deadline := time.Now().Add(settle)
+		for {
+			bad := ""
+			for _, p := range r.coord.Placements() {
+				wantHere := want
+				if p.Holder == r.coord.Identity() {
+					wantHere = ""
+				}
+				if p.Holder == "" || p.Description != wantHere {
+					bad = fmt.Sprintf("%s places %s on %q with description %.20q, want %.20q", r.coord.Identity(), p.Cluster, p.Holder, p.Description, wantHere)
+					break
+				}
+			}
+			if bad == "" {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatal(bad)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	described(r1, "first")
+	described(r0, "") // too long: not published
+	desc.Store("second")
+	described(r1, "second")
+	l, err := client.CoordinationV1().Leases("fleetwatch").Get(t.Context(), ReplicaLeaseName("r1"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := l.Annotations[DescriptionAnnotation]; ok {
+		t.Errorf("r1's Lease has a description longer than MaxDescription")
 	}
 }

@@ -37,6 +37,10 @@ const (
 	// next holder to fetch (see Receiver). The next holder removes it as it takes the
 	// Lease. A Lease given up because its holder lost its own has none.
 	HandoverAnnotation = "fleetwatch.io/handover-from"
+	// DescriptionAnnotation, on a replica Lease, is what the replica publishes about the
+	// clusters it owns (Options.Describe), for the others to read as Placement.Description;
+	// absent if it publishes nothing.
+	DescriptionAnnotation = "fleetwatch.io/description"
 
 	replicaLeasePrefix = "fleetwatch-replica-"
 	clusterLeasePrefix = "fleetwatch-cluster-"
