@@ -102,7 +102,10 @@ type Options struct {
 	// watches them) or PhaseMoving, without objects; a cluster that moves away leaves
 	// the fleet with Deleted events, as a removed one does. Controllers built on
 	// Managers with the same Shard.Namespace and Clusters divide the fleet among them.
-	// Shard.OnChange is called too. Default nil: every selected cluster is engaged.
+	// Shard.OnChange is called too. The Manager publishes the resources its clusters
+	// resolved as Shard.Describe (a Describe given is replaced), and the statuses of
+	// the others' clusters have the resources their owners publish, without a State.
+	// Default nil: every selected cluster is engaged.
 	Shard *shard.Options
 	// Handover, with Shard and Snapshot, hands clusters over warm on planned moves: the
 	// old owner keeps a moved cluster's stored state for a while, and the new owner
@@ -128,6 +131,8 @@ type Manager struct {
 	// shard engages the clusters this replica owns, between the Provider and the
 	// Manager; nil unless Options.Shard is set.
 	shard *shard.Coordinator
+	// described are the other replicas' descriptions of their clusters (describe.go).
+	described descriptions
 	// writer keeps Options.Snapshot up to date; nil without a snapshot.
 	writer *persist.Writer
 	// saved is what the snapshot held, by cluster. Entries are taken by Engage.
@@ -322,6 +327,7 @@ func NewManager(opts Options) (*Manager, error) {
 		if so.Clock == nil {
 			so.Clock = opts.Clock
 		}
+		so.Describe = func() string { return describe(m.status.List(), shard.MaxDescription) }
 		coord, err := shard.New(so, m)
 		if err != nil {
 			return nil, fmt.Errorf("fleetwatch: Options.Shard: %w", err)
@@ -545,6 +551,7 @@ func (m *Manager) placedStatus(p shard.Placement) aggregate.ClusterStatus {
 	st := aggregate.ClusterStatus{Name: p.Cluster, Phase: aggregate.PhaseMoving, Replica: p.Holder, ReplicaAddress: p.Address}
 	if p.Holder != "" {
 		st.Phase = aggregate.PhaseRemote
+		st.Resources = m.described.resources(p.Holder, p.Description, p.Cluster)
 	}
 	if c, ok := m.provider.Get(p.Cluster); ok {
 		st.Server = c.Server()
