@@ -30,9 +30,10 @@ type catalog struct {
 }
 
 // catalog returns the resources served in sc: those that the status of a cluster of sc
-// resolved, and those the watch cache holds objects of in a cluster of sc (a cluster
-// whose discovery has not answered since a warm start serves its snapshot), described
-// by another cluster's status or by the objects themselves.
+// resolved (for a cluster another replica watches, as its owner publishes them: see
+// describe.go in the root package), and those the watch cache holds objects of in a
+// cluster of sc (a cluster whose discovery has not answered since a warm start serves
+// its snapshot), described by another cluster's status or by the objects themselves.
 func (s *Server) catalog(sc scope) *catalog {
 	c := &catalog{resources: make(map[schema.GroupVersionResource]*apiResource)}
 	known := make(map[schema.GroupVersionResource]*apiResource)
@@ -50,13 +51,13 @@ func (s *Server) catalog(sc scope) *catalog {
 				c.resources[r.gvr] = r
 			}
 		}
-		if sc.fanOut && st.Phase == aggregate.PhaseRemote && sc.includes(st.Name) {
+		if sc.fanOut && st.Phase == aggregate.PhaseRemote && len(st.Resources) == 0 && sc.includes(st.Name) {
 			remote = true
 		}
 	}
-	// Other replicas' clusters are served for a fan-out: their resources are not
-	// resolved here; the replicas share their configuration, so those that clusters of
-	// this replica resolved stand for them.
+	// Other replicas' clusters whose owner publishes no resources (a replica of an
+	// earlier release, during a rolling update): the replicas share their
+	// configuration, so those that the other clusters resolved stand for theirs.
 	if remote {
 		for gvr, r := range known {
 			if _, ok := c.resources[gvr]; !ok {

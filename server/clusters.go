@@ -127,6 +127,11 @@ func clusterOf(st aggregate.ClusterStatus) Cluster {
 		t := metav1.NewTime(st.LastSyncTime)
 		c.Status.LastSyncTime = &t
 	}
+	if placedElsewhere(st) {
+		// The resources of a cluster another replica watches are as its owner
+		// publishes them, without their state: its owner's Cluster says it.
+		return c
+	}
 	for _, rs := range st.Resources {
 		c.Status.Objects += rs.Count
 		c.Status.Resources = append(c.Status.Resources, ClusterResource{

@@ -165,16 +165,22 @@ func (s *Server) proxyRemote(w http.ResponseWriter, r *http.Request, name string
 	return true
 }
 
-// fanOut returns the other replicas that own clusters of sc, each with the clusters it
-// owns, and the clusters of sc that no replica can be asked for (moving, or owned by a
-// replica without a usable address), with the reason. It returns nothing for a request
-// that another replica forwarded, or for a fleet that is not sharded.
-func (s *Server) fanOut(r *http.Request, sc scope) (peers map[string]*peerPart, missing []string) {
+// fanOut returns the other replicas that own clusters of sc that serve res, each with
+// the clusters it owns, and the clusters of sc that no replica can be asked for
+// (moving, or owned by a replica without a usable address), with the reason. A cluster
+// whose owner publishes its resources (see catalog) is asked only if res is one of
+// them: a replica answers 404 for a resource none of its clusters serves. It returns
+// nothing for a request that another replica forwarded, or for a fleet that is not
+// sharded.
+func (s *Server) fanOut(r *http.Request, sc scope, res *apiResource) (peers map[string]*peerPart, missing []string) {
 	if forwarded(r) || !sc.all() {
 		return nil, nil
 	}
 	for _, st := range s.src.Status() {
 		if !sc.includes(st.Name) || (st.Phase != aggregate.PhaseRemote && st.Phase != aggregate.PhaseMoving) {
+			continue
+		}
+		if len(st.Resources) > 0 && !slices.ContainsFunc(st.Resources, func(rs aggregate.ResourceStatus) bool { return rs.Resource == res.gvr }) {
 			continue
 		}
 		p, err := s.peerOf(st)

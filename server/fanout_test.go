@@ -370,3 +370,112 @@ func BenchmarkFanOutList(b *testing.B) {
 	b.ReportMetric(float64(fan.Microseconds())/float64(b.N), "fanout-µs/op")
 	b.ReportMetric(float64(fan)/float64(one), "fanout/single")
 }
+
+// TestFanOutFromAReplicaWithoutClusters: a replica that watches no cluster serves the
+// whole fleet's API from the resources that the owners publish (their Leases' description,
+// in the clusters' statuses): discovery, lists, Tables and watches under /clusters/*/.
+// A token sees the resources of its clusters only; a replica is not asked for a resource
+// that none of its clusters serves.
+func TestFanOutFromAReplicaWithoutClusters(t *testing.T) {
+	local, peer, seen := fanOutPair(t)
+	tokens := writeFile(t, t.TempDir(), "tokens", "all-s3cret user=admin\nstaging-s3cret user=ci clusters=staging\n")
+	lonely := newFixture(t, func(o *Options) { o.TokenFile = tokens })
+	for _, cl := range []string{prod, staging, edge} {
+		lonely.fleet.RemoveCluster(cl)
+		st := clusterStatus(cl, aggregate.PhaseRemote, cl == prod)
+		st.Replica, st.ReplicaAddress = "fleetwatch-0", local.http.URL
+		for i := range st.Resources {
+			st.Resources[i].State = ""
+		}
+		lonely.src.setStatus(st)
+	}
+	far := clusterStatus("far", aggregate.PhaseRemote, false)
+	far.Replica, far.ReplicaAddress = "fleetwatch-1", peer.http.URL
+	far.Resources = far.Resources[1:2] // nodes only: far is not asked for pods
+	lonely.src.setStatus(far)
+	lonely.sync()
+	admin := []string{"Authorization", "Bearer all-s3cret"}
+
+	// Discovery: the resources of every cluster, in both forms.
+	var rl metav1.APIResourceList
+	lonely.getOK(clusterPath(allClusters)+"/api/v1", &rl, admin...)
+	for _, name := range []string{"pods", "nodes"} {
+		if !slices.ContainsFunc(rl.APIResources, func(r metav1.APIResource) bool { return r.Name == name }) {
+			t.Errorf("/clusters/*/api/v1 lacks %s: %+v", name, rl.APIResources)
+		}
+	}
+	var groups metav1.APIGroupList
+	lonely.getOK(clusterPath(allClusters)+"/apis", &groups, admin...)
+	if !slices.ContainsFunc(groups.Groups, func(g metav1.APIGroup) bool { return g.Name == "apps" }) {
+		t.Errorf("/clusters/*/apis lacks apps (prod's deployments): %+v", groups.Groups)
+	}
+	r := lonely.get(clusterPath(allClusters)+"/apis", append([]string{"Accept", "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"}, admin...)...)
+	if r.code != http.StatusOK || !bytes.Contains(r.body, []byte(`"deployments"`)) {
+		t.Errorf("aggregated discovery: %d %s", r.code, r.body)
+	}
+
+	// A list of every cluster, whole, paged and as a Table, is local's: far has no pods
+	// as its owner publishes it, and is not asked.
+	before := len(seen())
+	want := []string{edge + "/web-3", "prod/web-1", "prod/web-2", "prod/dns-1", "staging/api-1", "staging/web-1"}
+	var l unstructured.UnstructuredList
+	lonely.getOK(clusterPath(allClusters)+"/api/v1/pods", &l, admin...)
+	if got := itemClusters(&l); !slices.Equal(got, want) {
+		t.Errorf("the pods of every cluster: %v, want %v", got, want)
+	}
+	var got []string
+	cont := ""
+	for range 10 {
+		var page unstructured.UnstructuredList
+		lonely.getOK(clusterPath(allClusters)+"/api/v1/pods?limit=4&continue="+cont, &page, admin...)
+		got = append(got, itemClusters(&page)...)
+		if cont = page.GetContinue(); cont == "" {
+			break
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("in pages of 4: %v, want %v", got, want)
+	}
+	var tbl metav1.Table
+	lonely.getOK(clusterPath(allClusters)+"/api/v1/pods", &tbl, append([]string{"Accept", "application/json;as=Table;v=v1;g=meta.k8s.io"}, admin...)...)
+	if len(tbl.Rows) != len(want) || len(tbl.ColumnDefinitions) < 3 {
+		t.Errorf("the Table: %d rows, columns %+v", len(tbl.Rows), tbl.ColumnDefinitions)
+	}
+	if n := len(seen()); n != before {
+		t.Errorf("far's owner was asked %d times for pods, which far does not serve", n-before)
+	}
+	// Its nodes are asked for.
+	var nodes unstructured.UnstructuredList
+	lonely.getOK(clusterPath(allClusters)+"/api/v1/nodes", &nodes, admin...)
+	if len(seen()) == before {
+		t.Error("far's owner was not asked for nodes")
+	}
+	var deployments unstructured.UnstructuredList
+	lonely.getOK(clusterPath(allClusters)+"/apis/apps/v1/deployments", &deployments, admin...)
+	if got := itemClusters(&deployments); !slices.Equal(got, []string{"prod/web"}) {
+		t.Errorf("deployments: %v", got)
+	}
+
+	// A watch of every cluster streams a change of a cluster watched elsewhere.
+	w := lonely.watch(clusterPath(allClusters)+"/api/v1/pods?watch=true&resourceVersion="+l.GetResourceVersion(), admin...)
+	local.apply(staging, podsGVR, pod("default", "api-2", "205", api))
+	if e := w.nextNot("BOOKMARK"); e.Type != "ADDED" || e.Object.GetName() != "api-2" {
+		t.Errorf("the watch: %s %s", e.Type, e.Object.GetName())
+	}
+
+	// A token limited to staging sees staging's resources only: no apps group, and no
+	// other cluster's objects.
+	stagingOnly := []string{"Authorization", "Bearer staging-s3cret"}
+	lonely.getOK(clusterPath(allClusters)+"/apis", &groups, stagingOnly...)
+	if slices.ContainsFunc(groups.Groups, func(g metav1.APIGroup) bool { return g.Name == "apps" }) {
+		t.Errorf("staging's token sees the apps group, which only prod serves: %+v", groups.Groups)
+	}
+	lonely.get(clusterPath(allClusters)+"/apis/apps/v1/deployments", stagingOnly...).status(t, http.StatusNotFound)
+	r = lonely.get(clusterPath(allClusters)+"/api/v1/pods", stagingOnly...)
+	if err := l.UnmarshalJSON(r.body); err != nil || r.code != http.StatusOK {
+		t.Fatalf("staging's pods: %d %s", r.code, r.body)
+	}
+	if got := itemClusters(&l); !slices.Equal(got, []string{"staging/api-1", "staging/api-2", "staging/web-1"}) {
+		t.Errorf("staging's token lists %v", got)
+	}
+}

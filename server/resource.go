@@ -92,7 +92,7 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, rt route,
 	}
 	if p.watch {
 		info.verb = "watch"
-		if peers, missing := s.fanOut(r, qr.scope); len(peers) > 0 || len(missing) > 0 {
+		if peers, missing := s.fanOut(r, qr.scope, res); len(peers) > 0 || len(missing) > 0 {
 			return s.serveFanOutWatch(w, r, p, peers, missing)
 		}
 		return s.serveWatch(w, r, res, qr, p)
@@ -187,7 +187,7 @@ func (s *Server) serveList(w http.ResponseWriter, r *http.Request, res *apiResou
 	if err != nil {
 		return err
 	}
-	if peers, missing := s.fanOut(r, qr.scope); len(peers) > 0 || len(missing) > 0 {
+	if peers, missing := s.fanOut(r, qr.scope, res); len(peers) > 0 || len(missing) > 0 {
 		if p.rvMatch == metav1.ResourceVersionMatchExact {
 			return expired(fmt.Sprintf("resourceVersion %s: a list of every cluster of a sharded fleet is of the current state only; list without resourceVersionMatch=Exact", p.resourceVersion))
 		}

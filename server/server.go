@@ -590,6 +590,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, info *requestInfo
 	if err != nil {
 		return err
 	}
+	// The resources served are those of every cluster the client may read, also for a
+	// request another replica forwarded (or the local part of a fan-out watch), which is
+	// answered from this replica's clusters only: a resource that only other replicas'
+	// clusters serve is then an empty list here, not a 404 that would fail the whole.
+	catalogScope := scope{cluster: rt.cluster, allow: allow}
 	if rt.cluster == allClusters && forwarded(r) {
 		allow = s.ownedOnly(allow)
 	}
@@ -611,7 +616,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, info *requestInfo
 	}
 	c := &catalog{}
 	if rt.cluster != "" {
-		c = s.catalog(sc)
+		catalogScope.fanOut = sc.fanOut || rt.cluster == allClusters
+		c = s.catalog(catalogScope)
 	}
 	info.verb = "discovery"
 	switch rt.kind {

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -220,6 +221,56 @@ func TestFanOut(t *testing.T) {
 			createConfigMap(t, m.Clientset(), "shop", "fan-2", m.Name)
 		}
 		watchFor(last, "fan-2", nil)
+	})
+
+	t.Run("a replica that watches no cluster", func(t *testing.T) {
+		// An identity that rendezvous hashing assigns no member to: it joins and leaves
+		// without moving any, and serves every cluster by asking their owners.
+		idle := ""
+		for i := len(ids); idle == "" && i < 100; i++ {
+			id := fmt.Sprintf("fleetwatch-%d", i)
+			if !slices.Contains(slices.Collect(maps.Values(shard.Assign(names, append(slices.Clone(ids), id)))), id) {
+				idle = id
+			}
+		}
+		f.start(idle)
+		defer f.stopReplica(idle)
+		t.Logf("%s settled in %v", idle, f.waitSettled(churn, append(slices.Clone(ids), idle)...))
+		kubectlIdle := func(args ...string) string {
+			return kubectl(t, append([]string{"--server", f.replicas[idle].base + "/clusters/*", "--token", admin, "--certificate-authority", f.certFile}, args...)...)
+		}
+		if out := kubectlIdle("api-resources", "--no-headers"); !strings.Contains(out, "configmaps") {
+			t.Errorf("kubectl api-resources through %s:\n%s", idle, out)
+		}
+		if out := kubectlIdle("get", "clusters.fleetwatch.io", "--no-headers"); strings.Count(out, "\n") != len(f.members) || strings.Count(out, "Synced") != len(f.members) {
+			t.Errorf("kubectl get clusters.fleetwatch.io through %s:\n%s", idle, out)
+		}
+		func() {
+			churn.pause()
+			defer churn.resume()
+			want := configMapTruth(ctx, t, f.members)
+			for _, chunk := range []int{0, 3} {
+				if got := kubectlAt(idle, admin, chunk); !slices.Equal(got, want) {
+					t.Errorf("kubectl get configmaps -A --chunk-size=%d through %s: %d objects, want the servers' %d:\n%s", chunk, idle, len(got), len(want), keyDiff(got, want))
+				}
+			}
+			if rows := strings.Count(kubectlIdle("get", "configmaps", "-A", "--no-headers"), "\n"); rows != len(want) {
+				t.Errorf("kubectl get configmaps -A through %s prints %d rows, want %d", idle, rows, len(want))
+			}
+			if got := kubectlAt(idle, limited, 0); !slices.Equal(got, configMapTruth(ctx, t, []*testenv.Cluster{f.members[0], f.members[2]})) {
+				t.Errorf("the limited token through %s gets %d objects", idle, len(got))
+			}
+		}()
+		// A watch of every cluster through it streams a change made on a member.
+		m := f.members[len(f.members)-1]
+		ok, err := watchEvents(ctx, t, f.client, f.replicas[idle].base+"/clusters/*/api/v1/namespaces/shop/configmaps?watch=true", admin, func() {
+			createConfigMap(t, m.Clientset(), "shop", "idle-1", m.Name)
+		}, func(typ string, o *unstructured.Unstructured) bool {
+			return typ == "ADDED" && o.GetName() == "idle-1" && o.GetAnnotations()["fleetwatch.io/cluster"] == m.Name
+		})
+		if !ok {
+			t.Errorf("the watch through %s ended without idle-1 of %s: %v", idle, m.Name, err)
+		}
 	})
 
 	t.Run("kill -9 of a replica", func(t *testing.T) {
