@@ -2,6 +2,8 @@ package informer
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -78,6 +80,62 @@ func TestUnreachableClusterGivesBackItsSlot(t *testing.T) {
 	defer acancel()
 	if err := l.Limiter.Acquire(actx); err != nil {
 		t.Fatalf("the slot of an unreachable cluster was not given back: %v", err)
+	}
+	l.Limiter.Release()
+}
+
+// TestHungClusterGivesBackItsSlot: a cluster whose apiserver accepts connections and
+// never answers (as one stopped with SIGSTOP) holds its slot for SyncTimeout, no
+// longer; its Listing begins only once it has the slot.
+func TestHungClusterGivesBackItsSlot(t *testing.T) {
+	hang := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-hang:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(hang)
+	l := &signalingLimiter{Limiter: NewLimiter(1), acquired: make(chan struct{})}
+	const syncTimeout = 300 * time.Millisecond
+	s, err := New(Options{
+		Cluster:            "hung",
+		Config:             &rest.Config{Host: srv.URL},
+		Resources:          []Resource{{Name: "pods"}},
+		Sink:               nopSink{},
+		InitialSyncLimiter: l,
+		SyncTimeout:        syncTimeout,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another cluster has the only slot: this one waits, and has not begun.
+	if err := l.Acquire(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go func() { _ = s.Start(ctx) }()
+	select {
+	case <-s.Listing():
+		t.Fatal("the initial sync began without a slot")
+	case <-time.After(100 * time.Millisecond):
+	}
+	l.Limiter.Release()
+	select {
+	case <-s.Listing():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the initial sync did not begin once the slot was free")
+	}
+	began := time.Now()
+	actx, acancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer acancel()
+	if err := l.Limiter.Acquire(actx); err != nil {
+		t.Fatalf("the slot of a hung cluster was not given back: %v", err)
+	}
+	if held := time.Since(began); held < syncTimeout*3/4 {
+		t.Errorf("the slot was given back after %v, before the sync timeout (%v)", held, syncTimeout)
 	}
 	l.Limiter.Release()
 }

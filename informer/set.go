@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/http"
 	goruntime "runtime"
 	"slices"
 	"strings"
@@ -142,7 +143,8 @@ type Options struct {
 	// Default DefaultStreamingListTimeout.
 	StreamingListTimeout time.Duration
 	// InitialSyncLimiter, if set, is acquired before the Set's initial list and released
-	// once it has synced or SyncTimeout has passed.
+	// once it has synced or SyncTimeout has passed since it was acquired, whatever the
+	// cluster does meanwhile (see Listing).
 	InitialSyncLimiter Limiter
 	// KeepManagedFields keeps metadata.managedFields, which are stripped by default.
 	KeepManagedFields bool
@@ -256,6 +258,10 @@ type Set struct {
 
 	// rediscover asks the discovery loop to run now.
 	rediscover chan struct{}
+	// listing is closed when the initial sync begins (see Listing).
+	listing chan struct{}
+	// stopped is closed when Start's context is done: it ends discovery's requests.
+	stopped chan struct{}
 
 	// mu guards status, running, and the fields of opts that Reconfigure changes:
 	// Resources, KeepManagedFields and KeepSecretData. The other fields of opts do not
@@ -305,7 +311,12 @@ func New(opts Options) (*Set, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", opts.Cluster, err)
 	}
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	// Discovery's requests take no context: they end when Start's does, so that a
+	// cluster whose apiserver hangs does not hold Start (and a Manager's stop) back.
+	stopped := make(chan struct{})
+	dcfg := rest.CopyConfig(cfg)
+	dcfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &stopAware{rt: rt, stopped: stopped} })
+	dc, err := discovery.NewDiscoveryClientForConfig(dcfg)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", opts.Cluster, err)
 	}
@@ -324,6 +335,8 @@ func New(opts Options) (*Set, error) {
 		mapper:      restmapper.NewShortcutExpander(deferred, cached, nil),
 		discovery:   deferred,
 		rediscover:  make(chan struct{}, 1),
+		listing:     make(chan struct{}),
+		stopped:     stopped,
 		running:     map[string]*runner{},
 	}
 	for _, r := range opts.Resources {
@@ -337,27 +350,15 @@ func New(opts Options) (*Set, error) {
 func (s *Set) Start(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithValues("cluster", s.opts.Cluster)
 	ctx = klog.NewContext(ctx, logger)
+	defer context.AfterFunc(ctx, func() { close(s.stopped) })()
 
 	if l := s.opts.InitialSyncLimiter; l != nil {
 		if err := l.Acquire(ctx); err != nil {
 			return err
 		}
-		released := false
-		release := func() {
-			if !released {
-				released = true
-				l.Release()
-			}
-		}
-		defer release()
-		s.reconcile(ctx)
-		// A cluster that does not answer discovery gives its slot back at once, so that
-		// unreachable clusters never hold back the others; it syncs when it answers.
-		if !s.unreachable() {
-			s.waitInitialSync(ctx)
-		}
-		release()
+		s.initialSyncHolding(ctx, l)
 	} else {
+		close(s.listing)
 		s.reconcile(ctx)
 		go s.waitInitialSync(ctx)
 	}
@@ -375,6 +376,74 @@ func (s *Set) Start(ctx context.Context) error {
 		s.reconcile(ctx)
 	}
 }
+
+// initialSyncHolding runs the initial sync with a slot of l, which it gives back once
+// the sync is done or SyncTimeout has passed, whichever comes first, also while
+// discovery hangs (an apiserver that stopped answering without closing its
+// connections): a cluster never holds the others back for longer.
+func (s *Set) initialSyncHolding(ctx context.Context, l Limiter) {
+	var once sync.Once
+	release := func() { once.Do(l.Release) }
+	defer release()
+	timer := s.opts.Clock.NewTimer(s.opts.SyncTimeout)
+	defer timer.Stop()
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-timer.C():
+			release()
+		case <-done:
+		}
+	}()
+	close(s.listing)
+	s.reconcile(ctx)
+	// A cluster that does not answer discovery gives its slot back at once, so that
+	// unreachable clusters never hold back the others; it syncs when it answers.
+	if !s.unreachable() {
+		s.waitInitialSync(ctx)
+	}
+}
+
+// stopAware ends the requests it sends once stopped is closed.
+type stopAware struct {
+	rt      http.RoundTripper
+	stopped <-chan struct{}
+}
+
+func (t *stopAware) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithCancel(req.Context())
+	go func() {
+		select {
+		case <-t.stopped:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	resp, err := t.rt.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+// cancelOnClose is a response body that cancels its request's context once closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b *cancelOnClose) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
+}
+
+// Listing returns a channel closed when the Set's initial sync begins: at Start, or,
+// with an InitialSyncLimiter, once Start has its slot. SyncTimeout counts from then.
+func (s *Set) Listing() <-chan struct{} { return s.listing }
 
 // waitInitialSync waits until every resolved resource has synced, or SyncTimeout.
 func (s *Set) waitInitialSync(ctx context.Context) {

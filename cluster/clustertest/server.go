@@ -20,6 +20,8 @@ import (
 //
 // Every other path is 404. SetFailure makes every request fail with a status code: 500
 // as from an apiserver whose etcd is down, 401 or 403 as with revoked credentials.
+// SetHangDiscovery makes discovery (/api, /apis and below) hang until the client gives
+// up, as an apiserver stopped with SIGSTOP does.
 type Server struct {
 	// URL is the server URL, https://127.0.0.1:port.
 	URL string
@@ -30,11 +32,14 @@ type Server struct {
 
 	srv *httptest.Server
 
-	// mu guards uid, failure and requests.
+	// mu guards uid, failure, hang and requests.
 	mu       sync.Mutex
 	uid      types.UID
 	failure  int
+	hang     bool
 	requests map[string]int
+	// closed is closed when the server closes, which ends hung requests.
+	closed chan struct{}
 }
 
 // NewServer starts a Server, closed when the test ends.
@@ -44,12 +49,24 @@ func NewServer(t testing.TB) *Server {
 		Token:    "token-" + strings.ReplaceAll(t.Name(), "/", "-"),
 		uid:      "00000000-0000-0000-0000-000000000001",
 		requests: map[string]int{},
+		closed:   make(chan struct{}),
 	}
 	s.srv = httptest.NewTLSServer(http.HandlerFunc(s.serveHTTP))
 	s.URL = s.srv.URL
 	s.CAData = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.srv.Certificate().Raw})
-	t.Cleanup(s.srv.Close)
+	t.Cleanup(func() {
+		close(s.closed)
+		s.srv.Close()
+	})
 	return s
+}
+
+// SetHangDiscovery makes discovery requests hang (true) until their client gives up or
+// the server closes, or be served again (false).
+func (s *Server) SetHangDiscovery(hang bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hang = hang
 }
 
 // Context returns a kubeconfig context of that name connecting to s.
@@ -89,8 +106,15 @@ func (s *Server) Requests(path string) int {
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.requests[r.URL.Path]++
-	uid, failure := s.uid, s.failure
+	uid, failure, hang := s.uid, s.failure, s.hang
 	s.mu.Unlock()
+	if hang && (r.URL.Path == "/api" || r.URL.Path == "/apis" || strings.HasPrefix(r.URL.Path, "/api/") && r.URL.Path != "/api/v1/namespaces/kube-system" || strings.HasPrefix(r.URL.Path, "/apis/")) {
+		select {
+		case <-r.Context().Done():
+		case <-s.closed:
+		}
+		return
+	}
 
 	if r.Header.Get("Authorization") != "Bearer "+s.Token {
 		writeStatus(w, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "Unauthorized")
