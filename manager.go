@@ -45,9 +45,11 @@ type Options struct {
 	// Health configures the probe of each cluster. See cluster.HealthOptions.
 	Health cluster.HealthOptions
 
-	// SyncTimeout bounds each cluster's initial sync. A cluster that has not synced by
-	// then no longer holds back readiness, and its unsynced resources report
-	// informer.ErrSyncTimeout; it keeps trying. Default DefaultSyncTimeout.
+	// SyncTimeout bounds each cluster's initial sync, counted from its turn among
+	// MaxConcurrentSyncs (a cluster waiting for one has not begun). A cluster that has
+	// not synced by then gives its turn to the next, no longer holds back readiness, and
+	// its unsynced resources report informer.ErrSyncTimeout; it keeps trying. Default
+	// DefaultSyncTimeout.
 	SyncTimeout time.Duration
 	// MaxConcurrentSyncs bounds how many clusters do their initial list at once, so that
 	// starting a large fleet is not a thundering herd. Default DefaultMaxConcurrentSyncs.
@@ -678,6 +680,13 @@ func (m *Manager) Engage(ctx context.Context, c *cluster.Cluster) error {
 	}()
 	go func() {
 		defer m.wg.Done()
+		// SyncTimeout counts from the cluster's turn among MaxConcurrentSyncs, as the
+		// informers count it: a cluster that waits for a slot has not failed to sync.
+		select {
+		case <-ctx.Done():
+			return
+		case <-set.Listing():
+		}
 		select {
 		case <-ctx.Done():
 		case <-m.opts.Clock.After(mb.syncTimeout):

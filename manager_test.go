@@ -165,6 +165,54 @@ func TestNewManagerValidates(t *testing.T) {
 	}
 }
 
+// TestSyncTimeoutCountsFromTheClustersTurn: with one sync at a time and two clusters
+// whose apiservers hang, the first holds its slot for SyncTimeout, then the second has
+// its turn and its own SyncTimeout: the Manager is not ready before both had theirs.
+func TestSyncTimeoutCountsFromTheClustersTurn(t *testing.T) {
+	path, servers := fleetOf(t, "a", "b")
+	for _, s := range servers {
+		s.SetHangDiscovery(true)
+	}
+	opts := options(path)
+	const syncTimeout = 400 * time.Millisecond
+	opts.SyncTimeout, opts.MaxConcurrentSyncs = syncTimeout, 1
+	m, err := fleetwatch.NewManager(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, m)
+	timedOut := map[string]time.Time{}
+	var ready time.Time
+	deadline := time.Now().Add(15 * time.Second)
+	for ready.IsZero() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not ready: %+v", m.Status())
+		}
+		for _, st := range m.Status() {
+			if len(st.Conditions) > 1 && st.Conditions[1].Reason == "SyncTimeout" && timedOut[st.Name].IsZero() {
+				timedOut[st.Name] = time.Now()
+			}
+		}
+		if m.Ready() {
+			ready = time.Now()
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if len(timedOut) != 2 {
+		t.Fatalf("ready with the sync timeout of %v only", timedOut)
+	}
+	first, second := timedOut["a"], timedOut["b"]
+	if second.Before(first) {
+		first, second = second, first
+	}
+	if gap := second.Sub(first); gap < syncTimeout*3/4 {
+		t.Errorf("the second cluster timed out %v after the first, while it waited for the first's slot: want about %v", gap, syncTimeout)
+	}
+	if ready.Before(second) {
+		t.Errorf("ready before the second cluster's sync timeout")
+	}
+}
+
 // TestManagerEngagesAndDisengages: every selected cluster gets a status, with its
 // identity; the Manager is Ready once each has synced or timed out; a cluster whose
 // context goes leaves the status and the cache.
