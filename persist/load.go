@@ -196,7 +196,10 @@ type loadedCluster struct {
 	done sync.WaitGroup
 }
 
-// loadTx reads the snapshot in tx and hands it to fn one cluster at a time. The
+// loadTx reads the snapshot in tx and hands it to fn one cluster at a time. After each
+// cluster, the pages of the file read so far leave the process's resident memory
+// (evictMapped), so that the load's RSS is bounded by the clusters in flight, not the
+// file. The
 // goroutine of tx walks the buckets and hands the objects' bytes out in chunks, without
 // copying them out of the file's memory map; decoders, one per CPU, decode them before
 // loadTx returns and tx ends; a deliverer waits for each cluster's chunks to be decoded,
@@ -236,6 +239,7 @@ func loadTx(tx *bolt.Tx, opts LoadOptions, fn func(cluster string, cs *ClusterSn
 			if err := fn(lc.name, lc.cs); err != nil {
 				fail(err)
 			}
+			evictMapped(tx)
 		}
 	})
 
