@@ -447,13 +447,26 @@ func (m *Manager) loadSnapshot() error {
 		}
 		defer gctune.Relax(gctune.LoadBudget(size))()
 	}
-	snap, err := m.opts.Snapshot.Load()
+	// One cluster at a time, each seeded while the next is decoded; a compact fleet in
+	// the snapshot's encoding takes the stored encodings as they are.
+	ctx := klog.NewContext(context.Background(), klog.Background())
+	specs := m.specs()
+	m.saved = map[string]*saved{}
+	var stale []staleScope
+	err := m.opts.Snapshot.LoadEach(persist.LoadOptions{Partial: snapshotEncoded(m.opts.Fleet.Codec)}, func(name string, cs *persist.ClusterSnapshot) error {
+		m.saved[name], stale = seedCluster(ctx, m.fleet, name, cs, specs, stale)
+		return nil
+	})
 	if err != nil {
-		// Load moved a corrupt file aside; start cold.
+		// The file was found unreadable part of the way through (and moved aside, when it
+		// could be): what was seeded from it goes, and the fleet starts cold.
 		klog.Background().Error(err, "Snapshot unusable; starting cold", "path", m.opts.Snapshot.Path())
-		snap = &persist.Snapshot{}
+		for name := range m.saved {
+			m.fleet.RemoveCluster(name)
+		}
+		m.saved, stale = map[string]*saved{}, nil
 	}
-	m.saved = seed(klog.NewContext(context.Background(), klog.Background()), m.fleet, snap, m.specs(), m.opts.Snapshot)
+	dropStale(ctx, m.opts.Snapshot, stale)
 	for name, s := range m.saved {
 		m.status.Set(aggregate.ClusterStatus{Name: name, Server: s.identity.Server, UID: s.identity.UID, Phase: aggregate.PhaseStale})
 	}

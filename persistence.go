@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"github.com/fleetwatch/fleetwatch/aggregate"
@@ -27,7 +28,9 @@ type saved struct {
 type savedScope struct {
 	key             persist.ResourceKey
 	resourceVersion string
-	objects         []runtime.Object
+	// objects are the names of the scope's saved objects, for dropUnrequested: the
+	// objects themselves live in the fleet only.
+	objects []cache.ObjectName
 }
 
 // seed loads the snapshot into the fleet: reads are served at once, before any network
@@ -41,50 +44,89 @@ type savedScope struct {
 // from snapshot at once, which must not have a Writer yet, and if it held values of
 // Secrets, the file is compacted, so that no free page keeps them.
 func seed(ctx context.Context, fleet *aggregate.Fleet, snap *persist.Snapshot, specs map[string]bool, snapshot *persist.Store) map[string]*saved {
-	logger := klog.FromContext(ctx)
 	out := map[string]*saved{}
-	compact := false
-	defer func() {
-		if !compact {
-			return
-		}
-		if err := snapshot.Compact(); err != nil {
-			logger.Error(err, "Compacting the snapshot after dropping values of Secrets; the next start tries again")
-		}
-	}()
+	var stale []staleScope
 	for name, cs := range snap.Clusters {
-		s := &saved{
-			identity: cluster.Identity{UID: cs.Identity.UID, Server: cs.Identity.Server},
-			scopes:   map[informer.Scope]savedScope{},
-		}
-		n := 0
-		for key, rs := range cs.Resources {
-			scope, err := informer.ParseScope(string(key))
-			if err != nil {
-				logger.Info("Ignoring an unreadable resource key in the snapshot", "cluster", name, "key", key, "err", err)
-				continue
-			}
-			if !specs[scope.Spec] {
-				logger.V(1).Info("Dropping a snapshot scope that is configured differently now", "cluster", name, "scope", key)
-				if err := snapshot.DropResource(name, key); err != nil {
-					logger.Error(err, "Dropping a snapshot scope", "cluster", name, "scope", key)
-				}
-				compact = compact || scope.HoldsSecretValues()
-				continue
-			}
-			store := fleet.ClusterStore(name, scope.Resource)
-			for _, obj := range rs.Objects {
-				if err := store.Apply(obj, true); err != nil {
-					logger.Info("Ignoring a snapshot object", "cluster", name, "key", key, "err", err)
-				}
-			}
-			s.scopes[scope] = savedScope{key: key, resourceVersion: rs.ResourceVersion, objects: rs.Objects}
-			n += len(rs.Objects)
-		}
+		var s *saved
+		s, stale = seedCluster(ctx, fleet, name, cs, specs, stale)
 		out[name] = s
-		logger.V(1).Info("Loaded cluster from snapshot", "cluster", name, "scopes", len(s.scopes), "objects", n)
 	}
+	dropStale(ctx, snapshot, stale)
 	return out
+}
+
+// staleScope is a saved scope that seedCluster left out, for dropStale.
+type staleScope struct {
+	cluster string
+	key     persist.ResourceKey
+	// secrets: the scope may hold values of Secrets.
+	secrets bool
+}
+
+// seedCluster loads the snapshot of one cluster into the fleet, as seed does, and
+// returns what it loaded, and stale with the scopes it left out appended, for dropStale.
+// An object loaded partially (persist.LoadOptions.Partial) goes to the fleet with its
+// stored encoding, which a compact fleet keeps as it is.
+func seedCluster(ctx context.Context, fleet *aggregate.Fleet, name string, cs *persist.ClusterSnapshot, specs map[string]bool, stale []staleScope) (*saved, []staleScope) {
+	logger := klog.FromContext(ctx)
+	s := &saved{
+		identity: cluster.Identity{UID: cs.Identity.UID, Server: cs.Identity.Server},
+		scopes:   map[informer.Scope]savedScope{},
+	}
+	n := 0
+	for key, rs := range cs.Resources {
+		scope, err := informer.ParseScope(string(key))
+		if err != nil {
+			logger.Info("Ignoring an unreadable resource key in the snapshot", "cluster", name, "key", key, "err", err)
+			continue
+		}
+		if !specs[scope.Spec] {
+			logger.V(1).Info("Dropping a snapshot scope that is configured differently now", "cluster", name, "scope", key)
+			stale = append(stale, staleScope{cluster: name, key: key, secrets: scope.HoldsSecretValues()})
+			continue
+		}
+		store := fleet.ClusterStore(name, scope.Resource)
+		names := make([]cache.ObjectName, 0, len(rs.Objects))
+		for i, obj := range rs.Objects {
+			var err error
+			if u, ok := obj.(*unstructured.Unstructured); ok && rs.Encoded != nil && rs.Encoded[i] != nil {
+				err = store.ApplyPartial(u, rs.Encoded[i], true)
+			} else {
+				err = store.Apply(obj, true)
+			}
+			if err != nil {
+				logger.Info("Ignoring a snapshot object", "cluster", name, "key", key, "err", err)
+				continue
+			}
+			if a, err := meta.Accessor(obj); err == nil {
+				names = append(names, cache.ObjectName{Namespace: a.GetNamespace(), Name: a.GetName()})
+			}
+		}
+		s.scopes[scope] = savedScope{key: key, resourceVersion: rs.ResourceVersion, objects: names}
+		n += len(rs.Objects)
+	}
+	logger.V(1).Info("Loaded cluster from snapshot", "cluster", name, "scopes", len(s.scopes), "objects", n)
+	return s, stale
+}
+
+// dropStale drops the scopes that seedCluster left out from snapshot, which must not
+// have a Writer yet, nor be in the middle of a load, and compacts the file if they may
+// have held values of Secrets, so that no free page keeps them.
+func dropStale(ctx context.Context, snapshot *persist.Store, stale []staleScope) {
+	logger := klog.FromContext(ctx)
+	compact := false
+	for _, sc := range stale {
+		if err := snapshot.DropResource(sc.cluster, sc.key); err != nil {
+			logger.Error(err, "Dropping a snapshot scope", "cluster", sc.cluster, "scope", sc.key)
+		}
+		compact = compact || sc.secrets
+	}
+	if !compact {
+		return
+	}
+	if err := snapshot.Compact(); err != nil {
+		logger.Error(err, "Compacting the snapshot after dropping values of Secrets; the next start tries again")
+	}
 }
 
 // sink hands one cluster's informer set its stores in the fleet, and, with persistence,
@@ -198,15 +240,14 @@ func (s *sink) dropUnrequested(ctx context.Context, all map[informer.Scope]saved
 	for _, scope := range stale {
 		saved := all[scope]
 		store := s.fleet.ClusterStore(s.cluster, scope.Resource)
-		for _, obj := range saved.objects {
-			a, err := meta.Accessor(obj)
-			if err != nil {
-				continue
-			}
+		for _, name := range saved.objects {
 			// An object that a watched scope covers is that informer's business: its list
 			// is diffed against the store. The others would be ghosts.
-			if !s.covered(scope.Resource, a.GetNamespace()) {
-				_ = store.Delete(obj, true)
+			if s.covered(scope.Resource, name.Namespace) {
+				continue
+			}
+			if obj, ok, _ := store.GetByKey(name.String()); ok {
+				_ = store.Delete(obj.(runtime.Object), true)
 			}
 		}
 		if s.writer != nil {

@@ -293,6 +293,22 @@ func (s *ClusterStore) GetByKey(key string) (value any, exists bool, err error) 
 	return decoded(obj), true, nil
 }
 
+// ResourceVersionByKey returns the resourceVersion of the object with the given
+// client-go key, without decoding it in a compact fleet. A warm start's seeded list
+// (informer) files its objects by it.
+func (s *ClusterStore) ResourceVersionByKey(key string) (rv string, exists bool) {
+	namespace, name, ok := splitMetaNamespaceKey(key)
+	if !ok {
+		return "", false
+	}
+	s.ix.lock.RLock()
+	defer s.ix.lock.RUnlock()
+	if e := s.ix.items[Key{Cluster: s.cluster, Namespace: namespace, Name: name}]; e != nil && !s.removed {
+		return e.rv, true
+	}
+	return "", false
+}
+
 // fanOutLocked queues p for every handler of the indexer. noOp marks a no-op update,
 // which only handlers that asked for them receive.
 func (ix *Indexer) fanOutLocked(p pending, noOp bool) {

@@ -53,8 +53,39 @@ type listWatch struct {
 // seed makes the first list return the objects of known at resourceVersion, without
 // asking the cluster, so that the watch resumes from there. It also turns streaming
 // lists off for this informer: they would bypass List.
+//
+// A known that tells resourceVersions without decoding (versionGetter: a compact fleet's
+// store, whose objects are encodings) gets a list of seedObjects, each only the key and
+// resourceVersion of a stored object, which the informer's transform turns into a no-op
+// update (the store keeps what it holds): a warm start decodes no object.
 func (lw *listWatch) seed(known cache.KeyListerGetter, m Mapping, metadataOnly bool, resourceVersion string) {
 	lw.seeded = true
+	if vg, ok := versionGetterOf(known); ok {
+		lw.seedList = func() (runtime.Object, error) {
+			keys := known.ListKeys()
+			list := &metav1.List{Items: make([]runtime.RawExtension, 0, len(keys))}
+			list.ResourceVersion = resourceVersion
+			apiVersion, kind := m.Kind.GroupVersion().String(), m.Kind.Kind
+			for _, k := range keys {
+				rv, ok := vg.ResourceVersionByKey(k)
+				if !ok {
+					continue
+				}
+				ns, name, err := cache.SplitMetaNamespaceKey(k)
+				if err != nil {
+					continue
+				}
+				md := map[string]any{"name": name, "resourceVersion": rv}
+				if ns != "" {
+					md["namespace"] = ns
+				}
+				o := &seedObject{Unstructured: &unstructured.Unstructured{Object: map[string]any{"apiVersion": apiVersion, "kind": kind, "metadata": md}}, metadataOnly: metadataOnly}
+				list.Items = append(list.Items, runtime.RawExtension{Object: o})
+			}
+			return list, nil
+		}
+		return
+	}
 	lw.seedList = func() (runtime.Object, error) {
 		keys := known.ListKeys()
 		if metadataOnly {
@@ -82,6 +113,59 @@ func (lw *listWatch) seed(known cache.KeyListerGetter, m Mapping, metadataOnly b
 		}
 		return list, nil
 	}
+}
+
+// versionGetter is a store that tells the resourceVersion of an object without decoding
+// it (aggregate.ClusterStore).
+type versionGetter interface {
+	ResourceVersionByKey(key string) (rv string, exists bool)
+}
+
+// versionGetterOf returns the versionGetter of known, or of the store whose keys in one
+// namespace known lists.
+func versionGetterOf(known cache.KeyListerGetter) (versionGetter, bool) {
+	if n, ok := known.(namespaceKeys); ok {
+		known = n.store
+	}
+	vg, ok := known.(versionGetter)
+	return vg, ok
+}
+
+// seedObject is an object of a seeded list over a versionGetter: only the key and
+// resourceVersion of an object that the store holds. The informer's transform turns it
+// into what the store takes as a no-op update, or into the stored object if the store
+// no longer holds it at that resourceVersion; it never reaches the store.
+type seedObject struct {
+	*unstructured.Unstructured
+	metadataOnly bool
+}
+
+var _ runtime.Object = (*seedObject)(nil)
+
+// seeded returns what the transform of a seeded list's object hands on: an object with
+// its key and resourceVersion, which the store keeps its own object for, while known
+// holds it at that resourceVersion; otherwise the stored object, or an error if known
+// no longer holds it (the list then fails, and the reflector lists from the server).
+func (o *seedObject) seeded(known cache.KeyListerGetter) (any, error) {
+	key, err := cache.MetaNamespaceKeyFunc(o.Unstructured)
+	if err != nil {
+		return nil, err
+	}
+	if vg, ok := versionGetterOf(known); ok {
+		if rv, ok := vg.ResourceVersionByKey(key); ok && rv == o.GetResourceVersion() {
+			if o.metadataOnly {
+				return &metav1.PartialObjectMetadata{
+					TypeMeta:   metav1.TypeMeta{APIVersion: o.GetAPIVersion(), Kind: o.GetKind()},
+					ObjectMeta: metav1.ObjectMeta{Namespace: o.GetNamespace(), Name: o.GetName(), ResourceVersion: o.GetResourceVersion()},
+				}, nil
+			}
+			return o.Unstructured, nil
+		}
+	}
+	if stored, ok, _ := known.GetByKey(key); ok {
+		return stored, nil
+	}
+	return nil, fmt.Errorf("the seeded object %s left the store before its list was applied", key)
 }
 
 // IsWatchListSemanticsUnSupported tells client-go's reflector not to use streaming

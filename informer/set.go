@@ -878,6 +878,9 @@ func transform(opts Options, m Mapping, known cache.KeyListerGetter, interned bo
 		if _, ok := obj.(runtime.Object); !ok {
 			return obj, nil // a listDone marker
 		}
+		if o, ok := obj.(*seedObject); ok {
+			return o.seeded(known)
+		}
 		if stored, ok := storedSame(known, obj); ok {
 			return stored, nil
 		}

@@ -2,7 +2,10 @@
 //
 // A Store is the file. Open checks it, migrates it, and moves it aside if it cannot be
 // read; Load returns its content as a Snapshot: per cluster, the cluster's Identity, and
-// per resource the objects and the resourceVersion they were current at. A Writer,
+// per resource the objects and the resourceVersion they were current at. LoadEach hands
+// the same out one cluster at a time, decoding the next while the caller takes one, and
+// with LoadOptions.Partial only what files each object, with its stored encoding for a
+// fleet that keeps encodings. A Writer,
 // created by Store.NewWriter, is fed the informers' changes (Upsert, Delete) and
 // checkpoints (Checkpoint), and commits them in batches. For each (cluster, resource),
 // the stored objects and the stored resourceVersion are written in the same transaction,

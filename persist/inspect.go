@@ -125,8 +125,7 @@ func (s *Store) Verify() error {
 		if err := checkTree(tx); err != nil {
 			return err
 		}
-		_, err = loadTx(tx)
-		return err
+		return loadTx(tx, LoadOptions{}, func(string, *ClusterSnapshot) error { return nil })
 	}
 	var err error
 	if s.opts.ReadOnly {

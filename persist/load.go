@@ -38,6 +38,14 @@ type ResourceSnapshot struct {
 	// Objects are *unstructured.Unstructured, or *metav1.PartialObjectMetadata for a
 	// resource cached metadata-only, sorted by namespace and name. It may be empty.
 	Objects []kruntime.Object
+	// Encoded is nil unless the snapshot was loaded with LoadOptions.Partial. Then it
+	// has an element for each of Objects: if it is not nil, the object is an
+	// *unstructured.Unstructured that holds only what files it (apiVersion, kind, and of
+	// the metadata name, namespace, uid, resourceVersion and labels, as
+	// jsondec.Decoder.ObjectPartialCBOR builds them) and Encoded is the whole object in
+	// Codec's encoding, which aggregate.ClusterStore.ApplyPartial takes; if it is nil,
+	// the object is whole (metadata-only, or stored in a form that is decoded whole).
+	Encoded [][]byte
 }
 
 // MetadataOnly reports whether the resource was stored metadata-only: it has objects,
@@ -52,7 +60,19 @@ func (r *ResourceSnapshot) MetadataOnly() bool {
 	return len(r.Objects) > 0
 }
 
-// Load reads and decodes the whole snapshot, on all CPUs.
+// LoadOptions configures Store.LoadEach. The zero value decodes every object whole.
+type LoadOptions struct {
+	// Partial hands out each stored *unstructured.Unstructured as what files it, with
+	// its stored encoding in ResourceSnapshot.Encoded, for a fleet that keeps objects in
+	// Codec's encoding (aggregate.ClusterStore.ApplyPartial): the encoding is taken as it
+	// is stored rather than decoded into maps and encoded again. The rest of each object
+	// is still read and checked, so that Partial accepts and rejects exactly the files
+	// that a whole load does. Default: false.
+	Partial bool
+}
+
+// Load reads and decodes the whole snapshot, on all CPUs. It is LoadEach, gathering
+// the clusters into one Snapshot.
 //
 // If a page or an object cannot be read, and the Store is writable and has no Writer
 // yet, Load moves the file aside and starts an empty snapshot, as Open does: it returns
@@ -60,14 +80,49 @@ func (r *ResourceSnapshot) MetadataOnly() bool {
 // Writer that may have committed on top of the file already), it returns an error
 // wrapping ErrCorrupt. Load never panics on a bad file.
 func (s *Store) Load() (*Snapshot, error) {
-	snap, err := s.load()
-	if err == nil || !errors.Is(err, ErrCorrupt) || s.opts.ReadOnly {
-		return snap, err
+	snap := &Snapshot{Clusters: make(map[string]*ClusterSnapshot)}
+	recovered, err := s.loadEach(LoadOptions{}, func(cluster string, cs *ClusterSnapshot) error {
+		snap.Clusters[cluster] = cs
+		return nil
+	})
+	if recovered {
+		return &Snapshot{Clusters: make(map[string]*ClusterSnapshot)}, nil
 	}
-	if err := s.recoverFromLoad(err); err != nil {
+	if err != nil {
 		return nil, err
 	}
-	return &Snapshot{Clusters: make(map[string]*ClusterSnapshot)}, nil
+	return snap, nil
+}
+
+// LoadEach reads the snapshot one cluster at a time, and hands each cluster to fn as
+// soon as it is decoded, while it decodes the next: memory holds a few clusters'
+// objects at a time, not the whole file's. fn is called from one goroutine at a time, in
+// the order of the clusters' names, and owns what it is given; it never runs after
+// LoadEach returned. An error of fn ends the load and is returned.
+//
+// A file found unreadable (see Load) may be so after fn has taken some clusters:
+// LoadEach then returns an error wrapping ErrCorrupt, and the caller takes back what it
+// did with them. As Load, it moves the file aside first if the Store is writable and has
+// no Writer yet; Recovered says so. LoadEach never panics on a bad file.
+func (s *Store) LoadEach(opts LoadOptions, fn func(cluster string, cs *ClusterSnapshot) error) error {
+	_, err := s.loadEach(opts, fn)
+	return err
+}
+
+// loadEach is LoadEach, and reports whether it moved the file aside.
+func (s *Store) loadEach(opts LoadOptions, fn func(cluster string, cs *ClusterSnapshot) error) (recovered bool, err error) {
+	err = s.view(func(tx *bolt.Tx) error { return loadTx(tx, opts, fn) })
+	if err == nil {
+		return false, nil
+	}
+	err = fmt.Errorf("loading snapshot %s: %w", s.path, err)
+	if !errors.Is(err, ErrCorrupt) || s.opts.ReadOnly {
+		return false, err
+	}
+	if rerr := s.recoverFromLoad(err); rerr != nil {
+		return false, rerr
+	}
+	return true, err
 }
 
 // recoverFromLoad moves aside a file that Load could not read and opens an empty one.
@@ -96,19 +151,6 @@ func (s *Store) recoverFromLoad(cause error) error {
 	return nil
 }
 
-func (s *Store) load() (*Snapshot, error) {
-	var snap *Snapshot
-	err := s.view(func(tx *bolt.Tx) error {
-		var err error
-		snap, err = loadTx(tx)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("loading snapshot %s: %w", s.path, err)
-	}
-	return snap, nil
-}
-
 // loadChunk is how many objects a decoder takes at a time.
 const loadChunk = 256
 
@@ -128,28 +170,53 @@ type chunk struct {
 	// sealed says whether the values are sealed, with seals that start with sum.
 	sealed bool
 	sum    uint32
-	keys   []string
+	// partial: LoadOptions.Partial.
+	partial bool
+	keys    []string
 	// values are the stored bytes, in the file's memory map: they are valid until the
 	// read transaction ends and the file is unmapped, so loadTx returns, and lets a panic
 	// of the walk go on, only after its decoders are done with them; nothing that the
 	// decoder returns shares memory with them.
 	values  []string
 	objects []kruntime.Object
+	// encoded are the objects' encodings with partial (ResourceSnapshot.Encoded).
+	encoded [][]byte
+	// rs is the resource the chunk belongs to, and done counts down the chunks of its
+	// cluster that are not decoded yet.
+	rs   *ResourceSnapshot
+	done *sync.WaitGroup
 }
 
-// loadTx reads the snapshot in tx. The goroutine of tx walks the buckets and hands the
-// objects' bytes out in chunks, without copying them out of the file's memory map;
-// decoders, one per CPU, decode them before loadTx returns and tx ends. A bad page can
-// panic in the walk; the caller recovers, and may close and unmap the file as it does,
-// so the walk waits for the decoders before its panic goes on. A decoder that faults on
-// the map (a value beyond the end of the file) fails as on a bad value.
-func loadTx(tx *bolt.Tx) (*Snapshot, error) {
+// loadedCluster is a cluster whose objects the walk of loadTx has handed out.
+type loadedCluster struct {
+	name   string
+	cs     *ClusterSnapshot
+	chunks []*chunk
+	// done is done when the decoders are done with chunks.
+	done sync.WaitGroup
+}
+
+// loadTx reads the snapshot in tx and hands it to fn one cluster at a time. After each
+// cluster, the pages of the file read so far leave the process's resident memory
+// (evictMapped), so that the load's RSS is bounded by the clusters in flight, not the
+// file. The
+// goroutine of tx walks the buckets and hands the objects' bytes out in chunks, without
+// copying them out of the file's memory map; decoders, one per CPU, decode them before
+// loadTx returns and tx ends; a deliverer waits for each cluster's chunks to be decoded,
+// in the order of the walk, and calls fn, while the walk and the decoders go on with
+// the next cluster (at most one more is held decoded, waiting). A bad page can panic in
+// the walk; the caller recovers, and may close and unmap the file as it does, so the
+// walk waits for the decoders and the deliverer before its panic goes on. A decoder
+// that faults on the map (a value beyond the end of the file) fails as on a bad value.
+func loadTx(tx *bolt.Tx, opts LoadOptions, fn func(cluster string, cs *ClusterSnapshot) error) error {
 	var (
-		work     = make(chan *chunk, runtime.GOMAXPROCS(0))
-		wg       sync.WaitGroup
-		errOnce  sync.Once
-		firstErr error
-		failed   = make(chan struct{})
+		work      = make(chan *chunk, runtime.GOMAXPROCS(0))
+		ready     = make(chan *loadedCluster, 1)
+		decoders  sync.WaitGroup
+		deliverer sync.WaitGroup
+		errOnce   sync.Once
+		firstErr  error
+		failed    = make(chan struct{})
 	)
 	fail := func(err error) {
 		errOnce.Do(func() {
@@ -158,15 +225,30 @@ func loadTx(tx *bolt.Tx) (*Snapshot, error) {
 		})
 	}
 	for range runtime.GOMAXPROCS(0) {
-		wg.Go(func() { decodeChunks(work, fail) })
+		decoders.Go(func() { decodeChunks(work, fail) })
 	}
+	deliverer.Go(func() {
+		for lc := range ready {
+			lc.done.Wait()
+			select {
+			case <-failed:
+				continue
+			default:
+			}
+			lc.assemble()
+			if err := fn(lc.name, lc.cs); err != nil {
+				fail(err)
+			}
+			evictMapped(tx)
+		}
+	})
 
-	snap := &Snapshot{Clusters: make(map[string]*ClusterSnapshot)}
 	sealed := isSealed(tx)
-	chunks := make(map[*ResourceSnapshot][]*chunk)
 	sent := 0
-	send := func(rs *ResourceSnapshot, c *chunk) error {
-		chunks[rs] = append(chunks[rs], c)
+	send := func(lc *loadedCluster, c *chunk) error {
+		lc.chunks = append(lc.chunks, c)
+		c.done = &lc.done
+		lc.done.Add(1)
 		select {
 		case work <- c:
 			sent++
@@ -175,19 +257,25 @@ func loadTx(tx *bolt.Tx) (*Snapshot, error) {
 			}
 			return nil
 		case <-failed:
+			lc.done.Done()
 			return firstErr
 		}
 	}
 	walk := func() error {
-		// Also when a bad page panics: the decoders end, and the map stays until they have.
+		// Also when a bad page panics: the decoders and fn end, and the map stays until
+		// the decoders have.
 		defer func() {
 			close(work)
-			wg.Wait()
+			decoders.Wait()
+			close(ready)
+			deliverer.Wait()
 		}()
 		return forEachCluster(tx, func(cluster string, cb *bolt.Bucket, id Identity) error {
-			cs := &ClusterSnapshot{Identity: id, Resources: make(map[ResourceKey]*ResourceSnapshot)}
-			snap.Clusters[cluster] = cs
-			return forEachResource(cluster, cb, func(resource string, rb *bolt.Bucket) error {
+			lc := &loadedCluster{
+				name: cluster,
+				cs:   &ClusterSnapshot{Identity: id, Resources: make(map[ResourceKey]*ResourceSnapshot)},
+			}
+			err := forEachResource(cluster, cb, func(resource string, rb *bolt.Bucket) error {
 				key, err := ParseResourceKey(resource)
 				if err != nil {
 					return fmt.Errorf("%w: cluster %q: %v", ErrCorrupt, cluster, err)
@@ -202,7 +290,7 @@ func loadTx(tx *bolt.Tx) (*Snapshot, error) {
 				}
 				rs := &ResourceSnapshot{ResourceVersion: rv}
 				sum := objectsSum(cluster, resource)
-				cs.Resources[key] = rs
+				lc.cs.Resources[key] = rs
 				var c *chunk
 				cur := objects.Cursor()
 				for k, v := cur.First(); k != nil; k, v = cur.Next() {
@@ -210,42 +298,60 @@ func loadTx(tx *bolt.Tx) (*Snapshot, error) {
 						return fmt.Errorf("%w: cluster %q, resource %q: %q is a bucket, not an object", ErrCorrupt, cluster, resource, k)
 					}
 					if c == nil {
-						c = &chunk{cluster: cluster, resource: resource, sealed: sealed, sum: sum}
+						c = &chunk{cluster: cluster, resource: resource, sealed: sealed, sum: sum, partial: opts.Partial, rs: rs}
 					}
 					c.keys = append(c.keys, string(k))
 					c.values = append(c.values, unsafe.String(unsafe.SliceData(v), len(v)))
 					if len(c.keys) == loadChunk {
-						if err := send(rs, c); err != nil {
+						if err := send(lc, c); err != nil {
 							return err
 						}
 						c = nil
 					}
 				}
 				if c != nil {
-					return send(rs, c)
+					return send(lc, c)
 				}
 				return nil
 			})
+			if err != nil {
+				return err
+			}
+			select {
+			case ready <- lc:
+				return nil
+			case <-failed:
+				return firstErr
+			}
 		})
 	}
-	walkErr := walk()
-	if walkErr != nil {
-		return nil, walkErr
+	if err := walk(); err != nil {
+		return err
 	}
-	if firstErr != nil {
-		return nil, firstErr
+	return firstErr
+}
+
+// assemble puts the decoded objects of lc's chunks into its resources, in the order of
+// the walk.
+func (lc *loadedCluster) assemble() {
+	n := make(map[*ResourceSnapshot]int)
+	for _, c := range lc.chunks {
+		n[c.rs] += len(c.objects)
 	}
-	for rs, cs := range chunks {
-		n := 0
-		for _, c := range cs {
-			n += len(c.objects)
+	for _, c := range lc.chunks {
+		rs := c.rs
+		if rs.Objects == nil {
+			rs.Objects = make([]kruntime.Object, 0, n[rs])
+			if c.partial {
+				rs.Encoded = make([][]byte, 0, n[rs])
+			}
 		}
-		rs.Objects = make([]kruntime.Object, 0, n)
-		for _, c := range cs {
-			rs.Objects = append(rs.Objects, c.objects...)
+		rs.Objects = append(rs.Objects, c.objects...)
+		if c.partial {
+			rs.Encoded = append(rs.Encoded, c.encoded...)
 		}
 	}
-	return snap, nil
+	lc.chunks = nil
 }
 
 // decodeChunks is a decoder of loadTx: it decodes the chunks of work until work is
@@ -259,6 +365,7 @@ func decodeChunks(work <-chan *chunk, fail func(error)) {
 		if err := c.decode(&d); err != nil {
 			fail(err)
 		}
+		c.done.Done()
 	}
 }
 
@@ -267,6 +374,9 @@ func decodeChunks(work <-chan *chunk, fail func(error)) {
 func (c *chunk) decode(d *fastDecoder) (err error) {
 	defer recoverDecode(&err)
 	c.objects = make([]kruntime.Object, len(c.values))
+	if c.partial {
+		c.encoded = make([][]byte, len(c.values))
+	}
 	for i, v := range c.values {
 		if testHookDecode != nil {
 			testHookDecode(c, i)
@@ -277,7 +387,13 @@ func (c *chunk) decode(d *fastDecoder) (err error) {
 				return fmt.Errorf("cluster %q, resource %q: %w", c.cluster, c.resource, err)
 			}
 		}
-		obj, err := d.decode(v)
+		var obj kruntime.Object
+		var err error
+		if c.partial {
+			obj, c.encoded[i], err = d.decodePartial(v)
+		} else {
+			obj, err = d.decode(v)
+		}
 		if err != nil {
 			return fmt.Errorf("cluster %q, resource %q, object %q: %w", c.cluster, c.resource, c.keys[i], err)
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"unsafe"
@@ -22,10 +23,13 @@ func TestDecoderFault(t *testing.T) {
 	defer syscall.Munmap(unreadable)
 	for _, sealed := range []bool{true, false} {
 		work := make(chan *chunk, 1)
+		var decoded sync.WaitGroup
+		decoded.Add(1)
 		work <- &chunk{
 			cluster: "a", resource: string(pods), sealed: sealed,
 			keys:   []string{"ns/pod"},
 			values: []string{unsafe.String(&unreadable[0], 64)},
+			done:   &decoded,
 		}
 		close(work)
 		var errs []error
@@ -35,6 +39,7 @@ func TestDecoderFault(t *testing.T) {
 			decodeChunks(work, func(err error) { errs = append(errs, err) })
 		}()
 		<-done
+		decoded.Wait()
 		if len(errs) != 1 || !errors.Is(errs[0], ErrCorrupt) || !strings.Contains(errs[0].Error(), "invalid memory address") {
 			t.Errorf("sealed %v: errors %v, want one ErrCorrupt that says the decoder faulted on an address", sealed, errs)
 		}
