@@ -134,12 +134,8 @@ func (r *cborReader) str(n uint64) (string, bool) {
 
 // key reads a map key: a byte or text string.
 func (r *cborReader) key() (string, bool) {
-	major, _, arg, ok := r.head()
-	if !ok || (major != cborBytes && major != cborText) {
-		return "", false
-	}
-	s, ok := r.str(arg)
-	if !ok || (major == cborText && !utf8.ValidString(s)) {
+	s, ok := r.rawKey()
+	if !ok {
 		return "", false
 	}
 	return r.strings.Key(s), true
