@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"strconv"
 	"strings"
 
@@ -78,6 +79,12 @@ type cursor struct {
 	// replicas (see fanout.go), the resourceVersion each of them returned, by replica
 	// identity: each one a cursor of that replica, without peers of its own.
 	peers map[string]string
+	// replica is, in a merged cursor, the identity of the replica whose own cursor epoch
+	// and positions are (Options.Replica), so that any replica can resume it: the one
+	// asked takes its own part from peers, and asks the issuer for the top level's
+	// (see rootedAt). Empty in a replica's own cursor, and where the issuer has no
+	// identity.
+	replica string
 }
 
 // cursorJSON is the encoded form of a cursor, as base64url (no padding) of its compact
@@ -86,6 +93,7 @@ type cursorJSON struct {
 	Epoch    string            `json:"e"`
 	Clusters map[string]string `json:"c,omitempty"`
 	Peers    map[string]string `json:"p,omitempty"`
+	Replica  string            `json:"r,omitempty"`
 }
 
 // String encodes c. Equal cursors encode equally: JSON sorts map keys.
@@ -100,6 +108,7 @@ func (c cursor) String() string {
 	if len(c.peers) > 0 {
 		j.Peers = c.peers
 	}
+	j.Replica = c.replica
 	b, err := json.Marshal(j)
 	if err != nil {
 		panic(fmt.Sprintf("encode cursor: %v", err)) // strings and maps of strings always marshal
@@ -145,7 +154,7 @@ func parseCursor(s string) (cursor, error) {
 	}
 	for id, rv := range j.Peers {
 		pc, err := parseCursor(rv)
-		if id == "" || err != nil || pc.peers != nil {
+		if id == "" || err != nil || pc.peers != nil || pc.replica != "" {
 			return cursor{}, fmt.Errorf("not a resourceVersion handed out by this server (replica %q)", id)
 		}
 		if c.peers == nil {
@@ -153,7 +162,35 @@ func parseCursor(s string) (cursor, error) {
 		}
 		c.peers[id] = rv
 	}
+	if j.Replica != "" {
+		if _, ok := j.Peers[j.Replica]; ok {
+			return cursor{}, fmt.Errorf("not a resourceVersion handed out by this server (replica %q twice)", j.Replica)
+		}
+		c.replica = j.Replica
+	}
 	return c, nil
+}
+
+// rootedAt returns the merged cursor c as replica self would have handed it out: its
+// own cursor at the top level, and every other replica's, the issuer's included, in
+// peers. A cursor of self, or of an issuer without identity, is returned as it is.
+func (c cursor) rootedAt(self string) cursor {
+	if self == "" || c.replica == "" || c.replica == self {
+		return c
+	}
+	peers := maps.Clone(c.peers)
+	if peers == nil {
+		peers = map[string]string{}
+	}
+	peers[c.replica] = cursor{epoch: c.epoch, positions: c.positions}.String()
+	out := cursor{peers: peers, replica: self}
+	if own, ok := peers[self]; ok {
+		delete(peers, self)
+		// Checked by parseCursor.
+		o, _ := parseCursor(own)
+		out.epoch, out.positions = o.epoch, o.positions
+	}
+	return out
 }
 
 // continueToken is the continue parameter of a paged list: the resourceVersion of the

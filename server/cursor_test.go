@@ -20,6 +20,10 @@ func TestCursorRoundTrip(t *testing.T) {
 		{epoch: "e", positions: map[string]position{"prod": {rv: 12}}, peers: map[string]string{
 			"fleetwatch-1": cursor{epoch: "f", positions: map[string]position{"far": {rv: 3}}}.String(),
 		}},
+		// ... that names the replica it is of.
+		{epoch: "e", positions: map[string]position{}, replica: "fleetwatch-0", peers: map[string]string{
+			"fleetwatch-1": cursor{epoch: "f", positions: map[string]position{}}.String(),
+		}},
 	} {
 		s := c.String()
 		if strings.ContainsAny(s, "+/=") {
@@ -44,6 +48,9 @@ func TestParseCursorErrors(t *testing.T) {
 		// A replica's part must be one of its cursors, without parts of its own.
 		b64(`{"e":"x","p":{"r":"1"}}`), b64(`{"e":"x","p":{"r":"!"}}`), b64(`{"e":"x","p":{"":"` + b64(`{"e":"y"}`) + `"}}`),
 		b64(`{"e":"x","p":{"r":"` + b64(`{"e":"y","p":{"s":"`+b64(`{"e":"z"}`)+`"}}`) + `"}}`),
+		// A replica's part names no replica, and the issuer is not among the parts.
+		b64(`{"e":"x","p":{"r":"` + b64(`{"e":"y","r":"s"}`) + `"}}`),
+		b64(`{"e":"x","r":"s","p":{"s":"` + b64(`{"e":"y"}`) + `"}}`),
 		strings.Repeat("A", maxTokenLen+1),
 	} {
 		if _, err := parseCursor(s); err == nil {
@@ -52,6 +59,43 @@ func TestParseCursorErrors(t *testing.T) {
 	}
 	if _, err := parseCursor("12345"); !errors.Is(err, errNotCursor) {
 		t.Errorf("parseCursor of an integer: %v", err)
+	}
+}
+
+// TestCursorRootedAt: a merged cursor handed out by one replica, as another replica
+// would have handed it out at the same point: the same parts, each replica's once.
+func TestCursorRootedAt(t *testing.T) {
+	part := func(epoch, cl string, rv uint64) cursor {
+		return cursor{epoch: epoch, positions: map[string]position{cl: {rv: rv}}}
+	}
+	a, b, c := part("ea", "prod", 1), part("eb", "far", 2), part("ec", "edge", 3)
+	of0 := cursor{epoch: a.epoch, positions: a.positions, replica: "r0", peers: map[string]string{"r1": b.String(), "r2": c.String()}}
+	parsed, err := parseCursor(of0.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := parsed.rootedAt("r1")
+	want := cursor{epoch: b.epoch, positions: b.positions, replica: "r1", peers: map[string]string{"r0": a.String(), "r2": c.String()}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("rooted at r1: %+v, want %+v", got, want)
+	}
+	if back := got.rootedAt("r0"); back.String() != of0.String() {
+		t.Errorf("rooted back at r0: %+v, want %+v", back, of0)
+	}
+	// A replica without a part (it had none to send) starts its own from nothing.
+	got = parsed.rootedAt("r3")
+	if got.epoch != "" || got.replica != "r3" || len(got.peers) != 3 || got.peers["r0"] != a.String() {
+		t.Errorf("rooted at r3: %+v", got)
+	}
+	// A replica's own cursor, and one of no identity, stay as they are.
+	for _, self := range []string{"r0", ""} {
+		if got := parsed.rootedAt(self); got.String() != of0.String() {
+			t.Errorf("rooted at %q: %+v", self, got)
+		}
+	}
+	anon := cursor{epoch: a.epoch, positions: a.positions, peers: of0.peers}
+	if got := anon.rootedAt("r1"); got.String() != anon.String() {
+		t.Errorf("a cursor of no replica, rooted at r1: %+v", got)
 	}
 }
 

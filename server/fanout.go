@@ -323,7 +323,7 @@ func (s *Server) serveFanOutList(w http.ResponseWriter, r *http.Request, res *ap
 	items, more := found.items()
 	wg.Wait()
 
-	current.peers = map[string]string{}
+	current.peers, current.replica = map[string]string{}, s.opts.Replica
 	for _, id := range slices.Sorted(maps.Keys(peers)) {
 		pp := peers[id]
 		var se *apierrors.StatusError
@@ -499,7 +499,8 @@ func (s *Server) serveFanOutWatch(w http.ResponseWriter, r *http.Request, p *lis
 		if err != nil {
 			return expired(fmt.Sprintf("too old resource version: %s is not a resourceVersion of a watch of every cluster of this fleet; list again", p.resourceVersion))
 		}
-		from = c
+		// Handed out by another replica: this one's part is among the peers.
+		from = c.rootedAt(s.opts.Replica)
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
@@ -623,7 +624,7 @@ func (s *Server) serveFanOutWatch(w http.ResponseWriter, r *http.Request, p *lis
 	w.WriteHeader(http.StatusOK)
 	_ = rctl.Flush()
 
-	merged := cursor{epoch: from.epoch, positions: from.positions, peers: maps.Clone(from.peers)}
+	merged := cursor{epoch: from.epoch, positions: from.positions, peers: maps.Clone(from.peers), replica: s.opts.Replica}
 	if merged.peers == nil {
 		merged.peers = map[string]string{}
 	}

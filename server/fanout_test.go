@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -24,7 +25,7 @@ import (
 // them up: it must not answer for them.
 func fanOutPair(t *testing.T) (local, peer *fixture, seen func() []http.Header) {
 	t.Helper()
-	peer = newFixture(t, nil)
+	peer = newFixture(t, func(o *Options) { o.Replica = "fleetwatch-1" })
 	far := clusterStatus("far", aggregate.PhaseSynced, false)
 	far.Replica = "fleetwatch-1"
 	peer.src.setStatus(far)
@@ -43,7 +44,7 @@ func fanOutPair(t *testing.T) (local, peer *fixture, seen func() []http.Header) 
 		mu.Unlock()
 	}
 	peer.observe.Store(&observe)
-	local = newFixture(t, nil)
+	local = newFixture(t, func(o *Options) { o.Replica = "fleetwatch-0" })
 	local.src.setStatus(aggregate.ClusterStatus{Name: "far", Phase: aggregate.PhaseRemote, Replica: "fleetwatch-1", ReplicaAddress: peer.http.URL})
 	return local, peer, func() []http.Header {
 		mu.Lock()
@@ -315,6 +316,75 @@ func TestFanOutWatch(t *testing.T) {
 	// A cursor of another server is 410 Gone, as a local one is.
 	r := local.get(all + "?watch=true&resourceVersion=" + cursor{epoch: "other"}.String())
 	r.status(t, http.StatusGone)
+}
+
+// TestFanOutWatchResumesThroughAnyReplica: a merged resourceVersion names the replica
+// that handed it out, so that a client sent to another replica (a Service in front of
+// them) resumes its watch there: each part from where it stopped, nothing missed and
+// nothing sent twice, and the cursors that replica hands out resume through the first
+// again.
+func TestFanOutWatchResumesThroughAnyReplica(t *testing.T) {
+	local, peer, _ := fanOutPair(t)
+	// Each replica asks the other for the clusters it owns.
+	for _, cl := range []string{prod, staging, edge} {
+		peer.src.setStatus(aggregate.ClusterStatus{Name: cl, Phase: aggregate.PhaseRemote, Replica: "fleetwatch-0", ReplicaAddress: local.http.URL})
+	}
+	all := clusterPath(allClusters) + "/api/v1/pods"
+	names := func(w *watcher, n int) (map[string]string, string) {
+		t.Helper()
+		got := map[string]string{}
+		var last string
+		for len(got) < n {
+			e := w.nextNot("BOOKMARK")
+			got[e.Object.GetAnnotations()[ClusterAnnotation]+"/"+e.Object.GetName()] = e.Type
+			last = e.Object.GetResourceVersion()
+		}
+		return got, last
+	}
+
+	// A list through one replica, a watch from it through the other.
+	var l unstructured.UnstructuredList
+	local.getOK(all, &l)
+	c, err := parseCursor(l.GetResourceVersion())
+	if err != nil || c.replica != "fleetwatch-0" || c.peers["fleetwatch-1"] == "" {
+		t.Fatalf("the list's resourceVersion %q: %+v %v; want the cursor of fleetwatch-0 with fleetwatch-1's", l.GetResourceVersion(), c, err)
+	}
+	peer.apply("far", podsGVR, pod("default", "far-3", "403", web))
+	local.apply(prod, podsGVR, pod("default", "web-9", "109", web))
+	w := peer.watch(all + "?watch=true&resourceVersion=" + l.GetResourceVersion())
+	got, last := names(w, 2)
+	if !maps.Equal(got, map[string]string{"far/far-3": "ADDED", prod + "/web-9": "ADDED"}) {
+		t.Errorf("through fleetwatch-1, from fleetwatch-0's list: %v, want the two changes since", got)
+	}
+	w.none(200 * time.Millisecond)
+	w.stop()
+	c, err = parseCursor(last)
+	if err != nil || c.replica != "fleetwatch-1" || c.peers["fleetwatch-0"] == "" || c.peers["fleetwatch-1"] != "" {
+		t.Fatalf("fleetwatch-1's cursor %q: %+v %v", last, c, err)
+	}
+
+	// And back: fleetwatch-1's cursor through fleetwatch-0.
+	peer.apply("far", podsGVR, pod("default", "far-4", "404", web))
+	local.apply(staging, podsGVR, pod("default", "api-2", "204", api))
+	local.remove(prod, podsGVR, pod("default", "web-1", "101", web))
+	w = local.watch(all + "?watch=true&resourceVersion=" + last)
+	got, last = names(w, 3)
+	if !maps.Equal(got, map[string]string{"far/far-4": "ADDED", staging + "/api-2": "ADDED", prod + "/web-1": "DELETED"}) {
+		t.Errorf("through fleetwatch-0, from fleetwatch-1's cursor: %v", got)
+	}
+	w.none(200 * time.Millisecond)
+	w.stop()
+	if c, err := parseCursor(last); err != nil || c.replica != "fleetwatch-0" {
+		t.Errorf("fleetwatch-0's cursor %q: %+v %v", last, c, err)
+	}
+
+	// A replica that restarted (another epoch in its part) cannot resume its part: 410,
+	// wherever the cursor is sent.
+	c, _ = parseCursor(last)
+	c.epoch = "restarted"
+	for _, f := range []*fixture{local, peer} {
+		f.get(all+"?watch=true&resourceVersion="+c.String()).status(t, http.StatusGone)
+	}
 }
 
 // BenchmarkFanOutList measures the latency that the fan-out adds to a list: each

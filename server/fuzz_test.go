@@ -17,6 +17,7 @@ func FuzzParseCursor(f *testing.F) {
 	f.Add(cursor{epoch: "e", positions: map[string]position{"a": {rv: 1, n: 2}}}.String())
 	f.Add("123")
 	f.Add("eyJlIjoiZSJ9")
+	f.Add(cursor{epoch: "e", replica: "r0", peers: map[string]string{"r1": cursor{epoch: "f"}.String()}}.String())
 	f.Add("")
 	f.Fuzz(func(t *testing.T, s string) {
 		c, err := parseCursor(s)
@@ -26,6 +27,16 @@ func FuzzParseCursor(f *testing.F) {
 		again, err := parseCursor(c.String())
 		if err != nil || again.String() != c.String() {
 			t.Fatalf("cursor %q does not round-trip: %v", s, err)
+		}
+		// Any replica can take it over, and what it hands out parses.
+		for _, self := range []string{"r0", "r1", c.replica} {
+			r := c.rootedAt(self)
+			if r.epoch == "" {
+				r.epoch = "new"
+			}
+			if _, err := parseCursor(r.String()); err != nil {
+				t.Fatalf("cursor %q rooted at %q: %+v does not parse: %v", s, self, r, err)
+			}
 		}
 	})
 }

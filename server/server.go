@@ -180,6 +180,11 @@ type Options struct {
 	// https addresses, so that the caller's token, which it forwards, never travels in
 	// clear. Default: nil, the system's roots.
 	PeerRoots *x509.CertPool
+	// Replica is this replica's identity in a sharded fleet (shard.Options.Identity).
+	// The resourceVersions of merged lists and watches name it, so that a watch handed
+	// out by one replica resumes through any other. Default: none; then such a
+	// resourceVersion resumes only through this replica.
+	Replica string
 
 	// Clock tells the time for the AGE columns of tables. Default: the real clock.
 	Clock clock.PassiveClock

@@ -210,6 +210,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, mgr *fleetwatch.Manager,
 		TokenFile:   cfg.Server.Auth.TokenFile,
 		Delegated:   delegated,
 		PeerRoots:   peerCAs,
+		Replica:     replicaOf(cfg),
 		Version:     apiversion.Info{GitVersion: buildVersion(), GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH},
 		Collectors:  []prometheus.Collector{metrics.NewSnapshotCollector(mgr)},
 		// client-go's workqueue, informer and REST client metrics on /metrics.

@@ -99,3 +99,12 @@ func userAgent(cfg *config.Config) string {
 	}
 	return ua
 }
+
+// replicaOf is the identity the API names in the resourceVersions it merges from the
+// replicas (server.Options.Replica): none when sharding is off.
+func replicaOf(cfg *config.Config) string {
+	if !cfg.Shard.Enabled {
+		return ""
+	}
+	return cfg.Shard.Identity
+}

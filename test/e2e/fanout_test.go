@@ -29,7 +29,8 @@ import (
 // every cluster, whole and in pages across the replicas, equals the servers' truth
 // through every replica; a token limited to two clusters gets those only, through
 // every replica; a watch of a cluster through a replica that does not own it streams
-// its changes and resumes from its resourceVersion; after kill -9 of a replica, the
+// its changes and resumes from its resourceVersion; a watch of every cluster resumes
+// from its merged resourceVersion through any replica; after kill -9 of a replica, the
 // others keep answering, and name the clusters they cannot include.
 func TestFanOut(t *testing.T) {
 	f := newShardedFleet(t, 4)
@@ -184,19 +185,19 @@ func TestFanOut(t *testing.T) {
 	})
 
 	t.Run("a watch of every cluster through one replica", func(t *testing.T) {
-		base := f.replicas[ids[0]].base + "/clusters/*/api/v1/namespaces/shop/configmaps"
-		code, body := fetchAs(ctx, f.client, base, admin)
+		const path = "/clusters/*/api/v1/namespaces/shop/configmaps"
+		code, body := fetchAs(ctx, f.client, f.replicas[ids[0]].base+path, admin)
 		var list unstructured.UnstructuredList
 		if code != http.StatusOK || json.Unmarshal(body, &list) != nil {
 			t.Fatalf("list: %d %.300s", code, body)
 		}
-		// watchFor streams the watch from rv until it has seen name ADDED in every
-		// member, and returns the resourceVersion of the last event.
-		watchFor := func(rv, name string, create func()) string {
+		// watchFor streams the watch through replica via from rv until it has seen name
+		// ADDED in every member, and returns the resourceVersion of the last event.
+		watchFor := func(via, rv, name string, create func()) string {
 			t.Helper()
 			seen := map[string]bool{}
 			last := ""
-			ok, err := watchEvents(ctx, t, f.client, base+"?watch=true&resourceVersion="+url.QueryEscape(rv), admin, create, func(typ string, o *unstructured.Unstructured) bool {
+			ok, err := watchEvents(ctx, t, f.client, f.replicas[via].base+path+"?watch=true&resourceVersion="+url.QueryEscape(rv), admin, create, func(typ string, o *unstructured.Unstructured) bool {
 				last = o.GetResourceVersion()
 				if strings.HasPrefix(o.GetName(), "fan-") && o.GetName() != name && typ == "ADDED" {
 					t.Errorf("the watch from %s sent %s of %s again", rv, o.GetName(), o.GetAnnotations()["fleetwatch.io/cluster"])
@@ -207,20 +208,23 @@ func TestFanOut(t *testing.T) {
 				return len(seen) == len(f.members)
 			})
 			if !ok {
-				t.Fatalf("the watch through %s from %s ended with %s in %v only: %v", ids[0], rv, name, seen, err)
+				t.Fatalf("the watch through %s from %s ended with %s in %v only: %v", via, rv, name, seen, err)
 			}
 			return last
 		}
-		last := watchFor(list.GetResourceVersion(), "fan-1", func() {
+		last := watchFor(ids[0], list.GetResourceVersion(), "fan-1", func() {
 			for _, m := range f.members {
 				createConfigMap(t, m.Clientset(), "shop", "fan-1", m.Name)
 			}
 		})
-		// Disconnected: what changed meanwhile in every member comes when it resumes.
-		for _, m := range f.members {
-			createConfigMap(t, m.Clientset(), "shop", "fan-2", m.Name)
+		// Disconnected: what changed meanwhile in every member comes when it resumes,
+		// through any replica (a client behind the Service lands on another one).
+		for i, name := range []string{"fan-2", "fan-3", "fan-4"} {
+			for _, m := range f.members {
+				createConfigMap(t, m.Clientset(), "shop", name, m.Name)
+			}
+			last = watchFor(ids[(i+1)%len(ids)], last, name, nil)
 		}
-		watchFor(last, "fan-2", nil)
 	})
 
 	t.Run("a replica that watches no cluster", func(t *testing.T) {
