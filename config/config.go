@@ -46,6 +46,8 @@ const (
 	DefaultShardRetryPeriod   = shard.DefaultRetryPeriod
 	// DefaultShardHandoverTimeout is the library's fleetwatch.DefaultHandoverTimeout.
 	DefaultShardHandoverTimeout = 10 * time.Second
+	// DefaultShardParallelReceives is the library's shard.DefaultParallelReceives.
+	DefaultShardParallelReceives = shard.DefaultParallelReceives
 )
 
 // Values of Cache.Encoding.
@@ -310,6 +312,10 @@ type Shard struct {
 	// old owner (warm handover); past it the cluster starts cold. 0 turns the warm
 	// handover off. Default DefaultShardHandoverTimeout.
 	HandoverTimeout time.Duration `yaml:"handoverTimeout" mapstructure:"handoverTimeout"`
+	// ParallelReceives bounds how many moved clusters' states a replica fetches from
+	// their old owners at once (shard.Options.ParallelReceives). Default
+	// DefaultShardParallelReceives.
+	ParallelReceives int `yaml:"parallelReceives" mapstructure:"parallelReceives"`
 	// PeerCAFile is a PEM bundle of the CAs that sign the other replicas' serving
 	// certificates, trusted when this replica asks them for the clusters they watch
 	// (forwarding the caller's token) and when it fetches a cluster's state from its old
@@ -366,7 +372,8 @@ func Default() Config {
 			RenewDeadline: DefaultShardRenewDeadline,
 			RetryPeriod:   DefaultShardRetryPeriod,
 
-			HandoverTimeout: DefaultShardHandoverTimeout,
+			HandoverTimeout:  DefaultShardHandoverTimeout,
+			ParallelReceives: DefaultShardParallelReceives,
 		},
 		Log: Log{Format: DefaultLogFormat},
 	}

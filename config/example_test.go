@@ -122,6 +122,7 @@ func ExampleConfig_String() {
 	//   renewDeadline: 10s
 	//   retryPeriod: 2s
 	//   handoverTimeout: 10s
+	//   parallelReceives: 4
 	//   peerCaFile: ""
 	// log:
 	//   verbosity: 0

@@ -59,6 +59,7 @@ var usages = map[string]string{
 	"shard.renewDeadline":              "time after its last successful renewal at which a replica stops watching its clusters; shorter than shard.leaseDuration",
 	"shard.retryPeriod":                "interval of a replica's renewals and of its attempts to take clusters",
 	"shard.handoverTimeout":            "time a replica waits for a moved cluster's state from its old owner before it starts the cluster cold; 0 turns the warm handover off",
+	"shard.parallelReceives":           "how many moved clusters' states a replica fetches from their old owners at once",
 	"shard.peerCaFile":                 "PEM CAs of the other replicas' serving certificates, trusted to ask them for their clusters and their handed-over states; empty means server.tls.certFile's certificates and the system's roots",
 	"log.verbosity":                    "log verbosity, as klog's -v",
 	"log.format":                       "log format: text or json",

@@ -103,7 +103,7 @@ func full() config.Config {
 			Enabled: true, Identity: "fleetwatch-0", Namespace: "fleetwatch", HomeKubeconfig: "/etc/fleetwatch/home/kubeconfig",
 			Address:       "https://fleetwatch-0.fleetwatch-peers.fleetwatch.svc:8443",
 			LeaseDuration: 20 * time.Second, RenewDeadline: 12 * time.Second, RetryPeriod: 3 * time.Second,
-			HandoverTimeout: 15 * time.Second, PeerCAFile: "/etc/fleetwatch/peers/ca.crt",
+			HandoverTimeout: 15 * time.Second, ParallelReceives: 8, PeerCAFile: "/etc/fleetwatch/peers/ca.crt",
 		},
 		Log: config.Log{Verbosity: 2, Format: config.LogFormatJSON},
 	}
@@ -973,6 +973,9 @@ func TestValidate(t *testing.T) {
 		}},
 		{"shard retry period too long for the renew deadline", func(c *config.Config) { c.Shard.RetryPeriod = 9 * time.Second }, []string{
 			"shard.retryPeriod: must be shorter than RenewDeadline (10s) / 1.2, got 9s",
+		}},
+		{"no parallel receives", func(c *config.Config) { c.Shard.ParallelReceives = 0 }, []string{
+			"shard.parallelReceives: must be at least 1, got 0",
 		}},
 		{"negative shard lease duration", func(c *config.Config) { c.Shard.LeaseDuration = -time.Second }, []string{
 			"shard.leaseDuration: must be positive, got -1s",

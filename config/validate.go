@@ -220,6 +220,9 @@ func (v *validator) shard(s Shard) {
 	if s.HandoverTimeout < 0 {
 		v.add("shard.handoverTimeout", "must not be negative, got %v", s.HandoverTimeout)
 	}
+	if s.ParallelReceives < 1 {
+		v.add("shard.parallelReceives", "must be at least 1, got %d", s.ParallelReceives)
+	}
 	keys := map[string]string{"LeaseDuration": "shard.leaseDuration", "RenewDeadline": "shard.renewDeadline", "RetryPeriod": "shard.retryPeriod"}
 	if err := shard.ValidateTiming(s.LeaseDuration, s.RenewDeadline, s.RetryPeriod); err != nil {
 		for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
