@@ -503,17 +503,26 @@ func (m *Manager) Fleet() *aggregate.Fleet { return m.fleet }
 // that keeps clients per cluster builds them again when RESTConfig's Host or credentials
 // change, or builds them per write.
 //
-// It returns an error wrapping ErrUnknownCluster for a cluster that is not engaged: one
-// the kubeconfig files do not select, one that left the fleet, or one known only from
-// the snapshot until the kubeconfig files are read.
+// With Options.Shard, a cluster that the kubeconfig files select and another replica
+// watches has its config too: this replica does not watch it, but may read it (the
+// server reads a custom resource's CRD for its Table columns) or write to it.
+//
+// It returns an error wrapping ErrUnknownCluster for any other cluster: one the
+// kubeconfig files do not select, one that left the fleet, or one known only from the
+// snapshot until the kubeconfig files are read.
 func (m *Manager) RESTConfig(name string) (*rest.Config, error) {
 	m.mu.Lock()
 	mb := m.members[name]
 	m.mu.Unlock()
-	if mb == nil {
-		return nil, fmt.Errorf("rest config of cluster %q: %w", name, ErrUnknownCluster)
+	if mb != nil {
+		return rest.CopyConfig(mb.cluster.Config), nil
 	}
-	return rest.CopyConfig(mb.cluster.Config), nil
+	if m.shard != nil {
+		if c, ok := m.shard.Selected(name); ok {
+			return rest.CopyConfig(c.Config), nil
+		}
+	}
+	return nil, fmt.Errorf("rest config of cluster %q: %w", name, ErrUnknownCluster)
 }
 
 // Status returns the status of every engaged cluster, sorted by name. With

@@ -306,3 +306,38 @@ func TestCRDPrinterColumns(t *testing.T) {
 		t.Errorf("the CRDs were fetched %d and %d times, want once each", n, d)
 	}
 }
+
+// TestFanOutTableOfACustomResource: a replica that watches no cluster serving a custom
+// resource prints a fleet Table of it with the columns of its CRD, as the resource's
+// owner would: the CRD is read from the cluster of the rows, whose config the replica
+// has although another replica watches it (fleetwatch.Manager.RESTConfig of a sharded
+// Manager).
+func TestFanOutTableOfACustomResource(t *testing.T) {
+	owner, m, _, _ := newMemberFixture(t, nil)
+	local := newFixture(t, nil)
+	st := aggregate.ClusterStatus{Name: prod, Phase: aggregate.PhaseRemote, Replica: "fleetwatch-1", ReplicaAddress: owner.http.URL}
+	st.Resources = append(st.Resources, resourceStatus(widgetsGVR, "Widget", true))
+	local.src.setStatus(st)
+	s, err := New(&configSource{fakeSource: local.src, host: m.URL}, Options{Clock: clocktesting.NewFakePassiveClock(now), Replica: "fleetwatch-0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := httptest.NewServer(s.Handler())
+	t.Cleanup(h.Close)
+	t.Cleanup(s.reg.Remove)
+	r := getFrom(t, h, "/clusters/*/apis/example.com/v1/widgets", "Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+	var tb metav1.Table
+	if r.code != http.StatusOK || json.Unmarshal(r.body, &tb) != nil {
+		t.Fatalf("%d %s", r.code, r.body)
+	}
+	var cols []string
+	for _, c := range tb.ColumnDefinitions {
+		cols = append(cols, c.Name)
+	}
+	if got, want := strings.Join(cols, " "), "Cluster Name Color Size Ready Since Ports"; got != want {
+		t.Errorf("columns %q, want the CRD's: %q", got, want)
+	}
+	if len(tb.Rows) != 1 || fmt.Sprint(tb.Rows[0].Cells) != "[prod w1 red 3 true 90m 80]" {
+		t.Errorf("rows %v, want w1 of prod with its CRD's cells", tb.Rows)
+	}
+}

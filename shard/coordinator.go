@@ -310,6 +310,18 @@ func (c *Coordinator) Settled() bool {
 	return true
 }
 
+// Selected returns a cluster that the Aware selected (Engage), whether this replica
+// owns it or not.
+func (c *Coordinator) Selected(name string) (*cluster.Cluster, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cand := c.selected[name]
+	if cand == nil {
+		return nil, false
+	}
+	return cand.c, true
+}
+
 // Placements returns where each selected cluster is watched, sorted by cluster name.
 func (c *Coordinator) Placements() []Placement {
 	now := c.opts.Clock.Now()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -23,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/fleetwatch/fleetwatch"
 	"github.com/fleetwatch/fleetwatch/aggregate"
@@ -784,6 +786,27 @@ func TestShardedReplicas(t *testing.T) {
 		}
 		t.Logf("settled with %s in %v", id, f.waitSettled(churn, ids[0], ids[2], id))
 		f.others = nil
+		// Every selected cluster has its config, also one another replica watches: a
+		// controller of one shard may write anywhere, and the API reads CRDs with it.
+		for _, m := range f.members {
+			cfg, err := mgr.RESTConfig(m.Name)
+			if err != nil {
+				t.Errorf("RESTConfig(%s): %v", m.Name, err)
+				continue
+			}
+			got, err := kubernetes.NewForConfigOrDie(cfg).CoreV1().Namespaces().Get(t.Context(), metav1.NamespaceSystem, metav1.GetOptions{})
+			if err != nil {
+				t.Errorf("kube-system through RESTConfig(%s): %v", m.Name, err)
+				continue
+			}
+			want, err := m.Clientset().CoreV1().Namespaces().Get(t.Context(), metav1.NamespaceSystem, metav1.GetOptions{})
+			if err != nil || got.UID != want.UID {
+				t.Errorf("RESTConfig(%s) reaches the cluster with kube-system %s, want %s (%v)", m.Name, got.UID, want.UID, err)
+			}
+		}
+		if _, err := mgr.RESTConfig("not-selected"); !errors.Is(err, fleetwatch.ErrUnknownCluster) {
+			t.Errorf("RESTConfig of a cluster not selected: %v, want ErrUnknownCluster", err)
+		}
 		mu.Lock()
 		for c := range seen {
 			if shard.Owner(c, []string{ids[0], ids[2], id}) != id {
