@@ -55,7 +55,7 @@ import (
 // forwardedHeader marks a request that a replica sent to another.
 const forwardedHeader = "X-Fleetwatch-Forwarded"
 
-// peerTimeout bounds a list asked of another replica.
+// peerTimeout bounds a list or a search asked of another replica.
 const peerTimeout = 30 * time.Second
 
 // peerClient sends requests to the other replicas of a sharded fleet.
@@ -219,6 +219,47 @@ type peerList struct {
 	Items    []unstructured.Unstructured `json:"items"`
 }
 
+// get asks the peer for what r asks, at r's path with the query q, as a request
+// forwarded with the caller's credentials, bounded by peerTimeout, and returns the body
+// of its 200 answer. A refusal (a 4xx Status: the caller may not read it) is returned as
+// its *apierrors.StatusError, as this replica would have refused it; any other failure
+// as an error.
+func (p peer) get(ctx context.Context, client *http.Client, r *http.Request, q url.Values) ([]byte, error) {
+	u := *p.base
+	u.Path = p.base.Path + r.URL.Path
+	u.RawPath = p.base.EscapedPath() + r.URL.EscapedPath()
+	u.RawQuery = q.Encode()
+	ctx, cancel := context.WithTimeout(ctx, peerTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	if a := r.Header.Get("Authorization"); a != "" {
+		req.Header.Set("Authorization", a)
+	}
+	req.Header.Set("Accept", contentTypeJSON)
+	req.Header.Set("User-Agent", cmp.Or(r.Header.Get("User-Agent"), "fleetwatch"))
+	req.Header.Set(forwardedHeader, "1")
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		var st metav1.Status
+		if json.Unmarshal(body, &st) == nil && st.Kind == "Status" && st.Code != 0 && st.Code < 500 {
+			return nil, &apierrors.StatusError{ErrStatus: st}
+		}
+		return nil, fmt.Errorf("%s: %.200s", resp.Status, body)
+	}
+	return body, nil
+}
+
 // list asks the peer for one page of the list that r asks for, after the key after
 // (if not nil), at most limit objects (0: all), at its resourceVersion rv (if not
 // empty, from the continue token).
@@ -238,42 +279,9 @@ func (pp *peerPart) list(ctx context.Context, client *http.Client, r *http.Reque
 	// The resourceVersion of a fleet list is this replica's: the peer lists its current state.
 	q.Del("resourceVersion")
 	q.Del("resourceVersionMatch")
-	u := *pp.base
-	u.Path = pp.base.Path + r.URL.Path
-	u.RawPath = pp.base.EscapedPath() + r.URL.EscapedPath()
-	u.RawQuery = q.Encode()
-	ctx, cancel := context.WithTimeout(ctx, peerTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	body, err := pp.get(ctx, client, r, q)
 	if err != nil {
 		pp.err = err
-		return
-	}
-	if a := r.Header.Get("Authorization"); a != "" {
-		req.Header.Set("Authorization", a)
-	}
-	req.Header.Set("Accept", contentTypeJSON)
-	req.Header.Set("User-Agent", cmp.Or(r.Header.Get("User-Agent"), "fleetwatch"))
-	req.Header.Set(forwardedHeader, "1")
-	resp, err := client.Do(req)
-	if err != nil {
-		pp.err = err
-		return
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		pp.err = err
-		return
-	}
-	if resp.StatusCode != http.StatusOK {
-		var st metav1.Status
-		if json.Unmarshal(body, &st) == nil && st.Kind == "Status" && st.Code != 0 && st.Code < 500 {
-			// The peer refused the request as this replica would have: say so.
-			pp.err = &apierrors.StatusError{ErrStatus: st}
-			return
-		}
-		pp.err = fmt.Errorf("%s: %.200s", resp.Status, body)
 		return
 	}
 	var l peerList
