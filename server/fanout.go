@@ -41,6 +41,11 @@ import (
 //     name) order, as a local list is. Paging works across them: every part is asked
 //     for the page that starts after the last key returned, and the continue token
 //     carries, besides that key, the resourceVersion of each replica (cursor.peers).
+//   - A search of every cluster is the replica's own part merged with one search of
+//     every other replica that owns clusters in its scope, in search.Key order, with the
+//     totals summed and the counts merged (serveSearch). Its continue token is the key
+//     of the last item only: every part is asked for the page after it, with a token of
+//     its own built from that key.
 //
 // A request that a replica sends to another carries forwardedHeader, and is answered
 // with that replica's own clusters only: it is never sent on again, so requests cannot
@@ -55,7 +60,7 @@ import (
 // forwardedHeader marks a request that a replica sent to another.
 const forwardedHeader = "X-Fleetwatch-Forwarded"
 
-// peerTimeout bounds a list asked of another replica.
+// peerTimeout bounds a list or a search asked of another replica.
 const peerTimeout = 30 * time.Second
 
 // peerClient sends requests to the other replicas of a sharded fleet.
@@ -169,9 +174,9 @@ func (s *Server) proxyRemote(w http.ResponseWriter, r *http.Request, name string
 // the clusters it owns, and the clusters of sc that no replica can be asked for
 // (moving, or owned by a replica without a usable address), with the reason. A cluster
 // whose owner publishes its resources (see catalog) is asked only if res is one of
-// them: a replica answers 404 for a resource none of its clusters serves. It returns
-// nothing for a request that another replica forwarded, or for a fleet that is not
-// sharded.
+// them: a replica answers 404 for a resource none of its clusters serves. A nil res
+// (a search) is every resource. It returns nothing for a request that another replica
+// forwarded, or for a fleet that is not sharded.
 func (s *Server) fanOut(r *http.Request, sc scope, res *apiResource) (peers map[string]*peerPart, missing []string) {
 	if forwarded(r) || !sc.all() {
 		return nil, nil
@@ -180,7 +185,7 @@ func (s *Server) fanOut(r *http.Request, sc scope, res *apiResource) (peers map[
 		if !sc.includes(st.Name) || (st.Phase != aggregate.PhaseRemote && st.Phase != aggregate.PhaseMoving) {
 			continue
 		}
-		if len(st.Resources) > 0 && !slices.ContainsFunc(st.Resources, func(rs aggregate.ResourceStatus) bool { return rs.Resource == res.gvr }) {
+		if res != nil && len(st.Resources) > 0 && !slices.ContainsFunc(st.Resources, func(rs aggregate.ResourceStatus) bool { return rs.Resource == res.gvr }) {
 			continue
 		}
 		p, err := s.peerOf(st)
@@ -219,6 +224,47 @@ type peerList struct {
 	Items    []unstructured.Unstructured `json:"items"`
 }
 
+// get asks the peer for what r asks, at r's path with the query q, as a request
+// forwarded with the caller's credentials, bounded by peerTimeout, and returns the body
+// of its 200 answer. A refusal (a 4xx Status: the caller may not read it) is returned as
+// its *apierrors.StatusError, as this replica would have refused it; any other failure
+// as an error.
+func (p peer) get(ctx context.Context, client *http.Client, r *http.Request, q url.Values) ([]byte, error) {
+	u := *p.base
+	u.Path = p.base.Path + r.URL.Path
+	u.RawPath = p.base.EscapedPath() + r.URL.EscapedPath()
+	u.RawQuery = q.Encode()
+	ctx, cancel := context.WithTimeout(ctx, peerTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	if a := r.Header.Get("Authorization"); a != "" {
+		req.Header.Set("Authorization", a)
+	}
+	req.Header.Set("Accept", contentTypeJSON)
+	req.Header.Set("User-Agent", cmp.Or(r.Header.Get("User-Agent"), "fleetwatch"))
+	req.Header.Set(forwardedHeader, "1")
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		var st metav1.Status
+		if json.Unmarshal(body, &st) == nil && st.Kind == "Status" && st.Code != 0 && st.Code < 500 {
+			return nil, &apierrors.StatusError{ErrStatus: st}
+		}
+		return nil, fmt.Errorf("%s: %.200s", resp.Status, body)
+	}
+	return body, nil
+}
+
 // list asks the peer for one page of the list that r asks for, after the key after
 // (if not nil), at most limit objects (0: all), at its resourceVersion rv (if not
 // empty, from the continue token).
@@ -238,42 +284,9 @@ func (pp *peerPart) list(ctx context.Context, client *http.Client, r *http.Reque
 	// The resourceVersion of a fleet list is this replica's: the peer lists its current state.
 	q.Del("resourceVersion")
 	q.Del("resourceVersionMatch")
-	u := *pp.base
-	u.Path = pp.base.Path + r.URL.Path
-	u.RawPath = pp.base.EscapedPath() + r.URL.EscapedPath()
-	u.RawQuery = q.Encode()
-	ctx, cancel := context.WithTimeout(ctx, peerTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	body, err := pp.get(ctx, client, r, q)
 	if err != nil {
 		pp.err = err
-		return
-	}
-	if a := r.Header.Get("Authorization"); a != "" {
-		req.Header.Set("Authorization", a)
-	}
-	req.Header.Set("Accept", contentTypeJSON)
-	req.Header.Set("User-Agent", cmp.Or(r.Header.Get("User-Agent"), "fleetwatch"))
-	req.Header.Set(forwardedHeader, "1")
-	resp, err := client.Do(req)
-	if err != nil {
-		pp.err = err
-		return
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		pp.err = err
-		return
-	}
-	if resp.StatusCode != http.StatusOK {
-		var st metav1.Status
-		if json.Unmarshal(body, &st) == nil && st.Kind == "Status" && st.Code != 0 && st.Code < 500 {
-			// The peer refused the request as this replica would have: say so.
-			pp.err = &apierrors.StatusError{ErrStatus: st}
-			return
-		}
-		pp.err = fmt.Errorf("%s: %.200s", resp.Status, body)
 		return
 	}
 	var l peerList
@@ -290,6 +303,48 @@ func (pp *peerPart) list(ctx context.Context, client *http.Client, r *http.Reque
 		}
 		pp.items = append(pp.items, object{cluster: cl, obj: o})
 	}
+}
+
+// search asks the peer for the page of the search req that r asks for: the same query
+// and parameters, after req.after, at most req.limit items. Of its answer, it keeps the
+// items and counts of the clusters this replica sees the peer own only, as list does;
+// the total is the sum of those clusters' counts. The counts by kind cannot be split by
+// cluster: while a cluster moves, they may count for a moment the objects of one that
+// the peer has taken before this replica sees it do so.
+func (pp *peerPart) search(ctx context.Context, client *http.Client, r *http.Request, req *searchRequest) (searchPart, error) {
+	q := r.URL.Query()
+	q.Set("limit", strconv.Itoa(req.limit))
+	q.Del("continue")
+	if req.after != nil {
+		// The peer's own token for the same key: it reads the same parameters, so its
+		// query's digest is this one.
+		q.Set("continue", searchContinue{Query: req.digest, After: *req.after}.String())
+	}
+	body, err := pp.get(ctx, client, r, q)
+	if err != nil {
+		return searchPart{}, err
+	}
+	var res SearchResult
+	if err := json.Unmarshal(body, &res); err != nil {
+		return searchPart{}, fmt.Errorf("decode the search: %w", err)
+	}
+	part := searchPart{counts: SearchCounts{Clusters: map[string]int{}, Kinds: res.Counts.Kinds}}
+	for _, it := range res.Items {
+		if pp.clusters[it.Cluster] {
+			part.items = append(part.items, it)
+		}
+	}
+	for cl, n := range res.Counts.Clusters {
+		if pp.clusters[cl] {
+			part.counts.Clusters[cl] = n
+			part.total += n
+		}
+	}
+	if n := len(res.Items); n > 0 && res.Metadata.Continue != "" {
+		k := res.Items[n-1].key()
+		part.last = &k
+	}
+	return part, nil
 }
 
 // serveFanOutList serves a list under /clusters/*/ that other replicas have parts of:
@@ -352,9 +407,7 @@ func (s *Server) serveFanOutList(w http.ResponseWriter, r *http.Request, res *ap
 		return err
 	}
 	defer release()
-	if len(missing) > 0 {
-		w.Header().Add("Warning", warning("clusters not included: "+strings.Join(missing, "; ")))
-	}
+	warnNotIncluded(w, missing)
 
 	lm := metav1.ListMeta{ResourceVersion: current.String()}
 	if p.continueToken != nil {
@@ -364,6 +417,14 @@ func (s *Server) serveFanOutList(w http.ResponseWriter, r *http.Request, res *ap
 		lm.Continue = continueToken{resourceVersion: lm.ResourceVersion, after: keyOf(items[len(items)-1])}.String()
 	}
 	return s.writeListAs(w, r, res, f, opts, lm, items)
+}
+
+// warnNotIncluded names in a Warning header the clusters that a merged answer does not
+// include, each with the reason, if there are any.
+func warnNotIncluded(w http.ResponseWriter, missing []string) {
+	if len(missing) > 0 {
+		w.Header().Add("Warning", warning("clusters not included: "+strings.Join(missing, "; ")))
+	}
 }
 
 func keyOf(o object) aggregate.Key {
@@ -614,9 +675,7 @@ func (s *Server) serveFanOutWatch(w http.ResponseWriter, r *http.Request, p *lis
 			w.Header()[k] = v
 		}
 	}
-	if len(missing) > 0 {
-		w.Header().Add("Warning", warning("clusters not included: "+strings.Join(missing, "; ")))
-	}
+	warnNotIncluded(w, missing)
 	rctl := http.NewResponseController(w)
 	// Each write is bounded, as a local watch's is, so that a client that stops reading
 	// is dropped.
@@ -773,24 +832,6 @@ func (pw *pipeWriter) Write(b []byte) (int, error) {
 
 // FlushError implements the flushing of http.ResponseController: a pipe has no buffer.
 func (pw *pipeWriter) FlushError() error { return nil }
-
-// warnNotSearched adds a Warning to a search of a sharded fleet: it covers the clusters
-// this replica watches only (the search index is not merged across replicas), and the
-// Warning names the others of the scope.
-func (s *Server) warnNotSearched(w http.ResponseWriter, r *http.Request, sc scope) {
-	if forwarded(r) {
-		return
-	}
-	var others []string
-	for _, st := range s.src.Status() {
-		if sc.includes(st.Name) && (st.Phase == aggregate.PhaseRemote || st.Phase == aggregate.PhaseMoving) {
-			others = append(others, st.Name)
-		}
-	}
-	if len(others) > 0 {
-		w.Header().Add("Warning", warning("the search covers the clusters this replica watches only; not "+strings.Join(others, ", ")))
-	}
-}
 
 // ownedOnly narrows allow to the clusters this replica owns, for a request under
 // /clusters/*/ that another replica forwarded: it answers for those only, and not for

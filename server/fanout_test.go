@@ -98,9 +98,15 @@ func TestFanOutProxiesARemoteCluster(t *testing.T) {
 	if c.Status.Phase != "Synced" {
 		t.Errorf("far by name: %s", mustJSON(c))
 	}
-	// A search covers this replica's clusters, and says so.
-	if r := local.get("/apis/fleetwatch.io/v1alpha1/search?q=web"); r.code != http.StatusOK || !strings.Contains(r.header.Get("Warning"), "not far") {
-		t.Errorf("a search: %d, Warning %q", r.code, r.header.Get("Warning"))
+	// A search covers far too, through its owner, which answers for far only.
+	r := local.get(searchPath+"?q=far", "Authorization", "Bearer t0ken")
+	var res SearchResult
+	if err := json.Unmarshal(r.body, &res); err != nil || r.code != http.StatusOK || r.header.Get("Warning") != "" ||
+		strings.Join(searchRefs(res), " ") != "far|Pod|default/far-1 far|Pod|default/far-2" {
+		t.Errorf("a search: %d, Warning %q, %s", r.code, r.header.Get("Warning"), r.body)
+	}
+	if hs := seen(); hs[len(hs)-1].Get("Authorization") != "Bearer t0ken" || hs[len(hs)-1].Get(forwardedHeader) == "" {
+		t.Errorf("the owner was asked for the search with %v", hs[len(hs)-1])
 	}
 	// A forwarded request is answered here: far is not watched here.
 	st := local.get(clusterPath("far")+"/api/v1/pods", forwardedHeader, "1").status(t, http.StatusServiceUnavailable)
@@ -526,6 +532,15 @@ func TestFanOutFromAReplicaWithoutClusters(t *testing.T) {
 		t.Errorf("deployments: %v", got)
 	}
 
+	// A search is the owners': every cluster's objects, none twice.
+	res := lonely.search("q=web", admin...)
+	if got := strings.Join(searchRefs(res), " "); got != edge+"|Pod|default/web-3 prod|Deployment|default/web prod|Pod|default/web-1 prod|Pod|default/web-2 staging|Pod|default/web-1" {
+		t.Errorf("a search of web: %q", got)
+	}
+	if res := lonely.search("q=far", admin...); res.Total != 2 || res.Counts.Clusters["far"] != 2 {
+		t.Errorf("a search of far: %+v", res)
+	}
+
 	// A watch of every cluster streams a change of a cluster watched elsewhere.
 	w := lonely.watch(clusterPath(allClusters)+"/api/v1/pods?watch=true&resourceVersion="+l.GetResourceVersion(), admin...)
 	local.apply(staging, podsGVR, pod("default", "api-2", "205", api))
@@ -547,5 +562,8 @@ func TestFanOutFromAReplicaWithoutClusters(t *testing.T) {
 	}
 	if got := itemClusters(&l); !slices.Equal(got, []string{"staging/api-1", "staging/api-2", "staging/web-1"}) {
 		t.Errorf("staging's token lists %v", got)
+	}
+	if res := lonely.search("", stagingOnly...); res.Total != 4 || !maps.Equal(res.Counts.Clusters, map[string]int{staging: 4}) {
+		t.Errorf("staging's token searches %+v", res)
 	}
 }

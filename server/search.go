@@ -7,12 +7,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
+	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/klog/v2"
 
 	"github.com/fleetwatch/fleetwatch/search"
 )
@@ -68,59 +73,130 @@ type SearchItem struct {
 var searchGR = schema.GroupResource{Group: GroupName, Resource: searchResource}
 
 // serveSearch answers a search in scope sc, decided before (Server.authorize): no item,
-// count or total comes from a cluster outside it.
+// count or total comes from a cluster outside it. A search of every cluster of a
+// sharded fleet is answered for the whole fleet (see fanout.go): this replica's part,
+// of the clusters it owns, and the part of each other replica that owns clusters of
+// sc, merged by mergeSearch. The clusters that no replica could be asked for, or whose
+// replica did not answer, are named in a Warning and the search is served without
+// them, as a list is; a replica that refused the search (4xx) fails it with its Status.
 func (s *Server) serveSearch(w http.ResponseWriter, r *http.Request, sc scope) error {
-	q := r.URL.Query()
-	query, err := search.Parse(q.Get("q"))
+	req, err := parseSearch(r.URL.Query())
 	if err != nil {
-		return badSearch("q", err)
-	}
-	for _, p := range searchParams {
-		for _, v := range q[p] {
-			if err := query.Add(p, v); err != nil {
-				return badSearch(p, err)
-			}
-		}
-	}
-	limit := search.DefaultLimit
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			return badParameter("limit", fmt.Errorf("%q is not a non-negative integer", v))
-		}
-		if n > 0 {
-			limit = min(n, search.MaxLimit)
-		}
-	}
-	s.warnNotSearched(w, r, sc)
-	digest := queryDigest(query)
-	var after *search.Key
-	if v := q.Get("continue"); v != "" {
-		k, err := parseSearchContinue(v, digest)
-		if err != nil {
-			return badParameter("continue", err)
-		}
-		after = &k
+		return err
 	}
 	if err := s.waitPrimed(r.Context()); err != nil {
 		return err
 	}
-	kinds := make(map[schema.GroupVersionResource]string)
-	for gvr, res := range s.catalog(sc).resources {
-		kinds[gvr] = res.kind
+	peers, missing := s.fanOut(r, sc, nil)
+	local := sc
+	if len(peers) > 0 || len(missing) > 0 {
+		// This replica answers for the clusters it owns, as its peers do: not for what
+		// it may still hold of the others.
+		local.allow = s.ownedOnly(sc.allow)
 	}
-	res := s.cache.index.Search(search.Request{Query: query, Allow: sc.includes, Kinds: kinds, After: after, Limit: limit})
-	release, err := s.limits.admitList(len(res.Items))
+	ids := slices.Sorted(maps.Keys(peers))
+	parts := make([]searchPart, 1+len(ids))
+	errs := make([]error, len(ids))
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Go(func() { parts[1+i], errs[i] = peers[id].search(r.Context(), s.peers.client, r, req) })
+	}
+	parts[0] = s.searchLocal(local, req)
+	wg.Wait()
+	for i, id := range ids {
+		var se *apierrors.StatusError
+		switch {
+		case errors.As(errs[i], &se):
+			return se
+		case errs[i] != nil:
+			klog.FromContext(r.Context()).V(2).Info("A replica did not answer a fleet search", "replica", id, "err", errs[i])
+			missing = appendClusters(missing, peers[id], fmt.Sprintf("replica %q did not answer: %v", id, errs[i]))
+		}
+	}
+
+	out, next := mergeSearch(parts, req.limit)
+	release, err := s.limits.admitList(len(out.Items))
 	if err != nil {
 		return err
 	}
 	defer release()
+	if next != nil {
+		out.Metadata.Continue = searchContinue{Query: req.digest, After: *next}.String()
+	}
+	warnNotIncluded(w, missing)
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
 
-	out := &SearchResult{
-		TypeMeta: metav1.TypeMeta{Kind: "SearchResult", APIVersion: SchemeGroupVersion.String()},
-		Total:    res.Total,
-		Counts:   SearchCounts{Clusters: res.Clusters, Kinds: res.Kinds},
-		Items:    make([]SearchItem, 0, len(res.Items)),
+// searchRequest is a search as its parameters ask it.
+type searchRequest struct {
+	query *search.Query
+	// digest identifies the query in its continue tokens (queryDigest).
+	digest string
+	// after, if not nil, is the key of the last item of the page before: the page
+	// starts after it.
+	after *search.Key
+	// limit is the number of items of the page, between 1 and search.MaxLimit.
+	limit int
+}
+
+// parseSearch reads a search's parameters: q and the parameters that add terms, limit
+// and continue. A bad one gets a 400 Status that names it.
+func parseSearch(q url.Values) (*searchRequest, error) {
+	query, err := search.Parse(q.Get("q"))
+	if err != nil {
+		return nil, badSearch("q", err)
+	}
+	for _, p := range searchParams {
+		for _, v := range q[p] {
+			if err := query.Add(p, v); err != nil {
+				return nil, badSearch(p, err)
+			}
+		}
+	}
+	req := &searchRequest{query: query, digest: queryDigest(query), limit: search.DefaultLimit}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return nil, badParameter("limit", fmt.Errorf("%q is not a non-negative integer", v))
+		}
+		if n > 0 {
+			req.limit = min(n, search.MaxLimit)
+		}
+	}
+	if v := q.Get("continue"); v != "" {
+		k, err := parseSearchContinue(v, req.digest)
+		if err != nil {
+			return nil, badParameter("continue", err)
+		}
+		req.after = &k
+	}
+	return req, nil
+}
+
+// searchPart is one replica's answer to a search.
+type searchPart struct {
+	// items are the part's page, in search.Key order.
+	items  []SearchItem
+	total  int
+	counts SearchCounts
+	// last, if the part has items after its page, is the key of the last item it
+	// returned (kept or not): what follows it is not known yet, so the merged page
+	// ends there at the latest.
+	last *search.Key
+}
+
+// searchLocal answers the search req from this replica's index, in scope sc.
+func (s *Server) searchLocal(sc scope, req *searchRequest) searchPart {
+	kinds := make(map[schema.GroupVersionResource]string)
+	for gvr, res := range s.catalog(sc).resources {
+		kinds[gvr] = res.kind
+	}
+	res := s.cache.index.Search(search.Request{Query: req.query, Allow: sc.includes, Kinds: kinds, After: req.after, Limit: req.limit})
+	part := searchPart{
+		items:  make([]SearchItem, 0, len(res.Items)),
+		total:  res.Total,
+		counts: SearchCounts{Clusters: res.Clusters, Kinds: res.Kinds},
 	}
 	for _, it := range res.Items {
 		m := mustAccessor(it.Object)
@@ -132,13 +208,72 @@ func (s *Server) serveSearch(w http.ResponseWriter, r *http.Request, sc scope) e
 		if ts := m.GetCreationTimestamp(); !ts.IsZero() {
 			item.CreationTimestamp = &ts
 		}
-		out.Items = append(out.Items, item)
+		part.items = append(part.items, item)
 	}
 	if res.More {
-		out.Metadata.Continue = searchContinue{Query: digest, After: res.Items[len(res.Items)-1].Key}.String()
+		part.last = &res.Items[len(res.Items)-1].Key
 	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return part
+}
+
+// mergeSearch merges the parts of a search, whose clusters are disjoint, into one page
+// of at most limit items in search.Key order: the totals are summed and the counts
+// merged. next, if not nil, is the key that the next page starts after: every part is
+// asked for the items after it, so that each item is returned once over the pages.
+func mergeSearch(parts []searchPart, limit int) (out *SearchResult, next *search.Key) {
+	out = &SearchResult{
+		TypeMeta: metav1.TypeMeta{Kind: "SearchResult", APIVersion: SchemeGroupVersion.String()},
+		Counts:   SearchCounts{Clusters: map[string]int{}, Kinds: map[string]int{}},
+		Items:    []SearchItem{},
+	}
+	var end *search.Key
+	for _, p := range parts {
+		out.Total += p.total
+		for cl, n := range p.counts.Clusters {
+			out.Counts.Clusters[cl] += n
+		}
+		for k, n := range p.counts.Kinds {
+			out.Counts.Kinds[k] += n
+		}
+		out.Items = append(out.Items, p.items...)
+		if p.last != nil && (end == nil || p.last.Compare(*end) < 0) {
+			end = p.last
+		}
+	}
+	slices.SortFunc(out.Items, func(a, b SearchItem) int { return a.key().Compare(b.key()) })
+	more := end != nil
+	if end != nil {
+		// A part that has more items than it returned may have some before the items
+		// of the others after its last: the page ends at the earliest such last.
+		n, _ := slices.BinarySearchFunc(out.Items, *end, func(it SearchItem, k search.Key) int {
+			if it.key().Compare(k) <= 0 {
+				return -1
+			}
+			return 1
+		})
+		out.Items = out.Items[:n]
+	}
+	if len(out.Items) > limit {
+		out.Items, more = out.Items[:limit], true
+	}
+	switch {
+	case !more:
+		return out, nil
+	case len(out.Items) == 0:
+		// Every item a part returned before end was of a cluster it does not answer
+		// for here: the next page starts after them.
+		return out, end
+	}
+	k := out.Items[len(out.Items)-1].key()
+	return out, &k
+}
+
+// key is the item's position in the order of search results.
+func (it *SearchItem) key() search.Key {
+	return search.Key{
+		Cluster: it.Cluster, Kind: it.Kind, Group: it.Group, Version: it.Version, Resource: it.Resource,
+		Namespace: it.Namespace, Name: it.Name,
+	}
 }
 
 // badSearch returns the 400 Status of a bad query, naming the parameter and the term.

@@ -647,7 +647,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, info *requestInfo
 		if rt.resource == searchResource && !rt.hasNamespace && !rt.hasName {
 			info.resource, info.verb = searchGR.String(), "search"
 			if rt.cluster == "" {
+				// Every cluster, as under /clusters/*/, and so, forwarded, this
+				// replica's own only.
 				sc.cluster = allClusters
+				if forwarded(r) {
+					sc.allow = s.ownedOnly(sc.allow)
+				}
 			}
 			return s.serveSearch(w, r, sc)
 		}

@@ -21,6 +21,8 @@ import (
 
 	"github.com/fleetwatch/fleetwatch/aggregate"
 	"github.com/fleetwatch/fleetwatch/internal/testenv"
+	"github.com/fleetwatch/fleetwatch/search"
+	"github.com/fleetwatch/fleetwatch/server"
 	"github.com/fleetwatch/fleetwatch/shard"
 )
 
@@ -28,10 +30,13 @@ import (
 // a token file, and asks each replica for the whole fleet: the same kubectl list of
 // every cluster, whole and in pages across the replicas, equals the servers' truth
 // through every replica; a token limited to two clusters gets those only, through
-// every replica; a watch of a cluster through a replica that does not own it streams
-// its changes and resumes from its resourceVersion; a watch of every cluster resumes
-// from its merged resourceVersion through any replica; after kill -9 of a replica, the
-// others keep answering, and name the clusters they cannot include.
+// every replica; a search of every cluster, in pages, through each replica finds the
+// servers' configmaps of every cluster (or the token's) with their totals and counts,
+// though each replica owns only some of them; a watch of a cluster through a replica
+// that does not own it streams its changes and resumes from its resourceVersion; a
+// watch of every cluster resumes from its merged resourceVersion through any replica;
+// after kill -9 of a replica, the others keep answering, and name the clusters they
+// cannot include.
 func TestFanOut(t *testing.T) {
 	f := newShardedFleet(t, 4)
 	const admin, limited = "admin-token-0123456789", "limited-token-0123456789"
@@ -138,6 +143,38 @@ func TestFanOut(t *testing.T) {
 			res.Body.Close()
 			if res.StatusCode != http.StatusForbidden && res.StatusCode != http.StatusNotFound {
 				t.Errorf("the limited token with the forwarded header gets %d from %s for member-2", res.StatusCode, id)
+			}
+		}
+	})
+
+	t.Run("a search through a replica that owns part of the fleet", func(t *testing.T) {
+		churn.pause()
+		defer churn.resume()
+		truth := map[string][]string{admin: configMapTruth(ctx, t, f.members), limited: configMapTruth(ctx, t, []*testenv.Cluster{f.members[0], f.members[2]})}
+		for _, id := range ids {
+			var owns []string
+			for _, m := range names {
+				if assigned[m] == id {
+					owns = append(owns, m)
+				}
+			}
+			for _, token := range []string{admin, limited} {
+				want := truth[token]
+				eventually(t, 30*time.Second, fmt.Sprintf("a search through %s (owner of %v) equals the servers' truth", id, owns), func() string {
+					keys, res, warn, err := searchAll(ctx, f.client, f.replicas[id].base, token, "q="+url.QueryEscape("kind:ConfigMap"))
+					if err != nil {
+						t.Fatalf("a search through %s: %v", id, err)
+					}
+					counts := map[string]int{}
+					for _, k := range want {
+						cl, _, _ := strings.Cut(k, "/")
+						counts[cl]++
+					}
+					if !slices.Equal(keys, want) || res.Total != len(want) || !maps.Equal(res.Counts.Clusters, counts) || warn != "" {
+						return fmt.Sprintf("%d items, total %d, counts %v, want %d, %v; Warning %q:\n%s", len(keys), res.Total, res.Counts.Clusters, len(want), counts, warn, keyDiff(keys, want))
+					}
+					return ""
+				})
 			}
 		}
 	})
@@ -360,6 +397,48 @@ func listAll(ctx context.Context, client *http.Client, base, token string) (keys
 		if cont = list.GetContinue(); cont == "" {
 			sort.Strings(keys)
 			return keys, warnings, nil
+		}
+	}
+}
+
+// searchAll searches every cluster through the replica at base as the token, in pages
+// of 5, and returns the keys of the items found (as configMapKeys), the first page, and
+// the Warnings; the items must come in the search's order.
+func searchAll(ctx context.Context, client *http.Client, base, token, query string) (keys []string, first server.SearchResult, warnings string, err error) {
+	cont := ""
+	var last *search.Key
+	for page := 0; ; page++ {
+		u := base + "/apis/fleetwatch.io/v1alpha1/search?limit=5&" + query
+		if cont != "" {
+			u += "&continue=" + url.QueryEscape(cont)
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		res, err := client.Do(req)
+		if err != nil {
+			return nil, first, "", err
+		}
+		var sr server.SearchResult
+		err = json.NewDecoder(res.Body).Decode(&sr)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK || err != nil {
+			return nil, first, "", fmt.Errorf("%s: %v", res.Status, err)
+		}
+		if page == 0 {
+			first = sr
+		}
+		warnings += strings.Join(res.Header.Values("Warning"), "\n")
+		for _, it := range sr.Items {
+			k := search.Key{Cluster: it.Cluster, Kind: it.Kind, Group: it.Group, Version: it.Version, Resource: it.Resource, Namespace: it.Namespace, Name: it.Name}
+			if last != nil && k.Compare(*last) <= 0 {
+				return nil, first, "", fmt.Errorf("page %d: %+v after %+v", page, k, *last)
+			}
+			last = &k
+			keys = append(keys, aggregate.Key{Cluster: it.Cluster, Namespace: it.Namespace, Name: it.Name}.String()+"@"+it.ResourceVersion)
+		}
+		if cont = sr.Metadata.Continue; cont == "" {
+			sort.Strings(keys)
+			return keys, first, warnings, nil
 		}
 	}
 }
