@@ -15,6 +15,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -215,7 +216,10 @@ type peerPart struct {
 	items    []object
 	rv       string
 	more     bool
-	err      error
+	// last, if more, is the key of the last object the peer returned, dropped or not:
+	// it has none of its objects between there and the next page.
+	last *aggregate.Key
+	err  error
 }
 
 // peerList is the JSON of a list as a replica serves it.
@@ -295,6 +299,11 @@ func (pp *peerPart) list(ctx context.Context, client *http.Client, r *http.Reque
 		return
 	}
 	pp.rv, pp.more = l.Metadata.ResourceVersion, l.Metadata.Continue != ""
+	if n := len(l.Items); pp.more && n > 0 {
+		o := &l.Items[n-1]
+		k := aggregate.Key{Cluster: o.GetAnnotations()[ClusterAnnotation], Namespace: o.GetNamespace(), Name: o.GetName()}
+		pp.last = &k
+	}
 	for i := range l.Items {
 		o := &l.Items[i]
 		cl := o.GetAnnotations()[ClusterAnnotation]
@@ -379,6 +388,8 @@ func (s *Server) serveFanOutList(w http.ResponseWriter, r *http.Request, res *ap
 	wg.Wait()
 
 	current.peers, current.replica = map[string]string{}, s.opts.Replica
+	// end is the earliest last key of a part with more objects than it returned.
+	var end *aggregate.Key
 	for _, id := range slices.Sorted(maps.Keys(peers)) {
 		pp := peers[id]
 		var se *apierrors.StatusError
@@ -394,12 +405,23 @@ func (s *Server) serveFanOutList(w http.ResponseWriter, r *http.Request, res *ap
 		}
 		items = append(items, pp.items...)
 		more = more || pp.more
+		if pp.last != nil && (end == nil || compareKeys(*pp.last, *end) < 0) {
+			end = pp.last
+		}
 		if pp.rv != "" {
 			current.peers[id] = pp.rv
 		}
 	}
 	slices.SortFunc(items, func(a, b object) int { return compareKeys(keyOf(a), keyOf(b)) })
-	if limit > 0 && len(items) > limit {
+	if end != nil {
+		// A part with more objects than it returned may have some before the objects of
+		// the others after its last (it returned fewer than the limit here: those of
+		// clusters it does not answer for were dropped): the page ends at the earliest
+		// such last, so that the next one misses none of them.
+		items = items[:sort.Search(len(items), func(i int) bool { return compareKeys(keyOf(items[i]), *end) > 0 })]
+	}
+	cut := limit > 0 && len(items) > limit
+	if cut {
 		items, more = items[:limit], true
 	}
 	release, err := s.limits.admitList(len(items))
@@ -413,7 +435,13 @@ func (s *Server) serveFanOutList(w http.ResponseWriter, r *http.Request, res *ap
 	if p.continueToken != nil {
 		lm.ResourceVersion = p.continueToken.resourceVersion
 	}
-	if more && len(items) > 0 {
+	switch {
+	case more && end != nil && !cut:
+		// Every object up to end is in the page: the next one starts after end, also
+		// when the objects of a part up to there were all dropped and this page is
+		// empty (as kube-apiserver's may be).
+		lm.Continue = continueToken{resourceVersion: lm.ResourceVersion, after: *end}.String()
+	case more && len(items) > 0:
 		lm.Continue = continueToken{resourceVersion: lm.ResourceVersion, after: keyOf(items[len(items)-1])}.String()
 	}
 	return s.writeListAs(w, r, res, f, opts, lm, items)

@@ -118,6 +118,53 @@ func TestFanOutProxiesARemoteCluster(t *testing.T) {
 // TestFanOutList: a list under /clusters/*/ merges the replicas' parts in key order,
 // pages across them, checks its tokens, and names in a Warning the clusters it could not
 // include.
+// pages lists path through f in pages of limit, and returns the keys of every page.
+func pages(t *testing.T, f *fixture, path, limit string) []string {
+	t.Helper()
+	var got []string
+	cont := ""
+	for range 30 {
+		var page unstructured.UnstructuredList
+		r := f.get(path + "?limit=" + limit + "&continue=" + cont)
+		if r.code != http.StatusOK {
+			t.Fatalf("limit %s: %d %s", limit, r.code, r.body)
+		}
+		if err := page.UnmarshalJSON(r.body); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, itemClusters(&page)...)
+		if cont = page.GetContinue(); cont == "" {
+			return got
+		}
+		if _, err := parseContinue(cont); err != nil {
+			t.Fatalf("limit %s: the continue token %q: %v", limit, cont, err)
+		}
+	}
+	t.Fatalf("limit %s: more than 30 pages: %v", limit, got)
+	return nil
+}
+
+// TestFanOutListPagesPastDroppedObjects: a peer's page holds objects of a cluster this
+// replica does not see it own (it has just taken the cluster), which are dropped; the
+// merged page ends at the last key the peer returned, so that the next page misses
+// none of the peer's objects after it.
+func TestFanOutListPagesPastDroppedObjects(t *testing.T) {
+	local, peer, _ := fanOutPair(t)
+	peer.src.setStatus(clusterStatus("fa", aggregate.PhaseSynced, false))
+	for i := range 5 {
+		peer.apply("fa", podsGVR, pod("default", fmt.Sprintf("fa-%d", i), fmt.Sprint(500+i), web))
+	}
+	peer.fleet.ClusterStore("fa", podsGVR).MarkSynced()
+	peer.sync()
+	local.src.setStatus(aggregate.ClusterStatus{Name: "fa", Phase: aggregate.PhaseMoving})
+	want := []string{edge + "/web-3", "far/far-1", "far/far-2", "prod/web-1", "prod/web-2", "prod/dns-1", "staging/api-1", "staging/web-1"}
+	for _, limit := range []string{"1", "2", "3", "4"} {
+		if got := pages(t, local, clusterPath(allClusters)+"/api/v1/pods", limit); !slices.Equal(got, want) {
+			t.Errorf("limit %s: %v, want %v", limit, got, want)
+		}
+	}
+}
+
 func TestFanOutList(t *testing.T) {
 	local, peer, _ := fanOutPair(t)
 	// In (cluster, namespace, name) order: prod's default namespace before kube-system.
@@ -129,26 +176,7 @@ func TestFanOutList(t *testing.T) {
 		t.Errorf("the whole list: %v, want %v", got, want)
 	}
 	for _, limit := range []string{"1", "2", "3"} {
-		var got []string
-		cont := ""
-		for range 20 {
-			var page unstructured.UnstructuredList
-			r := local.get(all + "?limit=" + limit + "&continue=" + cont)
-			if r.code != http.StatusOK {
-				t.Fatalf("limit %s: %d %s", limit, r.code, r.body)
-			}
-			if err := page.UnmarshalJSON(r.body); err != nil {
-				t.Fatal(err)
-			}
-			got = append(got, itemClusters(&page)...)
-			if cont = page.GetContinue(); cont == "" {
-				break
-			}
-			if _, err := parseContinue(cont); err != nil {
-				t.Fatalf("limit %s: the continue token %q: %v", limit, cont, err)
-			}
-		}
-		if !slices.Equal(got, want) {
+		if got := pages(t, local, all, limit); !slices.Equal(got, want) {
 			t.Errorf("limit %s: %v, want %v", limit, got, want)
 		}
 	}
