@@ -1,6 +1,7 @@
 package config
 
 import (
+	"strings"
 	"time"
 
 	"github.com/fleetwatch/fleetwatch/cluster"
@@ -130,6 +131,25 @@ type Resource struct {
 // their Namespaces with c.
 func (c Config) InformerResources() []informer.Resource {
 	return informerResources(c.Resources)
+}
+
+// WarmHandover reports whether a replica configured by c hands the clusters that move
+// over warm (Shard.HandoverTimeout). It asks for the handover with sharding on, a
+// snapshot and a handover timeout, and has it when the other replicas can fetch its
+// states too: it serves them only through Server.Auth.Delegated, and they fetch them only
+// from an https:// Shard.Address. When it asks for the handover without having it,
+// lacking names what is missing, for the daemon to log; else lacking is nil.
+func (c Config) WarmHandover() (on bool, lacking []string) {
+	if !c.Shard.Enabled || c.Snapshot.Path == "" || c.Shard.HandoverTimeout == 0 {
+		return false, nil
+	}
+	if !c.Server.Auth.Delegated.Enabled {
+		lacking = append(lacking, "server.auth.delegated.enabled")
+	}
+	if !strings.HasPrefix(c.Shard.Address, "https://") {
+		lacking = append(lacking, "an https:// shard.address")
+	}
+	return lacking == nil, lacking
 }
 
 func informerResources(rs []Resource) []informer.Resource {

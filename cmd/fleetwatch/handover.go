@@ -37,17 +37,15 @@ var (
 	_ fleetwatch.StateAcknowledger = (*stateFetcher)(nil)
 )
 
-// handoverOptions returns the Manager's handover options: none unless sharding is on
-// with a snapshot, shard.handoverTimeout is not 0, and the other replicas can fetch
-// this one's states: it serves them only through delegated authentication, and they
-// fetch them only over HTTPS. Without, a replica would keep states that no one fetches,
-// and wait for them as it stops.
+// handoverOptions returns the Manager's handover options: none unless the configuration
+// has the warm handover (config.Config.WarmHandover) and a home cluster. Without, a
+// replica would keep states that no one fetches, and wait for them as it stops.
 func handoverOptions(ctx context.Context, cfg *config.Config, home *rest.Config) (fleetwatch.HandoverOptions, error) {
-	if !cfg.Shard.Enabled || cfg.Snapshot.Path == "" || cfg.Shard.HandoverTimeout == 0 || home == nil {
-		return fleetwatch.HandoverOptions{}, nil
+	on, lacking := cfg.WarmHandover()
+	if lacking != nil {
+		klog.FromContext(ctx).Info("Warm handover is off; a cluster that moves starts cold on its new owner", "lacking", lacking)
 	}
-	if !cfg.Server.Auth.Delegated.Enabled || !strings.HasPrefix(cfg.Shard.Address, "https://") {
-		klog.FromContext(ctx).Info("Warm handover is off: it needs server.auth.delegated.enabled and an https:// shard.address; a cluster that moves starts cold on its new owner")
+	if !on || home == nil {
 		return fleetwatch.HandoverOptions{}, nil
 	}
 	pool, err := peerRoots(cfg)

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -27,23 +28,30 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
+	"sigs.k8s.io/yaml"
 
 	"github.com/fleetwatch/fleetwatch/config"
 	"github.com/fleetwatch/fleetwatch/internal/testenv"
+	"github.com/fleetwatch/fleetwatch/server"
 )
 
 // TestDeployManifests renders every kustomization of deploy/ with the kustomize built into
 // the real kubectl, checks that the rendered objects fit together (the configuration that
-// the Deployment mounts loads, and names only mounted paths; the probes and the Service use
-// the named port; the binding binds the ServiceAccount the pod runs as), and applies them
-// to a real apiserver: first with --dry-run=server, which validates every object
-// server-side, including the pod template against the restricted Pod Security Standard
-// of the namespace, then for real, to check with SubjectAccessReviews that the
-// ServiceAccount may read every resource that the configuration caches, and write none,
-// in the home cluster when it is watched, and may read nothing cluster-wide there when
-// it is not. The sharded overlay runs the same pod as a StatefulSet, whose
-// ServiceAccount may also work the Leases of its own namespace, and nothing more.
+// the Deployment mounts loads, with the pod's environment, and names only mounted paths;
+// the probes and the Service use the named port; the binding binds the ServiceAccount the
+// pod runs as), and applies them to a real apiserver: first with --dry-run=server, which
+// validates every object server-side, including the pod template against the restricted
+// Pod Security Standard of the namespace, then for real, to check with
+// SubjectAccessReviews that the ServiceAccount may read every resource that the
+// configuration caches, and write none, in the home cluster when it is watched, and may
+// read nothing cluster-wide there when it is not. The sharded overlay runs the same pod
+// as a StatefulSet that hands moved clusters over warm, whose ServiceAccount may also work
+// the Leases of its own namespace, read the states handed over there, and have the home
+// cluster review tokens and access, and nothing more. It is also applied as a copy in
+// another namespace with components/cert-manager, whose Certificate must name the
+// replicas there.
 func TestDeployManifests(t *testing.T) {
 	env := testenv.New(t, testenv.Options{Clusters: 1})
 	cs := env.Clusters[0].Clientset()
@@ -54,10 +62,35 @@ func TestDeployManifests(t *testing.T) {
 		// watchesHome is whether the configuration watches the home cluster, the one
 		// the manifests are applied to: the example overlay's context "home".
 		watchesHome bool
-	}{{".", false}, {"base", false}, {"overlays/example", true}, {"overlays/sharded", false}} {
-		dir := tc.dir
-		t.Run(dir, func(t *testing.T) {
+		// handover is whether the replicas hand the clusters that move over warm.
+		handover bool
+		// namespace, when set, renders a copy of dir in that namespace with components
+		// (directories of deploy/) added, as a user makes an overlay of their own.
+		namespace  string
+		components []string
+		// crds are applied first, for kinds that the apiserver does not serve.
+		crds string
+	}{
+		{dir: "."},
+		{dir: "base"},
+		{dir: "overlays/example", watchesHome: true},
+		{dir: "overlays/sharded", handover: true},
+		// cert-manager is not installed: crds gives the apiserver its kinds.
+		{dir: "overlays/sharded", handover: true, namespace: "fleet-shards", components: []string{"components/cert-manager"}, crds: filepath.Join("testdata", "cert-manager-crds.yaml")},
+	} {
+		dir, name := tc.dir, tc.dir
+		if tc.namespace != "" {
+			name = fmt.Sprintf("%s in %s with %s", dir, tc.namespace, strings.Join(tc.components, ","))
+		}
+		t.Run(name, func(t *testing.T) {
 			path := filepath.Join("..", "..", "deploy", filepath.FromSlash(dir))
+			if tc.namespace != "" {
+				var components []string
+				for _, c := range tc.components {
+					components = append(components, filepath.Join("..", "..", "deploy", filepath.FromSlash(c)))
+				}
+				path = copyOverlay(t, path, tc.namespace, components)
+			}
 			out := kubectl(t, "kustomize", path)
 			if again := kubectl(t, "kustomize", path); again != out {
 				t.Fatalf("kubectl kustomize %s is not stable: two runs differ", dir)
@@ -75,6 +108,16 @@ func TestDeployManifests(t *testing.T) {
 			deploy, sts := m.workload(t)
 			cfg := m.config(t, deploy)
 			checkDeployment(t, m, deploy, sts, cfg)
+			if on, lacking := cfg.WarmHandover(); on != tc.handover {
+				t.Errorf("%s: warm handover on: %t (lacking %q), want %t", dir, on, lacking, tc.handover)
+			}
+			if certs := m.of("Certificate"); len(certs) > 0 || slices.Contains(tc.components, "components/cert-manager") {
+				checkCertificates(t, m, deploy, sts, cfg)
+			}
+			if tc.crds != "" {
+				kubectlIn(t, nil, "--kubeconfig", env.Kubeconfig, "apply", "-f", tc.crds)
+				kubectlIn(t, nil, "--kubeconfig", env.Kubeconfig, "wait", "--for=condition=Established", "--timeout=60s", "-f", tc.crds)
+			}
 
 			// With --dry-run=server the Namespace is not created, and every namespaced
 			// object in it would fail with "namespaces not found". So the Namespace is
@@ -97,9 +140,16 @@ func TestDeployManifests(t *testing.T) {
 
 			// Bound for real, the ServiceAccount may read every resource cached on the
 			// home cluster when it is one of the watched ones, else none, and write none.
-			// Only components/home-cluster grants cluster-wide reads.
-			if !tc.watchesHome && len(m.of("ClusterRole"))+len(m.of("ClusterRoleBinding")) > 0 {
-				t.Errorf("%s renders cluster-wide RBAC, but does not watch the home cluster", dir)
+			// Only components/home-cluster grants cluster-wide reads, and only delegated
+			// authentication binds system:auth-delegator.
+			if !tc.watchesHome && len(m.of("ClusterRole")) > 0 {
+				t.Errorf("%s renders a ClusterRole, but does not watch the home cluster", dir)
+			}
+			for _, o := range m.of("ClusterRoleBinding") {
+				role, _, _ := unstructured.NestedString(o.Object, "roleRef", "name")
+				if delegator := role == "system:auth-delegator"; delegator && !cfg.Server.Auth.Delegated.Enabled || !delegator && !tc.watchesHome {
+					t.Errorf("ClusterRoleBinding %s binds %s; want system:auth-delegator only with server.auth.delegated.enabled, and others only when the home cluster is watched", o.GetName(), role)
+				}
 			}
 			kubectlIn(t, nil, "--kubeconfig", env.Kubeconfig, "apply", "-k", path)
 			sa := "system:serviceaccount:" + deploy.Namespace + ":" + deploy.Spec.Template.Spec.ServiceAccountName
@@ -136,12 +186,272 @@ func TestDeployManifests(t *testing.T) {
 					}
 				}
 			}
+			// A replica reads the states handed over to it from the other replicas,
+			// which authorize it as get on clusters/state in their namespace (its
+			// acknowledgement, a DELETE, too), and may do nothing else with them.
+			for _, verb := range []string{"get", "list", "watch", "create", "update", "patch", "delete"} {
+				for _, ns := range []string{deploy.Namespace, metav1.NamespaceDefault} {
+					want := sts != nil && ns == deploy.Namespace && verb == "get"
+					attrs := authorizationv1.ResourceAttributes{Verb: verb, Group: server.GroupName, Resource: "clusters", Subresource: server.StateSubresource, Name: "prod-eu", Namespace: ns}
+					if got := allowed(t, cs, sa, deploy.Namespace, attrs); got != want {
+						t.Errorf("%s may %s clusters/%s in %s: %t, want %t", sa, verb, server.StateSubresource, ns, got, want)
+					}
+				}
+			}
 			// cluster.ReadIdentity reads the UID of kube-system.
 			if got := allowed(t, cs, sa, deploy.Namespace, authorizationv1.ResourceAttributes{Verb: "get", Resource: "namespaces", Name: metav1.NamespaceSystem}); got != tc.watchesHome {
 				t.Errorf("%s may get namespace %s: %t, want %t", sa, metav1.NamespaceSystem, got, tc.watchesHome)
 			}
+			// And nothing more: what RBAC lists for the ServiceAccount in its namespace
+			// (cluster-wide grants included) beyond what it lists for any
+			// ServiceAccount. With the home cluster watched, components/home-cluster
+			// adds its reads, which the checks above cover.
+			if !tc.watchesHome {
+				var want []string
+				if sts != nil {
+					want = append(want, "create coordination.k8s.io/leases", "get coordination.k8s.io/leases", "list coordination.k8s.io/leases", "update coordination.k8s.io/leases",
+						"get "+server.GroupName+"/clusters/"+server.StateSubresource)
+				}
+				if cfg.Server.Auth.Delegated.Enabled {
+					want = append(want, "create authentication.k8s.io/tokenreviews", "create authorization.k8s.io/subjectaccessreviews")
+				}
+				slices.Sort(want)
+				if got := grantedRules(t, env.Clusters[0].RESTConfig(), deploy.Namespace, deploy.Spec.Template.Spec.ServiceAccountName); !slices.Equal(got, want) {
+					t.Errorf("%s may, beyond any ServiceAccount:\n  %s\nwant:\n  %s", sa, strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+				}
+			}
 		})
 	}
+}
+
+// copyOverlay writes a copy of the overlay in dir, in namespace and with components
+// added, to a temporary directory, and returns that directory: the overlay's own files
+// are copied, and the kustomizations it refers to are referred to where they are, by
+// relative paths, the only ones kustomize takes.
+func copyOverlay(t *testing.T, dir, namespace string, components []string) string {
+	t.Helper()
+	dst := t.TempDir()
+	rel := func(path string) string {
+		a, err := filepath.Abs(path)
+		if err == nil {
+			a, err = filepath.Rel(dst, a)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k map[string]any
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		switch {
+		case e.IsDir():
+			continue
+		case err != nil:
+			t.Fatal(err)
+		case e.Name() == "kustomization.yaml":
+			if err := yaml.Unmarshal(b, &k); err != nil {
+				t.Fatalf("%s: %v", filepath.Join(dir, e.Name()), err)
+			}
+		default:
+			if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, key := range []string{"resources", "components"} {
+		refs, _ := k[key].([]any)
+		for i, r := range refs {
+			if fi, err := os.Stat(filepath.Join(dir, fmt.Sprint(r))); err == nil && fi.IsDir() {
+				refs[i] = rel(filepath.Join(dir, fmt.Sprint(r)))
+			}
+		}
+	}
+	refs, _ := k["components"].([]any)
+	for _, c := range components {
+		refs = append(refs, rel(c))
+	}
+	k["components"], k["namespace"] = refs, namespace
+	b, err := yaml.Marshal(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dst, "kustomization.yaml"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// grantedRules returns what RBAC lets the ServiceAccount name of namespace do there,
+// cluster-wide grants included, beyond what it lets a ServiceAccount bound to nothing
+// do: the rules of a SelfSubjectRulesReview made as one and not as the other, as "verb
+// group/resource" (group "core" for the core group), with "/name" when limited to names,
+// or as "verb URL", sorted.
+func grantedRules(t *testing.T, admin *rest.Config, namespace, name string) []string {
+	t.Helper()
+	rules := func(user string) map[string]bool {
+		rc := rest.CopyConfig(admin)
+		rc.Impersonate = rest.ImpersonationConfig{UserName: user}
+		cs, err := kubernetes.NewForConfig(rc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := cs.AuthorizationV1().SelfSubjectRulesReviews().Create(t.Context(), &authorizationv1.SelfSubjectRulesReview{
+			Spec: authorizationv1.SelfSubjectRulesReviewSpec{Namespace: namespace},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status.Incomplete {
+			t.Fatalf("the rules of %s are incomplete: %s", user, r.Status.EvaluationError)
+		}
+		out := map[string]bool{}
+		for _, rr := range r.Status.ResourceRules {
+			names := rr.ResourceNames
+			if len(names) == 0 {
+				names = []string{""}
+			}
+			for _, verb := range rr.Verbs {
+				for _, group := range rr.APIGroups {
+					for _, resource := range rr.Resources {
+						for _, n := range names {
+							rule := fmt.Sprintf("%s %s/%s", verb, cmp.Or(group, "core"), resource)
+							if n != "" {
+								rule += "/" + n
+							}
+							out[rule] = true
+						}
+					}
+				}
+			}
+		}
+		for _, nr := range r.Status.NonResourceRules {
+			for _, verb := range nr.Verbs {
+				for _, u := range nr.NonResourceURLs {
+					out[verb+" "+u] = true
+				}
+			}
+		}
+		return out
+	}
+	unbound := rules("system:serviceaccount:" + namespace + ":fleetwatch-e2e-unbound")
+	var granted []string
+	for rule := range rules("system:serviceaccount:" + namespace + ":" + name) {
+		if !unbound[rule] {
+			granted = append(granted, rule)
+		}
+	}
+	slices.Sort(granted)
+	return granted
+}
+
+// checkCertificates checks the cert-manager Certificates of the manifests against the
+// pod: one writes the Secret that the pod mounts for server.tls.certFile, and names the
+// Service fleetwatch and every replica at its shard.address, for server auth. Its
+// issuer is a CA Issuer of the manifests, whose CA a Certificate of theirs, issued by a
+// self-signed Issuer of theirs, writes; the CA Issuer writes that CA as ca.crt in the
+// Secret, which shard.peerCaFile names.
+func checkCertificates(t *testing.T, m manifests, d *appsv1.Deployment, sts *appsv1.StatefulSet, cfg *config.Config) {
+	t.Helper()
+	type certificate struct {
+		name, secret, issuer, issuerKind string
+		isCA                             bool
+		dnsNames, usages                 []string
+	}
+	var certs []certificate
+	for _, o := range m.of("Certificate") {
+		c := certificate{name: o.GetName()}
+		c.secret, _, _ = unstructured.NestedString(o.Object, "spec", "secretName")
+		c.issuer, _, _ = unstructured.NestedString(o.Object, "spec", "issuerRef", "name")
+		c.issuerKind, _, _ = unstructured.NestedString(o.Object, "spec", "issuerRef", "kind")
+		c.isCA, _, _ = unstructured.NestedBool(o.Object, "spec", "isCA")
+		c.dnsNames, _, _ = unstructured.NestedStringSlice(o.Object, "spec", "dnsNames")
+		c.usages, _, _ = unstructured.NestedStringSlice(o.Object, "spec", "usages")
+		if o.GetNamespace() != d.Namespace {
+			t.Errorf("Certificate %s is in namespace %q, want %s", c.name, o.GetNamespace(), d.Namespace)
+		}
+		certs = append(certs, c)
+	}
+	bySecret := func(secret string) *certificate {
+		i := slices.IndexFunc(certs, func(c certificate) bool { return c.secret == secret })
+		if i < 0 {
+			return nil
+		}
+		return &certs[i]
+	}
+
+	secret := secretOf(t, d, cfg.Server.TLS.CertFile)
+	serving := bySecret(secret)
+	if serving == nil {
+		t.Fatalf("no Certificate writes the Secret %s that the pod mounts for server.tls.certFile", secret)
+	}
+	hosts := []string{fmt.Sprintf("%s.%s.svc", d.Name, d.Namespace)}
+	if sts != nil {
+		for i := range int(*sts.Spec.Replicas) {
+			hosts = append(hosts, fmt.Sprintf("%s-%d.%s.%s.svc", sts.Name, i, sts.Spec.ServiceName, sts.Namespace))
+		}
+	}
+	for _, h := range hosts {
+		if !slices.ContainsFunc(serving.dnsNames, func(p string) bool { return dnsNameMatches(p, h) }) {
+			t.Errorf("Certificate %s dnsNames %q: %s is not among them", serving.name, serving.dnsNames, h)
+		}
+	}
+	if !slices.Contains(serving.usages, "server auth") {
+		t.Errorf("Certificate %s usages %q: want server auth", serving.name, serving.usages)
+	}
+	if want := filepath.Join(filepath.Dir(cfg.Server.TLS.CertFile), "ca.crt"); cfg.Shard.PeerCAFile != "" && cfg.Shard.PeerCAFile != want {
+		t.Errorf("shard.peerCaFile %q: want %s, the CA that cert-manager writes next to the certificate", cfg.Shard.PeerCAFile, want)
+	}
+
+	issuer := func(kind, name string) map[string]any {
+		o := m.get("Issuer", name)
+		if kind != "Issuer" || o == nil || o.GetNamespace() != d.Namespace {
+			return nil
+		}
+		spec, _, _ := unstructured.NestedMap(o.Object, "spec")
+		return spec
+	}
+	caSecret, _, _ := unstructured.NestedString(issuer(serving.issuerKind, serving.issuer), "ca", "secretName")
+	if caSecret == "" {
+		t.Fatalf("Certificate %s issuerRef %s %s: want a CA Issuer of the manifests", serving.name, serving.issuerKind, serving.issuer)
+	}
+	caCert := bySecret(caSecret)
+	if caCert == nil || !caCert.isCA {
+		t.Fatalf("Issuer %s signs with the Secret %s: want it written by a Certificate with isCA", serving.issuer, caSecret)
+	}
+	if _, selfSigned, _ := unstructured.NestedMap(issuer(caCert.issuerKind, caCert.issuer), "selfSigned"); !selfSigned {
+		t.Errorf("Certificate %s issuerRef %s %s: want a self-signed Issuer of the manifests", caCert.name, caCert.issuerKind, caCert.issuer)
+	}
+}
+
+// dnsNameMatches reports whether a certificate's DNS name pattern, which may start with
+// the wildcard "*." for one label, matches host, as crypto/x509 verifies it.
+func dnsNameMatches(pattern, host string) bool {
+	if rest, ok := strings.CutPrefix(pattern, "*."); ok {
+		label, domain, found := strings.Cut(host, ".")
+		return found && label != "" && domain == rest
+	}
+	return pattern == host
+}
+
+// secretOf returns the Secret of the volume that d's container mounts where path is.
+func secretOf(t *testing.T, d *appsv1.Deployment, path string) string {
+	t.Helper()
+	pod := d.Spec.Template.Spec
+	for _, vm := range pod.Containers[0].VolumeMounts {
+		if path != vm.MountPath && !strings.HasPrefix(path, vm.MountPath+"/") {
+			continue
+		}
+		if i := slices.IndexFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name == vm.Name }); i >= 0 && pod.Volumes[i].Secret != nil {
+			return pod.Volumes[i].Secret.SecretName
+		}
+	}
+	t.Fatalf("%q is on no Secret volume of %s", path, d.Name)
+	return ""
 }
 
 // checkDeployment checks that the Deployment runs the daemon the way docs/deploy.md says,
@@ -220,6 +530,10 @@ func checkDeployment(t *testing.T, m manifests, d *appsv1.Deployment, sts *appsv
 	credential("server.tls.certFile", cfg.Server.TLS.CertFile)
 	credential("server.tls.keyFile", cfg.Server.TLS.KeyFile)
 	credential("server.auth.tokenFile", cfg.Server.Auth.TokenFile)
+	// The replicas trust the CA that comes with the certificate they serve.
+	if cfg.Shard.PeerCAFile != "" && secretOf(t, d, cfg.Shard.PeerCAFile) != secretOf(t, d, cfg.Server.TLS.CertFile) {
+		t.Errorf("shard.peerCaFile %q: want it in the Secret of server.tls.certFile %q", cfg.Shard.PeerCAFile, cfg.Server.TLS.CertFile)
+	}
 	vm, v := mountOf("snapshot.path", cfg.Snapshot.Path)
 	switch {
 	case sts != nil:
@@ -262,23 +576,11 @@ func checkStatefulSet(t *testing.T, m manifests, sts *appsv1.StatefulSet, cfg *c
 	if peers.Spec.ClusterIP != corev1.ClusterIPNone || sel.Empty() || !sel.Matches(labels.Set(sts.Spec.Template.Labels)) {
 		t.Errorf("Service %s: want it headless, selecting the replicas", peers.Name)
 	}
-	// The configuration with the pod's environment: sharding on, the address under the
-	// headless Service, in a configuration the daemon accepts.
-	env := map[string]string{}
-	for _, e := range sts.Spec.Template.Spec.Containers[0].Env {
-		env[e.Name] = strings.NewReplacer("$(POD_NAME)", sts.Name+"-0", "$(POD_NAMESPACE)", sts.Namespace).Replace(e.Value)
-	}
-	file := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(file, []byte(cfg.String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	withEnv, err := config.Load(config.LoadOptions{File: file, LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
-	if err != nil {
-		t.Fatalf("the configuration with the pod's environment: %v", err)
-	}
+	// The configuration with replica 0's environment: sharding on, the address under
+	// the headless Service.
 	wantAddress := fmt.Sprintf("https://%s-0.%s.%s.svc:%d", sts.Name, peers.Name, sts.Namespace, peers.Spec.Ports[0].Port)
-	if !withEnv.Shard.Enabled || withEnv.Shard.Address != wantAddress {
-		t.Errorf("shard %+v: want it enabled, with the address %s", withEnv.Shard, wantAddress)
+	if !cfg.Shard.Enabled || cfg.Shard.Address != wantAddress {
+		t.Errorf("shard %+v: want it enabled, with the address %s", cfg.Shard, wantAddress)
 	}
 	pdbs := m.of("PodDisruptionBudget")
 	if len(pdbs) != 1 {
@@ -449,7 +751,8 @@ func (m manifests) workload(t *testing.T) (*appsv1.Deployment, *appsv1.StatefulS
 }
 
 // config returns the configuration that the daemon of d reads: the file named by its
-// --config argument, from the ConfigMap mounted there, loaded as the daemon loads it.
+// --config argument, from the ConfigMap mounted there, with its container's environment
+// (podEnv), loaded as the daemon loads it.
 func (m manifests) config(t *testing.T, d *appsv1.Deployment) *config.Config {
 	t.Helper()
 	c := d.Spec.Template.Spec.Containers[0]
@@ -480,11 +783,34 @@ func (m manifests) config(t *testing.T, d *appsv1.Deployment) *config.Config {
 	if err := os.WriteFile(local, []byte(data), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Load(config.LoadOptions{File: local, LookupEnv: func(string) (string, bool) { return "", false }})
+	env := podEnv(d)
+	cfg, err := config.Load(config.LoadOptions{File: local, LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
 	if err != nil {
-		t.Fatalf("the configuration in ConfigMap %s does not load:\n%v", cm.GetName(), err)
+		t.Fatalf("the configuration in ConfigMap %s, with the environment %v, does not load:\n%v", cm.GetName(), env, err)
 	}
 	return cfg
+}
+
+// podEnv returns the environment of d's container as the kubelet sets it in the pod
+// named d's name and "-0" (replica 0 of a StatefulSet): the pod's name and namespace
+// from the downward API, and every $(NAME) of an entry before expanded.
+func podEnv(d *appsv1.Deployment) map[string]string {
+	env := map[string]string{}
+	var refs []string
+	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+		v := strings.NewReplacer(refs...).Replace(e.Value)
+		if f := e.ValueFrom; f != nil && f.FieldRef != nil {
+			switch f.FieldRef.FieldPath {
+			case "metadata.name":
+				v = d.Name + "-0"
+			case "metadata.namespace":
+				v = d.Namespace
+			}
+		}
+		env[e.Name] = v
+		refs = append(refs, "$("+e.Name+")", v)
+	}
+	return env
 }
 
 // kubectlIn runs the real kubectl with stdin and returns its stderr, which holds the
