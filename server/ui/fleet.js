@@ -1,6 +1,7 @@
 // The fleet view: every cluster the user may read, with its phase, server, objects per
 // resource, last sync, last error and the snapshot's lag, read again every second
-// (clusters.fleetwatch.io has no watch). Rows are updated in place, so that a refresh
+// (a watch of clusters.fleetwatch.io leaves the snapshot's lag out of its changes, since
+// it changes all the time, and the page shows it live). Rows are updated in place, so that a refresh
 // moves neither the focus nor the reader.
 
 import { getJSON, Unauthorized } from './api.js';
