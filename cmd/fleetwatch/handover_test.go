@@ -19,32 +19,30 @@ import (
 	"github.com/fleetwatch/fleetwatch/shard"
 )
 
+// TestHandoverOptions: the daemon hands clusters over warm when its configuration has
+// the handover (config.Config.WarmHandover, whose cases config tests) and it reaches a
+// home cluster, whose credential it presents to the other replicas.
 func TestHandoverOptions(t *testing.T) {
 	home := &rest.Config{BearerToken: "replica-token"}
-	on := func(c *config.Config) {
-		c.Shard.Enabled = true
-		c.Snapshot.Path = "/var/lib/fleetwatch/fleetwatch.db"
-		c.Server.Auth.Delegated.Enabled = true
-		c.Shard.Address = "https://fleetwatch-0.fleetwatch-peers.fleetwatch.svc:8443"
-	}
-	tests := []struct {
+	on := config.Default()
+	on.Shard.Enabled = true
+	on.Snapshot.Path = "/var/lib/fleetwatch/fleetwatch.db"
+	on.Server.Auth.Delegated.Enabled = true
+	on.Shard.Address = "https://fleetwatch-0.fleetwatch-peers.fleetwatch.svc:8443"
+	lacking := on
+	lacking.Server.Auth.Delegated.Enabled = false
+	for _, tt := range []struct {
 		name string
-		set  func(c *config.Config)
+		cfg  config.Config
+		home *rest.Config
 		want bool
 	}{
-		{"sharded, with a snapshot, delegated auth and https", func(*config.Config) {}, true},
-		{"not sharded", func(c *config.Config) { c.Shard.Enabled = false }, false},
-		{"no snapshot", func(c *config.Config) { c.Snapshot.Path = "" }, false},
-		{"turned off", func(c *config.Config) { c.Shard.HandoverTimeout = 0 }, false},
-		{"no delegated auth: no replica may read a state", func(c *config.Config) { c.Server.Auth.Delegated.Enabled = false }, false},
-		{"an http address: no token in clear", func(c *config.Config) { c.Shard.Address = "http://fleetwatch-0:8080" }, false},
-	}
-	for _, tt := range tests {
+		{"the configuration has it", on, home, true},
+		{"the configuration lacks delegated auth", lacking, home, false},
+		{"no home cluster", on, nil, false},
+	} {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := config.Default()
-			on(&cfg)
-			tt.set(&cfg)
-			opts, err := handoverOptions(context.Background(), &cfg, home)
+			opts, err := handoverOptions(context.Background(), &tt.cfg, tt.home)
 			if err != nil {
 				t.Fatal(err)
 			}
