@@ -376,6 +376,9 @@ type runResult struct {
 	ClientGoWatch   *Result `json:"clientGoWatch"`
 	FleetwatchWatch *Result `json:"fleetwatchWatch"`
 	SnapWatch       *Result `json:"snapshotWatch"`
+	// ClientGoTypedWatch is the strongest peer for full objects, typed informers with
+	// the managedFields transform, in the same window; nil in reports from before it.
+	ClientGoTypedWatch *Result `json:"clientGoTypedWatch,omitempty"`
 	// WatchLists are the list figures of the watch window, over all the contenders
 	// that ran it side by side, under the key "window": a relist in the window shows
 	// here. (Reports from before the side-by-side window have one entry per contender,
@@ -653,6 +656,7 @@ func (d *driver) watchPhase(ctx context.Context, r int, rr *runResult) error {
 		res  **Result
 	}{
 		{name("clientgo-watch"), []string{"--impl", implClientGo}, &rr.ClientGoWatch},
+		{name("clientgo-typed-watch"), []string{"--impl", implClientGoTyped}, &rr.ClientGoTypedWatch},
 		{name("fleetwatch-watch"), []string{"--impl", implFleetwatch}, &rr.FleetwatchWatch},
 		{name("fleetwatch-snapshot-watch"), []string{"--impl", implFleetwatch, "--snapshot", watchSnap}, &rr.SnapWatch},
 	}

@@ -204,7 +204,7 @@ func (rep *report) markdown() string {
 		cm := rep.Sizes["configmaps"]
 		p("- Object sizes (JSON, as served with managedFields / as cached without): pod %.0f / %.0f B, configmap %.0f / %.0f B\n", s.Served, s.Cached, cm.Served, cm.Cached)
 	}
-	p("- %d runs, contenders in rotating order, each in its own process; watch phase: the three watch contenders side by side, in one window of %.0f writes/s over all clusters for %v\n",
+	p("- %d runs, contenders in rotating order, each in its own process; watch phase: the watch contenders side by side, in one window of %.0f writes/s over all clusters for %v\n",
 		len(rep.Runs), o.writeRate, o.writeDuration)
 	p("- Total time: %v\n\n", rep.Duration.Round(time.Second))
 	p("Values are medians with (min–max) over the runs. Ratios are fleetwatch / client-go (first table), fleetwatch / the strongest peer (second), or measured / baseline (the persistence table), computed per run; the goal applies to their median.\n\n")
@@ -225,7 +225,9 @@ func (rep *report) markdown() string {
 	p("The strongest thing a user can write for the same objects: for full objects, typed informers (`informers.SharedInformerFactory`) with a transform that drops managedFields; for metadata-only, the `metadatainformer` with the same transform. Ratios are fleetwatch / peer, and the goals are issue #15's: fleetwatch loses where a time or memory ratio is above 1, or a throughput ratio below 1.\n\n")
 	header("peer", "fleetwatch")
 	for _, f := range peerFigures(rep) {
-		b.WriteString(f.row())
+		if !f.watch || hasWatch {
+			b.WriteString(f.row())
+		}
 	}
 	p("\n### Every contender, sync phase\n\n")
 	p("Medians over the runs, each contender in its own process; the ratio columns divide by the strongest peer for the same objects (typed + transform for full objects, metadatainformer + transform for metadata-only).\n\n")
@@ -330,7 +332,7 @@ func (rep *report) markdown() string {
 		p("\n%s\n", markerEnd)
 		return b.String()
 	}
-	p("\nWatch phase, per run and contender (the three side by side, in one window, which ends for all three once each has received every write and the snapshot has committed them): stamped writes delivered / made, all events in the window, window length, CPU time in the window and per event, minor page faults per event (first touches of memory the kernel maps for the process), latency quantiles, garbage collections that ended in the window, and the objects that the apiservers handed out as lists during the window (for all three).\n\n")
+	p("\nWatch phase, per run and contender (side by side, in one window, which ends for all of them once each has received every write and the snapshot has committed them): stamped writes delivered / made, all events in the window, window length, CPU time in the window and per event, minor page faults per event (first touches of memory the kernel maps for the process), latency quantiles, garbage collections that ended in the window, and the objects that the apiservers handed out as lists during the window (for all of them).\n\n")
 	p("| run | contender | delivered | events | window (s) | CPU (s) | CPU/event (µs) | page faults/event | p50 (ms) | p90 (ms) | p99 (ms) | max (ms) | GCs | objects listed in the window |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for i, r := range rep.Runs {
 		for _, c := range r.watchRows() {
@@ -403,6 +405,23 @@ func peerFigures(rep *report) []figure {
 		if !c.daemon {
 			out = append(out, fig("event throughput through handlers, initial lists (events/s)", "%.0f", throughput, 0))
 		}
+	}
+	// The watch phase, side by side in one window: the plain fleet against typed
+	// informers with the transform, in reports that have them.
+	if len(rep.Runs) == 0 || rep.Runs[0].ClientGoTypedWatch != nil {
+		o := rep.Options
+		watchFig := func(name, format string, v func(*Result) float64, goal string, ok func(float64, []float64, []float64) bool) figure {
+			return figure{name: "Full objects, vs typed informers + transform: " + name, format: format, goal: goal, ok: ok, watch: true,
+				base:  rep.per(func(r *runResult) float64 { return v(r.ClientGoTypedWatch) }),
+				value: rep.per(func(r *runResult) float64 { return v(r.FleetwatchWatch) })}
+		}
+		out = append(out,
+			watchFig(fmt.Sprintf("event latency, apiserver write → handler, p50 at %.0f writes/s (ms)", o.writeRate), "%.1f",
+				func(x *Result) float64 { return latency(x, 0.5) }, "", nil),
+			watchFig(fmt.Sprintf("event latency, apiserver write → handler, p99 at %.0f writes/s (ms)", o.writeRate), "%.1f",
+				func(x *Result) float64 { return latency(x, 0.99) }, "≤ 1.2", atMost(1.2)),
+			watchFig(fmt.Sprintf("CPU per event at %.0f writes/s (µs)", o.writeRate), "%.0f", cpuPerEvent, "", nil),
+		)
 	}
 	return out
 }
@@ -692,8 +711,12 @@ func (r *runResult) syncRows() []rawRow {
 
 // watchRows are the rows of the watch phase's raw measurements.
 func (r *runResult) watchRows() []rawRow {
-	return []rawRow{{"client-go", r.ClientGoWatch, "clientgo"}, {"fleetwatch", r.FleetwatchWatch, "fleetwatch"},
+	rows := []rawRow{{"client-go", r.ClientGoWatch, "clientgo"}, {"fleetwatch", r.FleetwatchWatch, "fleetwatch"},
 		{"fleetwatch + snapshot (fresh file)", r.SnapWatch, "fleetwatch+snapshot"}}
+	if r.ClientGoTypedWatch != nil {
+		rows = append(rows, rawRow{"client-go typed + transform", r.ClientGoTypedWatch, "clientgo-typed"})
+	}
+	return rows
 }
 
 // missingRows returns what md, the report's Markdown, lacks of the rows it should have:

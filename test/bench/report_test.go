@@ -72,9 +72,10 @@ func fullReport() *report {
 			ClientGoList: listCounters{InitEvents: 100}, CatchUpList: listCounters{InitEvents: 10},
 			CatchUpResume: []resumeProbe{{Cluster: "cluster-1", Resource: "pods", ResourceVersion: "7", Resumes: true}},
 			ClientGoWatch: watch(implClientGo), FleetwatchWatch: watch(implFleetwatch), SnapWatch: watch(implFleetwatch),
-			WatchLists:    map[string]listCounters{},
-			MCRKubeconfig: mcr(mcrKubeconfig, false, false),
-			MCRFleetwatch: mcr(mcrFleetwatch, false, false), MCRFleetwatchWarm: mcr(mcrFleetwatch, true, false),
+			ClientGoTypedWatch: watch(implClientGoTyped),
+			WatchLists:         map[string]listCounters{},
+			MCRKubeconfig:      mcr(mcrKubeconfig, false, false),
+			MCRFleetwatch:      mcr(mcrFleetwatch, false, false), MCRFleetwatchWarm: mcr(mcrFleetwatch, true, false),
 			MCRCompact: mcr(mcrFleetwatch, false, true), MCRCompactWarm: mcr(mcrFleetwatch, true, true),
 		})
 	}
