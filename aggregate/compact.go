@@ -4,7 +4,6 @@ import (
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2"
@@ -15,6 +14,8 @@ import (
 //
 //   - An entry holds an *encodedObject (the encoding and the labels, which the label
 //     index and selectors read without decoding) where a plain fleet holds the object.
+//     The labels are one interned string (compactLabels), shared by the objects that
+//     carry the same labels.
 //   - Reads take what they need under the indexer's lock and decode after it, so a
 //     long list does not hold writers back. Single-object reads (Get, a lister's Get)
 //     keep what they decoded in the indexer's hot set, a ring of HotObjects entries, so
@@ -50,7 +51,7 @@ const DefaultHotObjects = 256
 type encodedObject struct {
 	codec  Codec
 	data   []byte
-	labels labels.Set
+	labels compactLabels
 	// key names the object when it fails to decode.
 	key Key
 }
@@ -160,10 +161,5 @@ func (ix *Indexer) encodeForEntry(key Key, obj runtime.Object, encoded []byte) (
 			return nil, err
 		}
 	}
-	var ls labels.Set
-	if l := labelsOf(obj); labelCount(l) > 0 {
-		ls = make(labels.Set, labelCount(l))
-		eachLabel(l, func(k, v string) { ls[k] = v })
-	}
-	return &encodedObject{codec: ix.codec, data: encoded, labels: ls, key: key}, nil
+	return &encodedObject{codec: ix.codec, data: encoded, labels: makeCompactLabels(labelsOf(obj)), key: key}, nil
 }
