@@ -132,6 +132,24 @@ func TestCompactFleet(t *testing.T) {
 			t.Errorf("the custom index has %d objects on node-0, want 13", len(objs))
 		}
 	})
+	t.Run("no-op updates by resourceVersion", func(t *testing.T) {
+		s := f.ClusterStore("a", aggregatetest.Pods)
+		p := want[aggregate.Key{Cluster: "a", Namespace: "ns-2", Name: "pod-2"}]
+		if rv, ok := s.ResourceVersionByKey("ns-2/pod-2"); !ok || rv != p.GetResourceVersion() {
+			t.Errorf("ResourceVersionByKey = %q, %v; want %q", rv, ok, p.GetResourceVersion())
+		}
+		changed, err := s.ApplyChanged(p.DeepCopy(), false)
+		if err != nil || changed {
+			t.Errorf("applying the same resourceVersion again: changed %v, %v; want a no-op", changed, err)
+		}
+		changed, err = s.ApplyChanged(aggregatetest.WithRV(p, "2000"), false)
+		if err != nil || !changed {
+			t.Errorf("applying a new resourceVersion: changed %v, %v; want a change", changed, err)
+		}
+		if rv, _ := s.ResourceVersionByKey("ns-2/pod-2"); rv != "2000" {
+			t.Errorf("ResourceVersionByKey after the update = %q, want 2000", rv)
+		}
+	})
 }
 
 // TestCompactEventEncoded checks Event.Encoded: in a compact fleet, the encoding the

@@ -55,12 +55,40 @@ func isBuiltinIndex(name string) bool {
 // index values touches no index.
 type entry struct {
 	key Key
-	// obj is the object, or in a compact indexer its *encodedObject.
-	obj runtime.Object
-	// rv is obj's resourceVersion, kept to recognise no-op updates cheaply.
-	rv string
+	version
 	// hot is, in a compact indexer, the decoded object while e is in the hot set.
 	hot atomic.Pointer[hotObject]
+}
+
+// version is what an entry holds of one version of its object: in a plain indexer the
+// object, in a compact one its *encodedObject and its labels (see encodeForEntry).
+type version struct {
+	obj    runtime.Object
+	labels compactLabels
+}
+
+// set makes v the version of e.
+func (e *entry) set(v version) {
+	e.version = v
+	if o, ok := v.obj.(*encodedObject); ok {
+		o.key = &e.key
+	}
+}
+
+// labelSet returns the labels of v's object, without decoding it.
+func (v version) labelSet() labels.Labels {
+	if _, ok := v.obj.(*encodedObject); ok {
+		return v.labels
+	}
+	return labelsOf(v.obj)
+}
+
+// resourceVersion returns the resourceVersion of v's object, without decoding it.
+func (v version) resourceVersion() string {
+	if o, ok := v.obj.(*encodedObject); ok {
+		return o.rv
+	}
+	return resourceVersionOf(v.obj)
 }
 
 // set is a set of entries: the objects that have one indexed value.
@@ -183,7 +211,7 @@ func (ix *Indexer) AddIndexers(indexers cache.Indexers) error {
 	for name, fn := range indexers {
 		ui := &userIndex{fn: fn, values: make(map[string]set)}
 		for _, e := range ix.items {
-			for _, v := range ix.indexValues(name, ui, decoded(peek(e))) {
+			for _, v := range ix.indexValues(name, ui, ix.decoded(peek(e))) {
 				insert(ui.values, v, e)
 			}
 		}
@@ -202,10 +230,11 @@ func (ix *Indexer) indexValues(name string, ui *userIndex, obj runtime.Object) [
 	return values
 }
 
-// addLocked stores a new object under key: stored is what the entry holds (see
+// addLocked stores a new object under key: v is what the entry holds (see
 // encodeForEntry), obj the object.
-func (ix *Indexer) addLocked(key Key, stored, obj runtime.Object, rv string) {
-	e := &entry{key: key, obj: stored, rv: rv}
+func (ix *Indexer) addLocked(key Key, v version, obj runtime.Object) {
+	e := &entry{key: key}
+	e.set(v)
 	if ix.codec != nil && obj != nil {
 		ix.hot.keep(e, obj)
 	}
@@ -217,11 +246,11 @@ func (ix *Indexer) addLocked(key Key, stored, obj runtime.Object, rv string) {
 	}
 	ci.count++
 	insert(ci.namespaces, key.Namespace, e)
-	eachLabel(labelsOf(stored), func(k, v string) {
+	eachLabel(v.labelSet(), func(k, v string) {
 		insert(ci.labels, labelPair{k, v}, e)
 	})
 	if obj == nil && len(ix.indices) > 0 {
-		obj = decoded(stored)
+		obj = ix.decoded(v.obj)
 	}
 	for name, ui := range ix.indices {
 		for _, v := range ix.indexValues(name, ui, obj) {
@@ -230,16 +259,16 @@ func (ix *Indexer) addLocked(key Key, stored, obj runtime.Object, rv string) {
 	}
 }
 
-// updateLocked replaces the object of e: stored is what the entry holds (see
+// updateLocked replaces the object of e: v is what the entry holds (see
 // encodeForEntry), obj the object. Indices whose values did not change are not touched;
 // the key, hence cluster and namespace, cannot change.
-func (ix *Indexer) updateLocked(e *entry, stored, obj runtime.Object, rv string) {
-	old := e.obj
+func (ix *Indexer) updateLocked(e *entry, v version, obj runtime.Object) {
+	old := e.version
 	var oldObj runtime.Object
 	if len(ix.indices) > 0 {
-		oldObj = decoded(peek(e))
+		oldObj = ix.decoded(peek(e))
 	}
-	e.obj, e.rv = stored, rv
+	e.set(v)
 	if ix.codec != nil && obj != nil {
 		ix.hot.keep(e, obj)
 	} else if ix.codec != nil {
@@ -247,10 +276,10 @@ func (ix *Indexer) updateLocked(e *entry, stored, obj runtime.Object, rv string)
 		e.hot.Store(nil)
 	}
 	if obj == nil && len(ix.indices) > 0 {
-		obj = decoded(stored)
+		obj = ix.decoded(v.obj)
 	}
 	ci := ix.clusters[e.key.Cluster]
-	oldLabels, newLabels := labelsOf(old), labelsOf(stored)
+	oldLabels, newLabels := old.labelSet(), v.labelSet()
 	if !sameLabels(oldLabels, newLabels) {
 		eachLabel(oldLabels, func(k, v string) {
 			if nv, ok := newLabels.Lookup(k); !ok || nv != v {
@@ -286,12 +315,12 @@ func (ix *Indexer) removeLocked(e *entry) {
 		delete(ix.clusters, e.key.Cluster)
 	} else {
 		remove(ci.namespaces, e.key.Namespace, e)
-		eachLabel(labelsOf(e.obj), func(k, v string) {
+		eachLabel(e.labelSet(), func(k, v string) {
 			remove(ci.labels, labelPair{k, v}, e)
 		})
 	}
 	if len(ix.indices) > 0 {
-		obj := decoded(peek(e))
+		obj := ix.decoded(peek(e))
 		for _, ui := range ix.indices {
 			values, err := ui.fn(obj)
 			ix.removeFromIndexLocked(ui, e, values, err)
@@ -337,7 +366,7 @@ func (ix *Indexer) List() []runtime.Object {
 		out = append(out, peek(e))
 	}
 	ix.lock.RUnlock()
-	return decodeAll(out)
+	return ix.decodeAll(out)
 }
 
 // ListKeys returns the keys of every object.
@@ -375,7 +404,7 @@ func (ix *Indexer) Select(selector labels.Selector) []runtime.Object {
 	ix.lock.RLock()
 	objs := ix.selectLocked("", "", selector)
 	ix.lock.RUnlock()
-	return decodeAll(objs)
+	return ix.decodeAll(objs)
 }
 
 // ByIndex returns the objects whose values for the named index include indexedValue.
@@ -389,7 +418,7 @@ func (ix *Indexer) ByIndex(indexName, indexedValue string) ([]runtime.Object, er
 	}
 	objs := collect(sets, peek)
 	ix.lock.RUnlock()
-	return decodeAll(objs), nil
+	return ix.decodeAll(objs), nil
 }
 
 // IndexKeys returns the keys of the objects whose values for the named index include
@@ -650,7 +679,7 @@ func (q *query) appendMatches(out []runtime.Object, ci *clusterIndex) []runtime.
 			if filterNamespace && e.key.Namespace != q.namespace {
 				continue
 			}
-			if !q.everything && !q.selector.Matches(labelsOf(e.obj)) {
+			if !q.everything && !q.selector.Matches(e.labelSet()) {
 				continue
 			}
 			out = append(out, peek(e))

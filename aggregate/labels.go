@@ -40,13 +40,11 @@ func (l rawLabels) Lookup(key string) (string, bool) {
 	return s, true
 }
 
-// labelsOf returns the labels of obj without copying them. It agrees with
-// meta.Accessor(obj).GetLabels(): for unstructured objects, a labels field that is not a
-// map of strings (nulls allowed) counts as no labels.
+// labelsOf returns the labels of obj, an object and not an *encodedObject, without
+// copying them. It agrees with meta.Accessor(obj).GetLabels(): for unstructured
+// objects, a labels field that is not a map of strings (nulls allowed) counts as no
+// labels.
 func labelsOf(obj runtime.Object) labels.Labels {
-	if o, ok := obj.(*encodedObject); ok {
-		return o.labels
-	}
 	if u, ok := obj.(*unstructured.Unstructured); ok {
 		md, _ := u.Object["metadata"].(map[string]any)
 		raw, _ := md["labels"].(map[string]any)
@@ -62,6 +60,22 @@ func labelsOf(obj runtime.Object) labels.Labels {
 		return labels.Set(nil)
 	}
 	return labels.Set(m.GetLabels())
+}
+
+// resourceVersionOf returns the resourceVersion of obj, an object and not an
+// *encodedObject, as meta.Accessor(obj).GetResourceVersion() does, reading an
+// unstructured object in place.
+func resourceVersionOf(obj runtime.Object) string {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		md, _ := u.Object["metadata"].(map[string]any)
+		rv, _ := md["resourceVersion"].(string)
+		return rv
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return ""
+	}
+	return m.GetResourceVersion()
 }
 
 // labelCount returns the number of labels in l, which labelsOf returned.
