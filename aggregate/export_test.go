@@ -51,7 +51,7 @@ func HotObjects(ix *Indexer) int {
 	ix.lock.RLock()
 	defer ix.lock.RUnlock()
 	n := 0
-	for _, e := range ix.items {
+	for e := range ix.items.all() {
 		if e.hot.Load() != nil {
 			n++
 		}

@@ -91,26 +91,6 @@ func (v version) resourceVersion() string {
 	return resourceVersionOf(v.obj)
 }
 
-// set is a set of entries: the objects that have one indexed value.
-type set map[*entry]struct{}
-
-func insert[V comparable](m map[V]set, v V, e *entry) {
-	s := m[v]
-	if s == nil {
-		s = make(set)
-		m[v] = s
-	}
-	s[e] = struct{}{}
-}
-
-func remove[V comparable](m map[V]set, v V, e *entry) {
-	s := m[v]
-	delete(s, e)
-	if len(s) == 0 {
-		delete(m, v)
-	}
-}
-
 type labelPair struct{ key, value string }
 
 // clusterIndex holds the built-in indices of one cluster. The fleet-wide namespace and
@@ -121,15 +101,15 @@ type clusterIndex struct {
 	count int
 	// namespaces maps a namespace to its objects. Every object of the cluster is in
 	// exactly one of these sets.
-	namespaces map[string]set
+	namespaces map[string]*set
 	// labels maps a label to the objects that carry it.
-	labels map[labelPair]set
+	labels map[labelPair]*set
 }
 
 // userIndex is an index defined by a cache.IndexFunc.
 type userIndex struct {
 	fn     cache.IndexFunc
-	values map[string]set
+	values map[string]*set
 }
 
 // Indexer is the federated, indexed cache of one resource: every object of that resource
@@ -156,7 +136,7 @@ type Indexer struct {
 	// snapshot or as an event.
 	lock sync.RWMutex
 	// items holds every object of this resource.
-	items map[Key]*entry
+	items itemTable
 	// clusters holds the built-in indices, by cluster name. A cluster without objects has
 	// no entry.
 	clusters map[string]*clusterIndex
@@ -172,13 +152,12 @@ func newIndexer(gvr schema.GroupVersionResource, indexers cache.Indexers, codec 
 	ix := &Indexer{
 		resource: gvr,
 		codec:    codec,
-		items:    make(map[Key]*entry),
 		clusters: make(map[string]*clusterIndex),
 		indices:  make(map[string]*userIndex, len(indexers)),
 		stores:   make(map[string]*ClusterStore),
 	}
 	for name, fn := range indexers {
-		ix.indices[name] = &userIndex{fn: fn, values: make(map[string]set)}
+		ix.indices[name] = &userIndex{fn: fn, values: make(map[string]*set)}
 	}
 	if codec != nil {
 		ix.hot = newHotSet(hotObjects)
@@ -209,8 +188,8 @@ func (ix *Indexer) AddIndexers(indexers cache.Indexers) error {
 		}
 	}
 	for name, fn := range indexers {
-		ui := &userIndex{fn: fn, values: make(map[string]set)}
-		for _, e := range ix.items {
+		ui := &userIndex{fn: fn, values: make(map[string]*set)}
+		for e := range ix.items.all() {
 			for _, v := range ix.indexValues(name, ui, ix.decoded(peek(e))) {
 				insert(ui.values, v, e)
 			}
@@ -238,10 +217,10 @@ func (ix *Indexer) addLocked(key Key, v version, obj runtime.Object) {
 	if ix.codec != nil && obj != nil {
 		ix.hot.keep(e, obj)
 	}
-	ix.items[key] = e
+	ix.items.add(e)
 	ci := ix.clusters[key.Cluster]
 	if ci == nil {
-		ci = &clusterIndex{namespaces: make(map[string]set), labels: make(map[labelPair]set)}
+		ci = &clusterIndex{namespaces: make(map[string]*set), labels: make(map[labelPair]*set)}
 		ix.clusters[key.Cluster] = ci
 	}
 	ci.count++
@@ -307,7 +286,7 @@ func (ix *Indexer) updateLocked(e *entry, v version, obj runtime.Object) {
 
 // removeLocked removes e from the items and every index.
 func (ix *Indexer) removeLocked(e *entry) {
-	delete(ix.items, e.key)
+	ix.items.remove(e)
 	defer e.hot.Store(nil)
 	ci := ix.clusters[e.key.Cluster]
 	ci.count--
@@ -338,7 +317,7 @@ func (ix *Indexer) removeFromIndexLocked(ui *userIndex, e *entry, values []strin
 		return
 	}
 	for v, s := range ui.values {
-		if _, ok := s[e]; ok {
+		if s.has(e) {
 			remove(ui.values, v, e)
 		}
 	}
@@ -348,7 +327,7 @@ func (ix *Indexer) removeFromIndexLocked(ui *userIndex, e *entry, values []strin
 func (ix *Indexer) Get(key Key) (runtime.Object, bool) {
 	ix.lock.RLock()
 	defer ix.lock.RUnlock()
-	e := ix.items[key]
+	e := ix.items.get(key)
 	if e == nil {
 		return nil, false
 	}
@@ -361,8 +340,8 @@ func (ix *Indexer) Get(key Key) (runtime.Object, bool) {
 // List returns every object.
 func (ix *Indexer) List() []runtime.Object {
 	ix.lock.RLock()
-	out := make([]runtime.Object, 0, len(ix.items))
-	for _, e := range ix.items {
+	out := make([]runtime.Object, 0, ix.items.len())
+	for e := range ix.items.all() {
 		out = append(out, peek(e))
 	}
 	ix.lock.RUnlock()
@@ -373,9 +352,9 @@ func (ix *Indexer) List() []runtime.Object {
 func (ix *Indexer) ListKeys() []Key {
 	ix.lock.RLock()
 	defer ix.lock.RUnlock()
-	out := make([]Key, 0, len(ix.items))
-	for k := range ix.items {
-		out = append(out, k)
+	out := make([]Key, 0, ix.items.len())
+	for e := range ix.items.all() {
+		out = append(out, e.key)
 	}
 	return out
 }
@@ -384,7 +363,7 @@ func (ix *Indexer) ListKeys() []Key {
 func (ix *Indexer) Len() int {
 	ix.lock.RLock()
 	defer ix.lock.RUnlock()
-	return len(ix.items)
+	return ix.items.len()
 }
 
 // ClusterLen returns the number of objects of one cluster.
@@ -410,7 +389,7 @@ func (ix *Indexer) Select(selector labels.Selector) []runtime.Object {
 // ByIndex returns the objects whose values for the named index include indexedValue.
 func (ix *Indexer) ByIndex(indexName, indexedValue string) ([]runtime.Object, error) {
 	ix.lock.RLock()
-	var buf [8]set
+	var buf [8]*set
 	sets, err := ix.setsLocked(indexName, indexedValue, buf[:0])
 	if err != nil {
 		ix.lock.RUnlock()
@@ -426,7 +405,7 @@ func (ix *Indexer) ByIndex(indexName, indexedValue string) ([]runtime.Object, er
 func (ix *Indexer) IndexKeys(indexName, indexedValue string) ([]Key, error) {
 	ix.lock.RLock()
 	defer ix.lock.RUnlock()
-	var buf [8]set
+	var buf [8]*set
 	sets, err := ix.setsLocked(indexName, indexedValue, buf[:0])
 	if err != nil {
 		return nil, err
@@ -485,7 +464,7 @@ func (ix *Indexer) IndexValues(indexName string) ([]string, error) {
 
 // setsLocked appends to buf the disjoint sets of objects that have indexedValue in the
 // named index.
-func (ix *Indexer) setsLocked(indexName, indexedValue string, buf []set) ([]set, error) {
+func (ix *Indexer) setsLocked(indexName, indexedValue string, buf []*set) ([]*set, error) {
 	switch indexName {
 	case IndexCluster:
 		if ci := ix.clusters[indexedValue]; ci != nil {
@@ -544,20 +523,20 @@ func parseClusterNamespace(value string) (cluster, namespace string, err error) 
 }
 
 // collect returns f of every entry of sets.
-func collect[T any](sets []set, f func(*entry) T) []T {
+func collect[T any](sets []*set, f func(*entry) T) []T {
 	out := make([]T, 0, setsLen(sets))
 	for _, s := range sets {
-		for e := range s {
+		for e := range s.all() {
 			out = append(out, f(e))
 		}
 	}
 	return out
 }
 
-func setsLen(sets []set) int {
+func setsLen(sets []*set) int {
 	n := 0
 	for _, s := range sets {
-		n += len(s)
+		n += s.len()
 	}
 	return n
 }
@@ -637,13 +616,13 @@ func newQuery(namespace string, selector labels.Selector) (query, bool) {
 func (q *query) appendMatches(out []runtime.Object, ci *clusterIndex) []runtime.Object {
 	size := ci.count
 	if q.namespace != "" {
-		size = len(ci.namespaces[q.namespace])
+		size = ci.namespaces[q.namespace].len()
 	}
 	best := -1
 	for i, r := range q.requirements {
 		n := 0
 		for _, v := range r.values {
-			n += len(ci.labels[labelPair{r.key, v}])
+			n += ci.labels[labelPair{r.key, v}].len()
 		}
 		if n < size {
 			best, size = i, n
@@ -652,7 +631,7 @@ func (q *query) appendMatches(out []runtime.Object, ci *clusterIndex) []runtime.
 	if size == 0 {
 		return out
 	}
-	var buf [8]set
+	var buf [8]*set
 	candidates := buf[:0]
 	filterNamespace := false
 	switch {
@@ -675,7 +654,7 @@ func (q *query) appendMatches(out []runtime.Object, ci *clusterIndex) []runtime.
 		out = slices.Grow(out, size)
 	}
 	for _, s := range candidates {
-		for e := range s {
+		for e := range s.all() {
 			if filterNamespace && e.key.Namespace != q.namespace {
 				continue
 			}

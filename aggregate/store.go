@@ -141,7 +141,7 @@ func (s *ClusterStore) apply(obj runtime.Object, encoded []byte, partial, initia
 	if s.removed {
 		return false, nil, fmt.Errorf("apply %s to %s: %w", key, ix.resource, ErrStoreRemoved)
 	}
-	e := ix.items[key]
+	e := ix.items.get(key)
 	if e != nil && rv != "" && rv == e.resourceVersion() {
 		cur := peek(e)
 		ix.fanOutLocked(pending{ref: objectRef{ix, key}, typ: Updated, obj: cur, old: cur, encoded: encodingOf(e), initialList: initialList}, true)
@@ -180,7 +180,7 @@ func (s *ClusterStore) apply(obj runtime.Object, encoded []byte, partial, initia
 func (s *ClusterStore) peekApply(key Key, rv string) (noOp, indexed bool) {
 	s.ix.lock.RLock()
 	defer s.ix.lock.RUnlock()
-	e := s.ix.items[key]
+	e := s.ix.items.get(key)
 	return rv != "" && e != nil && e.resourceVersion() == rv, len(s.ix.indices) > 0
 }
 
@@ -199,7 +199,7 @@ func (s *ClusterStore) Delete(obj runtime.Object, finalStateUnknown bool) error 
 	if s.removed {
 		return fmt.Errorf("delete %s from %s: %w", key, ix.resource, ErrStoreRemoved)
 	}
-	e := ix.items[key]
+	e := ix.items.get(key)
 	if e == nil {
 		return nil
 	}
@@ -266,8 +266,8 @@ func (s *ClusterStore) ListKeys() []string {
 		return nil
 	}
 	out := make([]string, 0, ci.count)
-	for _, set := range ci.namespaces {
-		for e := range set {
+	for _, objs := range ci.namespaces {
+		for e := range objs.all() {
 			out = append(out, e.key.MetaNamespaceKey())
 		}
 	}
@@ -283,7 +283,7 @@ func (s *ClusterStore) GetByKey(key string) (value any, exists bool, err error) 
 	}
 	s.ix.lock.RLock()
 	var obj runtime.Object
-	if e := s.ix.items[Key{Cluster: s.cluster, Namespace: namespace, Name: name}]; e != nil && !s.removed {
+	if e := s.ix.items.get(Key{Cluster: s.cluster, Namespace: namespace, Name: name}); e != nil && !s.removed {
 		obj = peek(e)
 	}
 	s.ix.lock.RUnlock()
@@ -303,7 +303,7 @@ func (s *ClusterStore) ResourceVersionByKey(key string) (rv string, exists bool)
 	}
 	s.ix.lock.RLock()
 	defer s.ix.lock.RUnlock()
-	if e := s.ix.items[Key{Cluster: s.cluster, Namespace: namespace, Name: name}]; e != nil && !s.removed {
+	if e := s.ix.items.get(Key{Cluster: s.cluster, Namespace: namespace, Name: name}); e != nil && !s.removed {
 		return e.resourceVersion(), true
 	}
 	return "", false
@@ -335,9 +335,9 @@ func (ix *Indexer) removeClusterLocked(cluster string) (waiters []*Registration)
 	}
 	// The cluster's own indices go as a whole; only items and user indices are shared.
 	delete(ix.clusters, cluster)
-	for _, set := range ci.namespaces {
-		for e := range set {
-			delete(ix.items, e.key)
+	for _, s := range ci.namespaces {
+		for e := range s.all() {
+			ix.items.remove(e)
 			cur := peek(e)
 			if len(ix.indices) > 0 {
 				obj := ix.decoded(cur)
