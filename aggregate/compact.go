@@ -17,8 +17,8 @@ import (
 //   - An entry holds an *encodedObject (the encoding and the resourceVersion, which
 //     no-op updates are recognised by) where a plain fleet holds the object, and the
 //     object's labels, which the label index and selectors read without decoding. The
-//     labels are one interned string (compactLabels), shared by the objects that carry
-//     the same labels; the resourceVersion is read in the encoding where the encoding
+//     labels are one string (compactLabels), interned by the indexer for the objects
+//     that carry the same labels; the resourceVersion is read in the encoding where the encoding
 //     spells it. The indexer holds the Codec, once.
 //   - Reads take what they need under the indexer's lock and decode after it, so a
 //     long list does not hold writers back. Single-object reads (Get, a lister's Get)
@@ -173,6 +173,30 @@ func (ix *Indexer) encodeForEntry(obj runtime.Object, rv string, encoded []byte)
 		obj:    &encodedObject{data: encoded, rv: within(encoded, rv)},
 		labels: makeCompactLabels(labelsOf(obj)),
 	}, nil
+}
+
+// internLabelsLocked returns the interned copy of l, which makeCompactLabels made, for an
+// entry that takes it. releaseLabelsLocked lets go of the copy that an entry held.
+func (ix *Indexer) internLabelsLocked(l compactLabels) compactLabels {
+	if l.p == nil {
+		return l
+	}
+	if p := ix.labelSets[l.p.s]; p != nil {
+		p.refs++
+		return compactLabels{p}
+	}
+	l.p.refs = 1
+	ix.labelSets[l.p.s] = l.p
+	return l
+}
+
+func (ix *Indexer) releaseLabelsLocked(l compactLabels) {
+	if l.p == nil {
+		return
+	}
+	if l.p.refs--; l.p.refs == 0 {
+		delete(ix.labelSets, l.p.s)
+	}
 }
 
 // within returns s, sharing the memory of data if data spells it: a string that an

@@ -146,6 +146,9 @@ type Indexer struct {
 	handlers []*Registration
 	// stores are the ClusterStores writing into this indexer, by cluster name.
 	stores map[string]*ClusterStore
+	// labelSets are, in a compact indexer, the labels its entries hold, interned, by
+	// their string (compactLabels).
+	labelSets map[string]*labelSet
 }
 
 func newIndexer(gvr schema.GroupVersionResource, indexers cache.Indexers, codec Codec, hotObjects int) *Indexer {
@@ -161,6 +164,7 @@ func newIndexer(gvr schema.GroupVersionResource, indexers cache.Indexers, codec 
 	}
 	if codec != nil {
 		ix.hot = newHotSet(hotObjects)
+		ix.labelSets = make(map[string]*labelSet)
 	}
 	return ix
 }
@@ -213,6 +217,7 @@ func (ix *Indexer) indexValues(name string, ui *userIndex, obj runtime.Object) [
 // encodeForEntry), obj the object.
 func (ix *Indexer) addLocked(key Key, v version, obj runtime.Object) {
 	e := &entry{key: key}
+	v.labels = ix.internLabelsLocked(v.labels)
 	e.set(v)
 	if ix.codec != nil && obj != nil {
 		ix.hot.keep(e, obj)
@@ -247,6 +252,8 @@ func (ix *Indexer) updateLocked(e *entry, v version, obj runtime.Object) {
 	if len(ix.indices) > 0 {
 		oldObj = ix.decoded(peek(e))
 	}
+	v.labels = ix.internLabelsLocked(v.labels)
+	ix.releaseLabelsLocked(old.labels)
 	e.set(v)
 	if ix.codec != nil && obj != nil {
 		ix.hot.keep(e, obj)
@@ -287,6 +294,7 @@ func (ix *Indexer) updateLocked(e *entry, v version, obj runtime.Object) {
 // removeLocked removes e from the items and every index.
 func (ix *Indexer) removeLocked(e *entry) {
 	ix.items.remove(e)
+	ix.releaseLabelsLocked(e.labels)
 	defer e.hot.Store(nil)
 	ci := ix.clusters[e.key.Cluster]
 	ci.count--

@@ -2,10 +2,9 @@ package aggregate
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"slices"
 	"strings"
-	"unique"
-	"unsafe"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -114,7 +113,7 @@ func eachLabel(l labels.Labels, fn func(key, value string)) {
 func sameLabels(a, b labels.Labels) bool {
 	if a, ok := a.(compactLabels); ok {
 		if b, ok := b.(compactLabels); ok {
-			return a == b
+			return a.String() == b.String()
 		}
 	}
 	if labelCount(a) != labelCount(b) {
@@ -129,46 +128,56 @@ func sameLabels(a, b labels.Labels) bool {
 	return same
 }
 
-// compactLabels are the labels of an object of a compact indexer, in one string interned
-// with package unique: objects that carry the same labels, as the objects of a workload
-// or of a chart do, share one copy, and each holds a pointer to it. The string holds the
+// compactLabels are the labels of an object of a compact indexer, in one string: the
 // labels sorted by key, each key and value preceded by its length as a uvarint, so that
-// any key or value can be held. The zero compactLabels has no labels.
+// any key or value can be held. The indexer interns them (internLabelsLocked): the
+// objects that carry the same labels, as the objects of a workload or of a chart do,
+// share one copy, and each holds a pointer to it. The zero compactLabels has no labels.
 //
 // A labels.Set would take a map per object: about 340 bytes for 3 labels.
-type compactLabels struct{ h unique.Handle[string] }
+type compactLabels struct{ p *labelSet }
+
+// labelSet is the string of compactLabels and, once interned, the number of entries
+// that hold it. The string does not change; refs is guarded by the indexer's lock.
+type labelSet struct {
+	s    string
+	refs int
+}
 
 var _ labels.Labels = compactLabels{}
 
-// makeCompactLabels returns the labels of l, which labelsOf returned.
+// makeCompactLabels returns the labels of l, which labelsOf returned, not interned.
 func makeCompactLabels(l labels.Labels) compactLabels {
 	var buf [16]labelPair
 	pairs := buf[:0]
 	size := 0
 	eachLabel(l, func(k, v string) {
 		pairs = append(pairs, labelPair{k, v})
-		size += len(k) + len(v) + 2*binary.MaxVarintLen64
+		size += uvarintLen(len(k)) + len(k) + uvarintLen(len(v)) + len(v)
 	})
 	if len(pairs) == 0 {
 		return compactLabels{}
 	}
 	slices.SortFunc(pairs, func(a, b labelPair) int { return strings.Compare(a.key, b.key) })
-	b := make([]byte, 0, size)
+	var b strings.Builder
+	b.Grow(size)
+	var n [binary.MaxVarintLen64]byte
 	for _, p := range pairs {
-		b = binary.AppendUvarint(b, uint64(len(p.key)))
-		b = append(b, p.key...)
-		b = binary.AppendUvarint(b, uint64(len(p.value)))
-		b = append(b, p.value...)
+		b.Write(binary.AppendUvarint(n[:0], uint64(len(p.key))))
+		b.WriteString(p.key)
+		b.Write(binary.AppendUvarint(n[:0], uint64(len(p.value))))
+		b.WriteString(p.value)
 	}
-	// unique.Make copies the string when it keeps it, so it may alias b.
-	return compactLabels{unique.Make(unsafe.String(unsafe.SliceData(b), len(b)))}
+	return compactLabels{&labelSet{s: b.String()}}
 }
 
+func uvarintLen(n int) int { return (bits.Len64(uint64(n)|1) + 6) / 7 }
+
 func (c compactLabels) String() string {
-	if c == (compactLabels{}) {
+	if c.p == nil {
 		return ""
 	}
-	return c.h.Value()
+	return c.p.s
 }
 
 // each calls fn for every label, in the order of their keys.

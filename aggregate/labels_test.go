@@ -1,6 +1,7 @@
 package aggregate
 
 import (
+	"encoding/binary"
 	"maps"
 	"slices"
 	"strings"
@@ -28,7 +29,7 @@ func TestCompactLabels(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := makeCompactLabels(tc.set)
-			if len(tc.set) == 0 && c != (compactLabels{}) {
+			if len(tc.set) == 0 && c.p != nil {
 				t.Errorf("no labels made %q, want the zero compactLabels", c.String())
 			}
 			var got []labelPair
@@ -52,7 +53,7 @@ func TestCompactLabels(t *testing.T) {
 					t.Errorf("Has, Get(%q) = %v, %q; want %v, %q", k, c.Has(k), c.Get(k), wok, wv)
 				}
 			}
-			if again := makeCompactLabels(rawLabels(toRaw(tc.set))); again != c {
+			if again := makeCompactLabels(rawLabels(toRaw(tc.set))); again.String() != c.String() || !sameLabels(again, c) {
 				t.Error("equal labels made different compactLabels")
 			}
 			if !sameLabels(c, tc.set) || !sameLabels(tc.set, c) {
@@ -71,6 +72,16 @@ func TestCompactLabels(t *testing.T) {
 	}
 	if sameLabels(makeCompactLabels(labels.Set{"a": "1"}), makeCompactLabels(labels.Set{"a": "2"})) {
 		t.Error("sameLabels: different values found the same")
+	}
+}
+
+// TestUvarintLen: makeCompactLabels allocates its string at the exact size.
+func TestUvarintLen(t *testing.T) {
+	var buf [binary.MaxVarintLen64]byte
+	for _, n := range []int{0, 1, 127, 128, 300, 16383, 16384, 1 << 21, 1<<28 + 5} {
+		if got, want := uvarintLen(n), binary.PutUvarint(buf[:], uint64(n)); got != want {
+			t.Errorf("uvarintLen(%d) = %d, want %d", n, got, want)
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package aggregate_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"runtime"
@@ -42,12 +43,15 @@ import (
 // interned strings) is dropped before the measure: it is the informers', bounded, and not
 // per object. The kinds are the bench ConfigMap (test/bench/load.go configMapApply: 3
 // labels, 2 annotations, 3 data keys, about 1.2 KB of CBOR), 9,000 of them as in make
-// bench's controllers phase, and the realistic pod (aggregatetest.RealisticPod), 3,000.
+// bench's controllers phase; the same with a label of its own on each (no two objects
+// then carry the same labels); and the realistic pod (aggregatetest.RealisticPod),
+// 3,000.
 //
 //	go test -run '^$' -bench HeapPerObject -benchtime 1x ./aggregate/
 func BenchmarkHeapPerObject(b *testing.B) {
 	for _, kind := range []memKind{
 		{name: "ConfigMap", n: 9000, resource: configMaps, json: benchConfigMapJSON},
+		{name: "ConfigMapOwnLabel", n: 9000, resource: configMaps, json: ownLabelConfigMapJSON},
 		{name: "Pod", n: 3000, resource: aggregatetest.Pods, json: realisticPodJSON},
 	} {
 		typed := sync.OnceValues(func() (float64, error) { return heapPerObject(kind, buildTyped) })
@@ -213,6 +217,11 @@ func benchConfigMapJSON(i int) []byte {
 		panic(err)
 	}
 	return data
+}
+
+// ownLabelConfigMapJSON returns benchConfigMapJSON(i) with one more label, its own.
+func ownLabelConfigMapJSON(i int) []byte {
+	return bytes.Replace(benchConfigMapJSON(i), []byte(`"labels":{`), fmt.Appendf(nil, `"labels":{"instance":"cm-%06d",`, i), 1)
 }
 
 // realisticPodJSON returns the JSON of the i-th realistic pod.

@@ -338,6 +338,7 @@ func (ix *Indexer) removeClusterLocked(cluster string) (waiters []*Registration)
 	for _, s := range ci.namespaces {
 		for e := range s.all() {
 			ix.items.remove(e)
+			ix.releaseLabelsLocked(e.labels)
 			cur := peek(e)
 			if len(ix.indices) > 0 {
 				obj := ix.decoded(cur)
