@@ -41,6 +41,8 @@ func (byKey) hash(e *entry) uint64 { return keyHash(e.key) }
 
 var keySeed = maphash.MakeSeed()
 
+// keyHash hashes the three strings of k, each rotated differently, so that keys whose
+// strings trade places do not collide.
 func keyHash(k Key) uint64 {
 	return maphash.String(keySeed, k.Name) ^
 		bits.RotateLeft64(maphash.String(keySeed, k.Namespace), 21) ^

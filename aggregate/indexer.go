@@ -67,8 +67,8 @@ type version struct {
 	labels compactLabels
 }
 
-// set makes v the version of e.
-func (e *entry) set(v version) {
+// hold makes v the version that e holds.
+func (e *entry) hold(v version) {
 	e.version = v
 	if o, ok := v.obj.(*encodedObject); ok {
 		o.key = &e.key
@@ -218,7 +218,7 @@ func (ix *Indexer) indexValues(name string, ui *userIndex, obj runtime.Object) [
 func (ix *Indexer) addLocked(key Key, v version, obj runtime.Object) {
 	e := &entry{key: key}
 	v.labels = ix.internLabelsLocked(v.labels)
-	e.set(v)
+	e.hold(v)
 	if ix.codec != nil && obj != nil {
 		ix.hot.keep(e, obj)
 	}
@@ -254,7 +254,7 @@ func (ix *Indexer) updateLocked(e *entry, v version, obj runtime.Object) {
 	}
 	v.labels = ix.internLabelsLocked(v.labels)
 	ix.releaseLabelsLocked(old.labels)
-	e.set(v)
+	e.hold(v)
 	if ix.codec != nil && obj != nil {
 		ix.hot.keep(e, obj)
 	} else if ix.codec != nil {
