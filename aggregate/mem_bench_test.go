@@ -201,9 +201,9 @@ func benchConfigMapJSON(i int) []byte {
 				APIVersion: "v1",
 				Time:       &created,
 				FieldsType: "FieldsV1",
-				FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:data":{"f:application.properties":{},"f:features.json":{},"f:logging.yaml":{}},` +
+				FieldsV1: metav1.NewFieldsV1(`{"f:data":{"f:application.properties":{},"f:features.json":{},"f:logging.yaml":{}},` +
 					`"f:metadata":{"f:annotations":{"f:meta.helm.sh/release-name":{},"f:meta.helm.sh/release-namespace":{}},` +
-					`"f:labels":{"f:app.kubernetes.io/name":{},"f:app.kubernetes.io/part-of":{},"f:tier":{}}}}`)},
+					`"f:labels":{"f:app.kubernetes.io/name":{},"f:app.kubernetes.io/part-of":{},"f:tier":{}}}}`),
 			}},
 		},
 		Data: map[string]string{
