@@ -45,15 +45,16 @@ type pending struct {
 // In a compact fleet, it decodes the objects that the event carries encoded: event is
 // called by the handler's goroutine, outside the indexer's lock.
 func (p *pending) event() Event {
+	ix := p.ref.ix
 	var oldObject runtime.Object
 	if p.typ == Updated {
-		oldObject = decoded(p.old)
+		oldObject = ix.decoded(p.old)
 	}
 	return Event{
 		Cluster:           p.ref.key.Cluster,
-		Resource:          p.ref.ix.resource,
+		Resource:          ix.resource,
 		Type:              p.typ,
-		Object:            decoded(p.obj),
+		Object:            ix.decoded(p.obj),
 		OldObject:         oldObject,
 		InitialList:       p.initialList,
 		FinalStateUnknown: p.finalStateUnknown,

@@ -1,10 +1,11 @@
 package aggregate
 
 import (
+	"strings"
 	"sync"
+	"unsafe"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2"
@@ -13,8 +14,13 @@ import (
 // A compact Fleet (Options.Codec set) keeps each object as its encoding, a fraction of
 // the memory of its decoded form, and decodes it when it is read:
 //
-//   - An entry holds an *encodedObject (the encoding and the labels, which the label
-//     index and selectors read without decoding) where a plain fleet holds the object.
+//   - An entry holds an *encodedObject (the encoding and the resourceVersion, which
+//     no-op updates are recognised by) where a plain fleet holds the object, and the
+//     object's labels, which the label index and selectors read without decoding. The
+//     labels are one string (compactLabels), interned by the indexer for the objects
+//     that carry the same labels; the resourceVersion shares the encoding's memory
+//     where the encoding spells it. The indexer holds the Codec, once. What an entry
+//     costs beside the encoding is measured by BenchmarkHeapPerObject.
 //   - Reads take what they need under the indexer's lock and decode after it, so a
 //     long list does not hold writers back. Single-object reads (Get, a lister's Get)
 //     keep what they decoded in the indexer's hot set, a ring of HotObjects entries, so
@@ -46,13 +52,15 @@ const DefaultHotObjects = 256
 
 // encodedObject is an object of a compact indexer as its entry holds it. It is a
 // runtime.Object only so that it can take the object's place in entries and pending
-// events; it never leaves the package (see decoded and pending.event). It is immutable.
+// events; it never leaves the package (see decoded and pending.event). It is immutable
+// once its entry holds it.
 type encodedObject struct {
-	codec  Codec
-	data   []byte
-	labels labels.Set
-	// key names the object when it fails to decode.
-	key Key
+	data []byte
+	// rv is the object's resourceVersion, in data if data spells it (see within).
+	rv string
+	// key is the key of the entry that holds it (entry.hold), which names the object
+	// when it fails to decode.
+	key *Key
 }
 
 var _ runtime.Object = (*encodedObject)(nil)
@@ -60,30 +68,31 @@ var _ runtime.Object = (*encodedObject)(nil)
 func (*encodedObject) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
 func (o *encodedObject) DeepCopyObject() runtime.Object { return o }
 
-// decode returns the object. An encoding that fails to decode, which a Codec that holds
-// its contract never makes, is logged, and the object is replaced by its metadata key.
-func (o *encodedObject) decode() runtime.Object {
-	obj, err := o.codec.Decode(o.data)
+// decode returns the object of data, the encoding of the object with key in ix's Codec.
+// An encoding that fails to decode, which a Codec that holds its contract never makes,
+// is logged, and the object is replaced by its metadata key.
+func (ix *Indexer) decode(data []byte, key Key) runtime.Object {
+	obj, err := ix.codec.Decode(data)
 	if err != nil {
-		klog.ErrorS(err, "Decoding a cached object failed; handing out its key only", "cluster", o.key.Cluster, "namespace", o.key.Namespace, "name", o.key.Name)
-		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: o.key.Namespace, Name: o.key.Name}}
+		klog.ErrorS(err, "Decoding a cached object failed; handing out its key only", "cluster", key.Cluster, "namespace", key.Namespace, "name", key.Name)
+		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
 	}
 	return obj
 }
 
 // decoded returns obj, decoded if it is an *encodedObject.
-func decoded(obj runtime.Object) runtime.Object {
+func (ix *Indexer) decoded(obj runtime.Object) runtime.Object {
 	if o, ok := obj.(*encodedObject); ok {
-		return o.decode()
+		return ix.decode(o.data, *o.key)
 	}
 	return obj
 }
 
 // decodeAll replaces the *encodedObjects of objs by their objects, in place.
-func decodeAll(objs []runtime.Object) []runtime.Object {
+func (ix *Indexer) decodeAll(objs []runtime.Object) []runtime.Object {
 	for i, obj := range objs {
 		if o, ok := obj.(*encodedObject); ok {
-			objs[i] = o.decode()
+			objs[i] = ix.decode(o.data, *o.key)
 		}
 	}
 	return objs
@@ -141,29 +150,64 @@ func encodingOf(e *entry) []byte {
 func (ix *Indexer) getDecodedLocked(e *entry) runtime.Object {
 	obj := peek(e)
 	if o, ok := obj.(*encodedObject); ok {
-		obj = o.decode()
+		obj = ix.decode(o.data, e.key)
 		ix.hot.keep(e, obj)
 	}
 	return obj
 }
 
-// encodeForEntry returns what an entry of ix holds for obj: obj itself in a plain
-// indexer, an *encodedObject in a compact one, with encoded as the encoding if it is not
-// nil (the informer's, in the Codec's format).
-func (ix *Indexer) encodeForEntry(key Key, obj runtime.Object, encoded []byte) (runtime.Object, error) {
+// encodeForEntry returns what an entry of ix holds for obj, whose resourceVersion is rv:
+// obj itself in a plain indexer; in a compact one, an *encodedObject, with encoded as
+// the encoding if it is not nil (the informer's, in the Codec's format), and obj's
+// labels. The *encodedObject gets its key from the entry that takes it (entry.hold).
+func (ix *Indexer) encodeForEntry(obj runtime.Object, rv string, encoded []byte) (version, error) {
 	if ix.codec == nil {
-		return obj, nil
+		return version{obj: obj}, nil
 	}
 	if encoded == nil {
 		var err error
 		if encoded, err = ix.codec.Encode(obj); err != nil {
-			return nil, err
+			return version{}, err
 		}
 	}
-	var ls labels.Set
-	if l := labelsOf(obj); labelCount(l) > 0 {
-		ls = make(labels.Set, labelCount(l))
-		eachLabel(l, func(k, v string) { ls[k] = v })
+	return version{
+		obj:    &encodedObject{data: encoded, rv: within(encoded, rv)},
+		labels: makeCompactLabels(labelsOf(obj)),
+	}, nil
+}
+
+// internLabelsLocked returns the interned copy of l, which makeCompactLabels made, for an
+// entry that takes it. releaseLabelsLocked lets go of the copy that an entry held.
+func (ix *Indexer) internLabelsLocked(l compactLabels) compactLabels {
+	if l.p == nil {
+		return l
 	}
-	return &encodedObject{codec: ix.codec, data: encoded, labels: ls, key: key}, nil
+	if p := ix.labelSets[l.p.s]; p != nil {
+		p.refs++
+		return compactLabels{p}
+	}
+	l.p.refs = 1
+	ix.labelSets[l.p.s] = l.p
+	return l
+}
+
+func (ix *Indexer) releaseLabelsLocked(l compactLabels) {
+	if l.p == nil {
+		return
+	}
+	if l.p.refs--; l.p.refs == 0 {
+		delete(ix.labelSets, l.p.s)
+	}
+}
+
+// within returns s, sharing the memory of data if data spells it: a string that an
+// encoding holds costs no allocation of its own. data must not change.
+func within(data []byte, s string) string {
+	if s == "" {
+		return ""
+	}
+	if i := strings.Index(unsafe.String(unsafe.SliceData(data), len(data)), s); i >= 0 {
+		return unsafe.String(&data[i], len(s))
+	}
+	return s
 }

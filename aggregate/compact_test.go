@@ -132,6 +132,24 @@ func TestCompactFleet(t *testing.T) {
 			t.Errorf("the custom index has %d objects on node-0, want 13", len(objs))
 		}
 	})
+	t.Run("no-op updates by resourceVersion", func(t *testing.T) {
+		s := f.ClusterStore("a", aggregatetest.Pods)
+		p := want[aggregate.Key{Cluster: "a", Namespace: "ns-2", Name: "pod-2"}]
+		if rv, ok := s.ResourceVersionByKey("ns-2/pod-2"); !ok || rv != p.GetResourceVersion() {
+			t.Errorf("ResourceVersionByKey = %q, %v; want %q", rv, ok, p.GetResourceVersion())
+		}
+		changed, err := s.ApplyChanged(p.DeepCopy(), false)
+		if err != nil || changed {
+			t.Errorf("applying the same resourceVersion again: changed %v, %v; want a no-op", changed, err)
+		}
+		changed, err = s.ApplyChanged(aggregatetest.WithRV(p, "2000"), false)
+		if err != nil || !changed {
+			t.Errorf("applying a new resourceVersion: changed %v, %v; want a change", changed, err)
+		}
+		if rv, _ := s.ResourceVersionByKey("ns-2/pod-2"); rv != "2000" {
+			t.Errorf("ResourceVersionByKey after the update = %q, want 2000", rv)
+		}
+	})
 }
 
 // TestCompactEventEncoded checks Event.Encoded: in a compact fleet, the encoding the
@@ -187,4 +205,50 @@ func TestCompactEventEncoded(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCompactLabelSets: a compact fleet holds one copy of each set of labels that its
+// objects carry, through adds, updates that change labels or keep them, deletions and
+// the removal of a cluster, and none once the objects are gone; selectors still find
+// the objects by their labels.
+func TestCompactLabelSets(t *testing.T) {
+	f := aggregate.New(aggregate.Options{Codec: persist.Codec{}})
+	ix := f.Indexer(aggregatetest.Pods)
+	a, b := f.ClusterStore("a", aggregatetest.Pods), f.ClusterStore("b", aggregatetest.Pods)
+	pod := func(name, rv string, ls map[string]string) *unstructured.Unstructured {
+		return aggregatetest.Pod("ns", name, rv, ls)
+	}
+	web := map[string]string{"app": "web", "tier": "front"}
+	for i := range 10 {
+		mustApply(t, a, pod(fmt.Sprint("web-", i), "1", web), true)
+		mustApply(t, b, pod(fmt.Sprint("web-", i), "1", web), true)
+		mustApply(t, a, pod(fmt.Sprint("own-", i), "1", map[string]string{"app": "web", "instance": fmt.Sprint(i)}), true)
+	}
+	mustApply(t, a, pod("bare", "1", nil), true)
+	check := func(what string, sets, web int) {
+		t.Helper()
+		if n := aggregate.LabelSets(ix); n != sets {
+			t.Errorf("%s: %d label sets held, want %d", what, n, sets)
+		}
+		if got := len(ix.Select(labels.SelectorFromSet(labels.Set{"tier": "front"}))); got != web {
+			t.Errorf("%s: %d objects with tier=front, want %d", what, got, web)
+		}
+	}
+	check("added", 11, 20)
+
+	mustApply(t, a, pod("web-0", "2", web), false)
+	check("labels kept", 11, 20)
+	mustApply(t, a, pod("own-0", "2", web), false)
+	check("labels changed to a held set", 10, 21)
+	mustApply(t, a, pod("web-1", "2", map[string]string{"app": "web", "tier": "back"}), false)
+	check("labels changed to a new set", 11, 20)
+	mustDelete(t, a, pod("own-1", "2", nil), false)
+	mustDelete(t, a, pod("web-1", "3", nil), false)
+	check("deleted", 9, 20)
+	f.RemoveCluster("b")
+	check("a cluster removed", 9, 10)
+	for _, key := range ix.ListKeys() {
+		mustDelete(t, a, pod(key.Name, "9", nil), false)
+	}
+	check("every object deleted", 0, 0)
 }

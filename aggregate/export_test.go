@@ -46,12 +46,19 @@ func (c *copyCodec) Decode(data []byte) (runtime.Object, error) {
 // Compact reports whether f is a compact fleet.
 func Compact(f *Fleet) bool { return f.codec != nil }
 
+// LabelSets returns the number of label sets that the entries of a compact ix hold.
+func LabelSets(ix *Indexer) int {
+	ix.lock.RLock()
+	defer ix.lock.RUnlock()
+	return len(ix.labelSets)
+}
+
 // HotObjects returns the number of entries of ix that hold a decoded object.
 func HotObjects(ix *Indexer) int {
 	ix.lock.RLock()
 	defer ix.lock.RUnlock()
 	n := 0
-	for _, e := range ix.items {
+	for e := range ix.items.all() {
 		if e.hot.Load() != nil {
 			n++
 		}

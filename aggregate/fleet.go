@@ -263,12 +263,12 @@ func (f *Fleet) subscribeLocked(r *Registration, ix *Indexer) {
 	defer ix.lock.Unlock()
 	r.mu.Lock()
 	if r.cluster == "" {
-		for _, e := range ix.items {
+		for e := range ix.items.all() {
 			r.pushLocked(pending{ref: objectRef{ix, e.key}, typ: Added, obj: peek(e), encoded: encodingOf(e), initialList: true})
 		}
 	} else if ci := ix.clusters[r.cluster]; ci != nil {
 		for _, s := range ci.namespaces {
-			for e := range s {
+			for e := range s.all() {
 				r.pushLocked(pending{ref: objectRef{ix, e.key}, typ: Added, obj: peek(e), encoded: encodingOf(e), initialList: true})
 			}
 		}

@@ -55,32 +55,40 @@ func isBuiltinIndex(name string) bool {
 // index values touches no index.
 type entry struct {
 	key Key
-	// obj is the object, or in a compact indexer its *encodedObject.
-	obj runtime.Object
-	// rv is obj's resourceVersion, kept to recognise no-op updates cheaply.
-	rv string
+	version
 	// hot is, in a compact indexer, the decoded object while e is in the hot set.
 	hot atomic.Pointer[hotObject]
 }
 
-// set is a set of entries: the objects that have one indexed value.
-type set map[*entry]struct{}
-
-func insert[V comparable](m map[V]set, v V, e *entry) {
-	s := m[v]
-	if s == nil {
-		s = make(set)
-		m[v] = s
-	}
-	s[e] = struct{}{}
+// version is what an entry holds of one version of its object: in a plain indexer the
+// object, in a compact one its *encodedObject and its labels (see encodeForEntry).
+type version struct {
+	obj    runtime.Object
+	labels compactLabels
 }
 
-func remove[V comparable](m map[V]set, v V, e *entry) {
-	s := m[v]
-	delete(s, e)
-	if len(s) == 0 {
-		delete(m, v)
+// hold makes v the version that e holds.
+func (e *entry) hold(v version) {
+	e.version = v
+	if o, ok := v.obj.(*encodedObject); ok {
+		o.key = &e.key
 	}
+}
+
+// labelSet returns the labels of v's object, without decoding it.
+func (v version) labelSet() labels.Labels {
+	if _, ok := v.obj.(*encodedObject); ok {
+		return v.labels
+	}
+	return labelsOf(v.obj)
+}
+
+// resourceVersion returns the resourceVersion of v's object, without decoding it.
+func (v version) resourceVersion() string {
+	if o, ok := v.obj.(*encodedObject); ok {
+		return o.rv
+	}
+	return resourceVersionOf(v.obj)
 }
 
 type labelPair struct{ key, value string }
@@ -93,15 +101,15 @@ type clusterIndex struct {
 	count int
 	// namespaces maps a namespace to its objects. Every object of the cluster is in
 	// exactly one of these sets.
-	namespaces map[string]set
+	namespaces map[string]*set
 	// labels maps a label to the objects that carry it.
-	labels map[labelPair]set
+	labels map[labelPair]*set
 }
 
 // userIndex is an index defined by a cache.IndexFunc.
 type userIndex struct {
 	fn     cache.IndexFunc
-	values map[string]set
+	values map[string]*set
 }
 
 // Indexer is the federated, indexed cache of one resource: every object of that resource
@@ -128,7 +136,7 @@ type Indexer struct {
 	// snapshot or as an event.
 	lock sync.RWMutex
 	// items holds every object of this resource.
-	items map[Key]*entry
+	items itemTable
 	// clusters holds the built-in indices, by cluster name. A cluster without objects has
 	// no entry.
 	clusters map[string]*clusterIndex
@@ -138,22 +146,25 @@ type Indexer struct {
 	handlers []*Registration
 	// stores are the ClusterStores writing into this indexer, by cluster name.
 	stores map[string]*ClusterStore
+	// labelSets are, in a compact indexer, the labels its entries hold, interned, by
+	// their string (compactLabels).
+	labelSets map[string]*labelSet
 }
 
 func newIndexer(gvr schema.GroupVersionResource, indexers cache.Indexers, codec Codec, hotObjects int) *Indexer {
 	ix := &Indexer{
 		resource: gvr,
 		codec:    codec,
-		items:    make(map[Key]*entry),
 		clusters: make(map[string]*clusterIndex),
 		indices:  make(map[string]*userIndex, len(indexers)),
 		stores:   make(map[string]*ClusterStore),
 	}
 	for name, fn := range indexers {
-		ix.indices[name] = &userIndex{fn: fn, values: make(map[string]set)}
+		ix.indices[name] = &userIndex{fn: fn, values: make(map[string]*set)}
 	}
 	if codec != nil {
 		ix.hot = newHotSet(hotObjects)
+		ix.labelSets = make(map[string]*labelSet)
 	}
 	return ix
 }
@@ -181,9 +192,9 @@ func (ix *Indexer) AddIndexers(indexers cache.Indexers) error {
 		}
 	}
 	for name, fn := range indexers {
-		ui := &userIndex{fn: fn, values: make(map[string]set)}
-		for _, e := range ix.items {
-			for _, v := range ix.indexValues(name, ui, decoded(peek(e))) {
+		ui := &userIndex{fn: fn, values: make(map[string]*set)}
+		for e := range ix.items.all() {
+			for _, v := range ix.indexValues(name, ui, ix.decoded(peek(e))) {
 				insert(ui.values, v, e)
 			}
 		}
@@ -202,26 +213,28 @@ func (ix *Indexer) indexValues(name string, ui *userIndex, obj runtime.Object) [
 	return values
 }
 
-// addLocked stores a new object under key: stored is what the entry holds (see
+// addLocked stores a new object under key: v is what the entry holds (see
 // encodeForEntry), obj the object.
-func (ix *Indexer) addLocked(key Key, stored, obj runtime.Object, rv string) {
-	e := &entry{key: key, obj: stored, rv: rv}
+func (ix *Indexer) addLocked(key Key, v version, obj runtime.Object) {
+	e := &entry{key: key}
+	v.labels = ix.internLabelsLocked(v.labels)
+	e.hold(v)
 	if ix.codec != nil && obj != nil {
 		ix.hot.keep(e, obj)
 	}
-	ix.items[key] = e
+	ix.items.add(e)
 	ci := ix.clusters[key.Cluster]
 	if ci == nil {
-		ci = &clusterIndex{namespaces: make(map[string]set), labels: make(map[labelPair]set)}
+		ci = &clusterIndex{namespaces: make(map[string]*set), labels: make(map[labelPair]*set)}
 		ix.clusters[key.Cluster] = ci
 	}
 	ci.count++
 	insert(ci.namespaces, key.Namespace, e)
-	eachLabel(labelsOf(stored), func(k, v string) {
+	eachLabel(v.labelSet(), func(k, v string) {
 		insert(ci.labels, labelPair{k, v}, e)
 	})
 	if obj == nil && len(ix.indices) > 0 {
-		obj = decoded(stored)
+		obj = ix.decoded(v.obj)
 	}
 	for name, ui := range ix.indices {
 		for _, v := range ix.indexValues(name, ui, obj) {
@@ -230,16 +243,18 @@ func (ix *Indexer) addLocked(key Key, stored, obj runtime.Object, rv string) {
 	}
 }
 
-// updateLocked replaces the object of e: stored is what the entry holds (see
+// updateLocked replaces the object of e: v is what the entry holds (see
 // encodeForEntry), obj the object. Indices whose values did not change are not touched;
 // the key, hence cluster and namespace, cannot change.
-func (ix *Indexer) updateLocked(e *entry, stored, obj runtime.Object, rv string) {
-	old := e.obj
+func (ix *Indexer) updateLocked(e *entry, v version, obj runtime.Object) {
+	old := e.version
 	var oldObj runtime.Object
 	if len(ix.indices) > 0 {
-		oldObj = decoded(peek(e))
+		oldObj = ix.decoded(peek(e))
 	}
-	e.obj, e.rv = stored, rv
+	v.labels = ix.internLabelsLocked(v.labels)
+	ix.releaseLabelsLocked(old.labels)
+	e.hold(v)
 	if ix.codec != nil && obj != nil {
 		ix.hot.keep(e, obj)
 	} else if ix.codec != nil {
@@ -247,10 +262,10 @@ func (ix *Indexer) updateLocked(e *entry, stored, obj runtime.Object, rv string)
 		e.hot.Store(nil)
 	}
 	if obj == nil && len(ix.indices) > 0 {
-		obj = decoded(stored)
+		obj = ix.decoded(v.obj)
 	}
 	ci := ix.clusters[e.key.Cluster]
-	oldLabels, newLabels := labelsOf(old), labelsOf(stored)
+	oldLabels, newLabels := old.labelSet(), v.labelSet()
 	if !sameLabels(oldLabels, newLabels) {
 		eachLabel(oldLabels, func(k, v string) {
 			if nv, ok := newLabels.Lookup(k); !ok || nv != v {
@@ -278,7 +293,8 @@ func (ix *Indexer) updateLocked(e *entry, stored, obj runtime.Object, rv string)
 
 // removeLocked removes e from the items and every index.
 func (ix *Indexer) removeLocked(e *entry) {
-	delete(ix.items, e.key)
+	ix.items.remove(e)
+	ix.releaseLabelsLocked(e.labels)
 	defer e.hot.Store(nil)
 	ci := ix.clusters[e.key.Cluster]
 	ci.count--
@@ -286,12 +302,12 @@ func (ix *Indexer) removeLocked(e *entry) {
 		delete(ix.clusters, e.key.Cluster)
 	} else {
 		remove(ci.namespaces, e.key.Namespace, e)
-		eachLabel(labelsOf(e.obj), func(k, v string) {
+		eachLabel(e.labelSet(), func(k, v string) {
 			remove(ci.labels, labelPair{k, v}, e)
 		})
 	}
 	if len(ix.indices) > 0 {
-		obj := decoded(peek(e))
+		obj := ix.decoded(peek(e))
 		for _, ui := range ix.indices {
 			values, err := ui.fn(obj)
 			ix.removeFromIndexLocked(ui, e, values, err)
@@ -309,7 +325,7 @@ func (ix *Indexer) removeFromIndexLocked(ui *userIndex, e *entry, values []strin
 		return
 	}
 	for v, s := range ui.values {
-		if _, ok := s[e]; ok {
+		if s.has(e) {
 			remove(ui.values, v, e)
 		}
 	}
@@ -319,7 +335,7 @@ func (ix *Indexer) removeFromIndexLocked(ui *userIndex, e *entry, values []strin
 func (ix *Indexer) Get(key Key) (runtime.Object, bool) {
 	ix.lock.RLock()
 	defer ix.lock.RUnlock()
-	e := ix.items[key]
+	e := ix.items.get(key)
 	if e == nil {
 		return nil, false
 	}
@@ -332,21 +348,21 @@ func (ix *Indexer) Get(key Key) (runtime.Object, bool) {
 // List returns every object.
 func (ix *Indexer) List() []runtime.Object {
 	ix.lock.RLock()
-	out := make([]runtime.Object, 0, len(ix.items))
-	for _, e := range ix.items {
+	out := make([]runtime.Object, 0, ix.items.len())
+	for e := range ix.items.all() {
 		out = append(out, peek(e))
 	}
 	ix.lock.RUnlock()
-	return decodeAll(out)
+	return ix.decodeAll(out)
 }
 
 // ListKeys returns the keys of every object.
 func (ix *Indexer) ListKeys() []Key {
 	ix.lock.RLock()
 	defer ix.lock.RUnlock()
-	out := make([]Key, 0, len(ix.items))
-	for k := range ix.items {
-		out = append(out, k)
+	out := make([]Key, 0, ix.items.len())
+	for e := range ix.items.all() {
+		out = append(out, e.key)
 	}
 	return out
 }
@@ -355,7 +371,7 @@ func (ix *Indexer) ListKeys() []Key {
 func (ix *Indexer) Len() int {
 	ix.lock.RLock()
 	defer ix.lock.RUnlock()
-	return len(ix.items)
+	return ix.items.len()
 }
 
 // ClusterLen returns the number of objects of one cluster.
@@ -375,13 +391,13 @@ func (ix *Indexer) Select(selector labels.Selector) []runtime.Object {
 	ix.lock.RLock()
 	objs := ix.selectLocked("", "", selector)
 	ix.lock.RUnlock()
-	return decodeAll(objs)
+	return ix.decodeAll(objs)
 }
 
 // ByIndex returns the objects whose values for the named index include indexedValue.
 func (ix *Indexer) ByIndex(indexName, indexedValue string) ([]runtime.Object, error) {
 	ix.lock.RLock()
-	var buf [8]set
+	var buf [8]*set
 	sets, err := ix.setsLocked(indexName, indexedValue, buf[:0])
 	if err != nil {
 		ix.lock.RUnlock()
@@ -389,7 +405,7 @@ func (ix *Indexer) ByIndex(indexName, indexedValue string) ([]runtime.Object, er
 	}
 	objs := collect(sets, peek)
 	ix.lock.RUnlock()
-	return decodeAll(objs), nil
+	return ix.decodeAll(objs), nil
 }
 
 // IndexKeys returns the keys of the objects whose values for the named index include
@@ -397,7 +413,7 @@ func (ix *Indexer) ByIndex(indexName, indexedValue string) ([]runtime.Object, er
 func (ix *Indexer) IndexKeys(indexName, indexedValue string) ([]Key, error) {
 	ix.lock.RLock()
 	defer ix.lock.RUnlock()
-	var buf [8]set
+	var buf [8]*set
 	sets, err := ix.setsLocked(indexName, indexedValue, buf[:0])
 	if err != nil {
 		return nil, err
@@ -456,7 +472,7 @@ func (ix *Indexer) IndexValues(indexName string) ([]string, error) {
 
 // setsLocked appends to buf the disjoint sets of objects that have indexedValue in the
 // named index.
-func (ix *Indexer) setsLocked(indexName, indexedValue string, buf []set) ([]set, error) {
+func (ix *Indexer) setsLocked(indexName, indexedValue string, buf []*set) ([]*set, error) {
 	switch indexName {
 	case IndexCluster:
 		if ci := ix.clusters[indexedValue]; ci != nil {
@@ -515,20 +531,20 @@ func parseClusterNamespace(value string) (cluster, namespace string, err error) 
 }
 
 // collect returns f of every entry of sets.
-func collect[T any](sets []set, f func(*entry) T) []T {
+func collect[T any](sets []*set, f func(*entry) T) []T {
 	out := make([]T, 0, setsLen(sets))
 	for _, s := range sets {
-		for e := range s {
+		for e := range s.all() {
 			out = append(out, f(e))
 		}
 	}
 	return out
 }
 
-func setsLen(sets []set) int {
+func setsLen(sets []*set) int {
 	n := 0
 	for _, s := range sets {
-		n += len(s)
+		n += s.len()
 	}
 	return n
 }
@@ -608,13 +624,13 @@ func newQuery(namespace string, selector labels.Selector) (query, bool) {
 func (q *query) appendMatches(out []runtime.Object, ci *clusterIndex) []runtime.Object {
 	size := ci.count
 	if q.namespace != "" {
-		size = len(ci.namespaces[q.namespace])
+		size = ci.namespaces[q.namespace].len()
 	}
 	best := -1
 	for i, r := range q.requirements {
 		n := 0
 		for _, v := range r.values {
-			n += len(ci.labels[labelPair{r.key, v}])
+			n += ci.labels[labelPair{r.key, v}].len()
 		}
 		if n < size {
 			best, size = i, n
@@ -623,7 +639,7 @@ func (q *query) appendMatches(out []runtime.Object, ci *clusterIndex) []runtime.
 	if size == 0 {
 		return out
 	}
-	var buf [8]set
+	var buf [8]*set
 	candidates := buf[:0]
 	filterNamespace := false
 	switch {
@@ -646,11 +662,11 @@ func (q *query) appendMatches(out []runtime.Object, ci *clusterIndex) []runtime.
 		out = slices.Grow(out, size)
 	}
 	for _, s := range candidates {
-		for e := range s {
+		for e := range s.all() {
 			if filterNamespace && e.key.Namespace != q.namespace {
 				continue
 			}
-			if !q.everything && !q.selector.Matches(labelsOf(e.obj)) {
+			if !q.everything && !q.selector.Matches(e.labelSet()) {
 				continue
 			}
 			out = append(out, peek(e))

@@ -61,7 +61,7 @@ func (l *clusterLister) List(selector labels.Selector) ([]runtime.Object, error)
 	l.ix.lock.RLock()
 	objs := l.ix.selectLocked(l.cluster, "", selector)
 	l.ix.lock.RUnlock()
-	return decodeAll(objs), nil
+	return l.ix.decodeAll(objs), nil
 }
 
 func (l *clusterLister) Get(name string) (runtime.Object, error) {
@@ -89,7 +89,7 @@ func (l *namespaceLister) List(selector labels.Selector) ([]runtime.Object, erro
 	l.ix.lock.RLock()
 	objs := l.ix.selectLocked(l.cluster, l.namespace, selector)
 	l.ix.lock.RUnlock()
-	return decodeAll(objs), nil
+	return l.ix.decodeAll(objs), nil
 }
 
 // Get returns the object name in the namespace. As with client-go, whose key would be

@@ -123,9 +123,9 @@ func (s *ClusterStore) apply(obj runtime.Object, encoded []byte, partial, initia
 	ix := s.ix
 	// A compact fleet encodes before taking the write lock, unless the update is a
 	// no-op (a warm start's relist applies every object again).
-	var entryObj runtime.Object
+	var v version
 	if noOp, indexed := s.peekApply(key, rv); ix.codec != nil && !noOp {
-		if entryObj, err = ix.encodeForEntry(key, obj, encoded); err != nil {
+		if v, err = ix.encodeForEntry(obj, rv, encoded); err != nil {
 			return false, nil, fmt.Errorf("apply %s to %s: encoding: %w", key, ix.resource, err)
 		}
 		// User index functions need the object of a partial one: it is decoded here,
@@ -133,7 +133,7 @@ func (s *ClusterStore) apply(obj runtime.Object, encoded []byte, partial, initia
 		// objects they read from entries: decoded here, the objects of a whole list
 		// would wait in their queues, scattered among the encodings that stay.
 		if partial && indexed {
-			obj, partial = decoded(entryObj), false
+			obj, partial = ix.decode(v.obj.(*encodedObject).data, key), false
 		}
 	}
 	ix.lock.Lock()
@@ -141,19 +141,19 @@ func (s *ClusterStore) apply(obj runtime.Object, encoded []byte, partial, initia
 	if s.removed {
 		return false, nil, fmt.Errorf("apply %s to %s: %w", key, ix.resource, ErrStoreRemoved)
 	}
-	e := ix.items[key]
-	if e != nil && rv != "" && rv == e.rv {
+	e := ix.items.get(key)
+	if e != nil && rv != "" && rv == e.resourceVersion() {
 		cur := peek(e)
 		ix.fanOutLocked(pending{ref: objectRef{ix, key}, typ: Updated, obj: cur, old: cur, encoded: encodingOf(e), initialList: initialList}, true)
 		return false, nil, nil
 	}
-	if entryObj == nil {
+	if v.obj == nil {
 		// A plain fleet, or a no-op update that stopped being one since peekApply.
-		if entryObj, err = ix.encodeForEntry(key, obj, encoded); err != nil {
+		if v, err = ix.encodeForEntry(obj, rv, encoded); err != nil {
 			return false, nil, fmt.Errorf("apply %s to %s: encoding: %w", key, ix.resource, err)
 		}
 	}
-	if eo, ok := entryObj.(*encodedObject); ok {
+	if eo, ok := v.obj.(*encodedObject); ok {
 		stored = eo.data
 	}
 	// The object of a partial one is its entry's, decoded where it is needed.
@@ -162,14 +162,14 @@ func (s *ClusterStore) apply(obj runtime.Object, encoded []byte, partial, initia
 	}
 	event := obj
 	if event == nil {
-		event = entryObj
+		event = v.obj
 	}
 	if e == nil {
-		ix.addLocked(key, entryObj, obj, rv)
+		ix.addLocked(key, v, obj)
 		ix.fanOutLocked(pending{ref: objectRef{ix, key}, typ: Added, obj: event, encoded: stored, initialList: initialList}, false)
 	} else {
 		old := peek(e)
-		ix.updateLocked(e, entryObj, obj, rv)
+		ix.updateLocked(e, v, obj)
 		ix.fanOutLocked(pending{ref: objectRef{ix, key}, typ: Updated, obj: event, old: old, encoded: stored, initialList: initialList}, false)
 	}
 	return true, stored, nil
@@ -180,8 +180,8 @@ func (s *ClusterStore) apply(obj runtime.Object, encoded []byte, partial, initia
 func (s *ClusterStore) peekApply(key Key, rv string) (noOp, indexed bool) {
 	s.ix.lock.RLock()
 	defer s.ix.lock.RUnlock()
-	e := s.ix.items[key]
-	return rv != "" && e != nil && e.rv == rv, len(s.ix.indices) > 0
+	e := s.ix.items.get(key)
+	return rv != "" && e != nil && e.resourceVersion() == rv, len(s.ix.indices) > 0
 }
 
 // Delete removes the object with obj's key and delivers Deleted with obj as the last
@@ -199,7 +199,7 @@ func (s *ClusterStore) Delete(obj runtime.Object, finalStateUnknown bool) error 
 	if s.removed {
 		return fmt.Errorf("delete %s from %s: %w", key, ix.resource, ErrStoreRemoved)
 	}
-	e := ix.items[key]
+	e := ix.items.get(key)
 	if e == nil {
 		return nil
 	}
@@ -266,8 +266,8 @@ func (s *ClusterStore) ListKeys() []string {
 		return nil
 	}
 	out := make([]string, 0, ci.count)
-	for _, set := range ci.namespaces {
-		for e := range set {
+	for _, objs := range ci.namespaces {
+		for e := range objs.all() {
 			out = append(out, e.key.MetaNamespaceKey())
 		}
 	}
@@ -283,14 +283,14 @@ func (s *ClusterStore) GetByKey(key string) (value any, exists bool, err error) 
 	}
 	s.ix.lock.RLock()
 	var obj runtime.Object
-	if e := s.ix.items[Key{Cluster: s.cluster, Namespace: namespace, Name: name}]; e != nil && !s.removed {
+	if e := s.ix.items.get(Key{Cluster: s.cluster, Namespace: namespace, Name: name}); e != nil && !s.removed {
 		obj = peek(e)
 	}
 	s.ix.lock.RUnlock()
 	if obj == nil {
 		return nil, false, nil
 	}
-	return decoded(obj), true, nil
+	return s.ix.decoded(obj), true, nil
 }
 
 // ResourceVersionByKey returns the resourceVersion of the object with the given
@@ -303,8 +303,8 @@ func (s *ClusterStore) ResourceVersionByKey(key string) (rv string, exists bool)
 	}
 	s.ix.lock.RLock()
 	defer s.ix.lock.RUnlock()
-	if e := s.ix.items[Key{Cluster: s.cluster, Namespace: namespace, Name: name}]; e != nil && !s.removed {
-		return e.rv, true
+	if e := s.ix.items.get(Key{Cluster: s.cluster, Namespace: namespace, Name: name}); e != nil && !s.removed {
+		return e.resourceVersion(), true
 	}
 	return "", false
 }
@@ -335,12 +335,13 @@ func (ix *Indexer) removeClusterLocked(cluster string) (waiters []*Registration)
 	}
 	// The cluster's own indices go as a whole; only items and user indices are shared.
 	delete(ix.clusters, cluster)
-	for _, set := range ci.namespaces {
-		for e := range set {
-			delete(ix.items, e.key)
+	for _, s := range ci.namespaces {
+		for e := range s.all() {
+			ix.items.remove(e)
+			ix.releaseLabelsLocked(e.labels)
 			cur := peek(e)
 			if len(ix.indices) > 0 {
-				obj := decoded(cur)
+				obj := ix.decoded(cur)
 				for _, ui := range ix.indices {
 					values, err := ui.fn(obj)
 					ix.removeFromIndexLocked(ui, e, values, err)

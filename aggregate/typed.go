@@ -111,7 +111,7 @@ func (l *TypedLister[T]) List(selector labels.Selector) ([]Item[T], error) {
 		}
 	}
 	l.ix.lock.RUnlock()
-	decodeAll(objs)
+	l.ix.decodeAll(objs)
 
 	out := make([]Item[T], len(objs))
 	for i, obj := range objs {
@@ -198,7 +198,7 @@ func (l *TypedLister[T]) list(cluster, namespace string, selector labels.Selecto
 	l.ix.lock.RLock()
 	objs := l.ix.selectLocked(cluster, namespace, selector)
 	l.ix.lock.RUnlock()
-	decodeAll(objs)
+	l.ix.decodeAll(objs)
 	out := make([]*T, len(objs))
 	for i, obj := range objs {
 		t, err := l.convert(obj)

@@ -1,0 +1,123 @@
+package aggregate
+
+import (
+	"encoding/binary"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// TestCompactLabels holds compactLabels to the labels.Set they are made from: the same
+// labels in key order, the same answers to Has, Get, Lookup and selectors, one copy for
+// equal sets.
+func TestCompactLabels(t *testing.T) {
+	long := strings.Repeat("k", 300)
+	for _, tc := range []struct {
+		name string
+		set  labels.Set
+	}{
+		{"none", nil},
+		{"empty", labels.Set{}},
+		{"one", labels.Set{"app": "web"}},
+		{"several", labels.Set{"tier": "backend", "app.kubernetes.io/name": "cart", "app.kubernetes.io/part-of": "shop"}},
+		{"empty value", labels.Set{"canary": "", "app": "x"}},
+		{"any bytes", labels.Set{"a=b,c": "d\x00e", "\xff": "=", "": "empty key"}},
+		{"long", labels.Set{long: long + "v", "z": long}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := makeCompactLabels(tc.set)
+			if len(tc.set) == 0 && c.p != nil {
+				t.Errorf("no labels made %q, want the zero compactLabels", c.String())
+			}
+			var got []labelPair
+			c.each(func(k, v string) { got = append(got, labelPair{k, v}) })
+			var want []labelPair
+			for _, k := range slices.Sorted(maps.Keys(tc.set)) {
+				want = append(want, labelPair{k, tc.set[k]})
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("each: %q, want %q", got, want)
+			}
+			if n := labelCount(c); n != len(tc.set) {
+				t.Errorf("labelCount %d, want %d", n, len(tc.set))
+			}
+			for _, k := range append(slices.Collect(maps.Keys(tc.set)), "absent", "", "zzz", long+"x") {
+				wv, wok := tc.set[k]
+				if v, ok := c.Lookup(k); v != wv || ok != wok {
+					t.Errorf("Lookup(%q) = %q, %v; want %q, %v", k, v, ok, wv, wok)
+				}
+				if c.Has(k) != wok || c.Get(k) != wv {
+					t.Errorf("Has, Get(%q) = %v, %q; want %v, %q", k, c.Has(k), c.Get(k), wok, wv)
+				}
+			}
+			if again := makeCompactLabels(rawLabels(toRaw(tc.set))); again.String() != c.String() || !sameLabels(again, c) {
+				t.Error("equal labels made different compactLabels")
+			}
+			if !sameLabels(c, tc.set) || !sameLabels(tc.set, c) {
+				t.Error("sameLabels: differ from the set they were made from")
+			}
+			for _, sel := range []string{"", "app", "!app", "app=web", "app in (web,x)", "tier notin (backend)", "canary="} {
+				s, err := labels.Parse(sel)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if s.Matches(c) != s.Matches(tc.set) {
+					t.Errorf("selector %q matches %v, the set %v", sel, s.Matches(c), s.Matches(tc.set))
+				}
+			}
+		})
+	}
+	if sameLabels(makeCompactLabels(labels.Set{"a": "1"}), makeCompactLabels(labels.Set{"a": "2"})) {
+		t.Error("sameLabels: different values found the same")
+	}
+}
+
+// TestUvarintLen: makeCompactLabels allocates its string at the exact size.
+func TestUvarintLen(t *testing.T) {
+	var buf [binary.MaxVarintLen64]byte
+	for _, n := range []int{0, 1, 127, 128, 300, 16383, 16384, 1 << 21, 1<<28 + 5} {
+		if got, want := uvarintLen(n), binary.PutUvarint(buf[:], uint64(n)); got != want {
+			t.Errorf("uvarintLen(%d) = %d, want %d", n, got, want)
+		}
+	}
+}
+
+func toRaw(s labels.Set) map[string]any {
+	out := make(map[string]any, len(s))
+	for k, v := range s {
+		out[k] = v
+	}
+	return out
+}
+
+// FuzzCompactLabels: whatever the labels, compactLabels hold exactly them.
+func FuzzCompactLabels(f *testing.F) {
+	f.Add("app", "web", "tier", "backend", "")
+	f.Add("a", "", "", "b", "\x80\x80")
+	f.Fuzz(func(t *testing.T, k1, v1, k2, v2, k3 string) {
+		set := labels.Set{k1: v1, k2: v2, k3: v1 + v2}
+		c := makeCompactLabels(set)
+		n := 0
+		prev := ""
+		c.each(func(k, v string) {
+			if n > 0 && k <= prev {
+				t.Fatalf("keys out of order: %q after %q", k, prev)
+			}
+			if set[k] != v {
+				t.Fatalf("%q=%q, want %q", k, v, set[k])
+			}
+			n, prev = n+1, k
+		})
+		if n != len(set) {
+			t.Fatalf("%d labels, want %d", n, len(set))
+		}
+		for k, v := range set {
+			if got, ok := c.Lookup(k); !ok || got != v {
+				t.Fatalf("Lookup(%q) = %q, %v; want %q", k, got, ok, v)
+			}
+		}
+	})
+}
