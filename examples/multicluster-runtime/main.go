@@ -71,7 +71,7 @@ func run() int {
 	kubeconfigs := flag.String("kubeconfigs", "", "fleetwatch: kubeconfig files or directories, comma-separated; every context is a cluster (default $KUBECONFIG, else ~/.kube/config)")
 	snapshot := flag.String("snapshot", "", "fleetwatch: snapshot file, for warm restarts; empty for none")
 	snapshotInterval := flag.Duration("snapshot-interval", persist.DefaultInterval, "fleetwatch: how often the snapshot is committed")
-	compact := flag.Bool("compact", false, "fleetwatch: keep the fleet's objects in the snapshot's encoding (a compact fleet: Fleet.Codec = persist.Codec{}), decoded when read: about a fifth less heap once warm, a slower warm restart and a higher peak (docs/benchmarks.md)")
+	compact := flag.Bool("compact", false, "fleetwatch: keep the fleet's objects in the snapshot's encoding (a compact fleet: Fleet.Codec = persist.Codec{}), decoded when read: about a third less heap once warm, a slower warm restart and a higher peak (docs/benchmarks.md)")
 	namespace := flag.String("namespace", "default", "kubeconfig: namespace of the kubeconfig Secrets")
 	printRequests := flag.Bool("print-requests", false, "print each request as 'reconcile <cluster> <namespace>/<name>' on stdout")
 	memstatsAfter := flag.Int("memstats-after", 0, "for benchmarks: once this many distinct objects were reconciled, collect garbage and print 'memstats <heap bytes> <RSS bytes>' on stdout")
