@@ -580,8 +580,9 @@ func (pc *peerClient) getJSON(r *http.Request, p peer, path string, v any) error
 // old for it) fails it with its Status: the client watches again, or lists. Clusters
 // that no replica can be asked for are named in a Warning, as in a list. A replica
 // absent from a resumed cursor (it had sent nothing yet) starts its part as a watch
-// from resourceVersion "" does.
-func (s *Server) serveFanOutWatch(w http.ResponseWriter, r *http.Request, p *listParams, peers map[string]*peerPart, missing []string) error {
+// from resourceVersion "" does. A cursor that holds the position of a cluster in the
+// scope in the part of a replica that no longer watches it gets 410 (movedSince).
+func (s *Server) serveFanOutWatch(w http.ResponseWriter, r *http.Request, p *listParams, sc scope, peers map[string]*peerPart, missing []string) error {
 	var from cursor
 	if p.resourceVersion != "" && p.resourceVersion != "0" {
 		c, err := parseCursor(p.resourceVersion)
@@ -590,6 +591,9 @@ func (s *Server) serveFanOutWatch(w http.ResponseWriter, r *http.Request, p *lis
 		}
 		// Handed out by another replica: this one's part is among the peers.
 		from = c.rootedAt(s.opts.Replica)
+		if cl, moved := s.movedSince(from, sc); moved {
+			return expired(fmt.Sprintf("too old resource version: %s moved between replicas since %s; list again", cl, p.resourceVersion))
+		}
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
@@ -716,10 +720,21 @@ func (s *Server) serveFanOutWatch(w http.ResponseWriter, r *http.Request, p *lis
 		merged.peers = map[string]string{}
 	}
 	sentColumns := false
+	// Each part answers for the clusters its replica owned when it started (ownedOnly):
+	// once a cluster of the scope moves, the watch ends, and the client watches again
+	// from its last cursor (which movedSince may refuse, and the client lists).
+	owners := s.owners(sc)
+	moves := time.NewTicker(ownersCheckInterval)
+	defer moves.Stop()
 	for {
 		var l line
 		select {
 		case l = <-lines:
+		case <-moves.C:
+			if !maps.Equal(owners, s.owners(sc)) {
+				return nil
+			}
+			continue
 		case <-ctx.Done():
 			return nil
 		}
@@ -776,6 +791,67 @@ func (s *Server) serveFanOutWatch(w http.ResponseWriter, r *http.Request, p *lis
 			return nil
 		}
 	}
+}
+
+// ownersCheckInterval is how often a fan-out watch looks for clusters that moved.
+const ownersCheckInterval = time.Second
+
+// owners returns the replica that watches each cluster of sc, as this replica sees it:
+// "" for one that none does (moving), s.opts.Replica for its own.
+func (s *Server) owners(sc scope) map[string]string {
+	out := map[string]string{}
+	for _, st := range s.src.Status() {
+		if !sc.includes(st.Name) {
+			continue
+		}
+		switch st.Phase {
+		case aggregate.PhaseMoving:
+			out[st.Name] = ""
+		case aggregate.PhaseRemote:
+			out[st.Name] = "replica " + st.Replica
+		default:
+			out[st.Name] = "replica " + s.opts.Replica
+		}
+	}
+	return out
+}
+
+// movedSince reports a cluster of the request's scope sc whose changes since from
+// cannot be sent in order: a part of from holds its position, but the replica that
+// watches it now (if any) holds none, because the cluster moved there, or is moving, or
+// left the fleet, after that part streamed it. The part of its old owner answers for the
+// clusters that replica owns now only (ownedOnly), so it would not send what the cluster
+// lost in the move, and the new owner's part would replay the cluster's whole history
+// beside it. A watch resumed from such a cursor gets 410 Gone, as one from a cursor too
+// old does, and the client lists again. A part may hold the position of a cluster that
+// its replica no longer watches (its watch cache saw the cluster leave), which matters
+// only when the owner's part has none.
+func (s *Server) movedSince(from cursor, sc scope) (string, bool) {
+	parts := map[string]map[string]position{s.opts.Replica: from.positions}
+	for id, rv := range from.peers {
+		// Checked by parseCursor.
+		c, _ := parseCursor(rv)
+		parts[id] = c.positions
+	}
+	for _, positions := range parts {
+		for cl := range positions {
+			if !sc.includes(cl) {
+				continue
+			}
+			st, ok := s.src.ClusterStatus(cl)
+			if !ok || st.Phase == aggregate.PhaseMoving {
+				return cl, true
+			}
+			owner := s.opts.Replica
+			if st.Phase == aggregate.PhaseRemote {
+				owner = st.Replica
+			}
+			if _, held := parts[owner][cl]; !held {
+				return cl, true
+			}
+		}
+	}
+	return "", false
 }
 
 // deadlineWriter bounds each write of a proxied watch by timeout.

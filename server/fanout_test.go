@@ -417,8 +417,64 @@ func TestFanOutWatchResumesThroughAnyReplica(t *testing.T) {
 	c, _ = parseCursor(last)
 	c.epoch = "restarted"
 	for _, f := range []*fixture{local, peer} {
-		f.get(all+"?watch=true&resourceVersion="+c.String()).status(t, http.StatusGone)
+		f.get(all+"?watch=true&timeoutSeconds=2&resourceVersion="+c.String()).status(t, http.StatusGone)
 	}
+}
+
+// TestFanOutWatchAfterAMove: a cluster that moved from one replica to another since a
+// cursor was handed out cannot be resumed in order (its old owner no longer answers for
+// it, its new owner replays it beside), so the watch gets 410 Gone, through either
+// replica, and the client lists again; a watch open during the move ends, so that its
+// client comes to that; a cursor handed out after the move resumes.
+func TestFanOutWatchAfterAMove(t *testing.T) {
+	local, peer, _ := fanOutPair(t)
+	for _, cl := range []string{prod, staging, edge} {
+		peer.src.setStatus(aggregate.ClusterStatus{Name: cl, Phase: aggregate.PhaseRemote, Replica: "fleetwatch-0", ReplicaAddress: local.http.URL})
+	}
+	all := clusterPath(allClusters) + "/api/v1/pods"
+	var l unstructured.UnstructuredList
+	local.getOK(all, &l)
+	before := l.GetResourceVersion()
+	if c, err := parseCursor(before); err != nil || len(c.positions) == 0 {
+		t.Fatalf("the list's cursor %q holds no position of local's clusters: %+v %v", before, c, err)
+	}
+
+	// A watch open during the move ends once the move is seen: its parts answer for the
+	// clusters their replicas owned when they started.
+	open := local.watch(all + "?watch=true&resourceVersion=" + before)
+	// edge moves from local to peer: local gives it up (its objects leave local's fleet),
+	// peer takes it with what it holds of it.
+	local.src.setStatus(aggregate.ClusterStatus{Name: edge, Phase: aggregate.PhaseRemote, Replica: "fleetwatch-1", ReplicaAddress: peer.http.URL})
+	local.remove(edge, podsGVR, pod("default", "web-3", "301", web))
+	peer.src.setStatus(clusterStatus(edge, aggregate.PhaseSynced, false))
+	local.sync()
+	peer.sync()
+	if !open.ended(3 * ownersCheckInterval) {
+		t.Errorf("the watch open during the move did not end within %v", 3*ownersCheckInterval)
+	}
+	for _, f := range []*fixture{local, peer} {
+		// Bounded, so that a watch served by mistake fails the test rather than hangs it.
+		r := f.get(all + "?watch=true&timeoutSeconds=2&resourceVersion=" + before)
+		r.status(t, http.StatusGone)
+		if !strings.Contains(string(r.body), edge) {
+			t.Errorf("the 410 does not name the cluster that moved: %s", r.body)
+		}
+	}
+
+	// A list after the move hands out a cursor that resumes.
+	local.getOK(all, &l)
+	w := local.watch(all + "?watch=true&resourceVersion=" + l.GetResourceVersion())
+	local.apply(prod, podsGVR, pod("default", "web-11", "111", web))
+	peer.apply(edge, podsGVR, pod("default", "web-12", "312", web))
+	got := map[string]string{}
+	for len(got) < 2 {
+		e := w.nextNot("BOOKMARK")
+		got[e.Object.GetAnnotations()[ClusterAnnotation]+"/"+e.Object.GetName()] = e.Type
+	}
+	if !maps.Equal(got, map[string]string{prod + "/web-11": "ADDED", edge + "/web-12": "ADDED"}) {
+		t.Errorf("after the move: %v", got)
+	}
+	w.stop()
 }
 
 // BenchmarkFanOutList measures the latency that the fan-out adds to a list: each

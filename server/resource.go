@@ -93,7 +93,7 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, rt route,
 	if p.watch {
 		info.verb = "watch"
 		if peers, missing := s.fanOut(r, qr.scope, res); len(peers) > 0 || len(missing) > 0 {
-			return s.serveFanOutWatch(w, r, p, peers, missing)
+			return s.serveFanOutWatch(w, r, p, qr.scope, peers, missing)
 		}
 		return s.serveWatch(w, r, res, qr, p)
 	}
