@@ -723,7 +723,8 @@ func (s *Server) serveFanOutWatch(w http.ResponseWriter, r *http.Request, p *lis
 	// Each part answers for the clusters its replica owned when it started (ownedOnly):
 	// once a cluster of the scope moves, the watch ends, and the client watches again
 	// from its last cursor (which movedSince may refuse, and the client lists).
-	owners := s.owners(sc)
+	gen, all := s.placement.get(s.src)
+	owners := inScope(all, sc)
 	moves := time.NewTicker(ownersCheckInterval)
 	defer moves.Stop()
 	for {
@@ -731,9 +732,14 @@ func (s *Server) serveFanOutWatch(w http.ResponseWriter, r *http.Request, p *lis
 		select {
 		case l = <-lines:
 		case <-moves.C:
-			if !maps.Equal(owners, s.owners(sc)) {
+			g, all := s.placement.get(s.src)
+			if g == gen {
+				continue
+			}
+			if !maps.Equal(owners, inScope(all, sc)) {
 				return nil
 			}
+			gen = g
 			continue
 		case <-ctx.Done():
 			return nil
@@ -796,21 +802,47 @@ func (s *Server) serveFanOutWatch(w http.ResponseWriter, r *http.Request, p *lis
 // ownersCheckInterval is how often a fan-out watch looks for clusters that moved.
 const ownersCheckInterval = time.Second
 
-// owners returns the replica that watches each cluster of sc, as this replica sees it:
-// "" for one that none does (moving), s.opts.Replica for its own.
-func (s *Server) owners(sc scope) map[string]string {
-	out := map[string]string{}
-	for _, st := range s.src.Status() {
-		if !sc.includes(st.Name) {
-			continue
+// placement is who watches each cluster of the fleet, as this replica sees it, read
+// from the Source at most once an ownersCheckInterval for all the fan-out watches, and
+// numbered: gen changes when a cluster changes owner, starts moving, or comes or goes.
+type placement struct {
+	mu     sync.Mutex
+	at     time.Time
+	gen    uint64
+	owners map[string]string
+}
+
+// get returns the placement and its number, read again if it is older than half an
+// ownersCheckInterval. An owner is "" for a cluster that no replica watches (moving),
+// and "replica " followed by the identity of the one that does, this one included
+// (Status of a cluster it watches has no Replica without sharding).
+func (p *placement) get(src Source) (uint64, map[string]string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.owners != nil && time.Since(p.at) < ownersCheckInterval/2 {
+		return p.gen, p.owners
+	}
+	owners := map[string]string{}
+	for _, st := range src.Status() {
+		owners[st.Name] = ""
+		if st.Phase != aggregate.PhaseMoving {
+			owners[st.Name] = "replica " + st.Replica
 		}
-		switch st.Phase {
-		case aggregate.PhaseMoving:
-			out[st.Name] = ""
-		case aggregate.PhaseRemote:
-			out[st.Name] = "replica " + st.Replica
-		default:
-			out[st.Name] = "replica " + s.opts.Replica
+	}
+	if !maps.Equal(owners, p.owners) {
+		p.gen++
+		p.owners = owners
+	}
+	p.at = time.Now()
+	return p.gen, p.owners
+}
+
+// inScope returns the owners of the clusters of sc.
+func inScope(owners map[string]string, sc scope) map[string]string {
+	out := map[string]string{}
+	for cl, o := range owners {
+		if sc.includes(cl) {
+			out[cl] = o
 		}
 	}
 	return out

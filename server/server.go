@@ -339,6 +339,8 @@ type Server struct {
 	// custom resources.
 	openAPI *openAPIProxy
 	crds    *crdColumns
+	// placement is who watches each cluster, as fan-out watches check it.
+	placement placement
 
 	// stopping is closed when the server shuts down, to end watches.
 	stopping chan struct{}
