@@ -582,7 +582,9 @@ func (pc *peerClient) getJSON(r *http.Request, p peer, path string, v any) error
 // absent from a resumed cursor (it had sent nothing yet) starts its part as a watch
 // from resourceVersion "" does. A cursor that holds the position of a cluster in the
 // scope in the part of a replica that no longer watches it gets 410 (movedSince).
-func (s *Server) serveFanOutWatch(w http.ResponseWriter, r *http.Request, p *listParams, sc scope, peers map[string]*peerPart, missing []string) error {
+//
+// placed is the placement read before peers were chosen: a move after it ends the watch.
+func (s *Server) serveFanOutWatch(w http.ResponseWriter, r *http.Request, p *listParams, sc scope, placed placedAs, peers map[string]*peerPart, missing []string) error {
 	var from cursor
 	if p.resourceVersion != "" && p.resourceVersion != "0" {
 		c, err := parseCursor(p.resourceVersion)
@@ -723,8 +725,7 @@ func (s *Server) serveFanOutWatch(w http.ResponseWriter, r *http.Request, p *lis
 	// Each part answers for the clusters its replica owned when it started (ownedOnly):
 	// once a cluster of the scope moves, the watch ends, and the client watches again
 	// from its last cursor (which movedSince may refuse, and the client lists).
-	gen, all := s.placement.get(s.src)
-	owners := inScope(all, sc)
+	gen, owners := placed.gen, inScope(placed.owners, sc)
 	moves := time.NewTicker(ownersCheckInterval)
 	defer moves.Stop()
 	for {
@@ -835,6 +836,12 @@ func (p *placement) get(src Source) (uint64, map[string]string) {
 	}
 	p.at = time.Now()
 	return p.gen, p.owners
+}
+
+// placedAs is a placement as placement.get returned it.
+type placedAs struct {
+	gen    uint64
+	owners map[string]string
 }
 
 // inScope returns the owners of the clusters of sc.
