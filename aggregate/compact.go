@@ -3,7 +3,6 @@ package aggregate
 import (
 	"strings"
 	"sync"
-	"unsafe"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -18,8 +17,7 @@ import (
 //     no-op updates are recognised by) where a plain fleet holds the object, and the
 //     object's labels, which the label index and selectors read without decoding. The
 //     labels are one string (compactLabels), interned by the indexer for the objects
-//     that carry the same labels; the resourceVersion shares the encoding's memory
-//     where the encoding spells it. The indexer holds the Codec, once. What an entry
+//     that carry the same labels. The indexer holds the Codec, once. What an entry
 //     costs beside the encoding is measured by BenchmarkHeapPerObject.
 //   - Reads take what they need under the indexer's lock and decode after it, so a
 //     long list does not hold writers back. Single-object reads (Get, a lister's Get)
@@ -56,7 +54,8 @@ const DefaultHotObjects = 256
 // once its entry holds it.
 type encodedObject struct {
 	data []byte
-	// rv is the object's resourceVersion, in data if data spells it (see within).
+	// rv is the object's resourceVersion, a copy of its own, so that it keeps nothing
+	// else alive.
 	rv string
 	// key is the key of the entry that holds it (entry.hold), which names the object
 	// when it fails to decode.
@@ -171,7 +170,7 @@ func (ix *Indexer) encodeForEntry(obj runtime.Object, rv string, encoded []byte)
 		}
 	}
 	return version{
-		obj:    &encodedObject{data: encoded, rv: within(encoded, rv)},
+		obj:    &encodedObject{data: encoded, rv: strings.Clone(rv)},
 		labels: makeCompactLabels(labelsOf(obj)),
 	}, nil
 }
@@ -198,16 +197,4 @@ func (ix *Indexer) releaseLabelsLocked(l compactLabels) {
 	if l.p.refs--; l.p.refs == 0 {
 		delete(ix.labelSets, l.p.s)
 	}
-}
-
-// within returns s, sharing the memory of data if data spells it: a string that an
-// encoding holds costs no allocation of its own. data must not change.
-func within(data []byte, s string) string {
-	if s == "" {
-		return ""
-	}
-	if i := strings.Index(unsafe.String(unsafe.SliceData(data), len(data)), s); i >= 0 {
-		return unsafe.String(&data[i], len(s))
-	}
-	return s
 }

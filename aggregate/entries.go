@@ -4,7 +4,6 @@ import (
 	"hash/maphash"
 	"iter"
 	"math/bits"
-	"unsafe"
 )
 
 // entryTable is a set of entries in a table of pointers, 8 bytes a slot, where a Go map
@@ -26,13 +25,11 @@ type entryTable[H entryHasher] struct {
 // entry is in a table.
 type entryHasher interface{ hash(e *entry) uint64 }
 
-// byAddress hashes an entry by its address: index sets hold entries, not keys. The Go
-// runtime does not move heap objects.
+// byAddress hashes an entry by its address (a pointer is comparable, and maphash hashes
+// it as a map would): index sets hold entries, not keys.
 type byAddress struct{}
 
-func (byAddress) hash(e *entry) uint64 {
-	return uint64(uintptr(unsafe.Pointer(e))) * 0x9e3779b97f4a7c15
-}
+func (byAddress) hash(e *entry) uint64 { return maphash.Comparable(keySeed, e) }
 
 // byKey hashes an entry by its key: the items of an indexer are found by key.
 type byKey struct{}

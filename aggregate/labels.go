@@ -2,6 +2,7 @@ package aggregate
 
 import (
 	"encoding/binary"
+	"iter"
 	"math/bits"
 	"slices"
 	"strings"
@@ -86,7 +87,9 @@ func labelCount(l labels.Labels) int {
 		return len(l)
 	case compactLabels:
 		n := 0
-		l.each(func(string, string) { n++ })
+		for range l.all() {
+			n++
+		}
 		return n
 	}
 	return 0
@@ -105,7 +108,9 @@ func eachLabel(l labels.Labels, fn func(key, value string)) {
 			fn(k, v)
 		}
 	case compactLabels:
-		l.each(fn)
+		for k, v := range l.all() {
+			fn(k, v)
+		}
 	}
 }
 
@@ -180,14 +185,18 @@ func (c compactLabels) String() string {
 	return c.p.s
 }
 
-// each calls fn for every label, in the order of their keys.
-func (c compactLabels) each(fn func(key, value string)) {
-	s := c.String()
-	for len(s) > 0 {
-		var k, v string
-		k, s = cutField(s)
-		v, s = cutField(s)
-		fn(k, v)
+// all yields every label, in the order of their keys.
+func (c compactLabels) all() iter.Seq2[string, string] {
+	return func(yield func(key, value string) bool) {
+		s := c.String()
+		for len(s) > 0 {
+			var k, v string
+			k, s = cutField(s)
+			v, s = cutField(s)
+			if !yield(k, v) {
+				return
+			}
+		}
 	}
 }
 
@@ -205,11 +214,7 @@ func cutField(s string) (field, rest string) {
 }
 
 func (c compactLabels) Lookup(key string) (string, bool) {
-	s := c.String()
-	for len(s) > 0 {
-		var k, v string
-		k, s = cutField(s)
-		v, s = cutField(s)
+	for k, v := range c.all() {
 		switch strings.Compare(k, key) {
 		case 0:
 			return v, true

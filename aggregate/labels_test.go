@@ -33,7 +33,9 @@ func TestCompactLabels(t *testing.T) {
 				t.Errorf("no labels made %q, want the zero compactLabels", c.String())
 			}
 			var got []labelPair
-			c.each(func(k, v string) { got = append(got, labelPair{k, v}) })
+			for k, v := range c.all() {
+				got = append(got, labelPair{k, v})
+			}
 			var want []labelPair
 			for _, k := range slices.Sorted(maps.Keys(tc.set)) {
 				want = append(want, labelPair{k, tc.set[k]})
@@ -102,7 +104,7 @@ func FuzzCompactLabels(f *testing.F) {
 		c := makeCompactLabels(set)
 		n := 0
 		prev := ""
-		c.each(func(k, v string) {
+		for k, v := range c.all() {
 			if n > 0 && k <= prev {
 				t.Fatalf("keys out of order: %q after %q", k, prev)
 			}
@@ -110,7 +112,7 @@ func FuzzCompactLabels(f *testing.F) {
 				t.Fatalf("%q=%q, want %q", k, v, set[k])
 			}
 			n, prev = n+1, k
-		})
+		}
 		if n != len(set) {
 			t.Fatalf("%d labels, want %d", n, len(set))
 		}
