@@ -179,7 +179,7 @@ func (s *Server) proxyRemote(w http.ResponseWriter, r *http.Request, name string
 // (a search) is every resource. It returns nothing for a request that another replica
 // forwarded, or for a fleet that is not sharded.
 func (s *Server) fanOut(r *http.Request, sc scope, res *apiResource) (peers map[string]*peerPart, missing []string) {
-	if forwarded(r) || !sc.all() {
+	if !mayFanOut(r, sc) {
 		return nil, nil
 	}
 	for _, st := range s.src.Status() {
@@ -206,6 +206,10 @@ func (s *Server) fanOut(r *http.Request, sc scope, res *apiResource) (peers map[
 	}
 	return peers, missing
 }
+
+// mayFanOut reports whether a request in scope sc may be answered with other replicas'
+// parts: one of every cluster that no replica forwarded.
+func mayFanOut(r *http.Request, sc scope) bool { return !forwarded(r) && sc.all() }
 
 // peerPart is what one other replica returns of a list.
 type peerPart struct {
@@ -593,7 +597,7 @@ func (s *Server) serveFanOutWatch(w http.ResponseWriter, r *http.Request, p *lis
 		}
 		// Handed out by another replica: this one's part is among the peers.
 		from = c.rootedAt(s.opts.Replica)
-		if cl, moved := s.movedSince(from, sc); moved {
+		if cl, moved := movedSince(from, s.opts.Replica, sc, placed.owners); moved {
 			return expired(fmt.Sprintf("too old resource version: %s moved between replicas since %s; list again", cl, p.resourceVersion))
 		}
 	}
@@ -733,14 +737,14 @@ func (s *Server) serveFanOutWatch(w http.ResponseWriter, r *http.Request, p *lis
 		select {
 		case l = <-lines:
 		case <-moves.C:
-			g, all := s.placement.get(s.src)
-			if g == gen {
+			now := s.placed(false)
+			if now.gen == gen {
 				continue
 			}
-			if !maps.Equal(owners, inScope(all, sc)) {
+			if !maps.Equal(owners, inScope(now.owners, sc)) {
 				return nil
 			}
-			gen = g
+			gen = now.gen
 			continue
 		case <-ctx.Done():
 			return nil
@@ -803,50 +807,65 @@ func (s *Server) serveFanOutWatch(w http.ResponseWriter, r *http.Request, p *lis
 // ownersCheckInterval is how often a fan-out watch looks for clusters that moved.
 const ownersCheckInterval = time.Second
 
-// placement is who watches each cluster of the fleet, as this replica sees it, read
-// from the Source at most once an ownersCheckInterval for all the fan-out watches, and
-// numbered: gen changes when a cluster changes owner, starts moving, or comes or goes.
+// owner is who watches a cluster, as this replica sees it: a replica, this one included
+// (Options.Replica), or none while the cluster moves.
+type owner struct {
+	replica string
+	moving  bool
+}
+
+// ownerOf returns the owner of the cluster of st.
+func (s *Server) ownerOf(st aggregate.ClusterStatus) owner {
+	switch st.Phase {
+	case aggregate.PhaseMoving:
+		return owner{moving: true}
+	case aggregate.PhaseRemote:
+		return owner{replica: st.Replica}
+	}
+	return owner{replica: s.opts.Replica}
+}
+
+// placement is the owner of each cluster of the fleet, read from the Source at most
+// once half an ownersCheckInterval for all the fan-out watches, and numbered: gen
+// changes when a cluster changes owner, starts moving, or comes or goes.
 type placement struct {
 	mu     sync.Mutex
 	at     time.Time
 	gen    uint64
-	owners map[string]string
+	owners map[string]owner
 }
 
-// get returns the placement and its number, read again if it is older than half an
-// ownersCheckInterval. An owner is "" for a cluster that no replica watches (moving),
-// and "replica " followed by the identity of the one that does, this one included
-// (Status of a cluster it watches has no Replica without sharding).
-func (p *placement) get(src Source) (uint64, map[string]string) {
+// placedAs is a placement as placed returned it.
+type placedAs struct {
+	gen    uint64
+	owners map[string]owner
+}
+
+// placed returns the placement, read again if fresh is set or it is older than half an
+// ownersCheckInterval. A watch that starts reads it fresh (as fanOut reads the
+// statuses), and its checks every ownersCheckInterval take what another read.
+func (s *Server) placed(fresh bool) placedAs {
+	p := &s.placement
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.owners != nil && time.Since(p.at) < ownersCheckInterval/2 {
-		return p.gen, p.owners
+	if !fresh && p.owners != nil && time.Since(p.at) < ownersCheckInterval/2 {
+		return placedAs{p.gen, p.owners}
 	}
-	owners := map[string]string{}
-	for _, st := range src.Status() {
-		owners[st.Name] = ""
-		if st.Phase != aggregate.PhaseMoving {
-			owners[st.Name] = "replica " + st.Replica
-		}
+	owners := map[string]owner{}
+	for _, st := range s.src.Status() {
+		owners[st.Name] = s.ownerOf(st)
 	}
 	if !maps.Equal(owners, p.owners) {
 		p.gen++
 		p.owners = owners
 	}
 	p.at = time.Now()
-	return p.gen, p.owners
-}
-
-// placedAs is a placement as placement.get returned it.
-type placedAs struct {
-	gen    uint64
-	owners map[string]string
+	return placedAs{p.gen, p.owners}
 }
 
 // inScope returns the owners of the clusters of sc.
-func inScope(owners map[string]string, sc scope) map[string]string {
-	out := map[string]string{}
+func inScope(owners map[string]owner, sc scope) map[string]owner {
+	out := map[string]owner{}
 	for cl, o := range owners {
 		if sc.includes(cl) {
 			out[cl] = o
@@ -857,16 +876,16 @@ func inScope(owners map[string]string, sc scope) map[string]string {
 
 // movedSince reports a cluster of the request's scope sc whose changes since from
 // cannot be sent in order: a part of from holds its position, but the replica that
-// watches it now (if any) holds none, because the cluster moved there, or is moving, or
-// left the fleet, after that part streamed it. The part of its old owner answers for the
-// clusters that replica owns now only (ownedOnly), so it would not send what the cluster
-// lost in the move, and the new owner's part would replay the cluster's whole history
-// beside it. A watch resumed from such a cursor gets 410 Gone, as one from a cursor too
-// old does, and the client lists again. A part may hold the position of a cluster that
-// its replica no longer watches (its watch cache saw the cluster leave), which matters
-// only when the owner's part has none.
-func (s *Server) movedSince(from cursor, sc scope) (string, bool) {
-	parts := map[string]map[string]position{s.opts.Replica: from.positions}
+// watches it now (owners, if any) holds none, because the cluster moved there, or is
+// moving, or left the fleet, after that part streamed it. The part of its old owner
+// answers for the clusters that replica owns now only (ownedOnly), so it would not send
+// what the cluster lost in the move, and the new owner's part would replay the
+// cluster's whole history beside it. A watch resumed from such a cursor gets 410 Gone,
+// as one from a cursor too old does, and the client lists again. A part may hold the
+// position of a cluster that its replica no longer watches (its watch cache saw the
+// cluster leave), which matters only when the owner's part has none.
+func movedSince(from cursor, self string, sc scope, owners map[string]owner) (string, bool) {
+	parts := map[string]map[string]position{self: from.positions}
 	for id, rv := range from.peers {
 		// Checked by parseCursor.
 		c, _ := parseCursor(rv)
@@ -877,15 +896,11 @@ func (s *Server) movedSince(from cursor, sc scope) (string, bool) {
 			if !sc.includes(cl) {
 				continue
 			}
-			st, ok := s.src.ClusterStatus(cl)
-			if !ok || st.Phase == aggregate.PhaseMoving {
+			o, ok := owners[cl]
+			if !ok || o.moving {
 				return cl, true
 			}
-			owner := s.opts.Replica
-			if st.Phase == aggregate.PhaseRemote {
-				owner = st.Replica
-			}
-			if _, held := parts[owner][cl]; !held {
+			if _, held := parts[o.replica][cl]; !held {
 				return cl, true
 			}
 		}

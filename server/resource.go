@@ -93,9 +93,12 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, rt route,
 	if p.watch {
 		info.verb = "watch"
 		// Read before the parts are chosen, so that a move after it ends the watch.
-		gen, placed := s.placement.get(s.src)
+		var placed placedAs
+		if mayFanOut(r, qr.scope) {
+			placed = s.placed(true)
+		}
 		if peers, missing := s.fanOut(r, qr.scope, res); len(peers) > 0 || len(missing) > 0 {
-			return s.serveFanOutWatch(w, r, p, qr.scope, placedAs{gen, placed}, peers, missing)
+			return s.serveFanOutWatch(w, r, p, qr.scope, placed, peers, missing)
 		}
 		return s.serveWatch(w, r, res, qr, p)
 	}
