@@ -201,8 +201,14 @@ func newListWatch(dyn dynamic.Interface, md metadata.Interface, m Mapping, r Res
 		if m.Namespaced {
 			c = dyn.Resource(m.Resource).Namespace(namespace)
 		}
-		lw.list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return c.List(ctx, o) }
-		lw.watch = c.Watch
+		// In protobuf where the server has it and wire can transcode it: the server
+		// spends a fraction of the CPU that JSON costs it.
+		lw.list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return c.List(wire.WithProtobuf(ctx, m.Kind), o)
+		}
+		lw.watch = func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return c.Watch(wire.WithProtobuf(ctx, m.Kind), o)
+		}
 	}
 	return lw
 }

@@ -35,7 +35,9 @@ func NewPartialDynamicClients(cfg *rest.Config, n int) (drop, keep dynamic.Inter
 func newDynamicClients(cfg *rest.Config, n int, encode, partial bool) (drop, keep dynamic.Interface, err error) {
 	// From the dynamic client's config, as dynamic.NewForConfig does: its transport sets
 	// the default user agent.
-	h, err := rest.HTTPClientFor(dynamic.ConfigFor(cfg))
+	config := dynamic.ConfigFor(cfg)
+	config.Wrap(func(rt http.RoundTripper) http.RoundTripper { return acceptTransport{base: rt} })
+	h, err := rest.HTTPClientFor(config)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -86,7 +88,9 @@ func newNegotiatedSerializer(base runtime.NegotiatedSerializer, pool decoderPool
 	mediaTypes := slices.Clone(base.SupportedMediaTypes())
 	for i, info := range mediaTypes {
 		if info.MediaType == runtime.ContentTypeJSON {
-			mediaTypes[i].Serializer = &unstructuredJSON{Serializer: info.Serializer, pool: pool, dropManagedFields: dropManagedFields, encode: encode, partial: partial}
+			json := &unstructuredJSON{Serializer: info.Serializer, pool: pool, dropManagedFields: dropManagedFields, encode: encode, partial: partial}
+			mediaTypes[i].Serializer = json
+			mediaTypes = append(mediaTypes, protobufMediaType(json))
 			if stream := info.StreamSerializer; stream != nil {
 				mediaTypes[i].StreamSerializer = &runtime.StreamSerializerInfo{
 					EncodesAsText: stream.EncodesAsText,

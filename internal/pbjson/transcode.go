@@ -1,0 +1,816 @@
+package pbjson
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// ErrUnsupported is returned for protobuf that this package cannot write as the JSON
+// that the kube-apiserver would have sent: a kind it has no schema for, a field it does
+// not know (a newer server), or a value that encoding/json would not write as such. The
+// caller asks for JSON instead.
+var ErrUnsupported = errors.New("pbjson: cannot transcode")
+
+// ErrInvalid is returned for input that is not well-formed protobuf of its kind.
+var ErrInvalid = errors.New("pbjson: invalid protobuf")
+
+// protobufPrefix starts every object that a kube-apiserver encodes in protobuf, before
+// the runtime.Unknown envelope that holds it.
+var protobufPrefix = []byte{0x6b, 0x38, 0x73, 0x00}
+
+// Envelope returns the kind and the raw protobuf of the object in data, the protobuf
+// encoding of an object as a kube-apiserver sends it: the magic prefix, then a
+// runtime.Unknown of the object's apiVersion and kind and the object's message.
+// contentEncoding and contentType must be empty. raw is a slice of data.
+func Envelope(data []byte) (gvk schema.GroupVersionKind, raw []byte, err error) {
+	if len(data) < len(protobufPrefix) || string(data[:len(protobufPrefix)]) != string(protobufPrefix) {
+		return gvk, nil, fmt.Errorf("%w: no protobuf prefix", ErrInvalid)
+	}
+	var apiVersion, kind []byte
+	r := reader{b: data[len(protobufPrefix):]}
+	for !r.done() {
+		num, wt := r.tag()
+		switch {
+		case num == 1 && wt == wireBytes: // typeMeta
+			tm := reader{b: r.bytes()}
+			for !tm.done() {
+				n, w := tm.tag()
+				switch {
+				case n == 1 && w == wireBytes:
+					apiVersion = tm.bytes()
+				case n == 2 && w == wireBytes:
+					kind = tm.bytes()
+				default:
+					tm.skip(w)
+				}
+			}
+			if tm.err != nil {
+				r.err = tm.err
+			}
+		case num == 2 && wt == wireBytes:
+			raw = r.bytes()
+		case (num == 3 || num == 4) && wt == wireBytes:
+			if len(r.bytes()) > 0 {
+				return gvk, nil, fmt.Errorf("%w: content encoding or type in the envelope", ErrUnsupported)
+			}
+		default:
+			r.skip(wt)
+		}
+	}
+	if r.err != nil {
+		return gvk, nil, r.err
+	}
+	gv, err := schema.ParseGroupVersion(string(apiVersion))
+	if err != nil || len(kind) == 0 {
+		return gvk, nil, fmt.Errorf("%w: envelope without a kind", ErrInvalid)
+	}
+	return gv.WithKind(string(kind)), raw, nil
+}
+
+// Options change what a Transcoder writes.
+type Options struct {
+	// DropManagedFields leaves metadata.managedFields out, for a reader that would drop
+	// it.
+	DropManagedFields bool
+}
+
+// Transcoder writes kube-apiserver protobuf as the JSON the server would have sent for
+// the same object. It keeps buffers between calls; it is not safe for concurrent use.
+type Transcoder struct {
+	Options
+	out []byte
+	// occ is a stack of the occurrences of the fields of the messages being written.
+	occ []occurrence
+	// raw holds a raw extension while it is compacted.
+	raw bytes.Buffer
+}
+
+// occurrence is one field of a message as read: its value is b[start:end] of the
+// message, or v for a varint or a fixed-size value.
+type occurrence struct {
+	order      int32
+	start, end int32
+	v          uint64
+	// packed: b[start:end] holds values of a repeated scalar field.
+	packed bool
+}
+
+// Object returns the JSON of the object whose envelope is data (see Envelope), of kind
+// gvk and message raw, as the kube-apiserver would have written it, kind and apiVersion
+// first, then the fields in their order in the Go type. The result is valid until the next call.
+func (t *Transcoder) Object(gvk schema.GroupVersionKind, raw []byte) (out []byte, err error) {
+	m := schemaOf(gvk)
+	if m == nil {
+		return nil, fmt.Errorf("%w: kind %v", ErrUnsupported, gvk)
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = nil, fmt.Errorf("%w: %v", ErrInvalid, r)
+		}
+		t.occ = t.occ[:0]
+		if cap(t.out) > 4<<20 {
+			t.out = nil
+		}
+	}()
+	t.out = append(t.out[:0], `{"kind":`...)
+	t.out = appendString(t.out, gvk.Kind)
+	t.out = append(t.out, `,"apiVersion":`...)
+	t.out = appendString(t.out, gvk.GroupVersion().String())
+	if _, err := t.fields(raw, m, true); err != nil {
+		return nil, err
+	}
+	t.out = append(t.out, '}')
+	return t.out, nil
+}
+
+// message writes the message b as a JSON object.
+func (t *Transcoder) message(b []byte, m *message) error {
+	t.out = append(t.out, '{')
+	if _, err := t.fields(b, m, false); err != nil {
+		return err
+	}
+	t.out = append(t.out, '}')
+	return nil
+}
+
+// fields writes the members of the message b, each after a comma if more is set or it is
+// not the first, and reports whether it wrote any.
+func (t *Transcoder) fields(b []byte, m *message, more bool) (bool, error) {
+	if len(b) > math.MaxInt32 {
+		return false, fmt.Errorf("%w: message of %d bytes", ErrUnsupported, len(b))
+	}
+	base := len(t.occ)
+	defer func() { t.occ = t.occ[:base] }()
+	r := reader{b: b}
+	sorted := true
+	for !r.done() {
+		num, wt := r.tag()
+		if r.err != nil {
+			return false, r.err
+		}
+		f := m.field(num)
+		if f == nil {
+			return false, fmt.Errorf("%w: unknown field %d", ErrUnsupported, num)
+		}
+		o := occurrence{order: int32(f.order)}
+		want := f.kind.wireType()
+		if f.isMap {
+			want = wireBytes
+		}
+		switch {
+		case wt == want:
+		case wt == wireBytes && f.repeated && want != wireBytes:
+			// Packed.
+		default:
+			return false, fmt.Errorf("%w: field %d of wire type %d", ErrInvalid, num, wt)
+		}
+		switch wt {
+		case wireVarint:
+			o.v = r.varint()
+		case wireFixed64:
+			o.v = r.fixed(8)
+		case wireFixed32:
+			o.v = r.fixed(4)
+		default:
+			v := r.bytes()
+			o.start, o.end = int32(r.pos-len(v)), int32(r.pos)
+			o.packed = want != wireBytes
+		}
+		if r.err != nil {
+			return false, r.err
+		}
+		if n := len(t.occ); n > base && t.occ[n-1].order > o.order {
+			sorted = false
+		}
+		t.occ = append(t.occ, o)
+	}
+	occ := t.occ[base:]
+	if !sorted {
+		slices.SortStableFunc(occ, func(a, b occurrence) int { return int(a.order - b.order) })
+	}
+	wrote := false
+	for _, f := range m.fields {
+		n := 0
+		for n < len(occ) && occ[n].order == int32(f.order) {
+			n++
+		}
+		of := occ[:n]
+		occ = occ[n:]
+		if f.inline {
+			var sub []byte
+			switch len(of) {
+			case 0:
+			case 1:
+				sub = b[of[0].start:of[0].end]
+			default:
+				return false, fmt.Errorf("%w: an embedded message twice", ErrUnsupported)
+			}
+			w, err := t.fields(sub, f.msg, more || wrote)
+			if err != nil {
+				return false, err
+			}
+			wrote = wrote || w
+			continue
+		}
+		if t.DropManagedFields && f.key == `"managedFields":` {
+			continue
+		}
+		mark := len(t.out)
+		if more || wrote {
+			t.out = append(t.out, ',')
+		}
+		t.out = append(t.out, f.key...)
+		ok, err := t.field(b, f, of)
+		if err != nil {
+			return false, err
+		}
+		if !ok {
+			t.out = t.out[:mark]
+			continue
+		}
+		wrote = true
+	}
+	return wrote, nil
+}
+
+// field writes the value of f from its occurrences in the message b, and reports false
+// if encoding/json would leave the member out.
+func (t *Transcoder) field(b []byte, f *field, of []occurrence) (bool, error) {
+	switch {
+	case f.repeated:
+		if len(of) == 0 {
+			return t.null(f)
+		}
+		mark := len(t.out)
+		t.out = append(t.out, '[')
+		first := true
+		for _, o := range of {
+			if o.packed {
+				// Packed.
+				r := reader{b: b[o.start:o.end]}
+				for !r.done() {
+					var v uint64
+					switch f.kind.wireType() {
+					case wireVarint:
+						v = r.varint()
+					case wireFixed64:
+						v = r.fixed(8)
+					case wireFixed32:
+						v = r.fixed(4)
+					}
+					if r.err != nil {
+						return false, r.err
+					}
+					if !first {
+						t.out = append(t.out, ',')
+					}
+					first = false
+					if err := t.scalar(f.kind, v); err != nil {
+						return false, err
+					}
+				}
+				continue
+			}
+			if !first {
+				t.out = append(t.out, ',')
+			}
+			first = false
+			if err := t.value(f.kind, f.msg, b, o); err != nil {
+				return false, err
+			}
+		}
+		if first {
+			// Only empty packed fields: a nil slice.
+			t.out = t.out[:mark]
+			return t.null(f)
+		}
+		t.out = append(t.out, ']')
+		return true, nil
+	case f.isMap:
+		if len(of) == 0 {
+			return t.null(f)
+		}
+		return true, t.mapValue(b, f, of)
+	}
+	if len(of) > 1 {
+		if f.kind == kindMessage || f.kind.wireType() == wireBytes && f.kind != kindString && f.kind != kindBytes {
+			return false, fmt.Errorf("%w: a message field twice", ErrUnsupported)
+		}
+		of = of[len(of)-1:]
+	}
+	if len(of) == 0 {
+		if f.pointer {
+			return t.null(f)
+		}
+		return t.zero(f)
+	}
+	o := of[0]
+	if !f.pointer && (f.omitEmpty || f.omitZero) {
+		switch f.kind {
+		case kindString, kindBytes:
+			if o.end == o.start {
+				return false, nil
+			}
+		case kindBool, kindInt, kindInt32, kindUint, kindFloat64, kindFloat32:
+			if o.v == 0 || f.kind == kindInt32 && int32(o.v) == 0 {
+				return false, nil
+			}
+		case kindTime, kindMicroTime:
+			if f.omitZero && o.end == o.start {
+				return false, nil
+			}
+		}
+	}
+	return true, t.value(f.kind, f.msg, b, o)
+}
+
+// null writes what encoding/json writes for a nil pointer, slice or map, and reports
+// whether it writes anything.
+func (t *Transcoder) null(f *field) (bool, error) {
+	if f.omitEmpty || f.omitZero {
+		return false, nil
+	}
+	t.out = append(t.out, "null"...)
+	return true, nil
+}
+
+// zero writes the zero value of the field f, absent from protobuf.
+func (t *Transcoder) zero(f *field) (bool, error) {
+	switch f.kind {
+	case kindString:
+		if f.omitEmpty || f.omitZero {
+			return false, nil
+		}
+		t.out = append(t.out, `""`...)
+	case kindBytes, kindStrings:
+		return t.null(f)
+	case kindBool, kindInt, kindInt32, kindUint, kindFloat64, kindFloat32:
+		if f.omitEmpty || f.omitZero {
+			return false, nil
+		}
+		t.out = append(t.out, zeroScalar(f.kind)...)
+	case kindTime, kindMicroTime:
+		if f.omitZero {
+			return false, nil
+		}
+		t.out = append(t.out, "null"...)
+	default:
+		// A struct, which omitempty does not leave out: its value decoded from no bytes.
+		if err := t.value(f.kind, f.msg, nil, occurrence{}); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+func zeroScalar(k kind) string {
+	if k == kindBool {
+		return "false"
+	}
+	return "0"
+}
+
+// mapValue writes the entries of a map field, sorted by key as encoding/json sorts them;
+// of a key given twice, the last.
+func (t *Transcoder) mapValue(b []byte, f *field, of []occurrence) error {
+	type entry struct {
+		key   []byte
+		value occurrence
+		// vb is the entry's message, of which value is a part.
+		vb []byte
+	}
+	entries := make([]entry, 0, len(of))
+	for _, o := range of {
+		e := entry{vb: b[o.start:o.end]}
+		r := reader{b: e.vb}
+		var haveValue bool
+		for !r.done() {
+			num, wt := r.tag()
+			switch {
+			case num == 1 && wt == wireBytes:
+				e.key = r.bytes()
+			case num == 2 && wt == f.kind.wireType():
+				haveValue = true
+				switch wt {
+				case wireVarint:
+					e.value.v = r.varint()
+				case wireFixed64:
+					e.value.v = r.fixed(8)
+				case wireFixed32:
+					e.value.v = r.fixed(4)
+				default:
+					v := r.bytes()
+					e.value.start, e.value.end = int32(r.pos-len(v)), int32(r.pos)
+				}
+			default:
+				return fmt.Errorf("%w: map entry field %d of wire type %d", ErrInvalid, num, wt)
+			}
+		}
+		if r.err != nil {
+			return r.err
+		}
+		if !haveValue && f.kind != kindString && f.kind != kindBytes && f.kind.wireType() == wireBytes {
+			// A zero message: its value decoded from no bytes.
+			e.vb, e.value = nil, occurrence{}
+		}
+		entries = append(entries, e)
+	}
+	slices.SortStableFunc(entries, func(a, b entry) int { return compareBytes(a.key, b.key) })
+	t.out = append(t.out, '{')
+	for i, e := range entries {
+		if i+1 < len(entries) && string(entries[i+1].key) == string(e.key) {
+			continue
+		}
+		if i > 0 {
+			t.out = append(t.out, ',')
+		}
+		t.out = appendStringBytes(t.out, e.key)
+		t.out = append(t.out, ':')
+		if err := t.value(f.kind, f.msg, e.vb, e.value); err != nil {
+			return err
+		}
+	}
+	t.out = append(t.out, '}')
+	return nil
+}
+
+func compareBytes(a, b []byte) int {
+	switch {
+	case string(a) < string(b):
+		return -1
+	case string(a) > string(b):
+		return 1
+	}
+	return 0
+}
+
+// value writes one value of kind k: b[o.start:o.end] for a length-delimited one, o.v for
+// the others.
+func (t *Transcoder) value(k kind, m *message, b []byte, o occurrence) error {
+	if k.wireType() != wireBytes {
+		return t.scalar(k, o.v)
+	}
+	v := b[o.start:o.end]
+	switch k {
+	case kindString:
+		t.out = appendStringBytes(t.out, v)
+	case kindBytes:
+		t.out = append(t.out, '"')
+		t.out = base64.StdEncoding.AppendEncode(t.out, v)
+		t.out = append(t.out, '"')
+	case kindMessage:
+		return t.message(v, m)
+	case kindTime, kindMicroTime:
+		if len(v) == 0 {
+			t.out = append(t.out, "null"...)
+			return nil
+		}
+		var seconds, nanos int64
+		r := reader{b: v}
+		for !r.done() {
+			num, wt := r.tag()
+			switch {
+			case num == 1 && wt == wireVarint:
+				seconds = int64(r.varint())
+			case num == 2 && wt == wireVarint:
+				nanos = int64(int32(r.varint()))
+			default:
+				r.skip(wt)
+			}
+		}
+		if r.err != nil {
+			return r.err
+		}
+		if k == kindTime {
+			t.out = append(t.out, '"')
+			t.out = time.Unix(seconds, 0).UTC().AppendFormat(t.out, time.RFC3339)
+			t.out = append(t.out, '"')
+		} else {
+			nanos = int64(time.Duration(nanos).Truncate(time.Microsecond))
+			t.out = append(t.out, '"')
+			t.out = time.Unix(seconds, nanos).UTC().AppendFormat(t.out, metav1.RFC3339Micro)
+			t.out = append(t.out, '"')
+		}
+	case kindQuantity:
+		var s []byte
+		r := reader{b: v}
+		for !r.done() {
+			num, wt := r.tag()
+			if num == 1 && wt == wireBytes {
+				s = r.bytes()
+			} else {
+				r.skip(wt)
+			}
+		}
+		if r.err != nil {
+			return r.err
+		}
+		if len(s) == 0 {
+			return fmt.Errorf("%w: an empty quantity", ErrInvalid)
+		}
+		t.out = appendStringBytes(t.out, s)
+	case kindIntOrString:
+		var (
+			typ    uint64
+			intVal int32
+			strVal []byte
+		)
+		r := reader{b: v}
+		for !r.done() {
+			num, wt := r.tag()
+			switch {
+			case num == 1 && wt == wireVarint:
+				typ = r.varint()
+			case num == 2 && wt == wireVarint:
+				intVal = int32(r.varint())
+			case num == 3 && wt == wireBytes:
+				strVal = r.bytes()
+			default:
+				return fmt.Errorf("%w: IntOrString field %d", ErrUnsupported, num)
+			}
+		}
+		if r.err != nil {
+			return r.err
+		}
+		switch typ {
+		case 0:
+			t.out = strconv.AppendInt(t.out, int64(intVal), 10)
+		case 1:
+			t.out = appendStringBytes(t.out, strVal)
+		default:
+			return fmt.Errorf("%w: IntOrString of type %d", ErrUnsupported, typ)
+		}
+	case kindRawJSON:
+		var raw []byte
+		r := reader{b: v}
+		for !r.done() {
+			num, wt := r.tag()
+			if num == 1 && wt == wireBytes {
+				raw = r.bytes()
+			} else {
+				return fmt.Errorf("%w: raw extension field %d", ErrUnsupported, num)
+			}
+		}
+		if r.err != nil {
+			return r.err
+		}
+		if len(raw) == 0 {
+			t.out = append(t.out, "null"...)
+			return nil
+		}
+		// encoding/json compacts what a Marshaler returns, and escapes it for HTML.
+		t.raw.Reset()
+		if err := json.Compact(&t.raw, raw); err != nil {
+			return fmt.Errorf("%w: raw extension of %d bytes that are not JSON", ErrUnsupported, len(raw))
+		}
+		out := bytes.NewBuffer(t.out)
+		json.HTMLEscape(out, t.raw.Bytes())
+		t.out = out.Bytes()
+	case kindDuration:
+		var d int64
+		r := reader{b: v}
+		for !r.done() {
+			num, wt := r.tag()
+			if num == 1 && wt == wireVarint {
+				d = int64(r.varint())
+			} else {
+				return fmt.Errorf("%w: duration field %d", ErrUnsupported, num)
+			}
+		}
+		if r.err != nil {
+			return r.err
+		}
+		t.out = appendString(t.out, time.Duration(d).String())
+	case kindStrings:
+		r := reader{b: v}
+		t.out = append(t.out, '[')
+		n := 0
+		for !r.done() {
+			num, wt := r.tag()
+			if num != 1 || wt != wireBytes {
+				return fmt.Errorf("%w: string list field %d", ErrUnsupported, num)
+			}
+			s := r.bytes()
+			if n > 0 {
+				t.out = append(t.out, ',')
+			}
+			n++
+			t.out = appendStringBytes(t.out, s)
+		}
+		if r.err != nil {
+			return r.err
+		}
+		t.out = append(t.out, ']')
+	default:
+		return fmt.Errorf("%w: kind %d", ErrUnsupported, k)
+	}
+	return nil
+}
+
+// scalar writes a varint or fixed-size value of kind k.
+func (t *Transcoder) scalar(k kind, v uint64) error {
+	switch k {
+	case kindBool:
+		if v != 0 {
+			t.out = append(t.out, "true"...)
+		} else {
+			t.out = append(t.out, "false"...)
+		}
+	case kindInt:
+		t.out = strconv.AppendInt(t.out, int64(v), 10)
+	case kindInt32:
+		t.out = strconv.AppendInt(t.out, int64(int32(v)), 10)
+	case kindUint:
+		t.out = strconv.AppendUint(t.out, v, 10)
+	case kindFloat64:
+		return t.float(math.Float64frombits(v), 64)
+	case kindFloat32:
+		return t.float(float64(math.Float32frombits(uint32(v))), 32)
+	default:
+		return fmt.Errorf("%w: scalar of kind %d", ErrUnsupported, k)
+	}
+	return nil
+}
+
+// float writes f as encoding/json does.
+func (t *Transcoder) float(f float64, bits int) error {
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		return fmt.Errorf("%w: float %v", ErrUnsupported, f)
+	}
+	abs := math.Abs(f)
+	format := byte('f')
+	if abs != 0 {
+		if bits == 64 && (abs < 1e-6 || abs >= 1e21) || bits == 32 && (float32(abs) < 1e-6 || float32(abs) >= 1e21) {
+			format = 'e'
+		}
+	}
+	start := len(t.out)
+	t.out = strconv.AppendFloat(t.out, f, format, -1, bits)
+	if format == 'e' {
+		// clean up e-09 to e-9
+		b := t.out[start:]
+		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			t.out = t.out[:len(t.out)-1]
+		}
+	}
+	return nil
+}
+
+// reader reads protobuf. A read past the end, or a malformed value, sets err and makes
+// done true.
+type reader struct {
+	b   []byte
+	pos int
+	err error
+}
+
+func (r *reader) done() bool { return r.err != nil || r.pos >= len(r.b) }
+
+func (r *reader) fail() {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: truncated or malformed at byte %d", ErrInvalid, r.pos)
+	}
+	r.pos = len(r.b)
+}
+
+func (r *reader) varint() uint64 {
+	var v uint64
+	for shift := uint(0); shift < 64; shift += 7 {
+		if r.pos >= len(r.b) {
+			r.fail()
+			return 0
+		}
+		c := r.b[r.pos]
+		r.pos++
+		v |= uint64(c&0x7f) << shift
+		if c < 0x80 {
+			return v
+		}
+	}
+	r.fail()
+	return 0
+}
+
+// tag reads a field's tag: its number and wire type.
+func (r *reader) tag() (uint64, int) {
+	v := r.varint()
+	if r.err == nil && v>>3 == 0 {
+		r.fail()
+	}
+	return v >> 3, int(v & 7)
+}
+
+func (r *reader) fixed(n int) uint64 {
+	if len(r.b)-r.pos < n {
+		r.fail()
+		return 0
+	}
+	var v uint64
+	for i := n - 1; i >= 0; i-- {
+		v = v<<8 | uint64(r.b[r.pos+i])
+	}
+	r.pos += n
+	return v
+}
+
+func (r *reader) bytes() []byte {
+	n := r.varint()
+	if r.err != nil {
+		return nil
+	}
+	if n > uint64(len(r.b)-r.pos) {
+		r.fail()
+		return nil
+	}
+	v := r.b[r.pos : r.pos+int(n)]
+	r.pos += int(n)
+	return v
+}
+
+// skip skips a value of wire type wt.
+func (r *reader) skip(wt int) {
+	switch wt {
+	case wireVarint:
+		r.varint()
+	case wireFixed64:
+		r.fixed(8)
+	case wireBytes:
+		r.bytes()
+	case wireFixed32:
+		r.fixed(4)
+	default:
+		r.fail()
+	}
+}
+
+// appendString appends s as a JSON string, escaped as encoding/json escapes it.
+func appendString(dst []byte, s string) []byte {
+	return appendStringBytes(dst, []byte(s))
+}
+
+const hex = "0123456789abcdef"
+
+// appendStringBytes appends s as a JSON string as encoding/json writes it: with <, >
+// and & escaped for HTML, and each byte that is not UTF-8 as U+FFFD.
+func appendStringBytes(dst []byte, s []byte) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '\\', '"':
+				dst = append(dst, '\\', c)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRune(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}

@@ -1,0 +1,153 @@
+package wire
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+
+	"github.com/fleetwatch/fleetwatch/internal/pbjson"
+)
+
+// The clients of NewDynamicClients may ask for protobuf, which a kube-apiserver encodes
+// at a fraction of the CPU that JSON costs it (a list of 10,000 pods: 0.8 s against 1.4
+// to 2.1 s on the bench machine), for the requests whose context says so
+// (WithProtobuf): the informers of kinds that package pbjson can transcode. Their
+// protobuf responses are written back as the JSON the server would have sent
+// (pbjson.Transcoder), then decoded as JSON is: the objects are the same, and so are
+// their encodings. A server that has no protobuf for the resource (a custom resource)
+// answers in JSON, which the request accepts too.
+//
+// A response that pbjson cannot transcode (a newer server's field, see
+// pbjson.ErrUnsupported) fails to decode, and its kind is not asked for in protobuf
+// again (ProtobufRefused): the informer's next list or watch asks for JSON.
+
+const (
+	// contentTypeProtobuf is the kube-apiserver's protobuf media type.
+	contentTypeProtobuf = "application/vnd.kubernetes.protobuf"
+	// acceptProtobuf asks for protobuf, or JSON where the server has none.
+	acceptProtobuf = contentTypeProtobuf + ", " + runtime.ContentTypeJSON
+)
+
+type protobufKey struct{}
+
+// WithProtobuf returns ctx for a request of the clients of NewDynamicClients that
+// accepts protobuf for objects of kind gvk, if pbjson can transcode them and no response
+// of that kind has failed to (ProtobufRefused); otherwise ctx.
+func WithProtobuf(ctx context.Context, gvk schema.GroupVersionKind) context.Context {
+	if !pbjson.Supported(gvk) || ProtobufRefused(gvk) {
+		return ctx
+	}
+	return context.WithValue(ctx, protobufKey{}, gvk)
+}
+
+// refused holds the kinds of which a protobuf response could not be transcoded.
+var refused sync.Map // schema.GroupVersionKind → struct{}
+
+// ProtobufRefused reports whether a protobuf response of kind gvk, or of its list,
+// could not be transcoded, after which WithProtobuf asks for JSON.
+func ProtobufRefused(gvk schema.GroupVersionKind) bool {
+	_, ok := refused.Load(gvk)
+	return ok
+}
+
+// refuse records that objects of kind gvk, or of the kind whose list gvk is, cannot be
+// transcoded.
+func refuse(gvk schema.GroupVersionKind) {
+	refused.Store(gvk, struct{}{})
+	if k, ok := trimListSuffix(gvk.Kind); ok {
+		refused.Store(gvk.GroupVersion().WithKind(k), struct{}{})
+	}
+}
+
+func trimListSuffix(kind string) (string, bool) {
+	const suffix = "List"
+	if len(kind) > len(suffix) && kind[len(kind)-len(suffix):] == suffix {
+		return kind[:len(kind)-len(suffix)], true
+	}
+	return kind, false
+}
+
+// acceptTransport asks for protobuf for the requests whose context has WithProtobuf.
+type acceptTransport struct {
+	base http.RoundTripper
+}
+
+func (t acceptTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if _, ok := req.Context().Value(protobufKey{}).(schema.GroupVersionKind); ok && req.Method == http.MethodGet {
+		req = req.Clone(req.Context())
+		req.Header.Set("Accept", acceptProtobuf)
+	}
+	return t.base.RoundTrip(req)
+}
+
+// protobufKinds is the scheme of the typed objects that the dynamic client decodes
+// (Status, WatchEvent, ...), for the protobuf serializers.
+var protobufKinds = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	metav1.AddToGroupVersion(s, schema.GroupVersion{Version: "v1"})
+	return s
+}()
+
+// protobufMediaType is the protobuf media type of the clients' negotiated serializer:
+// objects and lists by an unstructuredProtobuf; watch streams framed and their events'
+// envelopes read by apimachinery's, the objects in them by the unstructuredProtobuf.
+func protobufMediaType(json *unstructuredJSON) runtime.SerializerInfo {
+	return runtime.SerializerInfo{
+		MediaType:        contentTypeProtobuf,
+		MediaTypeType:    "application",
+		MediaTypeSubType: "vnd.kubernetes.protobuf",
+		Serializer:       &unstructuredProtobuf{json: json, base: protobuf.NewSerializer(protobufKinds, protobufKinds)},
+		StreamSerializer: &runtime.StreamSerializerInfo{
+			Serializer: protobuf.NewRawSerializer(protobufKinds, protobufKinds),
+			Framer:     protobuf.LengthDelimitedFramer,
+		},
+	}
+}
+
+// unstructuredProtobuf decodes a kube-apiserver's protobuf as json would decode the JSON
+// the server would have sent for it, written by a pbjson.Transcoder. Kinds that pbjson
+// does not know are left to base, apimachinery's protobuf serializer, which decodes the
+// typed objects of the dynamic client (a Status of an error) and fails on the rest, as
+// the dynamic client without protobuf would fail on them. It does not encode.
+type unstructuredProtobuf struct {
+	json *unstructuredJSON
+	base runtime.Serializer
+}
+
+var _ runtime.Serializer = (*unstructuredProtobuf)(nil)
+
+var transcoders = sync.Pool{New: func() any { return new(pbjson.Transcoder) }}
+
+func (s *unstructuredProtobuf) Decode(data []byte, gvk *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
+	kind, raw, err := pbjson.Envelope(data)
+	if err != nil || !pbjson.Supported(kind) {
+		return s.base.Decode(data, gvk, into)
+	}
+	t := transcoders.Get().(*pbjson.Transcoder)
+	defer transcoders.Put(t)
+	t.DropManagedFields = s.json.dropManagedFields
+	js, err := t.Object(kind, raw)
+	if err != nil {
+		if errors.Is(err, pbjson.ErrUnsupported) {
+			refuse(kind)
+		}
+		return nil, nil, fmt.Errorf("decoding %v from protobuf: %w", kind, err)
+	}
+	return s.json.Decode(js, gvk, into)
+}
+
+func (s *unstructuredProtobuf) Encode(obj runtime.Object, w io.Writer) error {
+	return s.base.Encode(obj, w)
+}
+
+func (s *unstructuredProtobuf) Identifier() runtime.Identifier {
+	return s.base.Identifier()
+}
