@@ -59,6 +59,9 @@ type Options struct {
 	DiscoveryInterval time.Duration
 	// KeepManagedFields keeps metadata.managedFields, stripped by default.
 	KeepManagedFields bool
+	// JSONOnly asks the clusters for JSON only, not for protobuf where the informers
+	// can transcode it (see informer.Options).
+	JSONOnly bool
 	// KeepSecretData keeps the values of Secrets: data, stringData and the last-applied
 	// annotation of kubectl apply, all dropped by default (see informer.Options).
 	KeepSecretData bool
@@ -650,6 +653,7 @@ func (m *Manager) Engage(ctx context.Context, c *cluster.Cluster) error {
 		InitialSyncLimiter: m.limiter,
 		KeepManagedFields:  m.opts.KeepManagedFields,
 		KeepSecretData:     m.opts.KeepSecretData,
+		JSONOnly:           m.opts.JSONOnly,
 		Transform:          m.opts.Transform,
 		TransformID:        m.opts.TransformID,
 		Clock:              m.opts.Clock,

@@ -177,7 +177,9 @@ var (
 	_ cache.ListerWatcherWithContext = (*listWatch)(nil)
 )
 
-func newListWatch(dyn dynamic.Interface, md metadata.Interface, m Mapping, r Resource, namespace string, bookmarkTimeout time.Duration) *listWatch {
+// With protobuf, full objects are asked for in protobuf where wire can transcode them
+// (wire.WithProtobuf).
+func newListWatch(dyn dynamic.Interface, md metadata.Interface, m Mapping, r Resource, namespace string, bookmarkTimeout time.Duration, protobuf bool) *listWatch {
 	lw := &listWatch{
 		bookmarkTimeout: bookmarkTimeout,
 		tweak: func(o *metav1.ListOptions) {
@@ -201,13 +203,16 @@ func newListWatch(dyn dynamic.Interface, md metadata.Interface, m Mapping, r Res
 		if m.Namespaced {
 			c = dyn.Resource(m.Resource).Namespace(namespace)
 		}
-		// In protobuf where the server has it and wire can transcode it: the server
-		// spends a fraction of the CPU that JSON costs it.
-		lw.list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return c.List(wire.WithProtobuf(ctx, m.Kind), o)
-		}
-		lw.watch = func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return c.Watch(wire.WithProtobuf(ctx, m.Kind), o)
+		lw.list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return c.List(ctx, o) }
+		lw.watch = c.Watch
+		if protobuf {
+			// The server spends about half the CPU on protobuf that JSON costs it.
+			lw.list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return c.List(wire.WithProtobuf(ctx, m.Kind), o)
+			}
+			lw.watch = func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return c.Watch(wire.WithProtobuf(ctx, m.Kind), o)
+			}
 		}
 	}
 	return lw

@@ -98,6 +98,27 @@ type field struct {
 	// inline: an embedded struct whose fields encoding/json writes into the object that
 	// embeds it, a message of its own in protobuf.
 	inline bool
+	// omittedIfAbsent: encoding/json writes nothing for the field when protobuf does
+	// not have it (its Go value is nil or zero, and omitempty or omitzero leaves it out).
+	omittedIfAbsent bool
+}
+
+// omitsAbsent reports whether encoding/json leaves f out when its value is what a
+// field absent from protobuf decodes to.
+func (f *field) omitsAbsent() bool {
+	if f.inline || !f.omitEmpty && !f.omitZero {
+		return false
+	}
+	if f.pointer || f.repeated || f.isMap {
+		return true
+	}
+	switch f.kind {
+	case kindString, kindBytes, kindStrings, kindBool, kindInt, kindInt32, kindUint, kindFloat64, kindFloat32:
+		return true
+	case kindTime, kindMicroTime:
+		return f.omitZero
+	}
+	return false
 }
 
 var (
@@ -184,6 +205,7 @@ func (b *builder) message(t reflect.Type) (*message, error) {
 			return nil, err
 		}
 		f.order = len(m.fields)
+		f.omittedIfAbsent = f.omitsAbsent()
 		m.fields = append(m.fields, f)
 		if number >= len(m.byNumber) {
 			m.byNumber = append(m.byNumber, make([]*field, number+1-len(m.byNumber))...)

@@ -25,6 +25,9 @@ var ErrUnsupported = errors.New("pbjson: cannot transcode")
 // ErrInvalid is returned for input that is not well-formed protobuf of its kind.
 var ErrInvalid = errors.New("pbjson: invalid protobuf")
 
+// errPanicked marks an ErrInvalid that a panic of the transcoder became.
+var errPanicked = errors.New("transcoder panicked")
+
 // protobufPrefix starts every object that a kube-apiserver encodes in protobuf, before
 // the runtime.Unknown envelope that holds it.
 var protobufPrefix = []byte{0x6b, 0x38, 0x73, 0x00}
@@ -116,7 +119,9 @@ func (t *Transcoder) Object(gvk schema.GroupVersionKind, raw []byte) (out []byte
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			out, err = nil, fmt.Errorf("%w: %v", ErrInvalid, r)
+			// A bug, which FuzzTranscode looks for; the input is refused rather than
+			// taking the process down.
+			out, err = nil, fmt.Errorf("%w: %w: %v", ErrInvalid, errPanicked, r)
 		}
 		t.occ = t.occ[:0]
 		if cap(t.out) > 4<<20 {
@@ -151,7 +156,13 @@ func (t *Transcoder) fields(b []byte, m *message, more bool) (bool, error) {
 		return false, fmt.Errorf("%w: message of %d bytes", ErrUnsupported, len(b))
 	}
 	base := len(t.occ)
-	defer func() { t.occ = t.occ[:base] }()
+	wrote, err := t.fieldsAt(b, m, more, base)
+	t.occ = t.occ[:base]
+	return wrote, err
+}
+
+// fieldsAt is fields with the stack of occurrences at base.
+func (t *Transcoder) fieldsAt(b []byte, m *message, more bool, base int) (bool, error) {
 	r := reader{b: b}
 	sorted := true
 	for !r.done() {
@@ -207,6 +218,9 @@ func (t *Transcoder) fields(b []byte, m *message, more bool) (bool, error) {
 		}
 		of := occ[:n]
 		occ = occ[n:]
+		if n == 0 && f.omittedIfAbsent {
+			continue
+		}
 		if f.inline {
 			var sub []byte
 			switch len(of) {

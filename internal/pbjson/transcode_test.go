@@ -190,3 +190,96 @@ func TestTranscodeUnknownField(t *testing.T) {
 		t.Fatalf("got %v, want ErrUnsupported", err)
 	}
 }
+
+// FuzzTranscode transcodes arbitrary protobuf as a pod and as a pod list: the
+// transcoder never panics (a recovered panic is a failure here), and what it returns is
+// JSON that encoding/json reads.
+func FuzzTranscode(f *testing.F) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Labels: map[string]string{"a": "b"}}}
+	filler(1).Fill(pod)
+	pb, _ := encode(f, pod, corev1.SchemeGroupVersion.WithKind("Pod"))
+	_, raw, err := Envelope(pb)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(raw)
+	f.Add(raw[:len(raw)/2])
+	f.Add([]byte{})
+	f.Add([]byte{0x0a, 0x00})
+	f.Add([]byte{0x0a, 0x80})
+	var tr Transcoder
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, gvk := range []schema.GroupVersionKind{corev1.SchemeGroupVersion.WithKind("Pod"), corev1.SchemeGroupVersion.WithKind("PodList")} {
+			out, err := tr.Object(gvk, data)
+			if errors.Is(err, errPanicked) {
+				t.Fatalf("%v: %v", gvk, err)
+			}
+			if err == nil && !json.Valid(out) {
+				t.Fatalf("%v: not JSON: %s", gvk, out)
+			}
+		}
+	})
+}
+
+// TestEnvelope: what is not a kube-apiserver's protobuf envelope is ErrInvalid; one with
+// a content encoding is ErrUnsupported.
+func TestEnvelope(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
+	pb, _ := encode(t, pod, corev1.SchemeGroupVersion.WithKind("Pod"))
+	gvk, _, err := Envelope(pb)
+	if err != nil || gvk != corev1.SchemeGroupVersion.WithKind("Pod") {
+		t.Fatalf("Envelope: %v, %v", gvk, err)
+	}
+	for name, data := range map[string][]byte{
+		"empty":       nil,
+		"JSON":        []byte(`{"kind":"Pod"}`),
+		"prefix only": pb[:4],
+		"cut":         pb[:len(pb)-1],
+	} {
+		if _, _, err := Envelope(data); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: got %v, want ErrInvalid", name, err)
+		}
+	}
+	// Field 3 of the envelope, contentEncoding: "gzip".
+	gz := append(slices.Clone(pb), 0x1a, 4, 'g', 'z', 'i', 'p')
+	if _, _, err := Envelope(gz); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("content encoding: got %v, want ErrUnsupported", err)
+	}
+}
+
+// BenchmarkTranscode transcodes the realistic pod of package jsondec's tests, without
+// its managedFields, from protobuf, next to encoding/json's Marshal of the typed pod:
+// the kube-apiserver's cost of the same JSON.
+func BenchmarkTranscode(b *testing.B) {
+	data, err := os.ReadFile("../jsondec/testdata/pod.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	pod := &corev1.Pod{}
+	if err := json.Unmarshal(data, pod); err != nil {
+		b.Fatal(err)
+	}
+	pod.ManagedFields = nil
+	pb, want := encode(b, pod, corev1.SchemeGroupVersion.WithKind("Pod"))
+	gvk, raw, err := Envelope(pb)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("pbjson", func(b *testing.B) {
+		var tr Transcoder
+		b.SetBytes(int64(len(want)))
+		for b.Loop() {
+			if _, err := tr.Object(gvk, raw); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		b.SetBytes(int64(len(want)))
+		for b.Loop() {
+			if _, err := json.Marshal(pod); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -249,6 +249,7 @@ func runContender(args []string) (err error) {
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig with one context per cluster")
 	metadataOnly := fs.Bool("metadata-only", false, "fleetwatch: cache every resource metadata-only")
 	compact := fs.Bool("compact", false, "fleetwatch: keep the objects in the snapshot's encoding (Fleet.Codec = persist.Codec{})")
+	jsonOnly := fs.Bool("json-only", false, "fleetwatch: ask the apiservers for JSON only (Options.JSONOnly), not protobuf")
 	snapshot := fs.String("snapshot", "", "fleetwatch: snapshot file (empty: no persistence)")
 	expect := fs.Int("expect", 0, "objects expected in the cache, to time when a warm cache is complete")
 	t0ns := fs.Int64("t0", 0, "Unix nanoseconds at which the driver started this process (default: now)")
@@ -297,7 +298,7 @@ func runContender(args []string) (err error) {
 	case implClientGo, implClientGoStripped, implClientGoTyped, implClientGoMetadata:
 		c = &clientGo{impl: *impl, kubeconfig: *kubeconfig, namespaces: splitList(*namespaces)}
 	case implFleetwatch:
-		fw := &fleetwatchContender{kubeconfig: *kubeconfig, metadataOnly: *metadataOnly, compact: *compact, snapshotPath: *snapshot, namespaces: splitList(*namespaces), syncTimeout: *syncTimeout}
+		fw := &fleetwatchContender{kubeconfig: *kubeconfig, metadataOnly: *metadataOnly, compact: *compact, jsonOnly: *jsonOnly, snapshotPath: *snapshot, namespaces: splitList(*namespaces), syncTimeout: *syncTimeout}
 		if err := fw.open(); err != nil {
 			return err
 		}
@@ -644,6 +645,7 @@ type fleetwatchContender struct {
 	kubeconfig   string
 	metadataOnly bool
 	compact      bool
+	jsonOnly     bool
 	snapshotPath string
 	namespaces   []string
 	syncTimeout  time.Duration
@@ -666,6 +668,7 @@ func (f *fleetwatchContender) open() error {
 		Clusters:    cluster.Options{Kubeconfigs: []string{f.kubeconfig}},
 		Resources:   resources,
 		SyncTimeout: f.syncTimeout,
+		JSONOnly:    f.jsonOnly,
 	}
 	if f.compact {
 		opts.Fleet.Codec = persist.Codec{}

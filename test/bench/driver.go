@@ -79,7 +79,7 @@ type driverOptions struct {
 // syncUnitNames are the sync contenders of a run, in the order of the first run, as
 // --contenders names them; "snapshot" is the cold, warm and catch-up runs of the
 // snapshot.
-var syncUnitNames = []string{"clientgo", "clientgo-stripped", "clientgo-typed", "clientgo-metadata", "fleetwatch", "fleetwatch-metadata", "fleetwatch-compact", "serve-objects", "serve-compact", "fleetwatch-metadata-compact", "snapshot"}
+var syncUnitNames = []string{"clientgo", "clientgo-stripped", "clientgo-typed", "clientgo-metadata", "fleetwatch", "fleetwatch-metadata", "fleetwatch-compact", "serve-objects", "serve-compact", "fleetwatch-metadata-compact", "fleetwatch-json", "fleetwatch-compact-json", "snapshot"}
 
 // driver runs the contenders against one Env.
 type driver struct {
@@ -149,7 +149,7 @@ func runDriver(args []string) error {
 	fs.BoolVar(&o.check, "check", false, "fail if the report lacks a row or a measurement (a smoke test of the harness; no ratio is asserted)")
 	fs.IntVar(&o.verbosity, "v", 0, "klog verbosity of the contenders' logs in <dir>/logs (4 shows each watch that ends, and why)")
 	fs.IntVar(&o.scaleNamespaces, "scale-namespaces", 0, fmt.Sprintf("in the scale runs, each context caches the objects of this many of the %d bench namespaces (default: all)", benchNamespaces))
-	fs.Func("contenders", "comma-separated sync contenders to run, of "+strings.Join(syncUnitNames, ", ")+" (default: all but fleetwatch-metadata-compact); with it, no report is written, only each contender's line and the logs' report.json", func(v string) error {
+	fs.Func("contenders", "comma-separated sync contenders to run, of "+strings.Join(syncUnitNames, ", ")+" (default: all but fleetwatch-metadata-compact, fleetwatch-json and fleetwatch-compact-json); with it, no report is written, only each contender's line and the logs' report.json", func(v string) error {
 		for f := range strings.SplitSeq(v, ",") {
 			if f = strings.TrimSpace(f); !slices.Contains(syncUnitNames, f) {
 				return fmt.Errorf("unknown contender %q", f)
@@ -349,11 +349,15 @@ type runResult struct {
 	Serve        *Result `json:"serve,omitempty"`
 	ServeCompact *Result `json:"serveCompact,omitempty"`
 	// MetadataCompact is fleetwatch, metadata-only, in a compact cache.
-	MetadataCompact *Result      `json:"metadataCompact,omitempty"`
-	SnapCold        *Result      `json:"snapshotCold"`
-	Warm            *Result      `json:"warm"`
-	ClientGoList    listCounters `json:"clientGoList"`
-	WarmList        listCounters `json:"warmList"`
+	MetadataCompact *Result `json:"metadataCompact,omitempty"`
+	// JSON and CompactJSON are fleetwatch and its compact cache asking the apiservers
+	// for JSON only (Options.JSONOnly), run only when named in --contenders.
+	JSON         *Result      `json:"json,omitempty"`
+	CompactJSON  *Result      `json:"compactJSON,omitempty"`
+	SnapCold     *Result      `json:"snapshotCold"`
+	Warm         *Result      `json:"warm"`
+	ClientGoList listCounters `json:"clientGoList"`
+	WarmList     listCounters `json:"warmList"`
 	// CatchUp restarted warm after changes made while it was down.
 	CatchUp     *Result      `json:"catchUp"`
 	CatchUpList listCounters `json:"catchUpList"`
@@ -436,6 +440,14 @@ func (d *driver) run(ctx context.Context, r int) (*runResult, error) {
 			return err
 		},
 		func() error {
+			rr.JSON, _, err = d.contend(ctx, name("fleetwatch-json"), modeSync, profile, "--impl", implFleetwatch, "--json-only")
+			return err
+		},
+		func() error {
+			rr.CompactJSON, _, err = d.contend(ctx, name("fleetwatch-compact-json"), modeSync, profile, "--impl", implFleetwatch, "--compact", "--json-only")
+			return err
+		},
+		func() error {
 			// The apiservers start afresh, so that the catch-up restart below finds their
 			// watch caches in the same state whatever ran before it (see restartAPIServers).
 			if err := d.restartAPIServers(ctx); err != nil {
@@ -509,7 +521,11 @@ func (d *driver) runsUnit(name string) bool {
 	if len(d.opts.contenders) > 0 {
 		return slices.Contains(d.opts.contenders, name)
 	}
-	return name != "fleetwatch-metadata-compact"
+	switch name {
+	case "fleetwatch-metadata-compact", "fleetwatch-json", "fleetwatch-compact-json":
+		return false
+	}
+	return true
 }
 
 // restartAPIServers restarts every apiserver and waits until each serves the bench

@@ -1,0 +1,177 @@
+package wire
+
+import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+)
+
+// protobufOf returns obj in protobuf as a kube-apiserver sends it.
+func protobufOf(t *testing.T, obj runtime.Object) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme).Encode(obj, &buf); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// TestProtobufRefused: a list of pods in protobuf with a field that pbjson does not know
+// (a newer server's) fails to decode rather than lose the field; from then on, pods are
+// asked for in JSON, and their list is read. A Status in protobuf is an API error, as
+// in JSON. Requests without WithProtobuf ask for JSON only.
+func TestProtobufRefused(t *testing.T) {
+	podsKind := corev1.SchemeGroupVersion.WithKind("Pod")
+	refused.Delete(podsKind)
+	refused.Delete(corev1.SchemeGroupVersion.WithKind("PodList"))
+	t.Cleanup(func() {
+		refused.Delete(podsKind)
+		refused.Delete(corev1.SchemeGroupVersion.WithKind("PodList"))
+	})
+
+	list := &corev1.PodList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodList"}, ListMeta: metav1.ListMeta{ResourceVersion: "7"},
+		Items: []corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns"}}}}
+	pb := protobufOf(t, list)
+	// The pod's field 99, a string: the list's items are field 2 of the list's message,
+	// the last one here; lengthen it and the envelope's raw (field 2) by 4 bytes.
+	newer := withTrailingField(t, pb)
+	status := protobufOf(t, &metav1.Status{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Status"},
+		Status: metav1.StatusFailure, Reason: metav1.StatusReasonNotFound, Code: http.StatusNotFound, Message: "gone"})
+
+	var (
+		mu      sync.Mutex
+		accepts []string
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		accepts = append(accepts, r.Header.Get("Accept"))
+		mu.Unlock()
+		if r.Header.Get("Accept") != acceptProtobuf {
+			w.Header().Set("Content-Type", "application/json")
+			w.Write([]byte(`{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"7"},"items":[{"metadata":{"name":"a","namespace":"ns"}}]}`))
+			return
+		}
+		w.Header().Set("Content-Type", contentTypeProtobuf)
+		if r.URL.Path == "/api/v1/namespaces/gone/pods" {
+			w.WriteHeader(http.StatusNotFound)
+			w.Write(status)
+			return
+		}
+		w.Write(newer)
+	}))
+	defer srv.Close()
+	dyn, _, err := NewDynamicClients(&rest.Config{Host: srv.URL}, 1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods := dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "pods"})
+	ctx := t.Context()
+
+	if _, err := pods.Namespace("gone").List(WithProtobuf(ctx, podsKind), metav1.ListOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("a Status in protobuf: got %v, want NotFound", err)
+	}
+	if _, err := pods.List(WithProtobuf(ctx, podsKind), metav1.ListOptions{}); err == nil {
+		t.Fatal("a list with a field pbjson does not know was decoded")
+	}
+	if !ProtobufRefused(podsKind) {
+		t.Fatal("pods are still asked for in protobuf")
+	}
+	got, err := pods.List(WithProtobuf(ctx, podsKind), metav1.ListOptions{})
+	if err != nil || len(got.Items) != 1 || got.Items[0].GetName() != "a" {
+		t.Fatalf("the list in JSON after the refusal: %v, %v", got, err)
+	}
+	if _, err := pods.List(ctx, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{acceptProtobuf, acceptProtobuf, "application/json", "application/json"}
+	if !slices.Equal(accepts, want) {
+		t.Errorf("Accept headers %q, want %q", accepts, want)
+	}
+}
+
+// withTrailingField returns the protobuf of a pod list, pb, whose last item has a field
+// 99 more, by lengthening every message that ends where the item does.
+func withTrailingField(t *testing.T, pb []byte) []byte {
+	t.Helper()
+	// The envelope: the prefix, then typeMeta (field 1) and raw (field 2), the list.
+	body := pb[4:]
+	out := slices.Clone(pb[:4])
+	off := 0
+	for off < len(body) {
+		tag := body[off]
+		n, l := uvarint(body[off+1:])
+		start := off + 1 + l
+		value := body[start : start+int(n)]
+		if tag == 0x12 { // raw: the list
+			value = appendToLastItem(t, value)
+		}
+		out = append(out, tag)
+		out = appendUvarint(out, uint64(len(value)))
+		out = append(out, value...)
+		off = start + int(n)
+	}
+	return out
+}
+
+// appendToLastItem returns the list message list with field 99 appended to its last
+// item (field 2).
+func appendToLastItem(t *testing.T, list []byte) []byte {
+	var out []byte
+	off, lastItem := 0, -1
+	type field struct {
+		tag   byte
+		value []byte
+	}
+	var fields []field
+	for off < len(list) {
+		tag := list[off]
+		n, l := uvarint(list[off+1:])
+		start := off + 1 + l
+		fields = append(fields, field{tag, list[start : start+int(n)]})
+		if tag == 0x12 {
+			lastItem = len(fields) - 1
+		}
+		off = start + int(n)
+	}
+	if lastItem < 0 {
+		t.Fatal("no item")
+	}
+	fields[lastItem].value = append(slices.Clone(fields[lastItem].value), 0x9a, 0x06, 1, 'x')
+	for _, f := range fields {
+		out = append(out, f.tag)
+		out = appendUvarint(out, uint64(len(f.value)))
+		out = append(out, f.value...)
+	}
+	return out
+}
+
+func uvarint(b []byte) (uint64, int) {
+	var v uint64
+	for i, c := range b {
+		v |= uint64(c&0x7f) << (7 * i)
+		if c < 0x80 {
+			return v, i + 1
+		}
+	}
+	return 0, 0
+}
+
+func appendUvarint(b []byte, v uint64) []byte {
+	for v >= 0x80 {
+		b = append(b, byte(v)|0x80)
+		v >>= 7
+	}
+	return append(b, byte(v))
+}
