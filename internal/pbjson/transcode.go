@@ -97,6 +97,15 @@ type Transcoder struct {
 	occ []occurrence
 	// raw holds a raw extension while it is compacted.
 	raw bytes.Buffer
+	// entries is a stack of the entries of the maps being written.
+	entries []mapEntry
+}
+
+// mapEntry is an entry of a map field: its key, and its value, a part of vb.
+type mapEntry struct {
+	key   []byte
+	value occurrence
+	vb    []byte
 }
 
 // occurrence is one field of a message as read: its value is b[start:end] of the
@@ -124,6 +133,8 @@ func (t *Transcoder) Object(gvk schema.GroupVersionKind, raw []byte) (out []byte
 			out, err = nil, fmt.Errorf("%w: %w: %v", ErrInvalid, errPanicked, r)
 		}
 		t.occ = t.occ[:0]
+		clear(t.entries[:cap(t.entries)])
+		t.entries = t.entries[:0]
 		if cap(t.out) > 4<<20 {
 			t.out = nil
 		}
@@ -398,15 +409,10 @@ func zeroScalar(k kind) string {
 // mapValue writes the entries of a map field, sorted by key as encoding/json sorts them;
 // of a key given twice, the last.
 func (t *Transcoder) mapValue(b []byte, f *field, of []occurrence) error {
-	type entry struct {
-		key   []byte
-		value occurrence
-		// vb is the entry's message, of which value is a part.
-		vb []byte
-	}
-	entries := make([]entry, 0, len(of))
+	base := len(t.entries)
+	defer func() { t.entries = t.entries[:base] }()
 	for _, o := range of {
-		e := entry{vb: b[o.start:o.end]}
+		e := mapEntry{vb: b[o.start:o.end]}
 		r := reader{b: e.vb}
 		var haveValue bool
 		for !r.done() {
@@ -438,9 +444,10 @@ func (t *Transcoder) mapValue(b []byte, f *field, of []occurrence) error {
 			// A zero message: its value decoded from no bytes.
 			e.vb, e.value = nil, occurrence{}
 		}
-		entries = append(entries, e)
+		t.entries = append(t.entries, e)
 	}
-	slices.SortStableFunc(entries, func(a, b entry) int { return compareBytes(a.key, b.key) })
+	entries := t.entries[base:]
+	slices.SortStableFunc(entries, func(a, b mapEntry) int { return compareBytes(a.key, b.key) })
 	t.out = append(t.out, '{')
 	for i, e := range entries {
 		if i+1 < len(entries) && string(entries[i+1].key) == string(e.key) {
@@ -776,6 +783,14 @@ func appendString(dst []byte, s string) []byte {
 
 const hex = "0123456789abcdef"
 
+// plain holds the ASCII bytes that encoding/json writes as they are.
+var plain = func() (p [utf8.RuneSelf]bool) {
+	for c := byte(0x20); c < utf8.RuneSelf; c++ {
+		p[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return p
+}()
+
 // appendStringBytes appends s as a JSON string as encoding/json writes it: with <, >
 // and & escaped for HTML, and each byte that is not UTF-8 as U+FFFD.
 func appendStringBytes(dst []byte, s []byte) []byte {
@@ -783,7 +798,7 @@ func appendStringBytes(dst []byte, s []byte) []byte {
 	start := 0
 	for i := 0; i < len(s); {
 		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+			if plain[c] {
 				i++
 				continue
 			}

@@ -35,17 +35,18 @@ func NewPartialDynamicClients(cfg *rest.Config, n int) (drop, keep dynamic.Inter
 func newDynamicClients(cfg *rest.Config, n int, encode, partial bool) (drop, keep dynamic.Interface, err error) {
 	// From the dynamic client's config, as dynamic.NewForConfig does: its transport sets
 	// the default user agent.
+	refused := new(refusals)
 	config := dynamic.ConfigFor(cfg)
-	config.Wrap(func(rt http.RoundTripper) http.RoundTripper { return acceptTransport{base: rt} })
+	config.Wrap(func(rt http.RoundTripper) http.RoundTripper { return acceptTransport{base: rt, refused: refused} })
 	h, err := rest.HTTPClientFor(config)
 	if err != nil {
 		return nil, nil, err
 	}
 	pool := newDecoderPool(n)
-	if drop, err = newDynamicClient(cfg, h, pool, true, encode, partial); err != nil {
+	if drop, err = newDynamicClient(cfg, h, pool, refused, true, encode, partial); err != nil {
 		return nil, nil, err
 	}
-	if keep, err = newDynamicClient(cfg, h, pool, false, encode, partial); err != nil {
+	if keep, err = newDynamicClient(cfg, h, pool, refused, false, encode, partial); err != nil {
 		return nil, nil, err
 	}
 	return drop, keep, nil
@@ -53,9 +54,9 @@ func newDynamicClients(cfg *rest.Config, n int, encode, partial bool) (drop, kee
 
 // newDynamicClient returns a dynamic client for cfg, as dynamic.NewForConfigAndClient
 // does, whose JSON responses are decoded by unstructuredJSON with the decoders of pool.
-func newDynamicClient(cfg *rest.Config, h *http.Client, pool decoderPool, dropManagedFields, encode, partial bool) (dynamic.Interface, error) {
+func newDynamicClient(cfg *rest.Config, h *http.Client, pool decoderPool, refused *refusals, dropManagedFields, encode, partial bool) (dynamic.Interface, error) {
 	config := dynamic.ConfigFor(cfg)
-	config.NegotiatedSerializer = newNegotiatedSerializer(config.NegotiatedSerializer, pool, dropManagedFields, encode, partial)
+	config.NegotiatedSerializer = newNegotiatedSerializer(config.NegotiatedSerializer, pool, refused, dropManagedFields, encode, partial)
 	// The dynamic client builds absolute paths: as in dynamic.NewForConfigAndClient, a
 	// path built from APIPath would be a bug.
 	config.GroupVersion = nil
@@ -84,13 +85,13 @@ type negotiatedSerializer struct {
 
 var _ runtime.NegotiatedSerializer = negotiatedSerializer{}
 
-func newNegotiatedSerializer(base runtime.NegotiatedSerializer, pool decoderPool, dropManagedFields, encode, partial bool) negotiatedSerializer {
+func newNegotiatedSerializer(base runtime.NegotiatedSerializer, pool decoderPool, refused *refusals, dropManagedFields, encode, partial bool) negotiatedSerializer {
 	mediaTypes := slices.Clone(base.SupportedMediaTypes())
 	for i, info := range mediaTypes {
 		if info.MediaType == runtime.ContentTypeJSON {
 			json := &unstructuredJSON{Serializer: info.Serializer, pool: pool, dropManagedFields: dropManagedFields, encode: encode, partial: partial}
 			mediaTypes[i].Serializer = json
-			mediaTypes = append(mediaTypes, protobufMediaType(json))
+			mediaTypes = append(mediaTypes, protobufMediaType(json, refused))
 			if stream := info.StreamSerializer; stream != nil {
 				mediaTypes[i].StreamSerializer = &runtime.StreamSerializerInfo{
 					EncodesAsText: stream.EncodesAsText,

@@ -20,7 +20,12 @@
 // fleet). The clients of NewPartialDynamicClients decode such partial objects directly,
 // building no maps but for the filing fields (jsondec's ObjectPartialCBOR).
 //
+// The requests whose context says so (WithProtobuf) ask for protobuf, where the server
+// has it, for the kinds that package pbjson can transcode: pbjson writes each object
+// back as the JSON the server would have sent, which is then decoded as above, so the
+// objects and their encodings are the same whatever the wire (protobuf.go).
+//
 // This package knows the wire and nothing of what is done with the objects: of
-// fleetwatch's packages it imports only jsondec, and must not import those that cache,
+// fleetwatch's packages it imports only jsondec and pbjson, and must not import those that cache,
 // persist or serve the objects (informer, aggregate, persist, server).
 package wire

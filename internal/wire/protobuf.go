@@ -27,7 +27,8 @@ import (
 //
 // A response that pbjson cannot transcode (a newer server's field, see
 // pbjson.ErrUnsupported) fails to decode, and its kind is not asked for in protobuf
-// again (ProtobufRefused): the informer's next list or watch asks for JSON.
+// again by the clients of that NewDynamicClients (or NewPartialDynamicClients): the
+// informer's next list or watch asks that cluster for JSON.
 
 const (
 	// contentTypeProtobuf is the kube-apiserver's protobuf media type.
@@ -40,30 +41,33 @@ type protobufKey struct{}
 
 // WithProtobuf returns ctx for a request of the clients of NewDynamicClients that
 // accepts protobuf for objects of kind gvk, if pbjson can transcode them and no response
-// of that kind has failed to (ProtobufRefused); otherwise ctx.
+// of the clients for that kind has failed to; otherwise ctx.
 func WithProtobuf(ctx context.Context, gvk schema.GroupVersionKind) context.Context {
-	if !pbjson.Supported(gvk) || ProtobufRefused(gvk) {
+	if !pbjson.Supported(gvk) {
 		return ctx
 	}
 	return context.WithValue(ctx, protobufKey{}, gvk)
 }
 
-// refused holds the kinds of which a protobuf response could not be transcoded.
-var refused sync.Map // schema.GroupVersionKind → struct{}
+// refusals holds the kinds of which a protobuf response to the clients of one
+// NewDynamicClients could not be transcoded.
+type refusals struct {
+	kinds sync.Map // schema.GroupVersionKind → struct{}
+}
 
-// ProtobufRefused reports whether a protobuf response of kind gvk, or of its list,
-// could not be transcoded, after which WithProtobuf asks for JSON.
-func ProtobufRefused(gvk schema.GroupVersionKind) bool {
-	_, ok := refused.Load(gvk)
+// refused reports whether a protobuf response of kind gvk, or of its list, could not be
+// transcoded.
+func (r *refusals) refused(gvk schema.GroupVersionKind) bool {
+	_, ok := r.kinds.Load(gvk)
 	return ok
 }
 
 // refuse records that objects of kind gvk, or of the kind whose list gvk is, cannot be
 // transcoded.
-func refuse(gvk schema.GroupVersionKind) {
-	refused.Store(gvk, struct{}{})
+func (r *refusals) refuse(gvk schema.GroupVersionKind) {
+	r.kinds.Store(gvk, struct{}{})
 	if k, ok := trimListSuffix(gvk.Kind); ok {
-		refused.Store(gvk.GroupVersion().WithKind(k), struct{}{})
+		r.kinds.Store(gvk.GroupVersion().WithKind(k), struct{}{})
 	}
 }
 
@@ -75,13 +79,15 @@ func trimListSuffix(kind string) (string, bool) {
 	return kind, false
 }
 
-// acceptTransport asks for protobuf for the requests whose context has WithProtobuf.
+// acceptTransport asks for protobuf for the requests whose context has WithProtobuf,
+// unless their kind was refused.
 type acceptTransport struct {
-	base http.RoundTripper
+	base    http.RoundTripper
+	refused *refusals
 }
 
 func (t acceptTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if _, ok := req.Context().Value(protobufKey{}).(schema.GroupVersionKind); ok && req.Method == http.MethodGet {
+	if gvk, ok := req.Context().Value(protobufKey{}).(schema.GroupVersionKind); ok && req.Method == http.MethodGet && !t.refused.refused(gvk) {
 		req = req.Clone(req.Context())
 		req.Header.Set("Accept", acceptProtobuf)
 	}
@@ -99,12 +105,12 @@ var protobufKinds = func() *runtime.Scheme {
 // protobufMediaType is the protobuf media type of the clients' negotiated serializer:
 // objects and lists by an unstructuredProtobuf; watch streams framed and their events'
 // envelopes read by apimachinery's, the objects in them by the unstructuredProtobuf.
-func protobufMediaType(json *unstructuredJSON) runtime.SerializerInfo {
+func protobufMediaType(json *unstructuredJSON, refused *refusals) runtime.SerializerInfo {
 	return runtime.SerializerInfo{
 		MediaType:        contentTypeProtobuf,
 		MediaTypeType:    "application",
 		MediaTypeSubType: "vnd.kubernetes.protobuf",
-		Serializer:       &unstructuredProtobuf{json: json, base: protobuf.NewSerializer(protobufKinds, protobufKinds)},
+		Serializer:       &unstructuredProtobuf{json: json, base: protobuf.NewSerializer(protobufKinds, protobufKinds), refused: refused},
 		StreamSerializer: &runtime.StreamSerializerInfo{
 			Serializer: protobuf.NewRawSerializer(protobufKinds, protobufKinds),
 			Framer:     protobuf.LengthDelimitedFramer,
@@ -118,8 +124,9 @@ func protobufMediaType(json *unstructuredJSON) runtime.SerializerInfo {
 // typed objects of the dynamic client (a Status of an error) and fails on the rest, as
 // the dynamic client without protobuf would fail on them. It does not encode.
 type unstructuredProtobuf struct {
-	json *unstructuredJSON
-	base runtime.Serializer
+	json    *unstructuredJSON
+	base    runtime.Serializer
+	refused *refusals
 }
 
 var _ runtime.Serializer = (*unstructuredProtobuf)(nil)
@@ -137,7 +144,7 @@ func (s *unstructuredProtobuf) Decode(data []byte, gvk *schema.GroupVersionKind,
 	js, err := t.Object(kind, raw)
 	if err != nil {
 		if errors.Is(err, pbjson.ErrUnsupported) {
-			refuse(kind)
+			s.refused.refuse(kind)
 		}
 		return nil, nil, fmt.Errorf("decoding %v from protobuf: %w", kind, err)
 	}
