@@ -524,18 +524,9 @@ func (t *Transcoder) value(k kind, m *message, b []byte, o occurrence) error {
 			t.out = append(t.out, '"')
 		}
 	case kindQuantity:
-		var s []byte
-		r := reader{b: v}
-		for !r.done() {
-			num, wt := r.tag()
-			if num == 1 && wt == wireBytes {
-				s = r.bytes()
-			} else {
-				r.skip(wt)
-			}
-		}
-		if r.err != nil {
-			return r.err
+		s, _, err := single(v, wireBytes, "quantity")
+		if err != nil {
+			return err
 		}
 		if len(s) == 0 {
 			return fmt.Errorf("%w: an empty quantity", ErrInvalid)
@@ -573,18 +564,9 @@ func (t *Transcoder) value(k kind, m *message, b []byte, o occurrence) error {
 			return fmt.Errorf("%w: IntOrString of type %d", ErrUnsupported, typ)
 		}
 	case kindRawJSON:
-		var raw []byte
-		r := reader{b: v}
-		for !r.done() {
-			num, wt := r.tag()
-			if num == 1 && wt == wireBytes {
-				raw = r.bytes()
-			} else {
-				return fmt.Errorf("%w: raw extension field %d", ErrUnsupported, num)
-			}
-		}
-		if r.err != nil {
-			return r.err
+		raw, _, err := single(v, wireBytes, "raw extension")
+		if err != nil {
+			return err
 		}
 		if len(raw) == 0 {
 			t.out = append(t.out, "null"...)
@@ -599,20 +581,11 @@ func (t *Transcoder) value(k kind, m *message, b []byte, o occurrence) error {
 		json.HTMLEscape(out, t.raw.Bytes())
 		t.out = out.Bytes()
 	case kindDuration:
-		var d int64
-		r := reader{b: v}
-		for !r.done() {
-			num, wt := r.tag()
-			if num == 1 && wt == wireVarint {
-				d = int64(r.varint())
-			} else {
-				return fmt.Errorf("%w: duration field %d", ErrUnsupported, num)
-			}
+		_, d, err := single(v, wireVarint, "duration")
+		if err != nil {
+			return err
 		}
-		if r.err != nil {
-			return r.err
-		}
-		t.out = appendString(t.out, time.Duration(d).String())
+		t.out = appendString(t.out, time.Duration(int64(d)).String())
 	case kindStrings:
 		r := reader{b: v}
 		t.out = append(t.out, '[')
@@ -637,6 +610,24 @@ func (t *Transcoder) value(k kind, m *message, b []byte, o occurrence) error {
 		return fmt.Errorf("%w: kind %d", ErrUnsupported, k)
 	}
 	return nil
+}
+
+// single reads v, a message of one field, number 1 of wire type wt, such as a
+// Quantity's string: its bytes, or its varint. Any other field is ErrUnsupported.
+func single(v []byte, wt int, what string) (b []byte, n uint64, err error) {
+	r := reader{b: v}
+	for !r.done() {
+		num, w := r.tag()
+		if r.err == nil && (num != 1 || w != wt) {
+			return nil, 0, fmt.Errorf("%w: %s field %d", ErrUnsupported, what, num)
+		}
+		if wt == wireBytes {
+			b = r.bytes()
+		} else {
+			n = r.varint()
+		}
+	}
+	return b, n, r.err
 }
 
 // scalar writes a varint or fixed-size value of kind k.
