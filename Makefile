@@ -60,7 +60,7 @@ test-unit:
 test-e2e: tools
 	@eval "$$(hack/build-tools.sh --print)" && export FLEETWATCH_KUBE_APISERVER FLEETWATCH_ETCD FLEETWATCH_KUBECTL && \
 		$(GO) test -count=1 $(E2E_FLAGS) $(E2E_PKGS) && \
-		FLEETWATCH_CACHE_ENCODING=compact $(GO) test -count=1 $(E2E_FLAGS) -run '^TestDaemonWithKubectl$$' ./test/e2e/ && \
+		FLEETWATCH_CACHE_ENCODING=objects $(GO) test -count=1 $(E2E_FLAGS) -run '^TestDaemonWithKubectl$$' ./test/e2e/ && \
 		cd mcprovider && $(GO) test -count=1 $(E2E_FLAGS) ./test/e2e/...
 
 ## test-browser: the web page of `fleetwatch serve` in a headless Chromium (installed by

@@ -86,7 +86,7 @@ func ExampleConfig_String() {
 	//   interval: 30s
 	//   timeout: 5s
 	// cache:
-	//   encoding: objects
+	//   encoding: compact
 	//   keepManagedFields: false
 	//   keepSecretData: false
 	// snapshot:

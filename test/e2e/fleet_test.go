@@ -107,25 +107,40 @@ func fleetTruth(ctx context.Context, t *testing.T, clusters []*testenv.Cluster, 
 }
 
 // fleetCache returns key → resourceVersion of gvr in the fleet's cache.
+//
+// The lister and the indexer must agree; while the fleet changes (a relist being
+// applied), they are read again until a lister list before and after the indexer's
+// agree with it, for up to a second.
 func fleetCache(t *testing.T, fleet *aggregate.Fleet, gvr schema.GroupVersionResource) map[string]string {
 	t.Helper()
-	objs, err := fleet.Lister(gvr).List(labels.Everything())
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]string{}
-	for _, key := range fleet.Indexer(gvr).ListKeys() {
-		obj, ok := fleet.Indexer(gvr).Get(key)
-		if !ok {
-			continue
+	count := func() int {
+		objs, err := fleet.Lister(gvr).List(labels.Everything())
+		if err != nil {
+			t.Fatal(err)
 		}
-		a, _ := meta.Accessor(obj)
-		out[key.String()] = a.GetResourceVersion()
+		return len(objs)
 	}
-	if len(objs) != len(out) {
-		t.Fatalf("lister lists %d objects, indexer holds %d", len(objs), len(out))
+	var before, after, held int
+	for range 50 {
+		before = count()
+		out := map[string]string{}
+		for _, key := range fleet.Indexer(gvr).ListKeys() {
+			obj, ok := fleet.Indexer(gvr).Get(key)
+			if !ok {
+				continue
+			}
+			a, _ := meta.Accessor(obj)
+			out[key.String()] = a.GetResourceVersion()
+		}
+		after = count()
+		if before == len(out) && after == len(out) {
+			return out
+		}
+		held = len(out)
+		time.Sleep(20 * time.Millisecond)
 	}
-	return out
+	t.Fatalf("lister lists %d then %d objects, indexer holds %d (for a second of tries)", before, after, held)
+	return nil
 }
 
 // startManager starts a Manager until the test ends or the returned stop is called.
