@@ -134,7 +134,8 @@ func dropStale(ctx context.Context, snapshot *persist.Store, stale []staleScope)
 type sink struct {
 	fleet   *aggregate.Fleet
 	cluster string
-	// snapshot and writer are nil without persistence.
+	// snapshot and writer are nil without persistence; writer is set once the snapshot
+	// is loaded, before the informers start.
 	snapshot *persist.Store
 	writer   *persist.Writer
 	// compact is set when the fleet keeps its objects in the snapshot's encoding (see
@@ -159,7 +160,7 @@ var (
 // StoresEncoded implements informer.EncodingSink: with persistence, the stores write
 // the encodings of watched objects to the snapshot, rather than encode the objects; a
 // compact fleet in the snapshot's encoding keeps them.
-func (s *sink) StoresEncoded() bool { return s.writer != nil || s.compact }
+func (s *sink) StoresEncoded() bool { return s.snapshot != nil || s.compact }
 
 // StoresPartial implements informer.PartialSink: a compact fleet in the snapshot's
 // encoding keeps the informers' encodings of listed objects, and so does the snapshot.
