@@ -834,7 +834,7 @@ func (m *Manager) Engage(ctx context.Context, c *cluster.Cluster) error {
 		if !m.awaitLoaded(ctx) {
 			return
 		}
-		mb.sink.writer = m.writer
+		mb.sink.setWriter(m.writer)
 		// With saved state, the identity must be confirmed before the informers resume
 		// from it: a recreated or repointed cluster must not inherit another's objects.
 		if !m.confirmIdentity(ctx, mb) {
