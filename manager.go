@@ -92,8 +92,10 @@ type Options struct {
 	// once the whole snapshot is loaded. If the file turns out unreadable part of the way
 	// through, the clusters already engaged from it drop their saved objects (Deleted
 	// events, as when a cluster's identity changed) and sync cold, like the others.
-	// Not with Shard. Default false: NewManager loads the whole snapshot before it
-	// returns.
+	// The garbage collector's tuning (see Snapshot) lasts the load, which now runs
+	// beside the program's first work: its garbage waits too, so the peak heap is
+	// higher. Not with Shard. Default false: NewManager loads the whole snapshot before
+	// it returns.
 	LoadSnapshotInBackground bool
 	// DisableGCTuning leaves the garbage collector's settings alone while the snapshot
 	// loads. They are process-wide: a program that manages them itself sets this.
