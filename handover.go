@@ -148,6 +148,8 @@ func (m *Manager) handoverTimeout() time.Duration {
 // specs returns the Specs of the configured resources: saved state of any other was
 // made under another configuration.
 func (m *Manager) specs() map[string]bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	setOpts := informer.Options{KeepManagedFields: m.opts.KeepManagedFields, KeepSecretData: m.opts.KeepSecretData, TransformID: m.opts.TransformID}
 	specs := map[string]bool{}
 	for _, r := range m.opts.Resources {

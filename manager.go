@@ -77,13 +77,29 @@ type Options struct {
 	// resumes its watch from the saved resourceVersion instead of listing. The Manager
 	// keeps it up to date through a persist.Writer. The caller opens and closes it.
 	//
-	// While NewManager loads the snapshot, it turns the garbage collector off (GOGC=off)
+	// While the snapshot loads, NewManager turns the garbage collector off (GOGC=off)
 	// and bounds the heap with a memory limit instead: the memory in use plus six times
 	// the file's size, or a lower limit (GOMEMLIMIT) that was set. Afterwards it sets
 	// both back, unless something else changed them meanwhile. Building the whole cache
 	// at once would otherwise spend nearly half of its time in the collector. A
 	// collector that was already off is left alone. DisableGCTuning turns this off.
 	Snapshot *persist.Store
+	// LoadSnapshotInBackground, with Snapshot, has NewManager start loading the
+	// snapshot and return at once, and has Start engage each cluster that the snapshot
+	// holds as soon as that cluster is loaded, while the next ones load: a program that
+	// works on clusters as they are engaged (AddAware, ClusterSynced; mcprovider's
+	// controllers) starts on the first one without waiting for the whole file. Until
+	// SnapshotLoaded is closed, the fleet holds part of the snapshot: a cluster's objects
+	// are complete once ClusterHasSynced reports it, as they are without this option;
+	// reads of the whole fleet wait for SnapshotLoaded. The clusters' informers start
+	// once the whole snapshot is loaded. If the file turns out unreadable part of the way
+	// through, the clusters already engaged from it drop their saved objects (Deleted
+	// events, as when a cluster's identity changed) and sync cold, like the others.
+	// The garbage collector's tuning (see Snapshot) lasts the load, which now runs
+	// beside the program's first work: its garbage waits too, so the peak heap is
+	// higher. Not with Shard. Default false: NewManager loads the whole snapshot before
+	// it returns.
+	LoadSnapshotInBackground bool
 	// DisableGCTuning leaves the garbage collector's settings alone while the snapshot
 	// loads. They are process-wide: a program that manages them itself sets this.
 	// Default false: NewManager tunes them as Snapshot describes.
@@ -140,8 +156,12 @@ type Manager struct {
 	described descriptions
 	// writer keeps Options.Snapshot up to date; nil without a snapshot.
 	writer *persist.Writer
-	// saved is what the snapshot held, by cluster. Entries are taken by Engage.
+	// saved is what the snapshot held, by cluster; mu guards it. Entries are taken by
+	// Engage.
 	saved map[string]*saved
+	// loaded is closed once the snapshot is loaded and its writer created (at once
+	// without a snapshot): writer is set before, and read without mu only after.
+	loaded chan struct{}
 	// handoffs are the states of the clusters this replica handed over, by cluster, kept
 	// for their new owners to fetch; mu guards it.
 	handoffs map[string]*handoff
@@ -158,9 +178,17 @@ type Manager struct {
 	// before mu.
 	reconfigureMu sync.Mutex
 
-	// mu guards members, limiter, started, runnables, saved, handoffs and the fields of
-	// opts that Reconfigure changes.
+	// mu guards members, limiter, started, runnables, saved, handoffs, the fields of
+	// opts that Reconfigure changes, and those of a background load below.
 	mu sync.Mutex
+	// While the snapshot loads in the background (Options.LoadSnapshotInBackground),
+	// loading is set, lastLoaded is the name of the last cluster loaded (the load goes
+	// in name order), progress is closed and replaced after each cluster, and
+	// selection holds the names that Selected last got, applied once the load ends.
+	loading    bool
+	lastLoaded string
+	progress   chan struct{}
+	selection  []string
 	// members are the engaged clusters, by name.
 	members map[string]*member
 	// limiter bounds the initial lists of the clusters engaged from now on.
@@ -308,13 +336,18 @@ func NewManager(opts Options) (*Manager, error) {
 	}
 	opts.Fleet.ShutdownTimeout = cmp.Or(opts.Fleet.ShutdownTimeout, opts.GracefulShutdownTimeout)
 	opts.SnapshotWriter.FinalFlushTimeout = cmp.Or(opts.SnapshotWriter.FinalFlushTimeout, opts.GracefulShutdownTimeout)
+	if opts.LoadSnapshotInBackground && opts.Shard != nil {
+		return nil, errors.New("fleetwatch: Options.LoadSnapshotInBackground does not go with Options.Shard")
+	}
 	fleet := aggregate.New(opts.Fleet)
 	m := &Manager{
 		opts:        opts,
 		fleet:       fleet,
+		loaded:      make(chan struct{}),
 		limiter:     informer.NewLimiter(opts.MaxConcurrentSyncs),
 		releaseSync: fleet.HoldSync(),
 		members:     map[string]*member{},
+		saved:       map[string]*saved{},
 		status: aggregate.NewStatusBoard(opts.Clock, func(c string, gvr schema.GroupVersionResource) int {
 			return fleet.Indexer(gvr).ClusterLen(c)
 		}),
@@ -344,13 +377,22 @@ func NewManager(opts Options) (*Manager, error) {
 		return nil, err
 	}
 	m.provider = p
-	if opts.Snapshot != nil {
-		if err := m.loadSnapshot(); err != nil {
-			return nil, err
-		}
+	switch {
+	case opts.Snapshot == nil:
+		close(m.loaded)
+	case opts.LoadSnapshotInBackground:
+		m.loading, m.progress = true, make(chan struct{})
+		go m.loadSnapshot()
+	default:
+		m.loadSnapshot()
 	}
 	return m, nil
 }
+
+// SnapshotLoaded returns a channel that is closed once the fleet holds the whole
+// snapshot, or none of it if the file was unreadable: before NewManager returns, unless
+// Options.LoadSnapshotInBackground is set. It is closed without a snapshot too.
+func (m *Manager) SnapshotLoaded() <-chan struct{} { return m.loaded }
 
 // validateResources checks Options.Resources as the informer sets will (see
 // informer.ValidateResources), so that a list that NewManager or Reconfigure accepts
@@ -425,9 +467,11 @@ func (m *Manager) Reconfigure(opts Options) error {
 	m.opts.SnapshotWriter.Interval = opts.SnapshotWriter.Interval
 	m.opts.SnapshotWriter.MaxPending = opts.SnapshotWriter.MaxPending
 	members := slices.Collect(maps.Values(m.members))
+	// Nil while the snapshot loads: the writer is created with the timing set here.
+	writer := m.writer
 	m.mu.Unlock()
-	if m.writer != nil {
-		m.writer.SetTiming(opts.SnapshotWriter.Interval, opts.SnapshotWriter.MaxPending)
+	if writer != nil {
+		writer.SetTiming(opts.SnapshotWriter.Interval, opts.SnapshotWriter.MaxPending)
 	}
 	// Outside mu: a Set reports the change through OnChange, which refreshes the status.
 	setOpts := informer.Options{Resources: opts.Resources, KeepManagedFields: opts.KeepManagedFields, KeepSecretData: opts.KeepSecretData}
@@ -440,9 +484,11 @@ func (m *Manager) Reconfigure(opts Options) error {
 	return nil
 }
 
-// loadSnapshot seeds the fleet from Options.Snapshot and creates its writer. The loaded
-// clusters are Stale until their servers confirm them.
-func (m *Manager) loadSnapshot() error {
+// loadSnapshot seeds the fleet from Options.Snapshot and creates its writer, then closes
+// loaded. The loaded clusters are Stale until their servers confirm them. A background
+// load (Options.LoadSnapshotInBackground) lets Engage take each cluster as soon as it
+// is seeded.
+func (m *Manager) loadSnapshot() {
 	if !m.opts.DisableGCTuning {
 		var size int64
 		if fi, err := os.Stat(m.opts.Snapshot.Path()); err == nil {
@@ -454,35 +500,121 @@ func (m *Manager) loadSnapshot() error {
 	// the snapshot's encoding takes the stored encodings as they are.
 	ctx := klog.NewContext(context.Background(), klog.Background())
 	specs := m.specs()
-	m.saved = map[string]*saved{}
 	var stale []staleScope
+	seeded := map[string]bool{}
 	err := m.opts.Snapshot.LoadEach(persist.LoadOptions{Partial: snapshotEncoded(m.opts.Fleet.Codec)}, func(name string, cs *persist.ClusterSnapshot) error {
-		m.saved[name], stale = seedCluster(ctx, m.fleet, name, cs, specs, stale)
+		var s *saved
+		s, stale = seedCluster(ctx, m.fleet, name, cs, specs, stale)
+		seeded[name] = true
+		m.status.Set(aggregate.ClusterStatus{Name: name, Server: s.identity.Server, UID: s.identity.UID, Phase: aggregate.PhaseStale})
+		m.mu.Lock()
+		m.saved[name] = s
+		if m.loading {
+			m.lastLoaded = name
+			close(m.progress)
+			m.progress = make(chan struct{})
+		}
+		m.mu.Unlock()
+		if testHookSeeded != nil {
+			return testHookSeeded(name)
+		}
 		return nil
 	})
+	var dropped []*member
 	if err != nil {
 		// The file was found unreadable part of the way through (and moved aside, when it
-		// could be): what was seeded from it goes, and the fleet starts cold.
+		// could be): what was seeded from it goes, and the fleet starts cold; so do the
+		// clusters that a background load let Engage take already.
 		klog.Background().Error(err, "Snapshot unusable; starting cold", "path", m.opts.Snapshot.Path())
-		for name := range m.saved {
-			m.fleet.RemoveCluster(name)
+		// Engage holds reconfigureMu from taking a cluster's saved state until the
+		// cluster is a member.
+		m.reconfigureMu.Lock()
+		m.mu.Lock()
+		for _, mb := range m.members {
+			if mb.saved != nil {
+				dropped = append(dropped, mb)
+			}
 		}
 		m.saved, stale = map[string]*saved{}, nil
+		m.mu.Unlock()
+		m.reconfigureMu.Unlock()
+		for name := range seeded {
+			m.fleet.RemoveCluster(name)
+			m.status.Remove(name)
+		}
 	}
 	dropStale(ctx, m.opts.Snapshot, stale)
-	for name, s := range m.saved {
-		m.status.Set(aggregate.ClusterStatus{Name: name, Server: s.identity.Server, UID: s.identity.UID, Phase: aggregate.PhaseStale})
-	}
+	m.mu.Lock()
 	m.writer = m.opts.Snapshot.NewWriter(m.opts.SnapshotWriter)
-	return nil
+	selection := m.selection
+	loading := m.loading
+	m.loading, m.selection = false, nil
+	if loading {
+		close(m.progress)
+	}
+	m.mu.Unlock()
+	for _, mb := range dropped {
+		// Their informers wait for loaded: they start cold.
+		mb.saved = nil
+		mb.mu.Lock()
+		mb.stale = false
+		mb.mu.Unlock()
+		m.refresh(mb)
+	}
+	if selection != nil {
+		m.dropUnselected(ctx, selection)
+	}
+	close(m.loaded)
+}
+
+// snapshotWriter returns the writer of Options.Snapshot: nil without a snapshot, and
+// while it loads.
+func (m *Manager) snapshotWriter() *persist.Writer {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.writer
+}
+
+// testHookSeeded is called by loadSnapshot after it seeded each cluster, so that a test
+// holds a background load there, or fails it as an unreadable file would.
+var testHookSeeded func(cluster string) error
+
+// awaitSaved waits until the snapshot is known to hold name or not, a background load
+// having passed it; it returns false if ctx ended first.
+func (m *Manager) awaitSaved(ctx context.Context, name string) bool {
+	for {
+		m.mu.Lock()
+		settled := !m.loading || (m.lastLoaded != "" && m.lastLoaded >= name)
+		progress := m.progress
+		m.mu.Unlock()
+		if settled {
+			return true
+		}
+		select {
+		case <-progress:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// awaitLoaded waits until the snapshot is loaded; it returns false if ctx ended first.
+func (m *Manager) awaitLoaded(ctx context.Context) bool {
+	select {
+	case <-m.loaded:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // SnapshotStats returns the snapshot writer's statistics; ok is false without a snapshot.
 func (m *Manager) SnapshotStats() (stats persist.Stats, ok bool) {
-	if m.writer == nil {
+	w := m.snapshotWriter()
+	if w == nil {
 		return persist.Stats{}, false
 	}
-	return m.writer.Stats(), true
+	return w.Stats(), true
 }
 
 // Fleet returns the federated cache: listers, indices and handlers. A handler's
@@ -620,6 +752,20 @@ func (m *Manager) Ready() bool {
 // until they are engaged.
 func (m *Manager) Selected(ctx context.Context, names []string) {
 	m.mu.Lock()
+	if m.loading {
+		// The clusters loaded next are not in saved yet: the load's end drops them all.
+		m.selection = names
+		m.mu.Unlock()
+		return
+	}
+	m.mu.Unlock()
+	m.dropUnselected(ctx, names)
+}
+
+// dropUnselected removes the snapshot's clusters that are not among names, sorted, and
+// not engaged yet, as Selected says.
+func (m *Manager) dropUnselected(ctx context.Context, names []string) {
+	m.mu.Lock()
 	var drop []string
 	for name := range m.saved {
 		if _, ok := slices.BinarySearch(names, name); !ok {
@@ -638,8 +784,13 @@ func (m *Manager) Selected(ctx context.Context, names []string) {
 }
 
 // Engage implements cluster.Aware: it starts the cluster's informer set, health probe
-// and identity read, bound to ctx.
+// and identity read, bound to ctx. While the snapshot loads in the background
+// (Options.LoadSnapshotInBackground), it first waits until the load has passed the
+// cluster, so that a cluster the snapshot holds is engaged with its objects.
 func (m *Manager) Engage(ctx context.Context, c *cluster.Cluster) error {
+	if !m.awaitSaved(ctx, c.Name) {
+		return fmt.Errorf("cluster %s: %w", c.Name, context.Cause(ctx))
+	}
 	m.reconfigureMu.Lock()
 	m.mu.Lock()
 	sv := m.saved[c.Name]
@@ -660,7 +811,8 @@ func (m *Manager) Engage(ctx context.Context, c *cluster.Cluster) error {
 	}
 	m.mu.Unlock()
 	mb := &member{cluster: c, done: make(chan struct{}), synced: make(chan struct{}), saved: sv, stale: sv != nil, syncTimeout: setOpts.SyncTimeout}
-	mb.sink = &sink{fleet: m.fleet, cluster: c.Name, snapshot: m.opts.Snapshot, writer: m.writer, compact: snapshotEncoded(m.opts.Fleet.Codec)}
+	// The writer is the sink's once the snapshot is loaded, before the informers start.
+	mb.sink = &sink{fleet: m.fleet, cluster: c.Name, snapshot: m.opts.Snapshot, compact: snapshotEncoded(m.opts.Fleet.Codec)}
 	setOpts.Sink = mb.sink
 	setOpts.OnChange = func() { m.refresh(mb) }
 	set, err := informer.New(setOpts)
@@ -685,6 +837,10 @@ func (m *Manager) Engage(ctx context.Context, c *cluster.Cluster) error {
 	go func() {
 		defer m.wg.Done()
 		defer close(mb.done)
+		if !m.awaitLoaded(ctx) {
+			return
+		}
+		mb.sink.setWriter(m.writer)
 		// With saved state, the identity must be confirmed before the informers resume
 		// from it: a recreated or repointed cluster must not inherit another's objects.
 		if !m.confirmIdentity(ctx, mb) {
@@ -821,8 +977,8 @@ func (m *Manager) Disengage(ctx context.Context, c *cluster.Cluster, cause error
 	}
 	m.fleet.RemoveCluster(c.Name)
 	m.status.Remove(c.Name)
-	if m.writer != nil {
-		m.writer.DropCluster(c.Name)
+	if w := m.snapshotWriter(); w != nil {
+		w.DropCluster(c.Name)
 	}
 	klog.FromContext(ctx).Info("Cluster left the fleet; its objects were removed", "cluster", c.Name, "reason", cause)
 	return nil

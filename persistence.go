@@ -134,15 +134,17 @@ func dropStale(ctx context.Context, snapshot *persist.Store, stale []staleScope)
 type sink struct {
 	fleet   *aggregate.Fleet
 	cluster string
-	// snapshot and writer are nil without persistence.
+	// snapshot is nil without persistence.
 	snapshot *persist.Store
-	writer   *persist.Writer
 	// compact is set when the fleet keeps its objects in the snapshot's encoding (see
 	// snapshotEncoded).
 	compact bool
 
-	// mu guards seeds and requested.
+	// mu guards writer, seeds and requested.
 	mu sync.Mutex
+	// writer is nil without persistence; set once the snapshot is loaded, before the
+	// informers start (setWriter).
+	writer *persist.Writer
 	// seeds are the saved scopes that may seed their informer, by scope.
 	seeds map[informer.Scope]savedScope
 	// requested are the scopes the informer set asked a store for.
@@ -159,7 +161,7 @@ var (
 // StoresEncoded implements informer.EncodingSink: with persistence, the stores write
 // the encodings of watched objects to the snapshot, rather than encode the objects; a
 // compact fleet in the snapshot's encoding keeps them.
-func (s *sink) StoresEncoded() bool { return s.writer != nil || s.compact }
+func (s *sink) StoresEncoded() bool { return s.snapshot != nil || s.compact }
 
 // StoresPartial implements informer.PartialSink: a compact fleet in the snapshot's
 // encoding keeps the informers' encodings of listed objects, and so does the snapshot.
@@ -176,27 +178,35 @@ func snapshotEncoded(codec aggregate.Codec) bool {
 	return false
 }
 
+// setWriter gives the sink the snapshot's writer.
+func (s *sink) setWriter(w *persist.Writer) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.writer = w
+}
+
 func (s *sink) Store(scope informer.Scope) informer.Store {
 	s.mu.Lock()
 	if s.requested == nil {
 		s.requested = map[informer.Scope]bool{}
 	}
 	s.requested[scope] = true
+	writer := s.writer
 	s.mu.Unlock()
 	store := s.fleet.ClusterStore(s.cluster, scope.Resource)
-	if s.writer == nil {
+	if writer == nil {
 		return store
 	}
-	return &persistingStore{ClusterStore: store, writer: s.writer, cluster: s.cluster, key: persist.ResourceKey(scope.String()), compact: s.compact}
+	return &persistingStore{ClusterStore: store, writer: writer, cluster: s.cluster, key: persist.ResourceKey(scope.String()), compact: s.compact}
 }
 
 func (s *sink) RemoveResource(gvr schema.GroupVersionResource) {
 	s.fleet.RemoveClusterResource(s.cluster, gvr)
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.writer == nil {
 		return
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	for scope := range s.requested {
 		if scope.Resource == gvr {
 			s.writer.DropResource(s.cluster, persist.ResourceKey(scope.String()))
@@ -236,6 +246,7 @@ func (s *sink) dropUnrequested(ctx context.Context, all map[informer.Scope]saved
 			stale = append(stale, scope)
 		}
 	}
+	writer := s.writer
 	s.mu.Unlock()
 	for _, scope := range stale {
 		saved := all[scope]
@@ -250,8 +261,8 @@ func (s *sink) dropUnrequested(ctx context.Context, all map[informer.Scope]saved
 				_ = store.Delete(obj.(runtime.Object), true)
 			}
 		}
-		if s.writer != nil {
-			s.writer.DropResource(s.cluster, saved.key)
+		if writer != nil {
+			writer.DropResource(s.cluster, saved.key)
 		}
 		klog.FromContext(ctx).V(1).Info("Dropped a snapshot scope that is no longer configured", "cluster", s.cluster, "scope", scope.String())
 	}

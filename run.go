@@ -78,7 +78,8 @@ func (m *Manager) Start(ctx context.Context) error {
 	groups := [][]*part{
 		nil, // the clusters, started last, once what they feed runs
 		{start("snapshot writer", func(ctx context.Context) error {
-			if m.writer == nil {
+			// Nothing is written before the snapshot is loaded: the informers wait for it.
+			if !m.awaitLoaded(ctx) || m.writer == nil {
 				<-ctx.Done()
 				return nil
 			}

@@ -1,10 +1,13 @@
 package fleetwatch
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"reflect"
+	"sync"
 	"testing"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -13,6 +16,7 @@ import (
 
 	"github.com/fleetwatch/fleetwatch/aggregate"
 	"github.com/fleetwatch/fleetwatch/cluster"
+	"github.com/fleetwatch/fleetwatch/cluster/clustertest"
 	"github.com/fleetwatch/fleetwatch/informer"
 	"github.com/fleetwatch/fleetwatch/persist"
 )
@@ -142,5 +146,196 @@ func putSnapshotValue(t *testing.T, path, cluster string, key persist.ResourceKe
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// awareFunc is a cluster.Aware of a function.
+type awareFunc func(ctx context.Context, c *cluster.Cluster) error
+
+func (f awareFunc) Engage(ctx context.Context, c *cluster.Cluster) error { return f(ctx, c) }
+
+// TestLoadSnapshotInBackground: with Options.LoadSnapshotInBackground, NewManager
+// returns before the snapshot is loaded, and Start engages a cluster of the snapshot as
+// soon as it is loaded, before the next ones are: an Aware engaged with it finds it
+// synced and its objects complete in the fleet. A snapshot cluster that the kubeconfig
+// no longer selects is dropped once the load ends. A load that fails after a cluster was
+// engaged from it (a file found unreadable) takes that cluster's objects back: it syncs
+// cold, as the others do.
+func TestLoadSnapshotInBackground(t *testing.T) {
+	configMaps := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	resources := []informer.Resource{{Name: "configmaps"}}
+	key := persist.ResourceKey(informer.Scope{Resource: configMaps, Spec: (&informer.Options{}).Spec(resources[0])}.String())
+	const perCluster = 50
+	for _, fail := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fail=%v", fail), func(t *testing.T) {
+			servers := map[string]*clustertest.Server{}
+			var contexts []clustertest.Context
+			for _, name := range []string{"a", "b", "c"} {
+				servers[name] = clustertest.NewServer(t)
+				contexts = append(contexts, servers[name].Context(name))
+			}
+			kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+			clustertest.WriteKubeconfig(t, kubeconfig, contexts...)
+			path := filepath.Join(t.TempDir(), "fleetwatch.db")
+			store, err := persist.Open(path, persist.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := store.NewWriter(persist.WriterOptions{})
+			for _, name := range []string{"a", "b", "c", "gone"} {
+				id := persist.Identity{UID: "gone-uid", Server: "https://gone"}
+				if s := servers[name]; s != nil {
+					id = persist.Identity{UID: s.UID(), Server: s.URL}
+				}
+				if err := store.SetIdentity(name, id); err != nil {
+					t.Fatal(err)
+				}
+				for i := range perCluster {
+					u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap"}}
+					u.SetNamespace("default")
+					u.SetName(fmt.Sprintf("cm-%03d", i))
+					u.SetResourceVersion(fmt.Sprint(100 + i))
+					w.Upsert(name, key, u)
+				}
+				w.Checkpoint(name, key, "500")
+			}
+			if err := w.Flush(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			if err := store.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if store, err = persist.Open(path, persist.Options{}); err != nil {
+				t.Fatal(err)
+			}
+			defer store.Close()
+
+			// The load waits after a until a is engaged; with fail, it then fails as
+			// on a file found unreadable.
+			aEngaged := make(chan struct{})
+			testHookSeeded = func(name string) error {
+				if name != "a" {
+					return nil
+				}
+				select {
+				case <-aEngaged:
+				case <-time.After(10 * time.Second):
+					t.Error("a was not engaged before the next cluster was loaded")
+				}
+				if fail {
+					return fmt.Errorf("%w: as if b did not decode", persist.ErrCorrupt)
+				}
+				return nil
+			}
+			defer func() { testHookSeeded = nil }()
+			m, err := NewManager(Options{
+				Clusters:                 cluster.Options{Kubeconfigs: []string{kubeconfig}},
+				Resources:                resources,
+				Snapshot:                 store,
+				LoadSnapshotInBackground: true,
+				DisableGCTuning:          true,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			type engaged struct {
+				synced, loaded bool
+				objects        int
+			}
+			var mu sync.Mutex
+			seen := map[string]engaged{}
+			err = m.AddAware(awareFunc(func(_ context.Context, c *cluster.Cluster) error {
+				e := engaged{synced: m.ClusterHasSynced(c.Name), loaded: isClosed(m.SnapshotLoaded()), objects: m.fleet.Indexer(configMaps).ClusterLen(c.Name)}
+				mu.Lock()
+				seen[c.Name] = e
+				mu.Unlock()
+				if c.Name == "a" {
+					close(aEngaged)
+				}
+				return nil
+			}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan error, 1)
+			go func() { done <- m.Start(ctx) }()
+			defer func() {
+				cancel()
+				if err := <-done; err != nil {
+					t.Error(err)
+				}
+			}()
+			select {
+			case <-m.SnapshotLoaded():
+			case <-time.After(10 * time.Second):
+				t.Fatal("the snapshot did not load")
+			}
+			waitFor(t, "every cluster engaged, and gone dropped", func() string {
+				mu.Lock()
+				defer mu.Unlock()
+				if len(seen) != 3 {
+					return fmt.Sprintf("%d clusters engaged", len(seen))
+				}
+				if n := m.fleet.Indexer(configMaps).ClusterLen("gone"); n != 0 {
+					return fmt.Sprintf("%d objects of gone cached", n)
+				}
+				if _, ok := m.ClusterStatus("gone"); ok {
+					return "gone has a status"
+				}
+				return ""
+			})
+			mu.Lock()
+			defer mu.Unlock()
+			if a := seen["a"]; !a.synced || a.loaded || a.objects != perCluster {
+				t.Errorf("when a was engaged: synced %v, whole snapshot loaded %v, %d objects; want synced, not loaded, %d objects", a.synced, a.loaded, a.objects, perCluster)
+			}
+			if fail {
+				// a syncs cold: the fake servers serve no discovery, so it never does.
+				waitFor(t, "a's saved objects taken back", func() string {
+					if n := m.fleet.Indexer(configMaps).ClusterLen("a"); n != 0 || m.ClusterHasSynced("a") {
+						return fmt.Sprintf("%d objects, synced %v", n, m.ClusterHasSynced("a"))
+					}
+					return ""
+				})
+				for _, name := range []string{"b", "c"} {
+					if e := seen[name]; e.synced || e.objects != 0 {
+						t.Errorf("cluster %s, after a failed load: synced %v with %d objects, want a cold cluster", name, e.synced, e.objects)
+					}
+				}
+				return
+			}
+			for _, name := range []string{"b", "c"} {
+				if e := seen[name]; !e.synced || e.objects != perCluster {
+					t.Errorf("when %s was engaged: synced %v, %d objects; want synced, %d objects", name, e.synced, e.objects, perCluster)
+				}
+			}
+		})
+	}
+}
+
+// waitFor polls cond until it returns "", failing the test with its last answer after
+// 15 seconds.
+func waitFor(t *testing.T, what string, cond func() string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		msg := cond()
+		if msg == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %s", what, msg)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
 	}
 }

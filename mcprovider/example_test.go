@@ -32,6 +32,8 @@ func Example() {
 		Clusters:  cluster.Options{Kubeconfigs: []string{"/path/to/kubeconfig"}},
 		Resources: []informer.Resource{{Name: "configmaps"}},
 		Snapshot:  store,
+		// Each cluster is engaged as soon as the snapshot's load has it.
+		LoadSnapshotInBackground: true,
 	})
 	if err != nil {
 		panic(err)

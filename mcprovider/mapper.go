@@ -81,16 +81,20 @@ func (m *fleetMapper) discovered(gvk schema.GroupVersionKind) *meta.RESTMapping 
 	return nil
 }
 
+// fromObjects reads the kind of one cached object of each resource of gvk's group and
+// version: one, not a list, which a compact fleet would decode whole, on the way of the
+// first cluster's first request.
 func (m *fleetMapper) fromObjects(gvk schema.GroupVersionKind) *meta.RESTMapping {
 	for _, gvr := range m.fleet.Resources() {
 		if gvr.GroupVersion() != gvk.GroupVersion() {
 			continue
 		}
 		ix := m.fleet.Indexer(gvr)
-		if ix.Len() == 0 {
-			continue
-		}
-		for _, obj := range ix.List() {
+		for _, key := range ix.ListKeys() {
+			obj, ok := ix.Get(key)
+			if !ok {
+				continue // gone since
+			}
 			if obj.GetObjectKind().GroupVersionKind() != gvk {
 				break
 			}

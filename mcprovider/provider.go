@@ -41,7 +41,8 @@ type Options struct {
 //
 // A cluster is engaged once the Manager has engaged it and its objects are complete in
 // the fleet (fleetwatch.Manager.ClusterHasSynced): at once for a cluster the snapshot
-// held, before its apiserver answers; after its initial lists for another. It is
+// held, before its apiserver answers (as soon as the snapshot's load has it, with
+// fleetwatch.Options.LoadSnapshotInBackground); after its initial lists for another. It is
 // disengaged, the context given to Engage ending, when it leaves the fleet; a cluster
 // replaced because its connection changed in the kubeconfig files is disengaged, then
 // engaged again as a new cluster.Cluster. Get finds the engaged clusters only.
