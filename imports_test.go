@@ -28,7 +28,8 @@ func TestImports(t *testing.T) {
 		"internal/gctune":    nil,
 		"internal/intern":    nil,
 		"internal/jsondec":   {"internal/intern"},
-		"internal/wire":      {"internal/jsondec"},
+		"internal/wire":      {"internal/jsondec", "internal/pbjson"},
+		"internal/pbjson":    nil,
 	}
 	for dir, want := range allowed {
 		pkg, err := build.ImportDir(dir, 0)
