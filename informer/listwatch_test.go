@@ -253,3 +253,85 @@ func TestStreamingListDropsEncodings(t *testing.T) {
 		t.Errorf("watch event after the list: %T, want it with its encoding", ev.Object)
 	}
 }
+
+// TestStreamingListInProtobufGoesOnInJSON: the watch of a streaming list opened by
+// streamingWatch (protobuf) is replaced, once its initial events end, by a watch from
+// watch (JSON) from the bookmark's resourceVersion, without the selectors or the
+// timeout lost; to the reflector it is one watch. Plain watches use watch. If the
+// follow-up watch cannot be opened, the relay ends with its error.
+func TestStreamingListInProtobufGoesOnInJSON(t *testing.T) {
+	streamed, followed := watch.NewFake(), watch.NewFake()
+	var (
+		mu     sync.Mutex
+		opened []metav1.ListOptions
+		fail   error
+	)
+	lw := fakeListWatch(nil, time.Minute)
+	lw.streamingWatch = func(_ context.Context, o metav1.ListOptions) (watch.Interface, error) { return streamed, nil }
+	lw.watch = func(_ context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		opened = append(opened, o)
+		if fail != nil {
+			return nil, fail
+		}
+		return followed, nil
+	}
+	opts := metav1.ListOptions{SendInitialEvents: ptr.To(true), ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
+		AllowWatchBookmarks: true, LabelSelector: "app=web", TimeoutSeconds: ptr.To[int64](300)}
+	w, err := lw.WatchWithContext(t.Context(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	go func() {
+		streamed.Add(podAt("a", "5"))
+		streamed.Action(watch.Bookmark, bookmarkAt("7", true))
+	}()
+	if ev := <-w.ResultChan(); ev.Type != watch.Added {
+		t.Fatalf("got %s, want the initial event", ev.Type)
+	}
+	if ev := <-w.ResultChan(); ev.Type != watch.Bookmark {
+		t.Fatalf("got %s, want the initial-events-end bookmark", ev.Type)
+	}
+	go followed.Modify(podAt("a", "8"))
+	if ev := <-w.ResultChan(); ev.Type != watch.Modified {
+		t.Fatalf("got %s, want the follow-up watch's event", ev.Type)
+	}
+	if !streamed.IsStopped() {
+		t.Error("the streaming list's watch was not stopped")
+	}
+	mu.Lock()
+	want := metav1.ListOptions{ResourceVersion: "7", AllowWatchBookmarks: true, LabelSelector: "app=web", TimeoutSeconds: ptr.To[int64](300)}
+	if len(opened) != 1 || opened[0].ResourceVersion != want.ResourceVersion || opened[0].SendInitialEvents != nil ||
+		opened[0].ResourceVersionMatch != "" || opened[0].LabelSelector != want.LabelSelector || !opened[0].AllowWatchBookmarks ||
+		opened[0].TimeoutSeconds == nil || *opened[0].TimeoutSeconds != 300 {
+		t.Errorf("follow-up watch opened with %+v, want %+v", opened, want)
+	}
+	mu.Unlock()
+
+	// A plain watch is opened by watch, unwrapped.
+	if pw, err := lw.WatchWithContext(t.Context(), metav1.ListOptions{ResourceVersion: "9"}); err != nil || pw != followed {
+		t.Errorf("plain watch %T %v, want watch's", pw, err)
+	}
+
+	// The follow-up watch fails: the relay ends with its error.
+	streamed, gone := watch.NewFake(), apierrors.NewResourceExpired("too old")
+	mu.Lock()
+	fail = gone
+	mu.Unlock()
+	w2, err := lw.WatchWithContext(t.Context(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w2.Stop()
+	go streamed.Action(watch.Bookmark, bookmarkAt("7", true))
+	<-w2.ResultChan()
+	ev, ok := <-w2.ResultChan()
+	if !ok || ev.Type != watch.Error || !apierrors.IsResourceExpired(apierrors.FromObject(ev.Object)) {
+		t.Fatalf("got %v %v, want the follow-up watch's 410", ev.Type, ok)
+	}
+	if _, ok := <-w2.ResultChan(); ok {
+		t.Error("the relay goes on after its error")
+	}
+}
