@@ -122,7 +122,8 @@ func filler(seed int64) *randfill.Filler {
 			}
 		},
 		func(j *metav1.FieldsV1, c randfill.Continue) {
-			*j = metav1.FieldsV1{Raw: []byte(fmt.Sprintf(`{"f:metadata":{"f:labels":{"f:%d":{}}}}`, c.Intn(100)))}
+			*j = metav1.FieldsV1{}
+			j.SetRawBytes([]byte(fmt.Sprintf(`{"f:metadata":{"f:labels":{"f:%d":{}}}}`, c.Intn(100))))
 		},
 		func(j *metav1.TypeMeta, c randfill.Continue) {
 			*j = metav1.TypeMeta{}
