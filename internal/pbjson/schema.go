@@ -151,9 +151,9 @@ func schemaOf(gvk schema.GroupVersionKind) *message {
 		return m.(*message)
 	}
 	var m *message
-	if t, ok := scheme.Scheme.AllKnownTypes()[gvk]; ok {
+	if obj, err := scheme.Scheme.New(gvk); err == nil {
 		b := builder{seen: map[reflect.Type]*message{}}
-		if msg, err := b.message(t); err == nil {
+		if msg, err := b.message(reflect.TypeOf(obj).Elem()); err == nil {
 			m = msg
 		}
 	}

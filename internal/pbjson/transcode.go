@@ -197,17 +197,12 @@ func (t *Transcoder) fieldsAt(b []byte, m *message, more bool, base int) (bool, 
 		default:
 			return false, fmt.Errorf("%w: field %d of wire type %d", ErrInvalid, num, wt)
 		}
-		switch wt {
-		case wireVarint:
-			o.v = r.varint()
-		case wireFixed64:
-			o.v = r.fixed(8)
-		case wireFixed32:
-			o.v = r.fixed(4)
-		default:
+		if wt == wireBytes {
 			v := r.bytes()
 			o.start, o.end = int32(r.pos-len(v)), int32(r.pos)
 			o.packed = want != wireBytes
+		} else {
+			o.v = r.scalar(wt)
 		}
 		if r.err != nil {
 			return false, r.err
@@ -285,15 +280,7 @@ func (t *Transcoder) field(b []byte, f *field, of []occurrence) (bool, error) {
 				// Packed.
 				r := reader{b: b[o.start:o.end]}
 				for !r.done() {
-					var v uint64
-					switch f.kind.wireType() {
-					case wireVarint:
-						v = r.varint()
-					case wireFixed64:
-						v = r.fixed(8)
-					case wireFixed32:
-						v = r.fixed(4)
-					}
+					v := r.scalar(f.kind.wireType())
 					if r.err != nil {
 						return false, r.err
 					}
@@ -422,16 +409,11 @@ func (t *Transcoder) mapValue(b []byte, f *field, of []occurrence) error {
 				e.key = r.bytes()
 			case num == 2 && wt == f.kind.wireType():
 				haveValue = true
-				switch wt {
-				case wireVarint:
-					e.value.v = r.varint()
-				case wireFixed64:
-					e.value.v = r.fixed(8)
-				case wireFixed32:
-					e.value.v = r.fixed(4)
-				default:
+				if wt == wireBytes {
 					v := r.bytes()
 					e.value.start, e.value.end = int32(r.pos-len(v)), int32(r.pos)
+				} else {
+					e.value.v = r.scalar(wt)
 				}
 			default:
 				return fmt.Errorf("%w: map entry field %d of wire type %d", ErrInvalid, num, wt)
@@ -751,19 +733,27 @@ func (r *reader) bytes() []byte {
 	return v
 }
 
-// skip skips a value of wire type wt.
-func (r *reader) skip(wt int) {
+// scalar reads a value of wire type wt, which is not length-delimited: a varint, or
+// the bits of a fixed-size value.
+func (r *reader) scalar(wt int) uint64 {
 	switch wt {
 	case wireVarint:
-		r.varint()
+		return r.varint()
 	case wireFixed64:
-		r.fixed(8)
-	case wireBytes:
-		r.bytes()
+		return r.fixed(8)
 	case wireFixed32:
-		r.fixed(4)
-	default:
-		r.fail()
+		return r.fixed(4)
+	}
+	r.fail()
+	return 0
+}
+
+// skip skips a value of wire type wt.
+func (r *reader) skip(wt int) {
+	if wt == wireBytes {
+		r.bytes()
+	} else {
+		r.scalar(wt)
 	}
 }
 

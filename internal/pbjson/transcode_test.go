@@ -37,9 +37,7 @@ func encode(t testing.TB, obj runtime.Object, gvk schema.GroupVersionKind) (pb, 
 	}
 	decoded, _, err := protoSerializer.Decode(buf.Bytes(), nil, nil)
 	if err != nil {
-		// The kinds of options and events, which are not objects that a server holds
-		// (WatchEvent of an __internal version).
-		t.Skipf("decoding the protobuf of %v: %v", gvk, err)
+		t.Fatalf("decoding the protobuf of %v: %v", gvk, err)
 	}
 	decoded.GetObjectKind().SetGroupVersionKind(gvk)
 	if want, err = json.Marshal(decoded); err != nil {
@@ -152,11 +150,15 @@ func TestTranscodeRandomObjects(t *testing.T) {
 	if testing.Short() {
 		runs = 3
 	}
+	types := scheme.Scheme.AllKnownTypes()
 	for _, gvk := range kinds() {
-		if !Supported(gvk) {
+		// A WatchEvent's envelope is read by apimachinery (package wire), never
+		// transcoded; its protobuf does not decode through the scheme's serializer
+		// either, for want of a kind of its own.
+		if !Supported(gvk) || gvk.Kind == "WatchEvent" {
 			continue
 		}
-		typ := scheme.Scheme.AllKnownTypes()[gvk]
+		typ := types[gvk]
 		t.Run(gvk.String(), func(t *testing.T) {
 			for i := range runs {
 				obj := reflect.New(typ).Interface().(runtime.Object)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -66,17 +67,9 @@ func (r *refusals) refused(gvk schema.GroupVersionKind) bool {
 // transcoded.
 func (r *refusals) refuse(gvk schema.GroupVersionKind) {
 	r.kinds.Store(gvk, struct{}{})
-	if k, ok := trimListSuffix(gvk.Kind); ok {
+	if k, ok := strings.CutSuffix(gvk.Kind, "List"); ok && k != "" {
 		r.kinds.Store(gvk.GroupVersion().WithKind(k), struct{}{})
 	}
-}
-
-func trimListSuffix(kind string) (string, bool) {
-	const suffix = "List"
-	if len(kind) > len(suffix) && kind[len(kind)-len(suffix):] == suffix {
-		return kind[:len(kind)-len(suffix)], true
-	}
-	return kind, false
 }
 
 // acceptTransport asks for protobuf for the requests whose context has WithProtobuf,
