@@ -207,6 +207,11 @@ type Cache struct {
 	// holds them too. They are dropped by default, everywhere: the cache, the API, the
 	// snapshot and the logs.
 	KeepSecretData bool `yaml:"keepSecretData" mapstructure:"keepSecretData"`
+	// JSONOnly asks the apiservers for JSON only. By default the informers of built-in
+	// kinds ask for protobuf, which costs an apiserver about half the CPU of JSON for a
+	// list, and fall back to JSON by themselves for a kind whose protobuf fleetwatch
+	// cannot read (fleetwatch.Options.JSONOnly). Takes effect at the next start.
+	JSONOnly bool `yaml:"jsonOnly" mapstructure:"jsonOnly"`
 }
 
 // Snapshot configures the bbolt snapshot. Changes are committed every Interval or every

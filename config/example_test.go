@@ -89,6 +89,7 @@ func ExampleConfig_String() {
 	//   encoding: compact
 	//   keepManagedFields: false
 	//   keepSecretData: false
+	//   jsonOnly: false
 	// snapshot:
 	//   path: fleetwatch.db
 	//   interval: 5s

@@ -36,6 +36,7 @@ var usages = map[string]string{
 	"cache.encoding":                   "how full objects are cached: objects (decoded) or compact (the snapshot's CBOR, served as JSON from it; less memory, a decode per Table row or library read)",
 	"cache.keepManagedFields":          "keep metadata.managedFields, which are stripped by default",
 	"cache.keepSecretData":             "keep the values of Secrets (data, stringData and kubectl's last-applied annotation), which are dropped by default",
+	"cache.jsonOnly":                   "ask the apiservers for JSON only, not for protobuf where fleetwatch can read it (built-in kinds)",
 	"snapshot.path":                    "snapshot file; empty disables persistence",
 	"snapshot.interval":                "longest time a change waits before the snapshot is committed",
 	"snapshot.maxPending":              "number of pending changes that commits the snapshot before snapshot.interval",

@@ -88,7 +88,7 @@ func full() config.Config {
 		},
 		Sync:     config.Sync{Timeout: 90 * time.Second, MaxConcurrent: 4},
 		Health:   config.Health{Path: "/livez", Interval: 10 * time.Second, Timeout: 2 * time.Second},
-		Cache:    config.Cache{Encoding: config.CacheEncodingCompact, KeepManagedFields: true, KeepSecretData: true},
+		Cache:    config.Cache{Encoding: config.CacheEncodingCompact, KeepManagedFields: true, KeepSecretData: true, JSONOnly: true},
 		Snapshot: config.Snapshot{Path: "/var/lib/fleetwatch/fleetwatch.db", Interval: 250 * time.Millisecond, MaxPending: 1000, KeepCorrupt: 1},
 		Server: config.Server{
 			Address:     "0.0.0.0:8443",
@@ -304,6 +304,7 @@ resources:
 				"FLEETWATCH_CACHE_ENCODING":                  "compact",
 				"FLEETWATCH_CACHE_KEEPMANAGEDFIELDS":         "true",
 				"FLEETWATCH_CACHE_KEEPSECRETDATA":            "1",
+				"FLEETWATCH_CACHE_JSONONLY":                  "true",
 				"FLEETWATCH_SNAPSHOT_INTERVAL":               "5s",
 				"FLEETWATCH_SNAPSHOT_MAXPENDING":             "10",
 				"FLEETWATCH_SERVER_ADDRESS":                  "[::1]:8080",
@@ -325,7 +326,7 @@ resources:
 				c.Contexts.Aliases = map[string]string{"a": "x"}
 				c.Resources = []config.Resource{{Name: "pods"}, {Name: "deployments.apps"}}
 				c.Sync = config.Sync{Timeout: 30 * time.Second, MaxConcurrent: 2}
-				c.Cache = config.Cache{Encoding: config.CacheEncodingCompact, KeepManagedFields: true, KeepSecretData: true}
+				c.Cache = config.Cache{Encoding: config.CacheEncodingCompact, KeepManagedFields: true, KeepSecretData: true, JSONOnly: true}
 				c.Snapshot.Interval, c.Snapshot.MaxPending = 5*time.Second, 10
 				c.Server = config.Server{Address: "[::1]:8080", TLS: config.TLS{CertFile: "/c", KeyFile: "/k"}, Auth: config.Auth{TokenFile: "/t", Delegated: config.Delegated{
 					Enabled: true, Audiences: []string{"fleetwatch", "https://kubernetes.default.svc"}, QPS: 50, Burst: 100,
@@ -342,7 +343,7 @@ resources:
 				"--contexts-aliases=a=x,b=y",
 				"--resources=pods",
 				"--sync-timeout=30s", "--sync-max-concurrent=2",
-				"--cache-encoding=compact", "--cache-keep-managed-fields", "--cache-keep-secret-data=true",
+				"--cache-encoding=compact", "--cache-keep-managed-fields", "--cache-keep-secret-data=true", "--cache-json-only",
 				"--snapshot-path=", "--snapshot-interval=5s", "--snapshot-max-pending=10", "--snapshot-keep-corrupt=0",
 				"--server-address=0.0.0.0:8443",
 				"--server-tls-cert-file=/c", "--server-tls-key-file=/k", "--server-auth-token-file=/t",
@@ -360,7 +361,7 @@ resources:
 				}
 				c.Resources = []config.Resource{{Name: "pods"}}
 				c.Sync = config.Sync{Timeout: 30 * time.Second, MaxConcurrent: 2}
-				c.Cache = config.Cache{Encoding: config.CacheEncodingCompact, KeepManagedFields: true, KeepSecretData: true}
+				c.Cache = config.Cache{Encoding: config.CacheEncodingCompact, KeepManagedFields: true, KeepSecretData: true, JSONOnly: true}
 				c.Snapshot = config.Snapshot{Path: "", Interval: 5 * time.Second, MaxPending: 10, KeepCorrupt: 0}
 				c.Server = config.Server{Address: "0.0.0.0:8443", TLS: config.TLS{CertFile: "/c", KeyFile: "/k"}, Auth: config.Auth{TokenFile: "/t", Delegated: config.Delegated{
 					Enabled: true, Audiences: []string{"fleetwatch", "other"}, QPS: 50, Burst: 100,

@@ -37,6 +37,7 @@ func managerOptions(cfg *config.Config) fleetwatch.Options {
 		},
 		KeepManagedFields: cfg.Cache.KeepManagedFields,
 		KeepSecretData:    cfg.Cache.KeepSecretData,
+		JSONOnly:          cfg.Cache.JSONOnly,
 		SnapshotWriter: persist.WriterOptions{
 			Interval:   cfg.Snapshot.Interval,
 			MaxPending: cfg.Snapshot.MaxPending,

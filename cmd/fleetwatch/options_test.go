@@ -23,3 +23,15 @@ func TestManagerOptionsHealth(t *testing.T) {
 		t.Errorf("Health = %+v, want %+v", got, want)
 	}
 }
+
+// TestManagerOptionsJSONOnly checks that cache.jsonOnly reaches the Manager.
+func TestManagerOptionsJSONOnly(t *testing.T) {
+	cfg := config.Default()
+	if managerOptions(&cfg).JSONOnly {
+		t.Error("defaults: JSONOnly = true, want protobuf where it can be read")
+	}
+	cfg.Cache.JSONOnly = true
+	if !managerOptions(&cfg).JSONOnly {
+		t.Error("cache.jsonOnly: true: JSONOnly = false")
+	}
+}
