@@ -230,12 +230,19 @@ func (b *backlog) front() (*pending, bool) {
 	return nil, false
 }
 
+// keptSlots is the capacity up to which a backlog that runs empty keeps its array for
+// the events that come next.
+const keptSlots = 256
+
 // maybeCompact reclaims the slots before head and the dead ones, once they are the
 // majority, so that memory stays proportional to the live events.
 func (b *backlog) maybeCompact() {
 	if b.live == 0 {
 		b.byRef = nil
-		if cap(b.items) > 2*max(b.max, 512) {
+		if cap(b.items) > keptSlots {
+			// A handler's replay of the objects it was added after, or a burst:
+			// kept, the array would hold its slots' memory (about 170 bytes each, 1.5
+			// MB for 9,000 objects) for as long as the handler is registered.
 			b.items = nil
 		} else {
 			clear(b.items[b.head:])

@@ -221,3 +221,26 @@ func TestBacklogMemoryBoundedByObjects(t *testing.T) {
 		}
 	}
 }
+
+// TestBacklogReleasesItsArrayWhenEmpty checks that a backlog that held many events (a
+// handler's replay of the fleet) does not keep their array once it has delivered them.
+func TestBacklogReleasesItsArrayWhenEmpty(t *testing.T) {
+	ix := newIndexer(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, nil, nil, 0)
+	for _, n := range []int{10, 100, 9000} {
+		b := backlog{max: DefaultMaxBacklog}
+		for i := range n {
+			b.push(pending{ref: objectRef{ix, Key{Cluster: "c", Name: fmt.Sprint(i)}}, typ: Added, obj: obj(fmt.Sprint(i), "1")})
+		}
+		for range n {
+			if _, ok := b.pop(); !ok {
+				t.Fatalf("%d events: the backlog ran empty early", n)
+			}
+		}
+		if c := cap(b.items); c > keptSlots {
+			t.Errorf("%d events pushed and popped: the empty backlog keeps %d slots, want at most %d", n, c, keptSlots)
+		}
+		if n <= keptSlots && b.items == nil {
+			t.Errorf("%d events pushed and popped: a small array was dropped, want it kept for the next events", n)
+		}
+	}
+}
