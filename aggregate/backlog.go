@@ -42,10 +42,30 @@ type pending struct {
 
 // event returns the Event the handler receives for p.
 //
-// In a compact fleet, it decodes the objects that the event carries encoded: event is
-// called by the handler's goroutine, outside the indexer's lock.
-func (p *pending) event() Event {
+// In a compact fleet, it decodes the objects that the event carries encoded, unless
+// encodedOnly (HandlerOptions.EncodedOnly): event is called by the handler's goroutine,
+// outside the indexer's lock.
+func (p *pending) event(encodedOnly bool) Event {
 	ix := p.ref.ix
+	if encodedOnly {
+		e := Event{
+			Cluster:           p.ref.key.Cluster,
+			Resource:          ix.resource,
+			Type:              p.typ,
+			InitialList:       p.initialList,
+			FinalStateUnknown: p.finalStateUnknown,
+			Encoded:           p.encodedObj(),
+		}
+		if o, ok := p.obj.(*encodedObject); ok {
+			e.Encoded = o.data // on Deleted events too
+		} else {
+			e.Object = p.obj
+		}
+		if _, ok := p.old.(*encodedObject); !ok && p.typ == Updated {
+			e.OldObject = p.old
+		}
+		return e
+	}
 	var oldObject runtime.Object
 	if p.typ == Updated {
 		oldObject = ix.decoded(p.old)

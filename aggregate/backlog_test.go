@@ -26,7 +26,7 @@ func describe(p pending) string {
 		}
 		return o.(*unstructured.Unstructured).GetResourceVersion()
 	}
-	e := p.event()
+	e := p.event(false)
 	s := fmt.Sprintf("%s %s %s old=%s", e.Type, p.ref.key.Name, rv(e.Object), rv(e.OldObject))
 	if e.InitialList {
 		s += " initial"

@@ -8,9 +8,11 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/fleetwatch/fleetwatch/aggregate"
@@ -200,6 +202,97 @@ func TestCompactEventEncoded(t *testing.T) {
 					got, err := f.Codec().Decode(e.Encoded)
 					if err != nil || !equality.Semantic.DeepEqual(got, e.Object) {
 						t.Errorf("event %d (%s): Encoded decodes to %v (%v), want the event's object", i, e.Type, got, err)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestEncodedOnlyHandler checks HandlerOptions.EncodedOnly: in a compact fleet, the
+// events of the objects that the fleet has only encoded come with their encoding alone
+// (adds and updates applied as encodings, a late handler's replay, and the deletions of
+// a removed cluster, whose last state the fleet held); the objects at hand decoded (a
+// deletion watched from the cluster, a metadata-only object) come decoded. In a plain
+// fleet, the option changes nothing.
+func TestEncodedOnlyHandler(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		codec aggregate.Codec
+	}{{"compact", persist.Codec{}}, {"plain", nil}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := aggregate.New(aggregate.Options{Codec: tc.codec})
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			go func() { _ = f.Start(ctx) }()
+			early := aggregatetest.NewRecorder()
+			if _, err := f.AddHandler(early, aggregate.HandlerOptions{EncodedOnly: true}); err != nil {
+				t.Fatal(err)
+			}
+			pods := f.ClusterStore("a", aggregatetest.Pods)
+			// As the informers of a compact fleet apply what they list and watch: the
+			// encoding, and of the object only what files it (a plain fleet, whole).
+			applyEncoded := func(u *unstructured.Unstructured, initialList bool) {
+				t.Helper()
+				if f.Codec() == nil {
+					mustApply(t, pods, u.DeepCopy(), initialList)
+					return
+				}
+				data, err := persist.Codec{}.Encode(u)
+				if err != nil {
+					t.Fatal(err)
+				}
+				partial := &unstructured.Unstructured{}
+				partial.SetAPIVersion(u.GetAPIVersion())
+				partial.SetKind(u.GetKind())
+				partial.SetNamespace(u.GetNamespace())
+				partial.SetName(u.GetName())
+				partial.SetUID(u.GetUID())
+				partial.SetResourceVersion(u.GetResourceVersion())
+				partial.SetLabels(u.GetLabels())
+				if err := pods.ApplyPartial(partial, data, initialList); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p := aggregatetest.RealisticPod("ns", "p", "1", map[string]string{"app": "x"})
+			applyEncoded(p, true)
+			p2 := p.DeepCopy()
+			p2.SetResourceVersion("2")
+			applyEncoded(p2, false)
+			applyEncoded(aggregatetest.RealisticPod("ns", "q", "3", nil), false)
+			md := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+				ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c", ResourceVersion: "4"}}
+			mustApply(t, f.ClusterStore("a", schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}), md, false)
+			late := aggregatetest.NewRecorder()
+			if _, err := f.AddHandler(late, aggregate.HandlerOptions{EncodedOnly: true, Resources: []schema.GroupVersionResource{aggregatetest.Pods}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := late.WaitForLen(ctx, 2); err != nil {
+				t.Fatal(err)
+			}
+			mustDelete(t, pods, p2.DeepCopy(), false)
+			f.RemoveCluster("a") // q and c
+			if err := early.WaitForLen(ctx, 7); err != nil {
+				t.Fatal(err)
+			}
+			compact := f.Codec() != nil
+			for i, e := range append(early.Events(), late.Events()...) {
+				what := fmt.Sprintf("event %d (%s %s, final state unknown %v)", i, e.Type, e.Resource.Resource, e.FinalStateUnknown)
+				decoded := !compact || e.Resource.Resource == "configmaps" || e.Type == aggregate.Deleted && !e.FinalStateUnknown
+				switch {
+				case decoded && e.Object == nil:
+					t.Errorf("%s: no Object, want it decoded", what)
+				case decoded && compact && e.Resource.Resource == "configmaps":
+					if _, ok := e.Object.(*metav1.PartialObjectMetadata); !ok {
+						t.Errorf("%s: Object %T, want the metadata-only object", what, e.Object)
+					}
+				case decoded:
+				case e.Object != nil || e.OldObject != nil || e.Encoded == nil:
+					t.Errorf("%s: Object %T, OldObject %T, %d bytes encoded; want the encoding alone", what, e.Object, e.OldObject, len(e.Encoded))
+				default:
+					got, err := f.Codec().Decode(e.Encoded)
+					if u, ok := got.(*unstructured.Unstructured); err != nil || !ok || u.GetName() == "" {
+						t.Errorf("%s: Encoded decodes to %T (%v)", what, got, err)
 					}
 				}
 			}

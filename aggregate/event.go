@@ -47,7 +47,9 @@ type Event struct {
 	FinalStateUnknown bool
 	// Encoded is, in a compact fleet (Options.Codec), Object's encoding in the fleet's
 	// Codec, the very bytes the fleet holds, on Added and Updated events; nil on Deleted
-	// events and in a plain fleet. A handler that keeps the objects it is given (the
+	// events and in a plain fleet. With HandlerOptions.EncodedOnly, it is also set on
+	// the Deleted events of objects that the fleet held encoded, and Object is nil where
+	// it is the only form of the object that the fleet had at hand. A handler that keeps the objects it is given (the
 	// HTTP server's watch cache) can keep the encoding instead, sharing the fleet's
 	// memory rather than adding the decoded object to it. It must not be modified.
 	Encoded []byte

@@ -56,6 +56,17 @@ type HandlerOptions struct {
 	// held by the cache. Default: such updates are not delivered.
 	DeliverNoOpUpdates bool
 
+	// EncodedOnly, in a compact fleet (Options.Codec), has the fleet decode nothing for
+	// the handler: where the fleet has an event's object only encoded, Object is nil and
+	// Encoded is the encoding, on Deleted events too (the last state the fleet held);
+	// likewise OldObject is nil where the fleet has it only encoded. Objects at hand
+	// decoded (one applied decoded, a metadata-only one, one read lately) come as
+	// without the option. A handler that keeps what it needs of an object from its
+	// encoding (the HTTP server's watch cache) so pays no decode per event, and leaves
+	// no decoded object among what it keeps. In a plain fleet it changes nothing.
+	// Default: false.
+	EncodedOnly bool
+
 	// MaxBacklog is how many events may wait for this handler before they are coalesced.
 	// Beyond it, a new event for an object that already has a pending event is merged
 	// into that event, so the backlog holds at most one event per object and its memory
@@ -84,6 +95,7 @@ type Registration struct {
 	resources   map[schema.GroupVersionResource]struct{} // nil: every resource
 	cluster     string                                   // empty: every cluster
 	deliverNoOp bool
+	encodedOnly bool
 	clock       clock.PassiveClock
 
 	// started is set once the delivery goroutine was started; guarded by fleet.lock.
@@ -145,6 +157,7 @@ func newRegistration(f *Fleet, h Handler, opts HandlerOptions, name string) *Reg
 		handler:     h,
 		name:        name,
 		deliverNoOp: opts.DeliverNoOpUpdates,
+		encodedOnly: opts.EncodedOnly,
 		clock:       f.clock,
 		cluster:     opts.Cluster,
 		done:        make(chan struct{}),
@@ -353,7 +366,7 @@ func (r *Registration) run() {
 		p, _ := r.queue.pop()
 		r.inflight = p.seq
 		r.mu.Unlock()
-		panicked := r.deliver(p.event())
+		panicked := r.deliver(p.event(r.encodedOnly), p.ref.key)
 		r.mu.Lock()
 		r.inflight = 0
 		r.delivered++
@@ -365,13 +378,13 @@ func (r *Registration) run() {
 	}
 }
 
-// deliver calls OnEvent, recovering a panic.
-func (r *Registration) deliver(e Event) (panicked bool) {
+// deliver calls OnEvent with e, the event of the object with key, recovering a panic.
+func (r *Registration) deliver(e Event, key Key) (panicked bool) {
 	defer func() {
 		if v := recover(); v != nil {
 			panicked = true
 			klog.ErrorS(fmt.Errorf("panic: %v", v), "Event handler panicked; continuing with the next event",
-				"handler", r.name, "cluster", e.Cluster, "resource", e.Resource, "key", e.Key(), "type", e.Type,
+				"handler", r.name, "cluster", e.Cluster, "resource", e.Resource, "key", key, "type", e.Type,
 				"stack", string(debug.Stack()))
 		}
 	}()

@@ -75,7 +75,9 @@ func newWatchCache(historySize int, codec aggregate.Codec) *watchCache {
 // register adds the watch cache to fleet as a handler of every resource. The fleet
 // replays its current state to the handler first.
 func (wc *watchCache) register(fleet *aggregate.Fleet) (*aggregate.Registration, error) {
-	reg, err := fleet.AddHandler(wc, aggregate.HandlerOptions{Name: "server"})
+	// EncodedOnly: the view keeps a summary and the encoding of each full object of a
+	// compact fleet, read from the encoding (storedForm), so the events need not decode.
+	reg, err := fleet.AddHandler(wc, aggregate.HandlerOptions{Name: "server", EncodedOnly: wc.codec != nil})
 	if err != nil {
 		return nil, err
 	}
@@ -205,12 +207,12 @@ func newResourceCache(gvr schema.GroupVersionResource, historySize int, codec ag
 // history is always consistent with it. Under a compact fleet, it returns the
 // compactObject that the view keeps for a full object (the last state, for Deleted).
 func (rc *resourceCache) apply(e aggregate.Event) *compactObject {
-	m, err := meta.Accessor(e.Object)
+	obj, stored := rc.storedForm(e)
+	m, err := meta.Accessor(obj)
 	if err != nil {
 		return nil // the fleet only holds objects with metadata
 	}
 	ns, name := m.GetNamespace(), m.GetName()
-	obj, stored := rc.storedForm(e)
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	co := rc.clusters[e.Cluster]
@@ -263,9 +265,25 @@ func (rc *resourceCache) apply(e aggregate.Event) *compactObject {
 }
 
 // storedForm returns what the view keeps of the event's object: the object itself,
-// or under a compact fleet, for a full object, its compactObject (stored). The encoding
-// of a Deleted event's object, which the fleet no longer holds, is made here.
+// or under a compact fleet, for a full object, its compactObject (stored). The events
+// of the objects that the fleet holds encoded come undecoded (register's EncodedOnly):
+// their summary is read from the encoding. The encoding of a Deleted event's object
+// that comes decoded, which the fleet no longer holds, is made here. obj is nil for an
+// event that the view cannot keep (an encoding that fails to decode, logged).
 func (rc *resourceCache) storedForm(e aggregate.Event) (obj runtime.Object, stored *compactObject) {
+	if e.Object == nil && e.Encoded != nil && rc.codec != nil {
+		if c, ok := rc.codec.(cborCodec); ok && c.CBORMaps() {
+			if stored, ok = summarizeCBOR(rc.resource.GroupResource(), e.Encoded); ok {
+				return stored, stored
+			}
+		}
+		decoded, err := rc.codec.Decode(e.Encoded)
+		if err != nil {
+			klog.ErrorS(err, "Decoding a cached object failed; leaving it out of the server's view", "cluster", e.Cluster, "resource", rc.resource)
+			return nil, nil
+		}
+		e.Object = decoded
+	}
 	u, ok := e.Object.(*unstructured.Unstructured)
 	if rc.codec == nil || !ok {
 		return e.Object, nil

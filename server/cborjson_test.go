@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"math"
 	"net/http"
+	"reflect"
 	"regexp"
 	"slices"
 	"testing"
@@ -236,4 +237,93 @@ func TestCompactServesSameBytes(t *testing.T) {
 			t.Errorf("GET %s (%s):\nplain   %s\ncompact %s", tc.path, tc.accept, bodies[0], bodies[1])
 		}
 	}
+}
+
+// summaryTestObjects are encodings of objects with pod specs and labels in the forms
+// that summarizeCBOR reads apart, beside cborTestObjects.
+func summaryTestObjects(t testing.TB) map[string][]byte {
+	objs := cborTestObjects(t)
+	container := func(name, image string) kvs {
+		return kvs{"name", name, "image", image, "ports", []any{kvs{"containerPort", int64(80)}}}
+	}
+	podSpec := kvs{"initContainers", []any{container("init", "busybox:1"), kvs{"name", "no-image"}},
+		"containers", []any{container("a", "nginx:1.27"), container("b", "busybox:1"), "not a map", kvs{"image", int64(3)}},
+		"ephemeralContainers", []any{container("debug", "debian:13")}}
+	objs["deployment"] = testCBOR(nil, kvs{"apiVersion", "apps/v1", "kind", "Deployment",
+		"metadata", kvs{"name", "web", "namespace", "shop", "uid", "u-1", "resourceVersion", "12", "creationTimestamp", "2026-11-27T10:00:00Z",
+			"labels", kvs{"app", "web", "tier", "front", "n", int64(1)}, "annotations", kvs{"a", "b"}},
+		"spec", kvs{"replicas", int64(3), "template", kvs{"metadata", kvs{"labels", kvs{"app", "web"}}, "spec", podSpec}}})
+	objs["cronjob"] = testCBOR(nil, kvs{"apiVersion", "batch/v1", "kind", "CronJob", "metadata", kvs{"name", "nightly", "labels", kvs{}},
+		"spec", kvs{"schedule", "@daily", "jobTemplate", kvs{"spec", kvs{"template", kvs{"spec", podSpec}}}}})
+	objs["pod with a spec of the wrong type"] = testCBOR(nil, kvs{"kind", "Pod", "metadata", kvs{"name", "p", "labels", "not a map", "uid", int64(4)}, "spec", []any{"x"}})
+	objs["pod spec in JSON order, images repeated"] = testCBOR(nil, kvs{"spec", kvs{"containers", []any{container("a", "x:1"), container("b", "x:1")}, "initContainers", []any{container("i", "y:2")}},
+		"metadata", kvs{"namespace", "ns", "name", "p"}, "apiVersion", "v1", "kind", "Pod"})
+	objs["repeated metadata"] = testCBOR(nil, kvs{"metadata", kvs{"name", "a"}, "metadata", kvs{"name", "b"}})
+	objs["repeated name"] = testCBOR(nil, kvs{"metadata", kvs{"name", "a", "name", "b"}})
+	return objs
+}
+
+// summaryResources are the resources whose objects TestSummarizeCBOR summarizes: with
+// a pod spec at each of its depths, and without.
+var summaryResources = []schema.GroupResource{{Resource: "pods"}, {Group: "apps", Resource: "deployments"}, {Group: "batch", Resource: "cronjobs"}, {Resource: "configmaps"}}
+
+// checkSummary fails t if summarizeCBOR reads from data a summary other than the one
+// newCompactObject makes of the decoded object; it returns whether summarizeCBOR read
+// one.
+func checkSummary(t *testing.T, gr schema.GroupResource, data []byte) bool {
+	t.Helper()
+	got, ok := summarizeCBOR(gr, data)
+	obj, err := persist.Codec{}.Decode(data)
+	u, isUnstructured := obj.(*unstructured.Unstructured)
+	if !ok || err != nil || !isUnstructured {
+		return ok
+	}
+	want := newCompactObject(gr, u, data)
+	if !reflect.DeepEqual(got.Object, want.Object) || !bytes.Equal(got.data, data) {
+		t.Fatalf("%v: summary from the CBOR %v\nfrom the decoded object %v", gr, got.Object, want.Object)
+	}
+	return true
+}
+
+// TestSummarizeCBOR holds the summary that the view of a compact fleet reads from an
+// encoding to the one it makes of the decoded object, and checks which encodings are
+// read without decoding.
+func TestSummarizeCBOR(t *testing.T) {
+	read := map[string]bool{"realistic pod": true, "schema version 1": true, "JSON order, no annotations": true, "annotations in place": true,
+		"no metadata, no kind": true, "metadata not a map": true, "annotations not a map": true, "byte strings everywhere": true, "numbers": true,
+		"deployment": true, "cronjob": true, "pod with a spec of the wrong type": true, "pod spec in JSON order, images repeated": true,
+		// The members that the summary does not read are not checked for repeats or
+		// for the UTF-8 of their texts: the decoding refuses these, and the fleet never
+		// holds them.
+		"duplicate key": true, "duplicate annotation": true, "invalid UTF-8 in a text": true}
+	for name, data := range summaryTestObjects(t) {
+		for _, gr := range summaryResources {
+			t.Run(name+"/"+gr.String(), func(t *testing.T) {
+				if ok := checkSummary(t, gr, data); ok != read[name] {
+					t.Errorf("read from the CBOR: %v, want %v", ok, read[name])
+				}
+			})
+		}
+	}
+	// The images, in search's order, each once.
+	co, _ := summarizeCBOR(schema.GroupResource{Group: "apps", Resource: "deployments"}, summaryTestObjects(t)["deployment"])
+	if got, want := search.Images(schema.GroupResource{Group: "apps", Resource: "deployments"}, co.Unstructured), []string{"busybox:1", "nginx:1.27", "debian:13"}; !slices.Equal(got, want) {
+		t.Errorf("images %v, want %v", got, want)
+	}
+}
+
+// FuzzSummarizeCBOR checks that summarizeCBOR never panics, and that whatever summary
+// it reads from bytes that decode is the one made of the decoded object.
+func FuzzSummarizeCBOR(f *testing.F) {
+	for _, data := range summaryTestObjects(f) {
+		for i := range summaryResources {
+			f.Add(data, i)
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte, resource int) {
+		if resource < 0 {
+			resource = -resource
+		}
+		checkSummary(t, summaryResources[resource%len(summaryResources)], data)
+	})
 }

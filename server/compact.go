@@ -3,8 +3,10 @@ package server
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -47,68 +49,106 @@ var _ runtime.Object = (*compactObject)(nil)
 func (o *compactObject) DeepCopyObject() runtime.Object { return o }
 
 // summaryKeys are the metadata fields that a summary keeps.
-var summaryKeys = []string{"name", "namespace", "uid", "resourceVersion", "creationTimestamp"}
+var summaryKeys = [...]string{"name", "namespace", "uid", "resourceVersion", "creationTimestamp"}
 
 // newCompactObject returns the compactObject of u, a full object of resource gr whose
-// encoding is data. u is not modified, and the summary shares no memory with it: its
-// strings are copied into one allocation, so that a summary does not keep alive, here
-// and there, the pages of the decoded objects it was made from (which made the RSS
-// of a compact daemon twice its heap).
+// encoding is data. u is not modified, and the summary shares no memory with it (see
+// summary.build).
 func newCompactObject(gr schema.GroupResource, u *unstructured.Unstructured, data []byte) *compactObject {
+	var sum summary
 	src, _ := u.Object["metadata"].(map[string]any)
-	var texts []string
-	for _, k := range summaryKeys {
-		if v, ok := src[k].(string); ok {
+	for i, k := range summaryKeys {
+		sum.meta[i], sum.has[i] = src[k].(string)
+	}
+	if labels, ok := src["labels"].(map[string]any); ok {
+		sum.hasLabels = true
+		for k, v := range labels {
+			if v, ok := v.(string); ok {
+				sum.labels = append(sum.labels, k, v)
+			}
+		}
+	}
+	sum.apiVersion, sum.hasAPIVersion = u.Object["apiVersion"].(string)
+	sum.kind, sum.hasKind = u.Object["kind"].(string)
+	if _, ok := search.PodSpecPath(gr); ok {
+		sum.images = search.Images(gr, u)
+	}
+	return sum.build(gr, data)
+}
+
+// summary is what a compactObject's summary holds, read from a decoded object
+// (newCompactObject) or from the encoding (summarizeCBOR).
+type summary struct {
+	apiVersion, kind       string
+	hasAPIVersion, hasKind bool
+	// meta are the values of summaryKeys, where has says the object has them (as
+	// strings).
+	meta [len(summaryKeys)]string
+	has  [len(summaryKeys)]bool
+	// labels are the labels' keys and values, in turn; hasLabels says the object has
+	// a labels map, maybe empty.
+	labels    []string
+	hasLabels bool
+	// images are the distinct images of the pod spec, as search.Images returns them.
+	images []string
+}
+
+// build returns the compactObject of the summary of an object of gr encoded in data.
+// The summary's strings are copied into one allocation, so that it does not keep
+// alive, here and there, the pages of the objects or encodings it was read from (which
+// made the RSS of a compact daemon twice its heap).
+func (sum *summary) build(gr schema.GroupResource, data []byte) *compactObject {
+	texts := make([]string, 0, len(summaryKeys)+len(sum.labels)+2+len(sum.images))
+	for i, v := range sum.meta {
+		if sum.has[i] {
 			texts = append(texts, v)
 		}
 	}
-	labels, _ := src["labels"].(map[string]any)
-	var pairs []string // the labels' keys and values, in the order copy takes them
-	for k, v := range labels {
-		if v, ok := v.(string); ok {
-			pairs = append(pairs, k, v)
-		}
+	texts = append(texts, sum.labels...)
+	if sum.hasAPIVersion {
+		texts = append(texts, sum.apiVersion)
 	}
-	texts = append(texts, pairs...)
-	for _, k := range []string{"apiVersion", "kind"} {
-		if v, ok := u.Object[k].(string); ok {
-			texts = append(texts, v)
-		}
+	if sum.hasKind {
+		texts = append(texts, sum.kind)
 	}
-	var images []string
-	path, withImages := search.PodSpecPath(gr)
-	if withImages {
-		images = search.Images(gr, u)
-		texts = append(texts, images...)
-	}
+	texts = append(texts, sum.images...)
 	a := newStringArena(texts)
 
 	md := make(map[string]any, len(summaryKeys)+1)
-	for _, k := range summaryKeys {
-		if v, ok := src[k].(string); ok {
-			md[k] = a.copy(v)
+	for i, k := range summaryKeys {
+		if sum.has[i] {
+			md[k] = a.copy(sum.meta[i])
 		}
 	}
-	if labels != nil {
-		ls := make(map[string]any, len(pairs)/2)
-		for i := 0; i < len(pairs); i += 2 {
-			k := a.copy(pairs[i])
-			ls[k] = a.copy(pairs[i+1])
+	if sum.hasLabels {
+		ls := make(map[string]any, len(sum.labels)/2)
+		for i := 0; i < len(sum.labels); i += 2 {
+			k := a.copy(sum.labels[i])
+			ls[k] = a.copy(sum.labels[i+1])
 		}
 		md["labels"] = ls
 	}
 	top := map[string]any{"metadata": md}
-	for _, k := range []string{"apiVersion", "kind"} {
-		if v, ok := u.Object[k].(string); ok {
-			top[k] = a.copy(v)
-		}
+	if sum.hasAPIVersion {
+		top["apiVersion"] = a.copy(sum.apiVersion)
 	}
-	if len(images) > 0 {
-		containers := make([]any, len(images))
-		for i, img := range images {
+	if sum.hasKind {
+		top["kind"] = a.copy(sum.kind)
+	}
+	if path, ok := search.PodSpecPath(gr); ok && len(sum.images) > 0 {
+		containers := make([]any, len(sum.images))
+		for i, img := range sum.images {
 			containers[i] = map[string]any{"image": a.copy(img)}
 		}
-		_ = unstructured.SetNestedField(top, map[string]any{"containers": containers}, path...)
+		// The pod spec's maps, made here rather than by SetNestedField, which would copy
+		// them all once more.
+		var v any = map[string]any{"containers": containers}
+		for i := len(path) - 1; i > 0; i-- {
+			v = map[string]any{path[i]: v}
+		}
+		if _, taken := top[path[0]]; !taken {
+			top[path[0]] = v
+		}
 	}
 	return &compactObject{Unstructured: &unstructured.Unstructured{Object: top}, data: data}
 }
@@ -198,4 +238,353 @@ func (e *encodedServed) appendJSON(b []byte) ([]byte, error) {
 		return b, fmt.Errorf("decoding the cached object to serve it: the Codec returned %T", obj)
 	}
 	return appendItem(b, served(e.res, object{cluster: e.target.cluster, obj: obj}, e.target.rv))
+}
+
+// summarizeCBOR returns the compactObject of the object of gr encoded in data, its
+// summary read from the CBOR without decoding the object, as newCompactObject would
+// make it from the decoded object. ok is false if data is not a CBOR map of the form
+// that persist.Codec writes for an unstructured object (with string keys, definite
+// lengths, no more than maxCBORDepth deep), or if a member that the summary reads is
+// repeated; the caller then decodes the object.
+func summarizeCBOR(gr schema.GroupResource, data []byte) (_ *compactObject, ok bool) {
+	r := summaryReader{data: data}
+	if len(data) > 0 && data[0] == formatUnstructuredV1 {
+		r.off = 1
+	}
+	if !r.nextIs(cborMap) {
+		return nil, false
+	}
+	var sum summary
+	specPath, withImages := search.PodSpecPath(gr)
+	n, ok := r.mapHead()
+	if !ok {
+		return nil, false
+	}
+	var seenMD, seenSpec bool
+	for range n {
+		k, ok := r.key()
+		if !ok {
+			return nil, false
+		}
+		switch {
+		case string(k) == "apiVersion" || string(k) == "kind":
+			p, has := &sum.apiVersion, &sum.hasAPIVersion
+			if string(k) == "kind" {
+				p, has = &sum.kind, &sum.hasKind
+			}
+			if *has {
+				return nil, false
+			}
+			if s, isStr, ok := r.maybeString(); !ok {
+				return nil, false
+			} else if isStr {
+				*p, *has = s, true
+			}
+		case string(k) == "metadata":
+			if seenMD {
+				return nil, false
+			}
+			seenMD = true
+			if !r.nextIs(cborMap) {
+				if !r.skip(1) {
+					return nil, false
+				}
+				continue
+			}
+			if !r.metadata(&sum) {
+				return nil, false
+			}
+		case withImages && string(k) == specPath[0]:
+			if seenSpec {
+				return nil, false
+			}
+			seenSpec = true
+			if !r.images(&sum, specPath[1:], 1) {
+				return nil, false
+			}
+		default:
+			if !r.skip(1) {
+				return nil, false
+			}
+		}
+	}
+	if r.off != len(data) {
+		return nil, false
+	}
+	return sum.build(gr, data), true
+}
+
+// containerLists are the lists of containers of a pod spec, in the order in which
+// search.Images reads them.
+var containerLists = [...]string{"initContainers", "containers", "ephemeralContainers"}
+
+// summaryReader reads what a summary holds from the CBOR of an object.
+type summaryReader struct {
+	data []byte
+	off  int
+}
+
+// head reads the initial byte of a data item and its argument. ok is false for
+// indefinite lengths, reserved values and truncated input.
+func (r *summaryReader) head() (major byte, arg uint64, ok bool) {
+	if r.off >= len(r.data) {
+		return 0, 0, false
+	}
+	c := r.data[r.off]
+	r.off++
+	major, ai := c>>5, c&0x1f
+	size := 0
+	switch {
+	case ai < 24:
+		return major, uint64(ai), true
+	case ai == 24:
+		size = 1
+	case ai == 25:
+		size = 2
+	case ai == 26:
+		size = 4
+	case ai == 27:
+		size = 8
+	default:
+		return 0, 0, false
+	}
+	if len(r.data)-r.off < size {
+		return 0, 0, false
+	}
+	for _, c := range r.data[r.off : r.off+size] {
+		arg = arg<<8 | uint64(c)
+	}
+	r.off += size
+	return major, arg, true
+}
+
+// nextIs reports whether the next item is of major type major.
+func (r *summaryReader) nextIs(major byte) bool {
+	return r.off < len(r.data) && r.data[r.off]>>5 == major
+}
+
+// mapHead reads the head of a map and returns its number of entries.
+func (r *summaryReader) mapHead() (uint64, bool) {
+	major, n, ok := r.head()
+	// Each entry takes at least two bytes.
+	return n, ok && major == cborMap && n <= uint64(len(r.data)-r.off)/2
+}
+
+// key reads a byte or text string, text valid UTF-8; its bytes are data's.
+func (r *summaryReader) key() ([]byte, bool) {
+	major, n, ok := r.head()
+	if !ok || (major != cborBytes && major != cborText) || n > uint64(len(r.data)-r.off) {
+		return nil, false
+	}
+	s := r.data[r.off : r.off+int(n)]
+	r.off += int(n)
+	if major == cborText && !utf8.Valid(s) {
+		return nil, false
+	}
+	return s, true
+}
+
+// maybeString reads the next item: a string (isStr), or anything else, skipped.
+func (r *summaryReader) maybeString() (s string, isStr, ok bool) {
+	if r.nextIs(cborBytes) || r.nextIs(cborText) {
+		b, ok := r.key()
+		return string(b), ok, ok
+	}
+	return "", false, r.skip(1)
+}
+
+// skip goes over the item at r.off, at depth depth.
+func (r *summaryReader) skip(depth int) bool {
+	if depth > maxCBORDepth {
+		return false
+	}
+	major, arg, ok := r.head()
+	if !ok {
+		return false
+	}
+	switch major {
+	case cborUint, cborNegint, cborSimple:
+		return true
+	case cborBytes, cborText:
+		if arg > uint64(len(r.data)-r.off) {
+			return false
+		}
+		r.off += int(arg)
+		return true
+	case cborArray, cborMap:
+		items := arg
+		if major == cborMap {
+			if arg > uint64(len(r.data)-r.off)/2 {
+				return false
+			}
+			items *= 2
+		}
+		if items > uint64(len(r.data)-r.off) {
+			return false
+		}
+		for range items {
+			if !r.skip(depth + 1) {
+				return false
+			}
+		}
+		return true
+	default: // tags, which persist.Codec does not write
+		return false
+	}
+}
+
+// metadata reads the metadata's map into sum.
+func (r *summaryReader) metadata(sum *summary) bool {
+	n, ok := r.mapHead()
+	if !ok {
+		return false
+	}
+	for range n {
+		k, ok := r.key()
+		if !ok {
+			return false
+		}
+		i := slices.Index(summaryKeys[:], string(k))
+		switch {
+		case i >= 0:
+			if sum.has[i] {
+				return false
+			}
+			s, isStr, ok := r.maybeString()
+			if !ok {
+				return false
+			}
+			sum.meta[i], sum.has[i] = s, isStr
+		case string(k) == "labels":
+			if sum.hasLabels {
+				return false
+			}
+			if !r.nextIs(cborMap) {
+				if !r.skip(2) {
+					return false
+				}
+				continue
+			}
+			sum.hasLabels = true
+			if !r.labels(sum) {
+				return false
+			}
+		default:
+			if !r.skip(2) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// labels reads the labels' map into sum.
+func (r *summaryReader) labels(sum *summary) bool {
+	n, ok := r.mapHead()
+	if !ok {
+		return false
+	}
+	for range n {
+		k, ok := r.key()
+		if !ok {
+			return false
+		}
+		v, isStr, ok := r.maybeString()
+		if !ok {
+			return false
+		}
+		if isStr {
+			sum.labels = append(sum.labels, string(k), v)
+		}
+	}
+	return true
+}
+
+// images reads the value of a member on the way to the pod spec (path is what remains
+// of the way) and, at the pod spec, its containers' images into sum, as search.Images
+// reads them: the distinct images of the init containers, the containers and the
+// ephemeral containers, in that order.
+func (r *summaryReader) images(sum *summary, path []string, depth int) bool {
+	if !r.nextIs(cborMap) {
+		return r.skip(depth)
+	}
+	n, ok := r.mapHead()
+	if !ok {
+		return false
+	}
+	var lists [len(containerLists)][]string
+	for range n {
+		k, ok := r.key()
+		if !ok {
+			return false
+		}
+		list := -1
+		if len(path) == 0 {
+			list = slices.Index(containerLists[:], string(k))
+		}
+		switch {
+		case len(path) > 0 && string(k) == path[0]:
+			ok = r.images(sum, path[1:], depth+1)
+		case list >= 0:
+			lists[list], ok = r.containerImages(depth + 1)
+		default:
+			ok = r.skip(depth + 1)
+		}
+		if !ok {
+			return false
+		}
+	}
+	for _, l := range lists {
+		for _, img := range l {
+			if img != "" && !slices.Contains(sum.images, img) {
+				sum.images = append(sum.images, img)
+			}
+		}
+	}
+	return true
+}
+
+// containerImages reads a list of containers and returns the images of those that
+// have one.
+func (r *summaryReader) containerImages(depth int) ([]string, bool) {
+	if !r.nextIs(cborArray) {
+		return nil, r.skip(depth)
+	}
+	_, n, ok := r.head()
+	if !ok || n > uint64(len(r.data)-r.off) {
+		return nil, false
+	}
+	var out []string
+	for range n {
+		if !r.nextIs(cborMap) {
+			if !r.skip(depth + 1) {
+				return nil, false
+			}
+			continue
+		}
+		m, ok := r.mapHead()
+		if !ok {
+			return nil, false
+		}
+		for range m {
+			k, ok := r.key()
+			if !ok {
+				return nil, false
+			}
+			if string(k) != "image" {
+				if !r.skip(depth + 2) {
+					return nil, false
+				}
+				continue
+			}
+			img, isStr, ok := r.maybeString()
+			if !ok {
+				return nil, false
+			}
+			if isStr {
+				out = append(out, img)
+			}
+		}
+	}
+	return out, true
 }

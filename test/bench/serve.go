@@ -25,6 +25,7 @@ import (
 // when /readyz passes and the server's watch cache has received every cached object
 // (the sum of fleetwatch_events_total reaches that of fleetwatch_objects on /metrics),
 // polled every 20 ms; the CPU time and peak RSS are read from /proc at that moment.
+// With --profile, the daemon writes a heap profile when it measures its memory.
 
 // Values of cache.encoding that the serve contenders run with.
 const (
@@ -60,6 +61,9 @@ func (d *driver) serveContend(ctx context.Context, name, encoding string) (*Resu
 		"--kubeconfig", d.env.Kubeconfig, "--resources", "pods,configmaps", "--snapshot-path", "",
 		"--server-address", addr, "--cache-encoding", encoding, "--log-verbosity", strconv.Itoa(d.opts.verbosity))
 	cmd.Env = append(os.Environ(), "KUBECONFIG=")
+	if d.opts.profileDir != "" {
+		cmd.Env = append(cmd.Env, "FLEETWATCH_BENCH_HEAP_PROFILE="+filepath.Join(d.opts.profileDir, name+".heap.pprof"))
+	}
 	cmd.Stderr = logFile
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
