@@ -23,15 +23,27 @@ var podSpecPaths = map[schema.GroupResource][]string{
 // containerLists are the lists of containers of a pod spec.
 var containerLists = []string{"initContainers", "containers", "ephemeralContainers"}
 
+// ImageLister is an object that keeps its images rather than its pod spec, such as the
+// summary of an object that the HTTP server keeps beside its encoding: Images returns
+// what ContainerImages returns, which must be what Images would read from the object's
+// pod spec.
+type ImageLister interface {
+	runtime.Object
+	ContainerImages() []string
+}
+
 // Images returns the distinct container images of obj, in the order of its pod spec
 // (init containers, containers, ephemeral containers), if gr is a resource with a pod
 // spec (Pods, and the pod templates of Deployments, StatefulSets, DaemonSets,
 // ReplicaSets, Jobs, CronJobs, ReplicationControllers and PodTemplates) and obj is a
-// full object; nil otherwise. It reads obj in place and does not modify it.
+// full object (or an ImageLister); nil otherwise. It reads obj in place and does not modify it.
 func Images(gr schema.GroupResource, obj runtime.Object) []string {
 	path, ok := podSpecPaths[gr]
 	if !ok {
 		return nil
+	}
+	if il, ok := obj.(ImageLister); ok {
+		return il.ContainerImages()
 	}
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {

@@ -99,7 +99,7 @@ func (wc *watchCache) OnEvent(e aggregate.Event) {
 	wc.active.Add(1)
 	if stored := wc.resource(e.Resource).apply(e); stored != nil {
 		// The index keeps the summary, not the object the event decoded.
-		e.Object = stored.Unstructured
+		e.Object = stored
 	}
 	wc.index.OnEvent(e)
 	wc.active.Add(-1)

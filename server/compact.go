@@ -8,6 +8,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -34,22 +35,56 @@ type cborCodec interface{ CBORMaps() bool }
 // compactObject is a full object of the watch cache of a compact fleet. It is
 // immutable.
 type compactObject struct {
-	// Unstructured is the summary: apiVersion, kind, and the metadata name, namespace,
-	// uid, resourceVersion, creationTimestamp and labels; for resources with a pod spec,
-	// also their containers' images where search.Images reads them. It is what the
-	// search index keeps of the object, so both share it.
-	*unstructured.Unstructured
+	// TypeMeta and ObjectMeta are the summary: apiVersion, kind, and the metadata name,
+	// namespace, uid, resourceVersion, creationTimestamp and labels, through which
+	// selectors, the search index and the view read the object (meta.Accessor). It is
+	// what the search index keeps of the object, so both share it.
+	metav1.TypeMeta
+	metav1.ObjectMeta
+	// images are, for resources with a pod spec, its containers' distinct images, as
+	// search.Images reads them (search.ImageLister).
+	images []string
 	// data is the encoding, shared with the fleet; never modified.
 	data []byte
 }
 
-var _ runtime.Object = (*compactObject)(nil)
+var (
+	_ runtime.Object     = (*compactObject)(nil)
+	_ metav1.Object      = (*compactObject)(nil)
+	_ search.ImageLister = (*compactObject)(nil)
+)
 
 // DeepCopyObject returns o: it is immutable.
 func (o *compactObject) DeepCopyObject() runtime.Object { return o }
 
-// summaryKeys are the metadata fields that a summary keeps.
+// ContainerImages returns the images of the object's pod spec.
+func (o *compactObject) ContainerImages() []string { return o.images }
+
+// unstructured returns the summary as an unstructured object: what stands for the
+// object where its encoding fails to decode.
+func (o *compactObject) unstructured() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{}}
+	if o.APIVersion != "" {
+		u.SetAPIVersion(o.APIVersion)
+	}
+	if o.Kind != "" {
+		u.SetKind(o.Kind)
+	}
+	u.SetNamespace(o.Namespace)
+	u.SetName(o.Name)
+	u.SetUID(o.UID)
+	u.SetResourceVersion(o.ResourceVersion)
+	u.SetCreationTimestamp(o.CreationTimestamp)
+	u.SetLabels(o.Labels)
+	return u
+}
+
+// summaryKeys are the metadata fields that a summary keeps, in the order of the fields
+// of compactObject that build sets, creationTimestamp last.
 var summaryKeys = [...]string{"name", "namespace", "uid", "resourceVersion", "creationTimestamp"}
+
+// creationTimestamp is the index of creationTimestamp in summaryKeys.
+const creationTimestamp = len(summaryKeys) - 1
 
 // newCompactObject returns the compactObject of u, a full object of resource gr whose
 // encoding is data. u is not modified, and the summary shares no memory with it (see
@@ -68,19 +103,18 @@ func newCompactObject(gr schema.GroupResource, u *unstructured.Unstructured, dat
 			}
 		}
 	}
-	sum.apiVersion, sum.hasAPIVersion = u.Object["apiVersion"].(string)
-	sum.kind, sum.hasKind = u.Object["kind"].(string)
+	sum.apiVersion, _ = u.Object["apiVersion"].(string)
+	sum.kind, _ = u.Object["kind"].(string)
 	if _, ok := search.PodSpecPath(gr); ok {
 		sum.images = search.Images(gr, u)
 	}
-	return sum.build(gr, data)
+	return sum.build(data)
 }
 
 // summary is what a compactObject's summary holds, read from a decoded object
 // (newCompactObject) or from the encoding (summarizeCBOR).
 type summary struct {
-	apiVersion, kind       string
-	hasAPIVersion, hasKind bool
+	apiVersion, kind string
 	// meta are the values of summaryKeys, where has says the object has them (as
 	// strings).
 	meta [len(summaryKeys)]string
@@ -97,60 +131,45 @@ type summary struct {
 // The summary's strings are copied into one allocation, so that it does not keep
 // alive, here and there, the pages of the objects or encodings it was read from (which
 // made the RSS of a compact daemon twice its heap).
-func (sum *summary) build(gr schema.GroupResource, data []byte) *compactObject {
+func (sum *summary) build(data []byte) *compactObject {
 	texts := make([]string, 0, len(summaryKeys)+len(sum.labels)+2+len(sum.images))
 	for i, v := range sum.meta {
-		if sum.has[i] {
+		if sum.has[i] && i != creationTimestamp {
 			texts = append(texts, v)
 		}
 	}
 	texts = append(texts, sum.labels...)
-	if sum.hasAPIVersion {
-		texts = append(texts, sum.apiVersion)
-	}
-	if sum.hasKind {
-		texts = append(texts, sum.kind)
-	}
+	texts = append(texts, sum.apiVersion, sum.kind)
 	texts = append(texts, sum.images...)
 	a := newStringArena(texts)
 
-	md := make(map[string]any, len(summaryKeys)+1)
-	for i, k := range summaryKeys {
+	co := &compactObject{data: data}
+	fields := [...]*string{&co.Name, &co.Namespace, (*string)(&co.UID), &co.ResourceVersion}
+	for i, f := range fields {
 		if sum.has[i] {
-			md[k] = a.copy(sum.meta[i])
+			*f = a.copy(sum.meta[i])
 		}
+	}
+	if sum.has[creationTimestamp] {
+		// As unstructured's GetCreationTimestamp reads it: the zero time if it does not
+		// parse.
+		_ = co.CreationTimestamp.UnmarshalQueryParameter(sum.meta[creationTimestamp])
 	}
 	if sum.hasLabels {
-		ls := make(map[string]any, len(sum.labels)/2)
+		co.Labels = make(map[string]string, len(sum.labels)/2)
 		for i := 0; i < len(sum.labels); i += 2 {
 			k := a.copy(sum.labels[i])
-			ls[k] = a.copy(sum.labels[i+1])
+			co.Labels[k] = a.copy(sum.labels[i+1])
 		}
-		md["labels"] = ls
 	}
-	top := map[string]any{"metadata": md}
-	if sum.hasAPIVersion {
-		top["apiVersion"] = a.copy(sum.apiVersion)
-	}
-	if sum.hasKind {
-		top["kind"] = a.copy(sum.kind)
-	}
-	if path, ok := search.PodSpecPath(gr); ok && len(sum.images) > 0 {
-		containers := make([]any, len(sum.images))
+	co.APIVersion, co.Kind = a.copy(sum.apiVersion), a.copy(sum.kind)
+	if len(sum.images) > 0 {
+		co.images = make([]string, len(sum.images))
 		for i, img := range sum.images {
-			containers[i] = map[string]any{"image": a.copy(img)}
-		}
-		// The pod spec's maps, made here rather than by SetNestedField, which would copy
-		// them all once more.
-		var v any = map[string]any{"containers": containers}
-		for i := len(path) - 1; i > 0; i-- {
-			v = map[string]any{path[i]: v}
-		}
-		if _, taken := top[path[0]]; !taken {
-			top[path[0]] = v
+			co.images[i] = a.copy(img)
 		}
 	}
-	return &compactObject{Unstructured: &unstructured.Unstructured{Object: top}, data: data}
+	return co
 }
 
 // stringArena hands out copies of strings that share one allocation.
@@ -189,7 +208,7 @@ func (o object) full() object {
 	obj, err := o.codec.Decode(co.data)
 	if err != nil {
 		klog.ErrorS(err, "Decoding a cached object failed; serving its summary", "cluster", o.cluster, "namespace", co.GetNamespace(), "name", co.GetName())
-		obj = co.Unstructured
+		obj = co.unstructured()
 	}
 	return object{cluster: o.cluster, obj: obj}
 }
@@ -260,7 +279,7 @@ func summarizeCBOR(gr schema.GroupResource, data []byte) (_ *compactObject, ok b
 	if !ok {
 		return nil, false
 	}
-	var seenMD, seenSpec bool
+	var seenAPIVersion, seenKind, seenMD, seenSpec bool
 	for range n {
 		k, ok := r.key()
 		if !ok {
@@ -268,18 +287,19 @@ func summarizeCBOR(gr schema.GroupResource, data []byte) (_ *compactObject, ok b
 		}
 		switch {
 		case string(k) == "apiVersion" || string(k) == "kind":
-			p, has := &sum.apiVersion, &sum.hasAPIVersion
+			p, seen := &sum.apiVersion, &seenAPIVersion
 			if string(k) == "kind" {
-				p, has = &sum.kind, &sum.hasKind
+				p, seen = &sum.kind, &seenKind
 			}
-			if *has {
+			if *seen {
 				return nil, false
 			}
-			if s, isStr, ok := r.maybeString(); !ok {
+			*seen = true
+			s, _, ok := r.maybeString()
+			if !ok {
 				return nil, false
-			} else if isStr {
-				*p, *has = s, true
 			}
+			*p = s
 		case string(k) == "metadata":
 			if seenMD {
 				return nil, false
@@ -311,7 +331,7 @@ func summarizeCBOR(gr schema.GroupResource, data []byte) (_ *compactObject, ok b
 	if r.off != len(data) {
 		return nil, false
 	}
-	return sum.build(gr, data), true
+	return sum.build(data), true
 }
 
 // containerLists are the lists of containers of a pod spec, in the order in which

@@ -111,9 +111,6 @@ func (l rawLabels) Lookup(key string) (string, bool) {
 }
 
 func labelsOf(obj runtime.Object, m metav1.Object) labels.Labels {
-	if co, ok := obj.(*compactObject); ok {
-		obj = co.Unstructured
-	}
 	if u, ok := obj.(*unstructured.Unstructured); ok {
 		md, _ := u.Object["metadata"].(map[string]any)
 		l, _ := md["labels"].(map[string]any)

@@ -28,7 +28,7 @@ func served(res *apiResource, o object, rv string) runtime.Object {
 	switch obj := o.obj.(type) {
 	case *compactObject:
 		if o.codec == nil {
-			return obj.Unstructured // never: compactObjects come with their codec
+			return obj.unstructured() // never: compactObjects come with their codec
 		}
 		return &encodedServed{
 			target: servedTarget{kind: res.kind, apiVersion: res.gvr.GroupVersion().String(), cluster: o.cluster, rv: rv},
