@@ -2,6 +2,7 @@ package jsondec
 
 import (
 	"cmp"
+	"errors"
 	"math"
 	"slices"
 )
@@ -39,7 +40,7 @@ func (d *Decoder) ObjectCBOR(data []byte) (m map[string]any, cbor []byte, err er
 	if m, err = d.Object(data); err != nil || m == nil || !d.emit {
 		return m, nil, err
 	}
-	return m, d.encoded(), nil
+	return m, d.appendEncoded(nil), nil
 }
 
 // ObjectPartialCBOR is ObjectCBOR for a caller that keeps the CBOR and, of the map, only
@@ -63,6 +64,39 @@ func (d *Decoder) ObjectPartialCBOR(data []byte) (m map[string]any, cbor []byte,
 	// A repeated key: the object has no faithful encoding, and the caller needs it whole.
 	m, err = d.Object(data)
 	return m, nil, err
+}
+
+// ErrRepeatedKey is returned by AppendValueCBOR for a value with an object that has a
+// repeated key, which has no faithful encoding (see ObjectCBOR).
+var ErrRepeatedKey = errors.New("jsondec: an object with a repeated key has no CBOR")
+
+// AppendValueCBOR appends to dst the CBOR that ObjectCBOR writes for data, one JSON
+// value, were it the value of a member of an object nested in depth maps and arrays (the
+// object of Object is at depth 1): for a transcoder that writes the CBOR of an object
+// whose members it has itself, but one of which is JSON (a raw extension). Nothing is
+// decoded into maps. It fails, and leaves dst as it was, where decoding the object would
+// fail for the value (an *Error, with an offset in data), and with ErrRepeatedKey where
+// ObjectCBOR would return no CBOR. Strings are decoded as ever, and DropManagedFields
+// does not apply.
+func (d *Decoder) AppendValueCBOR(dst, data []byte, depth int) ([]byte, error) {
+	d.start(data)
+	d.emit, d.drop = true, true
+	defer func() {
+		d.drop = false
+		d.finishCBOR()
+		d.finish()
+	}()
+	d.space()
+	if _, err := d.value(depth, ctxNone); err != nil {
+		return dst, err
+	}
+	if err := d.end(); err != nil {
+		return dst, err
+	}
+	if !d.emit {
+		return dst, ErrRepeatedKey
+	}
+	return d.appendEncoded(dst), nil
 }
 
 // CBOR major types (RFC 8949, section 3.1), and the simple values and the prefix of a
@@ -116,8 +150,9 @@ func (d *Decoder) endHead(off, count int) {
 	d.long = append(d.long, longHead{off: off, count: count})
 }
 
-// encoded returns a copy of d.enc with its long heads.
-func (d *Decoder) encoded() []byte {
+// appendEncoded appends d.enc to dst with its long heads; to a nil dst, in a newly
+// allocated slice of its exact length.
+func (d *Decoder) appendEncoded(dst []byte) []byte {
 	n := len(d.enc)
 	for _, h := range d.long {
 		n += headLen(uint64(h.count)) - 1
@@ -125,7 +160,12 @@ func (d *Decoder) encoded() []byte {
 	// The heads were listed as their maps and arrays ended, which is not the order of
 	// their offsets.
 	slices.SortFunc(d.long, func(a, b longHead) int { return cmp.Compare(a.off, b.off) })
-	b := make([]byte, 0, n)
+	var b []byte
+	if dst == nil {
+		b = make([]byte, 0, n)
+	} else {
+		b = slices.Grow(dst, n)
+	}
 	prev := 0
 	for _, h := range d.long {
 		b = append(b, d.enc[prev:h.off]...)

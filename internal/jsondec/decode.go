@@ -324,6 +324,9 @@ func (d *Decoder) object(depth int, ctx context) (map[string]any, error) {
 		if d.emit {
 			d.enc = append(d.enc, cborMap<<5)
 		}
+		if d.drop {
+			return nil, nil
+		}
 		return map[string]any{}, nil
 	}
 	var head int
@@ -532,6 +535,9 @@ func (d *Decoder) array(depth int) ([]any, error) {
 		d.off++
 		if d.emit {
 			d.enc = append(d.enc, cborArray<<5)
+		}
+		if d.drop {
+			return nil, nil
 		}
 		return []any{}, nil
 	}
