@@ -196,6 +196,12 @@ func decodeEncoded(d *jsondec.Decoder, data []byte, partial bool) (obj runtime.O
 	if err != nil {
 		return nil, nil, false
 	}
+	return newEncodedObject(m, encoded, partial)
+}
+
+// newEncodedObject returns what decodeEncoded returns for the decoded object m and its
+// encoding, which is partial if partial is set.
+func newEncodedObject(m map[string]any, encoded []byte, partial bool) (obj runtime.Object, gvk *schema.GroupVersionKind, ok bool) {
 	kind, ok := newObjectKind(m)
 	if !ok {
 		return nil, nil, false

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
@@ -134,14 +135,53 @@ func (s *unstructuredProtobuf) Decode(data []byte, gvk *schema.GroupVersionKind,
 	t := transcoders.Get().(*pbjson.Transcoder)
 	defer transcoders.Put(t)
 	t.DropManagedFields = s.json.dropManagedFields
+	if s.json.partial && gvk == nil && into == nil {
+		obj, actual, err := s.decodePartial(t, kind, raw)
+		if obj != nil || err != nil {
+			return obj, actual, err
+		}
+	}
 	js, err := t.Object(kind, raw)
 	if err != nil {
-		if errors.Is(err, pbjson.ErrUnsupported) {
-			s.refused.refuse(kind)
-		}
-		return nil, nil, fmt.Errorf("decoding %v from protobuf: %w", kind, err)
+		return nil, nil, s.transcodingError(kind, err)
 	}
 	return s.json.Decode(js, gvk, into)
+}
+
+// decodePartial decodes the object of a watch event, of kind and message raw, for the
+// clients of NewPartialDynamicClients: what decodeEncoded returns for its JSON, but from
+// the CBOR that t writes from the protobuf, with no JSON in between. It returns nil, and
+// no error, for an object that decodeEncoded would not return partial (a bookmark, a
+// Status, an object without a faithful encoding, ...): its JSON is then decoded as
+// ever.
+func (s *unstructuredProtobuf) decodePartial(t *pbjson.Transcoder, kind schema.GroupVersionKind, raw []byte) (runtime.Object, *schema.GroupVersionKind, error) {
+	d := s.json.pool.get()
+	defer s.json.pool.put(d)
+	d.DropManagedFields = s.json.dropManagedFields
+	m, encoded, err := t.ObjectPartialCBOR(kind, raw, d)
+	if errors.Is(err, pbjson.ErrUnsupported) || errors.Is(err, pbjson.ErrInvalid) {
+		return nil, nil, s.transcodingError(kind, err)
+	}
+	if err != nil || encoded == nil {
+		return nil, nil, nil
+	}
+	if name, _, _ := unstructured.NestedString(m, "metadata", "name"); name == "" {
+		return nil, nil, nil
+	}
+	obj, actual, ok := newEncodedObject(m, encoded, true)
+	if !ok {
+		return nil, nil, nil
+	}
+	return obj, actual, nil
+}
+
+// transcodingError returns the error of a protobuf response of kind that pbjson failed
+// to transcode, and refuses kind if pbjson cannot.
+func (s *unstructuredProtobuf) transcodingError(kind schema.GroupVersionKind, err error) error {
+	if errors.Is(err, pbjson.ErrUnsupported) {
+		s.refused.refuse(kind)
+	}
+	return fmt.Errorf("decoding %v from protobuf: %w", kind, err)
 }
 
 func (s *unstructuredProtobuf) Encode(obj runtime.Object, w io.Writer) error {
