@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -21,16 +22,18 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	restclientwatch "k8s.io/client-go/rest/watch"
 
 	"github.com/fleetwatch/fleetwatch/internal/intern"
 )
 
 // protobufOf returns obj in protobuf as a kube-apiserver sends it.
-func protobufOf(t *testing.T, obj runtime.Object) []byte {
+func protobufOf(t testing.TB, obj runtime.Object) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	if err := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme).Encode(obj, &buf); err != nil {
@@ -294,6 +297,64 @@ func TestPartialDynamicClientProtobuf(t *testing.T) {
 			if st, ok := fromProtobuf[3].Object.(*metav1.Status); !ok || st.Code != http.StatusGone {
 				t.Errorf("error event %T %v, want the Status", fromProtobuf[3].Object, fromProtobuf[3].Object)
 			}
+		})
+	}
+}
+
+// BenchmarkWatchEventPartial decodes a stream of watch events of realistic pods as the
+// clients of NewPartialDynamicClients do, framing, envelope and object: in JSON, and in
+// protobuf, whose objects are written as CBOR directly. It reports the CPU per event.
+func BenchmarkWatchEventPartial(b *testing.B) {
+	const n = 1000
+	pods := newTestPods()
+	var jsonStream, pbStream bytes.Buffer
+	pbEvent := protobuf.NewRawSerializer(scheme.Scheme, scheme.Scheme)
+	fw := protobuf.LengthDelimitedFramer.NewFrameWriter(&pbStream)
+	for i := range n {
+		obj := pods.append([]byte(`{"apiVersion":"v1","kind":"Pod",`), i)
+		obj = slices.Delete(obj, len(`{"apiVersion":"v1","kind":"Pod",`), len(`{"apiVersion":"v1","kind":"Pod",{`))
+		fmt.Fprintf(&jsonStream, "{\"type\":\"ADDED\",\"object\":%s}\n", obj)
+		var pod corev1.Pod
+		if err := json.Unmarshal(obj, &pod); err != nil {
+			b.Fatal(err)
+		}
+		pod.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
+		var buf bytes.Buffer
+		if err := pbEvent.Encode(&metav1.WatchEvent{Type: "ADDED", Object: runtime.RawExtension{Raw: protobufOf(b, &pod)}}, &buf); err != nil {
+			b.Fatal(err)
+		}
+		fw.Write(buf.Bytes())
+	}
+	base := dynamic.ConfigFor(&rest.Config{}).NegotiatedSerializer
+	ns := newNegotiatedSerializer(base, newDecoderPool(2), new(refusals), true, true, true)
+	for _, bm := range []struct {
+		name, mediaType string
+		stream          []byte
+	}{
+		{"JSON", runtime.ContentTypeJSON, jsonStream.Bytes()},
+		{"protobuf", contentTypeProtobuf, pbStream.Bytes()},
+	} {
+		b.Run(bm.name, func(b *testing.B) {
+			info, ok := runtime.SerializerInfoForMediaType(ns.SupportedMediaTypes(), bm.mediaType)
+			if !ok {
+				b.Fatal("no serializer")
+			}
+			b.SetBytes(int64(len(bm.stream)))
+			b.ReportAllocs()
+			for b.Loop() {
+				r := info.StreamSerializer.Framer.NewFrameReader(io.NopCloser(bytes.NewReader(bm.stream)))
+				d := restclientwatch.NewDecoder(streaming.NewDecoder(r, info.StreamSerializer.Serializer), info.Serializer)
+				for range n {
+					_, obj, err := d.Decode()
+					if err != nil {
+						b.Fatal(err)
+					}
+					if e, ok := obj.(*EncodedObject); !ok || !e.Partial {
+						b.Fatalf("%T, want a partial *EncodedObject", obj)
+					}
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/event")
 		})
 	}
 }
