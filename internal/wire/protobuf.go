@@ -24,8 +24,11 @@ import (
 // (WithProtobuf): the informers of kinds that package pbjson can transcode. Their
 // protobuf responses are written back as the JSON the server would have sent
 // (pbjson.Transcoder), then decoded as JSON is: the objects are the same, and so are
-// their encodings. A server that has no protobuf for the resource (a custom resource)
-// answers in JSON, which the request accepts too.
+// their encodings. The partial clients (NewPartialDynamicClients) skip the JSON for the
+// objects of watch events: pbjson writes their CBOR and filing fields directly, as
+// jsondec would from the JSON (23–31 µs of CPU for a realistic pod, against 35–45 for the
+// JSON written and decoded). A server that has no protobuf for the resource (a custom
+// resource) answers in JSON, which the request accepts too.
 //
 // A response that pbjson cannot transcode (a newer server's field, see
 // pbjson.ErrUnsupported) fails to decode, and its kind is not asked for in protobuf
@@ -116,7 +119,9 @@ func protobufMediaType(json *unstructuredJSON, refused *refusals) runtime.Serial
 // the server would have sent for it, written by a pbjson.Transcoder. Kinds that pbjson
 // does not know are left to base, apimachinery's protobuf serializer, which decodes the
 // typed objects of the dynamic client (a Status of an error) and fails on the rest, as
-// the dynamic client without protobuf would fail on them. It does not encode.
+// the dynamic client without protobuf would fail on them. For the partial clients
+// (json.partial), the objects of watch events are written as CBOR directly
+// (decodePartial). It does not encode.
 type unstructuredProtobuf struct {
 	json    *unstructuredJSON
 	base    runtime.Serializer
