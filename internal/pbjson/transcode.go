@@ -929,11 +929,6 @@ func (r *reader) skip(wt int) {
 	}
 }
 
-// appendString appends s as a JSON string, escaped as encoding/json escapes it.
-func appendString(dst []byte, s string) []byte {
-	return appendStringBytes(dst, []byte(s))
-}
-
 const hex = "0123456789abcdef"
 
 // plain holds the ASCII bytes that encoding/json writes as they are.

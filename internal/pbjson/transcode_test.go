@@ -467,7 +467,7 @@ func TestObjectPartialCBORCorners(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Name: "r"}, Data: raw("[[" + deep + "]]")}},
 		{name: "managed fields", gvk: pod, obj: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", ManagedFields: []metav1.ManagedFieldsEntry{{
 			Manager: "m", Operation: metav1.ManagedFieldsOperationApply, Time: &metav1.Time{Time: time.Unix(1e9, 0)},
-			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:labels":{".":{},"f:a":{}}}}`)}}}}}},
+			FieldsType: "FieldsV1", FieldsV1: fieldsV1(`{"f:metadata":{"f:labels":{".":{},"f:a":{}}}}`)}}}}},
 		{name: "int or string, quantity, times", gvk: pod, obj: &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: "p", CreationTimestamp: metav1.Unix(1e9, 0), DeletionTimestamp: &metav1.Time{}},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c",
@@ -499,6 +499,12 @@ func TestObjectPartialCBORCorners(t *testing.T) {
 			}
 		})
 	}
+}
+
+func fieldsV1(raw string) *metav1.FieldsV1 {
+	f := &metav1.FieldsV1{}
+	f.SetRawString(raw)
+	return f
 }
 
 // TestScalarCBOR writes numbers as CBOR as jsondec reads their JSON: the floats that
