@@ -44,10 +44,11 @@ type cborState struct {
 // Where the object's JSON is for jsondec to judge (raw JSON in a raw extension that
 // jsondec would not write CBOR for, map keys that are not UTF-8, a member named like
 // kind or apiVersion, nesting deeper than jsondec.MaxDepth), it writes the JSON and
-// decodes it with d.
+// decodes it with d; so it does if writing the CBOR panics (a bug, which
+// FuzzTranscodeCBOR looks for), for the object to cost the detour rather than fail.
 func (t *Transcoder) ObjectPartialCBOR(gvk schema.GroupVersionKind, raw []byte, d *jsondec.Decoder) (m map[string]any, cbor []byte, err error) {
 	m, cbor, err = t.directCBOR(gvk, raw, d)
-	if !errors.Is(err, errIndirect) {
+	if !errors.Is(err, errIndirect) && !errors.Is(err, errPanicked) {
 		return m, cbor, err
 	}
 	js, err := t.Object(gvk, raw)
