@@ -1,11 +1,8 @@
 package pbjson
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
-	"math"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -13,6 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/fleetwatch/fleetwatch/internal/cborenc"
 	"github.com/fleetwatch/fleetwatch/internal/jsondec"
 )
 
@@ -24,7 +22,7 @@ var errIndirect = errors.New("pbjson: CBOR only by way of JSON")
 type cborState struct {
 	// long lists the heads of maps and arrays in out that take more than the one byte
 	// reserved for them.
-	long []longHead
+	long []cborenc.LongHead
 	// tooDeep is set when a map or array is nested more deeply than jsondec decodes.
 	tooDeep bool
 	// dec writes the CBOR of raw JSON, and interns the strings of the partial map.
@@ -188,53 +186,28 @@ func (t *Transcoder) rawCBOR(raw []byte) error {
 	return nil
 }
 
-// longHead is a map or array of out whose head takes more than the one byte reserved
-// for it: its length is count.
-type longHead struct {
-	off   int
-	count int
-}
-
 // encoded returns a copy of t.out with its long heads, in a newly allocated slice of
 // its exact length.
 func (t *Transcoder) encoded() []byte {
-	n := len(t.out)
-	for _, h := range t.long {
-		n += headLen(uint64(h.count)) - 1
-	}
-	// The heads were listed as their maps and arrays ended, which is not the order of
-	// their offsets.
-	slices.SortFunc(t.long, func(a, b longHead) int { return cmp.Compare(a.off, b.off) })
-	b := make([]byte, 0, n)
-	prev := 0
-	for _, h := range t.long {
-		b = append(b, t.out[prev:h.off]...)
-		b = appendHead(b, t.out[h.off]>>5, uint64(h.count))
-		prev = h.off + 1
-	}
-	return append(b, t.out[prev:]...)
+	return cborenc.Splice(nil, t.out, t.long)
 }
 
-// CBOR major types (RFC 8949, section 3.1), and simple values (section 3.3), as
-// jsondec.Decoder.ObjectCBOR writes them.
+// The CBOR major types and simple values that the Transcoder writes.
 const (
-	cborUint   = 0
-	cborNegint = 1
-	cborBytes  = 2
-	cborArray  = 4
-	cborMap    = 5
+	cborBytes = cborenc.Bytes
+	cborArray = cborenc.Array
+	cborMap   = cborenc.Map
 
-	cborFalse   = 0xf4
-	cborTrue    = 0xf5
-	cborNull    = 0xf6
-	cborFloat64 = 0xfb
+	cborFalse = cborenc.False
+	cborTrue  = cborenc.True
+	cborNull  = cborenc.Null
 )
 
 // appendCBORString appends, as a CBOR byte string, what the JSON string of s that
 // encoding/json writes decodes to: s, with each byte that is not UTF-8 as U+FFFD.
 func appendCBORString(dst, s []byte) []byte {
 	if utf8.Valid(s) {
-		dst = appendHead(dst, cborBytes, uint64(len(s)))
+		dst = cborenc.AppendHead(dst, cborBytes, uint64(len(s)))
 		return append(dst, s...)
 	}
 	n := 0
@@ -247,7 +220,7 @@ func appendCBORString(dst, s []byte) []byte {
 		}
 		i += size
 	}
-	dst = appendHead(dst, cborBytes, uint64(n))
+	dst = cborenc.AppendHead(dst, cborBytes, uint64(n))
 	return appendDecoded(dst, s)
 }
 
@@ -275,54 +248,10 @@ func appendCBORNumber(dst, lit []byte) []byte {
 	s := unsafe.String(unsafe.SliceData(lit), len(lit))
 	if !strings.ContainsAny(s, ".eE") {
 		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
-			return appendInt(dst, n)
+			return cborenc.AppendInt(dst, n)
 		}
 	}
 	// lit is a finite float, or an integer beyond an int64's range.
 	f, _ := strconv.ParseFloat(s, 64)
-	u := math.Float64bits(f)
-	return append(dst, cborFloat64, byte(u>>56), byte(u>>48), byte(u>>40), byte(u>>32),
-		byte(u>>24), byte(u>>16), byte(u>>8), byte(u))
-}
-
-func appendInt(dst []byte, n int64) []byte {
-	if n < 0 {
-		return appendHead(dst, cborNegint, uint64(-1-n))
-	}
-	return appendHead(dst, cborUint, uint64(n))
-}
-
-// appendHead appends the initial byte of a data item of major type major, and its
-// argument arg, in the shortest form.
-func appendHead(b []byte, major byte, arg uint64) []byte {
-	m := major << 5
-	switch {
-	case arg < 24:
-		return append(b, m|byte(arg))
-	case arg <= math.MaxUint8:
-		return append(b, m|24, byte(arg))
-	case arg <= math.MaxUint16:
-		return append(b, m|25, byte(arg>>8), byte(arg))
-	case arg <= math.MaxUint32:
-		return append(b, m|26, byte(arg>>24), byte(arg>>16), byte(arg>>8), byte(arg))
-	default:
-		return append(b, m|27, byte(arg>>56), byte(arg>>48), byte(arg>>40), byte(arg>>32),
-			byte(arg>>24), byte(arg>>16), byte(arg>>8), byte(arg))
-	}
-}
-
-// headLen is the length of a head whose argument is arg.
-func headLen(arg uint64) int {
-	switch {
-	case arg < 24:
-		return 1
-	case arg <= math.MaxUint8:
-		return 2
-	case arg <= math.MaxUint16:
-		return 3
-	case arg <= math.MaxUint32:
-		return 5
-	default:
-		return 9
-	}
+	return cborenc.AppendFloat64(dst, f)
 }

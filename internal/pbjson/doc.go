@@ -20,5 +20,6 @@
 // or a float as jsondec reads the digits that encoding/json writes). Raw JSON (raw
 // extensions, managedFields) is written by jsondec itself (AppendValueCBOR); where only
 // jsondec can judge the JSON (raw JSON it refuses, a repeated key, ...), the JSON is
-// written and decoded. Of fleetwatch it imports only jsondec.
+// written and decoded. Of fleetwatch it imports only jsondec, and cborenc for the pieces
+// of that CBOR.
 package pbjson

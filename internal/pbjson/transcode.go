@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/fleetwatch/fleetwatch/internal/cborenc"
 	"github.com/fleetwatch/fleetwatch/internal/jsondec"
 )
 
@@ -750,11 +751,7 @@ func (t *Transcoder) close(c byte, head, n int) {
 		t.out = append(t.out, c)
 		return
 	}
-	if n < 24 {
-		t.out[head] |= byte(n)
-	} else {
-		t.long = append(t.long, longHead{off: head, count: n})
-	}
+	t.long = cborenc.EndHead(t.out, head, n, t.long)
 }
 
 // sep writes the separator of a member or an element after n others: in JSON, a comma.
@@ -790,7 +787,7 @@ func (t *Transcoder) string(s string) {
 // plain writes a string of ASCII that encoding/json does not escape.
 func (t *Transcoder) plain(s []byte) {
 	if t.cbor {
-		t.out = appendHead(t.out, cborBytes, uint64(len(s)))
+		t.out = cborenc.AppendHead(t.out, cborBytes, uint64(len(s)))
 		t.out = append(t.out, s...)
 		return
 	}
@@ -817,7 +814,7 @@ func (t *Transcoder) literal(v byte) {
 
 func (t *Transcoder) int(v int64) {
 	if t.cbor {
-		t.out = appendInt(t.out, v)
+		t.out = cborenc.AppendInt(t.out, v)
 	} else {
 		t.out = strconv.AppendInt(t.out, v, 10)
 	}
