@@ -27,9 +27,10 @@ func TestImports(t *testing.T) {
 		"internal/filewatch": nil,
 		"internal/gctune":    nil,
 		"internal/intern":    nil,
-		"internal/jsondec":   {"internal/intern"},
+		"internal/jsondec":   {"internal/cborenc", "internal/intern"},
 		"internal/wire":      {"internal/jsondec", "internal/pbjson"},
-		"internal/pbjson":    nil,
+		"internal/pbjson":    {"internal/cborenc", "internal/jsondec"},
+		"internal/cborenc":   nil,
 	}
 	for dir, want := range allowed {
 		pkg, err := build.ImportDir(dir, 0)

@@ -2,6 +2,9 @@ package informer
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"sync"
 	"testing"
@@ -11,7 +14,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
@@ -333,5 +339,83 @@ func TestStreamingListInProtobufGoesOnInJSON(t *testing.T) {
 	}
 	if _, ok := <-w2.ResultChan(); ok {
 		t.Error("the relay goes on after its error")
+	}
+}
+
+// TestPartialWatchesInProtobuf: the listWatch of a plain informer asks for a streaming
+// list in protobuf and goes on in JSON after its initial events, and asks for plain
+// watches in JSON; that of a partial one (wire.NewPartialDynamicClients, whose
+// protobuf events cost less than JSON ones) keeps the streaming list's watch, and asks
+// for plain watches in protobuf too.
+func TestPartialWatchesInProtobuf(t *testing.T) {
+	var (
+		mu      sync.Mutex
+		accepts []string
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		accepts = append(accepts, r.Header.Get("Accept"))
+		mu.Unlock()
+		// JSON, which every request accepts: the initial-events-end bookmark, and no
+		// more events until the request ends.
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintln(w, `{"type":"BOOKMARK","object":{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"7","annotations":{"k8s.io/initial-events-end":"true"}}}}`)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	plain, _, err := wire.NewDynamicClients(&rest.Config{Host: srv.URL}, 1, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	partial, _, err := wire.NewPartialDynamicClients(&rest.Config{Host: srv.URL}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := Mapping{Resource: schema.GroupVersionResource{Version: "v1", Resource: "pods"}, Kind: schema.GroupVersionKind{Version: "v1", Kind: "Pod"}, Namespaced: true}
+	const protobuf, json = "application/vnd.kubernetes.protobuf, application/json", "application/json"
+	for _, tc := range []struct {
+		name    string
+		dyn     dynamic.Interface
+		partial bool
+		// want: the Accept headers of the streaming list's watch (and its follow-up),
+		// then of a plain watch.
+		want []string
+	}{
+		{"plain", plain, false, []string{protobuf, json, json}},
+		{"partial", partial, true, []string{protobuf, protobuf}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mu.Lock()
+			accepts = nil
+			mu.Unlock()
+			lw := newListWatch(tc.dyn, nil, m, Resource{}, "", time.Minute, true, tc.partial)
+			w, err := lw.WatchWithContext(t.Context(), metav1.ListOptions{SendInitialEvents: ptr.To(true),
+				ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan, AllowWatchBookmarks: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ev := <-w.ResultChan(); ev.Type != watch.Bookmark {
+				t.Fatalf("got %s, want the initial-events-end bookmark", ev.Type)
+			}
+			if !tc.partial {
+				// The follow-up watch's bookmark: it was opened.
+				if ev := <-w.ResultChan(); ev.Type != watch.Bookmark {
+					t.Fatalf("got %s, want the follow-up watch's bookmark", ev.Type)
+				}
+			}
+			pw, err := lw.WatchWithContext(t.Context(), metav1.ListOptions{ResourceVersion: "7", AllowWatchBookmarks: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			<-pw.ResultChan()
+			pw.Stop()
+			w.Stop()
+			mu.Lock()
+			defer mu.Unlock()
+			if !slices.Equal(accepts, tc.want) {
+				t.Errorf("Accept headers %q, want %q", accepts, tc.want)
+			}
+		})
 	}
 }

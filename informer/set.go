@@ -749,9 +749,8 @@ func (s *Set) start(ctx context.Context, opts Options, r Resource, m Mapping) {
 		case opts.KeepManagedFields:
 			dyn = s.dynManaged
 		}
-		lw := newListWatch(dyn, s.md, m, r, ns, s.opts.StreamingListTimeout, !s.opts.JSONOnly)
+		lw := newListWatch(dyn, s.md, m, r, ns, s.opts.StreamingListTimeout, !s.opts.JSONOnly, partial)
 		lw.quiet = isSecrets(m.Resource) && !opts.KeepSecretData
-		lw.partial = partial
 		if seeder, ok := s.opts.Sink.(Seeder); ok {
 			if rv, ok := seeder.Seed(scope); ok {
 				lw.seed(known, m, r.MetadataOnly, rv)

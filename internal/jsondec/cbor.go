@@ -1,9 +1,9 @@
 package jsondec
 
 import (
-	"cmp"
-	"math"
-	"slices"
+	"errors"
+
+	"github.com/fleetwatch/fleetwatch/internal/cborenc"
 )
 
 // ObjectCBOR is Object, and also returns the CBOR (RFC 8949) of the map it returns, so
@@ -39,7 +39,7 @@ func (d *Decoder) ObjectCBOR(data []byte) (m map[string]any, cbor []byte, err er
 	if m, err = d.Object(data); err != nil || m == nil || !d.emit {
 		return m, nil, err
 	}
-	return m, d.encoded(), nil
+	return m, d.appendEncoded(nil), nil
 }
 
 // ObjectPartialCBOR is ObjectCBOR for a caller that keeps the CBOR and, of the map, only
@@ -65,27 +65,49 @@ func (d *Decoder) ObjectPartialCBOR(data []byte) (m map[string]any, cbor []byte,
 	return m, nil, err
 }
 
-// CBOR major types (RFC 8949, section 3.1), and the simple values and the prefix of a
-// double-precision float (section 3.3).
-const (
-	cborUint   = 0
-	cborNegint = 1
-	cborBytes  = 2
-	cborArray  = 4
-	cborMap    = 5
+// ErrRepeatedKey is returned by AppendValueCBOR for a value with an object that has a
+// repeated key, which has no faithful encoding (see ObjectCBOR).
+var ErrRepeatedKey = errors.New("jsondec: an object with a repeated key has no CBOR")
 
-	cborFalse   = 0xf4
-	cborTrue    = 0xf5
-	cborNull    = 0xf6
-	cborFloat64 = 0xfb
-)
-
-// longHead is a map or array of d.enc whose head takes more than the one byte reserved
-// for it: its length is count.
-type longHead struct {
-	off   int
-	count int
+// AppendValueCBOR appends to dst the CBOR that ObjectCBOR writes for data, one JSON
+// value, were it the value of a member of an object nested in depth maps and arrays (the
+// object of Object is at depth 1): for a transcoder that writes the CBOR of an object
+// whose members it has itself, but one of which is JSON (a raw extension). Nothing is
+// decoded into maps. It fails, and leaves dst as it was, where decoding the object would
+// fail for the value (an *Error, with an offset in data), and with ErrRepeatedKey where
+// ObjectCBOR would return no CBOR. Strings are decoded as ever, and DropManagedFields
+// does not apply.
+func (d *Decoder) AppendValueCBOR(dst, data []byte, depth int) ([]byte, error) {
+	d.start(data)
+	d.emit, d.drop = true, true
+	defer func() {
+		d.drop = false
+		d.finishCBOR()
+		d.finish()
+	}()
+	d.space()
+	if _, err := d.value(depth, ctxNone); err != nil {
+		return dst, err
+	}
+	if err := d.end(); err != nil {
+		return dst, err
+	}
+	if !d.emit {
+		return dst, ErrRepeatedKey
+	}
+	return d.appendEncoded(dst), nil
 }
+
+// The CBOR major types and simple values that the Decoder writes (package cborenc).
+const (
+	cborBytes = cborenc.Bytes
+	cborArray = cborenc.Array
+	cborMap   = cborenc.Map
+
+	cborFalse = cborenc.False
+	cborTrue  = cborenc.True
+	cborNull  = cborenc.Null
+)
 
 // finishCBOR stops the writing of CBOR, and forgets what was written.
 func (d *Decoder) finishCBOR() {
@@ -101,7 +123,7 @@ func (d *Decoder) finishCBOR() {
 
 // startHead appends the head of a map or an array, whose length is not known yet, and
 // returns its offset in d.enc. While decoding, a head takes one byte: endHead completes
-// it, and encoded lengthens it if it must.
+// it, and appendEncoded lengthens it if it must.
 func (d *Decoder) startHead(major byte) int {
 	d.enc = append(d.enc, major<<5)
 	return len(d.enc) - 1
@@ -109,35 +131,18 @@ func (d *Decoder) startHead(major byte) int {
 
 // endHead sets the length of the map or array whose head is at off.
 func (d *Decoder) endHead(off, count int) {
-	if count < 24 {
-		d.enc[off] |= byte(count)
-		return
-	}
-	d.long = append(d.long, longHead{off: off, count: count})
+	d.long = cborenc.EndHead(d.enc, off, count, d.long)
 }
 
-// encoded returns a copy of d.enc with its long heads.
-func (d *Decoder) encoded() []byte {
-	n := len(d.enc)
-	for _, h := range d.long {
-		n += headLen(uint64(h.count)) - 1
-	}
-	// The heads were listed as their maps and arrays ended, which is not the order of
-	// their offsets.
-	slices.SortFunc(d.long, func(a, b longHead) int { return cmp.Compare(a.off, b.off) })
-	b := make([]byte, 0, n)
-	prev := 0
-	for _, h := range d.long {
-		b = append(b, d.enc[prev:h.off]...)
-		b = appendHead(b, d.enc[h.off]>>5, uint64(h.count))
-		prev = h.off + 1
-	}
-	return append(b, d.enc[prev:]...)
+// appendEncoded appends d.enc to dst with its long heads; to a nil dst, in a newly
+// allocated slice of its exact length.
+func (d *Decoder) appendEncoded(dst []byte) []byte {
+	return cborenc.Splice(dst, d.enc, d.long)
 }
 
 // appendString appends s as a byte string.
 func (d *Decoder) appendString(s string) {
-	d.enc = appendHead(d.enc, cborBytes, uint64(len(s)))
+	d.enc = cborenc.AppendHead(d.enc, cborBytes, uint64(len(s)))
 	d.enc = append(d.enc, s...)
 }
 
@@ -147,51 +152,10 @@ func (d *Decoder) appendNumber(v any) {
 	case int64:
 		d.appendInt(x)
 	case float64:
-		u := math.Float64bits(x)
-		d.enc = append(d.enc, cborFloat64, byte(u>>56), byte(u>>48), byte(u>>40), byte(u>>32),
-			byte(u>>24), byte(u>>16), byte(u>>8), byte(u))
+		d.enc = cborenc.AppendFloat64(d.enc, x)
 	}
 }
 
 func (d *Decoder) appendInt(n int64) {
-	if n < 0 {
-		d.enc = appendHead(d.enc, cborNegint, uint64(-1-n))
-	} else {
-		d.enc = appendHead(d.enc, cborUint, uint64(n))
-	}
-}
-
-// appendHead appends the initial byte of a data item of major type major, and its
-// argument arg, in the shortest form.
-func appendHead(b []byte, major byte, arg uint64) []byte {
-	m := major << 5
-	switch {
-	case arg < 24:
-		return append(b, m|byte(arg))
-	case arg <= math.MaxUint8:
-		return append(b, m|24, byte(arg))
-	case arg <= math.MaxUint16:
-		return append(b, m|25, byte(arg>>8), byte(arg))
-	case arg <= math.MaxUint32:
-		return append(b, m|26, byte(arg>>24), byte(arg>>16), byte(arg>>8), byte(arg))
-	default:
-		return append(b, m|27, byte(arg>>56), byte(arg>>48), byte(arg>>40), byte(arg>>32),
-			byte(arg>>24), byte(arg>>16), byte(arg>>8), byte(arg))
-	}
-}
-
-// headLen is the length of a head whose argument is arg.
-func headLen(arg uint64) int {
-	switch {
-	case arg < 24:
-		return 1
-	case arg <= math.MaxUint8:
-		return 2
-	case arg <= math.MaxUint16:
-		return 3
-	case arg <= math.MaxUint32:
-		return 5
-	default:
-		return 9
-	}
+	d.enc = cborenc.AppendInt(d.enc, n)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -502,4 +503,56 @@ func FuzzObjectPartialCBOR(f *testing.F) {
 			checkPartial(t, &d, data)
 		}
 	})
+}
+
+// TestAppendValueCBOR: the CBOR of a value is what ObjectCBOR writes for it as the value
+// of a member, appended to what dst holds; a value with a repeated key is
+// ErrRepeatedKey, and one that Object would not decode, or too deep for its depth, an
+// *Error; either way dst is as it was.
+func TestAppendValueCBOR(t *testing.T) {
+	for _, tc := range []struct {
+		value string
+		depth int
+		err   error
+	}{
+		{value: `1`, depth: 1},
+		{value: ` "s\u00e9\ud800 <>" `, depth: 1},
+		{value: `[1, -0, 3.0, 1e2, 12345678901234567890, true, false, null, {}, []]`, depth: 1},
+		{value: `{"a":{"b":[` + manyMembers(0) + `{` + manyMembers(40) + `}]},"metadata":{"name":"n","managedFields":[]}}`, depth: 1},
+		{value: `{"a":1,"a":2}`, depth: 1, err: ErrRepeatedKey},
+		{value: `{"a":{"b":1,"b":1}}`, depth: 1, err: ErrRepeatedKey},
+		{value: `[1e400]`, depth: 1, err: new(Error)},
+		{value: `{"a":`, depth: 1, err: new(Error)},
+		{value: `1 2`, depth: 1, err: new(Error)},
+		{value: ``, depth: 1, err: new(Error)},
+		{value: `[[]]`, depth: MaxDepth - 2},
+		{value: `[[]]`, depth: MaxDepth - 1, err: new(Error)},
+	} {
+		t.Run(tc.value, func(t *testing.T) {
+			var d Decoder
+			dst := []byte("prefix")
+			got, err := d.AppendValueCBOR(dst, []byte(tc.value), tc.depth)
+			if tc.err != nil {
+				var syntax *Error
+				if !errors.Is(err, tc.err) && !(errors.As(tc.err, &syntax) && errors.As(err, &syntax)) {
+					t.Fatalf("got %v, want %T %v", err, tc.err, tc.err)
+				}
+				if string(got) != "prefix" {
+					t.Fatalf("dst %q after an error", got)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, whole, err := d.ObjectCBOR([]byte(`{"v":` + tc.value + `}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The map's head, and the key.
+			if want := "prefix" + string(whole[1+2:]); string(got) != want {
+				t.Errorf("got %x, want %x", got, want)
+			}
+		})
+	}
 }

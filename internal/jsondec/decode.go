@@ -14,6 +14,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/fleetwatch/fleetwatch/internal/cborenc"
 	"github.com/fleetwatch/fleetwatch/internal/intern"
 )
 
@@ -71,7 +72,7 @@ type Decoder struct {
 	// heads of enc that are longer than the one byte reserved for them.
 	emit bool
 	enc  []byte
-	long []longHead
+	long []cborenc.LongHead
 
 	// partial is set by ObjectPartialCBOR: only the members that file the object are
 	// built (partialKeeps); the others are decoded with drop set, which writes their
@@ -324,6 +325,9 @@ func (d *Decoder) object(depth int, ctx context) (map[string]any, error) {
 		if d.emit {
 			d.enc = append(d.enc, cborMap<<5)
 		}
+		if d.drop {
+			return nil, nil
+		}
 		return map[string]any{}, nil
 	}
 	var head int
@@ -532,6 +536,9 @@ func (d *Decoder) array(depth int) ([]any, error) {
 		d.off++
 		if d.emit {
 			d.enc = append(d.enc, cborArray<<5)
+		}
+		if d.drop {
+			return nil, nil
 		}
 		return []any{}, nil
 	}

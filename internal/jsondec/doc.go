@@ -34,5 +34,6 @@
 // scratch space, except the object that WatchEvent returns, which is a slice of the
 // input.
 //
-// Of fleetwatch it imports only internal/intern.
+// Of fleetwatch it imports only internal/intern, and internal/cborenc, which writes the
+// pieces of its CBOR.
 package jsondec

@@ -11,4 +11,15 @@
 // durations) spelled as their MarshalJSON spells them. A kind whose Go type it cannot
 // describe is not Supported; a field it does not know (a newer server's) or a value it
 // cannot write exactly is ErrUnsupported, and the caller asks for JSON instead.
+//
+// For a caller that keeps objects as CBOR and builds only what files them,
+// ObjectPartialCBOR writes, from the same walk of the protobuf, the CBOR that package
+// jsondec would write for that JSON (jsondec.Decoder.ObjectPartialCBOR), byte for byte,
+// and builds the same map of filing fields, without the JSON: each token is written as
+// jsondec would decode its JSON text (a string's decoded bytes, a number as an integer
+// or a float as jsondec reads the digits that encoding/json writes). Raw JSON (raw
+// extensions, managedFields) is written by jsondec itself (AppendValueCBOR); where only
+// jsondec can judge the JSON (raw JSON it refuses, a repeated key, ...), the JSON is
+// written and decoded. Of fleetwatch it imports only jsondec, and cborenc for the pieces
+// of that CBOR.
 package pbjson

@@ -78,8 +78,11 @@ func (m *message) field(n uint64) *field {
 
 // field is a field of a message.
 type field struct {
-	// key is the JSON member's name, quoted, with the colon: "name":.
-	key string
+	// name is the JSON member's name; key is name quoted, with the colon: "name":;
+	// cborKey is name as a CBOR byte string.
+	name    string
+	key     string
+	cborKey string
 	// order is the field's index in its message's fields.
 	order int
 	kind  kind
@@ -266,7 +269,7 @@ func (b *builder) field(parent reflect.Type, sf reflect.StructField, name, opts,
 	if name == "" {
 		return nil, 0, fmt.Errorf("%v.%s: no JSON name", parent, sf.Name)
 	}
-	f.key = strconv.Quote(name) + ":"
+	f.name, f.key, f.cborKey = name, strconv.Quote(name)+":", string(appendCBORString(nil, []byte(name)))
 	switch {
 	case t.Kind() == reflect.Pointer:
 		f.pointer = true

@@ -12,8 +12,13 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"unsafe"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/fleetwatch/fleetwatch/internal/cborenc"
+	"github.com/fleetwatch/fleetwatch/internal/jsondec"
 )
 
 // ErrUnsupported is returned for protobuf that this package cannot write as the JSON
@@ -89,7 +94,9 @@ type Options struct {
 }
 
 // Transcoder writes kube-apiserver protobuf as the JSON the server would have sent for
-// the same object. It keeps buffers between calls; it is not safe for concurrent use.
+// the same object (Object), or as the CBOR that jsondec writes for that JSON
+// (ObjectPartialCBOR). It keeps buffers between calls; it is not safe for concurrent
+// use.
 type Transcoder struct {
 	Options
 	out []byte
@@ -99,6 +106,16 @@ type Transcoder struct {
 	raw bytes.Buffer
 	// entries is a stack of the entries of the maps being written.
 	entries []mapEntry
+	// scratch holds a value while it is formatted.
+	scratch []byte
+	// depth is how deeply the object or array being written is nested, the object
+	// itself at 1.
+	depth int
+
+	// cbor is set while ObjectPartialCBOR writes CBOR to out (cbor.go); the other
+	// fields are its.
+	cbor bool
+	cborState
 }
 
 // mapEntry is an entry of a map field: its key, and its value, a part of vb.
@@ -118,6 +135,16 @@ type occurrence struct {
 	packed bool
 }
 
+// context is where in the object a message is, for the members that ObjectPartialCBOR
+// builds its map of.
+type context uint8
+
+const (
+	ctxNone     context = iota
+	ctxRoot             // the object
+	ctxMetadata         // the object's metadata
+)
+
 // Object returns the JSON of the object whose envelope is data (see Envelope), of kind
 // gvk and message raw, as the kube-apiserver would have written it, kind and apiVersion
 // first, then the fields in their order in the Go type. The result is valid until the next call.
@@ -126,64 +153,90 @@ func (t *Transcoder) Object(gvk schema.GroupVersionKind, raw []byte) (out []byte
 	if m == nil {
 		return nil, fmt.Errorf("%w: kind %v", ErrUnsupported, gvk)
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			// A bug, which FuzzTranscode looks for; the input is refused rather than
-			// taking the process down.
-			out, err = nil, fmt.Errorf("%w: %w: %v", ErrInvalid, errPanicked, r)
-		}
-		t.occ = t.occ[:0]
-		clear(t.entries[:cap(t.entries)])
-		t.entries = t.entries[:0]
-		if cap(t.out) > 4<<20 {
-			t.out = nil
-		}
-	}()
-	t.out = append(t.out[:0], `{"kind":`...)
-	t.out = appendString(t.out, gvk.Kind)
-	t.out = append(t.out, `,"apiVersion":`...)
-	t.out = appendString(t.out, gvk.GroupVersion().String())
-	if _, err := t.fields(raw, m, true); err != nil {
+	defer t.reset(&err)
+	if err := t.object(gvk, raw, m, ctxNone); err != nil {
 		return nil, err
 	}
-	t.out = append(t.out, '}')
 	return t.out, nil
 }
 
-// message writes the message b as a JSON object.
-func (t *Transcoder) message(b []byte, m *message) error {
-	t.out = append(t.out, '{')
-	if _, err := t.fields(b, m, false); err != nil {
+// reset recovers from a panic of the transcoder into *err, and readies the buffers for
+// the next call.
+func (t *Transcoder) reset(err *error) {
+	if r := recover(); r != nil {
+		// A bug, which FuzzTranscode looks for; the input is refused rather than taking
+		// the process down.
+		*err = fmt.Errorf("%w: %w: %v", ErrInvalid, errPanicked, r)
+	}
+	t.occ = t.occ[:0]
+	clear(t.entries[:cap(t.entries)])
+	t.entries = t.entries[:0]
+	t.depth = 0
+	if cap(t.out) > 4<<20 {
+		t.out = nil
+	}
+	if cap(t.scratch) > 64<<10 {
+		t.scratch = nil
+	}
+}
+
+var (
+	kindKey       = &field{name: "kind", key: `"kind":`, cborKey: "\x44kind"}
+	apiVersionKey = &field{name: "apiVersion", key: `"apiVersion":`, cborKey: "\x4aapiVersion"}
+)
+
+// object writes the object of kind gvk, message raw of schema m, to t.out.
+func (t *Transcoder) object(gvk schema.GroupVersionKind, raw []byte, m *message, ctx context) error {
+	t.out = t.out[:0]
+	head := t.open('{', cborMap)
+	t.key(kindKey)
+	t.string(gvk.Kind)
+	t.sep(1)
+	t.key(apiVersionKey)
+	t.string(gvk.GroupVersion().String())
+	n, err := t.fields(raw, m, 2, ctx)
+	if err != nil {
 		return err
 	}
-	t.out = append(t.out, '}')
+	t.close('}', head, n)
 	return nil
 }
 
-// fields writes the members of the message b, each after a comma if more is set or it is
-// not the first, and reports whether it wrote any.
-func (t *Transcoder) fields(b []byte, m *message, more bool) (bool, error) {
+// message writes the message b as an object.
+func (t *Transcoder) message(b []byte, m *message, ctx context) error {
+	head := t.open('{', cborMap)
+	n, err := t.fields(b, m, 0, ctx)
+	if err != nil {
+		return err
+	}
+	t.close('}', head, n)
+	return nil
+}
+
+// fields writes the members of the message b, into an object of which n members are
+// written already, and returns the number written in all.
+func (t *Transcoder) fields(b []byte, m *message, n int, ctx context) (int, error) {
 	if len(b) > math.MaxInt32 {
-		return false, fmt.Errorf("%w: message of %d bytes", ErrUnsupported, len(b))
+		return 0, fmt.Errorf("%w: message of %d bytes", ErrUnsupported, len(b))
 	}
 	base := len(t.occ)
-	wrote, err := t.fieldsAt(b, m, more, base)
+	n, err := t.fieldsAt(b, m, n, ctx, base)
 	t.occ = t.occ[:base]
-	return wrote, err
+	return n, err
 }
 
 // fieldsAt is fields with the stack of occurrences at base.
-func (t *Transcoder) fieldsAt(b []byte, m *message, more bool, base int) (bool, error) {
+func (t *Transcoder) fieldsAt(b []byte, m *message, n int, ctx context, base int) (int, error) {
 	r := reader{b: b}
 	sorted := true
 	for !r.done() {
 		num, wt := r.tag()
 		if r.err != nil {
-			return false, r.err
+			return 0, r.err
 		}
 		f := m.field(num)
 		if f == nil {
-			return false, fmt.Errorf("%w: unknown field %d", ErrUnsupported, num)
+			return 0, fmt.Errorf("%w: unknown field %d", ErrUnsupported, num)
 		}
 		o := occurrence{order: int32(f.order)}
 		want := f.kind.wireType()
@@ -195,7 +248,7 @@ func (t *Transcoder) fieldsAt(b []byte, m *message, more bool, base int) (bool, 
 		case wt == wireBytes && f.repeated && want != wireBytes:
 			// Packed.
 		default:
-			return false, fmt.Errorf("%w: field %d of wire type %d", ErrInvalid, num, wt)
+			return 0, fmt.Errorf("%w: field %d of wire type %d", ErrInvalid, num, wt)
 		}
 		if wt == wireBytes {
 			v := r.bytes()
@@ -205,9 +258,9 @@ func (t *Transcoder) fieldsAt(b []byte, m *message, more bool, base int) (bool, 
 			o.v = r.scalar(wt)
 		}
 		if r.err != nil {
-			return false, r.err
+			return 0, r.err
 		}
-		if n := len(t.occ); n > base && t.occ[n-1].order > o.order {
+		if k := len(t.occ); k > base && t.occ[k-1].order > o.order {
 			sorted = false
 		}
 		t.occ = append(t.occ, o)
@@ -216,15 +269,14 @@ func (t *Transcoder) fieldsAt(b []byte, m *message, more bool, base int) (bool, 
 	if !sorted {
 		slices.SortStableFunc(occ, func(a, b occurrence) int { return int(a.order - b.order) })
 	}
-	wrote := false
 	for _, f := range m.fields {
-		n := 0
-		for n < len(occ) && occ[n].order == int32(f.order) {
-			n++
+		k := 0
+		for k < len(occ) && occ[k].order == int32(f.order) {
+			k++
 		}
-		of := occ[:n]
-		occ = occ[n:]
-		if n == 0 && f.omittedIfAbsent {
+		of := occ[:k]
+		occ = occ[k:]
+		if k == 0 && f.omittedIfAbsent {
 			continue
 		}
 		if f.inline {
@@ -234,34 +286,39 @@ func (t *Transcoder) fieldsAt(b []byte, m *message, more bool, base int) (bool, 
 			case 1:
 				sub = b[of[0].start:of[0].end]
 			default:
-				return false, fmt.Errorf("%w: an embedded message twice", ErrUnsupported)
+				return 0, fmt.Errorf("%w: an embedded message twice", ErrUnsupported)
 			}
-			w, err := t.fields(sub, f.msg, more || wrote)
-			if err != nil {
-				return false, err
+			var err error
+			if n, err = t.fields(sub, f.msg, n, ctx); err != nil {
+				return 0, err
 			}
-			wrote = wrote || w
 			continue
 		}
-		if t.DropManagedFields && f.key == `"managedFields":` {
+		if t.DropManagedFields && f.name == "managedFields" {
 			continue
 		}
-		mark := len(t.out)
-		if more || wrote {
-			t.out = append(t.out, ',')
+		mark, long := len(t.out), len(t.long)
+		t.sep(n)
+		t.key(f)
+		var (
+			ok  bool
+			err error
+		)
+		if ctx == ctxNone {
+			ok, err = t.field(b, f, of)
+		} else {
+			ok, err = t.filingField(b, f, of, ctx)
 		}
-		t.out = append(t.out, f.key...)
-		ok, err := t.field(b, f, of)
 		if err != nil {
-			return false, err
+			return 0, err
 		}
 		if !ok {
-			t.out = t.out[:mark]
+			t.out, t.long = t.out[:mark], t.long[:long]
 			continue
 		}
-		wrote = true
+		n++
 	}
-	return wrote, nil
+	return n, nil
 }
 
 // field writes the value of f from its occurrences in the message b, and reports false
@@ -270,48 +327,44 @@ func (t *Transcoder) field(b []byte, f *field, of []occurrence) (bool, error) {
 	switch {
 	case f.repeated:
 		if len(of) == 0 {
-			return t.null(f)
+			return t.null(f), nil
 		}
 		mark := len(t.out)
-		t.out = append(t.out, '[')
-		first := true
+		head := t.open('[', cborArray)
+		n := 0
 		for _, o := range of {
 			if o.packed {
-				// Packed.
 				r := reader{b: b[o.start:o.end]}
 				for !r.done() {
 					v := r.scalar(f.kind.wireType())
 					if r.err != nil {
 						return false, r.err
 					}
-					if !first {
-						t.out = append(t.out, ',')
-					}
-					first = false
+					t.sep(n)
+					n++
 					if err := t.scalar(f.kind, v); err != nil {
 						return false, err
 					}
 				}
 				continue
 			}
-			if !first {
-				t.out = append(t.out, ',')
-			}
-			first = false
+			t.sep(n)
+			n++
 			if err := t.value(f.kind, f.msg, b, o); err != nil {
 				return false, err
 			}
 		}
-		if first {
+		if n == 0 {
 			// Only empty packed fields: a nil slice.
 			t.out = t.out[:mark]
-			return t.null(f)
+			t.depth--
+			return t.null(f), nil
 		}
-		t.out = append(t.out, ']')
+		t.close(']', head, n)
 		return true, nil
 	case f.isMap:
 		if len(of) == 0 {
-			return t.null(f)
+			return t.null(f), nil
 		}
 		return true, t.mapValue(b, f, of)
 	}
@@ -323,7 +376,7 @@ func (t *Transcoder) field(b []byte, f *field, of []occurrence) (bool, error) {
 	}
 	if len(of) == 0 {
 		if f.pointer {
-			return t.null(f)
+			return t.null(f), nil
 		}
 		return t.zero(f)
 	}
@@ -349,12 +402,12 @@ func (t *Transcoder) field(b []byte, f *field, of []occurrence) (bool, error) {
 
 // null writes what encoding/json writes for a nil pointer, slice or map, and reports
 // whether it writes anything.
-func (t *Transcoder) null(f *field) (bool, error) {
+func (t *Transcoder) null(f *field) bool {
 	if f.omitEmpty || f.omitZero {
-		return false, nil
+		return false
 	}
-	t.out = append(t.out, "null"...)
-	return true, nil
+	t.literal(cborNull)
+	return true
 }
 
 // zero writes the zero value of the field f, absent from protobuf.
@@ -364,19 +417,25 @@ func (t *Transcoder) zero(f *field) (bool, error) {
 		if f.omitEmpty || f.omitZero {
 			return false, nil
 		}
-		t.out = append(t.out, `""`...)
+		t.str(nil)
 	case kindBytes, kindStrings:
-		return t.null(f)
-	case kindBool, kindInt, kindInt32, kindUint, kindFloat64, kindFloat32:
+		return t.null(f), nil
+	case kindBool:
 		if f.omitEmpty || f.omitZero {
 			return false, nil
 		}
-		t.out = append(t.out, zeroScalar(f.kind)...)
+		t.literal(cborFalse)
+	case kindInt, kindInt32, kindUint, kindFloat64, kindFloat32:
+		if f.omitEmpty || f.omitZero {
+			return false, nil
+		}
+		// encoding/json writes a zero float as 0, which is read as an integer.
+		t.int(0)
 	case kindTime, kindMicroTime:
 		if f.omitZero {
 			return false, nil
 		}
-		t.out = append(t.out, "null"...)
+		t.literal(cborNull)
 	default:
 		// A struct, which omitempty does not leave out: its value decoded from no bytes.
 		if err := t.value(f.kind, f.msg, nil, occurrence{}); err != nil {
@@ -384,13 +443,6 @@ func (t *Transcoder) zero(f *field) (bool, error) {
 		}
 	}
 	return true, nil
-}
-
-func zeroScalar(k kind) string {
-	if k == kindBool {
-		return "false"
-	}
-	return "0"
 }
 
 // mapValue writes the entries of a map field, sorted by key as encoding/json sorts them;
@@ -430,21 +482,28 @@ func (t *Transcoder) mapValue(b []byte, f *field, of []occurrence) error {
 	}
 	entries := t.entries[base:]
 	slices.SortStableFunc(entries, func(a, b mapEntry) int { return compareBytes(a.key, b.key) })
-	t.out = append(t.out, '{')
+	head := t.open('{', cborMap)
+	n := 0
 	for i, e := range entries {
 		if i+1 < len(entries) && string(entries[i+1].key) == string(e.key) {
 			continue
 		}
-		if i > 0 {
-			t.out = append(t.out, ',')
+		if t.cbor && !utf8.Valid(e.key) {
+			// Two keys that are not UTF-8 may be one in JSON, where a repeated key has
+			// no CBOR.
+			return errIndirect
 		}
-		t.out = appendStringBytes(t.out, e.key)
-		t.out = append(t.out, ':')
+		t.sep(n)
+		n++
+		t.str(e.key)
+		if !t.cbor {
+			t.out = append(t.out, ':')
+		}
 		if err := t.value(f.kind, f.msg, e.vb, e.value); err != nil {
 			return err
 		}
 	}
-	t.out = append(t.out, '}')
+	t.close('}', head, n)
 	return nil
 }
 
@@ -467,16 +526,15 @@ func (t *Transcoder) value(k kind, m *message, b []byte, o occurrence) error {
 	v := b[o.start:o.end]
 	switch k {
 	case kindString:
-		t.out = appendStringBytes(t.out, v)
+		t.str(v)
 	case kindBytes:
-		t.out = append(t.out, '"')
-		t.out = base64.StdEncoding.AppendEncode(t.out, v)
-		t.out = append(t.out, '"')
+		t.scratch = base64.StdEncoding.AppendEncode(t.scratch[:0], v)
+		t.plain(t.scratch)
 	case kindMessage:
-		return t.message(v, m)
+		return t.message(v, m, ctxNone)
 	case kindTime, kindMicroTime:
 		if len(v) == 0 {
-			t.out = append(t.out, "null"...)
+			t.literal(cborNull)
 			return nil
 		}
 		var seconds, nanos int64
@@ -496,15 +554,12 @@ func (t *Transcoder) value(k kind, m *message, b []byte, o occurrence) error {
 			return r.err
 		}
 		if k == kindTime {
-			t.out = append(t.out, '"')
-			t.out = time.Unix(seconds, 0).UTC().AppendFormat(t.out, time.RFC3339)
-			t.out = append(t.out, '"')
+			t.scratch = time.Unix(seconds, 0).UTC().AppendFormat(t.scratch[:0], time.RFC3339)
 		} else {
 			nanos = int64(time.Duration(nanos).Truncate(time.Microsecond))
-			t.out = append(t.out, '"')
-			t.out = time.Unix(seconds, nanos).UTC().AppendFormat(t.out, metav1.RFC3339Micro)
-			t.out = append(t.out, '"')
+			t.scratch = time.Unix(seconds, nanos).UTC().AppendFormat(t.scratch[:0], metav1.RFC3339Micro)
 		}
+		t.plain(t.scratch)
 	case kindQuantity:
 		s, _, err := single(v, wireBytes, "quantity")
 		if err != nil {
@@ -513,7 +568,7 @@ func (t *Transcoder) value(k kind, m *message, b []byte, o occurrence) error {
 		if len(s) == 0 {
 			return fmt.Errorf("%w: an empty quantity", ErrInvalid)
 		}
-		t.out = appendStringBytes(t.out, s)
+		t.str(s)
 	case kindIntOrString:
 		var (
 			typ    uint64
@@ -539,9 +594,9 @@ func (t *Transcoder) value(k kind, m *message, b []byte, o occurrence) error {
 		}
 		switch typ {
 		case 0:
-			t.out = strconv.AppendInt(t.out, int64(intVal), 10)
+			t.int(int64(intVal))
 		case 1:
-			t.out = appendStringBytes(t.out, strVal)
+			t.str(strVal)
 		default:
 			return fmt.Errorf("%w: IntOrString of type %d", ErrUnsupported, typ)
 		}
@@ -551,8 +606,11 @@ func (t *Transcoder) value(k kind, m *message, b []byte, o occurrence) error {
 			return err
 		}
 		if len(raw) == 0 {
-			t.out = append(t.out, "null"...)
+			t.literal(cborNull)
 			return nil
+		}
+		if t.cbor {
+			return t.rawCBOR(raw)
 		}
 		// encoding/json compacts what a Marshaler returns, and escapes it for HTML.
 		t.raw.Reset()
@@ -567,10 +625,10 @@ func (t *Transcoder) value(k kind, m *message, b []byte, o occurrence) error {
 		if err != nil {
 			return err
 		}
-		t.out = appendString(t.out, time.Duration(int64(d)).String())
+		t.string(time.Duration(int64(d)).String())
 	case kindStrings:
 		r := reader{b: v}
-		t.out = append(t.out, '[')
+		head := t.open('[', cborArray)
 		n := 0
 		for !r.done() {
 			num, wt := r.tag()
@@ -578,16 +636,14 @@ func (t *Transcoder) value(k kind, m *message, b []byte, o occurrence) error {
 				return fmt.Errorf("%w: string list field %d", ErrUnsupported, num)
 			}
 			s := r.bytes()
-			if n > 0 {
-				t.out = append(t.out, ',')
-			}
+			t.sep(n)
 			n++
-			t.out = appendStringBytes(t.out, s)
+			t.str(s)
 		}
 		if r.err != nil {
 			return r.err
 		}
-		t.out = append(t.out, ']')
+		t.close(']', head, n)
 	default:
 		return fmt.Errorf("%w: kind %d", ErrUnsupported, k)
 	}
@@ -617,31 +673,39 @@ func (t *Transcoder) scalar(k kind, v uint64) error {
 	switch k {
 	case kindBool:
 		if v != 0 {
-			t.out = append(t.out, "true"...)
+			t.literal(cborTrue)
 		} else {
-			t.out = append(t.out, "false"...)
+			t.literal(cborFalse)
 		}
 	case kindInt:
-		t.out = strconv.AppendInt(t.out, int64(v), 10)
+		t.int(int64(v))
 	case kindInt32:
-		t.out = strconv.AppendInt(t.out, int64(int32(v)), 10)
+		t.int(int64(int32(v)))
 	case kindUint:
-		t.out = strconv.AppendUint(t.out, v, 10)
-	case kindFloat64:
-		return t.float(math.Float64frombits(v), 64)
-	case kindFloat32:
-		return t.float(float64(math.Float32frombits(uint32(v))), 32)
+		if v <= math.MaxInt64 {
+			t.int(int64(v))
+		} else {
+			t.scratch = strconv.AppendUint(t.scratch[:0], v, 10)
+			t.number(t.scratch)
+		}
+	case kindFloat64, kindFloat32:
+		f, bits := math.Float64frombits(v), 64
+		if k == kindFloat32 {
+			f, bits = float64(math.Float32frombits(uint32(v))), 32
+		}
+		if math.IsInf(f, 0) || math.IsNaN(f) {
+			return fmt.Errorf("%w: float %v", ErrUnsupported, f)
+		}
+		t.scratch = appendFloat(t.scratch[:0], f, bits)
+		t.number(t.scratch)
 	default:
 		return fmt.Errorf("%w: scalar of kind %d", ErrUnsupported, k)
 	}
 	return nil
 }
 
-// float writes f as encoding/json does.
-func (t *Transcoder) float(f float64, bits int) error {
-	if math.IsInf(f, 0) || math.IsNaN(f) {
-		return fmt.Errorf("%w: float %v", ErrUnsupported, f)
-	}
+// appendFloat appends f, finite, as encoding/json writes it.
+func appendFloat(dst []byte, f float64, bits int) []byte {
 	abs := math.Abs(f)
 	format := byte('f')
 	if abs != 0 {
@@ -649,17 +713,122 @@ func (t *Transcoder) float(f float64, bits int) error {
 			format = 'e'
 		}
 	}
-	start := len(t.out)
-	t.out = strconv.AppendFloat(t.out, f, format, -1, bits)
+	start := len(dst)
+	dst = strconv.AppendFloat(dst, f, format, -1, bits)
 	if format == 'e' {
 		// clean up e-09 to e-9
-		b := t.out[start:]
+		b := dst[start:]
 		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
 			b[n-2] = b[n-1]
-			t.out = t.out[:len(t.out)-1]
+			dst = dst[:len(dst)-1]
 		}
 	}
-	return nil
+	return dst
+}
+
+// The writing of a value, in JSON or CBOR.
+
+// open starts an object, or an array if c is '[' and major cborArray, and returns the
+// offset of its CBOR head for close.
+func (t *Transcoder) open(c byte, major byte) int {
+	t.depth++
+	if !t.cbor {
+		t.out = append(t.out, c)
+		return 0
+	}
+	if t.depth > jsondec.MaxDepth {
+		t.tooDeep = true
+	}
+	t.out = append(t.out, major<<5)
+	return len(t.out) - 1
+}
+
+// close ends the object or array that open started, of n members or elements, with c
+// in JSON.
+func (t *Transcoder) close(c byte, head, n int) {
+	t.depth--
+	if !t.cbor {
+		t.out = append(t.out, c)
+		return
+	}
+	t.long = cborenc.EndHead(t.out, head, n, t.long)
+}
+
+// sep writes the separator of a member or an element after n others: in JSON, a comma.
+func (t *Transcoder) sep(n int) {
+	if n > 0 && !t.cbor {
+		t.out = append(t.out, ',')
+	}
+}
+
+// key writes the name of the member f.
+func (t *Transcoder) key(f *field) {
+	if t.cbor {
+		t.out = append(t.out, f.cborKey...)
+	} else {
+		t.out = append(t.out, f.key...)
+	}
+}
+
+// str writes the string s: in JSON as encoding/json writes it, in CBOR as the byte
+// string of what that JSON string decodes to.
+func (t *Transcoder) str(s []byte) {
+	if t.cbor {
+		t.out = appendCBORString(t.out, s)
+	} else {
+		t.out = appendStringBytes(t.out, s)
+	}
+}
+
+func (t *Transcoder) string(s string) {
+	t.str(unsafe.Slice(unsafe.StringData(s), len(s)))
+}
+
+// plain writes a string of ASCII that encoding/json does not escape.
+func (t *Transcoder) plain(s []byte) {
+	if t.cbor {
+		t.out = cborenc.AppendHead(t.out, cborBytes, uint64(len(s)))
+		t.out = append(t.out, s...)
+		return
+	}
+	t.out = append(t.out, '"')
+	t.out = append(t.out, s...)
+	t.out = append(t.out, '"')
+}
+
+// literal writes true, false or null, given as the CBOR simple value.
+func (t *Transcoder) literal(v byte) {
+	if t.cbor {
+		t.out = append(t.out, v)
+		return
+	}
+	switch v {
+	case cborTrue:
+		t.out = append(t.out, "true"...)
+	case cborFalse:
+		t.out = append(t.out, "false"...)
+	default:
+		t.out = append(t.out, "null"...)
+	}
+}
+
+func (t *Transcoder) int(v int64) {
+	if t.cbor {
+		t.out = cborenc.AppendInt(t.out, v)
+	} else {
+		t.out = strconv.AppendInt(t.out, v, 10)
+	}
+}
+
+// number writes the JSON number lit, a slice of t.scratch: in CBOR, as jsondec reads
+// it, an integer if it has neither fraction nor exponent and fits an int64, else a
+// float.
+func (t *Transcoder) number(lit []byte) {
+	if t.cbor {
+		t.out = appendCBORNumber(t.out, lit)
+	} else {
+		t.out = append(t.out, lit...)
+	}
 }
 
 // reader reads protobuf. A read past the end, or a malformed value, sets err and makes
@@ -755,11 +924,6 @@ func (r *reader) skip(wt int) {
 	} else {
 		r.scalar(wt)
 	}
-}
-
-// appendString appends s as a JSON string, escaped as encoding/json escapes it.
-func appendString(dst []byte, s string) []byte {
-	return appendStringBytes(dst, []byte(s))
 }
 
 const hex = "0123456789abcdef"

@@ -5,15 +5,20 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -22,6 +27,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/randfill"
+
+	"github.com/fleetwatch/fleetwatch/aggregate/aggregatetest"
+	"github.com/fleetwatch/fleetwatch/internal/intern"
+	"github.com/fleetwatch/fleetwatch/internal/jsondec"
 )
 
 var protoSerializer = protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
@@ -30,12 +39,8 @@ var protoSerializer = protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
 // the object that protobuf decodes to.
 func encode(t testing.TB, obj runtime.Object, gvk schema.GroupVersionKind) (pb, want []byte) {
 	t.Helper()
-	obj.GetObjectKind().SetGroupVersionKind(gvk)
-	var buf bytes.Buffer
-	if err := protoSerializer.Encode(obj, &buf); err != nil {
-		t.Fatalf("protobuf of %v: %v", gvk, err)
-	}
-	decoded, _, err := protoSerializer.Decode(buf.Bytes(), nil, nil)
+	pb = protobufOf(t, obj, gvk)
+	decoded, _, err := protoSerializer.Decode(pb, nil, nil)
 	if err != nil {
 		t.Fatalf("decoding the protobuf of %v: %v", gvk, err)
 	}
@@ -43,7 +48,18 @@ func encode(t testing.TB, obj runtime.Object, gvk schema.GroupVersionKind) (pb, 
 	if want, err = json.Marshal(decoded); err != nil {
 		t.Fatalf("JSON of %v: %v", gvk, err)
 	}
-	return buf.Bytes(), want
+	return pb, want
+}
+
+// protobufOf returns obj as a kube-apiserver sends it in protobuf.
+func protobufOf(t testing.TB, obj runtime.Object, gvk schema.GroupVersionKind) []byte {
+	t.Helper()
+	obj.GetObjectKind().SetGroupVersionKind(gvk)
+	var buf bytes.Buffer
+	if err := protoSerializer.Encode(obj, &buf); err != nil {
+		t.Fatalf("protobuf of %v: %v", gvk, err)
+	}
+	return buf.Bytes()
 }
 
 func transcode(t testing.TB, tr *Transcoder, pb []byte) ([]byte, error) {
@@ -285,4 +301,369 @@ func BenchmarkTranscode(b *testing.B) {
 			}
 		}
 	})
+}
+
+// partialCBOR returns what the wire did before ObjectPartialCBOR: the object's JSON,
+// decoded by d.ObjectPartialCBOR.
+func partialCBOR(tr *Transcoder, d *jsondec.Decoder, gvk schema.GroupVersionKind, raw []byte) (map[string]any, []byte, error) {
+	js, err := tr.Object(gvk, raw)
+	if err != nil {
+		return nil, nil, err
+	}
+	return d.ObjectPartialCBOR(js)
+}
+
+// checkPartialCBOR requires the direct CBOR of raw, and its partial map, to be those of
+// its JSON (partialCBOR), byte for byte, with the same strings interned, and that of
+// ObjectPartialCBOR too. It returns whether the direct CBOR was written.
+func checkPartialCBOR(t testing.TB, tr *Transcoder, d *jsondec.Decoder, gvk schema.GroupVersionKind, raw []byte) (direct bool) {
+	t.Helper()
+	d.DropManagedFields = tr.DropManagedFields
+	wantM, want, wantErr := partialCBOR(tr, d, gvk, raw)
+	// The direct path itself, which must not fall back here.
+	gotM, got, err := tr.directCBOR(gvk, raw, d)
+	if errors.Is(err, errIndirect) {
+		gotM, got, err = tr.ObjectPartialCBOR(gvk, raw, d)
+	} else {
+		direct = true
+	}
+	if errors.Is(err, errPanicked) {
+		t.Fatalf("%v: %v", gvk, err)
+	}
+	if (err == nil) != (wantErr == nil) || errors.Is(err, ErrUnsupported) != errors.Is(wantErr, ErrUnsupported) ||
+		errors.Is(err, ErrInvalid) != errors.Is(wantErr, ErrInvalid) {
+		t.Fatalf("%v: direct: %v, by JSON: %v", gvk, err, wantErr)
+	}
+	if err != nil {
+		return direct
+	}
+	if !bytes.Equal(got, want) {
+		i := 0
+		for i < len(got) && i < len(want) && got[i] == want[i] {
+			i++
+		}
+		t.Fatalf("%v: CBOR differs at byte %d of %d (want %d):\n got …%x\nwant …%x", gvk, i, len(got), len(want),
+			got[max(i-16, 0):min(i+32, len(got))], want[max(i-16, 0):min(i+32, len(want))])
+	}
+	if !reflect.DeepEqual(gotM, wantM) {
+		t.Fatalf("%v: map differs:\n got %#v\nwant %#v", gvk, gotM, wantM)
+	}
+	if got != nil && cap(got) != len(got) {
+		t.Errorf("%v: CBOR of %d bytes in %d", gvk, len(got), cap(got))
+	}
+	checkInterned(t, gotM, wantM)
+	return direct
+}
+
+// checkInterned requires the short strings of got, keys and values, to share their bytes
+// with want's, as those of one jsondec.Decoder do.
+func checkInterned(t testing.TB, got, want map[string]any) {
+	t.Helper()
+	for k, w := range want {
+		for gk := range got {
+			if gk == k && unsafe.StringData(gk) != unsafe.StringData(k) {
+				t.Errorf("key %q is not interned", k)
+			}
+		}
+		switch w := w.(type) {
+		case string:
+			if g := got[k].(string); len(g) <= intern.MaxValueLen && unsafe.StringData(g) != unsafe.StringData(w) {
+				t.Errorf("value %q of %q is not interned", g, k)
+			}
+		case map[string]any:
+			checkInterned(t, got[k].(map[string]any), w)
+		}
+	}
+}
+
+// TestObjectPartialCBORRandomObjects writes random objects of every supported kind as
+// CBOR, keeping managedFields and dropping them: what it writes and builds is what
+// jsondec's ObjectPartialCBOR returns for their JSON.
+func TestObjectPartialCBORRandomObjects(t *testing.T) {
+	runs := 20
+	if s := os.Getenv("PBJSON_RUNS"); s != "" {
+		runs, _ = strconv.Atoi(s)
+	}
+	if testing.Short() {
+		runs = 3
+	}
+	types := scheme.Scheme.AllKnownTypes()
+	var d jsondec.Decoder
+	for _, gvk := range kinds() {
+		if !Supported(gvk) || gvk.Kind == "WatchEvent" {
+			continue
+		}
+		typ := types[gvk]
+		t.Run(gvk.String(), func(t *testing.T) {
+			for _, drop := range []bool{false, true} {
+				tr := Transcoder{Options: Options{DropManagedFields: drop}}
+				for i := range runs {
+					obj := reflect.New(typ).Interface().(runtime.Object)
+					filler(int64(i)).Fill(obj)
+					pb, _ := encode(t, obj, gvk)
+					gvk, raw, err := Envelope(pb)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !checkPartialCBOR(t, &tr, &d, gvk, raw) {
+						t.Errorf("#%d: not written directly", i)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestObjectPartialCBORCorners writes objects with the values whose JSON is not their
+// protobuf's bytes, and those whose JSON only jsondec can judge, as CBOR: the CBOR and
+// the map are those of their JSON.
+func TestObjectPartialCBORCorners(t *testing.T) {
+	many := map[string]string{}
+	for i := range 30 {
+		many[fmt.Sprintf("k%02d", i)] = strings.Repeat("v", i*10)
+	}
+	odd := "a\xffb\xc3<>&\u2028\u2029\"\\\x00\x1f\u00e9\ufffd" + "\xed\xa0\x80"
+	long := strings.Repeat("x", intern.MaxValueLen+1)
+	raw := func(s string) runtime.RawExtension { return runtime.RawExtension{Raw: []byte(s)} }
+	deep := strings.Repeat("[", jsondec.MaxDepth-2) + strings.Repeat("]", jsondec.MaxDepth-2)
+	pod := corev1.SchemeGroupVersion.WithKind("Pod")
+	configMap := corev1.SchemeGroupVersion.WithKind("ConfigMap")
+	secret := corev1.SchemeGroupVersion.WithKind("Secret")
+	revision := schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "ControllerRevision"}
+	for _, tc := range []struct {
+		name string
+		obj  runtime.Object
+		gvk  schema.GroupVersionKind
+		// indirect: the CBOR is written by way of the JSON.
+		indirect bool
+	}{
+		{name: "empty pod", obj: &corev1.Pod{}, gvk: pod},
+		{name: "odd strings", gvk: configMap, obj: &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: odd, Namespace: odd, UID: "\xff", ResourceVersion: long,
+				Labels: map[string]string{"a": odd, "b": long, "c": ""}, Annotations: map[string]string{"x": odd}},
+			Data: map[string]string{odd[4 : len(odd)-3]: odd, "": ""}}},
+		{name: "keys not UTF-8", gvk: configMap, indirect: true, obj: &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: "n"}, Data: map[string]string{"\xff": "a", "\xfe": "b"}}},
+		{name: "labels keys not UTF-8", gvk: configMap, indirect: true, obj: &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"\xff": "a"}}}},
+		{name: "many labels", gvk: configMap, obj: &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: many, Annotations: many}, Data: many}},
+		{name: "empty maps", gvk: configMap, obj: &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{}}, Data: map[string]string{}}},
+		{name: "bytes", gvk: secret, obj: &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s"},
+			Data: map[string][]byte{"a": {0, 1, 2, 0xff}, "b": nil, "c": []byte(odd), "d": bytes.Repeat([]byte{7}, 300)}}},
+		{name: "raw JSON", gvk: revision, obj: &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Name: "r"},
+			Data: raw(` { "a" : [ 1, -0, 3.0, 1e2, 1E-7, -1.5e300, 12345678901234567890, 9223372036854775807, -9223372036854775808, 0.1 ],
+				"s": "\u00e9\ud83d\ude00\ud800 \/ \n <>& ` + "\xff\u2028" + `", "t": true, "f": false, "n": null, "o": {}, "e": [] } `)}},
+		{name: "raw string", gvk: revision, obj: &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Name: "r"}, Data: raw(`"s"`)}},
+		{name: "raw repeated key", gvk: revision, indirect: true, obj: &appsv1.ControllerRevision{
+			ObjectMeta: metav1.ObjectMeta{Name: "r"}, Data: raw(`{"a":{"b":1,"b":2}}`)}},
+		{name: "raw number out of range", gvk: revision, indirect: true, obj: &appsv1.ControllerRevision{
+			ObjectMeta: metav1.ObjectMeta{Name: "r"}, Data: raw(`[1e400]`)}},
+		{name: "raw not JSON", gvk: revision, indirect: true, obj: &appsv1.ControllerRevision{
+			ObjectMeta: metav1.ObjectMeta{Name: "r"}, Data: raw(`{"a":`)}},
+		{name: "raw deep", gvk: revision, obj: &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Name: "r"}, Data: raw("[" + deep + "]")}},
+		{name: "raw too deep", gvk: revision, indirect: true, obj: &appsv1.ControllerRevision{
+			ObjectMeta: metav1.ObjectMeta{Name: "r"}, Data: raw("[[" + deep + "]]")}},
+		{name: "managed fields", gvk: pod, obj: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", ManagedFields: []metav1.ManagedFieldsEntry{{
+			Manager: "m", Operation: metav1.ManagedFieldsOperationApply, Time: &metav1.Time{Time: time.Unix(1e9, 0)},
+			FieldsType: "FieldsV1", FieldsV1: fieldsV1(`{"f:metadata":{"f:labels":{".":{},"f:a":{}}}}`)}}}}},
+		{name: "int or string, quantity, times", gvk: pod, obj: &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "p", CreationTimestamp: metav1.Unix(1e9, 0), DeletionTimestamp: &metav1.Time{}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c",
+				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"cpu": resource.MustParse("100m"), "memory": resource.MustParse("1.5Gi")}},
+				Ports:     []corev1.ContainerPort{{ContainerPort: 80}},
+				LivenessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Port: intstr.FromString("http")}},
+					TerminationGracePeriodSeconds: new(int64)},
+				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(-8080)}}},
+			}}},
+			Status: corev1.PodStatus{StartTime: &metav1.Time{Time: time.Unix(-1e10, 0)}}}},
+		{name: "kind in list", gvk: corev1.SchemeGroupVersion.WithKind("PodList"), obj: &corev1.PodList{
+			ListMeta: metav1.ListMeta{ResourceVersion: "12"}, Items: []corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, {}}}},
+		{name: "event", gvk: eventsv1.SchemeGroupVersion.WithKind("Event"), obj: &eventsv1.Event{
+			ObjectMeta: metav1.ObjectMeta{Name: "e"}, EventTime: metav1.NewMicroTime(time.Unix(1e9, 123456789)),
+			Series: &eventsv1.EventSeries{Count: 2, LastObservedTime: metav1.NewMicroTime(time.Unix(1e9, 999))}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pb := protobufOf(t, tc.obj, tc.gvk)
+			gvk, raw, err := Envelope(pb)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var d jsondec.Decoder
+			for _, drop := range []bool{false, true} {
+				tr := Transcoder{Options: Options{DropManagedFields: drop}}
+				if direct := checkPartialCBOR(t, &tr, &d, gvk, raw); direct == tc.indirect {
+					t.Errorf("written directly: %v, want %v", direct, !tc.indirect)
+				}
+			}
+		})
+	}
+}
+
+func fieldsV1(raw string) *metav1.FieldsV1 {
+	f := &metav1.FieldsV1{}
+	f.SetRawString(raw)
+	return f
+}
+
+// TestScalarCBOR writes numbers as CBOR as jsondec reads their JSON: the floats that
+// encoding/json writes without a fraction are integers, if they fit an int64.
+func TestScalarCBOR(t *testing.T) {
+	f64 := func(f float64) uint64 { return math.Float64bits(f) }
+	f32 := func(f float32) uint64 { return uint64(math.Float32bits(f)) }
+	for _, tc := range []struct {
+		k kind
+		v uint64
+	}{
+		{kindFloat64, f64(3)}, {kindFloat64, f64(math.Copysign(0, -1))}, {kindFloat64, f64(0.1)},
+		{kindFloat64, f64(1e20)}, {kindFloat64, f64(1e21)}, {kindFloat64, f64(123456789012345678)},
+		{kindFloat64, f64(1 << 63)}, {kindFloat64, f64(-(1 << 63))}, {kindFloat64, f64(9.999999e-7)},
+		{kindFloat64, f64(1e-7)}, {kindFloat64, f64(math.MaxFloat64)}, {kindFloat64, f64(math.SmallestNonzeroFloat64)},
+		{kindFloat64, f64(-2.5e-300)}, {kindFloat64, f64(1234567.0)},
+		{kindFloat32, f32(0.1)}, {kindFloat32, f32(3)}, {kindFloat32, f32(1e21)}, {kindFloat32, f32(-1e-7)},
+		{kindFloat32, f32(math.MaxFloat32)}, {kindFloat32, f32(16777217)},
+		{kindUint, math.MaxUint64}, {kindUint, math.MaxInt64}, {kindUint, math.MaxInt64 + 1}, {kindUint, 24},
+		{kindInt, uint64(1 << 63)}, {kindInt, math.MaxUint64}, {kindInt32, uint64(1<<64 - 1<<31)}, {kindInt, 255}, {kindInt, 65536},
+		{kindBool, 1}, {kindBool, 0},
+	} {
+		var tr Transcoder
+		if err := tr.scalar(tc.k, tc.v); err != nil {
+			t.Fatal(err)
+		}
+		js := "[" + string(tr.out) + "]"
+		tr.out, tr.cbor = tr.out[:0], true
+		if err := tr.scalar(tc.k, tc.v); err != nil {
+			t.Fatal(err)
+		}
+		var d jsondec.Decoder
+		_, want, err := d.ObjectCBOR([]byte(`{"v":` + js + `}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The map's head, the key, the array's head.
+		want = want[1+2+1:]
+		if !bytes.Equal(tr.out, want) {
+			t.Errorf("%s (kind %d): got %x, want %x", js, tc.k, tr.out, want)
+		}
+	}
+}
+
+// FuzzTranscodeCBOR writes arbitrary protobuf as a pod, a pod list and a controller
+// revision (a raw extension), as CBOR directly and by way of JSON: both fail, or both
+// return the same CBOR and map, and neither panics.
+func FuzzTranscodeCBOR(f *testing.F) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Labels: map[string]string{"a": "b"}}}
+	filler(1).Fill(pod)
+	revision := &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Name: "r"}, Data: runtime.RawExtension{Raw: []byte(`{"a":[1,2.5,"x"]}`)}}
+	for _, obj := range []runtime.Object{pod, revision} {
+		gvk := corev1.SchemeGroupVersion.WithKind("Pod")
+		if obj == revision {
+			gvk = appsv1.SchemeGroupVersion.WithKind("ControllerRevision")
+		}
+		_, raw, err := Envelope(protobufOf(f, obj, gvk))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(raw)
+		f.Add(raw[:len(raw)/2])
+	}
+	f.Add([]byte{})
+	f.Add([]byte{0x0a, 0x00})
+	var d jsondec.Decoder
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, gvk := range []schema.GroupVersionKind{corev1.SchemeGroupVersion.WithKind("Pod"),
+			corev1.SchemeGroupVersion.WithKind("PodList"), appsv1.SchemeGroupVersion.WithKind("ControllerRevision")} {
+			for _, drop := range []bool{false, true} {
+				tr := Transcoder{Options: Options{DropManagedFields: drop}}
+				checkPartialCBOR(t, &tr, &d, gvk, data)
+			}
+		}
+	})
+}
+
+// BenchmarkObjectPartialCBOR decodes a pod from protobuf for the clients that keep it as
+// CBOR (wire.NewPartialDynamicClients): by way of its JSON (Object, then jsondec's
+// ObjectPartialCBOR), and directly (ObjectPartialCBOR); and, for comparison, from the
+// JSON that the kube-apiserver would have sent (jsondec's ObjectPartialCBOR alone). The
+// pods: aggregatetest.RealisticPod without managedFields, managedFields dropped, as
+// fleetwatch caches pods by default; and package jsondec's realistic pod, with its
+// managedFields kept.
+func BenchmarkObjectPartialCBOR(b *testing.B) {
+	realistic := &corev1.Pod{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(aggregatetest.RealisticPod("shop", "checkout-0", "1234", nil).Object, realistic); err != nil {
+		b.Fatal(err)
+	}
+	data, err := os.ReadFile("../jsondec/testdata/pod.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	managed := &corev1.Pod{}
+	if err := json.Unmarshal(data, managed); err != nil {
+		b.Fatal(err)
+	}
+	for _, bm := range []struct {
+		name string
+		pod  *corev1.Pod
+		drop bool
+	}{
+		{"realistic/dropManagedFields", realistic, true},
+		{"managedFields", managed, false},
+	} {
+		pb, js := encode(b, bm.pod, corev1.SchemeGroupVersion.WithKind("Pod"))
+		gvk, raw, err := Envelope(pb)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(bm.name+"/byJSON", func(b *testing.B) {
+			tr := Transcoder{Options: Options{DropManagedFields: bm.drop}}
+			d := jsondec.Decoder{DropManagedFields: bm.drop}
+			b.ReportAllocs()
+			cpu0 := processCPU()
+			for b.Loop() {
+				if _, cbor, err := partialCBOR(&tr, &d, gvk, raw); err != nil || cbor == nil {
+					b.Fatal(err)
+				}
+			}
+			reportCPU(b, cpu0)
+		})
+		b.Run(bm.name+"/direct", func(b *testing.B) {
+			tr := Transcoder{Options: Options{DropManagedFields: bm.drop}}
+			d := jsondec.Decoder{DropManagedFields: bm.drop}
+			b.ReportAllocs()
+			cpu0 := processCPU()
+			for b.Loop() {
+				if _, cbor, err := tr.ObjectPartialCBOR(gvk, raw, &d); err != nil || cbor == nil {
+					b.Fatal(err)
+				}
+			}
+			reportCPU(b, cpu0)
+		})
+		b.Run(bm.name+"/JSON", func(b *testing.B) {
+			d := jsondec.Decoder{DropManagedFields: bm.drop}
+			b.ReportAllocs()
+			cpu0 := processCPU()
+			for b.Loop() {
+				if _, cbor, err := d.ObjectPartialCBOR(js); err != nil || cbor == nil {
+					b.Fatal(err)
+				}
+			}
+			reportCPU(b, cpu0)
+		})
+	}
+}
+
+// reportCPU reports the CPU of the process (the garbage collector's included) per
+// operation since cpu0, which a busy machine inflates less than the time.
+func reportCPU(b *testing.B, cpu0 time.Duration) {
+	b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
+}
+
+// processCPU is the user and system CPU time of the process so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

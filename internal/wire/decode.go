@@ -26,8 +26,9 @@ func NewDynamicClients(cfg *rest.Config, n int, encode bool) (drop, keep dynamic
 // NewPartialDynamicClients returns the dynamic clients of NewDynamicClients with encode,
 // except that the objects of watch events come partial (EncodedObject.ToPartial), decoded
 // by jsondec.Decoder.ObjectPartialCBOR, which builds nothing of an object but what files
-// it. An object without a name (a bookmark) comes whole, with its encoding; one without a
-// faithful encoding (a repeated key), whole and without.
+// it, or, from protobuf, by pbjson.Transcoder.ObjectPartialCBOR, which writes the same
+// without JSON. An object without a name (a bookmark) comes whole, with its encoding; one
+// without a faithful encoding (a repeated key), whole and without.
 func NewPartialDynamicClients(cfg *rest.Config, n int) (drop, keep dynamic.Interface, err error) {
 	return newDynamicClients(cfg, n, true, true)
 }
@@ -196,6 +197,12 @@ func decodeEncoded(d *jsondec.Decoder, data []byte, partial bool) (obj runtime.O
 	if err != nil {
 		return nil, nil, false
 	}
+	return newEncodedObject(m, encoded, partial)
+}
+
+// newEncodedObject returns what decodeEncoded returns for the decoded object m and its
+// encoding, which is partial if partial is set.
+func newEncodedObject(m map[string]any, encoded []byte, partial bool) (obj runtime.Object, gvk *schema.GroupVersionKind, ok bool) {
 	kind, ok := newObjectKind(m)
 	if !ok {
 		return nil, nil, false

@@ -23,7 +23,10 @@
 // The requests whose context says so (WithProtobuf) ask for protobuf, where the server
 // has it, for the kinds that package pbjson can transcode: pbjson writes each object
 // back as the JSON the server would have sent, which is then decoded as above, so the
-// objects and their encodings are the same whatever the wire (protobuf.go).
+// objects and their encodings are the same whatever the wire (protobuf.go). For the
+// clients of NewPartialDynamicClients, pbjson writes the partial object's CBOR and
+// filing fields from the protobuf directly (pbjson.Transcoder.ObjectPartialCBOR), the
+// same bytes and maps, without JSON in between.
 //
 // This package knows the wire and nothing of what is done with the objects: of
 // fleetwatch's packages it imports only jsondec and pbjson, and must not import those that cache,

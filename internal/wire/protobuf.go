@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
@@ -23,8 +24,11 @@ import (
 // (WithProtobuf): the informers of kinds that package pbjson can transcode. Their
 // protobuf responses are written back as the JSON the server would have sent
 // (pbjson.Transcoder), then decoded as JSON is: the objects are the same, and so are
-// their encodings. A server that has no protobuf for the resource (a custom resource)
-// answers in JSON, which the request accepts too.
+// their encodings. The partial clients (NewPartialDynamicClients) skip the JSON for the
+// objects of watch events: pbjson writes their CBOR and filing fields directly, as
+// jsondec would from the JSON (23–31 µs of CPU for a realistic pod, against 35–45 for the
+// JSON written and decoded). A server that has no protobuf for the resource (a custom
+// resource) answers in JSON, which the request accepts too.
 //
 // A response that pbjson cannot transcode (a newer server's field, see
 // pbjson.ErrUnsupported) fails to decode, and its kind is not asked for in protobuf
@@ -115,7 +119,9 @@ func protobufMediaType(json *unstructuredJSON, refused *refusals) runtime.Serial
 // the server would have sent for it, written by a pbjson.Transcoder. Kinds that pbjson
 // does not know are left to base, apimachinery's protobuf serializer, which decodes the
 // typed objects of the dynamic client (a Status of an error) and fails on the rest, as
-// the dynamic client without protobuf would fail on them. It does not encode.
+// the dynamic client without protobuf would fail on them. For the partial clients
+// (json.partial), the objects of watch events are written as CBOR directly
+// (decodePartial). It does not encode.
 type unstructuredProtobuf struct {
 	json    *unstructuredJSON
 	base    runtime.Serializer
@@ -134,14 +140,53 @@ func (s *unstructuredProtobuf) Decode(data []byte, gvk *schema.GroupVersionKind,
 	t := transcoders.Get().(*pbjson.Transcoder)
 	defer transcoders.Put(t)
 	t.DropManagedFields = s.json.dropManagedFields
+	if s.json.partial && gvk == nil && into == nil {
+		obj, actual, err := s.decodePartial(t, kind, raw)
+		if obj != nil || err != nil {
+			return obj, actual, err
+		}
+	}
 	js, err := t.Object(kind, raw)
 	if err != nil {
-		if errors.Is(err, pbjson.ErrUnsupported) {
-			s.refused.refuse(kind)
-		}
-		return nil, nil, fmt.Errorf("decoding %v from protobuf: %w", kind, err)
+		return nil, nil, s.transcodingError(kind, err)
 	}
 	return s.json.Decode(js, gvk, into)
+}
+
+// decodePartial decodes the object of a watch event, of kind and message raw, for the
+// clients of NewPartialDynamicClients: what decodeEncoded returns for its JSON, but from
+// the CBOR that t writes from the protobuf, with no JSON in between. It returns nil, and
+// no error, for an object that decodeEncoded would not return partial (a bookmark, a
+// Status, an object without a faithful encoding, ...): its JSON is then decoded as
+// ever.
+func (s *unstructuredProtobuf) decodePartial(t *pbjson.Transcoder, kind schema.GroupVersionKind, raw []byte) (runtime.Object, *schema.GroupVersionKind, error) {
+	d := s.json.pool.get()
+	defer s.json.pool.put(d)
+	d.DropManagedFields = s.json.dropManagedFields
+	m, encoded, err := t.ObjectPartialCBOR(kind, raw, d)
+	if errors.Is(err, pbjson.ErrUnsupported) || errors.Is(err, pbjson.ErrInvalid) {
+		return nil, nil, s.transcodingError(kind, err)
+	}
+	if err != nil || encoded == nil {
+		return nil, nil, nil
+	}
+	if name, _, _ := unstructured.NestedString(m, "metadata", "name"); name == "" {
+		return nil, nil, nil
+	}
+	obj, actual, ok := newEncodedObject(m, encoded, true)
+	if !ok {
+		return nil, nil, nil
+	}
+	return obj, actual, nil
+}
+
+// transcodingError returns the error of a protobuf response of kind that pbjson failed
+// to transcode, and refuses kind if pbjson cannot.
+func (s *unstructuredProtobuf) transcodingError(kind schema.GroupVersionKind, err error) error {
+	if errors.Is(err, pbjson.ErrUnsupported) {
+		s.refused.refuse(kind)
+	}
+	return fmt.Errorf("decoding %v from protobuf: %w", kind, err)
 }
 
 func (s *unstructuredProtobuf) Encode(obj runtime.Object, w io.Writer) error {

@@ -61,6 +61,8 @@ type driverOptions struct {
 	catchUpGap time.Duration
 	// watch runs the watch phase.
 	watch bool
+	// watchCompact adds the compact fleet, protobuf and JSON only, to the watch phase.
+	watchCompact bool
 	// controllers runs the controller contenders (examples/multicluster-runtime).
 	controllers bool
 	// verbosity is the klog verbosity of the contenders' logs.
@@ -145,6 +147,7 @@ func runDriver(args []string) error {
 	fs.StringVar(&o.scaleMemLimit, "scale-memlimit", "", "GOMEMLIMIT of the scale runs' fleetwatch processes, such as 7GiB (default: none)")
 	fs.IntVar(&o.shards, "shards", 0, "run the sharded phase with this many replicas of the fleetwatch binary (at least 2): planned moves N-1 → N → N-1 with and without the warm handover, and fan-out lists through a replica against a single replica (default: none)")
 	fs.BoolVar(&o.watch, "watch", true, "run the watch phase (latency, CPU per event)")
+	fs.BoolVar(&o.watchCompact, "watch-compact", false, "add to the watch phase fleetwatch's compact fleet, asking the apiservers for protobuf and for JSON only (its watches stay protobuf)")
 	fs.BoolVar(&o.controllers, "controllers", true, "run the controller contenders: examples/multicluster-runtime on multicluster-runtime's kubeconfig provider and on fleetwatch's")
 	fs.BoolVar(&o.check, "check", false, "fail if the report lacks a row or a measurement (a smoke test of the harness; no ratio is asserted)")
 	fs.IntVar(&o.verbosity, "v", 0, "klog verbosity of the contenders' logs in <dir>/logs (4 shows each watch that ends, and why)")
@@ -380,6 +383,10 @@ type runResult struct {
 	ClientGoWatch   *Result `json:"clientGoWatch"`
 	FleetwatchWatch *Result `json:"fleetwatchWatch"`
 	SnapWatch       *Result `json:"snapshotWatch"`
+	// CompactWatch and CompactJSONWatch are the compact fleet in the watch phase,
+	// protobuf and JSON only (--watch-compact).
+	CompactWatch     *Result `json:"compactWatch,omitempty"`
+	CompactJSONWatch *Result `json:"compactJSONWatch,omitempty"`
 	// ClientGoTypedWatch is the strongest peer for full objects, typed informers with
 	// the managedFields transform, in the same window; nil in reports from before it.
 	ClientGoTypedWatch *Result `json:"clientGoTypedWatch,omitempty"`
@@ -675,6 +682,16 @@ func (d *driver) watchPhase(ctx context.Context, r int, rr *runResult) error {
 		{name("clientgo-typed-watch"), []string{"--impl", implClientGoTyped}, &rr.ClientGoTypedWatch},
 		{name("fleetwatch-watch"), []string{"--impl", implFleetwatch}, &rr.FleetwatchWatch},
 		{name("fleetwatch-snapshot-watch"), []string{"--impl", implFleetwatch, "--snapshot", watchSnap}, &rr.SnapWatch},
+	}
+	if d.opts.watchCompact {
+		units = append(units, []struct {
+			name string
+			args []string
+			res  **Result
+		}{
+			{name("fleetwatch-compact-watch"), []string{"--impl", implFleetwatch, "--compact"}, &rr.CompactWatch},
+			{name("fleetwatch-compact-json-watch"), []string{"--impl", implFleetwatch, "--compact", "--json-only"}, &rr.CompactJSONWatch},
+		}...)
 	}
 	if d.opts.profileDir != "" && r == d.opts.runs-1 {
 		if err := os.MkdirAll(d.opts.profileDir, 0o755); err != nil {
