@@ -9,6 +9,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -89,7 +90,8 @@ func Envelope(data []byte) (gvk schema.GroupVersionKind, raw []byte, err error) 
 // Options change what a Transcoder writes.
 type Options struct {
 	// DropManagedFields leaves metadata.managedFields out, for a reader that would drop
-	// it.
+	// it: the object's own, or in a list its items' (as jsondec.Decoder drops them), not
+	// those of an object's template.
 	DropManagedFields bool
 }
 
@@ -111,6 +113,9 @@ type Transcoder struct {
 	// depth is how deeply the object or array being written is nested, the object
 	// itself at 1.
 	depth int
+	// metaDepth is the depth of the fields of the metadata whose managedFields
+	// DropManagedFields leaves out: the object's (2), or its items' in a list (4).
+	metaDepth int
 
 	// cbor is set while ObjectPartialCBOR writes CBOR to out (cbor.go); the other
 	// fields are its.
@@ -188,6 +193,10 @@ var (
 // object writes the object of kind gvk, message raw of schema m, to t.out.
 func (t *Transcoder) object(gvk schema.GroupVersionKind, raw []byte, m *message, ctx context) error {
 	t.out = t.out[:0]
+	t.metaDepth = 2
+	if strings.HasSuffix(gvk.Kind, "List") && slices.ContainsFunc(m.fields, func(f *field) bool { return f.name == "items" && f.repeated }) {
+		t.metaDepth = 4 // the list, its items, an item, its metadata
+	}
 	head := t.open('{', cborMap)
 	t.key(kindKey)
 	t.string(gvk.Kind)
@@ -294,7 +303,7 @@ func (t *Transcoder) fieldsAt(b []byte, m *message, n int, ctx context, base int
 			}
 			continue
 		}
-		if t.DropManagedFields && f.name == "managedFields" {
+		if t.DropManagedFields && f.name == "managedFields" && t.depth == t.metaDepth {
 			continue
 		}
 		mark, long := len(t.out), len(t.long)

@@ -667,3 +667,74 @@ func processCPU() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// TestDropManagedFieldsWhereJSONDecDrops: DropManagedFields leaves out the managedFields
+// that jsondec.Decoder drops, the object's own or a list's items', and keeps those of a
+// template, in JSON and in CBOR.
+func TestDropManagedFieldsWhereJSONDecDrops(t *testing.T) {
+	managed := []metav1.ManagedFieldsEntry{{Manager: "m", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "apps/v1",
+		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{}}`)}}}
+	deployment := func(name string) appsv1.Deployment {
+		d := appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", ManagedFields: managed}}
+		d.Spec.Template.ObjectMeta = metav1.ObjectMeta{Labels: map[string]string{"app": name}, ManagedFields: managed}
+		return d
+	}
+	one := deployment("a")
+	list := &appsv1.DeploymentList{Items: []appsv1.Deployment{deployment("a"), deployment("b")}}
+	for _, tc := range []struct {
+		obj runtime.Object
+		gvk schema.GroupVersionKind
+	}{
+		{&one, appsv1.SchemeGroupVersion.WithKind("Deployment")},
+		{list, appsv1.SchemeGroupVersion.WithKind("DeploymentList")},
+	} {
+		t.Run(tc.gvk.Kind, func(t *testing.T) {
+			pb, js := encode(t, tc.obj, tc.gvk)
+			gvk, raw, err := Envelope(pb)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want map[string]any
+			dropping := jsondec.Decoder{DropManagedFields: true}
+			if tc.gvk.Kind == "DeploymentList" {
+				l, err := dropping.List(js)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want = l.UnstructuredContent()
+			} else if want, err = dropping.Object(js); err != nil {
+				t.Fatal(err)
+			}
+			tr := Transcoder{Options: Options{DropManagedFields: true}}
+			out, err := tr.Object(gvk, raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Read as the wire reads it, by a Decoder that drops nothing (more).
+			var got map[string]any
+			var plain jsondec.Decoder
+			if tc.gvk.Kind == "DeploymentList" {
+				l, err := plain.List(out)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = l.UnstructuredContent()
+			} else if got, err = plain.Object(out); err != nil {
+				t.Fatal(err)
+			}
+			wantJSON, _ := json.Marshal(want)
+			gotJSON, _ := json.Marshal(got)
+			if !bytes.Equal(gotJSON, wantJSON) {
+				t.Errorf("transcoded with DropManagedFields:\n%s\njsondec dropping them:\n%s", gotJSON, wantJSON)
+			}
+			if n := strings.Count(string(out), `"managedFields"`); n != strings.Count(string(wantJSON), `"managedFields"`) || n == 0 {
+				t.Errorf("%d managedFields kept, want the templates' (%s)", n, out)
+			}
+			if tc.gvk.Kind == "Deployment" {
+				var d jsondec.Decoder
+				d.DropManagedFields = true
+				checkPartialCBOR(t, &tr, &d, gvk, raw)
+			}
+		})
+	}
+}
