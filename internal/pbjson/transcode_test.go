@@ -673,7 +673,7 @@ func processCPU() time.Duration {
 // template, in JSON and in CBOR.
 func TestDropManagedFieldsWhereJSONDecDrops(t *testing.T) {
 	managed := []metav1.ManagedFieldsEntry{{Manager: "m", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "apps/v1",
-		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{}}`)}}}
+		FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{}}`)}}
 	deployment := func(name string) appsv1.Deployment {
 		d := appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", ManagedFields: managed}}
 		d.Spec.Template.ObjectMeta = metav1.ObjectMeta{Labels: map[string]string{"app": name}, ManagedFields: managed}
