@@ -47,8 +47,7 @@ const formatUnstructuredV1 = 1
 // cborJSON writes JSON from CBOR. It is not safe for concurrent use; its scratch space
 // is reused from one object to the next.
 type cborJSON struct {
-	data []byte
-	off  int
+	cborCursor
 	// skipped receives the JSON of the items that skip goes over.
 	skipped []byte
 	// top and md hold the JSON that served adds to an object and to its metadata.
@@ -250,9 +249,16 @@ func (w *cborJSON) appendMetadata(b []byte, t servedTarget) ([]byte, bool) {
 	return w.appendMap(b, n, 1, mdHook, mdExtra)
 }
 
+// cborCursor reads the data items of data from off on: the reading that cborJSON and
+// summaryReader share.
+type cborCursor struct {
+	data []byte
+	off  int
+}
+
 // head reads the initial byte of a data item and its argument, as persist's decoder
 // does. ok is false for indefinite lengths, reserved values and truncated input.
-func (w *cborJSON) head() (major byte, ai byte, arg uint64, ok bool) {
+func (w *cborCursor) head() (major byte, ai byte, arg uint64, ok bool) {
 	if w.off >= len(w.data) {
 		return 0, 0, 0, false
 	}
@@ -288,12 +294,12 @@ func (w *cborJSON) head() (major byte, ai byte, arg uint64, ok bool) {
 }
 
 // nextIs reports whether the next item is of major type major.
-func (w *cborJSON) nextIs(major byte) bool {
+func (w *cborCursor) nextIs(major byte) bool {
 	return w.off < len(w.data) && w.data[w.off]>>5 == major
 }
 
-// key reads a map key: a byte or text string, text valid UTF-8.
-func (w *cborJSON) key() ([]byte, bool) {
+// key reads a map key: a byte or text string, text valid UTF-8. Its bytes are data's.
+func (w *cborCursor) key() ([]byte, bool) {
 	major, _, n, ok := w.head()
 	if !ok || (major != cborBytes && major != cborText) || n > uint64(len(w.data)-w.off) {
 		return nil, false

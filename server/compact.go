@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -266,7 +265,7 @@ func (e *encodedServed) appendJSON(b []byte) ([]byte, error) {
 // lengths, no more than maxCBORDepth deep), or if a member that the summary reads is
 // repeated; the caller then decodes the object.
 func summarizeCBOR(gr schema.GroupResource, data []byte) (_ *compactObject, ok bool) {
-	r := summaryReader{data: data}
+	r := summaryReader{cborCursor{data: data}}
 	if len(data) > 0 && data[0] == formatUnstructuredV1 {
 		r.off = 1
 	}
@@ -339,69 +338,13 @@ func summarizeCBOR(gr schema.GroupResource, data []byte) (_ *compactObject, ok b
 var containerLists = [...]string{"initContainers", "containers", "ephemeralContainers"}
 
 // summaryReader reads what a summary holds from the CBOR of an object.
-type summaryReader struct {
-	data []byte
-	off  int
-}
-
-// head reads the initial byte of a data item and its argument. ok is false for
-// indefinite lengths, reserved values and truncated input.
-func (r *summaryReader) head() (major byte, arg uint64, ok bool) {
-	if r.off >= len(r.data) {
-		return 0, 0, false
-	}
-	c := r.data[r.off]
-	r.off++
-	major, ai := c>>5, c&0x1f
-	size := 0
-	switch {
-	case ai < 24:
-		return major, uint64(ai), true
-	case ai == 24:
-		size = 1
-	case ai == 25:
-		size = 2
-	case ai == 26:
-		size = 4
-	case ai == 27:
-		size = 8
-	default:
-		return 0, 0, false
-	}
-	if len(r.data)-r.off < size {
-		return 0, 0, false
-	}
-	for _, c := range r.data[r.off : r.off+size] {
-		arg = arg<<8 | uint64(c)
-	}
-	r.off += size
-	return major, arg, true
-}
-
-// nextIs reports whether the next item is of major type major.
-func (r *summaryReader) nextIs(major byte) bool {
-	return r.off < len(r.data) && r.data[r.off]>>5 == major
-}
+type summaryReader struct{ cborCursor }
 
 // mapHead reads the head of a map and returns its number of entries.
 func (r *summaryReader) mapHead() (uint64, bool) {
-	major, n, ok := r.head()
+	major, _, n, ok := r.head()
 	// Each entry takes at least two bytes.
 	return n, ok && major == cborMap && n <= uint64(len(r.data)-r.off)/2
-}
-
-// key reads a byte or text string, text valid UTF-8; its bytes are data's.
-func (r *summaryReader) key() ([]byte, bool) {
-	major, n, ok := r.head()
-	if !ok || (major != cborBytes && major != cborText) || n > uint64(len(r.data)-r.off) {
-		return nil, false
-	}
-	s := r.data[r.off : r.off+int(n)]
-	r.off += int(n)
-	if major == cborText && !utf8.Valid(s) {
-		return nil, false
-	}
-	return s, true
 }
 
 // maybeString reads the next item: a string (isStr), or anything else, skipped.
@@ -418,7 +361,7 @@ func (r *summaryReader) skip(depth int) bool {
 	if depth > maxCBORDepth {
 		return false
 	}
-	major, arg, ok := r.head()
+	major, _, arg, ok := r.head()
 	if !ok {
 		return false
 	}
@@ -570,7 +513,7 @@ func (r *summaryReader) containerImages(depth int) ([]string, bool) {
 	if !r.nextIs(cborArray) {
 		return nil, r.skip(depth)
 	}
-	_, n, ok := r.head()
+	_, _, n, ok := r.head()
 	if !ok || n > uint64(len(r.data)-r.off) {
 		return nil, false
 	}
