@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetwatch/fleetwatch/aggregate/aggregatetest"
@@ -181,7 +182,7 @@ func TestCompactObjectSummary(t *testing.T) {
 	}
 	// What stands for the object where its encoding fails to decode.
 	u := co.unstructured()
-	if u.GetName() != "web-1" || u.GetNamespace() != "shop" || !reflect.DeepEqual(u.GetLabels(), co.Labels) || u.GroupVersionKind() != pod.GroupVersionKind() {
+	if u.GetName() != "web-1" || u.GetNamespace() != "shop" || !reflect.DeepEqual(u.GetLabels(), co.GetLabels()) || u.GroupVersionKind() != pod.GroupVersionKind() {
 		t.Errorf("summary as unstructured: %v", u.Object)
 	}
 }
@@ -328,4 +329,38 @@ func FuzzSummarizeCBOR(f *testing.F) {
 		}
 		checkSummary(t, summaryResources[resource%len(summaryResources)], data)
 	})
+}
+
+// TestPairLabels checks a compact object's labels, kept as sorted pairs: read in place by
+// selectors, and as a map by GetLabels; of a repeated key, the last value.
+func TestPairLabels(t *testing.T) {
+	sum := summary{labels: []string{"tier", "web", "app", "shop", "zone", "a", "app", "shop-2", "env", "prod"}}
+	co := sum.build(nil)
+	want := map[string]string{"tier": "web", "app": "shop-2", "zone": "a", "env": "prod"}
+	if got := co.GetLabels(); !reflect.DeepEqual(got, want) {
+		t.Errorf("GetLabels() = %v, want %v", got, want)
+	}
+	l := pairLabels(co.labels)
+	for k, v := range want {
+		if got, ok := l.Lookup(k); !ok || got != v || !l.Has(k) || l.Get(k) != v {
+			t.Errorf("Lookup(%q) = %q, %v; want %q", k, got, ok, v)
+		}
+	}
+	for _, k := range []string{"", "a", "apz", "zzz", "tie"} {
+		if _, ok := l.Lookup(k); ok || l.Has(k) {
+			t.Errorf("Lookup(%q) found a label", k)
+		}
+	}
+	for sel, match := range map[string]bool{"app=shop-2,env": true, "app=shop": false, "tier in (web, api),!missing": true, "zone notin (a)": false} {
+		s, err := labels.Parse(sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.Matches(labelsOf(co, co)); got != match {
+			t.Errorf("%q matches: %v, want %v", sel, got, match)
+		}
+	}
+	if got := (&compactObject{}).GetLabels(); got != nil {
+		t.Errorf("no labels: GetLabels() = %v, want nil", got)
+	}
 }

@@ -40,6 +40,10 @@ type compactObject struct {
 	// what the search index keeps of the object, so both share it.
 	metav1.TypeMeta
 	metav1.ObjectMeta
+	// labels are the labels' keys and values in turn, sorted by key (ObjectMeta.Labels
+	// is nil: a map of a few labels takes about twice their pairs); GetLabels returns
+	// them as a map, labelsOf reads them in place.
+	labels []string
 	// images are, for resources with a pod spec, its containers' distinct images, as
 	// search.Images reads them (search.ImageLister).
 	images []string
@@ -55,6 +59,44 @@ var (
 
 // DeepCopyObject returns o: it is immutable.
 func (o *compactObject) DeepCopyObject() runtime.Object { return o }
+
+// GetLabels returns the labels as a new map, nil if there are none.
+func (o *compactObject) GetLabels() map[string]string {
+	if len(o.labels) == 0 {
+		return nil
+	}
+	m := make(map[string]string, len(o.labels)/2)
+	for i := 0; i < len(o.labels); i += 2 {
+		m[o.labels[i]] = o.labels[i+1]
+	}
+	return m
+}
+
+// pairLabels are a compactObject's labels as labels.Labels, read in place.
+type pairLabels []string
+
+// Lookup returns the value of key and whether the labels have it.
+func (l pairLabels) Lookup(key string) (string, bool) {
+	lo, hi := 0, len(l)/2
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if l[2*m] < key {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo < len(l)/2 && l[2*lo] == key {
+		return l[2*lo+1], true
+	}
+	return "", false
+}
+
+func (l pairLabels) Has(key string) bool { _, ok := l.Lookup(key); return ok }
+func (l pairLabels) Get(key string) string {
+	v, _ := l.Lookup(key)
+	return v
+}
 
 // ContainerImages returns the images of the object's pod spec.
 func (o *compactObject) ContainerImages() []string { return o.images }
@@ -74,7 +116,7 @@ func (o *compactObject) unstructured() *unstructured.Unstructured {
 	u.SetUID(o.UID)
 	u.SetResourceVersion(o.ResourceVersion)
 	u.SetCreationTimestamp(o.CreationTimestamp)
-	u.SetLabels(o.Labels)
+	u.SetLabels(o.GetLabels())
 	return u
 }
 
@@ -131,6 +173,7 @@ type summary struct {
 // alive, here and there, the pages of the objects or encodings it was read from (which
 // made the RSS of a compact daemon twice its heap).
 func (sum *summary) build(data []byte) *compactObject {
+	sum.labels = sortPairs(sum.labels)
 	texts := make([]string, 0, len(summaryKeys)+len(sum.labels)+2+len(sum.images))
 	for i, v := range sum.meta {
 		if sum.has[i] && i != creationTimestamp {
@@ -154,11 +197,10 @@ func (sum *summary) build(data []byte) *compactObject {
 		// parse.
 		_ = co.CreationTimestamp.UnmarshalQueryParameter(sum.meta[creationTimestamp])
 	}
-	if sum.hasLabels {
-		co.Labels = make(map[string]string, len(sum.labels)/2)
-		for i := 0; i < len(sum.labels); i += 2 {
-			k := a.copy(sum.labels[i])
-			co.Labels[k] = a.copy(sum.labels[i+1])
+	if len(sum.labels) > 0 {
+		co.labels = make([]string, len(sum.labels))
+		for i, t := range sum.labels {
+			co.labels[i] = a.copy(t)
 		}
 	}
 	co.APIVersion, co.Kind = a.copy(sum.apiVersion), a.copy(sum.kind)
@@ -169,6 +211,26 @@ func (sum *summary) build(data []byte) *compactObject {
 		}
 	}
 	return co
+}
+
+// sortPairs sorts keys and values in turn by key, keeping each value after its key,
+// and returns them with only the last of a repeated key, as a map made of them in order
+// would hold.
+func sortPairs(kv []string) []string {
+	// Insertion sort, stable: objects have a few labels.
+	for i := 2; i < len(kv); i += 2 {
+		for j := i; j > 0 && kv[j] < kv[j-2]; j -= 2 {
+			kv[j], kv[j+1], kv[j-2], kv[j-1] = kv[j-2], kv[j-1], kv[j], kv[j+1]
+		}
+	}
+	out := kv[:0]
+	for i := 0; i < len(kv); i += 2 {
+		if i+2 < len(kv) && kv[i+2] == kv[i] {
+			continue
+		}
+		out = append(out, kv[i], kv[i+1])
+	}
+	return out
 }
 
 // stringArena hands out copies of strings that share one allocation.
