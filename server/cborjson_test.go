@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"net/http"
 	"reflect"
@@ -308,6 +309,23 @@ func TestSummarizeCBOR(t *testing.T) {
 			})
 		}
 	}
+	// The summary's texts are read from the encoding and copied: overwriting the
+	// encoding's bytes changes nothing of it.
+	data := bytes.Clone(summaryTestObjects(t)["deployment"])
+	summarized, ok := summarizeCBOR(schema.GroupResource{Group: "apps", Resource: "deployments"}, data)
+	if !ok || summarized.Name != "web" {
+		t.Fatalf("the deployment is not summarized from its CBOR: %v", summarized)
+	}
+	texts := func() string {
+		return fmt.Sprintf("%v %v %q %q", summarized.TypeMeta, summarized.ObjectMeta, summarized.labels, summarized.images)
+	}
+	before := texts()
+	for i := range data {
+		data[i] = 'x'
+	}
+	if after := texts(); after != before {
+		t.Errorf("the summary changed with the encoding's bytes:\n%s\n%s", before, after)
+	}
 	// The images, in search's order, each once.
 	co, _ := summarizeCBOR(schema.GroupResource{Group: "apps", Resource: "deployments"}, summaryTestObjects(t)["deployment"])
 	if got, want := search.Images(schema.GroupResource{Group: "apps", Resource: "deployments"}, co), []string{"busybox:1", "nginx:1.27", "debian:13"}; !slices.Equal(got, want) {
@@ -334,7 +352,10 @@ func FuzzSummarizeCBOR(f *testing.F) {
 // TestPairLabels checks a compact object's labels, kept as sorted pairs: read in place by
 // selectors, and as a map by GetLabels; of a repeated key, the last value.
 func TestPairLabels(t *testing.T) {
-	sum := summary{labels: []string{"tier", "web", "app", "shop", "zone", "a", "app", "shop-2", "env", "prod"}}
+	var sum summary
+	for _, t := range []string{"tier", "web", "app", "shop", "zone", "a", "app", "shop-2", "env", "prod"} {
+		sum.labels = append(sum.labels, []byte(t))
+	}
 	co := sum.build(nil)
 	want := map[string]string{"tier": "web", "app": "shop-2", "zone": "a", "env": "prod"}
 	if got := co.GetLabels(); !reflect.DeepEqual(got, want) {

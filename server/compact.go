@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -132,82 +131,89 @@ const creationTimestamp = len(summaryKeys) - 1
 // summary.build).
 func newCompactObject(gr schema.GroupResource, u *unstructured.Unstructured, data []byte) *compactObject {
 	var sum summary
+	text := func(v any) ([]byte, bool) {
+		s, ok := v.(string)
+		return []byte(s), ok
+	}
 	src, _ := u.Object["metadata"].(map[string]any)
 	for i, k := range summaryKeys {
-		sum.meta[i], sum.has[i] = src[k].(string)
+		sum.meta[i], sum.has[i] = text(src[k])
 	}
 	if labels, ok := src["labels"].(map[string]any); ok {
-		sum.hasLabels = true
 		for k, v := range labels {
-			if v, ok := v.(string); ok {
-				sum.labels = append(sum.labels, k, v)
+			if v, ok := text(v); ok {
+				sum.labels = append(sum.labels, []byte(k), v)
 			}
 		}
 	}
-	sum.apiVersion, _ = u.Object["apiVersion"].(string)
-	sum.kind, _ = u.Object["kind"].(string)
-	if _, ok := search.PodSpecPath(gr); ok {
-		sum.images = search.Images(gr, u)
+	sum.apiVersion, _ = text(u.Object["apiVersion"])
+	sum.kind, _ = text(u.Object["kind"])
+	for _, img := range search.Images(gr, u) {
+		sum.images = append(sum.images, []byte(img))
 	}
 	return sum.build(data)
 }
 
 // summary is what a compactObject's summary holds, read from a decoded object
-// (newCompactObject) or from the encoding (summarizeCBOR).
+// (newCompactObject) or from the encoding (summarizeCBOR, whose texts are the
+// encoding's bytes).
 type summary struct {
-	apiVersion, kind string
+	apiVersion, kind []byte
 	// meta are the values of summaryKeys, where has says the object has them (as
 	// strings).
-	meta [len(summaryKeys)]string
+	meta [len(summaryKeys)][]byte
 	has  [len(summaryKeys)]bool
-	// labels are the labels' keys and values, in turn; hasLabels says the object has
-	// a labels map, maybe empty.
-	labels    []string
-	hasLabels bool
+	// labels are the labels' keys and values, in turn.
+	labels [][]byte
 	// images are the distinct images of the pod spec, as search.Images returns them.
-	images []string
+	images [][]byte
 }
 
-// build returns the compactObject of the summary of an object of gr encoded in data.
-// The summary's strings are copied into one allocation, so that it does not keep
-// alive, here and there, the pages of the objects or encodings it was read from (which
-// made the RSS of a compact daemon twice its heap).
+// build returns the compactObject of the summary of an object encoded in data. The
+// summary's strings are copied into one allocation, so that it does not keep alive,
+// here and there, the pages of the objects or encodings it was read from (which made
+// the RSS of a compact daemon twice its heap).
 func (sum *summary) build(data []byte) *compactObject {
 	sum.labels = sortPairs(sum.labels)
-	texts := make([]string, 0, len(summaryKeys)+len(sum.labels)+2+len(sum.images))
+	var a textArena
 	for i, v := range sum.meta {
 		if sum.has[i] && i != creationTimestamp {
-			texts = append(texts, v)
+			a.add(v)
 		}
 	}
-	texts = append(texts, sum.labels...)
-	texts = append(texts, sum.apiVersion, sum.kind)
-	texts = append(texts, sum.images...)
-	a := newStringArena(texts)
+	for _, t := range sum.labels {
+		a.add(t)
+	}
+	a.add(sum.apiVersion)
+	a.add(sum.kind)
+	for _, t := range sum.images {
+		a.add(t)
+	}
+	a.seal()
 
 	co := &compactObject{data: data}
 	fields := [...]*string{&co.Name, &co.Namespace, (*string)(&co.UID), &co.ResourceVersion}
 	for i, f := range fields {
 		if sum.has[i] {
-			*f = a.copy(sum.meta[i])
+			*f = a.next()
 		}
 	}
 	if sum.has[creationTimestamp] {
 		// As unstructured's GetCreationTimestamp reads it: the zero time if it does not
 		// parse.
-		_ = co.CreationTimestamp.UnmarshalQueryParameter(sum.meta[creationTimestamp])
+		_ = co.CreationTimestamp.UnmarshalQueryParameter(string(sum.meta[creationTimestamp]))
 	}
 	if len(sum.labels) > 0 {
 		co.labels = make([]string, len(sum.labels))
-		for i, t := range sum.labels {
-			co.labels[i] = a.copy(t)
+		for i := range co.labels {
+			co.labels[i] = a.next()
 		}
 	}
-	co.APIVersion, co.Kind = a.copy(sum.apiVersion), a.copy(sum.kind)
+	co.APIVersion, co.Kind = a.next(), a.next()
 	if len(sum.images) > 0 {
 		co.images = make([]string, len(sum.images))
-		for i, img := range sum.images {
-			co.images[i] = a.copy(img)
+		for i := range co.images {
+			co.images[i] = a.next()
 		}
 	}
 	return co
@@ -216,16 +222,16 @@ func (sum *summary) build(data []byte) *compactObject {
 // sortPairs sorts keys and values in turn by key, keeping each value after its key,
 // and returns them with only the last of a repeated key, as a map made of them in order
 // would hold.
-func sortPairs(kv []string) []string {
+func sortPairs(kv [][]byte) [][]byte {
 	// Insertion sort, stable: objects have a few labels.
 	for i := 2; i < len(kv); i += 2 {
-		for j := i; j > 0 && kv[j] < kv[j-2]; j -= 2 {
+		for j := i; j > 0 && string(kv[j]) < string(kv[j-2]); j -= 2 {
 			kv[j], kv[j+1], kv[j-2], kv[j-1] = kv[j-2], kv[j-1], kv[j], kv[j+1]
 		}
 	}
 	out := kv[:0]
 	for i := 0; i < len(kv); i += 2 {
-		if i+2 < len(kv) && kv[i+2] == kv[i] {
+		if i+2 < len(kv) && string(kv[i+2]) == string(kv[i]) {
 			continue
 		}
 		out = append(out, kv[i], kv[i+1])
@@ -233,29 +239,29 @@ func sortPairs(kv []string) []string {
 	return out
 }
 
-// stringArena hands out copies of strings that share one allocation.
-type stringArena struct {
-	buf string
-	off int
+// textArena copies texts into one string: add each, seal, then next hands out their
+// copies in the order they were added.
+type textArena struct {
+	b    []byte
+	ends []int
+	buf  string
+	i    int
 }
 
-// newStringArena returns an arena with the room for texts, which copy takes in order.
-func newStringArena(texts []string) *stringArena {
-	var b strings.Builder
-	for _, t := range texts {
-		b.WriteString(t)
-	}
-	return &stringArena{buf: b.String()}
+func (a *textArena) add(t []byte) {
+	a.b = append(a.b, t...)
+	a.ends = append(a.ends, len(a.b))
 }
 
-// copy returns the copy of s, which must be the next of the arena's texts.
-func (a *stringArena) copy(s string) string {
-	if a.off+len(s) > len(a.buf) || a.buf[a.off:a.off+len(s)] != s {
-		return strings.Clone(s) // never: the texts are taken in order
+func (a *textArena) seal() { a.buf = string(a.b) }
+
+func (a *textArena) next() string {
+	start := 0
+	if a.i > 0 {
+		start = a.ends[a.i-1]
 	}
-	out := a.buf[a.off : a.off+len(s)]
-	a.off += len(s)
-	return out
+	a.i++
+	return a.buf[start:a.ends[a.i-1]]
 }
 
 // full returns o with its object decoded, if it is a compactObject. An encoding that
@@ -336,60 +342,24 @@ func summarizeCBOR(gr schema.GroupResource, data []byte) (_ *compactObject, ok b
 	}
 	var sum summary
 	specPath, withImages := search.PodSpecPath(gr)
-	n, ok := r.mapHead()
-	if !ok {
-		return nil, false
-	}
 	var seenAPIVersion, seenKind, seenMD, seenSpec bool
-	for range n {
-		k, ok := r.key()
-		if !ok {
-			return nil, false
-		}
+	ok = r.entries(1, func(k []byte) bool {
+		var ok bool
 		switch {
-		case string(k) == "apiVersion" || string(k) == "kind":
-			p, seen := &sum.apiVersion, &seenAPIVersion
-			if string(k) == "kind" {
-				p, seen = &sum.kind, &seenKind
-			}
-			if *seen {
-				return nil, false
-			}
-			*seen = true
-			s, _, ok := r.maybeString()
-			if !ok {
-				return nil, false
-			}
-			*p = s
+		case string(k) == "apiVersion":
+			sum.apiVersion, _, ok = r.once(&seenAPIVersion)
+			return ok
+		case string(k) == "kind":
+			sum.kind, _, ok = r.once(&seenKind)
+			return ok
 		case string(k) == "metadata":
-			if seenMD {
-				return nil, false
-			}
-			seenMD = true
-			if !r.nextIs(cborMap) {
-				if !r.skip(1) {
-					return nil, false
-				}
-				continue
-			}
-			if !r.metadata(&sum) {
-				return nil, false
-			}
+			return r.first(&seenMD) && r.metadata(&sum)
 		case withImages && string(k) == specPath[0]:
-			if seenSpec {
-				return nil, false
-			}
-			seenSpec = true
-			if !r.images(&sum, specPath[1:], 1) {
-				return nil, false
-			}
-		default:
-			if !r.skip(1) {
-				return nil, false
-			}
+			return r.first(&seenSpec) && r.images(&sum, specPath[1:], 1)
 		}
-	}
-	if r.off != len(data) {
+		return r.skip(1)
+	})
+	if !ok || r.off != len(data) {
 		return nil, false
 	}
 	return sum.build(data), true
@@ -399,23 +369,56 @@ func summarizeCBOR(gr schema.GroupResource, data []byte) (_ *compactObject, ok b
 // search.Images reads them.
 var containerLists = [...]string{"initContainers", "containers", "ephemeralContainers"}
 
-// summaryReader reads what a summary holds from the CBOR of an object.
+// summaryReader reads what a summary holds from the CBOR of an object. The texts it
+// returns are the bytes of the CBOR.
 type summaryReader struct{ cborCursor }
 
-// mapHead reads the head of a map and returns its number of entries.
-func (r *summaryReader) mapHead() (uint64, bool) {
-	major, _, n, ok := r.head()
+// entries reads a map at depth depth, calling f with the key of each entry, which reads
+// or skips its value and reports whether the map is still in the form that
+// summarizeCBOR reads. Anything but a map is skipped.
+func (r *summaryReader) entries(depth int, f func(key []byte) bool) bool {
+	if !r.nextIs(cborMap) {
+		return r.skip(depth)
+	}
+	_, _, n, ok := r.head()
 	// Each entry takes at least two bytes.
-	return n, ok && major == cborMap && n <= uint64(len(r.data)-r.off)/2
+	if !ok || n > uint64(len(r.data)-r.off)/2 {
+		return false
+	}
+	for range n {
+		k, ok := r.key()
+		if !ok || !f(k) {
+			return false
+		}
+	}
+	return true
+}
+
+// first reports whether a member is met for the first time, and marks it met.
+func (r *summaryReader) first(seen *bool) bool {
+	if *seen {
+		return false
+	}
+	*seen = true
+	return true
+}
+
+// once reads the value of a member, which must be met for the first time (seen), as
+// maybeString.
+func (r *summaryReader) once(seen *bool) (s []byte, isStr, ok bool) {
+	if !r.first(seen) {
+		return nil, false, false
+	}
+	return r.maybeString()
 }
 
 // maybeString reads the next item: a string (isStr), or anything else, skipped.
-func (r *summaryReader) maybeString() (s string, isStr, ok bool) {
+func (r *summaryReader) maybeString() (s []byte, isStr, ok bool) {
 	if r.nextIs(cborBytes) || r.nextIs(cborText) {
 		b, ok := r.key()
-		return string(b), ok, ok
+		return b, ok, ok
 	}
-	return "", false, r.skip(1)
+	return nil, false, r.skip(1)
 }
 
 // skip goes over the item at r.off, at depth depth.
@@ -460,69 +463,24 @@ func (r *summaryReader) skip(depth int) bool {
 
 // metadata reads the metadata's map into sum.
 func (r *summaryReader) metadata(sum *summary) bool {
-	n, ok := r.mapHead()
-	if !ok {
-		return false
-	}
-	for range n {
-		k, ok := r.key()
-		if !ok {
-			return false
+	var seenLabels bool
+	return r.entries(1, func(k []byte) bool {
+		if i := slices.Index(summaryKeys[:], string(k)); i >= 0 {
+			var ok bool
+			sum.meta[i], sum.has[i], ok = r.once(&sum.has[i])
+			return ok
 		}
-		i := slices.Index(summaryKeys[:], string(k))
-		switch {
-		case i >= 0:
-			if sum.has[i] {
-				return false
-			}
-			s, isStr, ok := r.maybeString()
-			if !ok {
-				return false
-			}
-			sum.meta[i], sum.has[i] = s, isStr
-		case string(k) == "labels":
-			if sum.hasLabels {
-				return false
-			}
-			if !r.nextIs(cborMap) {
-				if !r.skip(2) {
-					return false
-				}
-				continue
-			}
-			sum.hasLabels = true
-			if !r.labels(sum) {
-				return false
-			}
-		default:
-			if !r.skip(2) {
-				return false
-			}
+		if string(k) != "labels" {
+			return r.skip(2)
 		}
-	}
-	return true
-}
-
-// labels reads the labels' map into sum.
-func (r *summaryReader) labels(sum *summary) bool {
-	n, ok := r.mapHead()
-	if !ok {
-		return false
-	}
-	for range n {
-		k, ok := r.key()
-		if !ok {
-			return false
-		}
-		v, isStr, ok := r.maybeString()
-		if !ok {
-			return false
-		}
-		if isStr {
-			sum.labels = append(sum.labels, string(k), v)
-		}
-	}
-	return true
+		return r.first(&seenLabels) && r.entries(2, func(k []byte) bool {
+			v, isStr, ok := r.maybeString()
+			if isStr {
+				sum.labels = append(sum.labels, k, v)
+			}
+			return ok
+		})
+	})
 }
 
 // images reads the value of a member on the way to the pod spec (path is what remains
@@ -530,48 +488,34 @@ func (r *summaryReader) labels(sum *summary) bool {
 // reads them: the distinct images of the init containers, the containers and the
 // ephemeral containers, in that order.
 func (r *summaryReader) images(sum *summary, path []string, depth int) bool {
-	if !r.nextIs(cborMap) {
-		return r.skip(depth)
-	}
-	n, ok := r.mapHead()
-	if !ok {
-		return false
-	}
-	var lists [len(containerLists)][]string
-	for range n {
-		k, ok := r.key()
-		if !ok {
-			return false
+	var lists [len(containerLists)][][]byte
+	ok := r.entries(depth, func(k []byte) bool {
+		if len(path) > 0 {
+			if string(k) == path[0] {
+				return r.images(sum, path[1:], depth+1)
+			}
+			return r.skip(depth + 1)
 		}
-		list := -1
-		if len(path) == 0 {
-			list = slices.Index(containerLists[:], string(k))
+		if i := slices.Index(containerLists[:], string(k)); i >= 0 {
+			var ok bool
+			lists[i], ok = r.containerImages(depth + 1)
+			return ok
 		}
-		switch {
-		case len(path) > 0 && string(k) == path[0]:
-			ok = r.images(sum, path[1:], depth+1)
-		case list >= 0:
-			lists[list], ok = r.containerImages(depth + 1)
-		default:
-			ok = r.skip(depth + 1)
-		}
-		if !ok {
-			return false
-		}
-	}
+		return r.skip(depth + 1)
+	})
 	for _, l := range lists {
 		for _, img := range l {
-			if img != "" && !slices.Contains(sum.images, img) {
+			if len(img) > 0 && !slices.ContainsFunc(sum.images, func(o []byte) bool { return string(o) == string(img) }) {
 				sum.images = append(sum.images, img)
 			}
 		}
 	}
-	return true
+	return ok
 }
 
 // containerImages reads a list of containers and returns the images of those that
 // have one.
-func (r *summaryReader) containerImages(depth int) ([]string, bool) {
+func (r *summaryReader) containerImages(depth int) ([][]byte, bool) {
 	if !r.nextIs(cborArray) {
 		return nil, r.skip(depth)
 	}
@@ -579,36 +523,20 @@ func (r *summaryReader) containerImages(depth int) ([]string, bool) {
 	if !ok || n > uint64(len(r.data)-r.off) {
 		return nil, false
 	}
-	var out []string
+	var out [][]byte
 	for range n {
-		if !r.nextIs(cborMap) {
-			if !r.skip(depth + 1) {
-				return nil, false
-			}
-			continue
-		}
-		m, ok := r.mapHead()
-		if !ok {
-			return nil, false
-		}
-		for range m {
-			k, ok := r.key()
-			if !ok {
-				return nil, false
-			}
+		ok := r.entries(depth+1, func(k []byte) bool {
 			if string(k) != "image" {
-				if !r.skip(depth + 2) {
-					return nil, false
-				}
-				continue
+				return r.skip(depth + 2)
 			}
 			img, isStr, ok := r.maybeString()
-			if !ok {
-				return nil, false
-			}
 			if isStr {
 				out = append(out, img)
 			}
+			return ok
+		})
+		if !ok {
+			return nil, false
 		}
 	}
 	return out, true
