@@ -72,6 +72,9 @@ func (t *Transcoder) directCBOR(gvk schema.GroupVersionKind, raw []byte, d *json
 		}
 	}()
 	defer t.reset(&err)
+	if testHookCBOR != nil {
+		testHookCBOR()
+	}
 	if err := t.object(gvk, raw, sch, ctxRoot); err != nil {
 		return nil, nil, err
 	}
@@ -87,6 +90,10 @@ func (t *Transcoder) directCBOR(gvk schema.GroupVersionKind, raw []byte, d *json
 	}
 	return m, t.encoded(), nil
 }
+
+// testHookCBOR, if set, is called as directCBOR starts writing, for a test to make it
+// panic there.
+var testHookCBOR func()
 
 // filingField is field for a member of the object (ctxRoot) or of its metadata
 // (ctxMetadata), which adds the member to the partial map if jsondec's has it: the

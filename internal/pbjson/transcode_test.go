@@ -738,3 +738,62 @@ func TestDropManagedFieldsWhereJSONDecDrops(t *testing.T) {
 		})
 	}
 }
+
+// TestObjectPartialCBORSharesNoMemory: ObjectPartialCBOR reads the protobuf through
+// unsafe strings and writes texts through its scratch space; what it returns (the map,
+// whose long strings are not interned, and the CBOR) changes neither when the protobuf
+// is overwritten nor when the Transcoder writes another object, also after a write that
+// panicked and took the JSON detour.
+func TestObjectPartialCBORSharesNoMemory(t *testing.T) {
+	long := strings.Repeat("v", intern.MaxValueLen+1)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p-" + long, Namespace: "ns", UID: "u-1", ResourceVersion: "7",
+		Labels: map[string]string{"app": long, "key": "bad \xfe utf-8", "tier": "web"}}}
+	other := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: strings.Repeat("o", 300), Namespace: "other",
+		Labels: map[string]string{"app": strings.Repeat("w", 300), "key": "\xff\xff worse"}}}
+	gvk := corev1.SchemeGroupVersion.WithKind("Pod")
+	for _, panics := range []bool{false, true} {
+		t.Run(fmt.Sprintf("panics=%v", panics), func(t *testing.T) {
+			var tr Transcoder
+			var d jsondec.Decoder
+			pb, _ := encode(t, pod, gvk)
+			_, raw, err := Envelope(pb)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantM, want, err := partialCBOR(&tr, &d, gvk, raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if panics {
+				testHookCBOR = func() { panic("a bug") }
+				t.Cleanup(func() { testHookCBOR = nil })
+			}
+			if !panics {
+				if _, _, err := tr.directCBOR(gvk, raw, &d); err != nil {
+					t.Fatalf("not written directly: %v", err)
+				}
+			}
+			m, cbor, err := tr.ObjectPartialCBOR(gvk, raw, &d)
+			testHookCBOR = nil
+			if err != nil || !bytes.Equal(cbor, want) || !reflect.DeepEqual(m, wantM) {
+				t.Fatalf("ObjectPartialCBOR: %v, %x, %v; want %x, %v", err, cbor, m, want, wantM)
+			}
+			snapshot := func() string { return fmt.Sprintf("%#v %x", m, cbor) }
+			before := snapshot()
+			for i := range raw {
+				raw[i] = 0xff
+			}
+			pb2, _ := encode(t, other, gvk)
+			_, raw2, err := Envelope(pb2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !checkPartialCBOR(t, &tr, &d, gvk, raw2) {
+				t.Error("the next object was not written directly")
+			}
+			if after := snapshot(); after != before {
+				t.Errorf("what was returned changed:\n%s\n%s", before, after)
+			}
+		})
+	}
+}
