@@ -211,28 +211,26 @@ func newListWatch(dyn dynamic.Interface, md metadata.Interface, m Mapping, r Res
 		}
 		lw.list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return c.List(ctx, o) }
 		lw.watch = c.Watch
-		switch {
-		case protobuf && partial:
-			// Lists and every watch in protobuf: the partial clients write a protobuf
-			// event's object as CBOR directly, at no more CPU than a JSON event, and
-			// about a third of it when managedFields are dropped (wire's
-			// BenchmarkWatchEventPartial).
-			lw.list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				return c.List(wire.WithProtobuf(ctx, m.Kind), o)
-			}
-			lw.watch = func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				return c.Watch(wire.WithProtobuf(ctx, m.Kind), o)
-			}
-		case protobuf:
+		if protobuf {
 			// Lists, those streamed included, in protobuf: the server spends about half
-			// the CPU that JSON costs it. The watch events after them in JSON: a
-			// transcoded event costs this process more than a JSON one (about 45 µs
-			// for a pod), and the server encodes each event once for all its watchers.
+			// the CPU that JSON costs it.
 			lw.list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 				return c.List(wire.WithProtobuf(ctx, m.Kind), o)
 			}
-			lw.streamingWatch = func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			watchProtobuf := func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 				return c.Watch(wire.WithProtobuf(ctx, m.Kind), o)
+			}
+			if partial {
+				// Every watch in protobuf: the partial clients write a protobuf event's
+				// object as CBOR directly, at no more CPU than a JSON event, and about a
+				// third of it when managedFields are dropped (wire's
+				// BenchmarkWatchEventPartial).
+				lw.watch = watchProtobuf
+			} else {
+				// The watch events after a streaming list in JSON: a transcoded event
+				// costs this process more than a JSON one (about 45 µs for a pod), and
+				// the server encodes each event once for all its watchers.
+				lw.streamingWatch = watchProtobuf
 			}
 		}
 	}
