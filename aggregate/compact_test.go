@@ -222,9 +222,8 @@ func TestEncodedOnlyHandler(t *testing.T) {
 	}{{"compact", persist.Codec{}}, {"plain", nil}} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := aggregate.New(aggregate.Options{Codec: tc.codec})
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			go func() { _ = f.Start(ctx) }()
+			startFleet(t, f)
+			ctx := waitCtx(t)
 			early := aggregatetest.NewRecorder()
 			if _, err := f.AddHandler(early, aggregate.HandlerOptions{EncodedOnly: true}); err != nil {
 				t.Fatal(err)
