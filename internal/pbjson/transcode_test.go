@@ -747,7 +747,10 @@ func TestDropManagedFieldsWhereJSONDecDrops(t *testing.T) {
 func TestObjectPartialCBORSharesNoMemory(t *testing.T) {
 	long := strings.Repeat("v", intern.MaxValueLen+1)
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p-" + long, Namespace: "ns", UID: "u-1", ResourceVersion: "7",
-		Labels: map[string]string{"app": long, "key": "bad \xfe utf-8", "tier": "web"}}}
+		Labels: map[string]string{"app": long, "key": "bad \xfe utf-8", "tier": "web"},
+		// Raw JSON, which jsondec writes as CBOR (AppendValueCBOR) from the protobuf.
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "m", Operation: metav1.ManagedFieldsOperationApply,
+			FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:labels":{"f:app":{}}}}`)}}}}
 	other := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: strings.Repeat("o", 300), Namespace: "other",
 		Labels: map[string]string{"app": strings.Repeat("w", 300), "key": "\xff\xff worse"}}}
 	gvk := corev1.SchemeGroupVersion.WithKind("Pod")
