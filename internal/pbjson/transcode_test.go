@@ -159,6 +159,22 @@ func filler(seed int64) *randfill.Filler {
 // compares the JSON with encoding/json's of the object the protobuf decodes to.
 func TestTranscodeRandomObjects(t *testing.T) {
 	var tr Transcoder
+	eachRandomObject(t, func(t *testing.T, i int, gvk schema.GroupVersionKind, obj runtime.Object) {
+		pb, want := encode(t, obj, gvk)
+		got, err := transcode(t, &tr, pb)
+		if err != nil {
+			t.Errorf("#%d: %v", i, err)
+			return
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("#%d:\n got %s\nwant %s", i, got, want)
+		}
+	})
+}
+
+// eachRandomObject calls f, in a subtest per kind, with random objects of every kind
+// that pbjson transcodes: 20 each, PBJSON_RUNS if set, 3 with -short.
+func eachRandomObject(t *testing.T, f func(t *testing.T, i int, gvk schema.GroupVersionKind, obj runtime.Object)) {
 	runs := 20
 	if s := os.Getenv("PBJSON_RUNS"); s != "" {
 		runs, _ = strconv.Atoi(s)
@@ -179,15 +195,7 @@ func TestTranscodeRandomObjects(t *testing.T) {
 			for i := range runs {
 				obj := reflect.New(typ).Interface().(runtime.Object)
 				filler(int64(i)).Fill(obj)
-				pb, want := encode(t, obj, gvk)
-				got, err := transcode(t, &tr, pb)
-				if err != nil {
-					t.Errorf("#%d: %v", i, err)
-					continue
-				}
-				if !bytes.Equal(got, want) {
-					t.Errorf("#%d:\n got %s\nwant %s", i, got, want)
-				}
+				f(t, i, gvk, obj)
 			}
 		})
 	}
@@ -380,38 +388,20 @@ func checkInterned(t testing.TB, got, want map[string]any) {
 // CBOR, keeping managedFields and dropping them: what it writes and builds is what
 // jsondec's ObjectPartialCBOR returns for their JSON.
 func TestObjectPartialCBORRandomObjects(t *testing.T) {
-	runs := 20
-	if s := os.Getenv("PBJSON_RUNS"); s != "" {
-		runs, _ = strconv.Atoi(s)
-	}
-	if testing.Short() {
-		runs = 3
-	}
-	types := scheme.Scheme.AllKnownTypes()
 	var d jsondec.Decoder
-	for _, gvk := range kinds() {
-		if !Supported(gvk) || gvk.Kind == "WatchEvent" {
-			continue
+	trs := []*Transcoder{{}, {Options: Options{DropManagedFields: true}}}
+	eachRandomObject(t, func(t *testing.T, i int, gvk schema.GroupVersionKind, obj runtime.Object) {
+		pb, _ := encode(t, obj, gvk)
+		gvk, raw, err := Envelope(pb)
+		if err != nil {
+			t.Fatal(err)
 		}
-		typ := types[gvk]
-		t.Run(gvk.String(), func(t *testing.T) {
-			for _, drop := range []bool{false, true} {
-				tr := Transcoder{Options: Options{DropManagedFields: drop}}
-				for i := range runs {
-					obj := reflect.New(typ).Interface().(runtime.Object)
-					filler(int64(i)).Fill(obj)
-					pb, _ := encode(t, obj, gvk)
-					gvk, raw, err := Envelope(pb)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if !checkPartialCBOR(t, &tr, &d, gvk, raw) {
-						t.Errorf("#%d: not written directly", i)
-					}
-				}
+		for _, tr := range trs {
+			if !checkPartialCBOR(t, tr, &d, gvk, raw) {
+				t.Errorf("#%d (DropManagedFields %v): not written directly", i, tr.DropManagedFields)
 			}
-		})
-	}
+		}
+	})
 }
 
 // TestObjectPartialCBORCorners writes objects with the values whose JSON is not their
