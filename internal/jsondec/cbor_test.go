@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"k8s.io/apimachinery/pkg/runtime/serializer/cbor/direct"
 )
@@ -554,5 +555,37 @@ func TestAppendValueCBOR(t *testing.T) {
 				t.Errorf("got %x, want %x", got, want)
 			}
 		})
+	}
+}
+
+// TestObjectPartialCBORCopiesUniqueValues checks that the partial map's name, uid and
+// resourceVersion are copies, not interned: a table that kept them would hold every
+// listed object's until it starts over, after the partial objects are gone. The
+// namespace and the labels repeat, and stay interned.
+func TestObjectPartialCBORCopiesUniqueValues(t *testing.T) {
+	var d Decoder
+	data := []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm-a","namespace":"ns-1","uid":"uid-1","resourceVersion":"1234","labels":{"x":"yes"}},"data":{"k":"v"}}`)
+	md := func() map[string]any {
+		m, _, err := d.ObjectPartialCBOR(bytes.Clone(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m["metadata"].(map[string]any)
+	}
+	first, second := md(), md()
+	same := func(k string) bool {
+		return unsafe.StringData(first[k].(string)) == unsafe.StringData(second[k].(string))
+	}
+	for _, k := range []string{"name", "uid", "resourceVersion"} {
+		if first[k] != second[k] || same(k) {
+			t.Errorf("%s: %q and %q, want equal copies", k, first[k], second[k])
+		}
+	}
+	if !same("namespace") {
+		t.Errorf("the namespace is not interned")
+	}
+	l1, l2 := first["labels"].(map[string]any)["x"].(string), second["labels"].(map[string]any)["x"].(string)
+	if unsafe.StringData(l1) != unsafe.StringData(l2) {
+		t.Errorf("the label value is not interned")
 	}
 }

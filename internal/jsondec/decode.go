@@ -81,6 +81,11 @@ type Decoder struct {
 	partial bool
 	drop    bool
 	hashes  []uint64
+	// unique is set while ObjectPartialCBOR decodes the name, uid or resourceVersion of
+	// the metadata: values of one object only, copied rather than interned, which would
+	// fill the table with strings that it keeps until it starts over (intern.Table),
+	// after the partial object, which a compact fleet drops once filed, is gone.
+	unique bool
 }
 
 type member struct {
@@ -242,12 +247,22 @@ func (d *Decoder) typeError(want string) error {
 	return &Error{msg: "not " + want, Offset: d.off}
 }
 
-// stringValue returns the string value s, interned if it is short, else a copy.
+// stringValue returns the string value s, interned if it is short (and not d.unique),
+// else a copy.
 func (d *Decoder) stringValue(s string) any {
+	if d.unique {
+		return strings.Clone(s)
+	}
 	if v, ok := d.Strings.Value(s); ok {
 		return v
 	}
 	return strings.Clone(s)
+}
+
+// uniqueMetadata reports whether the member key of the metadata is a value of one
+// object only, which ObjectPartialCBOR copies rather than interns.
+func uniqueMetadata(key string) bool {
+	return key == "name" || key == "uid" || key == "resourceVersion"
 }
 
 // value decodes the value at the offset, nested in depth maps and arrays.
@@ -387,7 +402,9 @@ func (d *Decoder) object(depth int, ctx context) (map[string]any, error) {
 			// Interned before the value is read, which may reuse the buffer of key.
 			k := d.Strings.Key(key)
 			var v any
+			d.unique = d.partial && ctx == ctxMetadata && uniqueMetadata(key)
 			v, err = d.value(depth, childContext(ctx, key))
+			d.unique = false
 			d.members = append(d.members, member{key: k, value: v})
 		}
 		if err != nil {
