@@ -558,11 +558,11 @@ func TestAppendValueCBOR(t *testing.T) {
 	}
 }
 
-// TestObjectPartialCBORCopiesUniqueValues checks that the partial map's name, uid and
-// resourceVersion are copies, not interned: a table that kept them would hold every
-// listed object's until it starts over, after the partial objects are gone. The
-// namespace and the labels repeat, and stay interned.
-func TestObjectPartialCBORCopiesUniqueValues(t *testing.T) {
+// TestCopiesUniqueValues checks that the name, uid and resourceVersion of whole and
+// partial objects are copies, not interned: a table that kept them would hold every
+// listed object's until it starts over, for no sharing. The namespace and the labels
+// repeat, and stay interned.
+func TestCopiesUniqueValues(t *testing.T) {
 	var d Decoder
 	data := []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm-a","namespace":"ns-1","uid":"uid-1","resourceVersion":"1234","labels":{"x":"yes"}},"data":{"k":"v"}}`)
 	md := func() map[string]any {
@@ -572,7 +572,22 @@ func TestObjectPartialCBORCopiesUniqueValues(t *testing.T) {
 		}
 		return m["metadata"].(map[string]any)
 	}
-	first, second := md(), md()
+	checkUniqueCopied(t, md(), md())
+	whole := func() map[string]any {
+		m, err := d.Object(bytes.Clone(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m["metadata"].(map[string]any)
+	}
+	checkUniqueCopied(t, whole(), whole())
+}
+
+// checkUniqueCopied fails t unless the metadata first and second, decoded by one
+// Decoder from the same input, have equal copies of their name, uid and
+// resourceVersion, and share their namespace and label values.
+func checkUniqueCopied(t *testing.T, first, second map[string]any) {
+	t.Helper()
 	same := func(k string) bool {
 		return unsafe.StringData(first[k].(string)) == unsafe.StringData(second[k].(string))
 	}

@@ -49,7 +49,9 @@ func (e *Error) Error() string {
 // It is not safe for concurrent use; between inputs it keeps its intern table and its
 // scratch space, so that a pool of Decoders serves concurrent decoding best.
 type Decoder struct {
-	// Strings interns the map keys and the short string values of the decoded objects.
+	// Strings interns the map keys and the short string values of the decoded objects,
+	// but for the name, uid and resourceVersion of their metadata, which are one
+	// object's own: they are copied (see uniqueMetadata).
 	Strings intern.Table
 	// DropManagedFields leaves metadata.managedFields out of the objects that Object and
 	// List return: the value is checked, as the rest of the input, but not decoded.
@@ -81,10 +83,8 @@ type Decoder struct {
 	partial bool
 	drop    bool
 	hashes  []uint64
-	// unique is set while ObjectPartialCBOR decodes the name, uid or resourceVersion of
-	// the metadata: values of one object only, copied rather than interned, which would
-	// fill the table with strings that it keeps until it starts over (intern.Table),
-	// after the partial object, which a compact fleet drops once filed, is gone.
+	// unique is set while the name, uid or resourceVersion of the metadata is decoded
+	// (uniqueMetadata).
 	unique bool
 }
 
@@ -260,7 +260,11 @@ func (d *Decoder) stringValue(s string) any {
 }
 
 // uniqueMetadata reports whether the member key of the metadata is a value of one
-// object only, which ObjectPartialCBOR copies rather than interns.
+// object only, which the Decoder copies rather than interns: interned, such values
+// share nothing and fill the table, which keeps them until it starts over
+// (intern.Table), so that after a cold start's lists its decoders held three strings
+// of every listed object; a compact fleet, which drops the partial objects once filed,
+// held them for nothing else.
 func uniqueMetadata(key string) bool {
 	return key == "name" || key == "uid" || key == "resourceVersion"
 }
@@ -402,7 +406,7 @@ func (d *Decoder) object(depth int, ctx context) (map[string]any, error) {
 			// Interned before the value is read, which may reuse the buffer of key.
 			k := d.Strings.Key(key)
 			var v any
-			d.unique = d.partial && ctx == ctxMetadata && uniqueMetadata(key)
+			d.unique = ctx == ctxMetadata && uniqueMetadata(key)
 			v, err = d.value(depth, childContext(ctx, key))
 			d.unique = false
 			d.members = append(d.members, member{key: k, value: v})
