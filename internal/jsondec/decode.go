@@ -50,8 +50,8 @@ func (e *Error) Error() string {
 // scratch space, so that a pool of Decoders serves concurrent decoding best.
 type Decoder struct {
 	// Strings interns the map keys and the short string values of the decoded objects,
-	// but for the name, uid and resourceVersion of their metadata, which are one
-	// object's own: they are copied (see uniqueMetadata).
+	// but for the uid and resourceVersion of their metadata, which are one object's
+	// own: they are copied (see uniqueMetadata).
 	Strings intern.Table
 	// DropManagedFields leaves metadata.managedFields out of the objects that Object and
 	// List return: the value is checked, as the rest of the input, but not decoded.
@@ -83,7 +83,7 @@ type Decoder struct {
 	partial bool
 	drop    bool
 	hashes  []uint64
-	// unique is set while the name, uid or resourceVersion of the metadata is decoded
+	// unique is set while the uid or resourceVersion of the metadata is decoded
 	// (uniqueMetadata).
 	unique bool
 }
@@ -262,11 +262,13 @@ func (d *Decoder) stringValue(s string) any {
 // uniqueMetadata reports whether the member key of the metadata is a value of one
 // object only, which the Decoder copies rather than interns: interned, such values
 // share nothing and fill the table, which keeps them until it starts over
-// (intern.Table), so that after a cold start's lists its decoders held three strings
+// (intern.Table), so that after a cold start's lists its decoders held two strings
 // of every listed object; a compact fleet, which drops the partial objects once filed,
-// held them for nothing else.
+// held them for nothing else. The name stays interned: label values repeat it
+// (app.kubernetes.io/instance, statefulset.kubernetes.io/pod-name), other namespaces
+// have objects of the same name, and the fleet's keys keep it anyway.
 func uniqueMetadata(key string) bool {
-	return key == "name" || key == "uid" || key == "resourceVersion"
+	return key == "uid" || key == "resourceVersion"
 }
 
 // value decodes the value at the offset, nested in depth maps and arrays.

@@ -132,13 +132,13 @@ func (t *Transcoder) filingField(b []byte, f *field, of []occurrence, ctx contex
 			o := of[len(of)-1]
 			s = b[o.start:o.end]
 		}
-		if f.name == "namespace" {
-			t.meta[t.dec.Strings.Key(f.name)] = t.stringValue(s)
-		} else {
+		if f.name == "uid" || f.name == "resourceVersion" {
 			// Unique to the object: interned, they would only fill the table, which
 			// keeps them until it starts over (intern.Table), long after the partial
 			// object, which a compact fleet drops once filed, is gone.
 			t.meta[t.dec.Strings.Key(f.name)] = t.uniqueValue(s)
+		} else {
+			t.meta[t.dec.Strings.Key(f.name)] = t.stringValue(s)
 		}
 	case "labels":
 		if f.kind != kindString || !f.isMap {
@@ -188,7 +188,7 @@ func (t *Transcoder) stringValue(s []byte) any {
 	return strings.Clone(v)
 }
 
-// uniqueValue is stringValue for a value that no other object has (a name, a uid, a
+// uniqueValue is stringValue for a value that no other object has (a uid, a
 // resourceVersion): a copy of its own, not interned, as jsondec's partial decoding
 // copies them.
 func (t *Transcoder) uniqueValue(s []byte) any {
