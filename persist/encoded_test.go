@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"reflect"
+	"runtime"
 	"slices"
 	"testing"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 	"k8s.io/apimachinery/pkg/runtime/serializer/cbor/direct"
@@ -113,5 +115,42 @@ func TestWriterUpsertEncoded(t *testing.T) {
 	got := resourceOf(snap, "prod", pods).Objects
 	if len(got) != 2 || !reflect.DeepEqual(got[0], encoded) || !reflect.DeepEqual(got[1], given) {
 		t.Errorf("loaded %d objects, not those stored", len(got))
+	}
+}
+
+// TestWriterUpsertEncodedKeepsNoObject checks that the Writer does not hold the object
+// of an encoding it was given until its commit: only the encoding is written, and a
+// compact fleet keeps the encoding alone, so the object held would be garbage kept
+// alive, every listed object of a cold start's lists until the next Interval.
+func TestWriterUpsertEncodedKeepsNoObject(t *testing.T) {
+	path := testPath(t)
+	s := openTest(t, path, Options{})
+	w := s.NewWriter(WriterOptions{})
+	given := testPod(t, "shop", "given")
+	givenCBOR := reversedCBOR(t, given.Object)
+	want := given.DeepCopy()
+	collected := make(chan struct{})
+	runtime.AddCleanup(given, func(c chan struct{}) { close(c) }, collected)
+	w.UpsertEncoded("prod", pods, given, givenCBOR)
+	given = nil
+	w.Checkpoint("prod", pods, "10")
+	deadline := time.Now().Add(10 * time.Second)
+	for gone := false; !gone; {
+		runtime.GC()
+		select {
+		case <-collected:
+			gone = true
+		case <-time.After(10 * time.Millisecond):
+			if time.Now().After(deadline) {
+				t.Fatal("the Writer keeps the object of an encoding it was given until its commit")
+			}
+		}
+	}
+	if err := w.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	snap := mustLoad(t, s)
+	if got := resourceOf(snap, "prod", pods).Objects; len(got) != 1 || !reflect.DeepEqual(got[0], want) {
+		t.Errorf("loaded %d objects, not the one whose encoding was given", len(got))
 	}
 }

@@ -90,9 +90,9 @@ func (p *pending) breakResource(cluster string, resource ResourceKey, err error)
 	p.cluster(cluster).groups[resource] = &groupPending{drop: true, broken: err}
 }
 
-// objectState is the latest state of one object: obj, or a deletion if obj is nil.
-// encoded, if not nil, is the CBOR of obj's map, to be stored as it is rather than an
-// encoding of obj.
+// objectState is the latest state of one object: encoded, the CBOR of its map, to be
+// stored as it is, or else obj, to be encoded at commit time; a deletion if both are
+// nil.
 type objectState struct {
 	obj     runtime.Object
 	encoded []byte

@@ -186,8 +186,9 @@ func (w *Writer) Upsert(cluster string, resource ResourceKey, obj runtime.Object
 // Checking that would cost as much as encoding obj, so only the first byte is checked:
 // if it is not the head of a map, obj is encoded at commit time as by Upsert. An
 // encoding that is not what it should be makes the snapshot fail to load at the next
-// start, which then moves the file aside and starts cold. Neither obj nor encoded may be
-// modified after the call.
+// start, which then moves the file aside and starts cold. encoded may not be modified
+// after the call; obj may, if encoded is a map: the Writer then keeps encoded and not
+// obj.
 func (w *Writer) UpsertEncoded(cluster string, resource ResourceKey, obj *unstructured.Unstructured, encoded []byte) {
 	if len(encoded) == 0 || !isMapHead(encoded[0]) {
 		encoded = nil
@@ -210,7 +211,15 @@ func (w *Writer) upsert(cluster string, resource ResourceKey, obj runtime.Object
 		w.rejectLocked(err, now)
 		return
 	}
-	w.state.change(cluster, resource, key, objectState{obj: obj, encoded: encoded}, now)
+	st := objectState{obj: obj, encoded: encoded}
+	if encoded != nil {
+		// The commit writes encoded and never reads obj, which may be much larger than
+		// what the caller keeps of it (a compact fleet keeps the encoding and drops the
+		// partial object it was filed with): holding obj until the next commit, up to
+		// an Interval after a cold start's lists, would keep every listed object alive.
+		st.obj = nil
+	}
+	w.state.change(cluster, resource, key, st, now)
 }
 
 // Delete records that an object is gone. It is committed with the next Checkpoint of

@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"k8s.io/apimachinery/pkg/runtime/serializer/cbor/direct"
 )
@@ -554,5 +555,54 @@ func TestAppendValueCBOR(t *testing.T) {
 				t.Errorf("got %x, want %x", got, want)
 			}
 		})
+	}
+}
+
+// TestCopiesUniqueValues checks that the uid and resourceVersion of whole and partial
+// objects are copies, not interned: a table that kept them would hold every listed
+// object's until it starts over, for no sharing. The name, the namespace and the
+// labels repeat, and stay interned.
+func TestCopiesUniqueValues(t *testing.T) {
+	var d Decoder
+	data := []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm-a","namespace":"ns-1","uid":"uid-1","resourceVersion":"1234","labels":{"x":"yes"}},"data":{"k":"v"}}`)
+	md := func() map[string]any {
+		m, _, err := d.ObjectPartialCBOR(bytes.Clone(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m["metadata"].(map[string]any)
+	}
+	checkUniqueCopied(t, md(), md())
+	whole := func() map[string]any {
+		m, err := d.Object(bytes.Clone(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m["metadata"].(map[string]any)
+	}
+	checkUniqueCopied(t, whole(), whole())
+}
+
+// checkUniqueCopied fails t unless the metadata first and second, decoded by one
+// Decoder from the same input, have equal copies of their uid and resourceVersion,
+// and share their name, namespace and label values.
+func checkUniqueCopied(t *testing.T, first, second map[string]any) {
+	t.Helper()
+	same := func(k string) bool {
+		return unsafe.StringData(first[k].(string)) == unsafe.StringData(second[k].(string))
+	}
+	for _, k := range []string{"uid", "resourceVersion"} {
+		if first[k] != second[k] || same(k) {
+			t.Errorf("%s: %q and %q, want equal copies", k, first[k], second[k])
+		}
+	}
+	for _, k := range []string{"name", "namespace"} {
+		if !same(k) {
+			t.Errorf("the %s is not interned", k)
+		}
+	}
+	l1, l2 := first["labels"].(map[string]any)["x"].(string), second["labels"].(map[string]any)["x"].(string)
+	if unsafe.StringData(l1) != unsafe.StringData(l2) {
+		t.Errorf("the label value is not interned")
 	}
 }

@@ -49,7 +49,9 @@ func (e *Error) Error() string {
 // It is not safe for concurrent use; between inputs it keeps its intern table and its
 // scratch space, so that a pool of Decoders serves concurrent decoding best.
 type Decoder struct {
-	// Strings interns the map keys and the short string values of the decoded objects.
+	// Strings interns the map keys and the short string values of the decoded objects,
+	// but for the uid and resourceVersion of their metadata, which are one object's
+	// own: they are copied (see uniqueMetadata).
 	Strings intern.Table
 	// DropManagedFields leaves metadata.managedFields out of the objects that Object and
 	// List return: the value is checked, as the rest of the input, but not decoded.
@@ -81,6 +83,9 @@ type Decoder struct {
 	partial bool
 	drop    bool
 	hashes  []uint64
+	// unique is set while the uid or resourceVersion of the metadata is decoded
+	// (uniqueMetadata).
+	unique bool
 }
 
 type member struct {
@@ -242,12 +247,28 @@ func (d *Decoder) typeError(want string) error {
 	return &Error{msg: "not " + want, Offset: d.off}
 }
 
-// stringValue returns the string value s, interned if it is short, else a copy.
+// stringValue returns the string value s, interned if it is short (and not d.unique),
+// else a copy.
 func (d *Decoder) stringValue(s string) any {
+	if d.unique {
+		return strings.Clone(s)
+	}
 	if v, ok := d.Strings.Value(s); ok {
 		return v
 	}
 	return strings.Clone(s)
+}
+
+// uniqueMetadata reports whether the member key of the metadata is a value of one
+// object only, which the Decoder copies rather than interns: interned, such values
+// share nothing and fill the table, which keeps them until it starts over
+// (intern.Table), so that after a cold start's lists its decoders held two strings
+// of every listed object; a compact fleet, which drops the partial objects once filed,
+// held them for nothing else. The name stays interned: label values repeat it
+// (app.kubernetes.io/instance, statefulset.kubernetes.io/pod-name), other namespaces
+// have objects of the same name, and the fleet's keys keep it anyway.
+func uniqueMetadata(key string) bool {
+	return key == "uid" || key == "resourceVersion"
 }
 
 // value decodes the value at the offset, nested in depth maps and arrays.
@@ -387,7 +408,9 @@ func (d *Decoder) object(depth int, ctx context) (map[string]any, error) {
 			// Interned before the value is read, which may reuse the buffer of key.
 			k := d.Strings.Key(key)
 			var v any
+			d.unique = ctx == ctxMetadata && uniqueMetadata(key)
 			v, err = d.value(depth, childContext(ctx, key))
+			d.unique = false
 			d.members = append(d.members, member{key: k, value: v})
 		}
 		if err != nil {

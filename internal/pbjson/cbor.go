@@ -132,7 +132,14 @@ func (t *Transcoder) filingField(b []byte, f *field, of []occurrence, ctx contex
 			o := of[len(of)-1]
 			s = b[o.start:o.end]
 		}
-		t.meta[t.dec.Strings.Key(f.name)] = t.stringValue(s)
+		if f.name == "uid" || f.name == "resourceVersion" {
+			// Unique to the object: interned, they would only fill the table, which
+			// keeps them until it starts over (intern.Table), long after the partial
+			// object, which a compact fleet drops once filed, is gone.
+			t.meta[t.dec.Strings.Key(f.name)] = t.uniqueValue(s)
+		} else {
+			t.meta[t.dec.Strings.Key(f.name)] = t.stringValue(s)
+		}
 	case "labels":
 		if f.kind != kindString || !f.isMap {
 			return false, errIndirect
@@ -179,6 +186,14 @@ func (t *Transcoder) stringValue(s []byte) any {
 		return iv
 	}
 	return strings.Clone(v)
+}
+
+// uniqueValue is stringValue for a value that no other object has (a uid, a
+// resourceVersion): a copy of its own, not interned, as jsondec's partial decoding
+// copies them.
+func (t *Transcoder) uniqueValue(s []byte) any {
+	t.scratch = appendDecoded(t.scratch[:0], s)
+	return string(t.scratch)
 }
 
 // rawCBOR writes raw JSON, as jsondec would decode it from the JSON of the object.

@@ -287,8 +287,10 @@ func TestPartialDynamicClientProtobuf(t *testing.T) {
 					}
 					if md := e.Object["metadata"].(map[string]any); len(md["resourceVersion"].(string)) <= intern.MaxValueLen {
 						wantRV := want.Object.(*EncodedObject).Object["metadata"].(map[string]any)["resourceVersion"].(string)
-						if unsafe.StringData(md["resourceVersion"].(string)) != unsafe.StringData(wantRV) {
-							t.Errorf("event %d: resourceVersion not interned", i)
+						// Both decoders copy it rather than intern it: it is the
+						// event's own, and the table would keep it.
+						if unsafe.StringData(md["resourceVersion"].(string)) == unsafe.StringData(wantRV) {
+							t.Errorf("event %d: resourceVersion interned", i)
 						}
 					}
 				}
