@@ -9,8 +9,11 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
+	"unsafe"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -313,11 +316,11 @@ func TestSummarizeCBOR(t *testing.T) {
 	// encoding's bytes changes nothing of it.
 	data := bytes.Clone(summaryTestObjects(t)["deployment"])
 	summarized, ok := summarizeCBOR(schema.GroupResource{Group: "apps", Resource: "deployments"}, data)
-	if !ok || summarized.Name != "web" {
+	if !ok || summarized.GetName() != "web" {
 		t.Fatalf("the deployment is not summarized from its CBOR: %v", summarized)
 	}
 	texts := func() string {
-		return fmt.Sprintf("%v %v %q %q", summarized.TypeMeta, summarized.ObjectMeta, summarized.labels, summarized.images)
+		return describeSummary(summarized)
 	}
 	before := texts()
 	for i := range data {
@@ -361,7 +364,7 @@ func TestPairLabels(t *testing.T) {
 	if got := co.GetLabels(); !reflect.DeepEqual(got, want) {
 		t.Errorf("GetLabels() = %v, want %v", got, want)
 	}
-	l := pairLabels(co.labels)
+	l := co.labelSet()
 	for k, v := range want {
 		if got, ok := l.Lookup(k); !ok || got != v || !l.Has(k) || l.Get(k) != v {
 			t.Errorf("Lookup(%q) = %q, %v; want %q", k, got, ok, v)
@@ -383,5 +386,89 @@ func TestPairLabels(t *testing.T) {
 	}
 	if got := (&compactObject{}).GetLabels(); got != nil {
 		t.Errorf("no labels: GetLabels() = %v, want nil", got)
+	}
+}
+
+// describeSummary spells out everything a compactObject's summary says.
+func describeSummary(co *compactObject) string {
+	return fmt.Sprintf("%v %q %q %q %q %v %v %q", co.GroupVersionKind(), co.GetNamespace(), co.GetName(), co.GetUID(),
+		co.GetResourceVersion(), co.GetCreationTimestamp().UTC(), co.GetLabels(), co.ContainerImages())
+}
+
+// TestCompactObjectTexts checks the summary's texts, one string with their ends at its
+// tail: each text where it was put, empty ones and long ones, no labels or no images, a
+// zero compactObject, and the timestamp as unstructured reads it.
+func TestCompactObjectTexts(t *testing.T) {
+	long := strings.Repeat("x", 70000) // ends beyond 16 bits
+	for name, sum := range map[string]summary{
+		"empty": {},
+		"all": {apiVersion: []byte("apps/v1"), kind: []byte("Deployment"),
+			meta:   [len(summaryKeys)][]byte{[]byte("web"), []byte("shop"), []byte("u-1"), []byte("42"), []byte("2024-05-06T07:08:09Z")},
+			has:    [len(summaryKeys)]bool{true, true, true, true, true},
+			labels: [][]byte{[]byte("b"), []byte(""), []byte("a"), []byte(long)}, images: [][]byte{[]byte(long), []byte("nginx")}},
+		"images only": {meta: [len(summaryKeys)][]byte{[]byte("n")}, has: [len(summaryKeys)]bool{true}, images: [][]byte{[]byte("i")}},
+		"bad timestamp": {meta: [len(summaryKeys)][]byte{4: []byte("yesterday")}, has: [len(summaryKeys)]bool{4: true}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			wantLabels := map[string]string{}
+			for i := 0; i < len(sum.labels); i += 2 {
+				wantLabels[string(sum.labels[i])] = string(sum.labels[i+1])
+			}
+			var wantImages []string
+			for _, img := range sum.images {
+				wantImages = append(wantImages, string(img))
+			}
+			meta := sum.meta
+			co := sum.build([]byte{0xa0})
+			for i, got := range []string{co.GetName(), co.GetNamespace(), string(co.GetUID()), co.GetResourceVersion()} {
+				if got != string(meta[i]) {
+					t.Errorf("%s = %q, want %q", summaryKeys[i], got, meta[i])
+				}
+			}
+			if gvk := co.GroupVersionKind(); gvk != schema.FromAPIVersionAndKind(string(sum.apiVersion), string(sum.kind)) || co.GetObjectKind().GroupVersionKind() != gvk {
+				t.Errorf("GroupVersionKind() = %v", gvk)
+			}
+			if got := co.GetLabels(); len(wantLabels) == 0 && got != nil || len(wantLabels) > 0 && !reflect.DeepEqual(got, wantLabels) {
+				t.Errorf("GetLabels() = %v, want %v", got, wantLabels)
+			}
+			if got := co.ContainerImages(); !slices.Equal(got, wantImages) {
+				t.Errorf("ContainerImages() = %v, want %v", got, wantImages)
+			}
+			var want metav1.Time
+			_ = want.UnmarshalQueryParameter(string(meta[creationTimestamp]))
+			if got := co.GetCreationTimestamp(); !got.Equal(&want) || got.IsZero() != want.IsZero() {
+				t.Errorf("GetCreationTimestamp() = %v, want %v", got, want)
+			}
+		})
+	}
+	var zero compactObject
+	if zero.GetName() != "" || zero.GetLabels() != nil || zero.ContainerImages() != nil || !ptrTime(zero.GetCreationTimestamp()).IsZero() || !zero.GroupVersionKind().Empty() {
+		t.Errorf("a zero compactObject reads %s", describeSummary(&zero))
+	}
+}
+
+// TestCompactObjectIsSmall holds the size of the struct that a compact daemon keeps for
+// every object, and checks that it refuses to be modified.
+func TestCompactObjectIsSmall(t *testing.T) {
+	if size := unsafe.Sizeof(compactObject{}); size > 64 {
+		t.Errorf("compactObject takes %d bytes, want at most 64", size)
+	}
+	co := newCompactObject(schema.GroupResource{Resource: "pods"}, aggregatetest.RealisticPod("shop", "web-1", "42", map[string]string{"app": "web"}), nil)
+	var m metav1.Object = co
+	for name, set := range map[string]func(){
+		"SetName": func() { m.SetName("x") }, "SetLabels": func() { m.SetLabels(nil) }, "SetResourceVersion": func() { m.SetResourceVersion("1") },
+		"SetAnnotations": func() { m.SetAnnotations(nil) }, "SetGroupVersionKind": func() { co.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{}) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s modified the cached object", name)
+				}
+			}()
+			set()
+		}()
+	}
+	if co.GetName() != "web-1" {
+		t.Errorf("name %q", co.GetName())
 	}
 }

@@ -4,12 +4,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sort"
+	"strings"
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	"github.com/fleetwatch/fleetwatch/aggregate"
@@ -31,64 +34,151 @@ import (
 type cborCodec interface{ CBORMaps() bool }
 
 // compactObject is a full object of the watch cache of a compact fleet. It is
-// immutable.
+// immutable: its setters panic.
+//
+// Its summary is what selectors, the search index and the view read of the object
+// (meta.Accessor): apiVersion, kind, and the metadata name, namespace, uid,
+// resourceVersion, creationTimestamp and labels, and the images of a pod spec. It is
+// what the search index keeps of the object, so both share it. A daemon keeps one per
+// object, so it is small: its texts are one string, and the struct holds no field that
+// it does not set (a metav1.ObjectMeta took 232 bytes, mostly empty).
 type compactObject struct {
-	// TypeMeta and ObjectMeta are the summary: apiVersion, kind, and the metadata name,
-	// namespace, uid, resourceVersion, creationTimestamp and labels, through which
-	// selectors, the search index and the view read the object (meta.Accessor). It is
-	// what the search index keeps of the object, so both share it.
-	metav1.TypeMeta
-	metav1.ObjectMeta
-	// labels are the labels' keys and values in turn, sorted by key (ObjectMeta.Labels
-	// is nil: a map of a few labels takes about twice their pairs); GetLabels returns
-	// them as a map, labelsOf reads them in place.
-	labels []string
-	// images are, for resources with a pod spec, its containers' distinct images, as
-	// search.Images reads them (search.ImageLister).
-	images []string
+	// text holds the summary's texts one after the other, in the order of the text*
+	// constants: name, namespace, uid, resourceVersion, apiVersion, kind, then the
+	// labels' keys and values in turn, sorted by key, then the images; then the end of
+	// each text in text, 4 bytes each, little-endian. Empty for a zero compactObject.
+	text string
 	// data is the encoding, shared with the fleet; never modified.
 	data []byte
+	// createdSec and createdNsec are the creationTimestamp, as time.Unix takes it;
+	// createdNsec is -1 for the zero time (none, or one that does not parse).
+	createdSec  int64
+	createdNsec int32
+	// labels counts the label pairs, images the images, in text.
+	labels, images uint32
 }
+
+// The texts of a compactObject's text, in order; the labels follow them, then the
+// images.
+const (
+	textName = iota
+	textNamespace
+	textUID
+	textResourceVersion
+	textAPIVersion
+	textKind
+	textLabels
+)
 
 var (
 	_ runtime.Object     = (*compactObject)(nil)
 	_ metav1.Object      = (*compactObject)(nil)
+	_ schema.ObjectKind  = (*compactObject)(nil)
 	_ search.ImageLister = (*compactObject)(nil)
 )
+
+// at returns the i-th text of o.
+func (o *compactObject) at(i int) string {
+	if o.text == "" {
+		return ""
+	}
+	ends := len(o.text) - 4*(textLabels+2*int(o.labels)+int(o.images))
+	end := func(i int) int {
+		b := o.text[ends+4*i:]
+		return int(uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24)
+	}
+	start := 0
+	if i > 0 {
+		start = end(i - 1)
+	}
+	return o.text[start:end(i)]
+}
 
 // DeepCopyObject returns o: it is immutable.
 func (o *compactObject) DeepCopyObject() runtime.Object { return o }
 
+// GetObjectKind returns o, whose GroupVersionKind is the object's.
+func (o *compactObject) GetObjectKind() schema.ObjectKind { return o }
+
+// GroupVersionKind returns the object's apiVersion and kind.
+func (o *compactObject) GroupVersionKind() schema.GroupVersionKind {
+	return schema.FromAPIVersionAndKind(o.at(textAPIVersion), o.at(textKind))
+}
+
+func (o *compactObject) GetNamespace() string       { return o.at(textNamespace) }
+func (o *compactObject) GetName() string            { return o.at(textName) }
+func (o *compactObject) GetUID() types.UID          { return types.UID(o.at(textUID)) }
+func (o *compactObject) GetResourceVersion() string { return o.at(textResourceVersion) }
+
+// GetCreationTimestamp returns the creationTimestamp as unstructured's reads it: the
+// zero time if the object has none, or one that does not parse.
+func (o *compactObject) GetCreationTimestamp() metav1.Time {
+	if o.createdNsec < 0 || o.text == "" {
+		return metav1.Time{}
+	}
+	return metav1.Unix(o.createdSec, int64(o.createdNsec))
+}
+
 // GetLabels returns the labels as a new map, nil if there are none.
 func (o *compactObject) GetLabels() map[string]string {
-	if len(o.labels) == 0 {
+	if o.labels == 0 {
 		return nil
 	}
-	m := make(map[string]string, len(o.labels)/2)
-	for i := 0; i < len(o.labels); i += 2 {
-		m[o.labels[i]] = o.labels[i+1]
+	m := make(map[string]string, o.labels)
+	for i := range int(o.labels) {
+		m[o.at(textLabels+2*i)] = o.at(textLabels + 2*i + 1)
 	}
 	return m
 }
 
+// The metadata that the summary does not keep reads as absent; the summary is only read
+// where these are not (object.full decodes the object for the rest).
+func (o *compactObject) GetGenerateName() string                       { return "" }
+func (o *compactObject) GetSelfLink() string                           { return "" }
+func (o *compactObject) GetGeneration() int64                          { return 0 }
+func (o *compactObject) GetDeletionTimestamp() *metav1.Time            { return nil }
+func (o *compactObject) GetDeletionGracePeriodSeconds() *int64         { return nil }
+func (o *compactObject) GetAnnotations() map[string]string             { return nil }
+func (o *compactObject) GetFinalizers() []string                       { return nil }
+func (o *compactObject) GetOwnerReferences() []metav1.OwnerReference   { return nil }
+func (o *compactObject) GetManagedFields() []metav1.ManagedFieldsEntry { return nil }
+func (o *compactObject) SetGroupVersionKind(schema.GroupVersionKind)   { o.immutable() }
+func (o *compactObject) SetNamespace(string)                           { o.immutable() }
+func (o *compactObject) SetName(string)                                { o.immutable() }
+func (o *compactObject) SetGenerateName(string)                        { o.immutable() }
+func (o *compactObject) SetUID(types.UID)                              { o.immutable() }
+func (o *compactObject) SetResourceVersion(string)                     { o.immutable() }
+func (o *compactObject) SetGeneration(int64)                           { o.immutable() }
+func (o *compactObject) SetSelfLink(string)                            { o.immutable() }
+func (o *compactObject) SetCreationTimestamp(metav1.Time)              { o.immutable() }
+func (o *compactObject) SetDeletionTimestamp(*metav1.Time)             { o.immutable() }
+func (o *compactObject) SetDeletionGracePeriodSeconds(*int64)          { o.immutable() }
+func (o *compactObject) SetLabels(map[string]string)                   { o.immutable() }
+func (o *compactObject) SetAnnotations(map[string]string)              { o.immutable() }
+func (o *compactObject) SetFinalizers([]string)                        { o.immutable() }
+func (o *compactObject) SetOwnerReferences([]metav1.OwnerReference)    { o.immutable() }
+func (o *compactObject) SetManagedFields([]metav1.ManagedFieldsEntry)  { o.immutable() }
+
+// immutable panics: the view's objects are shared, as the fleet's are (served copies
+// what it changes).
+func (o *compactObject) immutable() {
+	panic(fmt.Sprintf("server: modifying the cached object %s/%s", o.GetNamespace(), o.GetName()))
+}
+
+// labelSet returns o's labels as labels.Labels, read in place.
+func (o *compactObject) labelSet() pairLabels { return pairLabels{o} }
+
 // pairLabels are a compactObject's labels as labels.Labels, read in place.
-type pairLabels []string
+type pairLabels struct{ o *compactObject }
 
 // Lookup returns the value of key and whether the labels have it.
 func (l pairLabels) Lookup(key string) (string, bool) {
-	lo, hi := 0, len(l)/2
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if l[2*m] < key {
-			lo = m + 1
-		} else {
-			hi = m
-		}
+	n := int(l.o.labels)
+	i, found := sort.Find(n, func(i int) int { return strings.Compare(key, l.o.at(textLabels+2*i)) })
+	if !found {
+		return "", false
 	}
-	if lo < len(l)/2 && l[2*lo] == key {
-		return l[2*lo+1], true
-	}
-	return "", false
+	return l.o.at(textLabels + 2*i + 1), true
 }
 
 func (l pairLabels) Has(key string) bool { _, ok := l.Lookup(key); return ok }
@@ -98,23 +188,32 @@ func (l pairLabels) Get(key string) string {
 }
 
 // ContainerImages returns the images of the object's pod spec.
-func (o *compactObject) ContainerImages() []string { return o.images }
+func (o *compactObject) ContainerImages() []string {
+	if o.images == 0 {
+		return nil
+	}
+	out := make([]string, o.images)
+	for i := range out {
+		out[i] = o.at(textLabels + 2*int(o.labels) + i)
+	}
+	return out
+}
 
 // unstructured returns the summary as an unstructured object: what stands for the
 // object where its encoding fails to decode.
 func (o *compactObject) unstructured() *unstructured.Unstructured {
 	u := &unstructured.Unstructured{Object: map[string]any{}}
-	if o.APIVersion != "" {
-		u.SetAPIVersion(o.APIVersion)
+	if v := o.at(textAPIVersion); v != "" {
+		u.SetAPIVersion(v)
 	}
-	if o.Kind != "" {
-		u.SetKind(o.Kind)
+	if k := o.at(textKind); k != "" {
+		u.SetKind(k)
 	}
-	u.SetNamespace(o.Namespace)
-	u.SetName(o.Name)
-	u.SetUID(o.UID)
-	u.SetResourceVersion(o.ResourceVersion)
-	u.SetCreationTimestamp(o.CreationTimestamp)
+	u.SetNamespace(o.GetNamespace())
+	u.SetName(o.GetName())
+	u.SetUID(o.GetUID())
+	u.SetResourceVersion(o.GetResourceVersion())
+	u.SetCreationTimestamp(o.GetCreationTimestamp())
 	u.SetLabels(o.GetLabels())
 	return u
 }
@@ -170,50 +269,38 @@ type summary struct {
 }
 
 // build returns the compactObject of the summary of an object encoded in data. The
-// summary's strings are copied into one allocation, so that it does not keep alive,
-// here and there, the pages of the objects or encodings it was read from (which made
-// the RSS of a compact daemon twice its heap).
+// summary's texts are copied into one string, so that it does not keep alive, here and
+// there, the pages of the objects or encodings it was read from (which made the RSS of
+// a compact daemon twice its heap).
 func (sum *summary) build(data []byte) *compactObject {
 	sum.labels = sortPairs(sum.labels)
-	var a textArena
-	for i, v := range sum.meta {
-		if sum.has[i] && i != creationTimestamp {
-			a.add(v)
-		}
+	texts := make([][]byte, 0, textLabels+len(sum.labels)+len(sum.images))
+	for i := range creationTimestamp {
+		texts = append(texts, sum.meta[i]) // nil where the object has none
 	}
-	for _, t := range sum.labels {
-		a.add(t)
+	texts = append(texts, sum.apiVersion, sum.kind)
+	texts = append(texts, sum.labels...)
+	texts = append(texts, sum.images...)
+	size := 4 * len(texts)
+	for _, t := range texts {
+		size += len(t)
 	}
-	a.add(sum.apiVersion)
-	a.add(sum.kind)
-	for _, t := range sum.images {
-		a.add(t)
+	b := make([]byte, 0, size)
+	for _, t := range texts {
+		b = append(b, t...)
 	}
-	a.seal()
-
-	co := &compactObject{data: data}
-	fields := [...]*string{&co.Name, &co.Namespace, (*string)(&co.UID), &co.ResourceVersion}
-	for i, f := range fields {
-		if sum.has[i] {
-			*f = a.next()
-		}
+	end := 0
+	for _, t := range texts {
+		end += len(t)
+		b = append(b, byte(end), byte(end>>8), byte(end>>16), byte(end>>24))
 	}
+	co := &compactObject{text: string(b), data: data, createdNsec: -1, labels: uint32(len(sum.labels) / 2), images: uint32(len(sum.images))}
 	if sum.has[creationTimestamp] {
 		// As unstructured's GetCreationTimestamp reads it: the zero time if it does not
 		// parse.
-		_ = co.CreationTimestamp.UnmarshalQueryParameter(string(sum.meta[creationTimestamp]))
-	}
-	if len(sum.labels) > 0 {
-		co.labels = make([]string, len(sum.labels))
-		for i := range co.labels {
-			co.labels[i] = a.next()
-		}
-	}
-	co.APIVersion, co.Kind = a.next(), a.next()
-	if len(sum.images) > 0 {
-		co.images = make([]string, len(sum.images))
-		for i := range co.images {
-			co.images[i] = a.next()
+		var t metav1.Time
+		if _ = t.UnmarshalQueryParameter(string(sum.meta[creationTimestamp])); !t.IsZero() {
+			co.createdSec, co.createdNsec = t.Unix(), int32(t.Nanosecond())
 		}
 	}
 	return co
@@ -237,31 +324,6 @@ func sortPairs(kv [][]byte) [][]byte {
 		out = append(out, kv[i], kv[i+1])
 	}
 	return out
-}
-
-// textArena copies texts into one string: add each, seal, then next hands out their
-// copies in the order they were added.
-type textArena struct {
-	b    []byte
-	ends []int
-	buf  string
-	i    int
-}
-
-func (a *textArena) add(t []byte) {
-	a.b = append(a.b, t...)
-	a.ends = append(a.ends, len(a.b))
-}
-
-func (a *textArena) seal() { a.buf = string(a.b) }
-
-func (a *textArena) next() string {
-	start := 0
-	if a.i > 0 {
-		start = a.ends[a.i-1]
-	}
-	a.i++
-	return a.buf[start:a.ends[a.i-1]]
 }
 
 // full returns o with its object decoded, if it is a compactObject. An encoding that

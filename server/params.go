@@ -112,7 +112,7 @@ func (l rawLabels) Lookup(key string) (string, bool) {
 
 func labelsOf(obj runtime.Object, m metav1.Object) labels.Labels {
 	if co, ok := obj.(*compactObject); ok {
-		return pairLabels(co.labels)
+		return co.labelSet()
 	}
 	if u, ok := obj.(*unstructured.Unstructured); ok {
 		md, _ := u.Object["metadata"].(map[string]any)
