@@ -362,8 +362,10 @@ var syncContenders = []struct {
 	{"client-go typed informers + the same transform", func(r *runResult) *Result { return r.ClientGoTyped }, false},
 	{"fleetwatch, full objects", func(r *runResult) *Result { return r.Fleetwatch }, false},
 	{"fleetwatch, full objects, compact cache", func(r *runResult) *Result { return r.Compact }, false},
+	{"fleetwatch, full objects, compact cache compressed", func(r *runResult) *Result { return r.Compressed }, false},
 	{"`fleetwatch serve`, full objects, cache.encoding objects", func(r *runResult) *Result { return r.Serve }, false},
 	{"`fleetwatch serve`, full objects, cache.encoding compact", func(r *runResult) *Result { return r.ServeCompact }, false},
+	{"`fleetwatch serve`, full objects, cache.encoding compressed", func(r *runResult) *Result { return r.ServeCompressed }, false},
 	{"client-go metadatainformer + the same transform", func(r *runResult) *Result { return r.ClientGoMetadata }, true},
 	{"fleetwatch, metadata-only", func(r *runResult) *Result { return r.Metadata }, true},
 }
@@ -383,8 +385,10 @@ func peerFigures(rep *report) []figure {
 	}{
 		{"Full objects, vs typed informers + transform", func(r *runResult) *Result { return r.ClientGoTyped }, func(r *runResult) *Result { return r.Fleetwatch }, 0.5, false},
 		{"Full objects, compact cache, vs typed informers + transform", func(r *runResult) *Result { return r.ClientGoTyped }, func(r *runResult) *Result { return r.Compact }, 0.5, false},
+		{"Full objects, compact cache compressed, vs typed informers + transform", func(r *runResult) *Result { return r.ClientGoTyped }, func(r *runResult) *Result { return r.Compressed }, 0.5, false},
 		{"`fleetwatch serve`, cache.encoding objects, vs typed informers + transform", func(r *runResult) *Result { return r.ClientGoTyped }, func(r *runResult) *Result { return r.Serve }, 0.5, true},
 		{"`fleetwatch serve`, cache.encoding compact, vs typed informers + transform", func(r *runResult) *Result { return r.ClientGoTyped }, func(r *runResult) *Result { return r.ServeCompact }, 0.5, true},
+		{"`fleetwatch serve`, cache.encoding compressed, vs typed informers + transform", func(r *runResult) *Result { return r.ClientGoTyped }, func(r *runResult) *Result { return r.ServeCompressed }, 0.5, true},
 		{"Metadata-only, vs metadatainformer + transform", func(r *runResult) *Result { return r.ClientGoMetadata }, func(r *runResult) *Result { return r.Metadata }, 0.7, false},
 	} {
 		fig := func(name, format string, v func(*Result) float64, limit float64) figure {
@@ -703,8 +707,9 @@ type rawRow struct {
 func (r *runResult) syncRows() []rawRow {
 	return []rawRow{{"client-go", r.ClientGo, ""}, {"client-go dynamic + transform", r.ClientGoStripped, ""}, {"client-go typed + transform", r.ClientGoTyped, ""},
 		{"client-go metadatainformer + transform", r.ClientGoMetadata, ""}, {"fleetwatch", r.Fleetwatch, ""}, {"fleetwatch metadata-only", r.Metadata, ""},
-		{"fleetwatch, compact cache", r.Compact, ""},
+		{"fleetwatch, compact cache", r.Compact, ""}, {"fleetwatch, compact cache compressed", r.Compressed, ""},
 		{"fleetwatch serve, cache.encoding objects", r.Serve, ""}, {"fleetwatch serve, cache.encoding compact", r.ServeCompact, ""},
+		{"fleetwatch serve, cache.encoding compressed", r.ServeCompressed, ""},
 		{"fleetwatch + snapshot, cold", r.SnapCold, ""}, {"fleetwatch + snapshot, warm", r.Warm, ""},
 		{"fleetwatch + snapshot, warm after changes", r.CatchUp, ""}}
 }
