@@ -383,6 +383,10 @@ type runResult struct {
 	// MCRCompact and MCRCompactWarm: fleetwatch's provider over a compact fleet.
 	MCRCompact     *mcrResult `json:"mcrCompact,omitempty"`
 	MCRCompactWarm *mcrResult `json:"mcrCompactWarm,omitempty"`
+	// MCRCompressed and MCRCompressedWarm: over a compact fleet that compresses its
+	// encodings (persist.Codec{Compress: true}).
+	MCRCompressed     *mcrResult `json:"mcrCompressed,omitempty"`
+	MCRCompressedWarm *mcrResult `json:"mcrCompressedWarm,omitempty"`
 	// Watch phase.
 	ClientGoWatch   *Result `json:"clientGoWatch"`
 	FleetwatchWatch *Result `json:"fleetwatchWatch"`

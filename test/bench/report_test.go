@@ -78,6 +78,7 @@ func fullReport() *report {
 			MCRKubeconfig:      mcr(mcrKubeconfig, false, false),
 			MCRFleetwatch:      mcr(mcrFleetwatch, false, false), MCRFleetwatchWarm: mcr(mcrFleetwatch, true, false),
 			MCRCompact: mcr(mcrFleetwatch, false, true), MCRCompactWarm: mcr(mcrFleetwatch, true, true),
+			MCRCompressed: mcr(mcrFleetwatch, false, true), MCRCompressedWarm: mcr(mcrFleetwatch, true, true),
 		})
 	}
 	for _, n := range []int{1, 6} {
