@@ -21,6 +21,8 @@ import (
 //     version 1 wrote the byte formatUnstructured before the map, which is still read.
 //   - A *metav1.PartialObjectMetadata is stored as the byte formatMetadata, then the
 //     object, with its TypeMeta, in CBOR.
+//   - Either may be stored compressed: the byte formatCompressed, then its encoding as
+//     one S2 block (compress.go), by a Codec with Compress.
 //
 // Both are CBOR (RFC 8949) as Kubernetes' own CBOR serializer writes it, through
 // apimachinery's cbor/direct package, except that the maps written by
