@@ -60,7 +60,7 @@ func TestLoadSnapshotSeedsOrTakesBack(t *testing.T) {
 						// A compressing fleet's snapshot holds its encodings as it keeps them.
 						if codec, ok := fleetCodec.(persist.Codec); ok && codec.Compress {
 							enc, err := codec.Encode(pod(c, i))
-							if err != nil || enc[0] != 4 {
+							if err != nil || enc[0] != 5 {
 								t.Fatalf("encoding: %v, format %d", err, enc[0])
 							}
 							w.UpsertEncoded(c, key, pod(c, i), enc)

@@ -19,7 +19,7 @@ import (
 // halves most encodings (a realistic pod 4.8 KB → 2.8 KB, the bench's ConfigMaps 1.1 KB
 // → 0.64 KB) at a cost of a few µs to compress and to expand them: what a fleet that
 // keeps its objects encoded trades for memory (docs/benchmarks.md).
-const formatCompressed byte = 4
+const formatCompressed byte = 5
 
 const (
 	// minCompressed is the length under which an encoding is kept as it is: S2 saves
