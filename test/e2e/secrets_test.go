@@ -389,8 +389,12 @@ func TestDaemonKeepsNoSecretValue(t *testing.T) {
 			t.Fatal(err)
 		}
 		values.noLeak(t, what, data)
-		// A compressed encoding (cache.encoding compressed) would hide a value from a
-		// search of the file's bytes: the objects too, as they decode.
+	}
+	// checkObjects searches the objects of the snapshot at path, which no daemon has open,
+	// as they decode: a compressed encoding (cache.encoding compressed) would hide a value
+	// from a search of the file's bytes.
+	checkObjects := func(t *testing.T, what, path string) {
+		t.Helper()
 		for name, cs := range loadSnapshot(t, path).Clusters {
 			for key, rs := range cs.Resources {
 				for _, obj := range rs.Objects {
@@ -408,6 +412,7 @@ func TestDaemonKeepsNoSecretValue(t *testing.T) {
 		t.Helper()
 		d.stopGracefully(t)
 		checkFile(t, "the snapshot", snapshot)
+		checkObjects(t, "the snapshot", snapshot)
 		log := logText(readLog(t, d))
 		values.noLeak(t, "the log", log)
 		// Sanity: client-go logged the bodies of the responses that hold no Secret.
