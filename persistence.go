@@ -321,12 +321,16 @@ func (p *persistingStore) ApplyEncoded(obj *unstructured.Unstructured, encoded [
 	if p.compact {
 		held = encoded
 	}
-	changed, _, err := p.ClusterStore.ApplyEncodedChanged(obj, held, initialList)
+	changed, stored, err := p.ClusterStore.ApplyEncodedChanged(obj, held, initialList)
 	if err != nil {
 		return err
 	}
 	if changed {
-		p.writer.UpsertEncoded(p.cluster, p.key, obj, encoded)
+		// What the fleet keeps (compressed by its Codec), else the informer's encoding.
+		if stored == nil {
+			stored = encoded
+		}
+		p.writer.UpsertEncoded(p.cluster, p.key, obj, stored)
 	}
 	return nil
 }
@@ -337,12 +341,12 @@ func (p *persistingStore) ApplyPartial(partial *unstructured.Unstructured, encod
 	if !p.compact {
 		return fmt.Errorf("apply to the snapshot of cluster %q: %w", p.cluster, aggregate.ErrPartialObject)
 	}
-	changed, err := p.ClusterStore.ApplyPartialChanged(partial, encoded, initialList)
+	changed, stored, err := p.ClusterStore.ApplyPartialChanged(partial, encoded, initialList)
 	if err != nil {
 		return err
 	}
 	if changed {
-		p.writer.UpsertEncoded(p.cluster, p.key, partial, encoded)
+		p.writer.UpsertEncoded(p.cluster, p.key, partial, stored)
 	}
 	return nil
 }

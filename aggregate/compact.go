@@ -40,6 +40,16 @@ type Codec interface {
 	Decode(data []byte) (runtime.Object, error)
 }
 
+// EncodingShortener is implemented by Codecs that keep an encoding made elsewhere, by
+// the informers' decoders (ClusterStore.ApplyEncoded, ApplyPartial, a snapshot's
+// load), in another form, such as persist.Codec with Compress: the fleet keeps what
+// Shorten returns, hands it to handlers (Event.Encoded) and reports it as stored
+// (ClusterStore.ApplyEncodedChanged). Shorten must not modify encoded, and Decode must
+// read both forms.
+type EncodingShortener interface {
+	Shorten(encoded []byte) []byte
+}
+
 // defaultCodec is the Codec of fleets whose Options have none: nil, except in this
 // package's tests run with FLEETWATCH_TEST_CACHE_ENCODING=compact (export_test.go), which
 // then run against compact fleets.
@@ -168,6 +178,8 @@ func (ix *Indexer) encodeForEntry(obj runtime.Object, rv string, encoded []byte)
 		if encoded, err = ix.codec.Encode(obj); err != nil {
 			return version{}, err
 		}
+	} else if s, ok := ix.codec.(EncodingShortener); ok {
+		encoded = s.Shorten(encoded)
 	}
 	return version{
 		obj:    &encodedObject{data: encoded, rv: strings.Clone(rv)},

@@ -162,7 +162,7 @@ func TestCompactEventEncoded(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		codec aggregate.Codec
-	}{{"compact", persist.Codec{}}, {"plain", nil}} {
+	}{{"compact", persist.Codec{}}, {"compressed", persist.Codec{Compress: true}}, {"plain", nil}} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := aggregate.New(aggregate.Options{Codec: tc.codec})
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -219,7 +219,7 @@ func TestEncodedOnlyHandler(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		codec aggregate.Codec
-	}{{"compact", persist.Codec{}}, {"plain", nil}} {
+	}{{"compact", persist.Codec{}}, {"compressed", persist.Codec{Compress: true}}, {"plain", nil}} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := aggregate.New(aggregate.Options{Codec: tc.codec})
 			startFleet(t, f)
@@ -292,6 +292,11 @@ func TestEncodedOnlyHandler(t *testing.T) {
 					got, err := f.Codec().Decode(e.Encoded)
 					if u, ok := got.(*unstructured.Unstructured); err != nil || !ok || u.GetName() == "" {
 						t.Errorf("%s: Encoded decodes to %T (%v)", what, got, err)
+					}
+					// The fleet keeps, and hands out, the informers' encodings as its
+					// Codec shortens them (EncodingShortener).
+					if cbor, err := (persist.Codec{}).Expand(nil, e.Encoded); err != nil || (&cbor[0] != &e.Encoded[0]) != (tc.name == "compressed") {
+						t.Errorf("%s: Encoded of %d bytes, %d expanded (%v)", what, len(e.Encoded), len(cbor), err)
 					}
 				}
 			}

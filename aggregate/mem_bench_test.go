@@ -62,6 +62,7 @@ func BenchmarkHeapPerObject(b *testing.B) {
 			{"clientgo-typed", buildTyped},
 			{"fleetwatch", buildPlain},
 			{"fleetwatch-compact", buildCompact},
+			{"fleetwatch-compressed", buildCompressed},
 		} {
 			b.Run(kind.name+"/"+c.name, func(b *testing.B) {
 				base, err := typed()
@@ -157,7 +158,15 @@ func buildPlain(kind memKind, each func(yield func(cluster string, data []byte) 
 }
 
 func buildCompact(kind memKind, each func(yield func(cluster string, data []byte) error) error) (any, error) {
-	f := aggregate.New(aggregate.Options{Codec: persist.Codec{}})
+	return buildEncoded(persist.Codec{}, kind, each)
+}
+
+func buildCompressed(kind memKind, each func(yield func(cluster string, data []byte) error) error) (any, error) {
+	return buildEncoded(persist.Codec{Compress: true}, kind, each)
+}
+
+func buildEncoded(codec persist.Codec, kind memKind, each func(yield func(cluster string, data []byte) error) error) (any, error) {
+	f := aggregate.New(aggregate.Options{Codec: codec})
 	d := &jsondec.Decoder{DropManagedFields: true}
 	err := each(func(cluster string, data []byte) error {
 		m, encoded, err := d.ObjectPartialCBOR(data)

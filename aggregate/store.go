@@ -99,18 +99,17 @@ func (s *ClusterStore) ApplyEncodedChanged(obj runtime.Object, encoded []byte, i
 // it: it keeps encoded and decodes it where it needs the object (user index functions,
 // handlers, reads). It implements informer.PartialStore.
 func (s *ClusterStore) ApplyPartial(partial *unstructured.Unstructured, encoded []byte, initialList bool) error {
-	_, err := s.ApplyPartialChanged(partial, encoded, initialList)
+	_, _, err := s.ApplyPartialChanged(partial, encoded, initialList)
 	return err
 }
 
-// ApplyPartialChanged is ApplyPartial that also reports whether the store changed, as
-// ApplyChanged.
-func (s *ClusterStore) ApplyPartialChanged(partial *unstructured.Unstructured, encoded []byte, initialList bool) (changed bool, err error) {
+// ApplyPartialChanged is ApplyPartial that also reports whether the store changed, and
+// the encoding the fleet keeps if it did, as ApplyEncodedChanged.
+func (s *ClusterStore) ApplyPartialChanged(partial *unstructured.Unstructured, encoded []byte, initialList bool) (changed bool, stored []byte, err error) {
 	if s.ix.codec == nil || encoded == nil {
-		return false, fmt.Errorf("apply to %s in cluster %q: %w", s.ix.resource, s.cluster, ErrPartialObject)
+		return false, nil, fmt.Errorf("apply to %s in cluster %q: %w", s.ix.resource, s.cluster, ErrPartialObject)
 	}
-	changed, _, err = s.apply(partial, encoded, true, initialList)
-	return changed, err
+	return s.apply(partial, encoded, true, initialList)
 }
 
 // apply is ApplyEncodedChanged, and ApplyPartialChanged with partial set: obj is then

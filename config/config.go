@@ -55,6 +55,9 @@ const (
 const (
 	CacheEncodingObjects = "objects"
 	CacheEncodingCompact = "compact"
+	// CacheEncodingCompressed is CacheEncodingCompact with the encodings that S2
+	// shortens by an eighth compressed (persist.Codec{Compress: true}).
+	CacheEncodingCompressed = "compressed"
 	// DefaultCacheEncoding is the default of Cache.Encoding (docs/benchmarks.md, "The
 	// compact cache under fleetwatch serve", has the numbers it was chosen from): less
 	// memory at every stage of a sync and after, for a decode per Table row.
@@ -194,11 +197,13 @@ type Health struct {
 // held. The Keep fields default to false, which is what DESIGN.md promises: memory is
 // spent on what users query.
 type Cache struct {
-	// Encoding is how the cache holds full objects: CacheEncodingObjects, decoded; or
+	// Encoding is how the cache holds full objects: CacheEncodingObjects, decoded;
 	// CacheEncodingCompact, as the snapshot's CBOR (aggregate.Options.Codec =
 	// persist.Codec{}), which the server writes JSON from, decoding an object only for
 	// Tables, PartialObjectMetadata, field selectors beyond name and namespace, and
-	// library readers. Default DefaultCacheEncoding. Takes effect at the next start.
+	// library readers; or CacheEncodingCompressed, that CBOR compressed where it
+	// shortens it, and expanded where it is read. Default DefaultCacheEncoding. Takes
+	// effect at the next start.
 	Encoding string `yaml:"encoding" mapstructure:"encoding"`
 	// KeepManagedFields keeps metadata.managedFields, which are stripped by default.
 	KeepManagedFields bool `yaml:"keepManagedFields" mapstructure:"keepManagedFields"`

@@ -75,8 +75,10 @@ func (c *Config) validate() []*FieldError {
 		v.add("sync.maxConcurrent", "must be at least 1, got %d", c.Sync.MaxConcurrent)
 	}
 	v.health(c.Health)
-	if c.Cache.Encoding != CacheEncodingObjects && c.Cache.Encoding != CacheEncodingCompact {
-		v.add("cache.encoding", "%q is neither %q nor %q", c.Cache.Encoding, CacheEncodingObjects, CacheEncodingCompact)
+	switch c.Cache.Encoding {
+	case CacheEncodingObjects, CacheEncodingCompact, CacheEncodingCompressed:
+	default:
+		v.add("cache.encoding", "%q is none of %q, %q and %q", c.Cache.Encoding, CacheEncodingObjects, CacheEncodingCompact, CacheEncodingCompressed)
 	}
 	if c.Snapshot.Interval <= 0 {
 		v.add("snapshot.interval", "must be positive, got %s", formatDuration(c.Snapshot.Interval))

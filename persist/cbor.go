@@ -31,6 +31,9 @@ const maxFastDepth = 256
 // the loader has one per goroutine, so that its intern.Table needs no lock.
 type fastDecoder struct {
 	strings intern.Table
+	// scratch holds the expansion of a compressed encoding (expanded) while it is
+	// decoded; nothing decoded shares its memory.
+	scratch []byte
 }
 
 // decodeMap decodes data, the CBOR of an unstructured object's map. ok is false if data

@@ -21,6 +21,8 @@ import (
 //     version 1 wrote the byte formatUnstructured before the map, which is still read.
 //   - A *metav1.PartialObjectMetadata is stored as the byte formatMetadata, then the
 //     object, with its TypeMeta, in CBOR.
+//   - Either may be stored compressed: the byte formatCompressed, then its encoding as
+//     one S2 block (compress.go), by a Codec with Compress.
 //
 // Both are CBOR (RFC 8949) as Kubernetes' own CBOR serializer writes it, through
 // apimachinery's cbor/direct package, except that the maps written by
@@ -109,6 +111,10 @@ func (d *fastDecoder) decode(data string) (runtime.Object, error) {
 	if len(data) == 0 {
 		return nil, fmt.Errorf("%w: empty object value", ErrCorrupt)
 	}
+	data, err := d.expanded(data)
+	if err != nil {
+		return nil, err
+	}
 	switch {
 	case isMapHead(data[0]):
 		return d.decodeUnstructured(data)
@@ -146,10 +152,43 @@ func (d *fastDecoder) decodeUnstructured(data string) (runtime.Object, error) {
 // stores, and the informers' encodings of watched objects (jsondec.Decoder.ObjectCBOR)
 // are in its format. It takes *unstructured.Unstructured and
 // *metav1.PartialObjectMetadata objects; errors wrap ErrInvalid or ErrCorrupt.
-type Codec struct{}
+type Codec struct {
+	// Compress keeps the encodings that S2 makes at least an eighth shorter compressed
+	// (formatCompressed): Encode returns them so, and Shorten makes the informers'
+	// encodings so. Decode reads both forms either way.
+	Compress bool
+}
 
 // Encode returns the encoding of obj.
-func (Codec) Encode(obj runtime.Object) ([]byte, error) { return encodeObject(obj) }
+func (c Codec) Encode(obj runtime.Object) ([]byte, error) {
+	enc, err := encodeObject(obj)
+	if err != nil || !c.Compress {
+		return enc, err
+	}
+	return compress(enc), nil
+}
+
+// Shorten returns encoded, an encoding in the Codec's format made elsewhere (by the
+// informers' decoders), as Encode would return it: compressed if Compress is set and
+// that saves an eighth, else encoded itself. It does not modify encoded
+// (aggregate.EncodingShortener).
+func (c Codec) Shorten(encoded []byte) []byte {
+	if !c.Compress || len(encoded) == 0 {
+		return encoded
+	}
+	return compress(encoded)
+}
+
+// Expand returns the encoding that data holds uncompressed: data itself, or if data is
+// compressed, what it holds, written into dst's memory where it has room. A reader of
+// the CBOR of an unstructured object (CBORMaps) reads what it returns. An error wraps
+// ErrCorrupt.
+func (Codec) Expand(dst, data []byte) ([]byte, error) {
+	if len(data) == 0 || data[0] != formatCompressed {
+		return data, nil
+	}
+	return expand(dst, unsafe.String(unsafe.SliceData(data), len(data)))
+}
 
 // Decode returns the object of data, sharing no memory with it. data must not change
 // during the call. Its strings are interned in tables that outlive the call (one per
@@ -167,11 +206,11 @@ func (Codec) Decode(data []byte) (obj runtime.Object, err error) {
 	return d.decode(unsafe.String(unsafe.SliceData(data), len(data)))
 }
 
-// CBORMaps reports that the encoding of an *unstructured.Unstructured is the CBOR of its
-// map (RFC 8949, as described at the top of this file: string keys, definite lengths,
-// no tags), so that a reader that understands CBOR can write the object's JSON from it
-// without decoding it; the HTTP server's watch cache does. The encoding of any other
-// object starts with a byte that is not a CBOR map head.
+// CBORMaps reports that the encoding of an *unstructured.Unstructured, once expanded
+// (Expand), is the CBOR of its map (RFC 8949, as described at the top of this file:
+// string keys, definite lengths, no tags), so that a reader that understands CBOR can
+// write the object's JSON from it without decoding it; the HTTP server's watch cache
+// does. The encoding of any other object starts with a byte that is not a CBOR map head.
 func (Codec) CBORMaps() bool { return true }
 
 // decoders are the decoders of Codec.Decode, each with its tables of strings.

@@ -177,6 +177,10 @@ func FuzzDecode(f *testing.F) {
 		}
 		f.Add(data)
 		f.Add(data[:len(data)/2])
+		if c := compress(data); c[0] == formatCompressed {
+			f.Add(c)
+			f.Add(c[:len(c)/2])
+		}
 	}
 	f.Add([]byte{formatUnstructured, 0xbf, 0x61, 0x61, 0x9f, 0xff, 0xff})
 	f.Add([]byte{formatMetadata, 0xa1, 0x68, 'm', 'e', 't', 'a', 'd', 'a', 't', 'a', 0xa0})

@@ -212,6 +212,10 @@ func FuzzDecodePartial(f *testing.F) {
 		}
 		f.Add(data)
 		f.Add(data[:len(data)/2])
+		if c := compress(data); c[0] == formatCompressed {
+			f.Add(c)
+			f.Add(c[:len(c)/2])
+		}
 	}
 	f.Add([]byte{0xa2, 0x41, 'a', 0x01, 0x41, 'a', 0x02})                                    // a repeated key
 	f.Add([]byte{0xa1, 0x48, 'm', 'e', 't', 'a', 'd', 'a', 't', 'a', 0xa1, 0x41, 'x', 0xc0}) // a tag, skipped

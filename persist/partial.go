@@ -23,9 +23,10 @@ import (
 // object in Codec's encoding; otherwise obj is what decode returns, whole. err is what
 // decode returns. It may panic on a bug; the caller recovers.
 func (d *fastDecoder) decodePartial(data string) (obj runtime.Object, encoded []byte, err error) {
-	if len(data) > 0 && isMapHead(data[0]) {
-		r := cborReader{data: data, strings: &d.strings}
-		if m, ok := r.filingMap(0, false); ok && r.off == len(data) {
+	// A compressed encoding is read expanded, and kept compressed.
+	if plain, err := d.expanded(data); err == nil && len(plain) > 0 && isMapHead(plain[0]) {
+		r := cborReader{data: plain, strings: &d.strings}
+		if m, ok := r.filingMap(0, false); ok && r.off == len(plain) {
 			return &unstructured.Unstructured{Object: m}, []byte(data), nil
 		}
 	}

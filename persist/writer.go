@@ -181,16 +181,18 @@ func (w *Writer) Upsert(cluster string, resource ResourceKey, obj runtime.Object
 // jsondec.Decoder.ObjectCBOR). It must be one CBOR map in the subset that the
 // snapshot's decoder reads: map keys are byte or text strings, in any order and each
 // once, and values are maps, arrays, strings, integers that fit an int64, finite floats,
-// booleans or null, all of definite length and without tags.
+// booleans or null, all of definite length and without tags; or such a map compressed,
+// as Codec with Compress keeps it.
 //
 // Checking that would cost as much as encoding obj, so only the first byte is checked:
-// if it is not the head of a map, obj is encoded at commit time as by Upsert. An
+// if it is neither the head of a map nor that of a compressed encoding, obj is encoded
+// at commit time as by Upsert. An
 // encoding that is not what it should be makes the snapshot fail to load at the next
 // start, which then moves the file aside and starts cold. encoded may not be modified
 // after the call; obj may, if encoded is a map: the Writer then keeps encoded and not
 // obj.
 func (w *Writer) UpsertEncoded(cluster string, resource ResourceKey, obj *unstructured.Unstructured, encoded []byte) {
-	if len(encoded) == 0 || !isMapHead(encoded[0]) {
+	if len(encoded) == 0 || !isMapHead(encoded[0]) && encoded[0] != formatCompressed {
 		encoded = nil
 	}
 	w.upsert(cluster, resource, obj, encoded)

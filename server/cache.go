@@ -273,7 +273,7 @@ func (rc *resourceCache) apply(e aggregate.Event) *compactObject {
 func (rc *resourceCache) storedForm(e aggregate.Event) (obj runtime.Object, stored *compactObject) {
 	if e.Object == nil && e.Encoded != nil && rc.codec != nil {
 		if c, ok := rc.codec.(cborCodec); ok && c.CBORMaps() {
-			if stored, ok = summarizeCBOR(rc.resource.GroupResource(), e.Encoded); ok {
+			if stored, ok = summarizeEncoded(c, rc.resource.GroupResource(), e.Encoded); ok {
 				return stored, stored
 			}
 		}

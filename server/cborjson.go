@@ -54,6 +54,8 @@ type cborJSON struct {
 	top, md []byte
 	// levels are the scratch space of the maps being written, by depth.
 	levels []cborLevel
+	// expanded is the scratch space of the CBOR of a compressed encoding (cborCodec).
+	expanded []byte
 }
 
 // cborLevel is the scratch space of a map: its entries, and their values' JSON.

@@ -198,13 +198,20 @@ func ptrTime[T any](v T) *T { return &v }
 // the initial events of watches in every format, with selectors, byte for byte apart
 // from the cursors, which are each server's own.
 func TestCompactServesSameBytes(t *testing.T) {
-	plain, compact := newFixtureOf(t, nil, nil), newFixtureOf(t, persist.Codec{}, nil)
-	for _, f := range []*fixture{plain, compact} {
+	plain, compact, compressed := newFixtureOf(t, nil, nil), newFixtureOf(t, persist.Codec{}, nil), newFixtureOf(t, persist.Codec{Compress: true}, nil)
+	for _, f := range []*fixture{plain, compact, compressed} {
 		f.apply(prod, podsGVR, aggregatetest.RealisticPod("shop", "real-1", "900", map[string]string{"app": "shop"}))
 		f.sync()
 	}
-	if _, ok := compact.server.cache.lookup(podsGVR).clusters[prod].namespaces["shop"]["real-1"].(*compactObject); !ok {
-		t.Fatal("the compact fleet's view does not hold the encoding")
+	for _, f := range []*fixture{compact, compressed} {
+		co, ok := f.server.cache.lookup(podsGVR).clusters[prod].namespaces["shop"]["real-1"].(*compactObject)
+		if !ok {
+			t.Fatal("the compact fleet's view does not hold the encoding")
+		}
+		// The compressing fleet's view keeps the encoding compressed, as the fleet does.
+		if cbor, err := (persist.Codec{}).Expand(nil, co.data); err != nil || (&cbor[0] != &co.data[0]) != (f == compressed) {
+			t.Errorf("the view holds %d bytes, %d expanded (%v)", len(co.data), len(cbor), err)
+		}
 	}
 	cursors := regexp.MustCompile(`"(resourceVersion|continue)":"[^"]*"`)
 	table := "application/json;as=Table;v=v1;g=meta.k8s.io"
@@ -227,8 +234,8 @@ func TestCompactServesSameBytes(t *testing.T) {
 		{"/clusters/*/api/v1/pods?watch=true&timeoutSeconds=1&fieldSelector=spec.nodeName%3Dnode-1", table},
 		{"/apis/fleetwatch.io/v1alpha1/search?q=web", ""},
 	} {
-		var bodies [2][]byte
-		for i, f := range []*fixture{plain, compact} {
+		var bodies [3][]byte
+		for i, f := range []*fixture{plain, compact, compressed} {
 			var r response
 			if tc.accept != "" {
 				r = f.get(tc.path, "Accept", tc.accept)
@@ -240,8 +247,8 @@ func TestCompactServesSameBytes(t *testing.T) {
 			}
 			bodies[i] = cursors.ReplaceAll(r.body, []byte(`"$1":"…"`))
 		}
-		if !bytes.Equal(bodies[0], bodies[1]) {
-			t.Errorf("GET %s (%s):\nplain   %s\ncompact %s", tc.path, tc.accept, bodies[0], bodies[1])
+		if !bytes.Equal(bodies[0], bodies[1]) || !bytes.Equal(bodies[0], bodies[2]) {
+			t.Errorf("GET %s (%s):\nplain      %s\ncompact    %s\ncompressed %s", tc.path, tc.accept, bodies[0], bodies[1], bodies[2])
 		}
 	}
 }
@@ -279,7 +286,12 @@ var summaryResources = []schema.GroupResource{{Resource: "pods"}, {Group: "apps"
 // one.
 func checkSummary(t *testing.T, gr schema.GroupResource, data []byte) bool {
 	t.Helper()
-	got, ok := summarizeCBOR(gr, data)
+	got, ok := summarizeCBOR(gr, data, data)
+	// Compressed, the same summary, which keeps the compressed encoding.
+	compressed := persist.Codec{Compress: true}.Shorten(data)
+	if gotC, okC := summarizeEncoded(persist.Codec{}, gr, compressed); okC != ok || ok && (describeSummary(gotC) != describeSummary(got) || !bytes.Equal(gotC.data, compressed)) {
+		t.Fatalf("%v: summary of the compressed encoding (%d → %d bytes) %v, %v; want %v, %v", gr, len(data), len(compressed), gotC, okC, got, ok)
+	}
 	obj, err := persist.Codec{}.Decode(data)
 	u, isUnstructured := obj.(*unstructured.Unstructured)
 	if !ok || err != nil || !isUnstructured {
@@ -315,7 +327,7 @@ func TestSummarizeCBOR(t *testing.T) {
 	// The summary's texts are read from the encoding and copied: overwriting the
 	// encoding's bytes changes nothing of it.
 	data := bytes.Clone(summaryTestObjects(t)["deployment"])
-	summarized, ok := summarizeCBOR(schema.GroupResource{Group: "apps", Resource: "deployments"}, data)
+	summarized, ok := summarizeCBOR(schema.GroupResource{Group: "apps", Resource: "deployments"}, data, data)
 	if !ok || summarized.GetName() != "web" {
 		t.Fatalf("the deployment is not summarized from its CBOR: %v", summarized)
 	}
@@ -330,7 +342,7 @@ func TestSummarizeCBOR(t *testing.T) {
 		t.Errorf("the summary changed with the encoding's bytes:\n%s\n%s", before, after)
 	}
 	// The images, in search's order, each once.
-	co, _ := summarizeCBOR(schema.GroupResource{Group: "apps", Resource: "deployments"}, summaryTestObjects(t)["deployment"])
+	co, _ := summarizeCBOR(schema.GroupResource{Group: "apps", Resource: "deployments"}, summaryTestObjects(t)["deployment"], summaryTestObjects(t)["deployment"])
 	if got, want := search.Images(schema.GroupResource{Group: "apps", Resource: "deployments"}, co), []string{"busybox:1", "nginx:1.27", "debian:13"}; !slices.Equal(got, want) {
 		t.Errorf("images %v, want %v", got, want)
 	}
@@ -406,7 +418,7 @@ func TestCompactObjectTexts(t *testing.T) {
 			meta:   [len(summaryKeys)][]byte{[]byte("web"), []byte("shop"), []byte("u-1"), []byte("42"), []byte("2024-05-06T07:08:09Z")},
 			has:    [len(summaryKeys)]bool{true, true, true, true, true},
 			labels: [][]byte{[]byte("b"), []byte(""), []byte("a"), []byte(long)}, images: [][]byte{[]byte(long), []byte("nginx")}},
-		"images only": {meta: [len(summaryKeys)][]byte{[]byte("n")}, has: [len(summaryKeys)]bool{true}, images: [][]byte{[]byte("i")}},
+		"images only":   {meta: [len(summaryKeys)][]byte{[]byte("n")}, has: [len(summaryKeys)]bool{true}, images: [][]byte{[]byte("i")}},
 		"bad timestamp": {meta: [len(summaryKeys)][]byte{4: []byte("yesterday")}, has: [len(summaryKeys)]bool{4: true}},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -470,5 +482,44 @@ func TestCompactObjectIsSmall(t *testing.T) {
 	}
 	if co.GetName() != "web-1" {
 		t.Errorf("name %q", co.GetName())
+	}
+}
+
+// TestExpandScratchIsNotAnEncoding reads encodings that are not compressed, then
+// compressed ones, through the scratch space that the latter expand into (summaries and
+// JSON written from the CBOR): the scratch space must never be an encoding's own
+// memory, which Expand returns for an encoding that is not compressed.
+func TestExpandScratchIsNotAnEncoding(t *testing.T) {
+	pods := schema.GroupResource{Resource: "pods"}
+	pod := aggregatetest.RealisticPod("shop", "web-1", "42", map[string]string{"app": "web"})
+	plain, err := persist.Codec{}.Encode(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := aggregatetest.RealisticPod("other", "db-2", "43", map[string]string{"app": "db"})
+	compressed, err := persist.Codec{Compress: true}.Encode(other)
+	if err != nil || len(compressed) >= len(plain) {
+		t.Fatalf("the pod is not compressed: %v", err)
+	}
+	keep := bytes.Clone(plain)
+	target := servedTarget{kind: "Pod", apiVersion: "v1", cluster: prod}
+	for range 3 {
+		if _, ok := summarizeEncoded(persist.Codec{}, pods, plain); !ok {
+			t.Fatal("the pod is not summarized")
+		}
+		if _, err := (&encodedServed{target: target, data: plain, codec: persist.Codec{}, res: cborTestResource}).appendJSON(nil); err != nil {
+			t.Fatal(err)
+		}
+		co, ok := summarizeEncoded(persist.Codec{}, pods, compressed)
+		if !ok || co.GetName() != "db-2" {
+			t.Fatalf("the compressed pod is not summarized: %v", co)
+		}
+		out, err := (&encodedServed{target: target, data: compressed, codec: persist.Codec{}, res: cborTestResource}).appendJSON(nil)
+		if err != nil || !bytes.Contains(out, []byte(`"db-2"`)) {
+			t.Fatalf("the compressed pod is not served: %v", err)
+		}
+	}
+	if !bytes.Equal(plain, keep) {
+		t.Fatal("expanding a compressed encoding wrote into another encoding")
 	}
 }

@@ -30,8 +30,42 @@ import (
 // objects are small and kept decoded, as under a plain fleet.
 
 // cborCodec is implemented by Codecs whose encodings of unstructured objects are CBOR
-// maps that appendServedCBOR reads (persist.Codec).
-type cborCodec interface{ CBORMaps() bool }
+// maps that appendServedCBOR and summarizeCBOR read (persist.Codec), once expanded:
+// Expand returns data itself, or the CBOR that a compressed encoding holds, in dst's
+// memory where it has room.
+type cborCodec interface {
+	CBORMaps() bool
+	Expand(dst, data []byte) ([]byte, error)
+}
+
+// expandBuffers are the scratch space of the summaries read from compressed encodings.
+var expandBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+// keepExpanded is the largest scratch space kept for expanding encodings.
+const keepExpanded = 1 << 20
+
+// summarizeEncoded returns the compactObject of data, an encoding of c, its summary
+// read from the CBOR (summarizeCBOR, of data expanded). ok is false where the caller
+// is to decode the object instead.
+func summarizeEncoded(c cborCodec, gr schema.GroupResource, data []byte) (_ *compactObject, ok bool) {
+	bp := expandBuffers.Get().(*[]byte)
+	defer expandBuffers.Put(bp)
+	cbor, err := c.Expand((*bp)[:0], data)
+	if err != nil {
+		return nil, false
+	}
+	keepScratch(bp, cbor, data)
+	return summarizeCBOR(gr, cbor, data)
+}
+
+// keepScratch keeps in *bp the memory of cbor, which Expand returned for data, for the
+// next expansion: unless it is data's own (never to be written to) or large.
+func keepScratch(bp *[]byte, cbor, data []byte) {
+	if cap(cbor) > keepExpanded || len(cbor) == 0 || len(data) > 0 && &cbor[0] == &data[0] {
+		return
+	}
+	*bp = cbor[:0]
+}
 
 // compactObject is a full object of the watch cache of a compact fleet. It is
 // immutable: its setters panic.
@@ -372,9 +406,14 @@ var cborWriters = sync.Pool{New: func() any { return new(cborJSON) }}
 func (e *encodedServed) appendJSON(b []byte) ([]byte, error) {
 	if c, ok := e.codec.(cborCodec); ok && c.CBORMaps() {
 		w := cborWriters.Get().(*cborJSON)
-		out, ok := w.appendServedCBOR(b, e.data, e.target)
+		cbor, err := c.Expand(w.expanded[:0], e.data)
+		keepScratch(&w.expanded, cbor, e.data)
+		var out []byte
+		if err == nil {
+			out, ok = w.appendServedCBOR(b, cbor, e.target)
+		}
 		cborWriters.Put(w)
-		if ok {
+		if err == nil && ok {
 			return out, nil
 		}
 	}
@@ -388,15 +427,16 @@ func (e *encodedServed) appendJSON(b []byte) ([]byte, error) {
 	return appendItem(b, served(e.res, object{cluster: e.target.cluster, obj: obj}, e.target.rv))
 }
 
-// summarizeCBOR returns the compactObject of the object of gr encoded in data, its
-// summary read from the CBOR without decoding the object, as newCompactObject would
-// make it from the decoded object. ok is false if data is not a CBOR map of the form
+// summarizeCBOR returns the compactObject of the object of gr encoded in data, whose
+// CBOR is cbor (data itself, or data expanded), its summary read from the CBOR without
+// decoding the object, as newCompactObject would make it from the decoded object. It
+// keeps data, and nothing of cbor. ok is false if data is not a CBOR map of the form
 // that persist.Codec writes for an unstructured object (with string keys, definite
 // lengths, no more than maxCBORDepth deep), or if a member that the summary reads is
 // repeated; the caller then decodes the object.
-func summarizeCBOR(gr schema.GroupResource, data []byte) (_ *compactObject, ok bool) {
-	r := summaryReader{cborCursor{data: data}}
-	if len(data) > 0 && data[0] == formatUnstructuredV1 {
+func summarizeCBOR(gr schema.GroupResource, cbor, data []byte) (_ *compactObject, ok bool) {
+	r := summaryReader{cborCursor{data: cbor}}
+	if len(cbor) > 0 && cbor[0] == formatUnstructuredV1 {
 		r.off = 1
 	}
 	if !r.nextIs(cborMap) {
@@ -421,7 +461,7 @@ func summarizeCBOR(gr schema.GroupResource, data []byte) (_ *compactObject, ok b
 		}
 		return r.skip(1)
 	})
-	if !ok || r.off != len(data) {
+	if !ok || r.off != len(cbor) {
 		return nil, false
 	}
 	return sum.build(data), true

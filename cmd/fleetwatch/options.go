@@ -47,10 +47,13 @@ func managerOptions(cfg *config.Config) fleetwatch.Options {
 }
 
 // fleetCodec turns cache.encoding into aggregate.Options.Codec: the snapshot's encoding
-// for a compact cache, nil for decoded objects.
+// for a compact cache, compressing for a compressed one, nil for decoded objects.
 func fleetCodec(encoding string) aggregate.Codec {
-	if encoding == config.CacheEncodingCompact {
+	switch encoding {
+	case config.CacheEncodingCompact:
 		return persist.Codec{}
+	case config.CacheEncodingCompressed:
+		return persist.Codec{Compress: true}
 	}
 	return nil
 }

@@ -4,8 +4,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetwatch/fleetwatch/aggregate"
 	"github.com/fleetwatch/fleetwatch/cluster"
 	"github.com/fleetwatch/fleetwatch/config"
+	"github.com/fleetwatch/fleetwatch/persist"
 )
 
 // TestManagerOptionsHealth checks that the health.* keys reach the Manager's probes.
@@ -33,5 +35,20 @@ func TestManagerOptionsJSONOnly(t *testing.T) {
 	cfg.Cache.JSONOnly = true
 	if !managerOptions(&cfg).JSONOnly {
 		t.Error("cache.jsonOnly: true: JSONOnly = false")
+	}
+}
+
+// TestManagerOptionsEncoding checks that each cache.encoding reaches the fleet's Codec.
+func TestManagerOptionsEncoding(t *testing.T) {
+	for encoding, want := range map[string]aggregate.Codec{
+		config.CacheEncodingObjects:    nil,
+		config.CacheEncodingCompact:    persist.Codec{},
+		config.CacheEncodingCompressed: persist.Codec{Compress: true},
+	} {
+		cfg := config.Default()
+		cfg.Cache.Encoding = encoding
+		if got := managerOptions(&cfg).Fleet.Codec; got != want {
+			t.Errorf("cache.encoding %s: Codec %#v, want %#v", encoding, got, want)
+		}
 	}
 }

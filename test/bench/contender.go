@@ -249,6 +249,7 @@ func runContender(args []string) (err error) {
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig with one context per cluster")
 	metadataOnly := fs.Bool("metadata-only", false, "fleetwatch: cache every resource metadata-only")
 	compact := fs.Bool("compact", false, "fleetwatch: keep the objects in the snapshot's encoding (Fleet.Codec = persist.Codec{})")
+	compress := fs.Bool("compress", false, "fleetwatch: with --compact, compress the encodings that S2 shortens (persist.Codec{Compress: true})")
 	jsonOnly := fs.Bool("json-only", false, "fleetwatch: ask the apiservers for JSON only (Options.JSONOnly), not protobuf")
 	snapshot := fs.String("snapshot", "", "fleetwatch: snapshot file (empty: no persistence)")
 	expect := fs.Int("expect", 0, "objects expected in the cache, to time when a warm cache is complete")
@@ -298,7 +299,7 @@ func runContender(args []string) (err error) {
 	case implClientGo, implClientGoStripped, implClientGoTyped, implClientGoMetadata:
 		c = &clientGo{impl: *impl, kubeconfig: *kubeconfig, namespaces: splitList(*namespaces)}
 	case implFleetwatch:
-		fw := &fleetwatchContender{kubeconfig: *kubeconfig, metadataOnly: *metadataOnly, compact: *compact, jsonOnly: *jsonOnly, snapshotPath: *snapshot, namespaces: splitList(*namespaces), syncTimeout: *syncTimeout}
+		fw := &fleetwatchContender{kubeconfig: *kubeconfig, metadataOnly: *metadataOnly, compact: *compact, compress: *compress, jsonOnly: *jsonOnly, snapshotPath: *snapshot, namespaces: splitList(*namespaces), syncTimeout: *syncTimeout}
 		if err := fw.open(); err != nil {
 			return err
 		}
@@ -645,6 +646,7 @@ type fleetwatchContender struct {
 	kubeconfig   string
 	metadataOnly bool
 	compact      bool
+	compress     bool
 	jsonOnly     bool
 	snapshotPath string
 	namespaces   []string
@@ -671,7 +673,7 @@ func (f *fleetwatchContender) open() error {
 		JSONOnly:    f.jsonOnly,
 	}
 	if f.compact {
-		opts.Fleet.Codec = persist.Codec{}
+		opts.Fleet.Codec = persist.Codec{Compress: f.compress}
 	}
 	if f.snapshotPath != "" {
 		store, err := persist.Open(f.snapshotPath, persist.Options{})

@@ -81,7 +81,7 @@ type driverOptions struct {
 // syncUnitNames are the sync contenders of a run, in the order of the first run, as
 // --contenders names them; "snapshot" is the cold, warm and catch-up runs of the
 // snapshot.
-var syncUnitNames = []string{"clientgo", "clientgo-stripped", "clientgo-typed", "clientgo-metadata", "fleetwatch", "fleetwatch-metadata", "fleetwatch-compact", "serve-objects", "serve-compact", "fleetwatch-metadata-compact", "fleetwatch-json", "fleetwatch-compact-json", "snapshot"}
+var syncUnitNames = []string{"clientgo", "clientgo-stripped", "clientgo-typed", "clientgo-metadata", "fleetwatch", "fleetwatch-metadata", "fleetwatch-compact", "fleetwatch-compressed", "serve-objects", "serve-compact", "serve-compressed", "fleetwatch-metadata-compact", "fleetwatch-json", "fleetwatch-compact-json", "snapshot"}
 
 // driver runs the contenders against one Env.
 type driver struct {
@@ -351,6 +351,10 @@ type runResult struct {
 	// objects and compact (serve.go).
 	Serve        *Result `json:"serve,omitempty"`
 	ServeCompact *Result `json:"serveCompact,omitempty"`
+	// Compressed and ServeCompressed are the compact cache with its encodings
+	// compressed (persist.Codec{Compress: true}; cache.encoding compressed).
+	Compressed      *Result `json:"compressed,omitempty"`
+	ServeCompressed *Result `json:"serveCompressed,omitempty"`
 	// MetadataCompact is fleetwatch, metadata-only, in a compact cache.
 	MetadataCompact *Result `json:"metadataCompact,omitempty"`
 	// JSON and CompactJSON are fleetwatch and its compact cache asking the apiservers
@@ -379,6 +383,10 @@ type runResult struct {
 	// MCRCompact and MCRCompactWarm: fleetwatch's provider over a compact fleet.
 	MCRCompact     *mcrResult `json:"mcrCompact,omitempty"`
 	MCRCompactWarm *mcrResult `json:"mcrCompactWarm,omitempty"`
+	// MCRCompressed and MCRCompressedWarm: over a compact fleet that compresses its
+	// encodings (persist.Codec{Compress: true}).
+	MCRCompressed     *mcrResult `json:"mcrCompressed,omitempty"`
+	MCRCompressedWarm *mcrResult `json:"mcrCompressedWarm,omitempty"`
 	// Watch phase.
 	ClientGoWatch   *Result `json:"clientGoWatch"`
 	FleetwatchWatch *Result `json:"fleetwatchWatch"`
@@ -435,11 +443,19 @@ func (d *driver) run(ctx context.Context, r int) (*runResult, error) {
 			return err
 		},
 		func() error {
+			rr.Compressed, _, err = d.contend(ctx, name("fleetwatch-compressed"), modeSync, profile, "--impl", implFleetwatch, "--compact", "--compress")
+			return err
+		},
+		func() error {
 			rr.Serve, err = d.serveContend(ctx, name("serve-objects"), serveObjects)
 			return err
 		},
 		func() error {
 			rr.ServeCompact, err = d.serveContend(ctx, name("serve-compact"), serveCompact)
+			return err
+		},
+		func() error {
+			rr.ServeCompressed, err = d.serveContend(ctx, name("serve-compressed"), serveCompressed)
 			return err
 		},
 		func() error {

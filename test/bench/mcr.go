@@ -42,6 +42,8 @@ type mcrResult struct {
 	Warm     bool   `json:"warm"`
 	// Compact is set for fleetwatch's provider over a compact fleet (--compact).
 	Compact bool `json:"compact,omitempty"`
+	// Compressed is set for a compact fleet that compresses its encodings (--compress).
+	Compressed bool `json:"compressed,omitempty"`
 	// Expected is the number of ConfigMaps in the clusters, one request each.
 	Expected int `json:"expected"`
 	// FirstSec and AllSec are the times from the process start to its first request and
@@ -130,11 +132,15 @@ func (d *driver) mcrPhase(ctx context.Context, r int, rr *runResult) error {
 			return err
 		},
 		func() error {
-			rr.MCRFleetwatch, rr.MCRFleetwatchWarm, err = d.mcrFleetwatch(ctx, name("fleetwatch"), snapPath, expected, false)
+			rr.MCRFleetwatch, rr.MCRFleetwatchWarm, err = d.mcrFleetwatch(ctx, name("fleetwatch"), snapPath, expected)
 			return err
 		},
 		func() error {
-			rr.MCRCompact, rr.MCRCompactWarm, err = d.mcrFleetwatch(ctx, name("fleetwatch-compact"), snapPath, expected, true)
+			rr.MCRCompact, rr.MCRCompactWarm, err = d.mcrFleetwatch(ctx, name("fleetwatch-compact"), snapPath, expected, "--compact")
+			return err
+		},
+		func() error {
+			rr.MCRCompressed, rr.MCRCompressedWarm, err = d.mcrFleetwatch(ctx, name("fleetwatch-compressed"), snapPath, expected, "--compact", "--compress")
 			return err
 		},
 	}
@@ -150,14 +156,14 @@ func (d *driver) mcrPhase(ctx context.Context, r int, rr *runResult) error {
 }
 
 // mcrFleetwatch runs the controller on fleetwatch's provider cold, with a new snapshot,
-// then warm from it; compact runs it over a compact fleet (--compact).
-func (d *driver) mcrFleetwatch(ctx context.Context, name, snapPath string, expected map[string]bool, compact bool) (cold, warm *mcrResult, err error) {
+// then warm from it; fleet are the example's flags of the fleet (--compact, --compress).
+func (d *driver) mcrFleetwatch(ctx context.Context, name, snapPath string, expected map[string]bool, fleet ...string) (cold, warm *mcrResult, err error) {
 	for _, p := range []string{snapPath, snapPath + "-lock"} {
 		if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
 			return nil, nil, err
 		}
 	}
-	args := []string{"--provider", mcrFleetwatch, "--kubeconfigs", d.env.Kubeconfig, "--snapshot", snapPath, "--compact=" + strconv.FormatBool(compact)}
+	args := append([]string{"--provider", mcrFleetwatch, "--kubeconfigs", d.env.Kubeconfig, "--snapshot", snapPath}, fleet...)
 	if cold, err = d.mcrContend(ctx, name+"-cold", expected, false, args...); err != nil {
 		return nil, nil, err
 	}
@@ -172,7 +178,7 @@ func (d *driver) mcrContend(ctx context.Context, name string, expected map[strin
 	if err != nil {
 		return nil, err
 	}
-	res := &mcrResult{Provider: args[1], Warm: warm, Compact: slices.Contains(args, "--compact=true"), Expected: len(expected)}
+	res := &mcrResult{Provider: args[1], Warm: warm, Compact: slices.Contains(args, "--compact"), Compressed: slices.Contains(args, "--compress"), Expected: len(expected)}
 	logFile, err := os.Create(filepath.Join(d.logDir, name+".log"))
 	if err != nil {
 		return nil, err

@@ -362,8 +362,10 @@ var syncContenders = []struct {
 	{"client-go typed informers + the same transform", func(r *runResult) *Result { return r.ClientGoTyped }, false},
 	{"fleetwatch, full objects", func(r *runResult) *Result { return r.Fleetwatch }, false},
 	{"fleetwatch, full objects, compact cache", func(r *runResult) *Result { return r.Compact }, false},
+	{"fleetwatch, full objects, compact cache compressed", func(r *runResult) *Result { return r.Compressed }, false},
 	{"`fleetwatch serve`, full objects, cache.encoding objects", func(r *runResult) *Result { return r.Serve }, false},
 	{"`fleetwatch serve`, full objects, cache.encoding compact", func(r *runResult) *Result { return r.ServeCompact }, false},
+	{"`fleetwatch serve`, full objects, cache.encoding compressed", func(r *runResult) *Result { return r.ServeCompressed }, false},
 	{"client-go metadatainformer + the same transform", func(r *runResult) *Result { return r.ClientGoMetadata }, true},
 	{"fleetwatch, metadata-only", func(r *runResult) *Result { return r.Metadata }, true},
 }
@@ -383,8 +385,10 @@ func peerFigures(rep *report) []figure {
 	}{
 		{"Full objects, vs typed informers + transform", func(r *runResult) *Result { return r.ClientGoTyped }, func(r *runResult) *Result { return r.Fleetwatch }, 0.5, false},
 		{"Full objects, compact cache, vs typed informers + transform", func(r *runResult) *Result { return r.ClientGoTyped }, func(r *runResult) *Result { return r.Compact }, 0.5, false},
+		{"Full objects, compact cache compressed, vs typed informers + transform", func(r *runResult) *Result { return r.ClientGoTyped }, func(r *runResult) *Result { return r.Compressed }, 0.5, false},
 		{"`fleetwatch serve`, cache.encoding objects, vs typed informers + transform", func(r *runResult) *Result { return r.ClientGoTyped }, func(r *runResult) *Result { return r.Serve }, 0.5, true},
 		{"`fleetwatch serve`, cache.encoding compact, vs typed informers + transform", func(r *runResult) *Result { return r.ClientGoTyped }, func(r *runResult) *Result { return r.ServeCompact }, 0.5, true},
+		{"`fleetwatch serve`, cache.encoding compressed, vs typed informers + transform", func(r *runResult) *Result { return r.ClientGoTyped }, func(r *runResult) *Result { return r.ServeCompressed }, 0.5, true},
 		{"Metadata-only, vs metadatainformer + transform", func(r *runResult) *Result { return r.ClientGoMetadata }, func(r *runResult) *Result { return r.Metadata }, 0.7, false},
 	} {
 		fig := func(name, format string, v func(*Result) float64, limit float64) figure {
@@ -544,6 +548,12 @@ func (rep *report) controllerFigures() []figure {
 	compactWarm := func(f func(*mcrResult) float64) []float64 {
 		return rep.per(func(r *runResult) float64 { return orNaN(r.MCRCompactWarm, f) })
 	}
+	compressedCold := func(f func(*mcrResult) float64) []float64 {
+		return rep.per(func(r *runResult) float64 { return orNaN(r.MCRCompressed, f) })
+	}
+	compressedWarm := func(f func(*mcrResult) float64) []float64 {
+		return rep.per(func(r *runResult) float64 { return orNaN(r.MCRCompressedWarm, f) })
+	}
 	first := func(r *mcrResult) float64 { return r.FirstSec }
 	all := func(r *mcrResult) float64 { return r.AllSec }
 	heap := func(r *mcrResult) float64 { return mcrPerObject(r.HeapAfterGC, r) }
@@ -555,8 +565,11 @@ func (rep *report) controllerFigures() []figure {
 		{name: "Heap per ConfigMap after GC, every one reconciled, warm (KiB)", base: kc(heap), value: warm(heap), format: "%.2f", goal: "≤ 0.5", ok: atMost(0.5)},
 		{name: "Compact fleet: heap per ConfigMap after GC, every one reconciled, cold (KiB)", base: kc(heap), value: compactCold(heap), format: "%.2f", goal: "≤ 0.5", ok: atMost(0.5)},
 		{name: "Compact fleet: heap per ConfigMap after GC, every one reconciled, warm (KiB)", base: kc(heap), value: compactWarm(heap), format: "%.2f", goal: "≤ 0.5", ok: atMost(0.5)},
+		{name: "Compressed fleet: heap per ConfigMap after GC, every one reconciled, cold (KiB)", base: kc(heap), value: compressedCold(heap), format: "%.2f", goal: "≤ 0.5", ok: atMost(0.5)},
+		{name: "Compressed fleet: heap per ConfigMap after GC, every one reconciled, warm (KiB)", base: kc(heap), value: compressedWarm(heap), format: "%.2f", goal: "≤ 0.5", ok: atMost(0.5)},
 		{name: "RSS per ConfigMap after GC, every one reconciled, cold (KiB)", base: kc(rss), value: cold(rss), format: "%.2f", goal: "≤ 0.5", ok: atMost(0.5)},
 		{name: "Compact fleet: RSS per ConfigMap after GC, every one reconciled, cold (KiB)", base: kc(rss), value: compactCold(rss), format: "%.2f", goal: "≤ 0.5", ok: atMost(0.5)},
+		{name: "Compressed fleet: RSS per ConfigMap after GC, every one reconciled, warm (KiB)", base: kc(rss), value: compressedWarm(rss), format: "%.2f", goal: "≤ 0.5", ok: atMost(0.5)},
 		{name: "Peak RSS until then, cold (MiB)", base: kc(peak), value: cold(peak), format: "%.0f"},
 		{name: "Compact fleet: peak RSS until then, cold (MiB)", base: kc(peak), value: compactCold(peak), format: "%.0f"},
 		{name: "Start → first reconcile, cold (s)", base: kc(first), value: cold(first), format: "%.2f"},
@@ -567,8 +580,10 @@ func (rep *report) controllerFigures() []figure {
 		{name: "Restart → every ConfigMap reconciled (s): fleetwatch warm, kubeconfig provider cold", base: kc(all), value: warm(all), format: "%.2f", goal: "≤ 0.1", ok: atMost(0.1)},
 		{name: "Compact fleet: restart → first reconcile (s), warm, kubeconfig provider cold", base: kc(first), value: compactWarm(first), format: "%.2f", goal: "≤ 0.1", ok: atMost(0.1)},
 		{name: "Compact fleet: restart → every ConfigMap reconciled (s), warm, kubeconfig provider cold", base: kc(all), value: compactWarm(all), format: "%.2f", goal: "≤ 0.1", ok: atMost(0.1)},
+		{name: "Compressed fleet: restart → first reconcile (s), warm, kubeconfig provider cold", base: kc(first), value: compressedWarm(first), format: "%.2f", goal: "≤ 0.1", ok: atMost(0.1)},
 		{name: "Restart within the watch window: objects handed out as lists", base: kc(lists), value: warm(lists), format: "%.0f", goal: "0 for fleetwatch", ok: allZero},
 		{name: "Compact fleet: restart within the watch window: objects handed out as lists", base: kc(lists), value: compactWarm(lists), format: "%.0f", goal: "0 for fleetwatch", ok: allZero},
+		{name: "Compressed fleet: restart within the watch window: objects handed out as lists", base: kc(lists), value: compressedWarm(lists), format: "%.0f", goal: "0 for fleetwatch", ok: allZero},
 	}
 }
 
@@ -703,8 +718,9 @@ type rawRow struct {
 func (r *runResult) syncRows() []rawRow {
 	return []rawRow{{"client-go", r.ClientGo, ""}, {"client-go dynamic + transform", r.ClientGoStripped, ""}, {"client-go typed + transform", r.ClientGoTyped, ""},
 		{"client-go metadatainformer + transform", r.ClientGoMetadata, ""}, {"fleetwatch", r.Fleetwatch, ""}, {"fleetwatch metadata-only", r.Metadata, ""},
-		{"fleetwatch, compact cache", r.Compact, ""},
+		{"fleetwatch, compact cache", r.Compact, ""}, {"fleetwatch, compact cache compressed", r.Compressed, ""},
 		{"fleetwatch serve, cache.encoding objects", r.Serve, ""}, {"fleetwatch serve, cache.encoding compact", r.ServeCompact, ""},
+		{"fleetwatch serve, cache.encoding compressed", r.ServeCompressed, ""},
 		{"fleetwatch + snapshot, cold", r.SnapCold, ""}, {"fleetwatch + snapshot, warm", r.Warm, ""},
 		{"fleetwatch + snapshot, warm after changes", r.CatchUp, ""}}
 }

@@ -18,7 +18,7 @@ import (
 
 // The serve contenders run the real daemon, `fleetwatch serve`, over the same
 // kubeconfig, caching pods and configmaps as full objects without a snapshot, with
-// cache.encoding objects or compact. The daemon is built from ./cmd/fleetwatch with the
+// cache.encoding objects, compact or compressed. The daemon is built from ./cmd/fleetwatch with the
 // tag fleetwatch_bench, which adds one file (cmd/fleetwatch/benchmem.go): on SIGUSR1 it
 // collects garbage twice, returns free memory to the OS and prints its HeapAlloc and
 // VmRSS, as the other contenders measure themselves (settledMemory). Time to synced is
@@ -29,8 +29,9 @@ import (
 
 // Values of cache.encoding that the serve contenders run with.
 const (
-	serveObjects = "objects"
-	serveCompact = "compact"
+	serveObjects    = "objects"
+	serveCompact    = "compact"
+	serveCompressed = "compressed"
 )
 
 // buildServe builds the daemon with the fleetwatch_bench tag into dir.

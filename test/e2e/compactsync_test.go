@@ -47,8 +47,14 @@ func (l *wholeLog) OnEvent(e aggregate.Event) {
 // servers' objects field for field, hands whole objects to its handler and to a custom
 // index function, keeps no value of a Secret, and writes a snapshot that loads as what
 // it holds; after an apiserver restart and changes, and after a warm restart, the cache
-// equals the servers' truth again.
+// equals the servers' truth again. The same with the encodings compressed
+// (persist.Codec{Compress: true}).
 func TestCompactStreamingList(t *testing.T) {
+	t.Run("compact", func(t *testing.T) { testCompactStreamingList(t, persist.Codec{}) })
+	t.Run("compressed", func(t *testing.T) { testCompactStreamingList(t, persist.Codec{Compress: true}) })
+}
+
+func testCompactStreamingList(t *testing.T, codec persist.Codec) {
 	env := testenv.New(t, testenv.Options{Clusters: 2})
 	ctx := t.Context()
 	for _, c := range env.Clusters {
@@ -84,7 +90,7 @@ func TestCompactStreamingList(t *testing.T) {
 		mgr, stop := startManager(t, fleetwatch.Options{
 			Clusters:       cluster.Options{Kubeconfigs: []string{env.Kubeconfig}},
 			Resources:      []informer.Resource{{Name: "configmaps"}, {Name: "secrets"}},
-			Fleet:          aggregate.Options{Codec: persist.Codec{}, Indexers: byOwner},
+			Fleet:          aggregate.Options{Codec: codec, Indexers: byOwner},
 			Health:         cluster.HealthOptions{Interval: time.Second, Timeout: time.Second},
 			SyncTimeout:    60 * time.Second,
 			Snapshot:       store,

@@ -144,27 +144,34 @@ func checkSnapshot(ctx context.Context, t *testing.T, env *testenv.Env, path str
 
 // TestDaemonKill9DuringChurn kills the daemon with SIGKILL at random moments while the
 // clusters change fast, 20 times. Every time the snapshot must load and hold, for each
-// scope, exactly the server's state at its stored resourceVersion. In the end, a
-// graceful run converges to the servers' truth.
+// scope, exactly the server's state at its stored resourceVersion. The runs alternate
+// between cache.encoding compact and compressed, so the snapshot holds both forms. In the
+// end, a graceful run converges to the servers' truth.
 func TestDaemonKill9DuringChurn(t *testing.T) {
 	env := testenv.New(t, testenv.Options{Clusters: 3})
 	ctx := t.Context()
 	dir := t.TempDir()
 	snapshot := filepath.Join(dir, "fleetwatch.db")
 	cfgPath := filepath.Join(dir, "fleetwatch.yaml")
-	cfg := fmt.Sprintf(`kubeconfig: [%q]
+	configure := func(encoding string) {
+		t.Helper()
+		cfg := fmt.Sprintf(`kubeconfig: [%q]
 resources:
   - name: configmaps
   - name: pods
+cache:
+  encoding: %s
 snapshot:
   path: %q
   interval: 50ms
 server:
   address: 127.0.0.1:0
-`, env.Kubeconfig, snapshot)
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
+`, env.Kubeconfig, encoding, snapshot)
+		if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
+	configure("compressed")
 	for _, c := range env.Clusters {
 		if err := c.Seed(ctx, testenv.SampleOptions{Deployments: 2, Replicas: 3}); err != nil {
 			t.Fatal(err)
@@ -181,6 +188,7 @@ server:
 	rng := rand.New(rand.NewPCG(1, 2))
 	total := 0
 	for i := range 20 {
+		configure([]string{"compact", "compressed"}[i%2])
 		d.start(t)
 		time.Sleep(time.Duration(300+rng.IntN(2500)) * time.Millisecond)
 		_ = d.signal(t, syscall.SIGKILL)

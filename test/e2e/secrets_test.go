@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -389,11 +390,29 @@ func TestDaemonKeepsNoSecretValue(t *testing.T) {
 		}
 		values.noLeak(t, what, data)
 	}
+	// checkObjects searches the objects of the snapshot at path, which no daemon has open,
+	// as they decode: a compressed encoding (cache.encoding compressed) would hide a value
+	// from a search of the file's bytes.
+	checkObjects := func(t *testing.T, what, path string) {
+		t.Helper()
+		for name, cs := range loadSnapshot(t, path).Clusters {
+			for key, rs := range cs.Resources {
+				for _, obj := range rs.Objects {
+					js, err := json.Marshal(obj)
+					if err != nil {
+						t.Fatal(err)
+					}
+					values.noLeak(t, fmt.Sprintf("%s, %s of cluster %s, decoded", what, key, name), js)
+				}
+			}
+		}
+	}
 	// stop stops d, then checks the snapshot and the log of every run of the subtest.
 	stop := func(t *testing.T, d *daemon, snapshot string) {
 		t.Helper()
 		d.stopGracefully(t)
 		checkFile(t, "the snapshot", snapshot)
+		checkObjects(t, "the snapshot", snapshot)
 		log := logText(readLog(t, d))
 		values.noLeak(t, "the log", log)
 		// Sanity: client-go logged the bodies of the responses that hold no Secret.
@@ -444,58 +463,61 @@ func TestDaemonKeepsNoSecretValue(t *testing.T) {
 		}
 	})
 
-	t.Run("full objects, compact cache", func(t *testing.T) {
-		// The same snapshot, warm: a compact cache holds the snapshot's encodings, and
-		// the server writes its JSON from them (cache.encoding). An attacker on the API
-		// tries every form, and selectors that would read the values.
-		d := runSecretsDaemon(t, bin, writeConfig(snapshot, "  - name: secrets\n", "cache:\n  encoding: compact\n"), "fleetwatch-compact.log")
-		waitReadyz(t, http.DefaultClient, base)
-		converges("the Secrets served from a compact cache")
-		watches := map[string]*secretsWatch{
-			"watch":                          startSecretsWatch(t, base+"/clusters/*/api/v1/secrets?watch=true", ""),
-			"watch from the start":           startSecretsWatch(t, base+"/clusters/prod/api/v1/secrets?watch=true&resourceVersion=0", ""),
-			"watch of a Table of objects":    startSecretsWatch(t, base+"/clusters/prod"+secretsVaultPath+"?watch=true&includeObject=Object", secretsAcceptTable),
-			"watch of PartialObjectMetadata": startSecretsWatch(t, base+"/clusters/prod"+secretsVaultPath+"?watch=true", secretsAcceptPartial),
-		}
-		apply(secretManifest("created", value("created-2"), false))
-		apply(secretManifest("late-compact", value("late-compact"), true))
-		names = append(names, "late-compact")
-		for what, w := range watches {
-			eventually(t, 30*time.Second, what+" of the changes", func() string {
-				if body := w.read(); !bytes.Contains(body, []byte(`"late-compact"`)) {
-					return fmt.Sprintf("%.3000s", body)
+	for _, encoding := range []string{"compact", "compressed"} {
+		t.Run("full objects, "+encoding+" cache", func(t *testing.T) {
+			// The same snapshot, warm: a compact cache holds the snapshot's encodings, and
+			// the server writes its JSON from them (cache.encoding), compressed or not. An
+			// attacker on the API tries every form, and selectors that would read the values.
+			d := runSecretsDaemon(t, bin, writeConfig(snapshot, "  - name: secrets\n", "cache:\n  encoding: "+encoding+"\n"), "fleetwatch-"+encoding+".log")
+			waitReadyz(t, http.DefaultClient, base)
+			converges("the Secrets served from a " + encoding + " cache")
+			watches := map[string]*secretsWatch{
+				"watch":                          startSecretsWatch(t, base+"/clusters/*/api/v1/secrets?watch=true", ""),
+				"watch from the start":           startSecretsWatch(t, base+"/clusters/prod/api/v1/secrets?watch=true&resourceVersion=0", ""),
+				"watch of a Table of objects":    startSecretsWatch(t, base+"/clusters/prod"+secretsVaultPath+"?watch=true&includeObject=Object", secretsAcceptTable),
+				"watch of PartialObjectMetadata": startSecretsWatch(t, base+"/clusters/prod"+secretsVaultPath+"?watch=true", secretsAcceptPartial),
+			}
+			apply(secretManifest("created", value("created-2"), false))
+			late := "late-" + encoding
+			apply(secretManifest(late, value(late), true))
+			names = append(names, late)
+			for what, w := range watches {
+				eventually(t, 30*time.Second, what+" of the changes", func() string {
+					if body := w.read(); !bytes.Contains(body, []byte(`"`+late+`"`)) {
+						return fmt.Sprintf("%.3000s", body)
+					}
+					return ""
+				})
+			}
+			converges("the changed Secrets served from a " + encoding + " cache")
+			for what, body := range readSecretsInAllForms(t, base, names) {
+				values.noLeak(t, what, body)
+			}
+			for _, v := range values {
+				for _, q := range []string{
+					"fieldSelector=data.password%3D" + url.QueryEscape(base64.StdEncoding.EncodeToString([]byte(v))),
+					"fieldSelector=stringData.password%3D" + url.QueryEscape(v),
+					"labelSelector=password%3D" + url.QueryEscape(v),
+				} {
+					// A selector that matched would confirm a guessed value; the answer
+					// may quote the attacker's own selector, so only what it selects counts.
+					if r := get(ctx, t, http.DefaultClient, base+"/clusters/*/api/v1/secrets?"+q, ""); r.code == http.StatusOK && bytes.Contains(r.body, []byte(`"vault"`)) {
+						t.Errorf("a selector on a value selects Secrets: %s: %.500s", q, r.body)
+					}
 				}
-				return ""
-			})
-		}
-		converges("the changed Secrets served from a compact cache")
-		for what, body := range readSecretsInAllForms(t, base, names) {
-			values.noLeak(t, what, body)
-		}
-		for _, v := range values {
-			for _, q := range []string{
-				"fieldSelector=data.password%3D" + url.QueryEscape(base64.StdEncoding.EncodeToString([]byte(v))),
-				"fieldSelector=stringData.password%3D" + url.QueryEscape(v),
-				"labelSelector=password%3D" + url.QueryEscape(v),
-			} {
-				// A selector that matched would confirm a guessed value; the answer
-				// may quote the attacker's own selector, so only what it selects counts.
-				if r := get(ctx, t, http.DefaultClient, base+"/clusters/*/api/v1/secrets?"+q, ""); r.code == http.StatusOK && bytes.Contains(r.body, []byte(`"vault"`)) {
-					t.Errorf("a selector on a value selects Secrets: %s: %.500s", q, r.body)
+				if r := get(ctx, t, http.DefaultClient, base+"/apis/fleetwatch.io/v1alpha1/search?q="+url.QueryEscape(v), ""); bytes.Contains(r.body, []byte(`"vault"`)) {
+					t.Errorf("a search for a value finds Secrets: %.500s", r.body)
 				}
 			}
-			if r := get(ctx, t, http.DefaultClient, base+"/apis/fleetwatch.io/v1alpha1/search?q="+url.QueryEscape(v), ""); bytes.Contains(r.body, []byte(`"vault"`)) {
-				t.Errorf("a search for a value finds Secrets: %.500s", r.body)
+			for what, w := range watches {
+				values.noLeak(t, what, w.read())
 			}
-		}
-		for what, w := range watches {
-			values.noLeak(t, what, w.read())
-		}
-		stop(t, d, snapshot)
-		if !strings.Contains(readLog(t, d), "encoding: compact") {
-			t.Error("the daemon's log does not show cache.encoding compact in its configuration")
-		}
-	})
+			stop(t, d, snapshot)
+			if !strings.Contains(readLog(t, d), "encoding: "+encoding) {
+				t.Errorf("the daemon's log does not show cache.encoding %s in its configuration", encoding)
+			}
+		})
+	}
 
 	t.Run("metadata-only with managedFields", func(t *testing.T) {
 		d := runSecretsDaemon(t, bin, writeConfig(snapshot, "  - name: secrets\n    metadataOnly: true\n", "cache:\n  keepManagedFields: true\n"), "fleetwatch.log")

@@ -104,11 +104,8 @@ func cacheEqualsServers(ctx context.Context, t *testing.T, env *testenv.Env, fle
 	return ""
 }
 
-// snapshotEqualsCache checks that the snapshot at path holds exactly the objects of
-// fleet's cache, field by field: what the informers wrote, from encodings made while
-// decoding watch events or by encoding the objects, loads as the objects they cached.
-// fleet's informers must have stopped, and the snapshot must be closed.
-func snapshotEqualsCache(t *testing.T, path string, fleet *aggregate.Fleet) {
+// loadSnapshot loads the snapshot at path, which no process has open, read-only.
+func loadSnapshot(t *testing.T, path string) *persist.Snapshot {
 	t.Helper()
 	store, err := persist.Open(path, persist.Options{ReadOnly: true})
 	if err != nil {
@@ -119,6 +116,16 @@ func snapshotEqualsCache(t *testing.T, path string, fleet *aggregate.Fleet) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return snap
+}
+
+// snapshotEqualsCache checks that the snapshot at path holds exactly the objects of
+// fleet's cache, field by field: what the informers wrote, from encodings made while
+// decoding watch events or by encoding the objects, loads as the objects they cached.
+// fleet's informers must have stopped, and the snapshot must be closed.
+func snapshotEqualsCache(t *testing.T, path string, fleet *aggregate.Fleet) {
+	t.Helper()
+	snap := loadSnapshot(t, path)
 	stored := map[aggregate.Key]runtime.Object{}
 	for name, cs := range snap.Clusters {
 		for _, rs := range cs.Resources {

@@ -1,0 +1,108 @@
+package persist
+
+import (
+	"fmt"
+	"sync"
+	"unsafe"
+
+	"github.com/klauspost/compress/s2"
+)
+
+// A Codec with Compress set keeps an encoding that S2 (github.com/klauspost/compress/s2,
+// its block format) makes at least an eighth shorter as the byte formatCompressed and
+// that block: the encoding of one of the other formats, compressed whole. Decoding reads
+// it whatever the Codec's Compress, so a fleet or a snapshot may hold both forms; a
+// build before formatCompressed takes such an object for damage (ErrCorrupt: the
+// snapshot is moved aside and the fleet starts cold).
+//
+// Keys, defaulted fields and the texts of a ConfigMap repeat within an object, so S2
+// halves most encodings (a realistic pod 4.8 KB → 2.8 KB, the bench's ConfigMaps 1.1 KB
+// → 0.64 KB) at a cost of a few µs to compress and to expand them: what a fleet that
+// keeps its objects encoded trades for memory (docs/benchmarks.md).
+const formatCompressed byte = 5
+
+const (
+	// minCompressed is the length under which an encoding is kept as it is: S2 saves
+	// little on so few bytes.
+	minCompressed = 256
+	// maxExpanded bounds the length that a compressed encoding may claim to expand to,
+	// so that a damaged length does not allocate gigabytes: far more than an object that
+	// an apiserver stores (etcd's default limit on a value is 1.5 MiB).
+	maxExpanded = 64 << 20
+)
+
+// compressBuffers are the scratch space of compress, grown to the largest encoding.
+var compressBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+// compress returns enc in formatCompressed if that is at least an eighth shorter, else
+// enc itself. It does not modify enc, and the result shares no memory with it unless it
+// is enc.
+func compress(enc []byte) []byte {
+	if len(enc) < minCompressed || enc[0] == formatCompressed {
+		return enc
+	}
+	n := s2.MaxEncodedLen(len(enc))
+	if n < 0 {
+		return enc
+	}
+	bp := compressBuffers.Get().(*[]byte)
+	defer compressBuffers.Put(bp)
+	if cap(*bp) < n {
+		*bp = make([]byte, n)
+	}
+	block := s2.Encode((*bp)[:n], enc)
+	if 1+len(block) > len(enc)-len(enc)/8 {
+		return enc
+	}
+	out := make([]byte, 1+len(block))
+	out[0] = formatCompressed
+	copy(out[1:], block)
+	return out
+}
+
+// expand returns the encoding that data, an encoding in formatCompressed, holds,
+// written into dst's memory where it has room. It only reads data. An error wraps
+// ErrCorrupt.
+func expand(dst []byte, data string) ([]byte, error) {
+	// s2 only reads its source: a view of data's bytes, not a copy.
+	src := unsafe.Slice(unsafe.StringData(data[1:]), len(data)-1)
+	n, err := s2.DecodedLen(src)
+	if err != nil {
+		return nil, fmt.Errorf("%w: compressed object: %v", ErrCorrupt, err)
+	}
+	if n > maxExpanded {
+		return nil, fmt.Errorf("%w: compressed object claims %d bytes, more than %d", ErrCorrupt, n, maxExpanded)
+	}
+	if cap(dst) < n {
+		dst = make([]byte, n)
+	}
+	out, err := s2.Decode(dst[:n], src)
+	if err != nil {
+		return nil, fmt.Errorf("%w: compressed object: %v", ErrCorrupt, err)
+	}
+	if len(out) == 0 || out[0] == formatCompressed {
+		return nil, fmt.Errorf("%w: a compressed object holds no object in another format", ErrCorrupt)
+	}
+	return out, nil
+}
+
+// keepScratch is the largest scratch space that a pooled decoder keeps between calls.
+const keepScratch = 1 << 20
+
+// expanded returns data's encoding uncompressed: data itself, or if it is in
+// formatCompressed, what it holds, in d's scratch space, valid until d's next use.
+func (d *fastDecoder) expanded(data string) (string, error) {
+	if len(data) == 0 || data[0] != formatCompressed {
+		return data, nil
+	}
+	out, err := expand(d.scratch[:0], data)
+	if err != nil {
+		return "", err
+	}
+	if cap(out) <= keepScratch {
+		d.scratch = out
+	} else {
+		d.scratch = nil
+	}
+	return unsafe.String(unsafe.SliceData(out), len(out)), nil
+}
