@@ -186,11 +186,10 @@ func (w *Writer) Upsert(cluster string, resource ResourceKey, obj runtime.Object
 //
 // Checking that would cost as much as encoding obj, so only the first byte is checked:
 // if it is neither the head of a map nor that of a compressed encoding, obj is encoded
-// at commit time as by Upsert. An
-// encoding that is not what it should be makes the snapshot fail to load at the next
-// start, which then moves the file aside and starts cold. encoded may not be modified
-// after the call; obj may, if encoded is a map: the Writer then keeps encoded and not
-// obj.
+// at commit time as by Upsert. An encoding that is not what it should be makes the
+// snapshot fail to load at the next start, which then moves the file aside and starts
+// cold. encoded may not be modified after the call; obj may, if encoded passed that
+// check: the Writer then keeps encoded and not obj.
 func (w *Writer) UpsertEncoded(cluster string, resource ResourceKey, obj *unstructured.Unstructured, encoded []byte) {
 	if len(encoded) == 0 || !isMapHead(encoded[0]) && encoded[0] != formatCompressed {
 		encoded = nil
