@@ -286,3 +286,48 @@ func BenchmarkTranscode(b *testing.B) {
 		}
 	})
 }
+
+// TestTranscodePartialObjectMetadata transcodes random meta.k8s.io/v1
+// PartialObjectMetadata and PartialObjectMetadataList objects, which client-go's scheme
+// does not have, as TestTranscodeRandomObjects does the kinds it has.
+func TestTranscodePartialObjectMetadata(t *testing.T) {
+	s := protobuf.NewSerializer(metaKinds, metaKinds)
+	var tr Transcoder
+	for _, obj := range []runtime.Object{&metav1.PartialObjectMetadata{}, &metav1.PartialObjectMetadataList{}} {
+		gvks, _, err := metaKinds.ObjectKinds(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gvk := gvks[0]
+		if !Supported(gvk) {
+			t.Fatalf("%v is not supported", gvk)
+		}
+		t.Run(gvk.Kind, func(t *testing.T) {
+			for i := range 20 {
+				obj := obj.DeepCopyObject()
+				filler(int64(i)).Fill(obj)
+				obj.GetObjectKind().SetGroupVersionKind(gvk)
+				var buf bytes.Buffer
+				if err := s.Encode(obj, &buf); err != nil {
+					t.Fatal(err)
+				}
+				decoded, _, err := s.Decode(buf.Bytes(), nil, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				decoded.GetObjectKind().SetGroupVersionKind(gvk)
+				want, err := json.Marshal(decoded)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := transcode(t, &tr, buf.Bytes())
+				if err != nil {
+					t.Fatalf("#%d: %v", i, err)
+				}
+				if !bytes.Equal(got, want) {
+					t.Errorf("#%d:\n got %s\nwant %s", i, got, want)
+				}
+			}
+		})
+	}
+}
