@@ -12,8 +12,8 @@ import (
 //
 // cbor is nil if err is not nil, if m is nil (data is null), or if data has an object
 // with a repeated key, at any depth, whose map holds only the last of its values.
-// Otherwise it is one CBOR data item, the map m, in a newly allocated slice of its
-// exact length:
+// Otherwise it is d.CBORPrefix, then one CBOR data item, the map m, in a newly
+// allocated slice of their exact length:
 //
 //   - maps as maps (major type 5), their entries in the order of the members of the
 //     JSON objects, without the members that the Decoder leaves out
@@ -125,7 +125,8 @@ func (d *Decoder) encoded() []byte {
 	// The heads were listed as their maps and arrays ended, which is not the order of
 	// their offsets.
 	slices.SortFunc(d.long, func(a, b longHead) int { return cmp.Compare(a.off, b.off) })
-	b := make([]byte, 0, n)
+	b := make([]byte, 0, len(d.CBORPrefix)+n)
+	b = append(b, d.CBORPrefix...)
 	prev := 0
 	for _, h := range d.long {
 		b = append(b, d.enc[prev:h.off]...)
