@@ -73,14 +73,25 @@ func (r *refusals) refuse(gvk schema.GroupVersionKind) {
 }
 
 // acceptTransport asks for protobuf for the requests whose context has WithProtobuf,
-// unless their kind was refused.
+// unless their kind was refused. With metadata, every GET asks for the objects'
+// metadata (acceptMetadata).
 type acceptTransport struct {
-	base    http.RoundTripper
-	refused *refusals
+	base     http.RoundTripper
+	refused  *refusals
+	metadata bool
 }
 
 func (t acceptTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if gvk, ok := req.Context().Value(protobufKey{}).(schema.GroupVersionKind); ok && req.Method == http.MethodGet && !t.refused.refused(gvk) {
+	if req.Method != http.MethodGet {
+		return t.base.RoundTrip(req)
+	}
+	gvk, ok := req.Context().Value(protobufKey{}).(schema.GroupVersionKind)
+	protobuf := ok && !t.refused.refused(gvk)
+	switch {
+	case t.metadata:
+		req = req.Clone(req.Context())
+		req.Header.Set("Accept", acceptMetadata(req.URL.Query().Get("watch") == "true", protobuf))
+	case protobuf:
 		req = req.Clone(req.Context())
 		req.Header.Set("Accept", acceptProtobuf)
 	}
