@@ -261,7 +261,7 @@ type Set struct {
 	// the others.
 	pmd, pmdManaged dynamic.Interface
 	md              metadata.Interface
-	mapper            meta.RESTMapper
+	mapper          meta.RESTMapper
 	// discovery is the cached discovery behind mapper; reset drops its cache.
 	discovery *restmapper.DeferredDiscoveryRESTMapper
 
@@ -1042,7 +1042,6 @@ func processDeltas(store Store) cache.ProcessFunc {
 		return errors.Join(errs...)
 	}
 }
-
 
 // listDonePrefix starts the key of the marker that listMarkingQueue queues after a list.
 // It cannot be the key of an object: keys are namespace/name or name.
