@@ -150,7 +150,9 @@ type Options struct {
 	// JSONOnly asks the cluster for JSON only. By default, full objects of the kinds
 	// that package pbjson can transcode are asked for in protobuf, which the
 	// kube-apiserver encodes at about half the CPU, and decoded into the same objects
-	// (see package wire).
+	// (see package wire); so is the metadata of the metadata-only resources of a
+	// PartialSink. The other metadata-only resources are read by client-go's metadata
+	// client, in protobuf whatever JSONOnly says.
 	JSONOnly bool
 	// KeepSecretData keeps the values of Secrets, which are dropped by default: data,
 	// stringData and LastAppliedAnnotation, from full and metadata-only objects, and
