@@ -42,8 +42,8 @@ const (
 	// formatMetadata: a *metav1.PartialObjectMetadata in CBOR, with its TypeMeta.
 	formatMetadata byte = 2
 	// formatMetadataMap: a *metav1.PartialObjectMetadata as the CBOR of the map of the
-	// apiserver's JSON of it, without its TypeMeta once decoded. Added in schema
-	// version 2, which older builds of it do not read.
+	// apiserver's JSON of it, without its TypeMeta once decoded. Added within schema
+	// version 4: a build before it takes a file that holds it for a damaged one.
 	formatMetadataMap byte = 3
 )
 
