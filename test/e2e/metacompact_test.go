@@ -18,6 +18,7 @@ import (
 	"github.com/fleetwatch/fleetwatch/cluster"
 	"github.com/fleetwatch/fleetwatch/informer"
 	"github.com/fleetwatch/fleetwatch/internal/testenv"
+	"github.com/fleetwatch/fleetwatch/internal/wire"
 	"github.com/fleetwatch/fleetwatch/persist"
 )
 
@@ -28,6 +29,8 @@ type metadataLog struct {
 	objects map[aggregate.Key]*metav1.PartialObjectMetadata
 	// other counts the objects that were not a *metav1.PartialObjectMetadata.
 	other int
+	// formats counts the first bytes of the encodings of the Added and Updated events.
+	formats map[byte]int
 }
 
 func (l *metadataLog) OnEvent(e aggregate.Event) {
@@ -46,6 +49,9 @@ func (l *metadataLog) OnEvent(e aggregate.Event) {
 		return
 	}
 	l.objects[e.Key()] = p
+	if len(e.Encoded) > 0 {
+		l.formats[e.Encoded[0]]++
+	}
 }
 
 // truthAgent is the user agent of the test's own reads of the servers' truth.
@@ -85,7 +91,7 @@ func TestCompactMetadataOnly(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		log := &metadataLog{objects: map[aggregate.Key]*metav1.PartialObjectMetadata{}}
+		log := &metadataLog{objects: map[aggregate.Key]*metav1.PartialObjectMetadata{}, formats: map[byte]int{}}
 		var reg *aggregate.Registration
 		mgr, stop := startManager(t, fleetwatch.Options{
 			Clusters:       cluster.Options{Kubeconfigs: []string{env.Kubeconfig}},
@@ -177,6 +183,12 @@ func TestCompactMetadataOnly(t *testing.T) {
 	if d := same(mgr.Fleet(), log); d != "" {
 		t.Fatal(d)
 	}
+	// The fleet holds the encodings that the informers decoded, none of its own.
+	log.mu.Lock()
+	if len(log.formats) != 1 || log.formats[wire.MetadataFormat] == 0 {
+		t.Errorf("the first bytes of the configmaps' encodings: %v, want only %d", log.formats, wire.MetadataFormat)
+	}
+	log.mu.Unlock()
 	// Watched changes, then an apiserver restart and more changes.
 	c := env.Clusters[0]
 	cms := c.Clientset().CoreV1().ConfigMaps("shop")
