@@ -21,6 +21,12 @@ import (
 //     version 1 wrote the byte formatUnstructured before the map, which is still read.
 //   - A *metav1.PartialObjectMetadata is stored as the byte formatMetadata, then the
 //     object, with its TypeMeta, in CBOR.
+//   - The metadata of an object as the informers decode it from a kube-apiserver's
+//     meta.k8s.io/v1 PartialObjectMetadata (package wire's MetadataFormat) is stored as
+//     the byte formatMetadataMap, then the CBOR of the map of its JSON, in the subset of
+//     an unstructured object's; it decodes to a *metav1.PartialObjectMetadata without
+//     TypeMeta, as client-go's metadata client returns it. Only such encodings are
+//     stored so (Writer.UpsertEncoded); Encode writes formatMetadata.
 //
 // Both are CBOR (RFC 8949) as Kubernetes' own CBOR serializer writes it, through
 // apimachinery's cbor/direct package, except that the maps written by
@@ -35,6 +41,10 @@ const (
 	formatUnstructured byte = 1
 	// formatMetadata: a *metav1.PartialObjectMetadata in CBOR, with its TypeMeta.
 	formatMetadata byte = 2
+	// formatMetadataMap: a *metav1.PartialObjectMetadata as the CBOR of the map of the
+	// apiserver's JSON of it, without its TypeMeta once decoded. Added within schema
+	// version 4: a build before it takes a file that holds it for a damaged one.
+	formatMetadataMap byte = 3
 )
 
 // isMapHead reports whether b is the first byte of a CBOR map.
@@ -114,10 +124,13 @@ func (d *fastDecoder) decode(data string) (runtime.Object, error) {
 		return d.decodeUnstructured(data)
 	case data[0] == formatUnstructured:
 		return d.decodeUnstructured(data[1:])
-	case data[0] == formatMetadata:
+	case data[0] == formatMetadata || data[0] == formatMetadataMap:
 		o := new(metav1.PartialObjectMetadata)
 		if err := direct.Unmarshal([]byte(data[1:]), o); err != nil {
 			return nil, fmt.Errorf("%w: decoding object metadata: %v", ErrCorrupt, err)
+		}
+		if data[0] == formatMetadataMap {
+			o.TypeMeta = metav1.TypeMeta{}
 		}
 		return o, nil
 	default:

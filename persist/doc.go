@@ -50,7 +50,10 @@
 // A cluster-scoped object's key has an empty namespace: "/node-1". The first byte of an
 // object's encoding, within its seal, says what it decodes to: the head of a CBOR map
 // (0xa0 to 0xbf) is an *unstructured.Unstructured, its Object map in CBOR; 2 is a
-// *metav1.PartialObjectMetadata (a resource cached metadata-only) in CBOR. Version 1
+// *metav1.PartialObjectMetadata (a resource cached metadata-only) in CBOR; 3 is one as
+// the CBOR of the map of the apiserver's JSON of it, which the informers of a compact
+// fleet write (decoded without TypeMeta). Builds before 3 was added take a file that
+// holds it for a damaged one: they move it aside and start cold. Version 1
 // wrote 1 before the map of an unstructured object; version 2 reads that too, and its
 // migration changes nothing else (see codec.go). Version 4 seals the values that the
 // versions before it wrote.

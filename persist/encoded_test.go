@@ -3,12 +3,18 @@ package persist
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"reflect"
 	"slices"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/serializer/cbor/direct"
+
+	"github.com/fleetwatch/fleetwatch/internal/jsondec"
 )
 
 // reversedCBOR encodes m as the encoder does, but with the keys of every map in
@@ -113,5 +119,41 @@ func TestWriterUpsertEncoded(t *testing.T) {
 	got := resourceOf(snap, "prod", pods).Objects
 	if len(got) != 2 || !reflect.DeepEqual(got[0], encoded) || !reflect.DeepEqual(got[1], given) {
 		t.Errorf("loaded %d objects, not those stored", len(got))
+	}
+}
+
+// TestWriterUpsertEncodedMetadata: the metadata of an object as the informers decode it
+// from a kube-apiserver's PartialObjectMetadata (package wire: the byte 3, then its CBOR
+// as jsondec writes it) is stored as it is, beside the partial object that files it,
+// and loads, as Codec decodes it, into a *metav1.PartialObjectMetadata without TypeMeta.
+func TestWriterUpsertEncodedMetadata(t *testing.T) {
+	const js = `{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"p","namespace":"shop","uid":"u-1","resourceVersion":"9",` +
+		`"generation":3,"creationTimestamp":"2026-11-27T10:00:00Z","labels":{"app":"shop"},"annotations":{"a":"{\"x\":1}"},` +
+		`"ownerReferences":[{"apiVersion":"apps/v1","kind":"ReplicaSet","name":"rs","uid":"u-rs","controller":true}],"finalizers":["f"]}}`
+	d := &jsondec.Decoder{CBORPrefix: []byte{formatMetadataMap}}
+	m, encoded, err := d.ObjectPartialCBOR([]byte(js))
+	if err != nil || encoded == nil {
+		t.Fatal(err)
+	}
+	want := new(metav1.PartialObjectMetadata)
+	if err := json.Unmarshal([]byte(js), want); err != nil {
+		t.Fatal(err)
+	}
+	want.TypeMeta = metav1.TypeMeta{}
+	got, err := Codec{}.Decode(encoded)
+	if err != nil || !equality.Semantic.DeepEqual(got, want) {
+		t.Fatalf("Codec.Decode: %#v, %v; want %#v", got, err, want)
+	}
+
+	s := openTest(t, testPath(t), Options{})
+	w := s.NewWriter(WriterOptions{})
+	w.UpsertEncoded("prod", pods, &unstructured.Unstructured{Object: m}, encoded)
+	w.Checkpoint("prod", pods, "10")
+	if err := w.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	loaded := resourceOf(mustLoad(t, s), "prod", pods).Objects
+	if len(loaded) != 1 || !equality.Semantic.DeepEqual(loaded[0], want) {
+		t.Errorf("loaded %#v, want %#v", loaded, want)
 	}
 }

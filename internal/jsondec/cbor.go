@@ -12,8 +12,8 @@ import (
 //
 // cbor is nil if err is not nil, if m is nil (data is null), or if data has an object
 // with a repeated key, at any depth, whose map holds only the last of its values.
-// Otherwise it is one CBOR data item, the map m, in a newly allocated slice of its
-// exact length:
+// Otherwise it is d.CBORPrefix, then one CBOR data item, the map m, in a newly
+// allocated slice of their exact length:
 //
 //   - maps as maps (major type 5), their entries in the order of the members of the
 //     JSON objects, without the members that the Decoder leaves out
@@ -134,9 +134,12 @@ func (d *Decoder) endHead(off, count int) {
 	d.long = cborenc.EndHead(d.enc, off, count, d.long)
 }
 
-// appendEncoded appends d.enc to dst with its long heads; to a nil dst, in a newly
-// allocated slice of its exact length.
+// appendEncoded appends d.enc to dst with its long heads; to a nil dst, d.CBORPrefix and
+// then d.enc in a newly allocated slice of their exact length.
 func (d *Decoder) appendEncoded(dst []byte) []byte {
+	if dst == nil {
+		return cborenc.Spliced(d.CBORPrefix, d.enc, d.long)
+	}
 	return cborenc.Splice(dst, d.enc, d.long)
 }
 

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -554,5 +555,39 @@ func TestAppendValueCBOR(t *testing.T) {
 				t.Errorf("got %x, want %x", got, want)
 			}
 		})
+	}
+}
+
+// TestCBORPrefix: with CBORPrefix, ObjectCBOR and ObjectPartialCBOR return the prefix
+// and then the CBOR they return without it, long heads included; the maps are the same.
+func TestCBORPrefix(t *testing.T) {
+	inputs := [][]byte{
+		[]byte(`{"kind":"X","apiVersion":"v1",` + manyMembers(30) + `,"metadata":{"name":"m","labels":{` + manyMembers(25) + `}}}`),
+		testdataJSON(t, "pod.json"),
+	}
+	prefix := []byte{3}
+	for _, in := range inputs {
+		for _, partial := range []bool{false, true} {
+			decode := (*Decoder).ObjectCBOR
+			if partial {
+				decode = (*Decoder).ObjectPartialCBOR
+			}
+			plain := new(Decoder)
+			wantM, want, err := decode(plain, in)
+			if err != nil || want == nil {
+				t.Fatalf("partial=%v: %v, %d bytes", partial, err, len(want))
+			}
+			d := &Decoder{CBORPrefix: prefix}
+			m, got, err := decode(d, in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, append(slices.Clone(prefix), want...)) || len(got) != cap(got) {
+				t.Errorf("partial=%v: got % x (cap %d), want %x then % x", partial, got, cap(got), prefix, want)
+			}
+			if !reflect.DeepEqual(m, wantM) {
+				t.Errorf("partial=%v: the map differs with a prefix: %v, want %v", partial, m, wantM)
+			}
+		}
 	}
 }

@@ -54,6 +54,10 @@ type Decoder struct {
 	// DropManagedFields leaves metadata.managedFields out of the objects that Object and
 	// List return: the value is checked, as the rest of the input, but not decoded.
 	DropManagedFields bool
+	// CBORPrefix, if not empty, is written before the CBOR that ObjectCBOR and
+	// ObjectPartialCBOR return, in the same slice: a format byte of the caller's, for a
+	// reader that must tell this encoding from others (package wire's metadata).
+	CBORPrefix []byte
 
 	// data is the input, as a string that aliases the caller's bytes: every string
 	// handed out is interned or copied, never a substring of data.
