@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/cbor/direct"
+
+	"github.com/fleetwatch/fleetwatch/internal/metaenc"
 )
 
 // An object is stored as its encoding, whose first byte says both the Go type the
@@ -27,6 +29,10 @@ import (
 //     an unstructured object's; it decodes to a *metav1.PartialObjectMetadata without
 //     TypeMeta, as client-go's metadata client returns it. Only such encodings are
 //     stored so (Writer.UpsertEncoded); Encode writes formatMetadata.
+//   - The same metadata in package metaenc's short encoding (package wire's
+//     CompactMetadataFormat, which the informers write where it holds the object
+//     exactly) is stored as it is, its first byte formatMetadataCompact; it decodes to
+//     the same *metav1.PartialObjectMetadata as formatMetadataMap does.
 //
 // Both are CBOR (RFC 8949) as Kubernetes' own CBOR serializer writes it, through
 // apimachinery's cbor/direct package, except that the maps written by
@@ -45,6 +51,10 @@ const (
 	// apiserver's JSON of it, without its TypeMeta once decoded. Added within schema
 	// version 4: a build before it takes a file that holds it for a damaged one.
 	formatMetadataMap byte = 3
+	// formatMetadataCompact: a *metav1.PartialObjectMetadata in package metaenc's
+	// encoding, without TypeMeta once decoded. Added within schema version 4, with
+	// formatMetadataMap: a build before it takes a file that holds it for a damaged one.
+	formatMetadataCompact = metaenc.Format
 )
 
 // isMapHead reports whether b is the first byte of a CBOR map.
@@ -131,6 +141,12 @@ func (d *fastDecoder) decode(data string) (runtime.Object, error) {
 		}
 		if data[0] == formatMetadataMap {
 			o.TypeMeta = metav1.TypeMeta{}
+		}
+		return o, nil
+	case data[0] == formatMetadataCompact:
+		o, err := metaenc.Decode([]byte(data))
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 		}
 		return o, nil
 	default:

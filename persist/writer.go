@@ -177,7 +177,9 @@ func (w *Writer) Upsert(cluster string, resource ResourceKey, obj runtime.Object
 
 // UpsertEncoded is Upsert with the encoding of obj at hand: encoded is the CBOR of obj's
 // Object map, or the byte 3 (package wire's MetadataFormat) and then the CBOR of the
-// map of a meta.k8s.io/v1 PartialObjectMetadata, which is stored as it is, rather than
+// map of a meta.k8s.io/v1 PartialObjectMetadata, or the byte 4 (wire's
+// CompactMetadataFormat) and such an object in package metaenc's encoding, which is
+// stored as it is, rather than
 // an encoding of obj made at commit time. The informers get it for free while decoding a watch event (see
 // jsondec.Decoder.ObjectCBOR). It must be one CBOR map in the subset that the
 // snapshot's decoder reads: map keys are byte or text strings, in any order and each
@@ -185,13 +187,14 @@ func (w *Writer) Upsert(cluster string, resource ResourceKey, obj runtime.Object
 // booleans or null, all of definite length and without tags.
 //
 // Checking that would cost as much as encoding obj, so only the first bytes are
-// checked: if they are not the head of a map, or 3 and the head of a map, obj is encoded
+// checked: if they are not the head of a map, 3 and the head of a map, or 4, obj is encoded
 // at commit time as by Upsert. An
 // encoding that is not what it should be makes the snapshot fail to load at the next
 // start, which then moves the file aside and starts cold. Neither obj nor encoded may be
 // modified after the call.
 func (w *Writer) UpsertEncoded(cluster string, resource ResourceKey, obj *unstructured.Unstructured, encoded []byte) {
-	if !isMapHead(first(encoded)) && (first(encoded) != formatMetadataMap || len(encoded) < 2 || !isMapHead(encoded[1])) {
+	if !isMapHead(first(encoded)) && (first(encoded) != formatMetadataMap || len(encoded) < 2 || !isMapHead(encoded[1])) &&
+		first(encoded) != formatMetadataCompact {
 		encoded = nil
 	}
 	w.upsert(cluster, resource, obj, encoded)

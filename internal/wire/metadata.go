@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/fleetwatch/fleetwatch/internal/jsondec"
+	"github.com/fleetwatch/fleetwatch/internal/metaenc"
 )
 
 // The clients of NewPartialMetadataClients list and watch the metadata of objects, as
@@ -20,8 +21,9 @@ import (
 // (WithProtobuf with MetadataKind), which pbjson transcodes, otherwise in JSON. Their
 // watched objects are then decoded as those of NewPartialDynamicClients are, into a
 // partial object and an encoding, without a typed or an unstructured object being built
-// for them; the encoding is MetadataFormat, then the CBOR of the PartialObjectMetadata's
-// map.
+// for them; the encoding is package metaenc's (CompactMetadataFormat), or, where that
+// cannot hold the object exactly (managedFields kept, a member it does not know),
+// MetadataFormat and then the CBOR of the PartialObjectMetadata's map.
 
 // MetadataFormat is the first byte of the encoding of a metadata object that the clients
 // of NewPartialMetadataClients return: the CBOR of its map follows, in the format of
@@ -30,6 +32,12 @@ import (
 // decodes to a *metav1.PartialObjectMetadata without TypeMeta, as client-go's metadata
 // client returns it (DecodeEncoded).
 const MetadataFormat byte = 3
+
+// CompactMetadataFormat is the first byte of the encoding of a metadata object in
+// package metaenc's short encoding, which the clients of NewPartialMetadataClients
+// return where it holds the object exactly: package persist's format 4, which decodes to
+// the same *metav1.PartialObjectMetadata as the object's MetadataFormat encoding.
+const CompactMetadataFormat = metaenc.Format
 
 // MetadataKind is the kind of the objects that the clients of NewPartialMetadataClients
 // ask for: the one to give WithProtobuf for their requests.
@@ -72,6 +80,9 @@ func decodeMetadata(d *jsondec.Decoder, data []byte, partial bool) (runtime.Obje
 	obj, gvk, ok := decodeEncoded(d, data, partial)
 	d.CBORPrefix = nil
 	if !ok || *gvk == MetadataKind {
+		if ok {
+			compactMetadata(obj)
+		}
 		return obj, gvk, ok
 	}
 	e, ok := obj.(*EncodedObject)
@@ -88,11 +99,26 @@ func decodeMetadata(d *jsondec.Decoder, data []byte, partial bool) (runtime.Obje
 	return &unstructured.Unstructured{Object: m}, gvk, true
 }
 
+// compactMetadata replaces the MetadataFormat encoding of obj, if it is a partial
+// *EncodedObject, by its CompactMetadataFormat one, where metaenc can write it.
+func compactMetadata(obj runtime.Object) {
+	e, ok := obj.(*EncodedObject)
+	if !ok || !e.Partial || len(e.Encoded) == 0 || e.Encoded[0] != MetadataFormat {
+		return
+	}
+	if c, ok := metaenc.Compact(e.Encoded[1:]); ok {
+		e.Encoded = c
+	}
+}
+
 // DecodeEncoded decodes an encoding that the clients of this package return (the
 // Encoded of an EncodedObject): the CBOR of an object's map into an Unstructured, or, if
-// it starts with MetadataFormat, a PartialObjectMetadata into a
+// it starts with MetadataFormat or CompactMetadataFormat, a PartialObjectMetadata into a
 // *metav1.PartialObjectMetadata without TypeMeta.
 func DecodeEncoded(encoded []byte) (runtime.Object, error) {
+	if len(encoded) > 0 && encoded[0] == CompactMetadataFormat {
+		return metaenc.Decode(encoded)
+	}
 	if len(encoded) > 0 && encoded[0] == MetadataFormat {
 		p := new(metav1.PartialObjectMetadata)
 		if err := direct.Unmarshal(encoded[1:], p); err != nil {

@@ -200,6 +200,9 @@ func (s *unstructuredProtobuf) decodePartial(t *pbjson.Transcoder, kind schema.G
 	if !ok {
 		return nil, nil, nil
 	}
+	if s.json.metadata {
+		compactMetadata(obj)
+	}
 	return obj, actual, nil
 }
 

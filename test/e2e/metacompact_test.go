@@ -185,8 +185,8 @@ func TestCompactMetadataOnly(t *testing.T) {
 	}
 	// The fleet holds the encodings that the informers decoded, none of its own.
 	log.mu.Lock()
-	if len(log.formats) != 1 || log.formats[wire.MetadataFormat] == 0 {
-		t.Errorf("the first bytes of the configmaps' encodings: %v, want only %d", log.formats, wire.MetadataFormat)
+	if len(log.formats) != 1 || log.formats[wire.CompactMetadataFormat] == 0 {
+		t.Errorf("the first bytes of the configmaps' encodings: %v, want only %d", log.formats, wire.CompactMetadataFormat)
 	}
 	log.mu.Unlock()
 	// Watched changes, then an apiserver restart and more changes.
