@@ -52,9 +52,10 @@ type EncodedStore interface {
 // list, come decoded, as to any EncodedStore.
 //
 // The metadata-only resources of such a Set come partial too
-// (wire.NewPartialMetadataClients): their encodings are the byte wire.MetadataFormat,
-// then the CBOR, in the format below, of the map of a meta.k8s.io/v1
-// PartialObjectMetadata, which the store decodes into a *metav1.PartialObjectMetadata
+// (wire.NewPartialMetadataClients): their encodings are package metaenc's short one
+// (wire.CompactMetadataFormat) or, where it cannot hold the object exactly, the byte
+// wire.MetadataFormat, then the CBOR, in the format below, of the map of a meta.k8s.io/v1
+// PartialObjectMetadata; either the store decodes into a *metav1.PartialObjectMetadata
 // without TypeMeta (persist.Codec does); the items of a paginated list come as such
 // objects.
 

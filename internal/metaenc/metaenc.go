@@ -2,7 +2,9 @@
 // meta.k8s.io/v1 PartialObjectMetadata, for a fleet that keeps each metadata-only
 // object encoded: fields by a one-byte tag rather than by their names, lengths and
 // integers as varints, a uid as its 16 bytes, a resourceVersion and timestamps as
-// integers where their text is the integer's canonical form.
+// integers where their text is the integer's canonical form, and the strings of a
+// static table (well-known label and annotation keys, frequent values, owners' kinds) by
+// their index. Decode returns the table's strings themselves, shared by every object.
 //
 // Compact writes it from the CBOR of the object's map as jsondec and pbjson write it
 // (the snapshot's format 3, without its format byte); Decode reads it back into the
@@ -12,8 +14,9 @@
 // value of another type, a repeated member, ...): the caller keeps the CBOR then.
 //
 // The encoding: the byte Format, then the object's members, each as a tag (one of the
-// tag constants) and its value; strings as a uvarint length and their bytes; integers
-// as zig-zag varints (resourceVersion: a uvarint); labels and annotations as a uvarint
+// tag constants) and its value; strings as a uvarint, twice their length, then their
+// bytes, or, for a string of the static table (table.go), twice its index plus one;
+// integers as zig-zag varints (resourceVersion: a uvarint); labels and annotations as a uvarint
 // count and that many key and value strings; finalizers as a count and strings;
 // ownerReferences as a count and, for each, a count of members and those members,
 // tagged as the object's are. A member appears at most once, in any order.
@@ -194,7 +197,11 @@ func (c *compactor) appendString(tag byte, s []byte) {
 	if tag != 0 {
 		c.out = append(c.out, tag)
 	}
-	c.out = binary.AppendUvarint(c.out, uint64(len(s)))
+	if i, ok := tableIndex[string(s)]; ok {
+		c.out = binary.AppendUvarint(c.out, uint64(i)<<1|1)
+		return
+	}
+	c.out = binary.AppendUvarint(c.out, uint64(len(s))<<1)
 	c.out = append(c.out, s...)
 }
 
@@ -547,6 +554,13 @@ func (d *decoder) str() (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if n&1 == 1 {
+		if n>>1 >= uint64(len(table)) {
+			return "", fmt.Errorf("string %d of a table of %d", n>>1, len(table))
+		}
+		return table[n>>1], nil
+	}
+	n >>= 1
 	if n > uint64(len(d.b)-d.off) {
 		return "", errShort
 	}

@@ -1,12 +1,15 @@
 package metaenc
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/serializer/cbor/direct"
@@ -95,6 +98,11 @@ func filler(seed int64) *randfill.Filler {
 			}
 			if c.Intn(3) == 0 {
 				m.ManagedFields = nil
+			}
+			if m.Labels != nil {
+				// Strings of the static table, written as their index.
+				m.Labels[table[c.Intn(len(table))]] = table[c.Intn(len(table))]
+				m.Finalizers = append(m.Finalizers, table[c.Intn(len(table))])
 			}
 			for i := range m.ManagedFields {
 				m.ManagedFields[i].FieldsV1 = &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{}}`)}
@@ -226,4 +234,37 @@ func FuzzCompact(f *testing.F) {
 			t.Fatalf("Decode: %v", err)
 		}
 	})
+}
+
+// The size and digest of the table of format 4.
+const (
+	tableLen  = 140
+	tableHash = "9115d549c0d4a74bf265104a0bc30b54cf7f159b9187a0eb38f0b51a43977557"
+)
+
+// TestTableFixed: the static table is part of format 4, so its strings and their order
+// never change (a new table needs a new format byte); a string of it is written as its
+// index, and decoded as the table's own string.
+func TestTableFixed(t *testing.T) {
+	h := sha256.New()
+	for _, s := range table {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); len(table) != tableLen || got != tableHash {
+		t.Fatalf("the table of format 4 changed: %d strings, sha256 %s", len(table), got)
+	}
+	c, ok := Compact(cborOf(t, []byte(`{"metadata":{"labels":{"app.kubernetes.io/name":"x"}}}`), false))
+	if !ok || len(c) != 1+1+1+1+1+1 {
+		t.Fatalf("% x, want the key as its index", c)
+	}
+	p, err := Decode(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range p.Labels {
+		if unsafe.StringData(k) != unsafe.StringData(table[tableIndex["app.kubernetes.io/name"]]) {
+			t.Error("the key is not the table's string")
+		}
+	}
 }

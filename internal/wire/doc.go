@@ -22,7 +22,8 @@
 //
 // The clients of NewPartialMetadataClients do the same for the metadata of objects,
 // asked for as client-go's metadata client asks (meta.k8s.io/v1 PartialObjectMetadata):
-// their encodings start with MetadataFormat, and DecodeEncoded makes the
+// their encodings are package metaenc's (CompactMetadataFormat), or where that cannot
+// hold an object exactly, MetadataFormat and its CBOR, and DecodeEncoded makes the
 // PartialObjectMetadata of one (metadata.go).
 //
 // The requests whose context says so (WithProtobuf) ask for protobuf, where the server
