@@ -591,3 +591,40 @@ func TestCBORPrefix(t *testing.T) {
 		}
 	}
 }
+
+// TestRewrite: with Rewrite, ObjectCBOR and ObjectPartialCBOR hand it the prefix and the
+// CBOR they would return, and return what it returns, or, if it declines, a copy of
+// the CBOR of its exact length, which the next object does not change.
+func TestRewrite(t *testing.T) {
+	in := []byte(`{"kind":"X","apiVersion":"v1","metadata":{"name":"m","labels":{` + manyMembers(25) + `}}}`)
+	plain := &Decoder{CBORPrefix: []byte{3}}
+	_, want, err := plain.ObjectCBOR(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, partial := range []bool{false, true} {
+		decode := (*Decoder).ObjectCBOR
+		if partial {
+			decode = (*Decoder).ObjectPartialCBOR
+		}
+		var seen []byte
+		d := &Decoder{CBORPrefix: []byte{3}, Rewrite: func(cbor []byte) ([]byte, bool) {
+			seen = slices.Clone(cbor)
+			return []byte("short"), true
+		}}
+		if _, got, err := decode(d, in); err != nil || string(got) != "short" || !bytes.Equal(seen, want) {
+			t.Fatalf("partial=%v: got %q, %v; Rewrite saw % x, want % x", partial, got, err, seen, want)
+		}
+		d.Rewrite = func([]byte) ([]byte, bool) { return nil, false }
+		_, got, err := decode(d, in)
+		if err != nil || !bytes.Equal(got, want) || cap(got) != len(got) {
+			t.Fatalf("partial=%v, declined: % x (cap %d), %v; want % x", partial, got, cap(got), err, want)
+		}
+		if _, _, err := decode(d, []byte(`{"kind":"Y","apiVersion":"v2","metadata":{"name":"other-name","labels":{"z":"zz"}}}`)); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("partial=%v: the returned CBOR changed with the next object", partial)
+		}
+	}
+}

@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -87,15 +88,27 @@ var ownerTags = map[string]byte{
 // integers, true, false and null; the map's apiVersion and kind, which the
 // decoded object does not keep, are read but not written.
 func Compact(cbor []byte) ([]byte, bool) {
-	var buf [512]byte
-	c := compactor{r: reader{b: cbor}, out: append(buf[:0], Format)}
-	if !c.object() || c.r.off != len(cbor) {
-		return nil, false
+	c := compactors.Get().(*compactor)
+	defer compactors.Put(c)
+	c.r = reader{b: cbor}
+	c.out = append(c.out[:0], Format)
+	ok := c.object() && c.r.off == len(cbor)
+	var out []byte
+	if ok {
+		out = make([]byte, len(c.out))
+		copy(out, c.out)
 	}
-	out := make([]byte, len(c.out))
-	copy(out, c.out)
-	return out, true
+	c.r = reader{}
+	clear(c.keys)
+	c.keys = c.keys[:0]
+	if cap(c.out) > 1<<16 {
+		c.out = nil
+	}
+	return out, ok
 }
+
+// compactors holds the scratch space of Compact.
+var compactors = sync.Pool{New: func() any { return new(compactor) }}
 
 type compactor struct {
 	r   reader

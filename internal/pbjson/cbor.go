@@ -193,10 +193,10 @@ func (t *Transcoder) rawCBOR(raw []byte) error {
 	return nil
 }
 
-// encoded returns t.dec.CBORPrefix, then a copy of t.out with its long heads, in a newly
-// allocated slice of their exact length.
+// encoded returns what t.dec returns for t.out with its long heads (CBORPrefix, and
+// Rewrite, included), in a newly allocated slice of its exact length.
 func (t *Transcoder) encoded() []byte {
-	return cborenc.Spliced(t.dec.CBORPrefix, t.out, t.long)
+	return t.dec.EncodedOf(t.out, t.long)
 }
 
 // The CBOR major types and simple values that the Transcoder writes.

@@ -150,7 +150,7 @@ func (s *unstructuredJSON) Decode(data []byte, gvk *schema.GroupVersionKind, int
 	d := s.pool.get()
 	defer s.pool.put(d)
 	d.DropManagedFields = s.dropManagedFields
-	d.CBORPrefix = nil
+	d.CBORPrefix, d.Rewrite = nil, nil
 	// A default kind is only asked for when decoding errors, which are not
 	// Unstructured.
 	if gvk == nil {

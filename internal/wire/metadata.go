@@ -76,13 +76,10 @@ func acceptMetadata(watch, protobuf bool) string {
 // another kind is decoded whole, without its encoding, for the informer to take its
 // metadata.
 func decodeMetadata(d *jsondec.Decoder, data []byte, partial bool) (runtime.Object, *schema.GroupVersionKind, bool) {
-	d.CBORPrefix = metadataPrefix
+	d.CBORPrefix, d.Rewrite = metadataPrefix, compactMetadata
 	obj, gvk, ok := decodeEncoded(d, data, partial)
-	d.CBORPrefix = nil
+	d.CBORPrefix, d.Rewrite = nil, nil
 	if !ok || *gvk == MetadataKind {
-		if ok {
-			compactMetadata(obj)
-		}
 		return obj, gvk, ok
 	}
 	e, ok := obj.(*EncodedObject)
@@ -99,16 +96,13 @@ func decodeMetadata(d *jsondec.Decoder, data []byte, partial bool) (runtime.Obje
 	return &unstructured.Unstructured{Object: m}, gvk, true
 }
 
-// compactMetadata replaces the MetadataFormat encoding of obj, if it is a partial
-// *EncodedObject, by its CompactMetadataFormat one, where metaenc can write it.
-func compactMetadata(obj runtime.Object) {
-	e, ok := obj.(*EncodedObject)
-	if !ok || !e.Partial || len(e.Encoded) == 0 || e.Encoded[0] != MetadataFormat {
-		return
+// compactMetadata is the Rewrite of the Decoders of the metadata clients: the
+// CompactMetadataFormat encoding of a MetadataFormat one, where metaenc can write it.
+func compactMetadata(cbor []byte) ([]byte, bool) {
+	if len(cbor) == 0 || cbor[0] != MetadataFormat {
+		return nil, false
 	}
-	if c, ok := metaenc.Compact(e.Encoded[1:]); ok {
-		e.Encoded = c
-	}
+	return metaenc.Compact(cbor[1:])
 }
 
 // DecodeEncoded decodes an encoding that the clients of this package return (the

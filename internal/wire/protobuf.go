@@ -181,10 +181,10 @@ func (s *unstructuredProtobuf) decodePartial(t *pbjson.Transcoder, kind schema.G
 	d := s.json.pool.get()
 	defer s.json.pool.put(d)
 	d.DropManagedFields = s.json.dropManagedFields
-	d.CBORPrefix = nil
+	d.CBORPrefix, d.Rewrite = nil, nil
 	if s.json.metadata {
-		d.CBORPrefix = metadataPrefix
-		defer func() { d.CBORPrefix = nil }()
+		d.CBORPrefix, d.Rewrite = metadataPrefix, compactMetadata
+		defer func() { d.CBORPrefix, d.Rewrite = nil, nil }()
 	}
 	m, encoded, err := t.ObjectPartialCBOR(kind, raw, d)
 	if errors.Is(err, pbjson.ErrUnsupported) || errors.Is(err, pbjson.ErrInvalid) {
@@ -199,9 +199,6 @@ func (s *unstructuredProtobuf) decodePartial(t *pbjson.Transcoder, kind schema.G
 	obj, actual, ok := newEncodedObject(m, encoded, true)
 	if !ok {
 		return nil, nil, nil
-	}
-	if s.json.metadata {
-		compactMetadata(obj)
 	}
 	return obj, actual, nil
 }
