@@ -648,7 +648,10 @@ func (d *decoder) metadata(m *metav1.ObjectMeta) error {
 		case tagNamespace:
 			m.Namespace, err = d.str()
 		case tagSelfLink:
+			// What the CBOR decodes to, if an old apiserver still sends it.
+			//lint:ignore SA1019 decoded as apimachinery decodes it
 			m.SelfLink, err = d.str()
+
 		case tagUID:
 			var s string
 			s, err = d.str()

@@ -105,7 +105,7 @@ func filler(seed int64) *randfill.Filler {
 				m.Finalizers = append(m.Finalizers, table[c.Intn(len(table))])
 			}
 			for i := range m.ManagedFields {
-				m.ManagedFields[i].FieldsV1 = &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{}}`)}
+				m.ManagedFields[i].FieldsV1 = metav1.NewFieldsV1(`{"f:metadata":{}}`)
 			}
 		},
 	)
