@@ -20,7 +20,7 @@ func TestImports(t *testing.T) {
 		"config":             {"cluster", "informer", "persist", "server", "shard"},
 		"informer":           {"internal/intern", "internal/wire"},
 		"metrics":            {"aggregate", "cluster", "persist"},
-		"persist":            {"internal/intern"},
+		"persist":            {"internal/intern", "internal/metaenc"},
 		"search":             {"aggregate", "cluster"},
 		"server":             {"aggregate", "cluster", "internal/filewatch", "metrics", "search"},
 		"shard":              {"cluster"},
@@ -28,9 +28,10 @@ func TestImports(t *testing.T) {
 		"internal/gctune":    nil,
 		"internal/intern":    nil,
 		"internal/jsondec":   {"internal/cborenc", "internal/intern"},
-		"internal/wire":      {"internal/jsondec", "internal/pbjson"},
+		"internal/wire":      {"internal/jsondec", "internal/metaenc", "internal/pbjson"},
 		"internal/pbjson":    {"internal/cborenc", "internal/jsondec"},
 		"internal/cborenc":   nil,
+		"internal/metaenc":   nil,
 	}
 	for dir, want := range allowed {
 		pkg, err := build.ImportDir(dir, 0)

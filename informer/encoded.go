@@ -50,6 +50,14 @@ type EncodedStore interface {
 // store whole, decoded from its encoding. The objects of a resource that a transform
 // changes (a user Transform, the values of Secrets dropped), and those of a paginated
 // list, come decoded, as to any EncodedStore.
+//
+// The metadata-only resources of such a Set come partial too
+// (wire.NewPartialMetadataClients): their encodings are package metaenc's short one
+// (wire.CompactMetadataFormat) or, where it cannot hold the object exactly, the byte
+// wire.MetadataFormat, then the CBOR, in the format below, of the map of a meta.k8s.io/v1
+// PartialObjectMetadata; either the store decodes into a *metav1.PartialObjectMetadata
+// without TypeMeta (persist.Codec does); the items of a paginated list come as such
+// objects.
 
 // PartialSink is an optional interface of an EncodingSink whose stores are
 // PartialStores.

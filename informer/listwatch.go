@@ -183,7 +183,9 @@ var (
 
 // With protobuf, full objects are asked for in protobuf where wire can transcode them
 // (wire.WithProtobuf). With partial, dyn is a client of wire.NewPartialDynamicClients,
-// and the objects are for a PartialStore (see the field).
+// and the objects are for a PartialStore (see the field). A metadata-only resource is
+// read through md, or if md is nil through dyn, which must then be one of
+// wire.NewPartialMetadataClients (see metadataOnly).
 func newListWatch(dyn dynamic.Interface, md metadata.Interface, m Mapping, r Resource, namespace string, bookmarkTimeout time.Duration, protobuf, partial bool) *listWatch {
 	lw := &listWatch{
 		partial:         partial,
@@ -197,7 +199,7 @@ func newListWatch(dyn dynamic.Interface, md metadata.Interface, m Mapping, r Res
 			}
 		},
 	}
-	if r.MetadataOnly {
+	if r.MetadataOnly && md != nil {
 		var c metadata.ResourceInterface = md.Resource(m.Resource)
 		if m.Namespaced {
 			c = md.Resource(m.Resource).Namespace(namespace)
@@ -209,16 +211,22 @@ func newListWatch(dyn dynamic.Interface, md metadata.Interface, m Mapping, r Res
 		if m.Namespaced {
 			c = dyn.Resource(m.Resource).Namespace(namespace)
 		}
+		kind := m.Kind
 		lw.list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return c.List(ctx, o) }
 		lw.watch = c.Watch
+		if r.MetadataOnly {
+			kind = wire.MetadataKind
+			lw.metadataOnly()
+		}
 		if protobuf {
 			// Lists, those streamed included, in protobuf: the server spends about half
 			// the CPU that JSON costs it.
+			list, open := lw.list, lw.watch
 			lw.list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				return c.List(wire.WithProtobuf(ctx, m.Kind), o)
+				return list(wire.WithProtobuf(ctx, kind), o)
 			}
 			watchProtobuf := func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				return c.Watch(wire.WithProtobuf(ctx, m.Kind), o)
+				return open(wire.WithProtobuf(ctx, kind), o)
 			}
 			if partial {
 				// Every watch in protobuf: the partial clients write a protobuf event's
@@ -235,6 +243,54 @@ func newListWatch(dyn dynamic.Interface, md metadata.Interface, m Mapping, r Res
 		}
 	}
 	return lw
+}
+
+// metadataOnly makes lw, whose list and watch are those of wire.NewPartialMetadataClients,
+// hand out what client-go's metadata client does: a list as a
+// *metav1.PartialObjectMetadataList, and the objects of watch events that come whole
+// (bookmarks, or the objects of a server that ignores the kind asked for) as
+// *metav1.PartialObjectMetadata. The partial objects of watch events, whose encodings
+// decode to PartialObjectMetadata (wire.MetadataFormat), go on as they are.
+func (lw *listWatch) metadataOnly() {
+	list, w := lw.list, lw.watch
+	lw.list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		obj, err := list(ctx, o)
+		if err != nil {
+			return nil, err
+		}
+		ul, ok := obj.(*unstructured.UnstructuredList)
+		if !ok {
+			return nil, fmt.Errorf("a list of metadata is a %T", obj)
+		}
+		out := &metav1.PartialObjectMetadataList{
+			ListMeta: metav1.ListMeta{ResourceVersion: ul.GetResourceVersion(), Continue: ul.GetContinue(), RemainingItemCount: ul.GetRemainingItemCount()},
+			Items:    make([]metav1.PartialObjectMetadata, len(ul.Items)),
+		}
+		for i := range ul.Items {
+			out.Items[i] = *asPartialObjectMetadata(&ul.Items[i])
+		}
+		return out, nil
+	}
+	lw.watch = func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		in, err := w(ctx, o)
+		if err != nil {
+			return nil, err
+		}
+		return watch.Filter(in, func(ev watch.Event) (watch.Event, bool) {
+			if u, ok := ev.Object.(*unstructured.Unstructured); ok {
+				ev.Object = asPartialObjectMetadata(u)
+			}
+			return ev, true
+		}), nil
+	}
+}
+
+// asPartialObjectMetadata returns the metadata of u as client-go's metadata client
+// returns it: a *metav1.PartialObjectMetadata without TypeMeta.
+func asPartialObjectMetadata(u *unstructured.Unstructured) *metav1.PartialObjectMetadata {
+	p := meta.AsPartialObjectMetadata(u)
+	p.TypeMeta = metav1.TypeMeta{}
+	return p
 }
 
 func (lw *listWatch) List(opts metav1.ListOptions) (runtime.Object, error) {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -417,5 +418,53 @@ func TestPartialWatchesInProtobuf(t *testing.T) {
 				t.Errorf("Accept headers %q, want %q", accepts, tc.want)
 			}
 		})
+	}
+}
+
+// TestMetadataOnlyListWatch: a listWatch over wire's metadata clients hands out what
+// client-go's metadata client does: a list as a PartialObjectMetadataList of objects
+// without TypeMeta, its ListMeta kept, and the objects of watch events that come whole
+// as PartialObjectMetadata; partial objects go on as they are.
+func TestMetadataOnlyListWatch(t *testing.T) {
+	item := func(name string) unstructured.Unstructured {
+		return unstructured.Unstructured{Object: map[string]any{"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+			"metadata": map[string]any{"name": name, "namespace": "ns", "resourceVersion": "5", "labels": map[string]any{"a": "b"}}}}
+	}
+	list := &unstructured.UnstructuredList{Object: map[string]any{"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadataList",
+		"metadata": map[string]any{"resourceVersion": "9", "continue": "next"}}, Items: []unstructured.Unstructured{item("a"), item("b")}}
+	fw := watch.NewFake()
+	lw := &listWatch{
+		list:  func(context.Context, metav1.ListOptions) (runtime.Object, error) { return list, nil },
+		watch: func(context.Context, metav1.ListOptions) (watch.Interface, error) { return fw, nil },
+	}
+	lw.metadataOnly()
+	got, err := lw.list(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &metav1.PartialObjectMetadataList{ListMeta: metav1.ListMeta{ResourceVersion: "9", Continue: "next"}}
+	for _, name := range []string{"a", "b"} {
+		want.Items = append(want.Items, metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", ResourceVersion: "5", Labels: map[string]string{"a": "b"}}})
+	}
+	if !equality.Semantic.DeepEqual(got, want) {
+		t.Errorf("list: %#v, want %#v", got, want)
+	}
+
+	w, err := lw.watch(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	whole := item("c")
+	partial := &wire.EncodedObject{Unstructured: &unstructured.Unstructured{Object: item("d").Object}, Encoded: []byte{wire.MetadataFormat, 0xa0}, Partial: true}
+	go func() {
+		fw.Add(&whole)
+		fw.Add(partial)
+	}()
+	if ev := <-w.ResultChan(); !equality.Semantic.DeepEqual(ev.Object, &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns", ResourceVersion: "5", Labels: map[string]string{"a": "b"}}}) {
+		t.Errorf("a whole object of a watch: %#v", ev.Object)
+	}
+	if ev := <-w.ResultChan(); ev.Object != partial {
+		t.Errorf("a partial object of a watch: %#v, want it as it came", ev.Object)
 	}
 }

@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer/cbor/direct"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -151,7 +150,9 @@ type Options struct {
 	// JSONOnly asks the cluster for JSON only. By default, full objects of the kinds
 	// that package pbjson can transcode are asked for in protobuf, which the
 	// kube-apiserver encodes at about half the CPU, and decoded into the same objects
-	// (see package wire).
+	// (see package wire); so is the metadata of the metadata-only resources of a
+	// PartialSink. The other metadata-only resources are read by client-go's metadata
+	// client, in protobuf whatever JSONOnly says.
 	JSONOnly bool
 	// KeepSecretData keeps the values of Secrets, which are dropped by default: data,
 	// stringData and LastAppliedAnnotation, from full and metadata-only objects, and
@@ -256,8 +257,13 @@ type Set struct {
 	// dynManaged otherwise.
 	partial           bool
 	pdyn, pdynManaged dynamic.Interface
-	md                metadata.Interface
-	mapper            meta.RESTMapper
+	// pmd and pmdManaged are, if partial is set, the clients of the metadata-only
+	// resources whose transform keeps encodings: like pdyn and pdynManaged, for the
+	// objects' metadata (wire.NewPartialMetadataClients). md is the metadata client of
+	// the others.
+	pmd, pmdManaged dynamic.Interface
+	md              metadata.Interface
+	mapper          meta.RESTMapper
 	// discovery is the cached discovery behind mapper; reset drops its cache.
 	discovery *restmapper.DeferredDiscoveryRESTMapper
 
@@ -306,9 +312,12 @@ func New(opts Options) (*Set, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", opts.Cluster, err)
 	}
-	var pdyn, pdynManaged dynamic.Interface
+	var pdyn, pdynManaged, pmd, pmdManaged dynamic.Interface
 	if partial {
 		if pdyn, pdynManaged, err = wire.NewPartialDynamicClients(cfg, goruntime.GOMAXPROCS(0)); err != nil {
+			return nil, fmt.Errorf("cluster %s: %w", opts.Cluster, err)
+		}
+		if pmd, pmdManaged, err = wire.NewPartialMetadataClients(cfg, goruntime.GOMAXPROCS(0)); err != nil {
 			return nil, fmt.Errorf("cluster %s: %w", opts.Cluster, err)
 		}
 	}
@@ -336,6 +345,8 @@ func New(opts Options) (*Set, error) {
 		partial:     partial,
 		pdyn:        pdyn,
 		pdynManaged: pdynManaged,
+		pmd:         pmd,
+		pmdManaged:  pmdManaged,
 		md:          md,
 		mapper:      restmapper.NewShortcutExpander(deferred, cached, nil),
 		discovery:   deferred,
@@ -729,19 +740,23 @@ func (s *Set) start(ctx context.Context, opts Options, r Resource, m Mapping) {
 		if ns != metav1.NamespaceAll {
 			known = namespaceKeys{store: store, namespace: ns}
 		}
+		_, partialStore := store.(PartialStore)
+		partial := partialStore && s.partial && keepsEncoding(opts, m)
 		var objType runtime.Object = &unstructured.Unstructured{}
 		switch {
-		case r.MetadataOnly:
+		case r.MetadataOnly && !partial:
 			objType = &metav1.PartialObjectMetadata{}
 		case s.encode:
 			// Unstructured or wire.EncodedObject: the reflector checks that all events have
 			// the type of objType, if set.
 			objType = nil
 		}
-		_, partialStore := store.(PartialStore)
-		partial := partialStore && s.partial && keepsEncoding(opts, m)
-		dyn := s.dyn
+		dyn, md := s.dyn, s.md
 		switch {
+		case partial && r.MetadataOnly && opts.KeepManagedFields:
+			dyn, md = s.pmdManaged, nil
+		case partial && r.MetadataOnly:
+			dyn, md = s.pmd, nil
 		case partial && opts.KeepManagedFields:
 			dyn = s.pdynManaged
 		case partial:
@@ -749,7 +764,7 @@ func (s *Set) start(ctx context.Context, opts Options, r Resource, m Mapping) {
 		case opts.KeepManagedFields:
 			dyn = s.dynManaged
 		}
-		lw := newListWatch(dyn, s.md, m, r, ns, s.opts.StreamingListTimeout, !s.opts.JSONOnly, partial)
+		lw := newListWatch(dyn, md, m, r, ns, s.opts.StreamingListTimeout, !s.opts.JSONOnly, partial)
 		lw.quiet = isSecrets(m.Resource) && !opts.KeepSecretData
 		if seeder, ok := s.opts.Sink.(Seeder); ok {
 			if rv, ok := seeder.Seed(scope); ok {
@@ -990,7 +1005,7 @@ func processDeltas(store Store) cache.ProcessFunc {
 			obj, encoded := wire.Unwrap(obj)
 			if partial && d.Type == cache.Deleted {
 				// Handlers get the deleted object whole.
-				whole, err := wholeObject(encoded)
+				whole, err := wire.DecodeEncoded(encoded)
 				if err != nil {
 					errs = append(errs, fmt.Errorf("decoding a deleted object: %w", err))
 					continue
@@ -1027,16 +1042,6 @@ func processDeltas(store Store) cache.ProcessFunc {
 		}
 		return errors.Join(errs...)
 	}
-}
-
-// wholeObject decodes encoded, the CBOR of an object's map as wire's decoders write it
-// (EncodedStore), into the object.
-func wholeObject(encoded []byte) (*unstructured.Unstructured, error) {
-	var m map[string]any
-	if err := direct.Unmarshal(encoded, &m); err != nil {
-		return nil, err
-	}
-	return &unstructured.Unstructured{Object: m}, nil
 }
 
 // listDonePrefix starts the key of the marker that listMarkingQueue queues after a list.

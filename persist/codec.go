@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/cbor/direct"
+
+	"github.com/fleetwatch/fleetwatch/internal/metaenc"
 )
 
 // An object is stored as its encoding, whose first byte says both the Go type the
@@ -21,7 +23,17 @@ import (
 //     version 1 wrote the byte formatUnstructured before the map, which is still read.
 //   - A *metav1.PartialObjectMetadata is stored as the byte formatMetadata, then the
 //     object, with its TypeMeta, in CBOR.
-//   - Either may be stored compressed: the byte formatCompressed, then its encoding as
+//   - The metadata of an object as the informers decode it from a kube-apiserver's
+//     meta.k8s.io/v1 PartialObjectMetadata (package wire's MetadataFormat) is stored as
+//     the byte formatMetadataMap, then the CBOR of the map of its JSON, in the subset of
+//     an unstructured object's; it decodes to a *metav1.PartialObjectMetadata without
+//     TypeMeta, as client-go's metadata client returns it. Only such encodings are
+//     stored so (Writer.UpsertEncoded); Encode writes formatMetadata.
+//   - The same metadata in package metaenc's short encoding (package wire's
+//     CompactMetadataFormat, which the informers write where it holds the object
+//     exactly) is stored as it is, its first byte formatMetadataCompact; it decodes to
+//     the same *metav1.PartialObjectMetadata as formatMetadataMap does.
+//   - Any of these may be stored compressed: the byte formatCompressed, then its encoding as
 //     one S2 block (compress.go), by a Codec with Compress.
 //
 // Both are CBOR (RFC 8949) as Kubernetes' own CBOR serializer writes it, through
@@ -37,6 +49,14 @@ const (
 	formatUnstructured byte = 1
 	// formatMetadata: a *metav1.PartialObjectMetadata in CBOR, with its TypeMeta.
 	formatMetadata byte = 2
+	// formatMetadataMap: a *metav1.PartialObjectMetadata as the CBOR of the map of the
+	// apiserver's JSON of it, without its TypeMeta once decoded. Added within schema
+	// version 4: a build before it takes a file that holds it for a damaged one.
+	formatMetadataMap byte = 3
+	// formatMetadataCompact: a *metav1.PartialObjectMetadata in package metaenc's
+	// encoding, without TypeMeta once decoded. Added within schema version 4, with
+	// formatMetadataMap: a build before it takes a file that holds it for a damaged one.
+	formatMetadataCompact = metaenc.Format
 )
 
 // isMapHead reports whether b is the first byte of a CBOR map.
@@ -120,10 +140,19 @@ func (d *fastDecoder) decode(data string) (runtime.Object, error) {
 		return d.decodeUnstructured(data)
 	case data[0] == formatUnstructured:
 		return d.decodeUnstructured(data[1:])
-	case data[0] == formatMetadata:
+	case data[0] == formatMetadata || data[0] == formatMetadataMap:
 		o := new(metav1.PartialObjectMetadata)
 		if err := direct.Unmarshal([]byte(data[1:]), o); err != nil {
 			return nil, fmt.Errorf("%w: decoding object metadata: %v", ErrCorrupt, err)
+		}
+		if data[0] == formatMetadataMap {
+			o.TypeMeta = metav1.TypeMeta{}
+		}
+		return o, nil
+	case data[0] == formatMetadataCompact:
+		o, err := metaenc.Decode([]byte(data))
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 		}
 		return o, nil
 	default:

@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
+
+	"github.com/fleetwatch/fleetwatch/internal/metaenc"
 )
 
 // podJSON is a realistic pod as the API server sends it (three containers, an init
@@ -135,7 +137,7 @@ func TestCodecRejects(t *testing.T) {
 			}
 		})
 	}
-	for _, data := range [][]byte{nil, {}, {0}, {9, 0xa0}, {formatUnstructured}, {formatUnstructured, 0xf6}, {formatUnstructured, 0x80}, {formatMetadata, 0xff}} {
+	for _, data := range [][]byte{nil, {}, {0}, {9, 0xa0}, {formatUnstructured}, {formatUnstructured, 0xf6}, {formatUnstructured, 0x80}, {formatMetadata, 0xff}, {formatMetadataMap, 0xff}, {formatMetadataMap}} {
 		if _, err := decodeObject(data); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("decodeObject(%x): got %v, want ErrCorrupt", data, err)
 		}
@@ -184,6 +186,13 @@ func FuzzDecode(f *testing.F) {
 	}
 	f.Add([]byte{formatUnstructured, 0xbf, 0x61, 0x61, 0x9f, 0xff, 0xff})
 	f.Add([]byte{formatMetadata, 0xa1, 0x68, 'm', 'e', 't', 'a', 'd', 'a', 't', 'a', 0xa0})
+	metadataMap := []byte{formatMetadataMap, 0xa1, 0x48, 'm', 'e', 't', 'a', 'd', 'a', 't', 'a', 0xa1, 0x44, 'n', 'a', 'm', 'e', 0x41, 'p'}
+	f.Add(metadataMap)
+	compact, ok := metaenc.Compact(metadataMap[1:])
+	if !ok {
+		f.Fatal("not compacted")
+	}
+	f.Add(compact)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		obj, err := decode(data) // without decodeObject's recover: a panic fails the fuzz test
 		if err != nil {

@@ -50,9 +50,16 @@
 // A cluster-scoped object's key has an empty namespace: "/node-1". The first byte of an
 // object's encoding, within its seal, says what it decodes to: the head of a CBOR map
 // (0xa0 to 0xbf) is an *unstructured.Unstructured, its Object map in CBOR; 2 is a
-// *metav1.PartialObjectMetadata (a resource cached metadata-only) in CBOR; 5 is either
-// of these compressed as one S2 block (Codec.Compress; a build before it takes such an
-// object for damage, moves the file aside and starts cold). Version 1
+// *metav1.PartialObjectMetadata (a resource cached metadata-only) in CBOR; 3 is one as
+// the CBOR of the map of the apiserver's JSON of it, and 4 one in package metaenc's short
+// encoding (member tags, varints, a uid in 16 bytes, integer resourceVersions and
+// timestamps where exact), which the informers of a compact fleet write (both decoded
+// without TypeMeta; 4 where it holds the object exactly, 3 otherwise, as with
+// managedFields kept). Builds before 3 and 4 were added take a file that holds either
+// for a damaged one: they move it aside and start cold, losing nothing but the warm
+// start. A file of a build before them loads as ever. 5 is any of these compressed as
+// one S2 block (Codec.Compress), which a build before it takes for damage in the same
+// way. Version 1
 // wrote 1 before the map of an unstructured object; version 2 reads that too, and its
 // migration changes nothing else (see codec.go). Version 4 seals the values that the
 // versions before it wrote.

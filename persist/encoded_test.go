@@ -3,6 +3,7 @@ package persist
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"reflect"
 	"runtime"
 	"slices"
@@ -10,7 +11,13 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/serializer/cbor/direct"
+
+	"github.com/fleetwatch/fleetwatch/internal/jsondec"
+	"github.com/fleetwatch/fleetwatch/internal/metaenc"
 )
 
 // reversedCBOR encodes m as the encoder does, but with the keys of every map in
@@ -152,5 +159,51 @@ func TestWriterUpsertEncodedKeepsNoObject(t *testing.T) {
 	snap := mustLoad(t, s)
 	if got := resourceOf(snap, "prod", pods).Objects; len(got) != 1 || !reflect.DeepEqual(got[0], want) {
 		t.Errorf("loaded %d objects, not the one whose encoding was given", len(got))
+	}
+}
+
+// TestWriterUpsertEncodedMetadata: the metadata of an object as the informers decode it
+// from a kube-apiserver's PartialObjectMetadata (package wire: the byte 3, then its CBOR
+// as jsondec writes it, or package metaenc's encoding, format 4) is stored as it is, beside the partial object that files it,
+// and loads, as Codec decodes it, into a *metav1.PartialObjectMetadata without TypeMeta.
+func TestWriterUpsertEncodedMetadata(t *testing.T) {
+	const js = `{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"p","namespace":"shop","uid":"u-1","resourceVersion":"9",` +
+		`"generation":3,"creationTimestamp":"2026-11-27T10:00:00Z","labels":{"app":"shop"},"annotations":{"a":"{\"x\":1}"},` +
+		`"ownerReferences":[{"apiVersion":"apps/v1","kind":"ReplicaSet","name":"rs","uid":"u-rs","controller":true}],"finalizers":["f"]}}`
+	d := &jsondec.Decoder{CBORPrefix: []byte{formatMetadataMap}}
+	m, encoded, err := d.ObjectPartialCBOR([]byte(js))
+	if err != nil || encoded == nil {
+		t.Fatal(err)
+	}
+	// Package wire's short encoding of the same object (format 4).
+	compact, ok := metaenc.Compact(encoded[1:])
+	if !ok || compact[0] != formatMetadataCompact {
+		t.Fatalf("not compacted: % x", compact)
+	}
+	want := new(metav1.PartialObjectMetadata)
+	if err := json.Unmarshal([]byte(js), want); err != nil {
+		t.Fatal(err)
+	}
+	want.TypeMeta = metav1.TypeMeta{}
+	for _, encoded := range [][]byte{encoded, compact} {
+		got, err := Codec{}.Decode(encoded)
+		if err != nil || !equality.Semantic.DeepEqual(got, want) {
+			t.Fatalf("Codec.Decode(format %d): %#v, %v; want %#v", encoded[0], got, err, want)
+		}
+
+		s := openTest(t, testPath(t), Options{})
+		w := s.NewWriter(WriterOptions{})
+		w.UpsertEncoded("prod", pods, &unstructured.Unstructured{Object: m}, encoded)
+		w.Checkpoint("prod", pods, "10")
+		if err := w.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		loaded := resourceOf(mustLoad(t, s), "prod", pods).Objects
+		if len(loaded) != 1 || !equality.Semantic.DeepEqual(loaded[0], want) {
+			t.Errorf("format %d: loaded %#v, want %#v", encoded[0], loaded, want)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

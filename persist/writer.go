@@ -176,25 +176,37 @@ func (w *Writer) Upsert(cluster string, resource ResourceKey, obj runtime.Object
 }
 
 // UpsertEncoded is Upsert with the encoding of obj at hand: encoded is the CBOR of obj's
-// Object map, which is stored as it is, rather than an encoding of obj made at commit
-// time. The informers get it for free while decoding a watch event (see
+// Object map, or the byte 3 (package wire's MetadataFormat) and then the CBOR of the
+// map of a meta.k8s.io/v1 PartialObjectMetadata, or the byte 4 (wire's
+// CompactMetadataFormat) and such an object in package metaenc's encoding, which is
+// stored as it is, rather than
+// an encoding of obj made at commit time. The informers get it for free while decoding a watch event (see
 // jsondec.Decoder.ObjectCBOR). It must be one CBOR map in the subset that the
 // snapshot's decoder reads: map keys are byte or text strings, in any order and each
 // once, and values are maps, arrays, strings, integers that fit an int64, finite floats,
 // booleans or null, all of definite length and without tags; or such a map compressed,
 // as Codec with Compress keeps it.
 //
-// Checking that would cost as much as encoding obj, so only the first byte is checked:
-// if it is neither the head of a map nor that of a compressed encoding, obj is encoded
-// at commit time as by Upsert. An encoding that is not what it should be makes the
-// snapshot fail to load at the next start, which then moves the file aside and starts
-// cold. encoded may not be modified after the call; obj may, if encoded passed that
-// check: the Writer then keeps encoded and not obj.
+// Checking that would cost as much as encoding obj, so only the first bytes are
+// checked: if they are not the head of a map, 3 and the head of a map, 4, or the head of
+// a compressed encoding, obj is encoded at commit time as by Upsert. An encoding that is
+// not what it should be makes the snapshot fail to load at the next start, which then
+// moves the file aside and starts cold. encoded may not be modified after the call; obj
+// may, if encoded passed that check: the Writer then keeps encoded and not obj.
 func (w *Writer) UpsertEncoded(cluster string, resource ResourceKey, obj *unstructured.Unstructured, encoded []byte) {
-	if len(encoded) == 0 || !isMapHead(encoded[0]) && encoded[0] != formatCompressed {
+	if !isMapHead(first(encoded)) && (first(encoded) != formatMetadataMap || len(encoded) < 2 || !isMapHead(encoded[1])) &&
+		first(encoded) != formatMetadataCompact && first(encoded) != formatCompressed {
 		encoded = nil
 	}
 	w.upsert(cluster, resource, obj, encoded)
+}
+
+// first returns the first byte of b, 0 if b is empty (not the head of a map).
+func first(b []byte) byte {
+	if len(b) == 0 {
+		return 0
+	}
+	return b[0]
 }
 
 func (w *Writer) upsert(cluster string, resource ResourceKey, obj runtime.Object, encoded []byte) {

@@ -90,18 +90,35 @@ func EndHead(b []byte, off, count int, long []LongHead) []LongHead {
 // Splice appends enc to dst with the heads of long lengthened; to a nil dst, in a newly
 // allocated slice of its exact length. It sorts long.
 func Splice(dst, enc []byte, long []LongHead) []byte {
-	n := len(enc)
-	for _, h := range long {
-		n += headLen(uint64(h.Count)) - 1
-	}
-	// The heads are listed as their maps and arrays end, which is not the order of their
-	// offsets.
-	slices.SortFunc(long, func(a, b LongHead) int { return cmp.Compare(a.Off, b.Off) })
+	n := splicedLen(enc, long)
 	if dst == nil {
 		dst = make([]byte, 0, n)
 	} else {
 		dst = slices.Grow(dst, n)
 	}
+	return splice(dst, enc, long)
+}
+
+// Spliced returns prefix, then enc with the heads of long lengthened, in a newly
+// allocated slice of their exact length. It sorts long.
+func Spliced(prefix, enc []byte, long []LongHead) []byte {
+	dst := make([]byte, 0, len(prefix)+splicedLen(enc, long))
+	return splice(append(dst, prefix...), enc, long)
+}
+
+// splicedLen is the length of enc with the heads of long lengthened.
+func splicedLen(enc []byte, long []LongHead) int {
+	n := len(enc)
+	for _, h := range long {
+		n += headLen(uint64(h.Count)) - 1
+	}
+	return n
+}
+
+func splice(dst, enc []byte, long []LongHead) []byte {
+	// The heads are listed as their maps and arrays end, which is not the order of their
+	// offsets.
+	slices.SortFunc(long, func(a, b LongHead) int { return cmp.Compare(a.Off, b.Off) })
 	prev := 0
 	for _, h := range long {
 		dst = append(dst, enc[prev:h.Off]...)

@@ -71,4 +71,7 @@ func TestSplice(t *testing.T) {
 	if got := Splice([]byte("x"), enc, long); string(got) != "x"+string(want) {
 		t.Errorf("Splice after x = %x", got)
 	}
+	if got := Spliced([]byte{3}, enc, long); string(got) != "\x03"+string(want) || cap(got) != len(got) {
+		t.Errorf("Spliced after 3 = %x (cap %d)", got, cap(got))
+	}
 }

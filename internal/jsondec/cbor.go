@@ -12,8 +12,8 @@ import (
 //
 // cbor is nil if err is not nil, if m is nil (data is null), or if data has an object
 // with a repeated key, at any depth, whose map holds only the last of its values.
-// Otherwise it is one CBOR data item, the map m, in a newly allocated slice of its
-// exact length:
+// Otherwise it is d.CBORPrefix, then one CBOR data item, the map m, in a newly
+// allocated slice of their exact length (or what d.Rewrite makes of them):
 //
 //   - maps as maps (major type 5), their entries in the order of the members of the
 //     JSON objects, without the members that the Decoder leaves out
@@ -39,7 +39,7 @@ func (d *Decoder) ObjectCBOR(data []byte) (m map[string]any, cbor []byte, err er
 	if m, err = d.Object(data); err != nil || m == nil || !d.emit {
 		return m, nil, err
 	}
-	return m, d.appendEncoded(nil), nil
+	return m, d.EncodedOf(d.enc, d.long), nil
 }
 
 // ObjectPartialCBOR is ObjectCBOR for a caller that keeps the CBOR and, of the map, only
@@ -134,10 +134,31 @@ func (d *Decoder) endHead(off, count int) {
 	d.long = cborenc.EndHead(d.enc, off, count, d.long)
 }
 
-// appendEncoded appends d.enc to dst with its long heads; to a nil dst, in a newly
-// allocated slice of its exact length.
+// appendEncoded appends d.enc to dst with its long heads.
 func (d *Decoder) appendEncoded(dst []byte) []byte {
 	return cborenc.Splice(dst, d.enc, d.long)
+}
+
+// EncodedOf returns what ObjectCBOR returns for enc, CBOR with the long heads long (see
+// package cborenc), in a newly allocated slice of its exact length: d.CBORPrefix and
+// the CBOR, or what d.Rewrite makes of them. It sorts long. Package pbjson writes its
+// CBOR through it.
+func (d *Decoder) EncodedOf(enc []byte, long []cborenc.LongHead) []byte {
+	if d.Rewrite == nil {
+		return cborenc.Spliced(d.CBORPrefix, enc, long)
+	}
+	d.rewriting = cborenc.Splice(append(d.rewriting[:0], d.CBORPrefix...), enc, long)
+	defer func() {
+		if cap(d.rewriting) > maxScratch {
+			d.rewriting = nil
+		}
+	}()
+	if out, ok := d.Rewrite(d.rewriting); ok {
+		return out
+	}
+	out := make([]byte, len(d.rewriting))
+	copy(out, d.rewriting)
+	return out
 }
 
 // appendString appends s as a byte string.

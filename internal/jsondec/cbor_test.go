@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
@@ -604,5 +605,76 @@ func checkUniqueCopied(t *testing.T, first, second map[string]any) {
 	l1, l2 := first["labels"].(map[string]any)["x"].(string), second["labels"].(map[string]any)["x"].(string)
 	if unsafe.StringData(l1) != unsafe.StringData(l2) {
 		t.Errorf("the label value is not interned")
+	}
+}
+
+// TestCBORPrefix: with CBORPrefix, ObjectCBOR and ObjectPartialCBOR return the prefix
+// and then the CBOR they return without it, long heads included; the maps are the same.
+func TestCBORPrefix(t *testing.T) {
+	inputs := [][]byte{
+		[]byte(`{"kind":"X","apiVersion":"v1",` + manyMembers(30) + `,"metadata":{"name":"m","labels":{` + manyMembers(25) + `}}}`),
+		testdataJSON(t, "pod.json"),
+	}
+	prefix := []byte{3}
+	for _, in := range inputs {
+		for _, partial := range []bool{false, true} {
+			decode := (*Decoder).ObjectCBOR
+			if partial {
+				decode = (*Decoder).ObjectPartialCBOR
+			}
+			plain := new(Decoder)
+			wantM, want, err := decode(plain, in)
+			if err != nil || want == nil {
+				t.Fatalf("partial=%v: %v, %d bytes", partial, err, len(want))
+			}
+			d := &Decoder{CBORPrefix: prefix}
+			m, got, err := decode(d, in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, append(slices.Clone(prefix), want...)) || len(got) != cap(got) {
+				t.Errorf("partial=%v: got % x (cap %d), want %x then % x", partial, got, cap(got), prefix, want)
+			}
+			if !reflect.DeepEqual(m, wantM) {
+				t.Errorf("partial=%v: the map differs with a prefix: %v, want %v", partial, m, wantM)
+			}
+		}
+	}
+}
+
+// TestRewrite: with Rewrite, ObjectCBOR and ObjectPartialCBOR hand it the prefix and the
+// CBOR they would return, and return what it returns, or, if it declines, a copy of
+// the CBOR of its exact length, which the next object does not change.
+func TestRewrite(t *testing.T) {
+	in := []byte(`{"kind":"X","apiVersion":"v1","metadata":{"name":"m","labels":{` + manyMembers(25) + `}}}`)
+	plain := &Decoder{CBORPrefix: []byte{3}}
+	_, want, err := plain.ObjectCBOR(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, partial := range []bool{false, true} {
+		decode := (*Decoder).ObjectCBOR
+		if partial {
+			decode = (*Decoder).ObjectPartialCBOR
+		}
+		var seen []byte
+		d := &Decoder{CBORPrefix: []byte{3}, Rewrite: func(cbor []byte) ([]byte, bool) {
+			seen = slices.Clone(cbor)
+			return []byte("short"), true
+		}}
+		if _, got, err := decode(d, in); err != nil || string(got) != "short" || !bytes.Equal(seen, want) {
+			t.Fatalf("partial=%v: got %q, %v; Rewrite saw % x, want % x", partial, got, err, seen, want)
+		}
+		d.Rewrite = func([]byte) ([]byte, bool) { return nil, false }
+		_, got, err := decode(d, in)
+		if err != nil || !bytes.Equal(got, want) || cap(got) != len(got) {
+			t.Fatalf("partial=%v, declined: % x (cap %d), %v; want % x", partial, got, cap(got), err, want)
+		}
+		if _, _, err := decode(d, []byte(`{"kind":"Y","apiVersion":"v2","metadata":{"name":"other-name","labels":{"z":"zz"}}}`)); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("partial=%v: the returned CBOR changed with the next object", partial)
+		}
 	}
 }

@@ -56,6 +56,18 @@ type Decoder struct {
 	// DropManagedFields leaves metadata.managedFields out of the objects that Object and
 	// List return: the value is checked, as the rest of the input, but not decoded.
 	DropManagedFields bool
+	// CBORPrefix, if not empty, is written before the CBOR that ObjectCBOR and
+	// ObjectPartialCBOR return, in the same slice: a format byte of the caller's, for a
+	// reader that must tell this encoding from others (package wire's metadata).
+	CBORPrefix []byte
+	// Rewrite, if set, is given the CBOR that ObjectCBOR and ObjectPartialCBOR would
+	// return (CBORPrefix included) in the Decoder's scratch space, which it must not
+	// keep or return; if it returns ok, what it returns is returned instead, and
+	// otherwise a copy of the CBOR. Package wire's metadata clients rewrite metadata
+	// in a shorter encoding so, without a copy of the CBOR to be freed.
+	Rewrite func(cbor []byte) (rewritten []byte, ok bool)
+	// rewriting is the scratch space for Rewrite.
+	rewriting []byte
 
 	// data is the input, as a string that aliases the caller's bytes: every string
 	// handed out is interned or copied, never a substring of data.

@@ -208,10 +208,10 @@ func (t *Transcoder) rawCBOR(raw []byte) error {
 	return nil
 }
 
-// encoded returns a copy of t.out with its long heads, in a newly allocated slice of
-// its exact length.
+// encoded returns what t.dec returns for t.out with its long heads (CBORPrefix, and
+// Rewrite, included), in a newly allocated slice of its exact length.
 func (t *Transcoder) encoded() []byte {
-	return cborenc.Splice(nil, t.out, t.long)
+	return t.dec.EncodedOf(t.out, t.long)
 }
 
 // The CBOR major types and simple values that the Transcoder writes.

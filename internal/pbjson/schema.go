@@ -144,17 +144,36 @@ var schemas sync.Map // schema.GroupVersionKind → *message
 
 // Supported reports whether objects of kind gvk, as a kube-apiserver sends them in
 // protobuf, can be transcoded to JSON: whether gvk is a kind of client-go's scheme
-// (k8s.io/client-go/kubernetes/scheme) whose Go type this package can describe.
+// (k8s.io/client-go/kubernetes/scheme), or meta.k8s.io/v1 PartialObjectMetadata or
+// PartialObjectMetadataList (the metadata of any object, as client-go's metadata client
+// asks for it), whose Go type this package can describe.
+//
+// The server's JSON of a PartialObjectMetadataList gives each item its apiVersion and
+// kind, which its protobuf does not carry: the items transcoded have none, as the items
+// of any other list, and decode into the same objects (apimachinery's
+// UnstructuredList gives an item without them those of its list).
 func Supported(gvk schema.GroupVersionKind) bool {
 	return schemaOf(gvk) != nil
 }
+
+// metaKinds holds the kinds of meta.k8s.io/v1 that Supported knows beside those of
+// client-go's scheme, which has none of them.
+var metaKinds = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	s.AddKnownTypes(metav1.SchemeGroupVersion, &metav1.PartialObjectMetadata{}, &metav1.PartialObjectMetadataList{})
+	return s
+}()
 
 func schemaOf(gvk schema.GroupVersionKind) *message {
 	if m, ok := schemas.Load(gvk); ok {
 		return m.(*message)
 	}
 	var m *message
-	if obj, err := scheme.Scheme.New(gvk); err == nil {
+	obj, err := scheme.Scheme.New(gvk)
+	if err != nil {
+		obj, err = metaKinds.New(gvk)
+	}
+	if err == nil {
 		b := builder{seen: map[reflect.Type]*message{}}
 		if msg, err := b.message(reflect.TypeOf(obj).Elem()); err == nil {
 			m = msg

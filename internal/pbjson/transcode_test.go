@@ -802,3 +802,80 @@ func TestObjectPartialCBORSharesNoMemory(t *testing.T) {
 		})
 	}
 }
+
+// TestTranscodePartialObjectMetadata transcodes random meta.k8s.io/v1
+// PartialObjectMetadata and PartialObjectMetadataList objects, which client-go's scheme
+// does not have, as TestTranscodeRandomObjects does the kinds it has.
+func TestTranscodePartialObjectMetadata(t *testing.T) {
+	s := protobuf.NewSerializer(metaKinds, metaKinds)
+	var tr Transcoder
+	for _, obj := range []runtime.Object{&metav1.PartialObjectMetadata{}, &metav1.PartialObjectMetadataList{}} {
+		gvks, _, err := metaKinds.ObjectKinds(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gvk := gvks[0]
+		if !Supported(gvk) {
+			t.Fatalf("%v is not supported", gvk)
+		}
+		t.Run(gvk.Kind, func(t *testing.T) {
+			for i := range 20 {
+				obj := obj.DeepCopyObject()
+				filler(int64(i)).Fill(obj)
+				obj.GetObjectKind().SetGroupVersionKind(gvk)
+				var buf bytes.Buffer
+				if err := s.Encode(obj, &buf); err != nil {
+					t.Fatal(err)
+				}
+				decoded, _, err := s.Decode(buf.Bytes(), nil, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				decoded.GetObjectKind().SetGroupVersionKind(gvk)
+				want, err := json.Marshal(decoded)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := transcode(t, &tr, buf.Bytes())
+				if err != nil {
+					t.Fatalf("#%d: %v", i, err)
+				}
+				if !bytes.Equal(got, want) {
+					t.Errorf("#%d:\n got %s\nwant %s", i, got, want)
+				}
+			}
+		})
+	}
+}
+
+// TestObjectPartialCBORPrefix writes random PartialObjectMetadata objects as CBOR with
+// the Decoder's CBORPrefix (package wire's metadata clients): directly, the prefix and
+// then the CBOR that jsondec writes for their JSON with that prefix, byte for byte.
+func TestObjectPartialCBORPrefix(t *testing.T) {
+	s := protobuf.NewSerializer(metaKinds, metaKinds)
+	gvk := metav1.SchemeGroupVersion.WithKind("PartialObjectMetadata")
+	d := jsondec.Decoder{CBORPrefix: []byte{3}}
+	for _, drop := range []bool{false, true} {
+		tr := Transcoder{Options: Options{DropManagedFields: drop}}
+		for i := range 30 {
+			obj := &metav1.PartialObjectMetadata{}
+			filler(int64(i)).Fill(obj)
+			obj.SetGroupVersionKind(gvk)
+			var buf bytes.Buffer
+			if err := s.Encode(obj, &buf); err != nil {
+				t.Fatal(err)
+			}
+			kind, raw, err := Envelope(buf.Bytes())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !checkPartialCBOR(t, &tr, &d, kind, raw) {
+				t.Errorf("#%d: not written directly", i)
+			}
+			_, cbor, err := tr.ObjectPartialCBOR(kind, raw, &d)
+			if err != nil || len(cbor) == 0 || cbor[0] != 3 {
+				t.Fatalf("#%d: %v, % x", i, err, cbor[:min(len(cbor), 4)])
+			}
+		}
+	}
+}

@@ -20,7 +20,7 @@ import (
 // leaves managedFields out of the objects, keep keeps them. With encode, the objects of
 // watch events come with their encoding, as *EncodedObjects. They share one HTTP client.
 func NewDynamicClients(cfg *rest.Config, n int, encode bool) (drop, keep dynamic.Interface, err error) {
-	return newDynamicClients(cfg, n, encode, false)
+	return newDynamicClients(cfg, n, encode, false, false)
 }
 
 // NewPartialDynamicClients returns the dynamic clients of NewDynamicClients with encode,
@@ -30,24 +30,26 @@ func NewDynamicClients(cfg *rest.Config, n int, encode bool) (drop, keep dynamic
 // without JSON. An object without a name (a bookmark) comes whole, with its encoding; one
 // without a faithful encoding (a repeated key), whole and without.
 func NewPartialDynamicClients(cfg *rest.Config, n int) (drop, keep dynamic.Interface, err error) {
-	return newDynamicClients(cfg, n, true, true)
+	return newDynamicClients(cfg, n, true, true, false)
 }
 
-func newDynamicClients(cfg *rest.Config, n int, encode, partial bool) (drop, keep dynamic.Interface, err error) {
+func newDynamicClients(cfg *rest.Config, n int, encode, partial, metadata bool) (drop, keep dynamic.Interface, err error) {
 	// From the dynamic client's config, as dynamic.NewForConfig does: its transport sets
 	// the default user agent.
 	refused := new(refusals)
 	config := dynamic.ConfigFor(cfg)
-	config.Wrap(func(rt http.RoundTripper) http.RoundTripper { return acceptTransport{base: rt, refused: refused} })
+	config.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return acceptTransport{base: rt, refused: refused, metadata: metadata}
+	})
 	h, err := rest.HTTPClientFor(config)
 	if err != nil {
 		return nil, nil, err
 	}
 	pool := newDecoderPool(n)
-	if drop, err = newDynamicClient(cfg, h, pool, refused, true, encode, partial); err != nil {
+	if drop, err = newDynamicClient(cfg, h, pool, refused, true, encode, partial, metadata); err != nil {
 		return nil, nil, err
 	}
-	if keep, err = newDynamicClient(cfg, h, pool, refused, false, encode, partial); err != nil {
+	if keep, err = newDynamicClient(cfg, h, pool, refused, false, encode, partial, metadata); err != nil {
 		return nil, nil, err
 	}
 	return drop, keep, nil
@@ -55,9 +57,9 @@ func newDynamicClients(cfg *rest.Config, n int, encode, partial bool) (drop, kee
 
 // newDynamicClient returns a dynamic client for cfg, as dynamic.NewForConfigAndClient
 // does, whose JSON responses are decoded by unstructuredJSON with the decoders of pool.
-func newDynamicClient(cfg *rest.Config, h *http.Client, pool decoderPool, refused *refusals, dropManagedFields, encode, partial bool) (dynamic.Interface, error) {
+func newDynamicClient(cfg *rest.Config, h *http.Client, pool decoderPool, refused *refusals, dropManagedFields, encode, partial, metadata bool) (dynamic.Interface, error) {
 	config := dynamic.ConfigFor(cfg)
-	config.NegotiatedSerializer = newNegotiatedSerializer(config.NegotiatedSerializer, pool, refused, dropManagedFields, encode, partial)
+	config.NegotiatedSerializer = newNegotiatedSerializer(config.NegotiatedSerializer, pool, refused, dropManagedFields, encode, partial, metadata)
 	// The dynamic client builds absolute paths: as in dynamic.NewForConfigAndClient, a
 	// path built from APIPath would be a bug.
 	config.GroupVersion = nil
@@ -86,11 +88,11 @@ type negotiatedSerializer struct {
 
 var _ runtime.NegotiatedSerializer = negotiatedSerializer{}
 
-func newNegotiatedSerializer(base runtime.NegotiatedSerializer, pool decoderPool, refused *refusals, dropManagedFields, encode, partial bool) negotiatedSerializer {
+func newNegotiatedSerializer(base runtime.NegotiatedSerializer, pool decoderPool, refused *refusals, dropManagedFields, encode, partial, metadata bool) negotiatedSerializer {
 	mediaTypes := slices.Clone(base.SupportedMediaTypes())
 	for i, info := range mediaTypes {
 		if info.MediaType == runtime.ContentTypeJSON {
-			json := &unstructuredJSON{Serializer: info.Serializer, pool: pool, dropManagedFields: dropManagedFields, encode: encode, partial: partial}
+			json := &unstructuredJSON{Serializer: info.Serializer, pool: pool, dropManagedFields: dropManagedFields, encode: encode, partial: partial, metadata: metadata}
 			mediaTypes[i].Serializer = json
 			mediaTypes = append(mediaTypes, protobufMediaType(json, refused))
 			if stream := info.StreamSerializer; stream != nil {
@@ -118,13 +120,15 @@ func (s negotiatedSerializer) SupportedMediaTypes() []runtime.SerializerInfo {
 // With encode, an Unstructured that it decodes into a new object (the object of a watch
 // event: lists and objects that are read are decoded into the caller's) comes as an
 // *EncodedObject with the CBOR of its map, written while decoding it; with partial too,
-// a partial one (decodeEncoded).
+// a partial one (decodeEncoded). With metadata, the encoding of a PartialObjectMetadata
+// starts with MetadataFormat, and an object of another kind comes without one.
 type unstructuredJSON struct {
 	runtime.Serializer
 	pool              decoderPool
 	dropManagedFields bool
 	encode            bool
 	partial           bool
+	metadata          bool
 }
 
 var _ runtime.Serializer = (*unstructuredJSON)(nil)
@@ -146,11 +150,16 @@ func (s *unstructuredJSON) Decode(data []byte, gvk *schema.GroupVersionKind, int
 	d := s.pool.get()
 	defer s.pool.put(d)
 	d.DropManagedFields = s.dropManagedFields
+	d.CBORPrefix, d.Rewrite = nil, nil
 	// A default kind is only asked for when decoding errors, which are not
 	// Unstructured.
 	if gvk == nil {
 		if into == nil && s.encode {
-			if obj, actual, ok := decodeEncoded(d, data, s.partial); ok {
+			decode := decodeEncoded
+			if s.metadata {
+				decode = decodeMetadata
+			}
+			if obj, actual, ok := decode(d, data, s.partial); ok {
 				return obj, actual, nil
 			}
 		} else if obj, actual, ok := decodeUnstructured(d, data, into); ok {

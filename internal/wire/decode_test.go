@@ -46,7 +46,7 @@ var podJSON = func() []byte {
 // serializers returns the negotiated serializer of the dynamic client, and ours.
 func serializers(dropManagedFields bool) (apimachinery, ours runtime.NegotiatedSerializer) {
 	base := dynamic.ConfigFor(&rest.Config{}).NegotiatedSerializer
-	return base, newNegotiatedSerializer(base, newDecoderPool(2), new(refusals), dropManagedFields, false, false)
+	return base, newNegotiatedSerializer(base, newDecoderPool(2), new(refusals), dropManagedFields, false, false, false)
 }
 
 // jsonInfo returns the JSON media type of ns.

@@ -20,6 +20,12 @@
 // fleet). The clients of NewPartialDynamicClients decode such partial objects directly,
 // building no maps but for the filing fields (jsondec's ObjectPartialCBOR).
 //
+// The clients of NewPartialMetadataClients do the same for the metadata of objects,
+// asked for as client-go's metadata client asks (meta.k8s.io/v1 PartialObjectMetadata):
+// their encodings are package metaenc's (CompactMetadataFormat), or where that cannot
+// hold an object exactly, MetadataFormat and its CBOR, and DecodeEncoded makes the
+// PartialObjectMetadata of one (metadata.go).
+//
 // The requests whose context says so (WithProtobuf) ask for protobuf, where the server
 // has it, for the kinds that package pbjson can transcode: pbjson writes each object
 // back as the JSON the server would have sent, which is then decoded as above, so the

@@ -77,14 +77,25 @@ func (r *refusals) refuse(gvk schema.GroupVersionKind) {
 }
 
 // acceptTransport asks for protobuf for the requests whose context has WithProtobuf,
-// unless their kind was refused.
+// unless their kind was refused. With metadata, every GET asks for the objects'
+// metadata (acceptMetadata).
 type acceptTransport struct {
-	base    http.RoundTripper
-	refused *refusals
+	base     http.RoundTripper
+	refused  *refusals
+	metadata bool
 }
 
 func (t acceptTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if gvk, ok := req.Context().Value(protobufKey{}).(schema.GroupVersionKind); ok && req.Method == http.MethodGet && !t.refused.refused(gvk) {
+	if req.Method != http.MethodGet {
+		return t.base.RoundTrip(req)
+	}
+	gvk, ok := req.Context().Value(protobufKey{}).(schema.GroupVersionKind)
+	protobuf := ok && !t.refused.refused(gvk)
+	switch {
+	case t.metadata:
+		req = req.Clone(req.Context())
+		req.Header.Set("Accept", acceptMetadata(req.URL.Query().Get("watch") == "true", protobuf))
+	case protobuf:
 		req = req.Clone(req.Context())
 		req.Header.Set("Accept", acceptProtobuf)
 	}
@@ -158,11 +169,23 @@ func (s *unstructuredProtobuf) Decode(data []byte, gvk *schema.GroupVersionKind,
 // the CBOR that t writes from the protobuf, with no JSON in between. It returns nil, and
 // no error, for an object that decodeEncoded would not return partial (a bookmark, a
 // Status, an object without a faithful encoding, ...): its JSON is then decoded as
-// ever.
+// ever. For the metadata clients (json.metadata), the encoding of a
+// PartialObjectMetadata starts with MetadataFormat, as decodeMetadata's does, and an
+// object of another kind is left to the JSON.
 func (s *unstructuredProtobuf) decodePartial(t *pbjson.Transcoder, kind schema.GroupVersionKind, raw []byte) (runtime.Object, *schema.GroupVersionKind, error) {
+	if s.json.metadata && kind != MetadataKind {
+		// An object of another kind (a server that ignored the kind asked for) comes
+		// whole (decodeMetadata).
+		return nil, nil, nil
+	}
 	d := s.json.pool.get()
 	defer s.json.pool.put(d)
 	d.DropManagedFields = s.json.dropManagedFields
+	d.CBORPrefix, d.Rewrite = nil, nil
+	if s.json.metadata {
+		d.CBORPrefix, d.Rewrite = metadataPrefix, compactMetadata
+		defer func() { d.CBORPrefix, d.Rewrite = nil, nil }()
+	}
 	m, encoded, err := t.ObjectPartialCBOR(kind, raw, d)
 	if errors.Is(err, pbjson.ErrUnsupported) || errors.Is(err, pbjson.ErrInvalid) {
 		return nil, nil, s.transcodingError(kind, err)

@@ -331,7 +331,7 @@ func BenchmarkWatchEventPartial(b *testing.B) {
 		fw.Write(buf.Bytes())
 	}
 	base := dynamic.ConfigFor(&rest.Config{}).NegotiatedSerializer
-	ns := newNegotiatedSerializer(base, newDecoderPool(2), new(refusals), true, true, true)
+	ns := newNegotiatedSerializer(base, newDecoderPool(2), new(refusals), true, true, true, false)
 	for _, bm := range []struct {
 		name, mediaType string
 		stream          []byte

@@ -1,0 +1,789 @@
+// Package metaenc is a short encoding of the metadata of an object, a
+// meta.k8s.io/v1 PartialObjectMetadata, for a fleet that keeps each metadata-only
+// object encoded: fields by a one-byte tag rather than by their names, lengths and
+// integers as varints, a uid as its 16 bytes, a resourceVersion and timestamps as
+// integers where their text is the integer's canonical form, and the strings of a
+// static table (well-known label and annotation keys, frequent values, owners' kinds) by
+// their index. Decode returns the table's strings themselves, shared by every object.
+//
+// Compact writes it from the CBOR of the object's map as jsondec and pbjson write it
+// (the snapshot's format 3, without its format byte); Decode reads it back into the
+// *metav1.PartialObjectMetadata that apimachinery's cbor/direct decodes from that CBOR,
+// without TypeMeta, exactly (FuzzCompact checks both against each other). Compact
+// declines what it cannot write exactly (managedFields, a member it does not know, a
+// value of another type, a repeated member, ...): the caller keeps the CBOR then.
+//
+// The encoding: the byte Format, then the object's members, each as a tag (one of the
+// tag constants) and its value; strings as a uvarint, twice their length, then their
+// bytes, or, for a string of the static table (table.go), twice its index plus one;
+// integers as zig-zag varints (resourceVersion: a uvarint); labels and annotations as a uvarint
+// count and that many key and value strings; finalizers as a count and strings;
+// ownerReferences as a count and, for each, a count of members and those members,
+// tagged as the object's are. A member appears at most once, in any order.
+package metaenc
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Format is the first byte of the encoding: package persist's object format 4.
+const Format byte = 4
+
+// The tags of the members of the object's metadata.
+const (
+	tagName byte = iota + 1
+	tagGenerateName
+	tagNamespace
+	tagSelfLink
+	tagUID         // a string
+	tagUIDBytes    // 16 bytes, the canonical text of a UUID
+	tagRV          // a string
+	tagRVInt       // a uvarint, the decimal text of the resourceVersion
+	tagGeneration  // a varint
+	tagCreation    // a string
+	tagCreationInt // a varint, the Unix seconds of an RFC 3339 text in UTC
+	tagDeletion
+	tagDeletionInt
+	tagGracePeriod // a varint
+	tagLabels
+	tagAnnotations
+	tagOwnerReferences
+	tagFinalizers
+	// The members of an owner reference.
+	tagOwnerAPIVersion
+	tagOwnerKind
+	tagOwnerName
+	tagOwnerUID
+	tagOwnerUIDBytes
+	tagOwnerController         // a byte, 0 or 1
+	tagOwnerBlockOwnerDeletion // a byte, 0 or 1
+	tagCount
+)
+
+// The names of the members, where their tag is a string's, by tag.
+var memberTags = map[string]byte{
+	"name": tagName, "generateName": tagGenerateName, "namespace": tagNamespace, "selfLink": tagSelfLink,
+	"uid": tagUID, "resourceVersion": tagRV, "generation": tagGeneration, "creationTimestamp": tagCreation,
+	"deletionTimestamp": tagDeletion, "deletionGracePeriodSeconds": tagGracePeriod, "labels": tagLabels,
+	"annotations": tagAnnotations, "ownerReferences": tagOwnerReferences, "finalizers": tagFinalizers,
+}
+
+var ownerTags = map[string]byte{
+	"apiVersion": tagOwnerAPIVersion, "kind": tagOwnerKind, "name": tagOwnerName, "uid": tagOwnerUID,
+	"controller": tagOwnerController, "blockOwnerDeletion": tagOwnerBlockOwnerDeletion,
+}
+
+// Compact returns the encoding of the object whose map's CBOR is cbor, in a newly
+// allocated slice of its exact length, or false if it cannot be written exactly. It
+// reads the CBOR that jsondec writes: definite lengths, strings as byte strings,
+// integers, true, false and null; the map's apiVersion and kind, which the
+// decoded object does not keep, are read but not written.
+func Compact(cbor []byte) ([]byte, bool) {
+	c := compactors.Get().(*compactor)
+	defer compactors.Put(c)
+	c.r = reader{b: cbor}
+	c.out = append(c.out[:0], Format)
+	ok := c.object() && c.r.off == len(cbor)
+	var out []byte
+	if ok {
+		out = make([]byte, len(c.out))
+		copy(out, c.out)
+	}
+	c.r = reader{}
+	clear(c.keys)
+	c.keys = c.keys[:0]
+	if cap(c.out) > 1<<16 {
+		c.out = nil
+	}
+	return out, ok
+}
+
+// compactors holds the scratch space of Compact.
+var compactors = sync.Pool{New: func() any { return new(compactor) }}
+
+type compactor struct {
+	r   reader
+	out []byte
+	// keys are those of the map being written.
+	keys [][]byte
+}
+
+func (c *compactor) object() bool {
+	n, ok := c.r.mapHead()
+	if !ok {
+		return false
+	}
+	var seenTop [3]bool
+	for range n {
+		k, ok := c.r.str()
+		if !ok {
+			return false
+		}
+		var i int
+		switch string(k) {
+		case "apiVersion", "kind":
+			if i = 0; string(k) == "kind" {
+				i = 1
+			}
+			if _, ok := c.r.str(); !ok {
+				return false
+			}
+		case "metadata":
+			i = 2
+			if !c.metadata() {
+				return false
+			}
+		default:
+			return false
+		}
+		if seenTop[i] {
+			return false
+		}
+		seenTop[i] = true
+	}
+	return true
+}
+
+func (c *compactor) metadata() bool {
+	n, ok := c.r.mapHead()
+	if !ok {
+		return false
+	}
+	var seen [tagCount]bool
+	for range n {
+		k, ok := c.r.str()
+		if !ok {
+			return false
+		}
+		tag, ok := memberTags[string(k)]
+		if !ok || seen[tag] {
+			return false
+		}
+		seen[tag] = true
+		switch tag {
+		case tagName, tagGenerateName, tagNamespace, tagSelfLink:
+			ok = c.stringMember(tag)
+		case tagUID:
+			ok = c.uid(tagUID, tagUIDBytes)
+		case tagRV:
+			s, sok := c.r.str()
+			if ok = sok; ok {
+				if v, canonical := canonicalUint(s); canonical {
+					c.out = append(c.out, tagRVInt)
+					c.out = binary.AppendUvarint(c.out, v)
+				} else {
+					c.appendString(tagRV, s)
+				}
+			}
+		case tagGeneration, tagGracePeriod:
+			v, iok := c.r.int()
+			if ok = iok; ok {
+				c.out = append(c.out, tag)
+				c.out = binary.AppendVarint(c.out, v)
+			}
+		case tagCreation, tagDeletion:
+			ok = c.timestamp(tag)
+		case tagLabels, tagAnnotations:
+			ok = c.stringMap(tag)
+		case tagFinalizers:
+			ok = c.finalizers()
+		case tagOwnerReferences:
+			ok = c.owners()
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *compactor) appendString(tag byte, s []byte) {
+	if tag != 0 {
+		c.out = append(c.out, tag)
+	}
+	if i, ok := tableIndex[string(s)]; ok {
+		c.out = binary.AppendUvarint(c.out, uint64(i)<<1|1)
+		return
+	}
+	c.out = binary.AppendUvarint(c.out, uint64(len(s))<<1)
+	c.out = append(c.out, s...)
+}
+
+func (c *compactor) stringMember(tag byte) bool {
+	s, ok := c.r.str()
+	if ok {
+		c.appendString(tag, s)
+	}
+	return ok
+}
+
+func (c *compactor) uid(text, bytes byte) bool {
+	s, ok := c.r.str()
+	if !ok {
+		return false
+	}
+	if u, ok := parseUUID(s); ok {
+		c.out = append(c.out, bytes)
+		c.out = append(c.out, u[:]...)
+	} else {
+		c.appendString(text, s)
+	}
+	return true
+}
+
+// timestamp writes a metav1.Time: null is left out (it decodes to the zero time, as an
+// absent member does); a text in RFC 3339 that is the canonical text of whole seconds in
+// UTC as an integer; any other text that metav1.Time parses as it is, for Decode to
+// parse as metav1.Time does. A text that it does not parse is declined.
+func (c *compactor) timestamp(tag byte) bool {
+	if c.r.null() {
+		return true
+	}
+	s, ok := c.r.str()
+	if !ok {
+		return false
+	}
+	t, err := time.Parse(time.RFC3339, string(s))
+	if err != nil {
+		// For the decoder of the CBOR to fail on.
+		return false
+	}
+	if t.UTC().Format(time.RFC3339) == string(s) {
+		c.out = append(c.out, tag+1)
+		c.out = binary.AppendVarint(c.out, t.Unix())
+		return true
+	}
+	c.appendString(tag, s)
+	return true
+}
+
+func (c *compactor) stringMap(tag byte) bool {
+	n, ok := c.r.mapHead()
+	if !ok {
+		return false
+	}
+	c.out = append(c.out, tag)
+	c.out = binary.AppendUvarint(c.out, n)
+	c.keys = c.keys[:0]
+	for i := range 2 * n {
+		s, ok := c.r.str()
+		if !ok {
+			return false
+		}
+		if i%2 == 0 {
+			// A repeated key, which jsondec never writes, and which the decoders of
+			// the CBOR and of this encoding reject.
+			for _, k := range c.keys {
+				if string(k) == string(s) {
+					return false
+				}
+			}
+			c.keys = append(c.keys, s)
+		}
+		c.appendString(0, s)
+	}
+	return true
+}
+
+func (c *compactor) finalizers() bool {
+	n, ok := c.r.arrayHead()
+	if !ok {
+		return false
+	}
+	c.out = append(c.out, tagFinalizers)
+	c.out = binary.AppendUvarint(c.out, n)
+	for range n {
+		s, ok := c.r.str()
+		if !ok {
+			return false
+		}
+		c.appendString(0, s)
+	}
+	return true
+}
+
+func (c *compactor) owners() bool {
+	n, ok := c.r.arrayHead()
+	if !ok {
+		return false
+	}
+	c.out = append(c.out, tagOwnerReferences)
+	c.out = binary.AppendUvarint(c.out, n)
+	for range n {
+		m, ok := c.r.mapHead()
+		if !ok {
+			return false
+		}
+		c.out = binary.AppendUvarint(c.out, m)
+		var seen [tagCount]bool
+		for range m {
+			k, ok := c.r.str()
+			if !ok {
+				return false
+			}
+			tag, ok := ownerTags[string(k)]
+			if !ok || seen[tag] {
+				return false
+			}
+			seen[tag] = true
+			switch tag {
+			case tagOwnerUID:
+				ok = c.uid(tagOwnerUID, tagOwnerUIDBytes)
+			case tagOwnerController, tagOwnerBlockOwnerDeletion:
+				var b bool
+				if b, ok = c.r.bool(); ok {
+					c.out = append(c.out, tag, boolByte(b))
+				}
+			default:
+				ok = c.stringMember(tag)
+			}
+			if !ok {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func boolByte(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// canonicalUint returns the value of s if s is the decimal text that
+// strconv.FormatUint writes for it.
+func canonicalUint(s []byte) (uint64, bool) {
+	if len(s) == 0 || len(s) > 20 || (s[0] == '0' && len(s) > 1) {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(string(s), 10, 64)
+	return v, err == nil
+}
+
+// parseUUID returns the 16 bytes of s if s is the canonical text of a UUID, in lower
+// case, the form in which Decode writes them back.
+func parseUUID(s []byte) (u [16]byte, ok bool) {
+	if len(s) != 36 {
+		return u, false
+	}
+	j := 0
+	for i := 0; i < 36; {
+		if i == 8 || i == 13 || i == 18 || i == 23 {
+			if s[i] != '-' {
+				return u, false
+			}
+			i++
+			continue
+		}
+		hi, ok1 := hexDigit(s[i])
+		lo, ok2 := hexDigit(s[i+1])
+		if !ok1 || !ok2 {
+			return u, false
+		}
+		u[j] = hi<<4 | lo
+		j++
+		i += 2
+	}
+	return u, true
+}
+
+func hexDigit(b byte) (byte, bool) {
+	switch {
+	case '0' <= b && b <= '9':
+		return b - '0', true
+	case 'a' <= b && b <= 'f':
+		return b - 'a' + 10, true
+	}
+	return 0, false
+}
+
+func formatUUID(u []byte) string {
+	const hexDigits = "0123456789abcdef"
+	var b [36]byte
+	j := 0
+	for i, x := range u {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			b[j] = '-'
+			j++
+		}
+		b[j], b[j+1] = hexDigits[x>>4], hexDigits[x&15]
+		j += 2
+	}
+	return string(b[:])
+}
+
+// reader reads the CBOR subset that Compact takes. Any other item, or one that runs
+// past the end, makes its methods return false.
+type reader struct {
+	b   []byte
+	off int
+}
+
+func (r *reader) head() (major byte, arg uint64, ok bool) {
+	if r.off >= len(r.b) {
+		return 0, 0, false
+	}
+	ib := r.b[r.off]
+	major, ai := ib>>5, ib&31
+	r.off++
+	switch {
+	case ai < 24:
+		return major, uint64(ai), true
+	case ai <= 27:
+		n := 1 << (ai - 24)
+		if len(r.b)-r.off < n {
+			return 0, 0, false
+		}
+		for _, x := range r.b[r.off : r.off+n] {
+			arg = arg<<8 | uint64(x)
+		}
+		r.off += n
+		return major, arg, true
+	}
+	return 0, 0, false
+}
+
+func (r *reader) mapHead() (uint64, bool) {
+	major, n, ok := r.head()
+	return n, ok && major == 5 && n <= uint64(len(r.b))
+}
+
+func (r *reader) arrayHead() (uint64, bool) {
+	major, n, ok := r.head()
+	return n, ok && major == 4 && n <= uint64(len(r.b))
+}
+
+func (r *reader) str() ([]byte, bool) {
+	major, n, ok := r.head()
+	if !ok || major != 2 || n > uint64(len(r.b)-r.off) {
+		return nil, false
+	}
+	s := r.b[r.off : r.off+int(n)]
+	r.off += int(n)
+	return s, true
+}
+
+// int reads an integer that fits an int64.
+func (r *reader) int() (int64, bool) {
+	major, n, ok := r.head()
+	switch {
+	case !ok || n > math.MaxInt64:
+		return 0, false
+	case major == 0:
+		return int64(n), true
+	case major == 1:
+		return -1 - int64(n), true
+	}
+	return 0, false
+}
+
+func (r *reader) bool() (bool, bool) {
+	if r.off >= len(r.b) {
+		return false, false
+	}
+	switch r.b[r.off] {
+	case 0xf4:
+		r.off++
+		return false, true
+	case 0xf5:
+		r.off++
+		return true, true
+	}
+	return false, false
+}
+
+// null reads null, if that is next.
+func (r *reader) null() bool {
+	if r.off < len(r.b) && r.b[r.off] == 0xf6 {
+		r.off++
+		return true
+	}
+	return false
+}
+
+// ErrCorrupt is wrapped by the errors of Decode.
+var ErrCorrupt = errors.New("metaenc: corrupt encoding")
+
+// Decode decodes data, an encoding that Compact returned, into a
+// *metav1.PartialObjectMetadata without TypeMeta. The object shares no memory with data.
+func Decode(data []byte) (*metav1.PartialObjectMetadata, error) {
+	if len(data) == 0 || data[0] != Format {
+		return nil, fmt.Errorf("%w: not format %d", ErrCorrupt, Format)
+	}
+	d := decoder{b: data, off: 1}
+	p := new(metav1.PartialObjectMetadata)
+	if err := d.metadata(&p.ObjectMeta); err != nil {
+		return nil, fmt.Errorf("%w: at byte %d: %v", ErrCorrupt, d.off, err)
+	}
+	return p, nil
+}
+
+type decoder struct {
+	b   []byte
+	off int
+}
+
+var errShort = errors.New("truncated")
+
+func (d *decoder) byte() (byte, error) {
+	if d.off >= len(d.b) {
+		return 0, errShort
+	}
+	d.off++
+	return d.b[d.off-1], nil
+}
+
+func (d *decoder) uvarint() (uint64, error) {
+	v, n := binary.Uvarint(d.b[d.off:])
+	if n <= 0 {
+		return 0, errors.New("bad uvarint")
+	}
+	d.off += n
+	return v, nil
+}
+
+func (d *decoder) varint() (int64, error) {
+	v, n := binary.Varint(d.b[d.off:])
+	if n <= 0 {
+		return 0, errors.New("bad varint")
+	}
+	d.off += n
+	return v, nil
+}
+
+func (d *decoder) str() (string, error) {
+	n, err := d.uvarint()
+	if err != nil {
+		return "", err
+	}
+	if n&1 == 1 {
+		if n>>1 >= uint64(len(table)) {
+			return "", fmt.Errorf("string %d of a table of %d", n>>1, len(table))
+		}
+		return table[n>>1], nil
+	}
+	n >>= 1
+	if n > uint64(len(d.b)-d.off) {
+		return "", errShort
+	}
+	s := string(d.b[d.off : d.off+int(n)])
+	d.off += int(n)
+	return s, nil
+}
+
+func (d *decoder) uuid() (string, error) {
+	if len(d.b)-d.off < 16 {
+		return "", errShort
+	}
+	s := formatUUID(d.b[d.off : d.off+16])
+	d.off += 16
+	return s, nil
+}
+
+// count reads a count of items of at least min bytes each, no more than the rest holds.
+func (d *decoder) count(min int) (int, error) {
+	n, err := d.uvarint()
+	if err != nil {
+		return 0, err
+	}
+	if n > uint64((len(d.b)-d.off)/min) {
+		return 0, fmt.Errorf("a count of %d in %d bytes", n, len(d.b)-d.off)
+	}
+	return int(n), nil
+}
+
+func (d *decoder) time(text bool) (metav1.Time, error) {
+	if text {
+		s, err := d.str()
+		if err != nil {
+			return metav1.Time{}, err
+		}
+		t, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			return metav1.Time{}, err
+		}
+		return metav1.Time{Time: t.Local()}, nil
+	}
+	v, err := d.varint()
+	if err != nil {
+		return metav1.Time{}, err
+	}
+	return metav1.Time{Time: time.Unix(v, 0).Local()}, nil
+}
+
+func (d *decoder) metadata(m *metav1.ObjectMeta) error {
+	var seen [tagCount]bool
+	for d.off < len(d.b) {
+		tag, _ := d.byte()
+		if tag == 0 || tag > tagFinalizers {
+			return fmt.Errorf("unknown tag %d", tag)
+		}
+		// A member's text and integer tags are one member.
+		member := tag
+		switch tag {
+		case tagUIDBytes, tagRVInt, tagCreationInt, tagDeletionInt:
+			member--
+		}
+		if seen[member] {
+			return fmt.Errorf("tag %d repeated", tag)
+		}
+		seen[member] = true
+		var err error
+		switch tag {
+		case tagName:
+			m.Name, err = d.str()
+		case tagGenerateName:
+			m.GenerateName, err = d.str()
+		case tagNamespace:
+			m.Namespace, err = d.str()
+		case tagSelfLink:
+			// What the CBOR decodes to, if an old apiserver still sends it.
+			//lint:ignore SA1019 decoded as apimachinery decodes it
+			m.SelfLink, err = d.str()
+
+		case tagUID:
+			var s string
+			s, err = d.str()
+			m.UID = types.UID(s)
+		case tagUIDBytes:
+			var s string
+			s, err = d.uuid()
+			m.UID = types.UID(s)
+		case tagRV:
+			m.ResourceVersion, err = d.str()
+		case tagRVInt:
+			var v uint64
+			v, err = d.uvarint()
+			m.ResourceVersion = strconv.FormatUint(v, 10)
+		case tagGeneration:
+			m.Generation, err = d.varint()
+		case tagCreation, tagCreationInt:
+			m.CreationTimestamp, err = d.time(tag == tagCreation)
+		case tagDeletion, tagDeletionInt:
+			var t metav1.Time
+			if t, err = d.time(tag == tagDeletion); err == nil {
+				m.DeletionTimestamp = &t
+			}
+		case tagGracePeriod:
+			var v int64
+			v, err = d.varint()
+			m.DeletionGracePeriodSeconds = &v
+		case tagLabels:
+			m.Labels, err = d.stringMap()
+		case tagAnnotations:
+			m.Annotations, err = d.stringMap()
+		case tagFinalizers:
+			var n int
+			if n, err = d.count(1); err == nil {
+				m.Finalizers = make([]string, n)
+				for i := 0; i < n && err == nil; i++ {
+					m.Finalizers[i], err = d.str()
+				}
+			}
+		case tagOwnerReferences:
+			m.OwnerReferences, err = d.owners()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *decoder) stringMap() (map[string]string, error) {
+	n, err := d.count(2)
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[string]string, n)
+	for range n {
+		k, err := d.str()
+		if err != nil {
+			return nil, err
+		}
+		v, err := d.str()
+		if err != nil {
+			return nil, err
+		}
+		if _, ok := m[k]; ok {
+			return nil, fmt.Errorf("key %q repeated", k)
+		}
+		m[k] = v
+	}
+	return m, nil
+}
+
+func (d *decoder) owners() ([]metav1.OwnerReference, error) {
+	n, err := d.count(1)
+	if err != nil {
+		return nil, err
+	}
+	refs := make([]metav1.OwnerReference, n)
+	for i := range refs {
+		ref := &refs[i]
+		members, err := d.count(1)
+		if err != nil {
+			return nil, err
+		}
+		var seen [tagCount]bool
+		for range members {
+			tag, err := d.byte()
+			if err != nil {
+				return nil, err
+			}
+			if tag < tagOwnerAPIVersion || tag > tagOwnerBlockOwnerDeletion {
+				return nil, fmt.Errorf("unknown owner reference tag %d", tag)
+			}
+			member := tag
+			if tag == tagOwnerUIDBytes {
+				member = tagOwnerUID
+			}
+			if seen[member] {
+				return nil, fmt.Errorf("owner reference tag %d repeated", tag)
+			}
+			seen[member] = true
+			switch tag {
+			case tagOwnerAPIVersion:
+				ref.APIVersion, err = d.str()
+			case tagOwnerKind:
+				ref.Kind, err = d.str()
+			case tagOwnerName:
+				ref.Name, err = d.str()
+			case tagOwnerUID:
+				var s string
+				s, err = d.str()
+				ref.UID = types.UID(s)
+			case tagOwnerUIDBytes:
+				var s string
+				s, err = d.uuid()
+				ref.UID = types.UID(s)
+			case tagOwnerController, tagOwnerBlockOwnerDeletion:
+				var b byte
+				if b, err = d.byte(); err == nil && b > 1 {
+					err = fmt.Errorf("a bool of %d", b)
+				}
+				v := b == 1
+				if tag == tagOwnerController {
+					ref.Controller = &v
+				} else {
+					ref.BlockOwnerDeletion = &v
+				}
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
+	return refs, nil
+}

@@ -1,0 +1,270 @@
+package metaenc
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+	"unsafe"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/serializer/cbor/direct"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/randfill"
+
+	"github.com/fleetwatch/fleetwatch/internal/jsondec"
+)
+
+// cborOf returns the CBOR that package wire's metadata clients write for the JSON of obj
+// (jsondec's, managedFields dropped or not), without the format byte.
+func cborOf(t testing.TB, js []byte, drop bool) []byte {
+	t.Helper()
+	d := jsondec.Decoder{DropManagedFields: drop}
+	_, cbor, err := d.ObjectCBOR(js)
+	if err != nil || cbor == nil {
+		t.Fatalf("ObjectCBOR(%s): %v", js, err)
+	}
+	return cbor
+}
+
+// want is what the CBOR decodes to, as the snapshot's format 3 decodes it.
+func want(t testing.TB, cbor []byte) (*metav1.PartialObjectMetadata, error) {
+	t.Helper()
+	p := new(metav1.PartialObjectMetadata)
+	if err := direct.Unmarshal(cbor, p); err != nil {
+		return nil, err
+	}
+	p.TypeMeta = metav1.TypeMeta{}
+	return p, nil
+}
+
+// check requires Compact of cbor, if it writes it, to decode to what the CBOR decodes
+// to, exactly (reflect.DeepEqual, the times' locations included), and to be shorter.
+// It returns whether Compact wrote it.
+func check(t testing.TB, cbor []byte) bool {
+	t.Helper()
+	c, ok := Compact(cbor)
+	if !ok {
+		return false
+	}
+	w, err := want(t, cbor)
+	if err != nil {
+		t.Fatalf("Compact wrote % x, whose CBOR does not decode: %v", cbor, err)
+	}
+	got, err := Decode(c)
+	if err != nil {
+		t.Fatalf("Decode(% x): %v", c, err)
+	}
+	if !reflect.DeepEqual(got, w) {
+		t.Fatalf("decoded\n%#v\nwant\n%#v", got, w)
+	}
+	if len(c) >= len(cbor)+1 || cap(c) != len(c) {
+		t.Errorf("%d bytes (cap %d) for %d of CBOR", len(c), cap(c), len(cbor))
+	}
+	return true
+}
+
+func filler(seed int64) *randfill.Filler {
+	return randfill.NewWithSeed(seed).NilChance(0.3).NumElements(0, 4).Funcs(
+		func(j *metav1.Time, c randfill.Continue) {
+			if c.Intn(4) == 0 {
+				*j = metav1.Time{}
+				return
+			}
+			*j = metav1.Unix(c.Int63n(8e9)-2e9, 0)
+		},
+		func(u *types.UID, c randfill.Continue) {
+			switch c.Intn(3) {
+			case 0:
+				*u = types.UID(c.String(40))
+			case 1:
+				*u = ""
+			default:
+				var b [16]byte
+				c.Fill(&b)
+				*u = types.UID(formatUUID(b[:]))
+			}
+		},
+		func(m *metav1.ObjectMeta, c randfill.Continue) {
+			c.FillNoCustom(m)
+			if c.Intn(2) == 0 {
+				m.ResourceVersion = strings.TrimLeft(m.ResourceVersion, "0")
+			} else {
+				m.ResourceVersion = time.Unix(c.Int63n(1e9), 0).Format("20060102150405")
+			}
+			if c.Intn(3) == 0 {
+				m.ManagedFields = nil
+			}
+			if m.Labels != nil {
+				// Strings of the static table, written as their index.
+				m.Labels[table[c.Intn(len(table))]] = table[c.Intn(len(table))]
+				m.Finalizers = append(m.Finalizers, table[c.Intn(len(table))])
+			}
+			for i := range m.ManagedFields {
+				m.ManagedFields[i].FieldsV1 = metav1.NewFieldsV1(`{"f:metadata":{}}`)
+			}
+		},
+	)
+}
+
+// TestCompactRandomObjects: random PartialObjectMetadata, written as JSON as the
+// kube-apiserver does and as CBOR as package wire does, compact to an encoding that
+// decodes to what the CBOR decodes to; every one without managedFields compacts.
+func TestCompactRandomObjects(t *testing.T) {
+	compacted := 0
+	for i := range 2000 {
+		var obj metav1.PartialObjectMetadata
+		filler(int64(i)).Fill(&obj)
+		obj.TypeMeta = metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: "PartialObjectMetadata"}
+		js, err := json.Marshal(&obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, drop := range []bool{false, true} {
+			cbor := cborOf(t, js, drop)
+			ok := check(t, cbor)
+			if !ok && (drop || obj.ManagedFields == nil) {
+				t.Fatalf("#%d not compacted: %s", i, js)
+			}
+			if ok {
+				compacted++
+			}
+		}
+	}
+	t.Logf("%d compacted", compacted)
+}
+
+// TestCompactCorners: the texts that stay texts (a uid or a resourceVersion not in
+// their canonical forms, timestamps with a fraction or an offset), empty maps and
+// arrays, null members; and what Compact declines.
+func TestCompactCorners(t *testing.T) {
+	for _, tc := range []struct {
+		metadata string
+		declined bool
+	}{
+		{metadata: `{"name":"a","uid":"0F0E0D0C-0B0A-0908-0706-050403020100","resourceVersion":"007"}`},
+		{metadata: `{"uid":"0f0e0d0c-0b0a-0908-0706-050403020100","resourceVersion":"18446744073709551615"}`},
+		{metadata: `{"resourceVersion":"18446744073709551616","generation":-3}`},
+		{metadata: `{"resourceVersion":"","uid":"","name":""}`},
+		{metadata: `{"creationTimestamp":"2026-01-02T03:04:05.5Z","deletionTimestamp":"2026-01-02T03:04:05+01:00"}`},
+		{metadata: `{"creationTimestamp":"0001-01-01T00:00:00Z","deletionTimestamp":"2026-01-02T03:04:05Z","deletionGracePeriodSeconds":30}`},
+		{metadata: `{"creationTimestamp":null,"deletionTimestamp":null}`},
+		{metadata: `{"labels":{},"annotations":{},"finalizers":[],"ownerReferences":[]}`},
+		{metadata: `{"ownerReferences":[{},{"apiVersion":"v1","kind":"K","name":"n","uid":"u","controller":false,"blockOwnerDeletion":true}]}`},
+		{metadata: `{"labels":{"a":"b","":""},"annotations":{"x":"` + strings.Repeat("y", 300) + `"}}`},
+		{metadata: `{"creationTimestamp":"yesterday"}`, declined: true},
+		{metadata: `{"managedFields":[]}`, declined: true},
+		{metadata: `{"unknown":1}`, declined: true},
+		{metadata: `{"labels":null}`, declined: true},
+		{metadata: `{"labels":{"a":1}}`, declined: true},
+		{metadata: `{"generation":1.5}`, declined: true},
+		{metadata: `{"ownerReferences":[{"controller":null}]}`, declined: true},
+		{metadata: `{"ownerReferences":[{"other":"x"}]}`, declined: true},
+	} {
+		t.Run(tc.metadata, func(t *testing.T) {
+			js := `{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":` + tc.metadata + `}`
+			if ok := check(t, cborOf(t, []byte(js), false)); ok == tc.declined {
+				t.Errorf("compacted: %v, want %v", ok, !tc.declined)
+			}
+		})
+	}
+	for _, js := range []string{`{"kind":"X","other":1}`, `[]`, `{"metadata":[]}`} {
+		var d jsondec.Decoder
+		_, cbor, _ := d.ObjectCBOR([]byte(js))
+		if js == `[]` {
+			cbor = []byte{0x80}
+		}
+		if _, ok := Compact(cbor); ok {
+			t.Errorf("%s compacted", js)
+		}
+	}
+}
+
+// TestDecodeBadInput: truncated encodings, unknown and repeated tags, counts beyond the
+// input, bad varints are errors that wrap ErrCorrupt.
+func TestDecodeBadInput(t *testing.T) {
+	good, ok := Compact(cborOf(t, []byte(`{"metadata":{"name":"n","uid":"0f0e0d0c-0b0a-0908-0706-050403020100","labels":{"a":"b"},"ownerReferences":[{"name":"o","controller":true}],"creationTimestamp":"2026-01-02T03:04:05Z"}}`), false))
+	if !ok {
+		t.Fatal("not compacted")
+	}
+	if _, err := Decode(good); err != nil {
+		t.Fatal(err)
+	}
+	bad := [][]byte{
+		nil, {}, {3}, {Format, 0}, {Format, tagCount}, {Format, tagName}, {Format, tagName, 5, 'a'},
+		{Format, tagName, 0, tagName, 0}, {Format, tagUID, 0, tagUIDBytes}, {Format, tagRVInt, 0x80},
+		{Format, tagLabels, 100, 0, 0}, {Format, tagLabels, 2, 1, 'a', 0, 1, 'a', 0},
+		{Format, tagOwnerReferences, 1, 1, tagName, 0}, {Format, tagOwnerReferences, 1, 1, tagOwnerController, 2},
+		{Format, tagCreation, 3, 'a', 'b', 'c'}, {Format, tagGeneration, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff},
+	}
+	for i := range len(good) {
+		bad = append(bad, good[:i])
+	}
+	for _, b := range bad {
+		if _, err := Decode(b); !errors.Is(err, ErrCorrupt) {
+			// A prefix of a good encoding may end between members: it must then decode.
+			if err == nil && len(b) > 0 && len(b) < len(good) && string(good[:len(b)]) == string(b) {
+				continue
+			}
+			t.Errorf("Decode(% x): %v, want ErrCorrupt", b, err)
+		}
+	}
+}
+
+// FuzzCompact: whatever Compact writes decodes to what its CBOR decodes to; Decode of
+// anything returns an object or an error wrapping ErrCorrupt, without panicking.
+func FuzzCompact(f *testing.F) {
+	for i := range 5 {
+		var obj metav1.PartialObjectMetadata
+		filler(int64(i)).Fill(&obj)
+		js, _ := json.Marshal(&obj)
+		cbor := cborOf(f, js, true)
+		f.Add(cbor)
+		if c, ok := Compact(cbor); ok {
+			f.Add(c)
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		check(t, data)
+		if _, err := Decode(data); err != nil && !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("Decode: %v", err)
+		}
+	})
+}
+
+// The size and digest of the table of format 4.
+const (
+	tableLen  = 140
+	tableHash = "9115d549c0d4a74bf265104a0bc30b54cf7f159b9187a0eb38f0b51a43977557"
+)
+
+// TestTableFixed: the static table is part of format 4, so its strings and their order
+// never change (a new table needs a new format byte); a string of it is written as its
+// index, and decoded as the table's own string.
+func TestTableFixed(t *testing.T) {
+	h := sha256.New()
+	for _, s := range table {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); len(table) != tableLen || got != tableHash {
+		t.Fatalf("the table of format 4 changed: %d strings, sha256 %s", len(table), got)
+	}
+	c, ok := Compact(cborOf(t, []byte(`{"metadata":{"labels":{"app.kubernetes.io/name":"x"}}}`), false))
+	if !ok || len(c) != 1+1+1+1+1+1 {
+		t.Fatalf("% x, want the key as its index", c)
+	}
+	p, err := Decode(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range p.Labels {
+		if unsafe.StringData(k) != unsafe.StringData(table[tableIndex["app.kubernetes.io/name"]]) {
+			t.Error("the key is not the table's string")
+		}
+	}
+}
