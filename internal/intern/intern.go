@@ -29,19 +29,57 @@ const maxEntries = 1 << 14
 type Table struct {
 	keys   map[string]string
 	values map[string]any
+	// front holds some of the strings of keys and values, each in a slot chosen by a
+	// cheap hash of its length and a few of its bytes: most lookups find there what
+	// they look for at the cost of a comparison, rather than hashing the whole string
+	// and probing a map. Allocated on first use.
+	front *front
+}
+
+// frontBits sets the number of slots of a front cache, for keys and for values each.
+const frontBits = 9
+
+type front struct {
+	keys   [1 << frontBits]string
+	values [1 << frontBits]frontValue
+}
+
+// frontValue is an interned value and its box.
+type frontValue struct {
+	s string
+	v any
+}
+
+// frontSlot returns the slot of s in a front cache.
+func frontSlot(s string) uint {
+	h := uint64(len(s))
+	if n := len(s); n > 0 {
+		h |= uint64(s[0])<<8 | uint64(s[n-1])<<16 | uint64(s[n/2])<<24 | uint64(s[n/4])<<32 | uint64(s[n-1-n/4])<<40
+	}
+	h *= 0x9e3779b97f4a7c15
+	return uint(h >> (64 - frontBits))
 }
 
 // Key returns the interned copy of the map key k. The Table keeps a copy of k, never k
 // itself, so k may be part of a larger buffer.
 func (t *Table) Key(k string) string {
-	if s, ok := t.keys[k]; ok {
+	if t.front == nil {
+		t.front = new(front)
+	}
+	slot := &t.front.keys[frontSlot(k)]
+	if s := *slot; s == k {
 		return s
 	}
-	if t.keys == nil || len(t.keys) >= maxEntries {
-		t.keys = make(map[string]string, 256)
+	s, ok := t.keys[k]
+	if !ok {
+		if t.keys == nil || len(t.keys) >= maxEntries {
+			t.keys = make(map[string]string, 256)
+			t.front.keys = [len(t.front.keys)]string{}
+		}
+		s = strings.Clone(k)
+		t.keys[s] = s
 	}
-	s := strings.Clone(k)
-	t.keys[s] = s
+	*slot = s
 	return s
 }
 
@@ -52,15 +90,23 @@ func (t *Table) Value(s string) (v any, ok bool) {
 	if len(s) > MaxValueLen {
 		return nil, false
 	}
-	if v, ok := t.values[s]; ok {
-		return v, true
+	if t.front == nil {
+		t.front = new(front)
 	}
-	if t.values == nil || len(t.values) >= maxEntries {
-		t.values = make(map[string]any, 256)
+	slot := &t.front.values[frontSlot(s)]
+	if slot.v != nil && slot.s == s {
+		return slot.v, true
 	}
-	s = strings.Clone(s)
-	v = s
-	t.values[s] = v
+	if v, ok = t.values[s]; !ok {
+		if t.values == nil || len(t.values) >= maxEntries {
+			t.values = make(map[string]any, 256)
+			t.front.values = [len(t.front.values)]frontValue{}
+		}
+		s = strings.Clone(s)
+		v = s
+		t.values[s] = v
+	}
+	*slot = frontValue{s: v.(string), v: v}
 	return v, true
 }
 
