@@ -32,7 +32,10 @@ type Table struct {
 	// front holds some of the strings of keys and values, each in a slot chosen by a
 	// cheap hash of its length and a few of its bytes: most lookups find there what
 	// they look for at the cost of a comparison, rather than hashing the whole string
-	// and probing a map. Allocated on first use.
+	// and probing a map. A string takes its slot when the map has it already, so the
+	// strings seen once (names, UIDs, timestamps) do not push out those that repeat.
+	// It outlives the maps' starting over: what it holds is shared as anything handed
+	// out is. Allocated on first use.
 	front *front
 }
 
@@ -70,16 +73,15 @@ func (t *Table) Key(k string) string {
 	if s := *slot; s == k {
 		return s
 	}
-	s, ok := t.keys[k]
-	if !ok {
-		if t.keys == nil || len(t.keys) >= maxEntries {
-			t.keys = make(map[string]string, 256)
-			t.front.keys = [len(t.front.keys)]string{}
-		}
-		s = strings.Clone(k)
-		t.keys[s] = s
+	if s, ok := t.keys[k]; ok {
+		*slot = s
+		return s
 	}
-	*slot = s
+	if t.keys == nil || len(t.keys) >= maxEntries {
+		t.keys = make(map[string]string, 256)
+	}
+	s := strings.Clone(k)
+	t.keys[s] = s
 	return s
 }
 
@@ -97,16 +99,16 @@ func (t *Table) Value(s string) (v any, ok bool) {
 	if slot.v != nil && slot.s == s {
 		return slot.v, true
 	}
-	if v, ok = t.values[s]; !ok {
-		if t.values == nil || len(t.values) >= maxEntries {
-			t.values = make(map[string]any, 256)
-			t.front.values = [len(t.front.values)]frontValue{}
-		}
-		s = strings.Clone(s)
-		v = s
-		t.values[s] = v
+	if v, ok = t.values[s]; ok {
+		*slot = frontValue{s: v.(string), v: v}
+		return v, true
 	}
-	*slot = frontValue{s: v.(string), v: v}
+	if t.values == nil || len(t.values) >= maxEntries {
+		t.values = make(map[string]any, 256)
+	}
+	s = strings.Clone(s)
+	v = s
+	t.values[s] = v
 	return v, true
 }
 
