@@ -119,9 +119,11 @@ func recoverDecode(err *error) {
 	}
 }
 
-// decode is decodeObject without the recover.
+// decode is decodeObject without the recover. It takes a decoder of the pool, whose
+// tables of strings are warm.
 func decode(data []byte) (runtime.Object, error) {
-	var d fastDecoder
+	d := decoders.Get().(*fastDecoder)
+	defer decoders.Put(d)
 	return d.decode(string(data))
 }
 

@@ -29,12 +29,52 @@ const maxEntries = 1 << 14
 type Table struct {
 	keys   map[string]string
 	values map[string]any
+	// front holds some of the strings of keys and values, each in a slot chosen by a
+	// cheap hash of its length and a few of its bytes: most lookups find there what
+	// they look for at the cost of a comparison, rather than hashing the whole string
+	// and probing a map. A string takes its slot when the map has it already, so the
+	// strings seen once (names, UIDs, timestamps) do not push out those that repeat.
+	// It outlives the maps' starting over: what it holds is shared as anything handed
+	// out is. Allocated on first use.
+	front *front
+}
+
+// frontBits sets the number of slots of a front cache, for keys and for values each.
+const frontBits = 9
+
+type front struct {
+	keys   [1 << frontBits]string
+	values [1 << frontBits]frontValue
+}
+
+// frontValue is an interned value and its box.
+type frontValue struct {
+	s string
+	v any
+}
+
+// frontSlot returns the slot of s in a front cache.
+func frontSlot(s string) uint {
+	h := uint64(len(s))
+	if n := len(s); n > 0 {
+		h |= uint64(s[0])<<8 | uint64(s[n-1])<<16 | uint64(s[n/2])<<24 | uint64(s[n/4])<<32 | uint64(s[n-1-n/4])<<40
+	}
+	h *= 0x9e3779b97f4a7c15
+	return uint(h >> (64 - frontBits))
 }
 
 // Key returns the interned copy of the map key k. The Table keeps a copy of k, never k
 // itself, so k may be part of a larger buffer.
 func (t *Table) Key(k string) string {
+	if t.front == nil {
+		t.front = new(front)
+	}
+	slot := &t.front.keys[frontSlot(k)]
+	if s := *slot; s == k {
+		return s
+	}
 	if s, ok := t.keys[k]; ok {
+		*slot = s
 		return s
 	}
 	if t.keys == nil || len(t.keys) >= maxEntries {
@@ -52,7 +92,15 @@ func (t *Table) Value(s string) (v any, ok bool) {
 	if len(s) > MaxValueLen {
 		return nil, false
 	}
-	if v, ok := t.values[s]; ok {
+	if t.front == nil {
+		t.front = new(front)
+	}
+	slot := &t.front.values[frontSlot(s)]
+	if slot.v != nil && slot.s == s {
+		return slot.v, true
+	}
+	if v, ok = t.values[s]; ok {
+		*slot = frontValue{s: v.(string), v: v}
 		return v, true
 	}
 	if t.values == nil || len(t.values) >= maxEntries {

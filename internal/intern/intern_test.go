@@ -124,3 +124,33 @@ func BenchmarkObject(b *testing.B) {
 		i++
 	}
 }
+
+// TestFront looks up more strings than the front cache has slots, each three times, from
+// a buffer overwritten after each call: every lookup returns the string, the one copy
+// of it that the first lookup made, whether it comes from the front cache or the map.
+func TestFront(t *testing.T) {
+	var tab Table
+	n := 4 << frontBits
+	firstKeys, firstValues := make([]string, n), make([]string, n)
+	for round := range 3 {
+		for i := range n {
+			buf := []byte(fmt.Sprintf("string-%d", i))
+			k := tab.Key(string(buf))
+			v, ok := tab.Value(string(buf))
+			want := string(buf)
+			for j := range buf {
+				buf[j] = 'X'
+			}
+			if k != want || !ok || v != want {
+				t.Fatalf("round %d: Key %q, Value %v (%t), want %q", round, k, v, ok, want)
+			}
+			if round == 0 {
+				firstKeys[i], firstValues[i] = k, v.(string)
+				continue
+			}
+			if !same(k, firstKeys[i]) || !same(v.(string), firstValues[i]) {
+				t.Fatalf("round %d: %q is not the first copy", round, want)
+			}
+		}
+	}
+}

@@ -65,6 +65,11 @@ const (
 // encoding/json writes them, which is the order of their declaration.
 type message struct {
 	fields []*field
+	// written are the fields of fields that encoding/json writes even when protobuf
+	// does not have them (those not omittedIfAbsent), in their order: a message is
+	// written by walking its fields present in protobuf and these, not every field of
+	// its schema.
+	written []*field
 	// byNumber[n] is the field of protobuf field number n.
 	byNumber []*field
 }
@@ -236,6 +241,9 @@ func (b *builder) message(t reflect.Type) (*message, error) {
 			return nil, fmt.Errorf("%v: protobuf field %d twice", t, number)
 		}
 		m.byNumber[number] = f
+		if !f.omittedIfAbsent {
+			m.written = append(m.written, f)
+		}
 	}
 	return m, nil
 }

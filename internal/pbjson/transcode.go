@@ -123,12 +123,17 @@ type Transcoder struct {
 	cborState
 }
 
-// mapEntry is an entry of a map field: its key, and its value, a part of vb.
+// mapEntry is an entry of a map field, whose message is b[start:end] of the message b
+// that has the map: its key, b[keyStart:keyEnd], and its value, a part of the entry. It
+// holds offsets rather than slices so that the stack of entries has no pointers.
 type mapEntry struct {
-	key   []byte
-	value occurrence
-	vb    []byte
+	start, end       int32
+	keyStart, keyEnd int32
+	value            occurrence
 }
+
+// key returns the key of e, an entry of the message b.
+func (e *mapEntry) key(b []byte) []byte { return b[e.keyStart:e.keyEnd] }
 
 // occurrence is one field of a message as read: its value is b[start:end] of the
 // message, or v for a varint or a fixed-size value.
@@ -174,7 +179,6 @@ func (t *Transcoder) reset(err *error) {
 		*err = fmt.Errorf("%w: %w: %v", ErrInvalid, errPanicked, r)
 	}
 	t.occ = t.occ[:0]
-	clear(t.entries[:cap(t.entries)])
 	t.entries = t.entries[:0]
 	t.depth = 0
 	if cap(t.out) > 4<<20 {
@@ -234,10 +238,15 @@ func (t *Transcoder) fields(b []byte, m *message, n int, ctx context) (int, erro
 	return n, err
 }
 
-// fieldsAt is fields with the stack of occurrences at base.
+// fieldsAt is fields with the stack of occurrences at base. It reads the occurrences of
+// the fields present in b, sorts them into the order of the schema's fields if they did
+// not come in it, and writes them merged with the fields written when absent
+// (message.written): a pod's spec has some 40 fields in its schema, and a handful in
+// protobuf.
 func (t *Transcoder) fieldsAt(b []byte, m *message, n int, ctx context, base int) (int, error) {
 	r := reader{b: b}
 	sorted := true
+	last := int32(-1)
 	for !r.done() {
 		num, wt := r.tag()
 		if r.err != nil {
@@ -269,24 +278,35 @@ func (t *Transcoder) fieldsAt(b []byte, m *message, n int, ctx context, base int
 		if r.err != nil {
 			return 0, r.err
 		}
-		if k := len(t.occ); k > base && t.occ[k-1].order > o.order {
+		if o.order < last {
 			sorted = false
 		}
+		last = o.order
 		t.occ = append(t.occ, o)
 	}
 	occ := t.occ[base:]
 	if !sorted {
-		slices.SortStableFunc(occ, func(a, b occurrence) int { return int(a.order - b.order) })
+		sortOccurrences(occ)
 	}
-	for _, f := range m.fields {
-		k := 0
-		for k < len(occ) && occ[k].order == int32(f.order) {
-			k++
-		}
-		of := occ[:k]
-		occ = occ[k:]
-		if k == 0 && f.omittedIfAbsent {
-			continue
+	written := m.written
+	for len(occ) > 0 || len(written) > 0 {
+		// The next field in the schema's order: present, or written when absent.
+		var (
+			f  *field
+			of []occurrence
+		)
+		if len(occ) > 0 && (len(written) == 0 || occ[0].order <= int32(written[0].order)) {
+			f = m.fields[occ[0].order]
+			k := 1
+			for k < len(occ) && occ[k].order == occ[0].order {
+				k++
+			}
+			of, occ = occ[:k], occ[k:]
+			if len(written) > 0 && written[0] == f {
+				written = written[1:]
+			}
+		} else {
+			f, written = written[0], written[1:]
 		}
 		if f.inline {
 			var sub []byte
@@ -328,6 +348,24 @@ func (t *Transcoder) fieldsAt(b []byte, m *message, n int, ctx context, base int
 		n++
 	}
 	return n, nil
+}
+
+// sortOccurrences sorts occ by the order of their fields, stably: the occurrences of a
+// repeated field keep theirs. The few of a message, mostly in order, are insertion
+// sorted; many, as an unlikely message may have, merge sorted.
+func sortOccurrences(occ []occurrence) {
+	if len(occ) > 64 {
+		slices.SortStableFunc(occ, func(a, b occurrence) int { return int(a.order - b.order) })
+		return
+	}
+	for i := 1; i < len(occ); i++ {
+		o := occ[i]
+		j := i
+		for ; j > 0 && occ[j-1].order > o.order; j-- {
+			occ[j] = occ[j-1]
+		}
+		occ[j] = o
+	}
 }
 
 // field writes the value of f from its occurrences in the message b, and reports false
@@ -458,16 +496,25 @@ func (t *Transcoder) zero(f *field) (bool, error) {
 // of a key given twice, the last.
 func (t *Transcoder) mapValue(b []byte, f *field, of []occurrence) error {
 	base := len(t.entries)
-	defer func() { t.entries = t.entries[:base] }()
+	err := t.mapValueAt(b, f, of, base)
+	t.entries = t.entries[:base]
+	return err
+}
+
+// mapValueAt is mapValue with the stack of entries at base.
+func (t *Transcoder) mapValueAt(b []byte, f *field, of []occurrence, base int) error {
+	sorted := true
 	for _, o := range of {
-		e := mapEntry{vb: b[o.start:o.end]}
-		r := reader{b: e.vb}
+		e := mapEntry{start: o.start, end: o.end}
+		vb := b[o.start:o.end]
+		r := reader{b: vb}
 		var haveValue bool
 		for !r.done() {
 			num, wt := r.tag()
 			switch {
 			case num == 1 && wt == wireBytes:
-				e.key = r.bytes()
+				k := r.bytes()
+				e.keyStart, e.keyEnd = o.start+int32(r.pos-len(k)), o.start+int32(r.pos)
 			case num == 2 && wt == f.kind.wireType():
 				haveValue = true
 				if wt == wireBytes {
@@ -485,30 +532,37 @@ func (t *Transcoder) mapValue(b []byte, f *field, of []occurrence) error {
 		}
 		if !haveValue && f.kind != kindString && f.kind != kindBytes && f.kind.wireType() == wireBytes {
 			// A zero message: its value decoded from no bytes.
-			e.vb, e.value = nil, occurrence{}
+			e.start, e.end, e.value = 0, 0, occurrence{}
+		}
+		if k := len(t.entries); k > base && compareBytes(t.entries[k-1].key(b), e.key(b)) > 0 {
+			sorted = false
 		}
 		t.entries = append(t.entries, e)
 	}
 	entries := t.entries[base:]
-	slices.SortStableFunc(entries, func(a, b mapEntry) int { return compareBytes(a.key, b.key) })
+	if !sorted {
+		// Go's protobuf writes the entries sorted by key; another writer may not.
+		slices.SortStableFunc(entries, func(x, y mapEntry) int { return compareBytes(x.key(b), y.key(b)) })
+	}
 	head := t.open('{', cborMap)
 	n := 0
 	for i, e := range entries {
-		if i+1 < len(entries) && string(entries[i+1].key) == string(e.key) {
+		key := e.key(b)
+		if i+1 < len(entries) && string(entries[i+1].key(b)) == string(key) {
 			continue
 		}
-		if t.cbor && !utf8.Valid(e.key) {
+		if t.cbor && !utf8.Valid(key) {
 			// Two keys that are not UTF-8 may be one in JSON, where a repeated key has
 			// no CBOR.
 			return errIndirect
 		}
 		t.sep(n)
 		n++
-		t.str(e.key)
+		t.str(key)
 		if !t.cbor {
 			t.out = append(t.out, ':')
 		}
-		if err := t.value(f.kind, f.msg, e.vb, e.value); err != nil {
+		if err := t.value(f.kind, f.msg, b[e.start:e.end], e.value); err != nil {
 			return err
 		}
 	}
@@ -858,6 +912,17 @@ func (r *reader) fail() {
 }
 
 func (r *reader) varint() uint64 {
+	// Most varints of an object (tags, lengths, small numbers) are one byte.
+	if r.pos < len(r.b) && r.b[r.pos] < 0x80 {
+		v := uint64(r.b[r.pos])
+		r.pos++
+		return v
+	}
+	return r.longVarint()
+}
+
+// longVarint is varint for a value of more than one byte.
+func (r *reader) longVarint() uint64 {
 	var v uint64
 	for shift := uint(0); shift < 64; shift += 7 {
 		if r.pos >= len(r.b) {
