@@ -152,7 +152,7 @@ func runDriver(args []string) error {
 	fs.BoolVar(&o.check, "check", false, "fail if the report lacks a row or a measurement (a smoke test of the harness; no ratio is asserted)")
 	fs.IntVar(&o.verbosity, "v", 0, "klog verbosity of the contenders' logs in <dir>/logs (4 shows each watch that ends, and why)")
 	fs.IntVar(&o.scaleNamespaces, "scale-namespaces", 0, fmt.Sprintf("in the scale runs, each context caches the objects of this many of the %d bench namespaces (default: all)", benchNamespaces))
-	fs.Func("contenders", "comma-separated sync contenders to run, of "+strings.Join(syncUnitNames, ", ")+" (default: all but fleetwatch-metadata-compact, fleetwatch-json and fleetwatch-compact-json); with it, no report is written, only each contender's line and the logs' report.json", func(v string) error {
+	fs.Func("contenders", "comma-separated sync contenders to run, of "+strings.Join(syncUnitNames, ", ")+" (default: all but fleetwatch-json and fleetwatch-compact-json); with it, no report is written, only each contender's line and the logs' report.json", func(v string) error {
 		for f := range strings.SplitSeq(v, ",") {
 			if f = strings.TrimSpace(f); !slices.Contains(syncUnitNames, f) {
 				return fmt.Errorf("unknown contender %q", f)
@@ -545,7 +545,7 @@ func (d *driver) runsUnit(name string) bool {
 		return slices.Contains(d.opts.contenders, name)
 	}
 	switch name {
-	case "fleetwatch-metadata-compact", "fleetwatch-json", "fleetwatch-compact-json":
+	case "fleetwatch-json", "fleetwatch-compact-json":
 		return false
 	}
 	return true

@@ -368,6 +368,7 @@ var syncContenders = []struct {
 	{"`fleetwatch serve`, full objects, cache.encoding compressed", func(r *runResult) *Result { return r.ServeCompressed }, false},
 	{"client-go metadatainformer + the same transform", func(r *runResult) *Result { return r.ClientGoMetadata }, true},
 	{"fleetwatch, metadata-only", func(r *runResult) *Result { return r.Metadata }, true},
+	{"fleetwatch, metadata-only, compact cache", func(r *runResult) *Result { return r.MetadataCompact }, true},
 }
 
 // peerFigures compare fleetwatch with the strongest peer for the same objects, with
@@ -390,6 +391,7 @@ func peerFigures(rep *report) []figure {
 		{"`fleetwatch serve`, cache.encoding compact, vs typed informers + transform", func(r *runResult) *Result { return r.ClientGoTyped }, func(r *runResult) *Result { return r.ServeCompact }, 0.5, true},
 		{"`fleetwatch serve`, cache.encoding compressed, vs typed informers + transform", func(r *runResult) *Result { return r.ClientGoTyped }, func(r *runResult) *Result { return r.ServeCompressed }, 0.5, true},
 		{"Metadata-only, vs metadatainformer + transform", func(r *runResult) *Result { return r.ClientGoMetadata }, func(r *runResult) *Result { return r.Metadata }, 0.7, false},
+		{"Metadata-only, compact cache, vs metadatainformer + transform", func(r *runResult) *Result { return r.ClientGoMetadata }, func(r *runResult) *Result { return r.MetadataCompact }, 0.7, false},
 	} {
 		fig := func(name, format string, v func(*Result) float64, limit float64) figure {
 			f := figure{name: fmt.Sprintf("%s: %s", c.what, name), format: format,
@@ -718,6 +720,7 @@ type rawRow struct {
 func (r *runResult) syncRows() []rawRow {
 	return []rawRow{{"client-go", r.ClientGo, ""}, {"client-go dynamic + transform", r.ClientGoStripped, ""}, {"client-go typed + transform", r.ClientGoTyped, ""},
 		{"client-go metadatainformer + transform", r.ClientGoMetadata, ""}, {"fleetwatch", r.Fleetwatch, ""}, {"fleetwatch metadata-only", r.Metadata, ""},
+		{"fleetwatch metadata-only, compact cache", r.MetadataCompact, ""},
 		{"fleetwatch, compact cache", r.Compact, ""}, {"fleetwatch, compact cache compressed", r.Compressed, ""},
 		{"fleetwatch serve, cache.encoding objects", r.Serve, ""}, {"fleetwatch serve, cache.encoding compact", r.ServeCompact, ""},
 		{"fleetwatch serve, cache.encoding compressed", r.ServeCompressed, ""},

@@ -17,7 +17,7 @@ func TestMarkdownPeers(t *testing.T) {
 		ClientGoTyped: res(implClientGoTyped, 1, 1000<<10), ClientGoMetadata: res(implClientGoMetadata, 0.5, 100<<10),
 		Fleetwatch: res(implFleetwatch, 2, 500<<10), Metadata: res(implFleetwatch, 0.25, 200<<10), Compact: res(implFleetwatch, 2, 250<<10),
 		Serve: res("serve-objects", 3, 600<<10), ServeCompact: res("serve-compact", 3, 300<<10),
-		Compressed: res(implFleetwatch, 2, 200<<10), ServeCompressed: res("serve-compressed", 3, 250<<10),
+		Compressed: res(implFleetwatch, 2, 200<<10), ServeCompressed: res("serve-compressed", 3, 250<<10), MetadataCompact: res(implFleetwatch, 0.2, 100<<10),
 		SnapCold: res(implFleetwatch, 2, 500<<10), Warm: res(implFleetwatch, 0.2, 500<<10), CatchUp: res(implFleetwatch, 0.3, 500<<10),
 	}
 	md := (&report{Runs: []*runResult{rr}}).markdown()
@@ -68,7 +68,7 @@ func fullReport() *report {
 		rep.Runs = append(rep.Runs, &runResult{
 			ClientGo: res(implClientGo), ClientGoStripped: res(implClientGoStripped), ClientGoTyped: res(implClientGoTyped),
 			ClientGoMetadata: res(implClientGoMetadata), Fleetwatch: res(implFleetwatch), Metadata: res(implFleetwatch), Compact: res(implFleetwatch),
-			Serve: res("serve-objects"), ServeCompact: res("serve-compact"), Compressed: res(implFleetwatch), ServeCompressed: res("serve-compressed"),
+			Serve: res("serve-objects"), ServeCompact: res("serve-compact"), Compressed: res(implFleetwatch), ServeCompressed: res("serve-compressed"), MetadataCompact: res(implFleetwatch),
 			SnapCold: res(implFleetwatch), Warm: warm, CatchUp: catchUp,
 			ClientGoList: listCounters{InitEvents: 100}, CatchUpList: listCounters{InitEvents: 10},
 			CatchUpResume: []resumeProbe{{Cluster: "cluster-1", Resource: "pods", ResourceVersion: "7", Resumes: true}},
