@@ -15,7 +15,6 @@ import (
 
 	"github.com/fleetwatch/fleetwatch"
 	"github.com/fleetwatch/fleetwatch/aggregate"
-	"github.com/fleetwatch/fleetwatch/cluster"
 	"github.com/fleetwatch/fleetwatch/informer"
 	"github.com/fleetwatch/fleetwatch/internal/testenv"
 	"github.com/fleetwatch/fleetwatch/internal/wire"
@@ -87,38 +86,10 @@ func TestCompactMetadataOnly(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "fleetwatch.db")
 	start := func() (*fleetwatch.Manager, *metadataLog, func()) {
 		t.Helper()
-		store, err := persist.Open(path, persist.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
 		log := &metadataLog{objects: map[aggregate.Key]*metav1.PartialObjectMetadata{}, formats: map[byte]int{}}
-		var reg *aggregate.Registration
-		mgr, stop := startManager(t, fleetwatch.Options{
-			Clusters:       cluster.Options{Kubeconfigs: []string{env.Kubeconfig}},
-			Resources:      []informer.Resource{{Name: "configmaps", MetadataOnly: true}, {Name: "secrets", MetadataOnly: true}},
-			Fleet:          aggregate.Options{Codec: persist.Codec{}},
-			Health:         cluster.HealthOptions{Interval: time.Second, Timeout: time.Second},
-			SyncTimeout:    60 * time.Second,
-			Snapshot:       store,
-			SnapshotWriter: persist.WriterOptions{Interval: 100 * time.Millisecond},
-		}, func(mgr *fleetwatch.Manager) {
-			var err error
-			if reg, err = mgr.Fleet().AddHandler(log, aggregate.HandlerOptions{Name: "metadata"}); err != nil {
-				t.Fatal(err)
-			}
-		})
-		eventually(t, 60*time.Second, "ready and synced", func() string {
-			if !mgr.Ready() || !reg.HasSynced() {
-				return fmt.Sprintf("ready=%v synced=%v %+v", mgr.Ready(), reg.HasSynced(), mgr.Status())
-			}
-			return ""
-		})
-		return mgr, log, func() {
-			stop()
-			if err := store.Close(); err != nil {
-				t.Errorf("closing the snapshot: %v", err)
-			}
-		}
+		mgr, stop := startWithSnapshot(t, path, env.Kubeconfig, []informer.Resource{{Name: "configmaps", MetadataOnly: true}, {Name: "secrets", MetadataOnly: true}},
+			aggregate.Options{Codec: persist.Codec{}}, log)
+		return mgr, log, stop
 	}
 	// same compares the cache, a typed lister and the handler's objects with the
 	// servers' metadata, field for field.
