@@ -41,44 +41,6 @@ func (l *wholeLog) OnEvent(e aggregate.Event) {
 	l.objects[e.Key()] = e.Object.(*unstructured.Unstructured)
 }
 
-// startWithSnapshot starts a Manager of resources over kubeconfig with the snapshot at
-// path and fleet's options, and handler registered before it starts, and waits until it
-// is ready and handler has synced. stop stops it and closes the snapshot.
-func startWithSnapshot(t *testing.T, path, kubeconfig string, resources []informer.Resource, fleet aggregate.Options, handler aggregate.Handler) (mgr *fleetwatch.Manager, stop func()) {
-	t.Helper()
-	store, err := persist.Open(path, persist.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var reg *aggregate.Registration
-	mgr, stopManager := startManager(t, fleetwatch.Options{
-		Clusters:       cluster.Options{Kubeconfigs: []string{kubeconfig}},
-		Resources:      resources,
-		Fleet:          fleet,
-		Health:         cluster.HealthOptions{Interval: time.Second, Timeout: time.Second},
-		SyncTimeout:    60 * time.Second,
-		Snapshot:       store,
-		SnapshotWriter: persist.WriterOptions{Interval: 100 * time.Millisecond},
-	}, func(mgr *fleetwatch.Manager) {
-		var err error
-		if reg, err = mgr.Fleet().AddHandler(handler, aggregate.HandlerOptions{Name: "test"}); err != nil {
-			t.Fatal(err)
-		}
-	})
-	eventually(t, 60*time.Second, "ready and synced", func() string {
-		if !mgr.Ready() || !reg.HasSynced() {
-			return fmt.Sprintf("ready=%v synced=%v %+v", mgr.Ready(), reg.HasSynced(), mgr.Status())
-		}
-		return ""
-	})
-	return mgr, func() {
-		stopManager()
-		if err := store.Close(); err != nil {
-			t.Errorf("closing the snapshot: %v", err)
-		}
-	}
-}
-
 // TestCompactStreamingList: a compact fleet in the snapshot's encoding, whose informers
 // decode watched objects, those of streaming lists included, into their encodings and
 // the fields that file them (partial objects), holds the
@@ -120,8 +82,11 @@ func testCompactStreamingList(t *testing.T, codec persist.Codec) {
 	start := func() (*fleetwatch.Manager, *wholeLog, func()) {
 		t.Helper()
 		log := &wholeLog{objects: map[aggregate.Key]*unstructured.Unstructured{}}
-		mgr, stop := startWithSnapshot(t, path, env.Kubeconfig, []informer.Resource{{Name: "configmaps"}, {Name: "secrets"}},
-			aggregate.Options{Codec: codec, Indexers: byOwner}, log)
+		mgr, stop := startWithSnapshot(t, path, fleetwatch.Options{
+			Clusters:  cluster.Options{Kubeconfigs: []string{env.Kubeconfig}},
+			Resources: []informer.Resource{{Name: "configmaps"}, {Name: "secrets"}},
+			Fleet:     aggregate.Options{Codec: codec, Indexers: byOwner},
+		}, log, nil)
 		return mgr, log, stop
 	}
 	// same compares the cache, the handler's objects and the custom index with the

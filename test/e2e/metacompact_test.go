@@ -15,6 +15,7 @@ import (
 
 	"github.com/fleetwatch/fleetwatch"
 	"github.com/fleetwatch/fleetwatch/aggregate"
+	"github.com/fleetwatch/fleetwatch/cluster"
 	"github.com/fleetwatch/fleetwatch/informer"
 	"github.com/fleetwatch/fleetwatch/internal/testenv"
 	"github.com/fleetwatch/fleetwatch/internal/wire"
@@ -87,8 +88,11 @@ func TestCompactMetadataOnly(t *testing.T) {
 	start := func() (*fleetwatch.Manager, *metadataLog, func()) {
 		t.Helper()
 		log := &metadataLog{objects: map[aggregate.Key]*metav1.PartialObjectMetadata{}, formats: map[byte]int{}}
-		mgr, stop := startWithSnapshot(t, path, env.Kubeconfig, []informer.Resource{{Name: "configmaps", MetadataOnly: true}, {Name: "secrets", MetadataOnly: true}},
-			aggregate.Options{Codec: persist.Codec{}}, log)
+		mgr, stop := startWithSnapshot(t, path, fleetwatch.Options{
+			Clusters:  cluster.Options{Kubeconfigs: []string{env.Kubeconfig}},
+			Resources: []informer.Resource{{Name: "configmaps", MetadataOnly: true}, {Name: "secrets", MetadataOnly: true}},
+			Fleet:     aggregate.Options{Codec: persist.Codec{}},
+		}, log, nil)
 		return mgr, log, stop
 	}
 	// same compares the cache, a typed lister and the handler's objects with the

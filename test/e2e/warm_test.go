@@ -55,29 +55,38 @@ func (l *changeLog) OnEvent(e aggregate.Event) {
 // before Start, and waits until it is ready and log has synced.
 func runWarm(t *testing.T, env *testenv.Env, path string, log *changeLog, before func(*fleetwatch.Manager)) (*fleetwatch.Manager, func()) {
 	t.Helper()
+	return startWithSnapshot(t, path, fleetwatch.Options{
+		Clusters:  cluster.Options{Kubeconfigs: []string{env.Kubeconfig}},
+		Resources: []informer.Resource{{Name: "pods"}, {Name: "configmaps"}, {Name: "deployments.apps"}},
+	}, log, before)
+}
+
+// startWithSnapshot starts a Manager with opts and the snapshot at path, with a short
+// health interval, a snapshot committed every 100ms, and handler registered before Start
+// (after before, if set), and waits until it is ready and handler has synced. stop
+// stops it and closes the snapshot; it runs at the test's end if not called before.
+func startWithSnapshot(t *testing.T, path string, opts fleetwatch.Options, handler aggregate.Handler, before func(*fleetwatch.Manager)) (mgr *fleetwatch.Manager, stop func()) {
+	t.Helper()
 	store, err := persist.Open(path, persist.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	opts.Health = cluster.HealthOptions{Interval: time.Second, Timeout: time.Second}
+	opts.SyncTimeout = 60 * time.Second
+	opts.Snapshot = store
+	opts.SnapshotWriter = persist.WriterOptions{Interval: 100 * time.Millisecond}
 	var reg *aggregate.Registration
-	mgr, stopManager := startManager(t, fleetwatch.Options{
-		Clusters:       cluster.Options{Kubeconfigs: []string{env.Kubeconfig}},
-		Resources:      []informer.Resource{{Name: "pods"}, {Name: "configmaps"}, {Name: "deployments.apps"}},
-		Health:         cluster.HealthOptions{Interval: time.Second, Timeout: time.Second},
-		SyncTimeout:    60 * time.Second,
-		Snapshot:       store,
-		SnapshotWriter: persist.WriterOptions{Interval: 100 * time.Millisecond},
-	}, func(mgr *fleetwatch.Manager) {
+	mgr, stopManager := startManager(t, opts, func(mgr *fleetwatch.Manager) {
 		if before != nil {
 			before(mgr)
 		}
 		var err error
-		if reg, err = mgr.Fleet().AddHandler(log, aggregate.HandlerOptions{Name: "changes"}); err != nil {
+		if reg, err = mgr.Fleet().AddHandler(handler, aggregate.HandlerOptions{Name: "test"}); err != nil {
 			t.Fatal(err)
 		}
 	})
 	var once sync.Once
-	stop := func() {
+	stop = func() {
 		once.Do(func() {
 			stopManager()
 			if err := store.Close(); err != nil {
