@@ -218,7 +218,7 @@ func (Codec) Expand(dst, data []byte) ([]byte, error) {
 	if len(data) == 0 || data[0] != formatCompressed {
 		return data, nil
 	}
-	return expand(dst, unsafe.String(unsafe.SliceData(data), len(data)))
+	return expand(dst, data)
 }
 
 // Decode returns the object of data, sharing no memory with it. data must not change

@@ -63,9 +63,8 @@ func compress(enc []byte) []byte {
 // expand returns the encoding that data, an encoding in formatCompressed, holds,
 // written into dst's memory where it has room. It only reads data. An error wraps
 // ErrCorrupt.
-func expand(dst []byte, data string) ([]byte, error) {
-	// s2 only reads its source: a view of data's bytes, not a copy.
-	src := unsafe.Slice(unsafe.StringData(data[1:]), len(data)-1)
+func expand(dst, data []byte) ([]byte, error) {
+	src := data[1:]
 	n, err := s2.DecodedLen(src)
 	if err != nil {
 		return nil, fmt.Errorf("%w: compressed object: %v", ErrCorrupt, err)
@@ -95,7 +94,8 @@ func (d *fastDecoder) expanded(data string) (string, error) {
 	if len(data) == 0 || data[0] != formatCompressed {
 		return data, nil
 	}
-	out, err := expand(d.scratch[:0], data)
+	// s2 only reads its source: a view of data's bytes, not a copy.
+	out, err := expand(d.scratch[:0], unsafe.Slice(unsafe.StringData(data), len(data)))
 	if err != nil {
 		return "", err
 	}
