@@ -2,6 +2,7 @@ package persist
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -164,5 +165,57 @@ func TestDecodeCompressedSharesNoMemory(t *testing.T) {
 	}
 	if !bytes.Equal(da, keep[0]) || !bytes.Equal(db, keep[1]) {
 		t.Error("decoding modified an encoding")
+	}
+}
+
+// TestPartialLoadOfCompressedOutlivesTheFile loads compressed encodings partially: the
+// partial objects are built from the expansion in the decoder's scratch space, and the
+// encodings are copies of values read in place from the file's memory map. Once the
+// Store is closed (the file unmapped) and more objects were decoded through the same
+// scratch space, everything the load handed out must still read as a fresh load of the
+// file gives it: a view left in the map would fault, one left in the scratch space
+// would read another object.
+func TestPartialLoadOfCompressedOutlivesTheFile(t *testing.T) {
+	path := testPath(t)
+	s := openTest(t, path, Options{})
+	w := s.NewWriter(WriterOptions{})
+	for i := range 20 {
+		pod := bigPod(t, fmt.Sprintf("web-%02d", i), fmt.Sprint(i))
+		enc, err := Codec{Compress: true}.Encode(pod)
+		if err != nil || enc[0] != formatCompressed {
+			t.Fatalf("encoding: %v", err)
+		}
+		w.UpsertEncoded("prod", pods, pod, enc)
+	}
+	w.Checkpoint("prod", pods, "10")
+	if err := w.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var objs []runtime.Object
+	var encs [][]byte
+	err := s.LoadEach(LoadOptions{Partial: true}, func(_ string, cs *ClusterSnapshot) error {
+		rs := cs.Resources[pods]
+		objs, encs = rs.Objects, rs.Encoded
+		return nil
+	})
+	if err != nil || len(objs) != 20 {
+		t.Fatalf("partial load: %d objects, %v", len(objs), err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The pooled decoders' scratch spaces expand other objects meanwhile.
+	for i := range 20 {
+		other, _ := Codec{Compress: true}.Encode(bigPod(t, fmt.Sprintf("other-%02d", i), "zzzz"))
+		if _, err := (Codec{}).Decode(other); err != nil {
+			t.Fatal(err)
+		}
+	}
+	whole := resourceOf(mustLoad(t, openTest(t, path, Options{ReadOnly: true})), "prod", pods).Objects
+	for i, obj := range objs {
+		if encs[i] == nil || encs[i][0] != formatCompressed {
+			t.Fatalf("object %d: the partial load did not keep its compressed encoding", i)
+		}
+		checkPartial(t, obj, encs[i], whole[i])
 	}
 }
