@@ -528,7 +528,9 @@ func TestManagerShutdown(t *testing.T) {
 		if !errors.Is(err, fleetwatch.ErrShutdownTimeout) || !strings.Contains(err.Error(), "fleet handlers") {
 			t.Errorf("Start = %v, want ErrShutdownTimeout naming the fleet handlers", err)
 		}
-		if took < budget || took > budget+2*time.Second {
+		// The runnable sleeps a minute: Start returning well before that is what counts
+		// (a loaded machine can delay it by seconds).
+		if took < budget || took > budget+20*time.Second {
 			t.Errorf("Start returned %v after its context was cancelled, want the budget, %v", took, budget)
 		}
 		select {
@@ -536,7 +538,7 @@ func TestManagerShutdown(t *testing.T) {
 			if at.Sub(began) < budget {
 				t.Errorf("the runnable was stopped %v after the start of the shutdown, before the handlers", at.Sub(began))
 			}
-		case <-time.After(time.Second):
+		case <-time.After(10 * time.Second):
 			t.Error("the runnable was not stopped once the budget was spent")
 		}
 		closed := make(chan error, 1)
