@@ -51,8 +51,9 @@ test: tools test-unit test-e2e test-browser test-bench
 
 test-unit:
 	$(GO) test -race -count=1 $(UNIT_PKGS)
-	@# The server's tests once more over a compact fleet, as cache.encoding compact runs it.
-	FLEETWATCH_TEST_CACHE_ENCODING=compact $(GO) test -race -count=1 ./server/
+	@# The fleet's and the server's tests once more over compact fleets, as cache.encoding
+	@# compact runs them.
+	FLEETWATCH_TEST_CACHE_ENCODING=compact $(GO) test -race -count=1 ./aggregate/ ./server/
 	@for m in $(NESTED_MODULES); do \
 		echo "test-unit $$m"; (cd $$m && $(GO) test -race -count=1 $$($(GO) list ./... | grep -v /test/e2e)) || exit 1; \
 	done
