@@ -181,7 +181,7 @@ func TestRelayPartial(t *testing.T) {
 	for _, partial := range []bool{false, true} {
 		t.Run(fmt.Sprintf("partial=%v", partial), func(t *testing.T) {
 			in := watch.NewFake()
-			r := newRelay(in, time.Minute, partial, func() { t.Error("timed out") }, nil)
+			r := newRelay(in, time.Minute, partial, nil, func() { t.Error("timed out") }, nil)
 			defer r.Stop()
 			listed, watched := encodedObject(t, podJSON), encodedObject(t, podJSON)
 			go func() {
@@ -234,4 +234,31 @@ func (s *deletingStore) ApplyPartial(partial *unstructured.Unstructured, encoded
 func (s *deletingStore) Delete(obj runtime.Object, _ bool) error {
 	*s.deleted = obj
 	return nil
+}
+
+// TestQueueKey: the informers' queues key an object as
+// cache.DeletionHandlingMetaNamespaceKeyFunc does, a wire.EncodedObject, whole or
+// partial, by the key it read when it was made.
+func TestQueueKey(t *testing.T) {
+	namespaced := encodedObject(t, []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"ns","resourceVersion":"3"}}`))
+	clusterScoped := encodedObject(t, []byte(`{"apiVersion":"v1","kind":"Node","metadata":{"name":"n","resourceVersion":"4"}}`))
+	for name, obj := range map[string]any{
+		"whole":                  namespaced,
+		"partial":                namespaced.ToPartial(),
+		"cluster-scoped partial": clusterScoped.ToPartial(),
+		"unstructured":           namespaced.Unstructured,
+		"metadata":               &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "ns"}},
+		"tombstone":              cache.DeletedFinalStateUnknown{Key: "ns/gone", Obj: namespaced.ToPartial()},
+		"a partial with no name": (&wire.EncodedObject{Unstructured: &unstructured.Unstructured{Object: map[string]any{}}}).ToPartial(),
+	} {
+		t.Run(name, func(t *testing.T) {
+			want, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, err := queueKey(obj); got != want || err != nil {
+				t.Errorf("key %q (%v), want %q", got, err, want)
+			}
+		})
+	}
 }

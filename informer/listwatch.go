@@ -44,6 +44,10 @@ type listWatch struct {
 	// encodings (see relay).
 	partial         bool
 	bookmarkTimeout time.Duration
+	// convert, if set, changes each event of a watch before the reflector gets it (see
+	// metadataOnly): the relay of a streaming list calls it, and the events of other
+	// watches go through a watch.Filter.
+	convert func(watch.Event) watch.Event
 	// noStreaming is set once a streaming list failed to end.
 	noStreaming atomic.Bool
 
@@ -252,7 +256,7 @@ func newListWatch(dyn dynamic.Interface, md metadata.Interface, m Mapping, r Res
 // *metav1.PartialObjectMetadata. The partial objects of watch events, whose encodings
 // decode to PartialObjectMetadata (wire.MetadataFormat), go on as they are.
 func (lw *listWatch) metadataOnly() {
-	list, w := lw.list, lw.watch
+	list := lw.list
 	lw.list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 		obj, err := list(ctx, o)
 		if err != nil {
@@ -271,17 +275,11 @@ func (lw *listWatch) metadataOnly() {
 		}
 		return out, nil
 	}
-	lw.watch = func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-		in, err := w(ctx, o)
-		if err != nil {
-			return nil, err
+	lw.convert = func(ev watch.Event) watch.Event {
+		if u, ok := ev.Object.(*unstructured.Unstructured); ok {
+			ev.Object = asPartialObjectMetadata(u)
 		}
-		return watch.Filter(in, func(ev watch.Event) (watch.Event, bool) {
-			if u, ok := ev.Object.(*unstructured.Unstructured); ok {
-				ev.Object = asPartialObjectMetadata(u)
-			}
-			return ev, true
-		}), nil
+		return ev
 	}
 }
 
@@ -322,7 +320,12 @@ func (lw *listWatch) WatchWithContext(ctx context.Context, opts metav1.ListOptio
 		ctx = quietContext(ctx)
 	}
 	if !streaming {
-		return lw.watch(ctx, opts)
+		w, err := lw.watch(ctx, opts)
+		if err != nil || lw.convert == nil {
+			return w, err
+		}
+		convert := lw.convert
+		return watch.Filter(w, func(ev watch.Event) (watch.Event, bool) { return convert(ev), true }), nil
 	}
 	open := lw.watch
 	var follow func(resourceVersion string) (watch.Interface, error)
@@ -338,7 +341,7 @@ func (lw *listWatch) WatchWithContext(ctx context.Context, opts metav1.ListOptio
 	if err != nil {
 		return nil, err
 	}
-	return newRelay(w, lw.bookmarkTimeout, lw.partial, func() { lw.noStreaming.Store(true) }, follow), nil
+	return newRelay(w, lw.bookmarkTimeout, lw.partial, lw.convert, func() { lw.noStreaming.Store(true) }, follow), nil
 }
 
 // notStreamingError is an error that the reflector does not retry as a streaming list:
@@ -356,6 +359,10 @@ func notStreamingError() error {
 // partial, for a store that keeps only encodings, it keeps the encodings and drops the
 // objects instead, but for the fields that file them (wire.EncodedObject.ToPartial).
 //
+// With convert, every event is converted first (listWatch.convert), in the relay's
+// goroutine rather than in one more between the watch and the relay: each goroutine that
+// an event goes through is a hand-over, and a wait for a core, per object of the list.
+//
 // With follow, once the initial-events-end bookmark is passed on, the relay stops the
 // streaming list's watch and goes on with follow's, a watch from the bookmark's
 // resourceVersion: to the reflector, one watch, which missed nothing (the server
@@ -363,6 +370,7 @@ func notStreamingError() error {
 // event, and the reflector watches again.
 type relay struct {
 	partial  bool
+	convert  func(watch.Event) watch.Event
 	in       watch.Interface
 	follow   func(resourceVersion string) (watch.Interface, error)
 	out      chan watch.Event
@@ -370,8 +378,8 @@ type relay struct {
 	stopped  chan struct{}
 }
 
-func newRelay(in watch.Interface, timeout time.Duration, partial bool, onTimeout func(), follow func(string) (watch.Interface, error)) *relay {
-	g := &relay{partial: partial, in: in, follow: follow, out: make(chan watch.Event), stopped: make(chan struct{})}
+func newRelay(in watch.Interface, timeout time.Duration, partial bool, convert func(watch.Event) watch.Event, onTimeout func(), follow func(string) (watch.Interface, error)) *relay {
+	g := &relay{partial: partial, convert: convert, in: in, follow: follow, out: make(chan watch.Event), stopped: make(chan struct{})}
 	go g.run(timeout, onTimeout)
 	return g
 }
@@ -399,6 +407,9 @@ func (g *relay) run(timeout time.Duration, onTimeout func()) {
 		case ev, ok := <-g.in.ResultChan():
 			if !ok {
 				return
+			}
+			if g.convert != nil {
+				ev = g.convert(ev)
 			}
 			if expired != nil {
 				if e, ok := ev.Object.(*wire.EncodedObject); ok {

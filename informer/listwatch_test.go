@@ -432,10 +432,11 @@ func TestMetadataOnlyListWatch(t *testing.T) {
 	}
 	list := &unstructured.UnstructuredList{Object: map[string]any{"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadataList",
 		"metadata": map[string]any{"resourceVersion": "9", "continue": "next"}}, Items: []unstructured.Unstructured{item("a"), item("b")}}
-	fw := watch.NewFake()
 	lw := &listWatch{
 		list:  func(context.Context, metav1.ListOptions) (runtime.Object, error) { return list, nil },
-		watch: func(context.Context, metav1.ListOptions) (watch.Interface, error) { return fw, nil },
+		tweak: func(*metav1.ListOptions) {},
+		// As for the clients of wire.NewPartialMetadataClients, for a PartialStore.
+		partial: true,
 	}
 	lw.metadataOnly()
 	got, err := lw.list(t.Context(), metav1.ListOptions{})
@@ -450,21 +451,38 @@ func TestMetadataOnlyListWatch(t *testing.T) {
 		t.Errorf("list: %#v, want %#v", got, want)
 	}
 
-	w, err := lw.watch(t.Context(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
-	whole := item("c")
-	partial := &wire.EncodedObject{Unstructured: &unstructured.Unstructured{Object: item("d").Object}, Encoded: []byte{wire.MetadataFormat, 0xa0}, Partial: true}
-	go func() {
-		fw.Add(&whole)
-		fw.Add(partial)
-	}()
-	if ev := <-w.ResultChan(); !equality.Semantic.DeepEqual(ev.Object, &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns", ResourceVersion: "5", Labels: map[string]string{"a": "b"}}}) {
-		t.Errorf("a whole object of a watch: %#v", ev.Object)
-	}
-	if ev := <-w.ResultChan(); ev.Object != partial {
-		t.Errorf("a partial object of a watch: %#v, want it as it came", ev.Object)
+	// A watch, and a streaming list's, whose relay converts the events itself.
+	for _, streaming := range []bool{false, true} {
+		t.Run(fmt.Sprintf("streaming=%v", streaming), func(t *testing.T) {
+			fw := watch.NewFake()
+			lw.watch = func(context.Context, metav1.ListOptions) (watch.Interface, error) { return fw, nil }
+			lw.bookmarkTimeout = time.Minute
+			opts := metav1.ListOptions{}
+			if streaming {
+				opts.SendInitialEvents = ptr.To(true)
+			}
+			w, err := lw.WatchWithContext(t.Context(), opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Stop()
+			whole := item("c")
+			partial := &wire.EncodedObject{Unstructured: &unstructured.Unstructured{Object: item("d").Object}, Encoded: []byte{wire.MetadataFormat, 0xa0}, Partial: true}
+			go func() {
+				fw.Add(&whole)
+				fw.Add(partial)
+				fw.Action(watch.Bookmark, bookmarkAt("7", true))
+			}()
+			if ev := <-w.ResultChan(); !equality.Semantic.DeepEqual(ev.Object, &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns", ResourceVersion: "5", Labels: map[string]string{"a": "b"}}}) {
+				t.Errorf("a whole object of a watch: %#v", ev.Object)
+			}
+			if ev := <-w.ResultChan(); ev.Object != partial {
+				t.Errorf("a partial object of a watch: %#v, want it as it came", ev.Object)
+			}
+			ev := <-w.ResultChan()
+			if p, ok := ev.Object.(*metav1.PartialObjectMetadata); ev.Type != watch.Bookmark || !ok || !isInitialEventsEnd(p) || p.ResourceVersion != "7" {
+				t.Errorf("the bookmark of a watch: %s %#v, want the PartialObjectMetadata of the initial events' end", ev.Type, ev.Object)
+			}
+		})
 	}
 }

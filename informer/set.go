@@ -775,7 +775,7 @@ func (s *Set) start(ctx context.Context, opts Options, r Resource, m Mapping) {
 		queue := &listMarkingQueue{
 			RealFIFO: cache.NewRealFIFOWithOptions(cache.RealFIFOOptions{
 				Name:         fmt.Sprintf("%s %s", s.opts.Cluster, scope),
-				KeyFunction:  cache.DeletionHandlingMetaNamespaceKeyFunc,
+				KeyFunction:  queueKey,
 				KnownObjects: known,
 				Transformer:  transform(opts, m, known, s.interned),
 			}),
@@ -952,6 +952,16 @@ type internTable struct {
 	intern.Table
 }
 
+// queueKey is the key function of the informers' queues:
+// cache.DeletionHandlingMetaNamespaceKeyFunc, which the queue calls three times for each
+// object of a list, without building the key again for a wire.EncodedObject.
+func queueKey(obj any) (string, error) {
+	if e, ok := obj.(*wire.EncodedObject); ok {
+		return e.Key(), nil
+	}
+	return cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+}
+
 // storedSame returns the object that known holds under obj's key, if it has obj's
 // non-empty resourceVersion.
 func storedSame(known cache.KeyListerGetter, obj interface{}) (interface{}, bool) {
@@ -959,7 +969,7 @@ func storedSame(known cache.KeyListerGetter, obj interface{}) (interface{}, bool
 	if err != nil || a.GetResourceVersion() == "" {
 		return nil, false
 	}
-	key, err := cache.MetaNamespaceKeyFunc(obj)
+	key, err := queueKey(obj)
 	if err != nil {
 		return nil, false
 	}

@@ -220,7 +220,10 @@ func newEncodedObject(m map[string]any, encoded []byte, partial bool) (obj runti
 	if encoded == nil {
 		return u, &kind, true
 	}
-	return &EncodedObject{Unstructured: u, Encoded: encoded, Partial: partial}, &kind, true
+	if partial {
+		return newPartial(u, encoded), &kind, true
+	}
+	return &EncodedObject{Unstructured: u, Encoded: encoded}, &kind, true
 }
 
 // newObjectKind returns the kind of the decoded object m, and whether the serializer

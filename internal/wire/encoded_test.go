@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer/cbor/direct"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/fleetwatch/fleetwatch/internal/jsondec"
 )
@@ -130,7 +131,69 @@ func FuzzToPartial(f *testing.F) {
 		if got, want := of(p.Unstructured), of(whole.Unstructured); !reflect.DeepEqual(got, want) {
 			t.Fatalf("partial object filed as %+v, want %+v", got, want)
 		}
+		checkFiled(t, p)
 	})
+}
+
+// checkFiled fails t unless e's namespace, name, resourceVersion and key, read when e
+// was made, are those of its map, and the key is cache.MetaNamespaceKeyFunc's.
+func checkFiled(t *testing.T, e *EncodedObject) {
+	t.Helper()
+	u := e.Unstructured
+	if e.GetNamespace() != u.GetNamespace() || e.GetName() != u.GetName() || e.GetResourceVersion() != u.GetResourceVersion() {
+		t.Fatalf("filed as %q %q %q, the map has %q %q %q", e.GetNamespace(), e.GetName(), e.GetResourceVersion(), u.GetNamespace(), u.GetName(), u.GetResourceVersion())
+	}
+	want, err := cache.MetaNamespaceKeyFunc(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.Key(); got != want {
+		t.Fatalf("key %q, want %q", got, want)
+	}
+}
+
+// TestEncodedObjectFiling: a partial object that this package makes answers for its
+// namespace, name, resourceVersion and key from what it read when it was made (a list's
+// objects are asked for them after the whole list has come, when their maps are out of
+// the CPU's cache), and its setters change both; an EncodedObject made elsewhere reads
+// its map.
+func TestEncodedObjectFiling(t *testing.T) {
+	m, encoded, err := new(jsondec.Decoder).ObjectCBOR(podJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole := &EncodedObject{Unstructured: &unstructured.Unstructured{Object: m}, Encoded: encoded}
+	checkFiled(t, whole)
+	if whole.filed {
+		t.Error("a literal EncodedObject is filed")
+	}
+	p := whole.ToPartial()
+	if !p.filed {
+		t.Fatal("a partial object is not filed")
+	}
+	checkFiled(t, p)
+
+	p.SetNamespace("")
+	checkFiled(t, p)
+	if p.Key() != p.GetName() {
+		t.Errorf("cluster-scoped key %q, want the name %q", p.Key(), p.GetName())
+	}
+	p.SetNamespace("other")
+	p.SetName("renamed")
+	p.SetResourceVersion("99")
+	checkFiled(t, p)
+	if p.Key() != "other/renamed" || p.GetResourceVersion() != "99" {
+		t.Errorf("after the setters: key %q, resourceVersion %q", p.Key(), p.GetResourceVersion())
+	}
+
+	// The object of a partial client's watch event, decoded from the wire, is filed too.
+	d := new(jsondec.Decoder)
+	obj, _, ok := decodeEncoded(d, podJSON, true)
+	e, isEncoded := obj.(*EncodedObject)
+	if !ok || !isEncoded || !e.Partial || !e.filed {
+		t.Fatalf("decoded %T (ok %v), want a filed partial *EncodedObject", obj, ok)
+	}
+	checkFiled(t, e)
 }
 
 // TestPartialDynamicClient: the clients of NewPartialDynamicClients return the objects of
