@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -46,7 +47,23 @@ type Options struct {
 	// HotObjects bounds the decoded objects that a compact fleet keeps per resource, for
 	// the keys read or written last. Default: DefaultHotObjects. Ignored without Codec.
 	HotObjects int
+
+	// DecodeAhead is how many of a handler's pending events a compact fleet may hold
+	// decoded ahead of the handler: while the handler is behind, helper goroutines
+	// (up to three per handler, and one fewer than GOMAXPROCS) decode its next events'
+	// objects, so that a handler with a backlog does not decode every object alone on
+	// its goroutine. Delivery is unchanged: one event at a time, in order, each with
+	// objects decoded for this handler. Negative: no decoding ahead, the handler's
+	// goroutine decodes each event's objects. Default: DefaultDecodeAhead. Ignored
+	// without Codec, and for EncodedOnly handlers.
+	DecodeAhead int
 }
+
+// DefaultDecodeAhead is the default of Options.DecodeAhead.
+const DefaultDecodeAhead = 16
+
+// maxDecodeHelpers bounds the helper goroutines that decode ahead of one handler.
+const maxDecodeHelpers = 3
 
 // withDefaults returns o with defaults filled in and the Indexers map copied, so the
 // caller may reuse it.
@@ -67,6 +84,9 @@ func (o Options) withDefaults() Options {
 	if o.HotObjects <= 0 {
 		o.HotObjects = DefaultHotObjects
 	}
+	if o.DecodeAhead == 0 {
+		o.DecodeAhead = DefaultDecodeAhead
+	}
 	return o
 }
 
@@ -84,6 +104,10 @@ type Fleet struct {
 	shutdownTimeout time.Duration
 	codec           Codec
 	hotObjects      int
+	// decodeAhead and decodeHelpers are, in a compact fleet, the window and the helper
+	// goroutines of each handler's decoding ahead (Options.DecodeAhead); 0 without, and
+	// no helpers with one processor.
+	decodeAhead, decodeHelpers int
 
 	// lock guards the fields below, and the started and indexers fields of every
 	// Registration. Lock order: lock, then an Indexer's lock, then a Registration's mu.
@@ -112,7 +136,7 @@ func New(opts Options) *Fleet {
 			panic(fmt.Sprintf("aggregate.New: Options.Indexers[%q]: name is built in or function is nil", name))
 		}
 	}
-	return &Fleet{
+	f := &Fleet{
 		clock:           opts.Clock,
 		indexers:        opts.Indexers,
 		maxBacklog:      opts.MaxBacklog,
@@ -121,6 +145,12 @@ func New(opts Options) *Fleet {
 		hotObjects:      opts.HotObjects,
 		resources:       make(map[schema.GroupVersionResource]*Indexer),
 	}
+	if f.codec != nil && opts.DecodeAhead > 0 {
+		// With one processor, a helper would only take turns with the handler's
+		// goroutine: none then.
+		f.decodeAhead, f.decodeHelpers = opts.DecodeAhead, max(min(runtime.GOMAXPROCS(0)-1, maxDecodeHelpers), 0)
+	}
+	return f
 }
 
 // Start runs the handlers' delivery goroutines and blocks until ctx is done. Then it

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -123,6 +124,16 @@ type Registration struct {
 	doneThrough uint64
 	// inflight is the number of the event being delivered, or 0.
 	inflight uint64
+	// running is set while the delivery goroutine runs; helpers is the number of helper
+	// goroutines decoding ahead (decodeAhead), of at most maxHelpers, each counted in
+	// helpersDone until it returns; aheadWindow bounds the queued events they took
+	// (backlog.claimed). Both are 0 where nothing is decoded ahead.
+	running                 bool
+	helpers                 int
+	maxHelpers, aheadWindow int
+	helpersDone             sync.WaitGroup
+	// awaiting is the decoding ahead that the delivery goroutine waits for, if any.
+	awaiting *aheadDecode
 	// syncTarget is the value of lastSeq when every store the handler waits for had
 	// synced; set once, when targetSet is set.
 	syncTarget uint64
@@ -164,6 +175,9 @@ func newRegistration(f *Fleet, h Handler, opts HandlerOptions, name string) *Reg
 		synced:      make(chan struct{}),
 		replayed:    make(chan struct{}),
 		queue:       backlog{max: opts.MaxBacklog},
+	}
+	if !opts.EncodedOnly {
+		r.maxHelpers, r.aheadWindow = f.decodeHelpers, f.decodeAhead
 	}
 	if len(opts.Resources) > 0 {
 		r.resources = make(map[schema.GroupVersionResource]struct{}, len(opts.Resources))
@@ -317,6 +331,66 @@ func (r *Registration) pushLocked(p pending) {
 		r.advanceLocked()
 	}
 	r.cond.Signal()
+	r.helpLocked()
+}
+
+// helpLocked starts a helper goroutine to decode events ahead of the handler, if the
+// handler is behind (an event waits beyond the one it delivers or takes next), one of
+// the events waiting has objects to decode that no helper took, fewer than aheadWindow
+// are taken, and fewer than maxHelpers helpers run.
+func (r *Registration) helpLocked() {
+	if r.helpers >= r.maxHelpers || !r.running || r.stopped || r.queue.claimed >= r.aheadWindow {
+		return
+	}
+	if r.queue.live < 2 && (r.inflight == 0 || r.queue.live == 0) {
+		return
+	}
+	if r.queue.nextToDecode() == nil {
+		return
+	}
+	r.helpers++
+	r.helpersDone.Add(1)
+	go r.decodeAhead()
+}
+
+// decodeAhead is a helper goroutine: it takes the oldest queued events with objects to
+// decode, one at a time, and decodes them outside mu for the delivery goroutine
+// (pending.decodedObjects), until none is left to take, aheadWindow are taken, or the
+// handler is stopped. What it decoded for an event that a merge changed meanwhile is
+// dropped (backlog.dropAhead).
+func (r *Registration) decodeAhead() {
+	defer r.helpersDone.Done()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for !r.stopped && r.queue.claimed < r.aheadWindow {
+		p := r.queue.nextToDecode()
+		if p == nil {
+			break
+		}
+		d := &aheadDecode{}
+		d.obj, _ = p.obj.(*encodedObject)
+		if p.typ == Updated {
+			d.old, _ = p.old.(*encodedObject)
+		}
+		p.ahead = d
+		r.queue.claimed++
+		r.queue.scan++
+		ix := p.ref.ix
+		r.mu.Unlock()
+		var obj, old runtime.Object
+		if d.obj != nil {
+			obj = ix.decode(d.obj.data, *d.obj.key)
+		}
+		if d.old != nil {
+			old = ix.decode(d.old.data, *d.old.key)
+		}
+		r.mu.Lock()
+		d.decodedObj, d.decodedOld, d.done = obj, old, true
+		if r.awaiting == d {
+			r.cond.Broadcast()
+		}
+	}
+	r.helpers--
 }
 
 // storeSynced is called once for every store the registration waits for, when it syncs
@@ -351,11 +425,17 @@ func (r *Registration) advanceLocked() {
 	}
 }
 
-// run delivers queued events, one at a time, until the registration is stopped.
+// run delivers queued events, one at a time, until the registration is stopped. It
+// returns once its helper goroutines (decodeAhead) have.
 func (r *Registration) run() {
-	defer close(r.done)
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.running = true
+	defer func() {
+		r.running = false
+		r.mu.Unlock()
+		r.helpersDone.Wait()
+		close(r.done)
+	}()
 	for {
 		for r.queue.live == 0 && !r.stopped {
 			r.cond.Wait()
@@ -365,6 +445,18 @@ func (r *Registration) run() {
 		}
 		p, _ := r.queue.pop()
 		r.inflight = p.seq
+		r.helpLocked()
+		if d := p.ahead; d != nil {
+			// A helper is decoding its objects: wait for it rather than decode them twice.
+			r.awaiting = d
+			for !d.done && !r.stopped {
+				r.cond.Wait()
+			}
+			r.awaiting = nil
+			if r.stopped {
+				return
+			}
+		}
 		r.mu.Unlock()
 		panicked := r.deliver(p.event(r.encodedOnly), p.ref.key)
 		r.mu.Lock()
