@@ -103,8 +103,10 @@ type Result struct {
 	// had received the initial list by then (fleetwatch: Manager.Ready), and
 	// EventsAtInformersSynced the handler's initial-list events at that moment: what
 	// remains of SyncedSec after it is the handler's delivery alone.
+	// CPUInformersSyncedSec is the process's CPU time then.
 	InformersSyncedSec      float64 `json:"informersSyncedSec,omitempty"`
 	EventsAtInformersSynced int     `json:"eventsAtInformersSynced,omitempty"`
+	CPUInformersSyncedSec   float64 `json:"cpuInformersSyncedSec,omitempty"`
 	// InitialEvents counts the handler's initial-list events; FirstEventSec and
 	// LastInitialEventSec are the times of the first event and of the last initial one.
 	InitialEvents       int     `json:"initialEvents"`
@@ -332,6 +334,7 @@ func runContender(args []string) (err error) {
 		}
 		if res.InformersSyncedSec == 0 && c.informersSynced() {
 			res.InformersSyncedSec, res.EventsAtInformersSynced = since(), int(rec.initial.Load())
+			res.CPUInformersSyncedSec = cpuTime().Seconds()
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
