@@ -281,9 +281,10 @@ func (r *Registration) Stats() HandlerStats {
 }
 
 // Remove unregisters the handler: it receives no event once Remove has returned, and its
-// goroutine has exited. Pending events are dropped. Remove is idempotent. It waits for
-// an OnEvent in progress to return, so it must not be called from the handler's own
-// OnEvent; call it from another goroutine (go reg.Remove()) to stop from inside.
+// goroutines (delivery, and in a compact fleet those decoding ahead) have exited.
+// Pending events are dropped. Remove is idempotent. It waits for an OnEvent in progress
+// to return, and for a decode in progress, so it must not be called from the handler's
+// own OnEvent; call it from another goroutine (go reg.Remove()) to stop from inside.
 func (r *Registration) Remove() {
 	f := r.fleet
 	f.lock.Lock()
@@ -353,44 +354,53 @@ func (r *Registration) helpLocked() {
 	go r.decodeAhead()
 }
 
-// decodeAhead is a helper goroutine: it takes the oldest queued events with objects to
-// decode, one at a time, and decodes them outside mu for the delivery goroutine
-// (pending.decodedObjects), until none is left to take, aheadWindow are taken, or the
-// handler is stopped. What it decoded for an event that a merge changed meanwhile is
-// dropped (backlog.dropAhead).
+// decodeAhead is a helper goroutine: it decodes queued events ahead of the handler
+// (decodeNextLocked) until none is left to take, aheadWindow are taken, or the handler
+// is stopped.
 func (r *Registration) decodeAhead() {
 	defer r.helpersDone.Done()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for !r.stopped && r.queue.claimed < r.aheadWindow {
-		p := r.queue.nextToDecode()
-		if p == nil {
-			break
-		}
-		d := &aheadDecode{}
-		d.obj, _ = p.obj.(*encodedObject)
-		if p.typ == Updated {
-			d.old, _ = p.old.(*encodedObject)
-		}
-		p.ahead = d
-		r.queue.claimed++
-		r.queue.scan++
-		ix := p.ref.ix
-		r.mu.Unlock()
-		var obj, old runtime.Object
-		if d.obj != nil {
-			obj = ix.decode(d.obj.data, *d.obj.key)
-		}
-		if d.old != nil {
-			old = ix.decode(d.old.data, *d.old.key)
-		}
-		r.mu.Lock()
-		d.decodedObj, d.decodedOld, d.done = obj, old, true
-		if r.awaiting == d {
-			r.cond.Broadcast()
-		}
+	for !r.stopped && r.decodeNextLocked() {
 	}
 	r.helpers--
+}
+
+// decodeNextLocked takes the oldest queued event with objects to decode that nobody
+// took, if fewer than aheadWindow are taken, and decodes its objects outside mu for the
+// delivery goroutine (pending.decodedObjects). It reports whether it took one. What it
+// decoded for an event that a merge changed meanwhile is dropped (backlog.dropAhead).
+func (r *Registration) decodeNextLocked() bool {
+	if r.queue.claimed >= r.aheadWindow {
+		return false
+	}
+	p := r.queue.nextToDecode()
+	if p == nil {
+		return false
+	}
+	d := &aheadDecode{}
+	d.obj, _ = p.obj.(*encodedObject)
+	if p.typ == Updated {
+		d.old, _ = p.old.(*encodedObject)
+	}
+	p.ahead = d
+	r.queue.claimed++
+	r.queue.scan++
+	ix := p.ref.ix
+	r.mu.Unlock()
+	var obj, old runtime.Object
+	if d.obj != nil {
+		obj = ix.decode(d.obj.data, *d.obj.key)
+	}
+	if d.old != nil {
+		old = ix.decode(d.old.data, *d.old.key)
+	}
+	r.mu.Lock()
+	d.decodedObj, d.decodedOld, d.done = obj, old, true
+	if r.awaiting == d {
+		r.cond.Broadcast()
+	}
+	return true
 }
 
 // storeSynced is called once for every store the registration waits for, when it syncs
@@ -447,12 +457,16 @@ func (r *Registration) run() {
 		r.inflight = p.seq
 		r.helpLocked()
 		if d := p.ahead; d != nil {
-			// A helper is decoding its objects: wait for it rather than decode them twice.
-			r.awaiting = d
+			// A helper is decoding its objects. Rather than decode them twice, or wait
+			// idle, decode the next events meanwhile, as a helper does; wait once there
+			// is none to take.
 			for !d.done && !r.stopped {
-				r.cond.Wait()
+				if !r.decodeNextLocked() {
+					r.awaiting = d
+					r.cond.Wait()
+					r.awaiting = nil
+				}
 			}
-			r.awaiting = nil
 			if r.stopped {
 				return
 			}
