@@ -77,10 +77,13 @@ func SetDecodeHelpers(f *Fleet, n int) {
 	}
 }
 
-// DecodeAhead returns how many of r's queued events a helper took to decode ahead, and
-// how many helpers run.
-func DecodeAhead(r *Registration) (claimed, helpers int) {
+// DecodeAhead returns how many of r's queued events were taken to decode ahead, and how
+// many helpers run and do not wait for the handler.
+func DecodeAhead(r *Registration) (claimed, busyHelpers int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.queue.claimed, r.helpers
+	return r.queue.claimed, r.helpers - r.helpersWaiting
 }
+
+// AheadTaken returns the events taken to decode ahead of f's handlers.
+func AheadTaken(f *Fleet) int { return int(f.aheadTaken.Load()) }

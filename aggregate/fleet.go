@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -48,19 +49,19 @@ type Options struct {
 	// the keys read or written last. Default: DefaultHotObjects. Ignored without Codec.
 	HotObjects int
 
-	// DecodeAhead is how many of a handler's pending events a compact fleet may hold
-	// decoded ahead of the handler: while the handler is behind, helper goroutines
-	// (up to three per handler, and one fewer than GOMAXPROCS) decode its next events'
-	// objects, so that a handler with a backlog does not decode every object alone on
-	// its goroutine. Delivery is unchanged: one event at a time, in order, each with
-	// objects decoded for this handler. Negative: no decoding ahead, the handler's
-	// goroutine decodes each event's objects. Default: DefaultDecodeAhead. Ignored
-	// without Codec, and for EncodedOnly handlers.
+	// DecodeAhead bounds the pending events that a compact fleet holds decoded ahead
+	// of its handlers, all handlers together: while a handler is behind, helper
+	// goroutines (up to three per handler, and one fewer than GOMAXPROCS) decode its next
+	// events' objects, so that a handler with a backlog does not decode every object
+	// alone on its goroutine. Delivery is unchanged: one event at a time, in order, each
+	// with objects decoded for this handler. Negative: no decoding ahead, each handler's
+	// goroutine decodes its events' objects. Default: DefaultDecodeAhead. Ignored without
+	// Codec, and for EncodedOnly handlers.
 	DecodeAhead int
 }
 
 // DefaultDecodeAhead is the default of Options.DecodeAhead.
-const DefaultDecodeAhead = 16
+const DefaultDecodeAhead = 64
 
 // maxDecodeHelpers bounds the helper goroutines that decode ahead of one handler.
 const maxDecodeHelpers = 3
@@ -104,10 +105,12 @@ type Fleet struct {
 	shutdownTimeout time.Duration
 	codec           Codec
 	hotObjects      int
-	// decodeAhead and decodeHelpers are, in a compact fleet, the window and the helper
-	// goroutines of each handler's decoding ahead (Options.DecodeAhead); 0 without, and
-	// no helpers with one processor.
+	// decodeAhead bounds, in a compact fleet, the events decoded ahead of the handlers
+	// (Options.DecodeAhead), and decodeHelpers the helper goroutines of each handler;
+	// 0 without, and no helpers with one processor. aheadTaken counts the queued events
+	// that helpers took (backlog.claimed, over every handler).
 	decodeAhead, decodeHelpers int
+	aheadTaken                 atomic.Int64
 
 	// lock guards the fields below, and the started and indexers fields of every
 	// Registration. Lock order: lock, then an Indexer's lock, then a Registration's mu.
@@ -202,6 +205,27 @@ func (f *Fleet) Start(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// takeAhead counts one event more taken to decode ahead, if fewer than decodeAhead are.
+func (f *Fleet) takeAhead() bool {
+	for {
+		n := f.aheadTaken.Load()
+		if n >= int64(f.decodeAhead) {
+			return false
+		}
+		if f.aheadTaken.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// releaseAhead counts n events fewer taken to decode ahead: delivered, dropped by a
+// merge, or dropped with their handler.
+func (f *Fleet) releaseAhead(n int) {
+	if n > 0 {
+		f.aheadTaken.Add(-int64(n))
+	}
 }
 
 // runLocked starts the delivery goroutine of r. It exits when r is stopped, by Remove or

@@ -125,15 +125,19 @@ type Registration struct {
 	// inflight is the number of the event being delivered, or 0.
 	inflight uint64
 	// running is set while the delivery goroutine runs; helpers is the number of helper
-	// goroutines decoding ahead (decodeAhead), of at most maxHelpers, each counted in
-	// helpersDone until it returns; aheadWindow bounds the queued events they took
-	// (backlog.claimed). Both are 0 where nothing is decoded ahead.
-	running                 bool
-	helpers                 int
-	maxHelpers, aheadWindow int
-	helpersDone             sync.WaitGroup
+	// goroutines decoding ahead (decodeAhead), of at most maxHelpers (0 where nothing is
+	// decoded ahead), each counted in helpersDone until it returns. The queued events
+	// they took (backlog.claimed) count in the fleet's aheadTaken.
+	running             bool
+	helpers, maxHelpers int
+	helpersDone         sync.WaitGroup
 	// awaiting is the decoding ahead that the delivery goroutine waits for, if any.
 	awaiting *aheadDecode
+	// aheadCond (on mu) wakes the helpers that wait for the handler to take an event
+	// they decoded, when the fleet's bound on events decoded ahead is reached;
+	// helpersWaiting counts them.
+	aheadCond      sync.Cond
+	helpersWaiting int
 	// syncTarget is the value of lastSeq when every store the handler waits for had
 	// synced; set once, when targetSet is set.
 	syncTarget uint64
@@ -177,7 +181,7 @@ func newRegistration(f *Fleet, h Handler, opts HandlerOptions, name string) *Reg
 		queue:       backlog{max: opts.MaxBacklog},
 	}
 	if !opts.EncodedOnly {
-		r.maxHelpers, r.aheadWindow = f.decodeHelpers, f.decodeAhead
+		r.maxHelpers = f.decodeHelpers
 	}
 	if len(opts.Resources) > 0 {
 		r.resources = make(map[schema.GroupVersionResource]struct{}, len(opts.Resources))
@@ -186,6 +190,7 @@ func newRegistration(f *Fleet, h Handler, opts HandlerOptions, name string) *Reg
 		}
 	}
 	r.cond.L = &r.mu
+	r.aheadCond.L = &r.mu
 	r.waitingStores.Store(1)
 	return r
 }
@@ -302,7 +307,9 @@ func (r *Registration) stop() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.stopped = true
+	r.fleet.releaseAhead(r.queue.claimed)
 	r.queue.reset()
+	r.aheadCond.Broadcast()
 	// Nothing more will be delivered; HasSynced stays as it is.
 	if r.replaySet {
 		r.replaySet = false
@@ -327,7 +334,10 @@ func (r *Registration) pushLocked(p pending) {
 	}
 	r.lastSeq++
 	p.seq = r.lastSeq
-	if n := r.queue.push(p); n > 0 {
+	claimed := r.queue.claimed
+	n := r.queue.push(p)
+	r.fleet.releaseAhead(claimed - r.queue.claimed)
+	if n > 0 {
 		r.coalesced += uint64(n)
 		r.advanceLocked()
 	}
@@ -337,10 +347,10 @@ func (r *Registration) pushLocked(p pending) {
 
 // helpLocked starts a helper goroutine to decode events ahead of the handler, if the
 // handler is behind (an event waits beyond the one it delivers or takes next), one of
-// the events waiting has objects to decode that no helper took, fewer than aheadWindow
-// are taken, and fewer than maxHelpers helpers run.
+// the events waiting has objects to decode that no helper took, the fleet's bound on
+// events decoded ahead is not reached, and fewer than maxHelpers helpers run.
 func (r *Registration) helpLocked() {
-	if r.helpers >= r.maxHelpers || !r.running || r.stopped || r.queue.claimed >= r.aheadWindow {
+	if r.helpers >= r.maxHelpers || !r.running || r.stopped || r.fleet.aheadTaken.Load() >= int64(r.fleet.decodeAhead) {
 		return
 	}
 	if r.queue.live < 2 && (r.inflight == 0 || r.queue.live == 0) {
@@ -355,27 +365,37 @@ func (r *Registration) helpLocked() {
 }
 
 // decodeAhead is a helper goroutine: it decodes queued events ahead of the handler
-// (decodeNextLocked) until none is left to take, aheadWindow are taken, or the handler
-// is stopped.
+// (decodeNextLocked) until none is left to take or the handler is stopped. While the
+// fleet's bound on events decoded ahead is reached, it waits for its handler to take
+// one it decoded: a helper that returned then would have to be started again at every
+// event the handler takes, and would start behind the handler's goroutine rather than
+// beside it. If its handler has none (the others took the bound), it returns.
 func (r *Registration) decodeAhead() {
 	defer r.helpersDone.Done()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for !r.stopped && r.decodeNextLocked() {
+	for !r.stopped {
+		if r.decodeNextLocked() {
+			continue
+		}
+		if r.queue.claimed == 0 || r.queue.nextToDecode() == nil {
+			break
+		}
+		r.helpersWaiting++
+		r.aheadCond.Wait()
+		r.helpersWaiting--
 	}
 	r.helpers--
 }
 
 // decodeNextLocked takes the oldest queued event with objects to decode that nobody
-// took, if fewer than aheadWindow are taken, and decodes its objects outside mu for the
-// delivery goroutine (pending.decodedObjects). It reports whether it took one. What it
-// decoded for an event that a merge changed meanwhile is dropped (backlog.dropAhead).
+// took, if the fleet's bound on events decoded ahead allows, and decodes its objects
+// outside mu for the delivery goroutine (pending.decodedObjects). It reports whether it
+// took one. What it decoded for an event that a merge changed meanwhile is dropped
+// (backlog.dropAhead).
 func (r *Registration) decodeNextLocked() bool {
-	if r.queue.claimed >= r.aheadWindow {
-		return false
-	}
 	p := r.queue.nextToDecode()
-	if p == nil {
+	if p == nil || !r.fleet.takeAhead() {
 		return false
 	}
 	d := &aheadDecode{}
@@ -455,6 +475,13 @@ func (r *Registration) run() {
 		}
 		p, _ := r.queue.pop()
 		r.inflight = p.seq
+		if p.ahead != nil {
+			r.fleet.releaseAhead(1)
+			if r.helpersWaiting > 0 {
+				// One taken event fewer: a waiting helper can take another.
+				r.aheadCond.Signal()
+			}
+		}
 		r.helpLocked()
 		if d := p.ahead; d != nil {
 			// A helper is decoding its objects. Rather than decode them twice, or wait
