@@ -340,6 +340,11 @@ func runContender(args []string) (err error) {
 	}
 	res.SyncedSec = since()
 	res.CPUSyncSec = cpuTime().Seconds()
+	if res.InformersSyncedSec == 0 {
+		// The informers and the handler synced between two polls.
+		res.InformersSyncedSec, res.CPUInformersSyncedSec = res.SyncedSec, res.CPUSyncSec
+		res.EventsAtInformersSynced = int(rec.initial.Load())
+	}
 	st := procStatus()
 	res.PeakRSS, res.RSSAtSync = st["VmHWM"], st["VmRSS"]
 	res.InitialEvents = int(rec.initial.Load())
