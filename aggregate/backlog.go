@@ -38,13 +38,66 @@ type pending struct {
 
 	// dead marks a slot whose event was merged into an earlier one or cancelled.
 	dead bool
+
+	// ahead is the decoding of the event's objects by a helper goroutine, if one took
+	// it (Registration.decodeAhead); a merge drops it and sets aheadDropped: an
+	// object that changes while it waits may change again, so no helper takes it
+	// again, and the handler's goroutine decodes what it comes to.
+	ahead        *aheadDecode
+	aheadDropped bool
+}
+
+// aheadDecode is the decoding of one pending event's objects by a helper goroutine,
+// ahead of the handler. Its fields are guarded by the Registration's mu; the helper
+// decodes outside it.
+type aheadDecode struct {
+	// obj and old are the encodings decoded: the event's obj, and old of an Updated
+	// event, when the helper took it (nil for an object not held encoded).
+	obj, old *encodedObject
+	// decodedObj and decodedOld are their objects, set with done.
+	decodedObj, decodedOld runtime.Object
+	done                   bool
+}
+
+// needsDecode reports whether the handler's Event of p has objects to decode: p's
+// object, or the old object of an Updated event, is held encoded.
+func (p *pending) needsDecode() bool {
+	if _, ok := p.obj.(*encodedObject); ok {
+		return true
+	}
+	_, ok := p.old.(*encodedObject)
+	return ok && p.typ == Updated
+}
+
+// decodedObjects returns the objects of the handler's Event of p, decoded: what a
+// helper decoded ahead for p, if it did, and decoded now otherwise. old is nil unless p
+// is Updated.
+func (p *pending) decodedObjects() (obj, old runtime.Object) {
+	ix, d := p.ref.ix, p.ahead
+	if d == nil || !d.done {
+		d = &aheadDecode{}
+	}
+	if o, ok := p.obj.(*encodedObject); ok && o == d.obj {
+		obj = d.decodedObj
+	} else {
+		obj = ix.decoded(p.obj)
+	}
+	if p.typ != Updated {
+		return obj, nil
+	}
+	if o, ok := p.old.(*encodedObject); ok && o == d.old {
+		old = d.decodedOld
+	} else {
+		old = ix.decoded(p.old)
+	}
+	return obj, old
 }
 
 // event returns the Event the handler receives for p.
 //
 // In a compact fleet, it decodes the objects that the event carries encoded, unless
-// encodedOnly (HandlerOptions.EncodedOnly): event is called by the handler's goroutine,
-// outside the indexer's lock.
+// encodedOnly (HandlerOptions.EncodedOnly) or a helper decoded them ahead (p.ahead,
+// done): event is called by the handler's goroutine, outside the indexer's lock.
 func (p *pending) event(encodedOnly bool) Event {
 	ix := p.ref.ix
 	if encodedOnly {
@@ -66,15 +119,12 @@ func (p *pending) event(encodedOnly bool) Event {
 		}
 		return e
 	}
-	var oldObject runtime.Object
-	if p.typ == Updated {
-		oldObject = ix.decoded(p.old)
-	}
+	obj, oldObject := p.decodedObjects()
 	return Event{
 		Cluster:           p.ref.key.Cluster,
 		Resource:          ix.resource,
 		Type:              p.typ,
-		Object:            ix.decoded(p.obj),
+		Object:            obj,
 		OldObject:         oldObject,
 		InitialList:       p.initialList,
 		FinalStateUnknown: p.finalStateUnknown,
@@ -138,6 +188,19 @@ func (p *pending) merge(e *pending) bool {
 	return true
 }
 
+// dropAhead forgets what a helper decoded ahead for items[i], whose objects are about
+// to change (a merge), so that the decoded objects of a state the handler will not see
+// are not kept. No helper takes it again: each event is decoded ahead at most once, and
+// an object that changes faster than its handler takes its events costs no decode per
+// change.
+func (b *backlog) dropAhead(i int) {
+	if b.items[i].ahead == nil {
+		return
+	}
+	b.items[i].ahead, b.items[i].aheadDropped = nil, true
+	b.claimed--
+}
+
 // backlog is the queue of events waiting for one handler. It is a FIFO until it holds
 // more than max events; then it coalesces: an event for an object that already has a
 // pending event is merged into it (see pending.merge), so the backlog holds at most one
@@ -157,6 +220,12 @@ type backlog struct {
 	// byRef maps an object to the index in items of its pending event. It is non-nil
 	// exactly in coalescing mode.
 	byRef map[objectRef]int
+
+	// claimed is the number of live events that a helper took to decode ahead (ahead
+	// set), which Registration.decodeAhead bounds. scan is where nextToDecode looks
+	// from: no event in items[head:scan] is one to take.
+	claimed int
+	scan    int
 }
 
 // push appends p and returns how many events were coalesced as a result: merged into an
@@ -164,6 +233,7 @@ type backlog struct {
 func (b *backlog) push(p pending) (coalesced int) {
 	if b.byRef != nil {
 		if i, ok := b.byRef[p.ref]; ok {
+			b.dropAhead(i)
 			if b.items[i].merge(&p) {
 				return 1
 			}
@@ -195,6 +265,8 @@ func (b *backlog) startCoalescing() (coalesced int) {
 			continue
 		}
 		// Consume p into the earlier event for the same object.
+		b.dropAhead(first)
+		b.dropAhead(i)
 		if b.items[first].merge(p) {
 			coalesced++
 		} else {
@@ -211,6 +283,7 @@ func (b *backlog) startCoalescing() (coalesced int) {
 
 // kill cancels the event at items[i].
 func (b *backlog) kill(i int) {
+	b.dropAhead(i)
 	delete(b.byRef, b.items[i].ref)
 	b.items[i] = pending{dead: true}
 	b.live--
@@ -228,6 +301,9 @@ func (b *backlog) pop() (pending, bool) {
 			continue
 		}
 		b.live--
+		if p.ahead != nil {
+			b.claimed--
+		}
 		if b.byRef != nil {
 			delete(b.byRef, p.ref)
 		}
@@ -268,7 +344,7 @@ func (b *backlog) maybeCompact() {
 			clear(b.items[b.head:])
 			b.items = b.items[:0]
 		}
-		b.head, b.dead = 0, 0
+		b.head, b.dead, b.scan = 0, 0, 0
 		return
 	}
 	if waste := b.head + b.dead; waste < 512 || waste < b.live {
@@ -287,7 +363,20 @@ func (b *backlog) maybeCompact() {
 	}
 	clear(b.items[n:])
 	b.items = b.items[:n]
-	b.head, b.dead = 0, 0
+	// The events moved: nextToDecode looks again from the first, past those taken.
+	b.head, b.dead, b.scan = 0, 0, 0
+}
+
+// nextToDecode returns the oldest queued event that has objects to decode and that no
+// helper took, or nil. The pointer is valid until the backlog changes.
+func (b *backlog) nextToDecode() *pending {
+	b.scan = max(b.scan, b.head)
+	for ; b.scan < len(b.items); b.scan++ {
+		if p := &b.items[b.scan]; !p.dead && p.ahead == nil && !p.aheadDropped && p.needsDecode() {
+			return p
+		}
+	}
+	return nil
 }
 
 // reset drops every queued event.

@@ -24,9 +24,11 @@ import (
 //     keep what they decoded in the indexer's hot set, a ring of HotObjects entries, so
 //     that the keys read again and again are decoded once; so does every write, with
 //     the object the informer decoded.
-//   - Events carry the encoding until they are delivered: the handler's goroutine
-//     decodes them, once per handler, never under the indexer's lock, and not at all for
-//     the events that coalesce away.
+//   - Events carry the encoding until they are delivered: they are decoded once per
+//     handler, never under the indexer's lock, by the handler's goroutine or, while the
+//     handler is behind, ahead of it by helper goroutines (at most Options.DecodeAhead
+//     events held decoded ahead, all handlers together), and not at all for the events
+//     that coalesce away before they come near the front of the handler's queue.
 //   - User index functions get decoded objects, at each write of an object.
 //
 // Every object handed out is shared or fresh: as with a plain fleet, it must not be

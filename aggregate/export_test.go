@@ -65,3 +65,25 @@ func HotObjects(ix *Indexer) int {
 	}
 	return n
 }
+
+// SetDecodeHelpers sets the helper goroutines that decode ahead of each handler
+// registered from now on, in a compact fleet whose Options.DecodeAhead is not negative,
+// whatever GOMAXPROCS is.
+func SetDecodeHelpers(f *Fleet, n int) {
+	f.lock.Lock()
+	defer f.lock.Unlock()
+	if f.codec != nil && f.decodeAhead > 0 {
+		f.decodeHelpers = n
+	}
+}
+
+// DecodeAhead returns how many of r's queued events were taken to decode ahead, and how
+// many helpers run and do not wait for the handler.
+func DecodeAhead(r *Registration) (claimed, busyHelpers int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.queue.claimed, r.helpers - r.helpersWaiting
+}
+
+// AheadTaken returns the events taken to decode ahead of f's handlers.
+func AheadTaken(f *Fleet) int { return int(f.aheadTaken.Load()) }

@@ -5,8 +5,10 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -46,7 +48,23 @@ type Options struct {
 	// HotObjects bounds the decoded objects that a compact fleet keeps per resource, for
 	// the keys read or written last. Default: DefaultHotObjects. Ignored without Codec.
 	HotObjects int
+
+	// DecodeAhead bounds the pending events that a compact fleet holds decoded ahead
+	// of its handlers, all handlers together: while a handler is behind, helper
+	// goroutines (up to three per handler, and one fewer than GOMAXPROCS) decode its next
+	// events' objects, so that a handler with a backlog does not decode every object
+	// alone on its goroutine. Delivery is unchanged: one event at a time, in order, each
+	// with objects decoded for this handler. Negative: no decoding ahead, each handler's
+	// goroutine decodes its events' objects. Default: DefaultDecodeAhead. Ignored without
+	// Codec, and for EncodedOnly handlers.
+	DecodeAhead int
 }
+
+// DefaultDecodeAhead is the default of Options.DecodeAhead.
+const DefaultDecodeAhead = 64
+
+// maxDecodeHelpers bounds the helper goroutines that decode ahead of one handler.
+const maxDecodeHelpers = 3
 
 // withDefaults returns o with defaults filled in and the Indexers map copied, so the
 // caller may reuse it.
@@ -67,6 +85,9 @@ func (o Options) withDefaults() Options {
 	if o.HotObjects <= 0 {
 		o.HotObjects = DefaultHotObjects
 	}
+	if o.DecodeAhead == 0 {
+		o.DecodeAhead = DefaultDecodeAhead
+	}
 	return o
 }
 
@@ -84,6 +105,12 @@ type Fleet struct {
 	shutdownTimeout time.Duration
 	codec           Codec
 	hotObjects      int
+	// decodeAhead bounds, in a compact fleet, the events decoded ahead of the handlers
+	// (Options.DecodeAhead), and decodeHelpers the helper goroutines of each handler;
+	// 0 without, and no helpers with one processor. aheadTaken counts the queued events
+	// that helpers took (backlog.claimed, over every handler).
+	decodeAhead, decodeHelpers int
+	aheadTaken                 atomic.Int64
 
 	// lock guards the fields below, and the started and indexers fields of every
 	// Registration. Lock order: lock, then an Indexer's lock, then a Registration's mu.
@@ -112,7 +139,7 @@ func New(opts Options) *Fleet {
 			panic(fmt.Sprintf("aggregate.New: Options.Indexers[%q]: name is built in or function is nil", name))
 		}
 	}
-	return &Fleet{
+	f := &Fleet{
 		clock:           opts.Clock,
 		indexers:        opts.Indexers,
 		maxBacklog:      opts.MaxBacklog,
@@ -121,6 +148,12 @@ func New(opts Options) *Fleet {
 		hotObjects:      opts.HotObjects,
 		resources:       make(map[schema.GroupVersionResource]*Indexer),
 	}
+	if f.codec != nil && opts.DecodeAhead > 0 {
+		// With one processor, a helper would only take turns with the handler's
+		// goroutine: none then.
+		f.decodeAhead, f.decodeHelpers = opts.DecodeAhead, max(min(runtime.GOMAXPROCS(0)-1, maxDecodeHelpers), 0)
+	}
+	return f
 }
 
 // Start runs the handlers' delivery goroutines and blocks until ctx is done. Then it
@@ -172,6 +205,27 @@ func (f *Fleet) Start(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// takeAhead counts one event more taken to decode ahead, if fewer than decodeAhead are.
+func (f *Fleet) takeAhead() bool {
+	for {
+		n := f.aheadTaken.Load()
+		if n >= int64(f.decodeAhead) {
+			return false
+		}
+		if f.aheadTaken.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// releaseAhead counts n events fewer taken to decode ahead: delivered, dropped by a
+// merge, or dropped with their handler.
+func (f *Fleet) releaseAhead(n int) {
+	if n > 0 {
+		f.aheadTaken.Add(-int64(n))
+	}
 }
 
 // runLocked starts the delivery goroutine of r. It exits when r is stopped, by Remove or

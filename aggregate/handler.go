@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -123,6 +124,20 @@ type Registration struct {
 	doneThrough uint64
 	// inflight is the number of the event being delivered, or 0.
 	inflight uint64
+	// running is set while the delivery goroutine runs; helpers is the number of helper
+	// goroutines decoding ahead (decodeAhead), of at most maxHelpers (0 where nothing is
+	// decoded ahead), each counted in helpersDone until it returns. The queued events
+	// they took (backlog.claimed) count in the fleet's aheadTaken.
+	running             bool
+	helpers, maxHelpers int
+	helpersDone         sync.WaitGroup
+	// awaiting is the decoding ahead that the delivery goroutine waits for, if any.
+	awaiting *aheadDecode
+	// aheadCond (on mu) wakes the helpers that wait for the handler to take an event
+	// they decoded, when the fleet's bound on events decoded ahead is reached;
+	// helpersWaiting counts them.
+	aheadCond      sync.Cond
+	helpersWaiting int
 	// syncTarget is the value of lastSeq when every store the handler waits for had
 	// synced; set once, when targetSet is set.
 	syncTarget uint64
@@ -165,6 +180,9 @@ func newRegistration(f *Fleet, h Handler, opts HandlerOptions, name string) *Reg
 		replayed:    make(chan struct{}),
 		queue:       backlog{max: opts.MaxBacklog},
 	}
+	if !opts.EncodedOnly {
+		r.maxHelpers = f.decodeHelpers
+	}
 	if len(opts.Resources) > 0 {
 		r.resources = make(map[schema.GroupVersionResource]struct{}, len(opts.Resources))
 		for _, gvr := range opts.Resources {
@@ -172,6 +190,7 @@ func newRegistration(f *Fleet, h Handler, opts HandlerOptions, name string) *Reg
 		}
 	}
 	r.cond.L = &r.mu
+	r.aheadCond.L = &r.mu
 	r.waitingStores.Store(1)
 	return r
 }
@@ -267,9 +286,10 @@ func (r *Registration) Stats() HandlerStats {
 }
 
 // Remove unregisters the handler: it receives no event once Remove has returned, and its
-// goroutine has exited. Pending events are dropped. Remove is idempotent. It waits for
-// an OnEvent in progress to return, so it must not be called from the handler's own
-// OnEvent; call it from another goroutine (go reg.Remove()) to stop from inside.
+// goroutines (delivery, and in a compact fleet those decoding ahead) have exited.
+// Pending events are dropped. Remove is idempotent. It waits for an OnEvent in progress
+// to return, and for a decode in progress, so it must not be called from the handler's
+// own OnEvent; call it from another goroutine (go reg.Remove()) to stop from inside.
 func (r *Registration) Remove() {
 	f := r.fleet
 	f.lock.Lock()
@@ -287,7 +307,9 @@ func (r *Registration) stop() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.stopped = true
+	r.fleet.releaseAhead(r.queue.claimed)
 	r.queue.reset()
+	r.aheadCond.Broadcast()
 	// Nothing more will be delivered; HasSynced stays as it is.
 	if r.replaySet {
 		r.replaySet = false
@@ -312,11 +334,93 @@ func (r *Registration) pushLocked(p pending) {
 	}
 	r.lastSeq++
 	p.seq = r.lastSeq
-	if n := r.queue.push(p); n > 0 {
+	claimed := r.queue.claimed
+	n := r.queue.push(p)
+	r.fleet.releaseAhead(claimed - r.queue.claimed)
+	if n > 0 {
 		r.coalesced += uint64(n)
 		r.advanceLocked()
 	}
 	r.cond.Signal()
+	r.helpLocked()
+}
+
+// helpLocked starts a helper goroutine to decode events ahead of the handler, if the
+// handler is behind (an event waits beyond the one it delivers or takes next), one of
+// the events waiting has objects to decode that no helper took, the fleet's bound on
+// events decoded ahead is not reached, and fewer than maxHelpers helpers run.
+func (r *Registration) helpLocked() {
+	if r.helpers >= r.maxHelpers || !r.running || r.stopped || r.fleet.aheadTaken.Load() >= int64(r.fleet.decodeAhead) {
+		return
+	}
+	if r.queue.live < 2 && (r.inflight == 0 || r.queue.live == 0) {
+		return
+	}
+	if r.queue.nextToDecode() == nil {
+		return
+	}
+	r.helpers++
+	r.helpersDone.Add(1)
+	go r.decodeAhead()
+}
+
+// decodeAhead is a helper goroutine: it decodes queued events ahead of the handler
+// (decodeNextLocked) until none is left to take or the handler is stopped. While the
+// fleet's bound on events decoded ahead is reached, it waits for its handler to take
+// one it decoded: a helper that returned then would have to be started again at every
+// event the handler takes, and would start behind the handler's goroutine rather than
+// beside it. If its handler has none (the others took the bound), it returns.
+func (r *Registration) decodeAhead() {
+	defer r.helpersDone.Done()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for !r.stopped {
+		if r.decodeNextLocked() {
+			continue
+		}
+		if r.queue.claimed == 0 || r.queue.nextToDecode() == nil {
+			break
+		}
+		r.helpersWaiting++
+		r.aheadCond.Wait()
+		r.helpersWaiting--
+	}
+	r.helpers--
+}
+
+// decodeNextLocked takes the oldest queued event with objects to decode that nobody
+// took, if the fleet's bound on events decoded ahead allows, and decodes its objects
+// outside mu for the delivery goroutine (pending.decodedObjects). It reports whether it
+// took one. What it decoded for an event that a merge changed meanwhile is dropped
+// (backlog.dropAhead).
+func (r *Registration) decodeNextLocked() bool {
+	p := r.queue.nextToDecode()
+	if p == nil || !r.fleet.takeAhead() {
+		return false
+	}
+	d := &aheadDecode{}
+	d.obj, _ = p.obj.(*encodedObject)
+	if p.typ == Updated {
+		d.old, _ = p.old.(*encodedObject)
+	}
+	p.ahead = d
+	r.queue.claimed++
+	r.queue.scan++
+	ix := p.ref.ix
+	r.mu.Unlock()
+	var obj, old runtime.Object
+	if d.obj != nil {
+		obj = ix.decode(d.obj.data, *d.obj.key)
+	}
+	if d.old != nil {
+		old = ix.decode(d.old.data, *d.old.key)
+	}
+	r.mu.Lock()
+	d.decodedObj, d.decodedOld, d.done = obj, old, true
+	if r.awaiting == d {
+		r.cond.Broadcast()
+	}
+	return true
 }
 
 // storeSynced is called once for every store the registration waits for, when it syncs
@@ -351,11 +455,17 @@ func (r *Registration) advanceLocked() {
 	}
 }
 
-// run delivers queued events, one at a time, until the registration is stopped.
+// run delivers queued events, one at a time, until the registration is stopped. It
+// returns once its helper goroutines (decodeAhead) have.
 func (r *Registration) run() {
-	defer close(r.done)
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.running = true
+	defer func() {
+		r.running = false
+		r.mu.Unlock()
+		r.helpersDone.Wait()
+		close(r.done)
+	}()
 	for {
 		for r.queue.live == 0 && !r.stopped {
 			r.cond.Wait()
@@ -365,6 +475,29 @@ func (r *Registration) run() {
 		}
 		p, _ := r.queue.pop()
 		r.inflight = p.seq
+		if p.ahead != nil {
+			r.fleet.releaseAhead(1)
+			if r.helpersWaiting > 0 {
+				// One taken event fewer: a waiting helper can take another.
+				r.aheadCond.Signal()
+			}
+		}
+		r.helpLocked()
+		if d := p.ahead; d != nil {
+			// A helper is decoding its objects. Rather than decode them twice, or wait
+			// idle, decode the next events meanwhile, as a helper does; wait once there
+			// is none to take.
+			for !d.done && !r.stopped {
+				if !r.decodeNextLocked() {
+					r.awaiting = d
+					r.cond.Wait()
+					r.awaiting = nil
+				}
+			}
+			if r.stopped {
+				return
+			}
+		}
 		r.mu.Unlock()
 		panicked := r.deliver(p.event(r.encodedOnly), p.ref.key)
 		r.mu.Lock()

@@ -31,6 +31,9 @@ type writer struct {
 	live map[string]bool
 	// events counts the writes that produce an event.
 	events int
+	// partial applies objects as an informer of a compact fleet does
+	// (ClusterStore.ApplyPartial), so that their events carry them encoded.
+	partial bool
 }
 
 func newWriter(s *aggregate.ClusterStore, seed uint64, names int) *writer {
@@ -50,6 +53,9 @@ func (w *writer) step() error {
 	}
 	w.live[name] = true
 	w.events++
+	if w.partial {
+		return applyPartial(w.store, obj)
+	}
 	return w.store.Apply(obj, false)
 }
 

@@ -907,8 +907,8 @@ func (p *proc) kill() {
 }
 
 func logResult(name string, res *Result) {
-	log.Printf("%-34s synced %.2fs, %d objects, heap %s (in use %s, idle %s, released %s), RSS %s (at sync %s), peak RSS %s%s", name, res.SyncedSec, res.Total,
-		mib(res.HeapAfterGC), mib(res.HeapInuseAfterGC), mib(res.HeapIdleAfterGC), mib(res.HeapReleasedAfterGC), mib(res.RSSAfterGC), mib(res.RSSAtSync), mib(res.PeakRSS), watchSummary(res))
+	log.Printf("%-34s synced %.2fs (informers %.2fs, %d events then; CPU %.2fs, %.2fs then), %d objects, heap %s (in use %s, idle %s, released %s), RSS %s (at sync %s), peak RSS %s%s", name, res.SyncedSec,
+		res.InformersSyncedSec, res.EventsAtInformersSynced, res.CPUSyncSec, res.CPUInformersSyncedSec, res.Total, mib(res.HeapAfterGC), mib(res.HeapInuseAfterGC), mib(res.HeapIdleAfterGC), mib(res.HeapReleasedAfterGC), mib(res.RSSAfterGC), mib(res.RSSAtSync), mib(res.PeakRSS), watchSummary(res))
 }
 
 // stamp makes the stamped writes of one measurement: --write-rate for --write-duration.
