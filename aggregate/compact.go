@@ -25,9 +25,10 @@ import (
 //     that the keys read again and again are decoded once; so does every write, with
 //     the object the informer decoded.
 //   - Events carry the encoding until they are delivered: they are decoded once per
-//     handler, never under the indexer's lock, by the handler's goroutine or, while the
-//     handler is behind, ahead of it by helper goroutines (at most Options.DecodeAhead
-//     events held decoded ahead, all handlers together), and not at all for the events
+//     handler, never under the indexer's lock, by the handler's goroutine or, with
+//     Options.DecodeAhead (off by default) while the handler is behind, ahead of it by
+//     helper goroutines (at most DecodeAhead events held decoded ahead, all handlers
+//     together), and not at all for the events
 //     that coalesce away before they come near the front of the handler's queue.
 //   - User index functions get decoded objects, at each write of an object.
 //
@@ -56,6 +57,11 @@ type EncodingShortener interface {
 // package's tests run with FLEETWATCH_TEST_CACHE_ENCODING=compact (export_test.go), which
 // then run against compact fleets.
 var defaultCodec Codec
+
+// defaultDecodeAhead is the DecodeAhead of fleets whose Options have none: 0, except in
+// this package's tests run with FLEETWATCH_TEST_CACHE_ENCODING=compact, whose handlers
+// then get their events decoded ahead.
+var defaultDecodeAhead int
 
 // DefaultHotObjects is the default of Options.HotObjects.
 const DefaultHotObjects = 256

@@ -11,10 +11,12 @@ import (
 )
 
 // With FLEETWATCH_TEST_CACHE_ENCODING=compact, every fleet of this package's tests is
-// compact, with copyCodec: the tests then check the contracts of a compact fleet too.
+// compact, with copyCodec, and decodes its handlers' events ahead: the tests then check
+// the contracts of a compact fleet too.
 func init() {
 	if os.Getenv("FLEETWATCH_TEST_CACHE_ENCODING") == "compact" {
 		defaultCodec = &copyCodec{}
+		defaultDecodeAhead = 64
 	}
 }
 

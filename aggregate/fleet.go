@@ -49,19 +49,19 @@ type Options struct {
 	// the keys read or written last. Default: DefaultHotObjects. Ignored without Codec.
 	HotObjects int
 
-	// DecodeAhead bounds the pending events that a compact fleet holds decoded ahead
-	// of its handlers, all handlers together: while a handler is behind, helper
-	// goroutines (up to three per handler, and one fewer than GOMAXPROCS) decode its next
-	// events' objects, so that a handler with a backlog does not decode every object
-	// alone on its goroutine. Delivery is unchanged: one event at a time, in order, each
-	// with objects decoded for this handler. Negative: no decoding ahead, each handler's
-	// goroutine decodes its events' objects. Default: DefaultDecodeAhead. Ignored without
-	// Codec, and for EncodedOnly handlers.
+	// DecodeAhead, if positive, bounds the pending events that a compact fleet holds
+	// decoded ahead of its handlers, all handlers together: while a handler is behind,
+	// helper goroutines (up to three per handler, and one fewer than GOMAXPROCS) decode
+	// its next events' objects, so that a handler with a backlog does not decode every
+	// object alone on its goroutine. Delivery is unchanged: one event at a time, in
+	// order, each with objects decoded for this handler. 64 holds about 1.5 MB of
+	// decoded pods. It shortens the end of a cold sync whose handlers fall behind when
+	// the fleet has cores to spare, at about a tenth more CPU for the sync
+	// (docs/benchmarks.md, "Decoding ahead of a compact fleet's handlers"). Default 0:
+	// no decoding ahead, each handler's goroutine decodes its events' objects. Ignored
+	// without Codec, and for EncodedOnly handlers.
 	DecodeAhead int
 }
-
-// DefaultDecodeAhead is the default of Options.DecodeAhead.
-const DefaultDecodeAhead = 64
 
 // maxDecodeHelpers bounds the helper goroutines that decode ahead of one handler.
 const maxDecodeHelpers = 3
@@ -86,7 +86,7 @@ func (o Options) withDefaults() Options {
 		o.HotObjects = DefaultHotObjects
 	}
 	if o.DecodeAhead == 0 {
-		o.DecodeAhead = DefaultDecodeAhead
+		o.DecodeAhead = defaultDecodeAhead
 	}
 	return o
 }
