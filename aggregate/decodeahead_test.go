@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 
 	"github.com/fleetwatch/fleetwatch/aggregate"
 	"github.com/fleetwatch/fleetwatch/aggregate/aggregatetest"
+	"github.com/fleetwatch/fleetwatch/internal/testenv"
 	"github.com/fleetwatch/fleetwatch/persist"
 )
 
@@ -268,27 +268,7 @@ func TestDecodeAheadOrderUnderConcurrentWriters(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	const clusters, steps = 6, 1000
-	writers := make([]*writer, clusters)
-	var wg sync.WaitGroup
-	for c := range clusters {
-		writers[c] = newWriter(f.ClusterStore(fmt.Sprintf("c%d", c), aggregatetest.Pods), uint64(200+c), 20)
-		writers[c].partial = true
-		w := writers[c]
-		wg.Go(func() {
-			for range steps {
-				if err := w.step(); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	total := 0
-	for _, w := range writers {
-		total += w.events
-	}
+	total := writeConcurrently(t, f, 6, 1000, 200, true)
 	barrier(t, f, views[0].rec, "end", views[1].rec, views[2].rec)
 	if n := mismatches.Load(); n > 0 {
 		t.Errorf("%d objects did not match their resourceVersion", n)
@@ -451,7 +431,7 @@ func BenchmarkHandlerReplay(b *testing.B) {
 				mustApplyPartial(b, s, aggregatetest.RealisticPod("ns", fmt.Sprintf("p%d", i), strconv.Itoa(i+1), nil))
 			}
 			b.ResetTimer()
-			cpu0, t0 := processCPU(), time.Now()
+			cpu0, t0 := testenv.ProcessCPU(), time.Now()
 			for range b.N {
 				var got atomic.Int64
 				done := make(chan struct{})
@@ -470,16 +450,7 @@ func BenchmarkHandlerReplay(b *testing.B) {
 				reg.Remove()
 			}
 			b.ReportMetric(float64(time.Since(t0))/float64(b.N*n), "ns/event")
-			b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N*n), "cpu-ns/event")
+			b.ReportMetric(float64(testenv.ProcessCPU()-cpu0)/float64(b.N*n), "cpu-ns/event")
 		})
 	}
-}
-
-// processCPU returns the CPU time of the process, user and system.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

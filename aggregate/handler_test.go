@@ -40,6 +40,33 @@ func newWriter(s *aggregate.ClusterStore, seed uint64, names int) *writer {
 	return &writer{store: s, rng: rand.New(rand.NewPCG(seed, 1)), names: names, live: make(map[string]bool)}
 }
 
+// writeConcurrently runs a writer of 20 names on each of clusters clusters (c0, c1, ...;
+// seeds from seed on), steps writes each, all at once, and returns the events written.
+func writeConcurrently(t *testing.T, f *aggregate.Fleet, clusters, steps int, seed uint64, partial bool) int {
+	t.Helper()
+	writers := make([]*writer, clusters)
+	var wg sync.WaitGroup
+	for c := range clusters {
+		w := newWriter(f.ClusterStore(fmt.Sprintf("c%d", c), aggregatetest.Pods), seed+uint64(c), 20)
+		w.partial = partial
+		writers[c] = w
+		wg.Go(func() {
+			for range steps {
+				if err := w.step(); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	total := 0
+	for _, w := range writers {
+		total += w.events
+	}
+	return total
+}
+
 func (w *writer) step() error {
 	name := "p" + strconv.Itoa(w.rng.IntN(w.names))
 	w.rv++
@@ -174,26 +201,7 @@ func TestPerObjectOrderUnderConcurrentWriters(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	const clusters, steps = 8, 1500
-	writers := make([]*writer, clusters)
-	var wg sync.WaitGroup
-	for c := range clusters {
-		writers[c] = newWriter(f.ClusterStore(fmt.Sprintf("c%d", c), aggregatetest.Pods), uint64(100+c), 20)
-		w := writers[c]
-		wg.Go(func() {
-			for range steps {
-				if err := w.step(); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	total := 0
-	for _, w := range writers {
-		total += w.events
-	}
+	total := writeConcurrently(t, f, 8, 1500, 100, false)
 	barrier(t, f, views[0].rec, "end", views[1].rec, views[2].rec)
 	for i, h := range handlers {
 		t.Run(h.name, func(t *testing.T) {

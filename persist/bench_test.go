@@ -8,11 +8,12 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/fleetwatch/fleetwatch/internal/testenv"
 )
 
 // benchPods returns n distinct realistic pods.
@@ -98,7 +99,7 @@ func BenchmarkSteadyCommit(b *testing.B) {
 	const perCommit = 60
 	rv, next := 1, 0
 	runtime.GC() // not the setup's garbage
-	cpu0 := processCPU()
+	cpu0 := testenv.ProcessCPU()
 	// Labelled, so that a profile can keep the loop apart from the setup:
 	// go tool pprof -tagfocus phase=steady.
 	pprof.Do(context.Background(), pprof.Labels("phase", "steady"), func(context.Context) {
@@ -114,17 +115,8 @@ func BenchmarkSteadyCommit(b *testing.B) {
 			}
 		}
 	})
-	b.ReportMetric(float64(processCPU()-cpu0)/float64(time.Microsecond)/float64(b.N*perCommit), "cpu-µs/object")
+	b.ReportMetric(float64(testenv.ProcessCPU()-cpu0)/float64(time.Microsecond)/float64(b.N*perCommit), "cpu-µs/object")
 	b.ReportMetric(float64(s.fileSize())/(1<<20), "file-MiB")
-}
-
-// processCPU is the user and system CPU time of the process so far.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkLoad measures Load of 10000 realistic pods.

@@ -16,6 +16,7 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 
 	"github.com/fleetwatch/fleetwatch/internal/metaenc"
+	"github.com/fleetwatch/fleetwatch/internal/testenv"
 )
 
 // podJSON is a realistic pod as the API server sends it (three containers, an init
@@ -300,7 +301,7 @@ func BenchmarkDecode(b *testing.B) {
 			// decoder of the pool, its tables warm.
 			b.SetBytes(int64(len(data)))
 			b.ReportAllocs()
-			cpu0 := processCPU()
+			cpu0 := testenv.ProcessCPU()
 			for b.Loop() {
 				if _, err := (Codec{}).Decode(data); err != nil {
 					b.Fatal(err)
@@ -308,7 +309,7 @@ func BenchmarkDecode(b *testing.B) {
 			}
 			// The process's CPU, the collector's included, which a busy machine
 			// inflates less than the time.
-			b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(testenv.ProcessCPU()-cpu0)/float64(b.N), "cpu-ns/op")
 		})
 		b.Run(o.name+"/json", func(b *testing.B) {
 			b.SetBytes(int64(len(jsonData)))

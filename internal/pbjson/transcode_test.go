@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 	"unsafe"
@@ -31,6 +30,7 @@ import (
 	"github.com/fleetwatch/fleetwatch/aggregate/aggregatetest"
 	"github.com/fleetwatch/fleetwatch/internal/intern"
 	"github.com/fleetwatch/fleetwatch/internal/jsondec"
+	"github.com/fleetwatch/fleetwatch/internal/testenv"
 )
 
 var protoSerializer = protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
@@ -621,7 +621,7 @@ func BenchmarkObjectPartialCBOR(b *testing.B) {
 			tr := Transcoder{Options: Options{DropManagedFields: bm.drop}}
 			d := jsondec.Decoder{DropManagedFields: bm.drop}
 			b.ReportAllocs()
-			cpu0 := processCPU()
+			cpu0 := testenv.ProcessCPU()
 			for b.Loop() {
 				if _, cbor, err := partialCBOR(&tr, &d, gvk, raw); err != nil || cbor == nil {
 					b.Fatal(err)
@@ -633,7 +633,7 @@ func BenchmarkObjectPartialCBOR(b *testing.B) {
 			tr := Transcoder{Options: Options{DropManagedFields: bm.drop}}
 			d := jsondec.Decoder{DropManagedFields: bm.drop}
 			b.ReportAllocs()
-			cpu0 := processCPU()
+			cpu0 := testenv.ProcessCPU()
 			for b.Loop() {
 				if _, cbor, err := tr.ObjectPartialCBOR(gvk, raw, &d); err != nil || cbor == nil {
 					b.Fatal(err)
@@ -644,7 +644,7 @@ func BenchmarkObjectPartialCBOR(b *testing.B) {
 		b.Run(bm.name+"/JSON", func(b *testing.B) {
 			d := jsondec.Decoder{DropManagedFields: bm.drop}
 			b.ReportAllocs()
-			cpu0 := processCPU()
+			cpu0 := testenv.ProcessCPU()
 			for b.Loop() {
 				if _, cbor, err := d.ObjectPartialCBOR(js); err != nil || cbor == nil {
 					b.Fatal(err)
@@ -658,16 +658,7 @@ func BenchmarkObjectPartialCBOR(b *testing.B) {
 // reportCPU reports the CPU of the process (the garbage collector's included) per
 // operation since cpu0, which a busy machine inflates less than the time.
 func reportCPU(b *testing.B, cpu0 time.Duration) {
-	b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
-}
-
-// processCPU is the user and system CPU time of the process so far.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	b.ReportMetric(float64(testenv.ProcessCPU()-cpu0)/float64(b.N), "cpu-ns/op")
 }
 
 // TestDropManagedFieldsWhereJSONDecDrops: DropManagedFields leaves out the managedFields

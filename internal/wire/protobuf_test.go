@@ -12,9 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
-	"time"
 	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,6 +29,7 @@ import (
 	restclientwatch "k8s.io/client-go/rest/watch"
 
 	"github.com/fleetwatch/fleetwatch/internal/intern"
+	"github.com/fleetwatch/fleetwatch/internal/testenv"
 )
 
 // protobufOf returns obj in protobuf as a kube-apiserver sends it.
@@ -346,7 +345,7 @@ func BenchmarkWatchEventPartial(b *testing.B) {
 			}
 			b.SetBytes(int64(len(bm.stream)))
 			b.ReportAllocs()
-			cpu0 := processCPU()
+			cpu0 := testenv.ProcessCPU()
 			for b.Loop() {
 				r := info.StreamSerializer.Framer.NewFrameReader(io.NopCloser(bytes.NewReader(bm.stream)))
 				d := restclientwatch.NewDecoder(streaming.NewDecoder(r, info.StreamSerializer.Serializer), info.Serializer)
@@ -361,17 +360,7 @@ func BenchmarkWatchEventPartial(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/event")
-			b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N*n), "cpu-ns/event")
+			b.ReportMetric(float64(testenv.ProcessCPU()-cpu0)/float64(b.N*n), "cpu-ns/event")
 		})
 	}
-}
-
-// processCPU is the user and system CPU time of the process so far, which a busy
-// machine inflates less than the wall time.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
