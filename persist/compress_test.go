@@ -144,7 +144,16 @@ func TestDecodeCompressedSharesNoMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A damaged encoding is expanded part of the way into the same scratch space before
+	// it fails: the error path must leave what was decoded before alone too.
+	damaged := db[:len(db)-16]
 	for range 3 {
+		if _, err := d.decode(string(damaged)); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("decoding a truncated compressed encoding: %v, want ErrCorrupt", err)
+		}
+		if _, _, err := d.decodePartial(string(damaged)); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("partially decoding a truncated compressed encoding: %v, want ErrCorrupt", err)
+		}
 		if _, err := d.decode(string(db)); err != nil {
 			t.Fatal(err)
 		}
