@@ -222,6 +222,56 @@ func TestBookmarksCheckpoint(t *testing.T) {
 	}
 }
 
+// TestRelayRunsAhead: a relay takes up to relayBuffer events from its watch while the
+// reflector has not read any (one wait for a core per batch, not per event), and hands
+// them on in order, then the timeout's error after them.
+func TestRelayRunsAhead(t *testing.T) {
+	in := watch.NewFakeWithChanSize(relayBuffer+1, false)
+	timedOut := make(chan struct{})
+	r := newRelay(in, time.Hour, false, nil, func() { close(timedOut) }, nil)
+	defer r.Stop()
+	for i := range relayBuffer + 1 {
+		in.Add(podAt(fmt.Sprint(i), fmt.Sprint(i+1)))
+	}
+	// The relay holds relayBuffer events, and the last one waits in the watch.
+	deadline := time.Now().Add(10 * time.Second)
+	for len(r.out) < relayBuffer || len(in.ResultChan()) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the relay holds %d events and the watch %d, want %d and 0 (the last one read by the relay)", len(r.out), len(in.ResultChan()), relayBuffer)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for i := range relayBuffer + 1 {
+		ev := <-r.ResultChan()
+		if u, ok := ev.Object.(*unstructured.Unstructured); ev.Type != watch.Added || !ok || u.GetName() != fmt.Sprint(i) {
+			t.Fatalf("event %d: %s %v, want pod %d added", i, ev.Type, ev.Object, i)
+		}
+	}
+
+	// The timeout's error comes after the events read before it.
+	in = watch.NewFakeWithChanSize(2, false)
+	in.Add(podAt("a", "1"))
+	in.Add(podAt("b", "2"))
+	r2 := newRelay(in, 50*time.Millisecond, false, nil, func() {}, nil)
+	defer r2.Stop()
+	var got []string
+	for ev := range r2.ResultChan() {
+		if ev.Type == watch.Error {
+			got = append(got, "error")
+			continue
+		}
+		got = append(got, ev.Object.(*unstructured.Unstructured).GetName())
+	}
+	if want := []string{"a", "b", "error"}; !slices.Equal(got, want) {
+		t.Errorf("events %v, want %v", got, want)
+	}
+	select {
+	case <-timedOut:
+		t.Error("the first relay timed out")
+	default:
+	}
+}
+
 // TestPlainWatchIsNotWrapped checks that only streaming lists go through a relay.
 func TestPlainWatchIsNotWrapped(t *testing.T) {
 	fw := watch.NewFake()
