@@ -382,7 +382,7 @@ type relay struct {
 }
 
 // relayBuffer is how many events a relay holds that the reflector has not taken yet.
-// Unbuffered, the first streaming list of a metadata-only fleet ended about 0.2 s later
+// Unbuffered, the first streaming list of a metadata-only fleet ended about 0.3 s later
 // than the metadatainformer's, whose events pass between one goroutine fewer
 // (docs/benchmarks.md, "The relay's hand-over, measured"). The buffer holds a few
 // hundred of one watch's objects, which the reflector keeps until the list has ended
