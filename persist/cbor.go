@@ -67,6 +67,34 @@ type cborReader struct {
 	data    string
 	off     int
 	strings *intern.Table
+	// metadata is set while the root's metadata is read, and unique while the value
+	// of one of its members that uniqueMetadata names is: such a string is copied,
+	// not interned.
+	metadata, unique bool
+}
+
+// uniqueMetadata reports whether the member key of an object's metadata is a value of
+// one object only, which the decoder copies rather than interns: interned, such values
+// share nothing, cost a table insert each (a third of a partial load's decoding), and
+// fill the table, which keeps them until it starts over (intern.Table). The name stays
+// interned, as jsondec's decoder keeps it (label values repeat it, other namespaces
+// have objects of the same name).
+func uniqueMetadata(key string) bool {
+	return key == "uid" || key == "resourceVersion"
+}
+
+// member reads the value of the member k of a map at depth, as value does; it tells
+// value whether it is in the root's metadata, or a unique member of it.
+func (r *cborReader) member(depth int, k string) (any, bool) {
+	switch {
+	case depth == 0 && k == "metadata":
+		r.metadata = true
+		defer func() { r.metadata = false }()
+	case depth == 1 && r.metadata && uniqueMetadata(k):
+		r.unique = true
+		defer func() { r.unique = false }()
+	}
+	return r.value(depth + 1)
 }
 
 // head reads the initial byte of a data item and its argument. ok is false for
@@ -165,8 +193,10 @@ func (r *cborReader) value(depth int) (any, bool) {
 		if !ok || (major == cborText && !utf8.ValidString(s)) {
 			return nil, false
 		}
-		if v, ok := r.strings.Value(s); ok {
-			return v, true
+		if !r.unique {
+			if v, ok := r.strings.Value(s); ok {
+				return v, true
+			}
 		}
 		return strings.Clone(s), true
 	case cborArray:
@@ -191,7 +221,7 @@ func (r *cborReader) value(depth int) (any, bool) {
 			if !ok {
 				return nil, false
 			}
-			v, ok := r.value(depth + 1)
+			v, ok := r.member(depth, k)
 			if !ok {
 				return nil, false
 			}

@@ -65,6 +65,10 @@ func (r *cborReader) filingMap(depth int, metadata bool) (map[string]any, bool) 
 		switch {
 		case !metadata && k == "metadata" && r.off < len(r.data) && r.data[r.off]>>5 == cborMap:
 			v, ok = r.filingMap(depth+1, true)
+		case metadata && uniqueMetadata(k):
+			r.unique = true
+			v, ok = r.value(depth + 1)
+			r.unique = false
 		case filingKept(metadata, k):
 			v, ok = r.value(depth + 1)
 		default:
