@@ -5,7 +5,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unsafe"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/serializer/cbor/direct"
 )
 
@@ -136,4 +138,74 @@ func FuzzFastDecode(f *testing.F) {
 			t.Fatalf("fast decoder: %#v\ndirect.Unmarshal: %#v", got, want)
 		}
 	})
+}
+
+// TestDecoderCopiesUniqueMetadata: the decoder, whole or partial, copies the uid and the
+// resourceVersion of an object's metadata rather than interning them (they are one
+// object's values), and still interns the other short strings: two objects decoded by
+// one decoder share their namespace and label values, not their uid or
+// resourceVersion, even when those are equal; a uid elsewhere than in the root's
+// metadata is interned.
+func TestDecoderCopiesUniqueMetadata(t *testing.T) {
+	obj := map[string]any{
+		"apiVersion": "v1",
+		"kind":       "ConfigMap",
+		"metadata": map[string]any{
+			"name": "cm", "namespace": "ns", "uid": "6f1c2d7e", "resourceVersion": "42",
+			"labels": map[string]any{"uid": "6f1c2d7e"},
+		},
+		"data": map[string]any{"uid": "6f1c2d7e"},
+	}
+	data, err := direct.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same := func(a, b any) bool {
+		sa, sb := a.(string), b.(string)
+		return sa == sb && unsafe.StringData(sa) == unsafe.StringData(sb)
+	}
+	md := func(m map[string]any) map[string]any { return m["metadata"].(map[string]any) }
+	var d fastDecoder
+	first, ok := d.decodeMap(string(data))
+	if !ok {
+		t.Fatal("the decoder gave up")
+	}
+	second, ok := d.decodeMap(string(data))
+	if !ok {
+		t.Fatal("the decoder gave up")
+	}
+	if !reflect.DeepEqual(first, obj) {
+		t.Fatalf("decoded %#v, want %#v", first, obj)
+	}
+	for _, k := range []string{"uid", "resourceVersion"} {
+		if same(md(first)[k], md(second)[k]) {
+			t.Errorf("metadata.%s was interned", k)
+		}
+	}
+	if !same(md(first)["namespace"], md(second)["namespace"]) || !same(md(first)["name"], md(second)["name"]) {
+		t.Error("the namespace or the name was not interned")
+	}
+	if !same(md(first)["labels"].(map[string]any)["uid"], md(second)["labels"].(map[string]any)["uid"]) ||
+		!same(first["data"].(map[string]any)["uid"], second["data"].(map[string]any)["uid"]) {
+		t.Error("a value named uid outside the root's metadata was not interned")
+	}
+
+	// The partial decoding, of the same decoder.
+	p1, enc, err := d.decodePartial(string(data))
+	if err != nil || enc == nil {
+		t.Fatalf("decodePartial: %v, encoding %v", err, enc)
+	}
+	p2, _, err := d.decodePartial(string(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m1, m2 := p1.(*unstructured.Unstructured).Object, p2.(*unstructured.Unstructured).Object
+	for _, k := range []string{"uid", "resourceVersion"} {
+		if md(m1)[k] != md(obj)[k] || same(md(m1)[k], md(m2)[k]) || same(md(m1)[k], md(first)[k]) {
+			t.Errorf("partial: metadata.%s %q was interned", k, md(m1)[k])
+		}
+	}
+	if !same(md(m1)["namespace"], md(first)["namespace"]) || !same(md(m1)["labels"].(map[string]any)["uid"], md(first)["labels"].(map[string]any)["uid"]) {
+		t.Error("partial: the namespace or a label value was not interned")
+	}
 }

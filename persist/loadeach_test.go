@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -246,4 +248,62 @@ func FuzzDecodePartial(f *testing.F) {
 			t.Fatal("the encoding is not the data")
 		}
 	})
+}
+
+// TestLoadEachFirstClusterAlone: no object of the second cluster is decoded before fn
+// has returned for the first (the first cluster has the CPUs to itself); the next
+// clusters are decoded while fn runs, as before.
+func TestLoadEachFirstClusterAlone(t *testing.T) {
+	for _, partial := range []bool{false, true} {
+		t.Run(fmt.Sprintf("partial=%v", partial), func(t *testing.T) {
+			path := testPath(t)
+			s := openTest(t, path, Options{})
+			w := s.NewWriter(WriterOptions{})
+			for _, cluster := range []string{"a", "b", "c"} {
+				for i := range 2*loadChunk + 3 {
+					w.Upsert(cluster, pods, object("ns", fmt.Sprintf("pod-%04d", i), "1"))
+				}
+				w.Checkpoint(cluster, pods, "100")
+			}
+			if err := w.Flush(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			var (
+				mu      sync.Mutex
+				decoded = map[string]int{}
+			)
+			testHookDecode = func(c *chunk, _ int) {
+				mu.Lock()
+				decoded[c.cluster]++
+				mu.Unlock()
+			}
+			t.Cleanup(func() { testHookDecode = nil })
+			// While fn holds the first cluster, the decoders would have time to start on
+			// the second: nothing of it may be decoded.
+			var order []string
+			var during []map[string]int
+			err := s.LoadEach(LoadOptions{Partial: partial}, func(cluster string, cs *ClusterSnapshot) error {
+				order = append(order, cluster)
+				if cluster == "a" {
+					time.Sleep(50 * time.Millisecond)
+				}
+				mu.Lock()
+				during = append(during, maps.Clone(decoded))
+				mu.Unlock()
+				if n := len(cs.Resources[pods].Objects); n != 2*loadChunk+3 {
+					t.Errorf("cluster %s: %d objects, want %d", cluster, n, 2*loadChunk+3)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(order, []string{"a", "b", "c"}) {
+				t.Fatalf("clusters handed out %v, want [a b c]", order)
+			}
+			if got := during[0]; got["b"] != 0 || got["c"] != 0 || got["a"] != 2*loadChunk+3 {
+				t.Errorf("objects decoded when fn returned for the first cluster: %v, want only a's %d", got, 2*loadChunk+3)
+			}
+		})
+	}
 }
