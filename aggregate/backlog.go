@@ -1,6 +1,10 @@
 package aggregate
 
-import "k8s.io/apimachinery/pkg/runtime"
+import (
+	"slices"
+
+	"k8s.io/apimachinery/pkg/runtime"
+)
 
 // objectRef names one object of one resource. The indexer pointer stands for the
 // resource: it is cheaper to hash than a GroupVersionResource.
@@ -249,6 +253,13 @@ func (b *backlog) push(p pending) (coalesced int) {
 		return b.startCoalescing()
 	}
 	return 0
+}
+
+// reserve makes room for n more events, as a handler's replay of n objects queues
+// them: its array is then allocated once, rather than grown and copied a dozen times on
+// the way of a warm start's first event.
+func (b *backlog) reserve(n int) {
+	b.items = slices.Grow(b.items, n)
 }
 
 // startCoalescing enters coalescing mode, merging the events already queued.

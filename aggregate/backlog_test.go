@@ -244,3 +244,32 @@ func TestBacklogReleasesItsArrayWhenEmpty(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayReservesBacklog: a handler's replay of the objects it was added after
+// allocates its backlog's array once, rather than growing it as it queues them: adding
+// a handler allocates as much with 2,000 objects to replay as with one (the events
+// stay queued: the fleets are not started).
+func TestReplayReservesBacklog(t *testing.T) {
+	gvr := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	allocs := func(n int, cluster string) float64 {
+		f := New(Options{})
+		for _, c := range []string{"a", "b"} {
+			s := f.ClusterStore(c, gvr)
+			for i := range n {
+				if err := s.Apply(obj(fmt.Sprintf("p%d", i), "1"), true); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		return testing.AllocsPerRun(20, func() {
+			if _, err := f.AddHandler(HandlerFunc(func(Event) {}), HandlerOptions{Cluster: cluster}); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	for _, cluster := range []string{"a", ""} {
+		if one, many := allocs(1, cluster), allocs(2000, cluster); many > one+1 {
+			t.Errorf("cluster %q: adding a handler allocates %v times with 1 object to replay, %v with 2,000", cluster, one, many)
+		}
+	}
+}

@@ -317,10 +317,12 @@ func (f *Fleet) subscribeLocked(r *Registration, ix *Indexer) {
 	defer ix.lock.Unlock()
 	r.mu.Lock()
 	if r.cluster == "" {
+		r.queue.reserve(ix.items.n)
 		for e := range ix.items.all() {
 			r.pushLocked(pending{ref: objectRef{ix, e.key}, typ: Added, obj: peek(e), encoded: encodingOf(e), initialList: true})
 		}
 	} else if ci := ix.clusters[r.cluster]; ci != nil {
+		r.queue.reserve(ci.count)
 		for _, s := range ci.namespaces {
 			for e := range s.all() {
 				r.pushLocked(pending{ref: objectRef{ix, e.key}, typ: Added, obj: peek(e), encoded: encodingOf(e), initialList: true})
