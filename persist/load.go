@@ -98,9 +98,10 @@ func (s *Store) Load() (*Snapshot, error) {
 // soon as it is decoded, while it decodes the next: memory holds a few clusters'
 // objects at a time, not the whole file's. The first cluster is the exception: the next
 // is decoded once fn has returned for it, so that fn, and what its caller does with the
-// first cluster, have the CPUs to themselves and the first cluster is served sooner. fn is called from one goroutine at a time, in
-// the order of the clusters' names, and owns what it is given; it never runs after
-// LoadEach returned. An error of fn ends the load and is returned.
+// first cluster, have the CPUs to themselves and the first cluster is served sooner. fn
+// is called from one goroutine at a time, in the order of the clusters' names, and owns
+// what it is given; it never runs after LoadEach returned. An error of fn ends the load
+// and is returned.
 //
 // A file found unreadable (see Load) may be so after fn has taken some clusters:
 // LoadEach then returns an error wrapping ErrCorrupt, and the caller takes back what it
