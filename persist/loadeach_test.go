@@ -95,6 +95,25 @@ func filing(u *unstructured.Unstructured) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: m}
 }
 
+// clusterPods is how many pods writeClusters writes for each cluster: more than two
+// chunks of a load.
+const clusterPods = 2*loadChunk + 3
+
+// writeClusters writes clusterPods pods for each of clusters to s, and flushes them.
+func writeClusters(t *testing.T, s *Store, clusters ...string) {
+	t.Helper()
+	w := s.NewWriter(WriterOptions{})
+	for _, cluster := range clusters {
+		for i := range clusterPods {
+			w.Upsert(cluster, pods, object("ns", fmt.Sprintf("pod-%04d", i), "1"))
+		}
+		w.Checkpoint(cluster, pods, "100")
+	}
+	if err := w.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestLoadEachCorruptMidway: a cluster that does not decode, in the middle of the file,
 // ends LoadEach with ErrCorrupt after the clusters before it were handed out, none after
 // it is, and the file is moved aside, as Load does.
@@ -103,16 +122,7 @@ func TestLoadEachCorruptMidway(t *testing.T) {
 		t.Run(fmt.Sprintf("partial=%v", partial), func(t *testing.T) {
 			path := testPath(t)
 			s := openTest(t, path, Options{})
-			w := s.NewWriter(WriterOptions{})
-			for _, cluster := range []string{"a", "b", "c"} {
-				for i := range 2*loadChunk + 3 {
-					w.Upsert(cluster, pods, object("ns", fmt.Sprintf("pod-%04d", i), "1"))
-				}
-				w.Checkpoint(cluster, pods, "100")
-			}
-			if err := w.Flush(context.Background()); err != nil {
-				t.Fatal(err)
-			}
+			writeClusters(t, s, "a", "b", "c")
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -258,16 +268,7 @@ func TestLoadEachFirstClusterAlone(t *testing.T) {
 		t.Run(fmt.Sprintf("partial=%v", partial), func(t *testing.T) {
 			path := testPath(t)
 			s := openTest(t, path, Options{})
-			w := s.NewWriter(WriterOptions{})
-			for _, cluster := range []string{"a", "b", "c"} {
-				for i := range 2*loadChunk + 3 {
-					w.Upsert(cluster, pods, object("ns", fmt.Sprintf("pod-%04d", i), "1"))
-				}
-				w.Checkpoint(cluster, pods, "100")
-			}
-			if err := w.Flush(context.Background()); err != nil {
-				t.Fatal(err)
-			}
+			writeClusters(t, s, "a", "b", "c")
 			var (
 				mu      sync.Mutex
 				decoded = map[string]int{}
@@ -290,8 +291,8 @@ func TestLoadEachFirstClusterAlone(t *testing.T) {
 				mu.Lock()
 				during = append(during, maps.Clone(decoded))
 				mu.Unlock()
-				if n := len(cs.Resources[pods].Objects); n != 2*loadChunk+3 {
-					t.Errorf("cluster %s: %d objects, want %d", cluster, n, 2*loadChunk+3)
+				if n := len(cs.Resources[pods].Objects); n != clusterPods {
+					t.Errorf("cluster %s: %d objects, want %d", cluster, n, clusterPods)
 				}
 				return nil
 			})
@@ -301,8 +302,8 @@ func TestLoadEachFirstClusterAlone(t *testing.T) {
 			if !slices.Equal(order, []string{"a", "b", "c"}) {
 				t.Fatalf("clusters handed out %v, want [a b c]", order)
 			}
-			if got := during[0]; got["b"] != 0 || got["c"] != 0 || got["a"] != 2*loadChunk+3 {
-				t.Errorf("objects decoded when fn returned for the first cluster: %v, want only a's %d", got, 2*loadChunk+3)
+			if got := during[0]; got["b"] != 0 || got["c"] != 0 || got["a"] != clusterPods {
+				t.Errorf("objects decoded when fn returned for the first cluster: %v, want only a's %d", got, clusterPods)
 			}
 		})
 	}
