@@ -165,6 +165,48 @@ func TestLoadEachCorruptMidway(t *testing.T) {
 	}
 }
 
+// TestLoadEachCorruptFirst: a bad value in the first cluster, which the walk waits to
+// be handed out before it goes on, ends LoadEach with ErrCorrupt rather than leaving
+// the walk waiting; no cluster is handed out, and the file is moved aside.
+func TestLoadEachCorruptFirst(t *testing.T) {
+	for _, partial := range []bool{false, true} {
+		t.Run(fmt.Sprintf("partial=%v", partial), func(t *testing.T) {
+			path := testPath(t)
+			s := openTest(t, path, Options{})
+			writeClusters(t, s, "a", "b", "c")
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			putValue(t, path, "a", pods, "ns/pod-0300", []byte("not a sealed object"))
+			s = openTest(t, path, Options{})
+
+			var got []string
+			done := make(chan error, 1)
+			go func() {
+				done <- s.LoadEach(LoadOptions{Partial: partial}, func(cluster string, cs *ClusterSnapshot) error {
+					got = append(got, cluster)
+					return nil
+				})
+			}()
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(30 * time.Second):
+				t.Fatal("LoadEach did not return after the first cluster failed to decode")
+			}
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("LoadEach: %v, want ErrCorrupt", err)
+			}
+			if len(got) != 0 {
+				t.Errorf("clusters handed out %v, want none", got)
+			}
+			if moved, _ := s.Recovered(); moved == "" {
+				t.Error("the file was not moved aside")
+			}
+		})
+	}
+}
+
 // TestLoadEachStopsOnError: an error of fn ends the load, is returned, and leaves the
 // file in place.
 func TestLoadEachStopsOnError(t *testing.T) {
