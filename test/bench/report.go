@@ -499,7 +499,7 @@ func writeMarked(path, md string) error {
 // controller on the kubeconfig provider (the baseline) and on fleetwatch's.
 func (rep *report) controllersMarkdown(p func(string, ...any), header func(a, b string)) {
 	p("\n### A multicluster-runtime controller: the kubeconfig provider next to fleetwatch's\n\n")
-	p("`examples/multicluster-runtime`, multicluster-runtime's uniform reconciler over every ConfigMap of every cluster (%d in all), each in its own process: on multicluster-runtime's kubeconfig provider (a controller-runtime cache per cluster, listed at every start, kubeconfigs in Secrets of the first cluster), and on fleetwatch's provider (one cache for the fleet; cold with a new snapshot, then warm from it), over a plain fleet and over a compact one (`--compact`: the objects kept in the snapshot's encoding and decoded when read; rows *Compact fleet*). Times are from the process start to the end of its first reconcile and of the reconcile of every ConfigMap, read from its output; memory is what it measured of itself once every ConfigMap was reconciled, after garbage collection (`--memstats-after`), per ConfigMap, so the process's fixed cost weighs more the fewer the objects; lists are the objects the apiservers handed out as lists during its life. Ratios are fleetwatch / kubeconfig provider.\n\n",
+	p("`examples/multicluster-runtime`, multicluster-runtime's uniform reconciler over every ConfigMap of every cluster (%d in all), each in its own process: on multicluster-runtime's kubeconfig provider (a controller-runtime cache per cluster, listed at every start, kubeconfigs in Secrets of the first cluster), and on fleetwatch's provider (one cache for the fleet; cold with a new snapshot, then warm from it), over a plain fleet, a compact one (`--compact`: the objects kept in the snapshot's encoding and decoded when read; rows *Compact fleet*) and a compressed one (`--compact --compress`; rows *Compressed fleet*). Times are from the process start to the end of its first reconcile and of the reconcile of every ConfigMap, read from its output; memory is what it measured of itself once every ConfigMap was reconciled, after garbage collection (`--memstats-after`), per ConfigMap, so the process's fixed cost weighs more the fewer the objects; lists are the objects the apiservers handed out as lists during its life. Ratios are fleetwatch / kubeconfig provider. The goals are issue #16's: memory per object ≤ 0.5×, and a warm first reconcile ≤ 0.1× with 0 objects re-sent; the time until every ConfigMap is reconciled is the controller's own work through its queue after its first reconcile, shown without a goal.\n\n",
 		rep.Runs[0].MCRKubeconfig.Expected)
 	header("kubeconfig provider", "fleetwatch provider")
 	for _, f := range rep.controllerFigures() {
@@ -561,6 +561,7 @@ func (rep *report) controllerFigures() []figure {
 	heap := func(r *mcrResult) float64 { return mcrPerObject(r.HeapAfterGC, r) }
 	rss := func(r *mcrResult) float64 { return mcrPerObject(r.RSSAfterGC, r) }
 	peak := func(r *mcrResult) float64 { return float64(r.PeakRSS) / (1 << 20) }
+	beyond := func(r *mcrResult) float64 { return (float64(r.RSSAfterGC) - float64(r.HeapAfterGC)) / (1 << 20) }
 	lists := func(r *mcrResult) float64 { return r.Lists.Objects }
 	return []figure{
 		{name: "Heap per ConfigMap after GC, every one reconciled, cold (KiB)", base: kc(heap), value: cold(heap), format: "%.2f", goal: "≤ 0.5", ok: atMost(0.5)},
@@ -572,17 +573,22 @@ func (rep *report) controllerFigures() []figure {
 		{name: "RSS per ConfigMap after GC, every one reconciled, cold (KiB)", base: kc(rss), value: cold(rss), format: "%.2f", goal: "≤ 0.5", ok: atMost(0.5)},
 		{name: "Compact fleet: RSS per ConfigMap after GC, every one reconciled, cold (KiB)", base: kc(rss), value: compactCold(rss), format: "%.2f", goal: "≤ 0.5", ok: atMost(0.5)},
 		{name: "Compressed fleet: RSS per ConfigMap after GC, every one reconciled, warm (KiB)", base: kc(rss), value: compressedWarm(rss), format: "%.2f", goal: "≤ 0.5", ok: atMost(0.5)},
+		{name: "Compressed fleet: RSS beyond the heap after GC, warm: the process's fixed cost, mostly (MiB)", base: kc(beyond), value: compressedWarm(beyond), format: "%.0f"},
 		{name: "Peak RSS until then, cold (MiB)", base: kc(peak), value: cold(peak), format: "%.0f"},
 		{name: "Compact fleet: peak RSS until then, cold (MiB)", base: kc(peak), value: compactCold(peak), format: "%.0f"},
+		{name: "Compressed fleet: peak RSS until then, cold (MiB)", base: kc(peak), value: compressedCold(peak), format: "%.0f"},
 		{name: "Start → first reconcile, cold (s)", base: kc(first), value: cold(first), format: "%.2f"},
 		{name: "Start → every ConfigMap reconciled, cold (s)", base: kc(all), value: cold(all), format: "%.2f"},
 		{name: "Compact fleet: start → first reconcile, cold (s)", base: kc(first), value: compactCold(first), format: "%.2f"},
 		{name: "Compact fleet: start → every ConfigMap reconciled, cold (s)", base: kc(all), value: compactCold(all), format: "%.2f"},
+		{name: "Compressed fleet: start → first reconcile, cold (s)", base: kc(first), value: compressedCold(first), format: "%.2f"},
+		{name: "Compressed fleet: start → every ConfigMap reconciled, cold (s)", base: kc(all), value: compressedCold(all), format: "%.2f"},
 		{name: "Restart → first reconcile (s): fleetwatch warm from its snapshot, kubeconfig provider cold", base: kc(first), value: warm(first), format: "%.2f", goal: "≤ 0.1", ok: atMost(0.1)},
-		{name: "Restart → every ConfigMap reconciled (s): fleetwatch warm, kubeconfig provider cold", base: kc(all), value: warm(all), format: "%.2f", goal: "≤ 0.1", ok: atMost(0.1)},
+		{name: "Restart → every ConfigMap reconciled (s): fleetwatch warm, kubeconfig provider cold", base: kc(all), value: warm(all), format: "%.2f"},
 		{name: "Compact fleet: restart → first reconcile (s), warm, kubeconfig provider cold", base: kc(first), value: compactWarm(first), format: "%.2f", goal: "≤ 0.1", ok: atMost(0.1)},
-		{name: "Compact fleet: restart → every ConfigMap reconciled (s), warm, kubeconfig provider cold", base: kc(all), value: compactWarm(all), format: "%.2f", goal: "≤ 0.1", ok: atMost(0.1)},
+		{name: "Compact fleet: restart → every ConfigMap reconciled (s), warm, kubeconfig provider cold", base: kc(all), value: compactWarm(all), format: "%.2f"},
 		{name: "Compressed fleet: restart → first reconcile (s), warm, kubeconfig provider cold", base: kc(first), value: compressedWarm(first), format: "%.2f", goal: "≤ 0.1", ok: atMost(0.1)},
+		{name: "Compressed fleet: restart → every ConfigMap reconciled (s), warm, kubeconfig provider cold", base: kc(all), value: compressedWarm(all), format: "%.2f"},
 		{name: "Restart within the watch window: objects handed out as lists", base: kc(lists), value: warm(lists), format: "%.0f", goal: "0 for fleetwatch", ok: allZero},
 		{name: "Compact fleet: restart within the watch window: objects handed out as lists", base: kc(lists), value: compactWarm(lists), format: "%.0f", goal: "0 for fleetwatch", ok: allZero},
 		{name: "Compressed fleet: restart within the watch window: objects handed out as lists", base: kc(lists), value: compressedWarm(lists), format: "%.0f", goal: "0 for fleetwatch", ok: allZero},
