@@ -12,6 +12,10 @@
 // With --compact, the fleet keeps its objects encoded (a compact fleet), and the
 // provider's reads decode them; it is off by default, from the benchmark's numbers.
 //
+// With --resource pods, the same controller reads the Pods of every cluster instead, and
+// writes nothing (the benchmark's memory figures at a size where the objects, not the
+// process, weigh most).
+//
 // With --provider kubeconfig, the same controller runs on multicluster-runtime's own
 // kubeconfig provider instead, which reads the clusters' kubeconfigs from the Secrets
 // labelled sigs.k8s.io/multicluster-runtime-kubeconfig=true in --namespace of the cluster
@@ -76,6 +80,7 @@ func run() int {
 	compact := flag.Bool("compact", false, "fleetwatch: keep the fleet's objects in the snapshot's encoding (a compact fleet: Fleet.Codec = persist.Codec{}), decoded when read: about a third less heap once warm, a slower warm restart and a higher peak (docs/benchmarks.md)")
 	compress := flag.Bool("compress", false, "fleetwatch: with --compact, compress the encodings that S2 shortens by an eighth (persist.Codec{Compress: true}): less heap still, for a few µs per write and read (docs/benchmarks.md)")
 	namespace := flag.String("namespace", "default", "kubeconfig: namespace of the kubeconfig Secrets")
+	resource := flag.String("resource", "configmaps", "what the controller reconciles: configmaps (read, and written back when labelled), or pods (read only)")
 	printRequests := flag.Bool("print-requests", false, "print each request as 'reconcile <cluster> <namespace>/<name>' on stdout")
 	memstatsAfter := flag.Int("memstats-after", 0, "for benchmarks: once this many distinct objects were reconciled, collect garbage and print 'memstats <heap bytes> <RSS bytes>' on stdout")
 	memProfile := flag.String("memprofile", "", "for benchmarks: with --memstats-after, write a heap profile here once it has measured")
@@ -107,6 +112,17 @@ func run() int {
 		defer pprof.StopCPUProfile()
 	}
 
+	var obj client.Object
+	switch *resource {
+	case "configmaps":
+		obj = &corev1.ConfigMap{}
+	case "pods":
+		obj = &corev1.Pod{}
+	default:
+		log.Error(nil, "Unknown --resource; want configmaps or pods", "resource", *resource)
+		return 2
+	}
+
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -123,7 +139,7 @@ func run() int {
 		}
 		fwOpts := fleetwatch.Options{
 			Clusters:  cluster.Options{Kubeconfigs: files},
-			Resources: []informer.Resource{{Name: "configmaps"}},
+			Resources: []informer.Resource{{Name: *resource}},
 		}
 		if *compact {
 			fwOpts.Fleet.Codec = persist.Codec{Compress: *compress}
@@ -189,10 +205,16 @@ func run() int {
 	seen := map[uint64]struct{}{}
 	seed := maphash.MakeSeed()
 	err := mcbuilder.ControllerManagedBy(mgr).
-		Named("configmaps").
-		For(&corev1.ConfigMap{}).
+		Named(*resource).
+		For(obj).
 		Complete(mcreconcile.Func(func(ctx context.Context, req mcreconcile.Request) (ctrl.Result, error) {
-			res, err := reconcile(ctx, mgr, req)
+			var res ctrl.Result
+			var err error
+			if *resource == "pods" {
+				err = readPod(ctx, mgr, req)
+			} else {
+				res, err = reconcile(ctx, mgr, req)
+			}
 			out.Lock()
 			defer out.Unlock()
 			if *printRequests {
@@ -245,6 +267,18 @@ func reconcile(ctx context.Context, mgr mcmanager.Manager, req mcreconcile.Reque
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{}, nil
+}
+
+// readPod reads the Pod of req from its cluster's cache.
+func readPod(ctx context.Context, mgr mcmanager.Manager, req mcreconcile.Request) error {
+	cl, err := mgr.GetCluster(ctx, req.ClusterName)
+	if errors.Is(err, multicluster.ErrClusterNotFound) {
+		return nil // the cluster left
+	}
+	if err != nil {
+		return err
+	}
+	return client.IgnoreNotFound(cl.GetClient().Get(ctx, req.NamespacedName, &corev1.Pod{}))
 }
 
 // printMemstats collects garbage until the heap is live objects only, and prints the

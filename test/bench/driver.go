@@ -387,6 +387,11 @@ type runResult struct {
 	// encodings (persist.Codec{Compress: true}).
 	MCRCompressed     *mcrResult `json:"mcrCompressed,omitempty"`
 	MCRCompressedWarm *mcrResult `json:"mcrCompressedWarm,omitempty"`
+	// MCRPods*: the controller of Pods (--resource pods) on the kubeconfig provider,
+	// and on fleetwatch's over a compressed fleet, cold and warm.
+	MCRPodsKubeconfig     *mcrResult `json:"mcrPodsKubeconfig,omitempty"`
+	MCRPodsCompressed     *mcrResult `json:"mcrPodsCompressed,omitempty"`
+	MCRPodsCompressedWarm *mcrResult `json:"mcrPodsCompressedWarm,omitempty"`
 	// Watch phase.
 	ClientGoWatch   *Result `json:"clientGoWatch"`
 	FleetwatchWatch *Result `json:"fleetwatchWatch"`

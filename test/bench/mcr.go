@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -39,18 +40,20 @@ const (
 // process: the requests it prints, its /proc status, and the apiservers' list figures.
 type mcrResult struct {
 	Provider string `json:"provider"`
+	// Resource is what the controller reconciled: configmaps, or pods (--resource).
+	Resource string `json:"resource,omitempty"`
 	Warm     bool   `json:"warm"`
 	// Compact is set for fleetwatch's provider over a compact fleet (--compact).
 	Compact bool `json:"compact,omitempty"`
 	// Compressed is set for a compact fleet that compresses its encodings (--compress).
 	Compressed bool `json:"compressed,omitempty"`
-	// Expected is the number of ConfigMaps in the clusters, one request each.
+	// Expected is the number of objects of Resource in the clusters, one request each.
 	Expected int `json:"expected"`
 	// FirstSec and AllSec are the times from the process start to its first request and
-	// to the request of every ConfigMap.
+	// to the request of every object.
 	FirstSec float64 `json:"firstSec"`
 	AllSec   float64 `json:"allSec"`
-	// HeapAfterGC and RSSAfterGC are what the controller printed once every ConfigMap
+	// HeapAfterGC and RSSAfterGC are what the controller printed once every object
 	// was reconciled and it had collected garbage (--memstats-after); PeakRSS is VmHWM
 	// then.
 	HeapAfterGC uint64       `json:"heapAfterGC"`
@@ -99,27 +102,33 @@ func (d *driver) mcrSetup(ctx context.Context) error {
 	return nil
 }
 
-// mcrExpected returns the keys of the requests of every ConfigMap, as the controller
-// prints them: "cluster namespace/name".
-func (d *driver) mcrExpected(ctx context.Context) (map[string]bool, error) {
+// mcrExpected returns the keys of the requests of every object of resource (configmaps
+// or pods), as the controller prints them: "cluster namespace/name".
+func (d *driver) mcrExpected(ctx context.Context, resource string) (map[string]bool, error) {
 	out := map[string]bool{}
 	for _, c := range d.env.Clusters {
-		list, err := c.Clientset().CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{})
+		list, err := metadata.NewForConfigOrDie(c.RESTConfig()).Resource(corev1.SchemeGroupVersion.WithResource(resource)).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return nil, err
 		}
-		for _, cm := range list.Items {
-			out[fmt.Sprintf("%s %s/%s", c.Name, cm.Namespace, cm.Name)] = true
+		for _, o := range list.Items {
+			out[fmt.Sprintf("%s %s/%s", c.Name, o.Namespace, o.Name)] = true
 		}
 	}
 	return out, nil
 }
 
-// mcrPhase runs the controller on the kubeconfig provider, and on fleetwatch's cold
-// (with a new snapshot) and warm (from that snapshot), over a plain fleet and over a
-// compact one, in an order that rotates with r.
+// mcrPhase runs the controller of ConfigMaps on the kubeconfig provider, and on
+// fleetwatch's cold (with a new snapshot) and warm (from that snapshot), over a plain
+// fleet, a compact one and a compressed one; then the controller of Pods on the
+// kubeconfig provider and on fleetwatch's over a compressed fleet, cold and warm. Each
+// in an order that rotates with r.
 func (d *driver) mcrPhase(ctx context.Context, r int, rr *runResult) error {
-	expected, err := d.mcrExpected(ctx)
+	expected, err := d.mcrExpected(ctx, "configmaps")
+	if err != nil {
+		return err
+	}
+	pods, err := d.mcrExpected(ctx, "pods")
 	if err != nil {
 		return err
 	}
@@ -152,6 +161,22 @@ func (d *driver) mcrPhase(ctx context.Context, r int, rr *runResult) error {
 			return err
 		}
 	}
+	podUnits := []func() error{
+		func() error {
+			rr.MCRPodsKubeconfig, err = d.mcrContend(ctx, name("pods-kubeconfig"), pods, false,
+				"--provider", mcrKubeconfig, "--kubeconfig", filepath.Join(d.workDir, "mcr-host.kubeconfig"), "--namespace", mcrNamespace, "--resource", "pods")
+			return err
+		},
+		func() error {
+			rr.MCRPodsCompressed, rr.MCRPodsCompressedWarm, err = d.mcrFleetwatch(ctx, name("pods-fleetwatch-compressed"), snapPath, pods, "--compact", "--compress", "--resource", "pods")
+			return err
+		},
+	}
+	for k := range podUnits {
+		if err := podUnits[(k+r)%len(podUnits)](); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -171,14 +196,17 @@ func (d *driver) mcrFleetwatch(ctx context.Context, name, snapPath string, expec
 	return cold, warm, err
 }
 
-// mcrContend runs the controller once, until every ConfigMap of expected was requested,
+// mcrContend runs the controller once, until every object of expected was requested,
 // measures it, and stops it gracefully.
 func (d *driver) mcrContend(ctx context.Context, name string, expected map[string]bool, warm bool, args ...string) (*mcrResult, error) {
 	before, err := d.listCounters(ctx)
 	if err != nil {
 		return nil, err
 	}
-	res := &mcrResult{Provider: args[1], Warm: warm, Compact: slices.Contains(args, "--compact"), Compressed: slices.Contains(args, "--compress"), Expected: len(expected)}
+	res := &mcrResult{Provider: args[1], Resource: "configmaps", Warm: warm, Compact: slices.Contains(args, "--compact"), Compressed: slices.Contains(args, "--compress"), Expected: len(expected)}
+	if i := slices.Index(args, "--resource"); i >= 0 && i+1 < len(args) {
+		res.Resource = args[i+1]
+	}
 	logFile, err := os.Create(filepath.Join(d.logDir, name+".log"))
 	if err != nil {
 		return nil, err
@@ -235,7 +263,7 @@ func (d *driver) mcrContend(ctx context.Context, name string, expected map[strin
 		select {
 		case <-c:
 		case <-time.After(10 * time.Minute):
-			return nil, fmt.Errorf("%s: not every ConfigMap was reconciled and measured within 10 minutes; see %s", name, logFile.Name())
+			return nil, fmt.Errorf("%s: not every one of %d %s was reconciled and measured within 10 minutes; see %s", name, len(expected), res.Resource, logFile.Name())
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
@@ -260,12 +288,12 @@ func (d *driver) mcrContend(ctx context.Context, name string, expected map[strin
 		return nil, err
 	}
 	res.Lists = after.minus(before)
-	log.Printf("%-34s first request %.2fs, all %d reconciled %.2fs, heap %s, RSS %s, peak RSS %s, objects listed %.0f", name,
+	log.Printf("%-40s first request %.2fs, all %d reconciled %.2fs, heap %s, RSS %s, peak RSS %s, objects listed %.0f", name,
 		res.FirstSec, res.Expected, res.AllSec, mib(res.HeapAfterGC), mib(res.RSSAfterGC), mib(res.PeakRSS), res.Lists.Objects)
 	return res, nil
 }
 
-// mcrPerObject is b per reconciled ConfigMap, in KiB.
+// mcrPerObject is b per reconciled object, in KiB.
 func mcrPerObject(b uint64, r *mcrResult) float64 {
 	return float64(b) / 1024 / float64(max(r.Expected, 1))
 }

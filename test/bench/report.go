@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -499,8 +500,8 @@ func writeMarked(path, md string) error {
 // controller on the kubeconfig provider (the baseline) and on fleetwatch's.
 func (rep *report) controllersMarkdown(p func(string, ...any), header func(a, b string)) {
 	p("\n### A multicluster-runtime controller: the kubeconfig provider next to fleetwatch's\n\n")
-	p("`examples/multicluster-runtime`, multicluster-runtime's uniform reconciler over every ConfigMap of every cluster (%d in all), each in its own process: on multicluster-runtime's kubeconfig provider (a controller-runtime cache per cluster, listed at every start, kubeconfigs in Secrets of the first cluster), and on fleetwatch's provider (one cache for the fleet; cold with a new snapshot, then warm from it), over a plain fleet, a compact one (`--compact`: the objects kept in the snapshot's encoding and decoded when read; rows *Compact fleet*) and a compressed one (`--compact --compress`; rows *Compressed fleet*). Times are from the process start to the end of its first reconcile and of the reconcile of every ConfigMap, read from its output; memory is what it measured of itself once every ConfigMap was reconciled, after garbage collection (`--memstats-after`), per ConfigMap, so the process's fixed cost weighs more the fewer the objects; lists are the objects the apiservers handed out as lists during its life. Ratios are fleetwatch / kubeconfig provider. The goals are issue #16's: memory per object ≤ 0.5×, and a warm first reconcile ≤ 0.1× with 0 objects re-sent; the time until every ConfigMap is reconciled is the controller's own work through its queue after its first reconcile, shown without a goal.\n\n",
-		rep.Runs[0].MCRKubeconfig.Expected)
+	p("`examples/multicluster-runtime`, multicluster-runtime's uniform reconciler over every ConfigMap of every cluster (%d in all), each in its own process: on multicluster-runtime's kubeconfig provider (a controller-runtime cache per cluster, listed at every start, kubeconfigs in Secrets of the first cluster), and on fleetwatch's provider (one cache for the fleet; cold with a new snapshot, then warm from it), over a plain fleet, a compact one (`--compact`: the objects kept in the snapshot's encoding and decoded when read; rows *Compact fleet*) and a compressed one (`--compact --compress`; rows *Compressed fleet*). Times are from the process start to the end of its first reconcile and of the reconcile of every ConfigMap, read from its output; memory is what it measured of itself once every ConfigMap was reconciled, after garbage collection (`--memstats-after`), per ConfigMap, so the process's fixed cost weighs more the fewer the objects; lists are the objects the apiservers handed out as lists during its life. Ratios are fleetwatch / kubeconfig provider. The goals are issue #16's: memory per object ≤ 0.5×, and a warm first reconcile ≤ 0.1× with 0 objects re-sent; the time until every ConfigMap is reconciled is the controller's own work through its queue after its first reconcile, shown without a goal. Rows *Pods*: the same controller over every Pod instead (`--resource pods`, %s in all; read only), on the kubeconfig provider and on fleetwatch's over a compressed fleet: the memory per object at a size where the objects weigh more than the process.\n\n",
+		rep.Runs[0].MCRKubeconfig.Expected, podCount(rep.Runs[0]))
 	header("kubeconfig provider", "fleetwatch provider")
 	for _, f := range rep.controllerFigures() {
 		p("%s", f.row())
@@ -523,6 +524,14 @@ func (rep *report) searchFigures() []figure {
 			}),
 			format: "%.2f"},
 	}
+}
+
+// podCount is the number of Pods the controller of Pods reconciled, "—" if it did not run.
+func podCount(r *runResult) string {
+	if r.MCRPodsKubeconfig == nil {
+		return "—"
+	}
+	return strconv.Itoa(r.MCRPodsKubeconfig.Expected)
 }
 
 // orNaN is f(r), or NaN if the contender did not run (a missing row, for --check).
@@ -555,6 +564,15 @@ func (rep *report) controllerFigures() []figure {
 	}
 	compressedWarm := func(f func(*mcrResult) float64) []float64 {
 		return rep.per(func(r *runResult) float64 { return orNaN(r.MCRCompressedWarm, f) })
+	}
+	podsKC := func(f func(*mcrResult) float64) []float64 {
+		return rep.per(func(r *runResult) float64 { return orNaN(r.MCRPodsKubeconfig, f) })
+	}
+	podsCold := func(f func(*mcrResult) float64) []float64 {
+		return rep.per(func(r *runResult) float64 { return orNaN(r.MCRPodsCompressed, f) })
+	}
+	podsWarm := func(f func(*mcrResult) float64) []float64 {
+		return rep.per(func(r *runResult) float64 { return orNaN(r.MCRPodsCompressedWarm, f) })
 	}
 	first := func(r *mcrResult) float64 { return r.FirstSec }
 	all := func(r *mcrResult) float64 { return r.AllSec }
@@ -592,6 +610,16 @@ func (rep *report) controllerFigures() []figure {
 		{name: "Restart within the watch window: objects handed out as lists", base: kc(lists), value: warm(lists), format: "%.0f", goal: "0 for fleetwatch", ok: allZero},
 		{name: "Compact fleet: restart within the watch window: objects handed out as lists", base: kc(lists), value: compactWarm(lists), format: "%.0f", goal: "0 for fleetwatch", ok: allZero},
 		{name: "Compressed fleet: restart within the watch window: objects handed out as lists", base: kc(lists), value: compressedWarm(lists), format: "%.0f", goal: "0 for fleetwatch", ok: allZero},
+		{name: "Pods, compressed fleet: heap per Pod after GC, every one reconciled, cold (KiB)", base: podsKC(heap), value: podsCold(heap), format: "%.2f", goal: "≤ 0.5", ok: atMost(0.5)},
+		{name: "Pods, compressed fleet: heap per Pod after GC, every one reconciled, warm (KiB)", base: podsKC(heap), value: podsWarm(heap), format: "%.2f", goal: "≤ 0.5", ok: atMost(0.5)},
+		{name: "Pods, compressed fleet: RSS per Pod after GC, every one reconciled, cold (KiB)", base: podsKC(rss), value: podsCold(rss), format: "%.2f", goal: "≤ 0.5", ok: atMost(0.5)},
+		{name: "Pods, compressed fleet: RSS per Pod after GC, every one reconciled, warm (KiB)", base: podsKC(rss), value: podsWarm(rss), format: "%.2f", goal: "≤ 0.5", ok: atMost(0.5)},
+		{name: "Pods, compressed fleet: peak RSS until then, cold (MiB)", base: podsKC(peak), value: podsCold(peak), format: "%.0f"},
+		{name: "Pods, compressed fleet: start → first reconcile, cold (s)", base: podsKC(first), value: podsCold(first), format: "%.2f"},
+		{name: "Pods, compressed fleet: start → every Pod reconciled, cold (s)", base: podsKC(all), value: podsCold(all), format: "%.2f"},
+		{name: "Pods, compressed fleet: restart → first reconcile (s), warm, kubeconfig provider cold", base: podsKC(first), value: podsWarm(first), format: "%.2f", goal: "≤ 0.1", ok: atMost(0.1)},
+		{name: "Pods, compressed fleet: restart → every Pod reconciled (s), warm, kubeconfig provider cold", base: podsKC(all), value: podsWarm(all), format: "%.2f"},
+		{name: "Pods, compressed fleet: restart within the watch window: objects handed out as lists", base: podsKC(lists), value: podsWarm(lists), format: "%.0f", goal: "0 for fleetwatch", ok: allZero},
 	}
 }
 

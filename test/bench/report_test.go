@@ -79,6 +79,8 @@ func fullReport() *report {
 			MCRFleetwatch:      mcr(mcrFleetwatch, false, false), MCRFleetwatchWarm: mcr(mcrFleetwatch, true, false),
 			MCRCompact: mcr(mcrFleetwatch, false, true), MCRCompactWarm: mcr(mcrFleetwatch, true, true),
 			MCRCompressed: mcr(mcrFleetwatch, false, true), MCRCompressedWarm: mcr(mcrFleetwatch, true, true),
+			MCRPodsKubeconfig: mcr(mcrKubeconfig, false, false),
+			MCRPodsCompressed: mcr(mcrFleetwatch, false, true), MCRPodsCompressedWarm: mcr(mcrFleetwatch, true, true),
 		})
 	}
 	for _, n := range []int{1, 6} {
