@@ -413,6 +413,32 @@ func peerFigures(rep *report) []figure {
 			out = append(out, fig("event throughput through handlers, initial lists (events/s)", "%.0f", throughput, 0))
 		}
 	}
+	// Issue #15's other memory goal for full objects: the heap per cached object at most
+	// 1.5 times the objects' own compact encoding, the CBOR that the snapshot stores of
+	// them (its payload per object, over every resource).
+	encoded := func(r *runResult) float64 {
+		var n, b float64
+		for _, s := range r.Encoded {
+			n, b = n+float64(s.Objects), b+float64(s.Bytes)
+		}
+		if n == 0 {
+			return math.NaN()
+		}
+		return b / n / 1024
+	}
+	for _, c := range []struct {
+		what string
+		mine func(*runResult) *Result
+	}{
+		{"Full objects, compact cache", func(r *runResult) *Result { return r.Compact }},
+		{"Full objects, compact cache compressed", func(r *runResult) *Result { return r.Compressed }},
+		{"`fleetwatch serve`, cache.encoding compact", func(r *runResult) *Result { return r.ServeCompact }},
+	} {
+		out = append(out, figure{name: c.what + ": heap per cached object after GC, against the objects' own compact encoding (the snapshot's bytes per object; KiB)", format: "%.2f",
+			base:  rep.per(encoded),
+			value: rep.per(func(r *runResult) float64 { return perObject(c.mine(r).HeapAfterGC, c.mine(r)) }),
+			goal:  "≤ 1.5", ok: atMost(1.5)})
+	}
 	// The watch phase, side by side in one window: the plain fleet against typed
 	// informers with the transform, in reports that have them.
 	if len(rep.Runs) == 0 || rep.Runs[0].ClientGoTypedWatch != nil {

@@ -70,6 +70,7 @@ func fullReport() *report {
 			ClientGoMetadata: res(implClientGoMetadata), Fleetwatch: res(implFleetwatch), Metadata: res(implFleetwatch), Compact: res(implFleetwatch),
 			Serve: res("serve-objects"), ServeCompact: res("serve-compact"), Compressed: res(implFleetwatch), ServeCompressed: res("serve-compressed"), MetadataCompact: res(implFleetwatch),
 			SnapCold: res(implFleetwatch), Warm: warm, CatchUp: catchUp,
+			Encoded:      map[string]resourceSize{"/v1/pods": {Objects: 300, Bytes: 300 << 10}},
 			ClientGoList: listCounters{InitEvents: 100}, CatchUpList: listCounters{InitEvents: 10},
 			CatchUpResume: []resumeProbe{{Cluster: "cluster-1", Resource: "pods", ResourceVersion: "7", Resumes: true}},
 			ClientGoWatch: watch(implClientGo), FleetwatchWatch: watch(implFleetwatch), SnapWatch: watch(implFleetwatch),
