@@ -29,7 +29,10 @@
 //
 // The fleet may be compact (fleetwatch.Options.Fleet.Codec = persist.Codec{}): it then
 // keeps each object encoded and decodes it when the view reads it, and the view converts
-// the decoded object as above; what a controller reads is the same either way.
+// the decoded object as above; what a controller reads is the same either way. With
+// persist.Codec{Compress: true} the encodings are compressed too: for controllers, which
+// convert every object they read, that is about half the heap of a plain fleet for the
+// same times (docs/benchmarks.md), and what examples/multicluster-runtime uses.
 //
 // The resources a controller reads or watches must be among the fleetwatch Manager's
 // Options.Resources: the view starts no informer of its own, and reads of another

@@ -9,8 +9,11 @@
 // name of its cluster, written through that cluster's client; the others are read only.
 // With --snapshot, a restart reconciles from the snapshot before any apiserver answers,
 // each cluster as soon as the snapshot's load has it (LoadSnapshotInBackground).
-// With --compact, the fleet keeps its objects encoded (a compact fleet), and the
-// provider's reads decode them; it is off by default, from the benchmark's numbers.
+// The fleet keeps its objects encoded and compressed (--encoding compressed, the
+// default: persist.Codec{Compress: true}), and the provider's reads decode them; from
+// the benchmark's numbers, that holds a controller's objects in about half the heap of
+// --encoding objects (plain maps) for the same times. --encoding compact keeps them
+// encoded but not compressed.
 //
 // With --resource pods, the same controller reads the Pods of every cluster instead, and
 // writes nothing (the benchmark's memory figures at a size where the objects, not the
@@ -77,8 +80,7 @@ func run() int {
 	kubeconfigs := flag.String("kubeconfigs", "", "fleetwatch: kubeconfig files or directories, comma-separated; every context is a cluster (default $KUBECONFIG, else ~/.kube/config)")
 	snapshot := flag.String("snapshot", "", "fleetwatch: snapshot file, for warm restarts; empty for none")
 	snapshotInterval := flag.Duration("snapshot-interval", persist.DefaultInterval, "fleetwatch: how often the snapshot is committed")
-	compact := flag.Bool("compact", false, "fleetwatch: keep the fleet's objects in the snapshot's encoding (a compact fleet: Fleet.Codec = persist.Codec{}), decoded when read: about a third less heap once warm, a slower warm restart and a higher peak (docs/benchmarks.md)")
-	compress := flag.Bool("compress", false, "fleetwatch: with --compact, compress the encodings that S2 shortens by an eighth (persist.Codec{Compress: true}): less heap still, for a few µs per write and read (docs/benchmarks.md)")
+	encoding := flag.String("encoding", "compressed", "fleetwatch: how the fleet keeps its objects: objects (decoded, as maps), compact (in the snapshot's encoding, decoded when read: Fleet.Codec = persist.Codec{}), or compressed (compact, and compressed where S2 shortens an encoding by an eighth: persist.Codec{Compress: true}); docs/benchmarks.md has the trade-off")
 	namespace := flag.String("namespace", "default", "kubeconfig: namespace of the kubeconfig Secrets")
 	resource := flag.String("resource", "configmaps", "what the controller reconciles: configmaps (read, and written back when labelled), or pods (read only)")
 	printRequests := flag.Bool("print-requests", false, "print each request as 'reconcile <cluster> <namespace>/<name>' on stdout")
@@ -141,8 +143,13 @@ func run() int {
 			Clusters:  cluster.Options{Kubeconfigs: files},
 			Resources: []informer.Resource{{Name: *resource}},
 		}
-		if *compact {
-			fwOpts.Fleet.Codec = persist.Codec{Compress: *compress}
+		switch *encoding {
+		case "objects":
+		case "compact", "compressed":
+			fwOpts.Fleet.Codec = persist.Codec{Compress: *encoding == "compressed"}
+		default:
+			log.Error(nil, "Unknown --encoding; want objects, compact or compressed", "encoding", *encoding)
+			return 2
 		}
 		if *snapshot != "" {
 			store, err := persist.Open(*snapshot, persist.Options{})

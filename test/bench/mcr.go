@@ -43,9 +43,11 @@ type mcrResult struct {
 	// Resource is what the controller reconciled: configmaps, or pods (--resource).
 	Resource string `json:"resource,omitempty"`
 	Warm     bool   `json:"warm"`
-	// Compact is set for fleetwatch's provider over a compact fleet (--compact).
+	// Compact is set for fleetwatch's provider over a compact fleet (--encoding compact
+	// or compressed).
 	Compact bool `json:"compact,omitempty"`
-	// Compressed is set for a compact fleet that compresses its encodings (--compress).
+	// Compressed is set for a compact fleet that compresses its encodings (--encoding
+	// compressed).
 	Compressed bool `json:"compressed,omitempty"`
 	// Expected is the number of objects of Resource in the clusters, one request each.
 	Expected int `json:"expected"`
@@ -141,15 +143,15 @@ func (d *driver) mcrPhase(ctx context.Context, r int, rr *runResult) error {
 			return err
 		},
 		func() error {
-			rr.MCRFleetwatch, rr.MCRFleetwatchWarm, err = d.mcrFleetwatch(ctx, name("fleetwatch"), snapPath, expected)
+			rr.MCRFleetwatch, rr.MCRFleetwatchWarm, err = d.mcrFleetwatch(ctx, name("fleetwatch"), snapPath, expected, "--encoding", "objects")
 			return err
 		},
 		func() error {
-			rr.MCRCompact, rr.MCRCompactWarm, err = d.mcrFleetwatch(ctx, name("fleetwatch-compact"), snapPath, expected, "--compact")
+			rr.MCRCompact, rr.MCRCompactWarm, err = d.mcrFleetwatch(ctx, name("fleetwatch-compact"), snapPath, expected, "--encoding", "compact")
 			return err
 		},
 		func() error {
-			rr.MCRCompressed, rr.MCRCompressedWarm, err = d.mcrFleetwatch(ctx, name("fleetwatch-compressed"), snapPath, expected, "--compact", "--compress")
+			rr.MCRCompressed, rr.MCRCompressedWarm, err = d.mcrFleetwatch(ctx, name("fleetwatch-compressed"), snapPath, expected, "--encoding", "compressed")
 			return err
 		},
 	}
@@ -168,7 +170,7 @@ func (d *driver) mcrPhase(ctx context.Context, r int, rr *runResult) error {
 			return err
 		},
 		func() error {
-			rr.MCRPodsCompressed, rr.MCRPodsCompressedWarm, err = d.mcrFleetwatch(ctx, name("pods-fleetwatch-compressed"), snapPath, pods, "--compact", "--compress", "--resource", "pods")
+			rr.MCRPodsCompressed, rr.MCRPodsCompressedWarm, err = d.mcrFleetwatch(ctx, name("pods-fleetwatch-compressed"), snapPath, pods, "--encoding", "compressed", "--resource", "pods")
 			return err
 		},
 	}
@@ -181,7 +183,7 @@ func (d *driver) mcrPhase(ctx context.Context, r int, rr *runResult) error {
 }
 
 // mcrFleetwatch runs the controller on fleetwatch's provider cold, with a new snapshot,
-// then warm from it; fleet are the example's flags of the fleet (--compact, --compress).
+// then warm from it; fleet are the example's flags of the fleet (--encoding, --resource).
 func (d *driver) mcrFleetwatch(ctx context.Context, name, snapPath string, expected map[string]bool, fleet ...string) (cold, warm *mcrResult, err error) {
 	for _, p := range []string{snapPath, snapPath + "-lock"} {
 		if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
@@ -203,9 +205,10 @@ func (d *driver) mcrContend(ctx context.Context, name string, expected map[strin
 	if err != nil {
 		return nil, err
 	}
-	res := &mcrResult{Provider: args[1], Resource: "configmaps", Warm: warm, Compact: slices.Contains(args, "--compact"), Compressed: slices.Contains(args, "--compress"), Expected: len(expected)}
-	if i := slices.Index(args, "--resource"); i >= 0 && i+1 < len(args) {
-		res.Resource = args[i+1]
+	res := &mcrResult{Provider: args[1], Resource: flagValue(args, "--resource", "configmaps"), Warm: warm, Expected: len(expected)}
+	if args[1] == mcrFleetwatch {
+		enc := flagValue(args, "--encoding", "compressed")
+		res.Compact, res.Compressed = enc != "objects", enc == "compressed"
 	}
 	logFile, err := os.Create(filepath.Join(d.logDir, name+".log"))
 	if err != nil {
@@ -291,6 +294,14 @@ func (d *driver) mcrContend(ctx context.Context, name string, expected map[strin
 	log.Printf("%-40s first request %.2fs, all %d reconciled %.2fs, heap %s, RSS %s, peak RSS %s, objects listed %.0f", name,
 		res.FirstSec, res.Expected, res.AllSec, mib(res.HeapAfterGC), mib(res.RSSAfterGC), mib(res.PeakRSS), res.Lists.Objects)
 	return res, nil
+}
+
+// flagValue is the value that args give flag ("--flag value"), or def.
+func flagValue(args []string, flag, def string) string {
+	if i := slices.Index(args, flag); i >= 0 && i+1 < len(args) {
+		return args[i+1]
+	}
+	return def
 }
 
 // mcrPerObject is b per reconciled object, in KiB.

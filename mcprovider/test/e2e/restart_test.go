@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -134,22 +133,23 @@ func tail(s string, n int) string {
 // resourceVersions: a new object is reconciled and written back, and the apiservers
 // hand out no object again in a list (docs/design.md, "Measuring 'no object downloaded
 // again'"). Last, the snapshot of a graceful stop equals the servers' state. It runs
-// over a plain fleet and over a compact one (--compact), each on clusters of its own.
+// over a plain fleet (--encoding objects) and over a compressed one (the example's
+// default), each on clusters of its own.
 func TestControllerWarmRestartAfterKill9(t *testing.T) {
 	bin := buildExample(t)
-	for _, compact := range []bool{false, true} {
-		t.Run(fmt.Sprintf("compact=%t", compact), func(t *testing.T) { warmRestartAfterKill9(t, bin, compact) })
+	for _, encoding := range []string{"objects", "compressed"} {
+		t.Run("encoding="+encoding, func(t *testing.T) { warmRestartAfterKill9(t, bin, encoding) })
 	}
 }
 
-func warmRestartAfterKill9(t *testing.T, bin string, compact bool) {
+func warmRestartAfterKill9(t *testing.T, bin string, encoding string) {
 	env := testenv.New(t, testenv.Options{Clusters: 3})
 	ctx := t.Context()
 	for _, c := range env.Clusters {
 		seed(t, c)
 	}
 	snapshot := filepath.Join(t.TempDir(), "fleet.db")
-	args := []string{"--kubeconfigs", env.Kubeconfig, "--snapshot", snapshot, "--snapshot-interval", "100ms", "--compact=" + strconv.FormatBool(compact)}
+	args := []string{"--kubeconfigs", env.Kubeconfig, "--snapshot", snapshot, "--snapshot-interval", "100ms", "--encoding", encoding}
 
 	run1 := startProcess(t, bin, args...)
 	eventually(t, convergeTimeout, "cold run: every labelled ConfigMap annotated", func() string {
