@@ -90,8 +90,9 @@ type Options struct {
 	// holds as soon as that cluster is loaded, while the next ones load: a program that
 	// works on clusters as they are engaged (AddAware, ClusterSynced; mcprovider's
 	// controllers) starts on the first one without waiting for the whole file. Until
-	// SnapshotLoaded is closed, the fleet holds part of the snapshot: a cluster's objects
-	// are complete once ClusterHasSynced reports it, as they are without this option;
+	// SnapshotLoaded is closed, the fleet holds part of the snapshot, and part of the
+	// cluster being loaded (filed as it is decoded): a cluster's objects are complete
+	// once ClusterHasSynced reports it, as they are without this option;
 	// reads of the whole fleet wait for SnapshotLoaded. The clusters' informers start
 	// once the whole snapshot is loaded. If the file turns out unreadable part of the way
 	// through, the clusters already engaged from it drop their saved objects (Deleted
