@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
@@ -89,8 +90,9 @@ type Options struct {
 	// holds as soon as that cluster is loaded, while the next ones load: a program that
 	// works on clusters as they are engaged (AddAware, ClusterSynced; mcprovider's
 	// controllers) starts on the first one without waiting for the whole file. Until
-	// SnapshotLoaded is closed, the fleet holds part of the snapshot: a cluster's objects
-	// are complete once ClusterHasSynced reports it, as they are without this option;
+	// SnapshotLoaded is closed, the fleet holds part of the snapshot, and part of the
+	// cluster being loaded (filed as it is decoded): a cluster's objects are complete
+	// once ClusterHasSynced reports it, as they are without this option;
 	// reads of the whole fleet wait for SnapshotLoaded. The clusters' informers start
 	// once the whole snapshot is loaded. If the file turns out unreadable part of the way
 	// through, the clusters already engaged from it drop their saved objects (Deleted
@@ -496,16 +498,38 @@ func (m *Manager) loadSnapshot() {
 		}
 		defer gctune.Relax(gctune.LoadBudget(size))()
 	}
-	// One cluster at a time, each seeded while the next is decoded; a compact fleet in
+	// One cluster at a time, each seeded while the next is decoded, and filed run by run
+	// as its own runs are decoded (LoadOptions.Objects): a cluster is complete in the
+	// fleet, and Engage takes it, once the last of its runs is filed. A compact fleet in
 	// the snapshot's encoding takes the stored encodings as they are.
 	ctx := klog.NewContext(context.Background(), klog.Background())
 	specs := m.specs()
 	var stale []staleScope
+	// seeded has the clusters that the load put objects of into the fleet, which a
+	// failed load takes out again; seeders those being filed, in the goroutine that
+	// calls Objects and fn, one at a time.
 	seeded := map[string]bool{}
-	err := m.opts.Snapshot.LoadEach(persist.LoadOptions{Partial: snapshotEncoded(m.opts.Fleet.Codec)}, func(name string, cs *persist.ClusterSnapshot) error {
+	seeders := map[string]*clusterSeeder{}
+	seeder := func(name string) *clusterSeeder {
+		sd := seeders[name]
+		if sd == nil {
+			sd = newClusterSeeder(ctx, m.fleet, name, specs)
+			seeders[name] = sd
+			seeded[name] = true
+		}
+		return sd
+	}
+	loadOpts := persist.LoadOptions{
+		Partial: snapshotEncoded(m.opts.Fleet.Codec),
+		Objects: func(name string, key persist.ResourceKey, objects []runtime.Object, encoded [][]byte) error {
+			seeder(name).add(key, objects, encoded)
+			return nil
+		},
+	}
+	err := m.opts.Snapshot.LoadEach(loadOpts, func(name string, cs *persist.ClusterSnapshot) error {
 		var s *saved
-		s, stale = seedCluster(ctx, m.fleet, name, cs, specs, stale)
-		seeded[name] = true
+		s, stale = seeder(name).finish(cs, stale)
+		delete(seeders, name)
 		m.status.Set(aggregate.ClusterStatus{Name: name, Server: s.identity.Server, UID: s.identity.UID, Phase: aggregate.PhaseStale})
 		m.mu.Lock()
 		m.saved[name] = s

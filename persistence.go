@@ -64,48 +64,111 @@ type staleScope struct {
 }
 
 // seedCluster loads the snapshot of one cluster into the fleet, as seed does, and
-// returns what it loaded, and stale with the scopes it left out appended, for dropStale.
-// An object loaded partially (persist.LoadOptions.Partial) goes to the fleet with its
-// stored encoding, which a compact fleet keeps as it is.
+// returns what it loaded, with stale extended by the scopes it left out.
 func seedCluster(ctx context.Context, fleet *aggregate.Fleet, name string, cs *persist.ClusterSnapshot, specs map[string]bool, stale []staleScope) (*saved, []staleScope) {
-	logger := klog.FromContext(ctx)
+	sd := newClusterSeeder(ctx, fleet, name, specs)
+	for key, rs := range cs.Resources {
+		sd.add(key, rs.Objects, rs.Encoded)
+	}
+	return sd.finish(cs, stale)
+}
+
+// clusterSeeder loads the snapshot of one cluster into the fleet a run of objects at a
+// time (add, for persist.LoadOptions.Objects), then takes what the snapshot says of the
+// cluster as a whole (finish). It is used from one goroutine.
+type clusterSeeder struct {
+	ctx   context.Context
+	fleet *aggregate.Fleet
+	name  string
+	specs map[string]bool
+	// scopes has each resource key met so far.
+	scopes map[persist.ResourceKey]*seedScope
+	n      int
+}
+
+// seedScope is one saved scope of a clusterSeeder.
+type seedScope struct {
+	// skip: the key is unreadable, or of a scope configured differently now (then
+	// stale); its objects are not loaded.
+	skip, stale bool
+	scope       informer.Scope
+	store       *aggregate.ClusterStore
+	names       []cache.ObjectName
+}
+
+func newClusterSeeder(ctx context.Context, fleet *aggregate.Fleet, name string, specs map[string]bool) *clusterSeeder {
+	return &clusterSeeder{ctx: ctx, fleet: fleet, name: name, specs: specs, scopes: map[persist.ResourceKey]*seedScope{}}
+}
+
+// scope returns the seedScope of key, reading the key the first time.
+func (sd *clusterSeeder) scope(key persist.ResourceKey) *seedScope {
+	if sc := sd.scopes[key]; sc != nil {
+		return sc
+	}
+	logger := klog.FromContext(sd.ctx)
+	sc := &seedScope{}
+	scope, err := informer.ParseScope(string(key))
+	switch {
+	case err != nil:
+		logger.Info("Ignoring an unreadable resource key in the snapshot", "cluster", sd.name, "key", key, "err", err)
+		sc.skip = true
+	case !sd.specs[scope.Spec]:
+		logger.V(1).Info("Dropping a snapshot scope that is configured differently now", "cluster", sd.name, "scope", key)
+		sc.skip, sc.stale, sc.scope = true, true, scope
+	default:
+		sc.scope = scope
+		sc.store = sd.fleet.ClusterStore(sd.name, scope.Resource)
+	}
+	sd.scopes[key] = sc
+	return sc
+}
+
+// add loads objects, saved under key, into the fleet; encoded is nil, or has each
+// object's stored encoding as persist.ResourceSnapshot.Encoded does.
+func (sd *clusterSeeder) add(key persist.ResourceKey, objects []runtime.Object, encoded [][]byte) {
+	sc := sd.scope(key)
+	if sc.skip {
+		return
+	}
+	if sc.names == nil {
+		sc.names = make([]cache.ObjectName, 0, len(objects))
+	}
+	for i, obj := range objects {
+		var err error
+		if u, ok := obj.(*unstructured.Unstructured); ok && encoded != nil && encoded[i] != nil {
+			err = sc.store.ApplyPartial(u, encoded[i], true)
+		} else {
+			err = sc.store.Apply(obj, true)
+		}
+		if err != nil {
+			klog.FromContext(sd.ctx).Info("Ignoring a snapshot object", "cluster", sd.name, "key", key, "err", err)
+			continue
+		}
+		if a, err := meta.Accessor(obj); err == nil {
+			sc.names = append(sc.names, cache.ObjectName{Namespace: a.GetNamespace(), Name: a.GetName()})
+		}
+	}
+	sd.n += len(objects)
+}
+
+// finish returns what was loaded of the cluster, whose snapshot is cs, once add has been
+// given all of its objects; stale is extended by the scopes left out.
+func (sd *clusterSeeder) finish(cs *persist.ClusterSnapshot, stale []staleScope) (*saved, []staleScope) {
 	s := &saved{
 		identity: cluster.Identity{UID: cs.Identity.UID, Server: cs.Identity.Server},
 		scopes:   map[informer.Scope]savedScope{},
 	}
-	n := 0
 	for key, rs := range cs.Resources {
-		scope, err := informer.ParseScope(string(key))
-		if err != nil {
-			logger.Info("Ignoring an unreadable resource key in the snapshot", "cluster", name, "key", key, "err", err)
+		sc := sd.scope(key)
+		if sc.stale {
+			stale = append(stale, staleScope{cluster: sd.name, key: key, secrets: sc.scope.HoldsSecretValues()})
+		}
+		if sc.skip {
 			continue
 		}
-		if !specs[scope.Spec] {
-			logger.V(1).Info("Dropping a snapshot scope that is configured differently now", "cluster", name, "scope", key)
-			stale = append(stale, staleScope{cluster: name, key: key, secrets: scope.HoldsSecretValues()})
-			continue
-		}
-		store := fleet.ClusterStore(name, scope.Resource)
-		names := make([]cache.ObjectName, 0, len(rs.Objects))
-		for i, obj := range rs.Objects {
-			var err error
-			if u, ok := obj.(*unstructured.Unstructured); ok && rs.Encoded != nil && rs.Encoded[i] != nil {
-				err = store.ApplyPartial(u, rs.Encoded[i], true)
-			} else {
-				err = store.Apply(obj, true)
-			}
-			if err != nil {
-				logger.Info("Ignoring a snapshot object", "cluster", name, "key", key, "err", err)
-				continue
-			}
-			if a, err := meta.Accessor(obj); err == nil {
-				names = append(names, cache.ObjectName{Namespace: a.GetNamespace(), Name: a.GetName()})
-			}
-		}
-		s.scopes[scope] = savedScope{key: key, resourceVersion: rs.ResourceVersion, objects: names}
-		n += len(rs.Objects)
+		s.scopes[sc.scope] = savedScope{key: key, resourceVersion: rs.ResourceVersion, objects: sc.names}
 	}
-	logger.V(1).Info("Loaded cluster from snapshot", "cluster", name, "scopes", len(s.scopes), "objects", n)
+	klog.FromContext(sd.ctx).V(1).Info("Loaded cluster from snapshot", "cluster", sd.name, "scopes", len(s.scopes), "objects", sd.n)
 	return s, stale
 }
 

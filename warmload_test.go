@@ -25,9 +25,9 @@ import (
 // TestLoadSnapshotSeedsOrTakesBack: NewManager returns with every object of the
 // snapshot readable, in a plain fleet and in a compact one (which takes the stored
 // encodings as they are), label selectors included; the saved scopes keep the objects'
-// names, not the objects. A file found corrupt in the middle (a cluster whose object
-// does not decode, after the clusters before it were seeded) is moved aside, and the
-// fleet holds none of its objects afterwards.
+// names, not the objects. A file found corrupt in the middle (a cluster whose last object
+// does not decode, after the clusters before it and its own first runs were filed) is
+// moved aside, and the fleet holds none of its objects afterwards.
 func TestLoadSnapshotSeedsOrTakesBack(t *testing.T) {
 	pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 	resources := []informer.Resource{{Name: "pods"}}
@@ -77,7 +77,9 @@ func TestLoadSnapshotSeedsOrTakesBack(t *testing.T) {
 					t.Fatal(err)
 				}
 				if corrupt {
-					putSnapshotValue(t, path, "b", key, "ns-1/pod-0601", []byte("not a sealed object"))
+					// b's last object, in its last run: the runs before it are filed, as
+					// they are decoded, before the load finds it unreadable.
+					putSnapshotValue(t, path, "b", key, "ns-2/pod-0698", []byte("not a sealed object"))
 				}
 				if store, err = persist.Open(path, persist.Options{}); err != nil {
 					t.Fatal(err)

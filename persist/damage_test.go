@@ -7,10 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	kruntime "k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/fleetwatch/fleetwatch/persist/persisttest"
 )
@@ -114,11 +117,34 @@ func loadCopy(t *testing.T, path string, data []byte, d *persisttest.Damage) loa
 		return loaded{cause: err}
 	}
 	defer s.Close()
-	snap, err := s.Load()
-	if err != nil {
-		return loaded{cause: err}
-	}
+	// Load, as the Manager does: LoadEach with the runs of each cluster handed out as
+	// they are decoded, which must be the objects that fn then gets.
+	snap := &Snapshot{Clusters: make(map[string]*ClusterSnapshot)}
+	runs := map[string]map[ResourceKey][]kruntime.Object{}
+	err = s.LoadEach(LoadOptions{Objects: func(cluster string, resource ResourceKey, objects []kruntime.Object, _ [][]byte) error {
+		if runs[cluster] == nil {
+			runs[cluster] = map[ResourceKey][]kruntime.Object{}
+		}
+		runs[cluster][resource] = append(runs[cluster][resource], objects...)
+		return nil
+	}}, func(cluster string, cs *ClusterSnapshot) error {
+		for key, rs := range cs.Resources {
+			if !slices.Equal(runs[cluster][key], rs.Objects) {
+				t.Errorf("%v: cluster %s, resource %s: the runs have %d objects, not the %d that fn got", d, cluster, key, len(runs[cluster][key]), len(rs.Objects))
+			}
+		}
+		snap.Clusters[cluster] = cs
+		return nil
+	})
 	moved, cause := s.Recovered()
+	if err != nil {
+		if cause == nil {
+			return loaded{cause: err}
+		}
+		// Moved aside (or deleted) and started empty, where Load returns an empty
+		// snapshot.
+		snap = &Snapshot{Clusters: make(map[string]*ClusterSnapshot)}
+	}
 	return loaded{snap: snap, moved: moved, cause: cause}
 }
 

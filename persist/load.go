@@ -69,6 +69,19 @@ type LoadOptions struct {
 	// is still read and checked, so that Partial accepts and rejects exactly the files
 	// that a whole load does. Default: false.
 	Partial bool
+
+	// Objects, if set, is given each run of a cluster's objects (at most a few hundred)
+	// as soon as the run is decoded, in the order of the file, so that the caller can
+	// file them while the rest of the cluster is decoded. It is called from the
+	// goroutine that calls LoadEach's fn, one call at a time, with every run of a
+	// cluster before fn is called for the cluster; fn still gets the whole cluster,
+	// whose ResourceSnapshots hold the same objects (and, with Partial, encodings) in
+	// the same order. A run of a cluster may be handed out and the cluster later found
+	// unreadable: then fn is not called for it, LoadEach returns an error wrapping
+	// ErrCorrupt, and the caller takes back what it did with the runs, as with the
+	// clusters that fn took. An error of Objects ends the load as one of fn does.
+	// Default: nil, fn alone.
+	Objects func(cluster string, resource ResourceKey, objects []kruntime.Object, encoded [][]byte) error
 }
 
 // Load reads and decodes the whole snapshot, on all CPUs. It is LoadEach, gathering
@@ -170,6 +183,7 @@ var (
 // decoders of loadTx.
 type chunk struct {
 	cluster, resource string
+	key               ResourceKey
 	// sealed says whether the values are sealed, with seals that start with sum.
 	sealed bool
 	sum    uint32
@@ -188,6 +202,8 @@ type chunk struct {
 	// cluster that are not decoded yet.
 	rs   *ResourceSnapshot
 	done *sync.WaitGroup
+	// decoded is closed once a decoder is done with the chunk, decoded or failed.
+	decoded chan struct{}
 }
 
 // loadedCluster is a cluster whose objects the walk of loadTx has handed out.
@@ -197,6 +213,11 @@ type loadedCluster struct {
 	chunks []*chunk
 	// done is done when the decoders are done with chunks.
 	done sync.WaitGroup
+	// walked has each chunk once it is handed to the decoders, in the order of the walk;
+	// the walk closes it at the end of the cluster, after setting abandoned if the walk
+	// failed or panicked in the middle of it (then fn does not get the cluster).
+	walked    chan *chunk
+	abandoned bool
 	// delivered is closed once fn has returned for the cluster.
 	delivered chan struct{}
 }
@@ -217,7 +238,7 @@ type loadedCluster struct {
 func loadTx(tx *bolt.Tx, opts LoadOptions, fn func(cluster string, cs *ClusterSnapshot) error) error {
 	var (
 		work      = make(chan *chunk, runtime.GOMAXPROCS(0))
-		ready     = make(chan *loadedCluster, 1)
+		ready     = make(chan *loadedCluster, 2)
 		decoders  sync.WaitGroup
 		deliverer sync.WaitGroup
 		errOnce   sync.Once
@@ -235,11 +256,25 @@ func loadTx(tx *bolt.Tx, opts LoadOptions, fn func(cluster string, cs *ClusterSn
 	}
 	deliverer.Go(func() {
 		for lc := range ready {
+			// The chunks as they are decoded, in order, for opts.Objects; without it, this
+			// only waits for them.
+			for c := range lc.walked {
+				select {
+				case <-c.decoded:
+				case <-failed:
+					continue
+				}
+				if opts.Objects == nil || isFailed(failed) {
+					continue
+				}
+				if err := opts.Objects(lc.name, c.key, c.objects, c.encoded); err != nil {
+					fail(err)
+				}
+			}
 			lc.done.Wait()
-			select {
-			case <-failed:
+			if lc.abandoned || isFailed(failed) {
+				close(lc.delivered)
 				continue
-			default:
 			}
 			lc.assemble()
 			if err := fn(lc.name, lc.cs); err != nil {
@@ -256,23 +291,35 @@ func loadTx(tx *bolt.Tx, opts LoadOptions, fn func(cluster string, cs *ClusterSn
 	send := func(lc *loadedCluster, c *chunk) error {
 		lc.chunks = append(lc.chunks, c)
 		c.done = &lc.done
+		c.decoded = make(chan struct{})
 		lc.done.Add(1)
 		select {
 		case work <- c:
-			sent++
-			if testHookSent != nil {
-				return testHookSent(sent)
-			}
-			return nil
 		case <-failed:
 			lc.done.Done()
 			return firstErr
 		}
+		sent++
+		select {
+		case lc.walked <- c:
+		case <-failed:
+			return firstErr
+		}
+		if testHookSent != nil {
+			return testHookSent(sent)
+		}
+		return nil
 	}
+	// cur is the cluster being walked, whose walked the walk closes.
+	var cur *loadedCluster
 	walk := func() error {
 		// Also when a bad page panics: the decoders and fn end, and the map stays until
 		// the decoders have.
 		defer func() {
+			if cur != nil {
+				cur.abandoned = true
+				close(cur.walked)
+			}
 			close(work)
 			decoders.Wait()
 			close(ready)
@@ -283,7 +330,16 @@ func loadTx(tx *bolt.Tx, opts LoadOptions, fn func(cluster string, cs *ClusterSn
 				name:      cluster,
 				delivered: make(chan struct{}),
 				cs:        &ClusterSnapshot{Identity: id, Resources: make(map[ResourceKey]*ResourceSnapshot)},
+				walked:    make(chan *chunk, 64),
 			}
+			// The deliverer takes the cluster now, and its chunks as they are walked (at
+			// most two clusters wait for it, as before: one being decoded, one decoded).
+			select {
+			case ready <- lc:
+			case <-failed:
+				return firstErr
+			}
+			cur = lc
 			err := forEachResource(cluster, cb, func(resource string, rb *bolt.Bucket) error {
 				key, err := ParseResourceKey(resource)
 				if err != nil {
@@ -307,7 +363,7 @@ func loadTx(tx *bolt.Tx, opts LoadOptions, fn func(cluster string, cs *ClusterSn
 						return fmt.Errorf("%w: cluster %q, resource %q: %q is a bucket, not an object", ErrCorrupt, cluster, resource, k)
 					}
 					if c == nil {
-						c = &chunk{cluster: cluster, resource: resource, sealed: sealed, sum: sum, partial: opts.Partial, rs: rs}
+						c = &chunk{cluster: cluster, resource: resource, key: key, sealed: sealed, sum: sum, partial: opts.Partial, rs: rs}
 					}
 					c.keys = append(c.keys, string(k))
 					c.values = append(c.values, unsafe.String(unsafe.SliceData(v), len(v)))
@@ -326,11 +382,8 @@ func loadTx(tx *bolt.Tx, opts LoadOptions, fn func(cluster string, cs *ClusterSn
 			if err != nil {
 				return err
 			}
-			select {
-			case ready <- lc:
-			case <-failed:
-				return firstErr
-			}
+			cur = nil
+			close(lc.walked)
 			// The first cluster is decoded on every CPU and handed to fn before the
 			// next one is handed out: fn's filing of it, and what its caller does with a
 			// cluster it has (a warm start serves it), run without the decoders of the
@@ -387,6 +440,9 @@ func decodeChunks(work <-chan *chunk, fail func(error)) {
 		if err := c.decode(&d); err != nil {
 			fail(err)
 		}
+		if c.decoded != nil {
+			close(c.decoded)
+		}
 		c.done.Done()
 		// Let what the delivered clusters woke (their filing, a controller's first
 		// events) run between chunks, rather than wait for the decoders' preemption.
@@ -433,4 +489,13 @@ func (c *chunk) decode(d *fastDecoder) (err error) {
 	}
 	c.values = nil
 	return nil
+}
+
+func isFailed(failed <-chan struct{}) bool {
+	select {
+	case <-failed:
+		return true
+	default:
+		return false
+	}
 }
