@@ -15,7 +15,6 @@ import (
 	"github.com/fleetwatch/fleetwatch/aggregate"
 	"github.com/fleetwatch/fleetwatch/cluster"
 	"github.com/fleetwatch/fleetwatch/informer"
-	"github.com/fleetwatch/fleetwatch/internal/wire"
 	"github.com/fleetwatch/fleetwatch/persist"
 )
 
@@ -338,14 +337,15 @@ func (p *persistingStore) ApplyEncoded(obj *unstructured.Unstructured, encoded [
 
 // ApplyPartial is ApplyEncoded for a partial object, which only a compact fleet takes;
 // the snapshot stores encoded, and reads no more than the object's key from partial, an
-// *unstructured.Unstructured or the informer's *wire.EncodedObject that embeds one.
+// *unstructured.Unstructured or an object that embeds one (the informer's partial
+// objects).
 func (p *persistingStore) ApplyPartial(partial runtime.Object, encoded []byte, initialList bool) error {
 	if !p.compact {
 		return fmt.Errorf("apply to the snapshot of cluster %q: %w", p.cluster, aggregate.ErrPartialObject)
 	}
 	u, ok := partial.(*unstructured.Unstructured)
-	if e, isEncoded := partial.(*wire.EncodedObject); isEncoded {
-		u, ok = e.Unstructured, true
+	if c, isContent := partial.(runtime.Unstructured); !ok && isContent {
+		u, ok = &unstructured.Unstructured{Object: c.UnstructuredContent()}, true
 	}
 	if !ok {
 		return fmt.Errorf("apply a partial %T to the snapshot of cluster %q: want an unstructured object", partial, p.cluster)
