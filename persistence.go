@@ -399,17 +399,26 @@ func (p *persistingStore) ApplyEncoded(obj *unstructured.Unstructured, encoded [
 }
 
 // ApplyPartial is ApplyEncoded for a partial object, which only a compact fleet takes;
-// the snapshot stores encoded, and reads no more than the object's key from partial.
-func (p *persistingStore) ApplyPartial(partial *unstructured.Unstructured, encoded []byte, initialList bool) error {
+// the snapshot stores encoded, and reads no more than the object's key from partial, an
+// *unstructured.Unstructured or an object that embeds one (the informer's partial
+// objects).
+func (p *persistingStore) ApplyPartial(partial runtime.Object, encoded []byte, initialList bool) error {
 	if !p.compact {
 		return fmt.Errorf("apply to the snapshot of cluster %q: %w", p.cluster, aggregate.ErrPartialObject)
+	}
+	u, ok := partial.(*unstructured.Unstructured)
+	if c, isContent := partial.(runtime.Unstructured); !ok && isContent {
+		u, ok = &unstructured.Unstructured{Object: c.UnstructuredContent()}, true
+	}
+	if !ok {
+		return fmt.Errorf("apply a partial %T to the snapshot of cluster %q: want an unstructured object", partial, p.cluster)
 	}
 	changed, stored, err := p.ClusterStore.ApplyPartialChanged(partial, encoded, initialList)
 	if err != nil {
 		return err
 	}
 	if changed {
-		p.writer.UpsertEncoded(p.cluster, p.key, partial, stored)
+		p.writer.UpsertEncoded(p.cluster, p.key, u, stored)
 	}
 	return nil
 }

@@ -5,8 +5,10 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -105,5 +107,67 @@ func TestSeedDropsScopesConfiguredDifferently(t *testing.T) {
 				t.Errorf("the file holds the value: %v", holds)
 			}
 		})
+	}
+}
+
+// embeddedObject is an object that embeds an Unstructured, as the informer's partial
+// objects (wire.EncodedObject) do.
+type embeddedObject struct{ *unstructured.Unstructured }
+
+// TestPersistingStorePartial: the snapshot's store of a compact fleet takes a partial
+// object as an *unstructured.Unstructured or as an object that embeds one (what the
+// informer hands on), and stores both; any other type is refused with an error.
+func TestPersistingStorePartial(t *testing.T) {
+	pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	key := persist.ResourceKey(informer.Scope{Resource: pods}.String())
+	path := filepath.Join(t.TempDir(), "fleetwatch.db")
+	snapshot, err := persist.Open(path, persist.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snapshot.Close()
+	w := snapshot.NewWriter(persist.WriterOptions{})
+	fleet := aggregate.New(aggregate.Options{Codec: persist.Codec{}})
+	store := &persistingStore{ClusterStore: fleet.ClusterStore("prod", pods), writer: w, cluster: "prod", key: key, compact: true}
+	pod := func(name string) (*unstructured.Unstructured, []byte) {
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Pod"}}
+		u.SetNamespace("shop")
+		u.SetName(name)
+		u.SetResourceVersion("5")
+		encoded, err := persist.Codec{}.Encode(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u, encoded
+	}
+	u, encoded := pod("plain")
+	if err := store.ApplyPartial(u, encoded, true); err != nil {
+		t.Fatalf("ApplyPartial(*unstructured.Unstructured): %v", err)
+	}
+	u, encoded = pod("embedded")
+	if err := store.ApplyPartial(embeddedObject{u}, encoded, true); err != nil {
+		t.Fatalf("ApplyPartial(an embedded Unstructured): %v", err)
+	}
+	if err := store.ApplyPartial(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "typed"}}, encoded, true); err == nil {
+		t.Error("ApplyPartial(*metav1.PartialObjectMetadata) succeeded, want an error")
+	}
+	w.Checkpoint("prod", key, "5")
+	if err := w.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := snapshot.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, obj := range snap.Clusters["prod"].Resources[key].Objects {
+		names = append(names, obj.(*unstructured.Unstructured).GetName())
+	}
+	slices.Sort(names)
+	if !slices.Equal(names, []string{"embedded", "plain"}) {
+		t.Errorf("the snapshot holds %q, want embedded and plain", names)
+	}
+	if n := fleet.Indexer(pods).Len(); n != 2 {
+		t.Errorf("the fleet holds %d pods, want 2", n)
 	}
 }

@@ -44,22 +44,44 @@ func (l rawLabels) Lookup(key string) (string, bool) {
 // copying them. It agrees with meta.Accessor(obj).GetLabels(): for unstructured
 // objects, a labels field that is not a map of strings (nulls allowed) counts as no
 // labels.
+//
+// An object that read its labels map when it was made (filedLabels: an informer's
+// partial objects) is not read again.
 func labelsOf(obj runtime.Object) labels.Labels {
+	if f, ok := obj.(filedLabels); ok {
+		if raw, filed := f.RawLabels(); filed {
+			return unstructuredLabels(raw)
+		}
+	}
 	if u, ok := obj.(*unstructured.Unstructured); ok {
 		md, _ := u.Object["metadata"].(map[string]any)
 		raw, _ := md["labels"].(map[string]any)
-		for _, v := range raw {
-			if _, ok := v.(string); !ok && v != nil {
-				return labels.Set(nil)
-			}
-		}
-		return rawLabels(raw)
+		return unstructuredLabels(raw)
 	}
 	m, err := meta.Accessor(obj)
 	if err != nil {
 		return labels.Set(nil)
 	}
 	return labels.Set(m.GetLabels())
+}
+
+// filedLabels is an object that read its labels map when it was made
+// (wire.EncodedObject). RawLabels returns that map, not to be modified, and true, or
+// false if the object did not read it.
+type filedLabels interface {
+	RawLabels() (map[string]any, bool)
+}
+
+// unstructuredLabels returns the labels of an unstructured object's labels map raw, as
+// unstructured.Unstructured's GetLabels does: none if a value is not a string (nulls
+// allowed).
+func unstructuredLabels(raw map[string]any) labels.Labels {
+	for _, v := range raw {
+		if _, ok := v.(string); !ok && v != nil {
+			return labels.Set(nil)
+		}
+	}
+	return rawLabels(raw)
 }
 
 // resourceVersionOf returns the resourceVersion of obj, an object and not an

@@ -165,3 +165,48 @@ func TestCompactFleetPartialLazy(t *testing.T) {
 		}
 	}
 }
+
+// TestCompactFleetPartialFiled: the partial objects that an informer hands on are
+// wire.EncodedObjects, which answer for their namespace, name, resourceVersion and
+// labels from what they read when they were made. A fleet that takes them files them as
+// it files their maps: the same keys, labels (a label whose value is not a string counts
+// as none, as for the map) and no-op updates.
+func TestCompactFleetPartialFiled(t *testing.T) {
+	f := aggregate.New(aggregate.Options{Codec: persist.Codec{}})
+	store := f.ClusterStore("a", aggregatetest.Pods)
+	ix := f.Indexer(aggregatetest.Pods)
+	for i := range 6 {
+		p := aggregatetest.Pod("ns", fmt.Sprintf("pod-%d", i), fmt.Sprint(10+i), map[string]string{"app": fmt.Sprintf("app-%d", i%2)})
+		if i == 5 {
+			// Not a map of strings: no labels at all.
+			p.Object["metadata"].(map[string]any)["labels"] = map[string]any{"app": "app-1", "n": int64(1)}
+		}
+		encoded, err := persist.Codec{}.Encode(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := (&wire.EncodedObject{Unstructured: p.DeepCopy(), Encoded: encoded}).ToPartial()
+		if _, filed := e.RawLabels(); !filed {
+			t.Fatal("ToPartial's object is not filed")
+		}
+		changed, _, err := store.ApplyPartialChanged(e, e.Encoded, true)
+		if err != nil || !changed {
+			t.Fatalf("ApplyPartialChanged(pod-%d) = %v, %v; want a change", i, changed, err)
+		}
+		// The same object again, as its map: a no-op update.
+		changed, _, err = store.ApplyPartialChanged(e.Unstructured, e.Encoded, false)
+		if err != nil || changed {
+			t.Fatalf("ApplyPartialChanged(pod-%d) again as a map = %v, %v; want a no-op", i, changed, err)
+		}
+	}
+	for i := range 6 {
+		if _, ok := ix.Get(aggregate.Key{Cluster: "a", Namespace: "ns", Name: fmt.Sprintf("pod-%d", i)}); !ok {
+			t.Errorf("pod-%d not filed under its key", i)
+		}
+	}
+	for app, n := range map[string]int{"app-0": 3, "app-1": 2} {
+		if objs := ix.Select(labels.SelectorFromSet(labels.Set{"app": app})); len(objs) != n {
+			t.Errorf("Select app=%s: %d objects, want %d", app, len(objs), n)
+		}
+	}
+}

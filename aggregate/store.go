@@ -97,15 +97,21 @@ func (s *ClusterStore) ApplyEncodedChanged(obj runtime.Object, encoded []byte, i
 // kind, and, of the metadata, name, namespace, uid, resourceVersion and labels: encoded
 // is the whole object, in the format of the fleet's Codec. Only a compact fleet takes
 // it: it keeps encoded and decodes it where it needs the object (user index functions,
-// handlers, reads). It implements informer.PartialStore.
-func (s *ClusterStore) ApplyPartial(partial *unstructured.Unstructured, encoded []byte, initialList bool) error {
+// handlers, reads). partial must have ObjectMeta (an *unstructured.Unstructured, or an
+// object that embeds one); the store reads its namespace, name, resourceVersion and
+// labels, and keeps nothing of it. It implements informer.PartialStore.
+//
+// An informer hands it the partial objects its decoders made, which answer for those
+// fields from what they read when they were made (wire.EncodedObject): read from the
+// maps here, after a whole list has come, they would be out of the CPU's cache.
+func (s *ClusterStore) ApplyPartial(partial runtime.Object, encoded []byte, initialList bool) error {
 	_, _, err := s.ApplyPartialChanged(partial, encoded, initialList)
 	return err
 }
 
 // ApplyPartialChanged is ApplyPartial that also reports whether the store changed, and
 // the encoding the fleet keeps if it did, as ApplyEncodedChanged.
-func (s *ClusterStore) ApplyPartialChanged(partial *unstructured.Unstructured, encoded []byte, initialList bool) (changed bool, stored []byte, err error) {
+func (s *ClusterStore) ApplyPartialChanged(partial runtime.Object, encoded []byte, initialList bool) (changed bool, stored []byte, err error) {
 	if s.ix.codec == nil || encoded == nil {
 		return false, nil, fmt.Errorf("apply to %s in cluster %q: %w", s.ix.resource, s.cluster, ErrPartialObject)
 	}

@@ -2,6 +2,7 @@ package informer
 
 import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // A snapshot store encodes every object that changes. The informers of a Set whose Sink
@@ -76,6 +77,9 @@ type PartialStore interface {
 	// ApplyPartial is ApplyEncoded for an object of which partial holds only apiVersion,
 	// kind, and, of the metadata, name, namespace, uid, resourceVersion and labels:
 	// encoded, in the format of ApplyEncoded, is the whole object, which the store
-	// decodes where it needs it. Neither partial nor encoded may be modified.
-	ApplyPartial(partial *unstructured.Unstructured, encoded []byte, initialList bool) error
+	// decodes where it needs it. partial is an *unstructured.Unstructured, or an object
+	// that embeds one (the informer hands on its decoders' wire.EncodedObjects, which
+	// answer for those fields without reading the map again). Neither partial nor
+	// encoded may be modified.
+	ApplyPartial(partial runtime.Object, encoded []byte, initialList bool) error
 }

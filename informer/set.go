@@ -1008,10 +1008,13 @@ func processDeltas(store Store) cache.ProcessFunc {
 			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj, finalStateUnknown = tomb.Obj, true
 			}
-			partial := false
-			if e, ok := obj.(*wire.EncodedObject); ok {
-				partial = e.Partial
+			// A partial object goes to the store as it is: it answers for what files it
+			// without reading its map again (wire.EncodedObject).
+			var partialObj *wire.EncodedObject
+			if e, ok := obj.(*wire.EncodedObject); ok && e.Partial {
+				partialObj = e
 			}
+			partial := partialObj != nil
 			obj, encoded := wire.Unwrap(obj)
 			if partial && d.Type == cache.Deleted {
 				// Handlers get the deleted object whole.
@@ -1032,7 +1035,7 @@ func processDeltas(store Store) cache.ProcessFunc {
 			case d.Type == cache.Deleted:
 				err = store.Delete(o, finalStateUnknown)
 			case partial && partialStore != nil:
-				err = partialStore.ApplyPartial(o.(*unstructured.Unstructured), encoded, initialList)
+				err = partialStore.ApplyPartial(partialObj, encoded, initialList)
 			case partial:
 				err = fmt.Errorf("a partial object in a %s delta for a store that needs whole ones", d.Type)
 			case encoded != nil && encodedStore != nil: // Added, Updated, Replaced, Sync

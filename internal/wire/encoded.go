@@ -15,10 +15,10 @@ import (
 // map is in the CPU's cache: the reflector, the informer's queue and the store ask for
 // them about six times per object, the last ones after a whole list has gone through,
 // when each lookup in the nested maps misses the cache (about a tenth of a compact
-// metadata-only fleet's CPU to sync). Its GetNamespace, GetName, GetResourceVersion and
-// Key return what was read then; its setters of the same fields change both. Setting
-// them on the embedded Unstructured instead would leave the two apart: a partial
-// object, as its encoding, must not be modified.
+// metadata-only fleet's CPU to sync). Its GetNamespace, GetName, GetResourceVersion,
+// Key and RawLabels return what was read then; its setters of the same fields change
+// both. Setting them on the embedded Unstructured instead would leave the two apart: a
+// partial object, as its encoding, must not be modified.
 type EncodedObject struct {
 	*unstructured.Unstructured
 	// Encoded is the CBOR of the Object map, as jsondec.Decoder.ObjectCBOR wrote it
@@ -28,10 +28,12 @@ type EncodedObject struct {
 	// Encoded is then the only whole form of it.
 	Partial bool
 
-	// filed is set once namespace, name, resourceVersion and key have been read from
-	// the map (file).
+	// filed is set once namespace, name, resourceVersion, key and labels have been
+	// read from the map (file).
 	filed                                 bool
 	namespace, name, resourceVersion, key string
+	// labels is the map's labels map, nil if it has none or they are not a map.
+	labels map[string]any
 }
 
 var _ runtime.Object = (*EncodedObject)(nil)
@@ -44,7 +46,16 @@ func (e *EncodedObject) file() {
 	if e.namespace != "" {
 		e.key = e.namespace + "/" + e.name
 	}
+	md, _ := u.Object["metadata"].(map[string]any)
+	e.labels, _ = md["labels"].(map[string]any)
 	e.filed = true
+}
+
+// RawLabels returns the labels map of the object, as it is in its map (values that are
+// not strings included), without reading the map again, and true, if e was filed when
+// it was made; otherwise nil and false. The map is e's: it must not be modified.
+func (e *EncodedObject) RawLabels() (map[string]any, bool) {
+	return e.labels, e.filed
 }
 
 // GetNamespace returns the object's namespace.
@@ -82,6 +93,14 @@ func (e *EncodedObject) SetNamespace(namespace string) {
 // SetName sets the object's name.
 func (e *EncodedObject) SetName(name string) {
 	e.Unstructured.SetName(name)
+	if e.filed {
+		e.file()
+	}
+}
+
+// SetLabels sets the object's labels.
+func (e *EncodedObject) SetLabels(labels map[string]string) {
+	e.Unstructured.SetLabels(labels)
 	if e.filed {
 		e.file()
 	}

@@ -135,8 +135,8 @@ func FuzzToPartial(f *testing.F) {
 	})
 }
 
-// checkFiled fails t unless e's namespace, name, resourceVersion and key, read when e
-// was made, are those of its map, and the key is cache.MetaNamespaceKeyFunc's.
+// checkFiled fails t unless e's namespace, name, resourceVersion, key and labels, read
+// when e was made, are those of its map, and the key is cache.MetaNamespaceKeyFunc's.
 func checkFiled(t *testing.T, e *EncodedObject) {
 	t.Helper()
 	u := e.Unstructured
@@ -149,6 +149,15 @@ func checkFiled(t *testing.T, e *EncodedObject) {
 	}
 	if got := e.Key(); got != want {
 		t.Fatalf("key %q, want %q", got, want)
+	}
+	raw, filed := e.RawLabels()
+	if filed != e.filed {
+		t.Fatalf("RawLabels says filed %v, the object %v", filed, e.filed)
+	}
+	md, _ := u.Object["metadata"].(map[string]any)
+	wantRaw, _ := md["labels"].(map[string]any)
+	if filed && !reflect.DeepEqual(raw, wantRaw) {
+		t.Fatalf("labels filed as %v, the map has %v", raw, wantRaw)
 	}
 }
 
@@ -181,7 +190,16 @@ func TestEncodedObjectFiling(t *testing.T) {
 	p.SetNamespace("other")
 	p.SetName("renamed")
 	p.SetResourceVersion("99")
+	p.SetLabels(map[string]string{"set": "later"})
 	checkFiled(t, p)
+	if raw, _ := p.RawLabels(); !reflect.DeepEqual(raw, map[string]any{"set": "later"}) {
+		t.Errorf("after SetLabels: labels %v", raw)
+	}
+	p.SetLabels(nil)
+	checkFiled(t, p)
+	if raw, _ := p.RawLabels(); raw != nil {
+		t.Errorf("after SetLabels(nil): labels %v", raw)
+	}
 	if p.Key() != "other/renamed" || p.GetResourceVersion() != "99" {
 		t.Errorf("after the setters: key %q, resourceVersion %q", p.Key(), p.GetResourceVersion())
 	}
