@@ -114,6 +114,40 @@ func writeClusters(t *testing.T, s *Store, clusters ...string) {
 	}
 }
 
+// badValueKey is the object whose stored value the tests of damaged files replace: in
+// the second run of its cluster's objects.
+const badValueKey = "ns/pod-0300"
+
+// openWithBadValue writes clusters to a new file at path, as writeClusters does, replaces
+// the value of badValueKey in the cluster bad with one that does not decode, and opens
+// the file again.
+func openWithBadValue(t *testing.T, path, bad string, clusters ...string) *Store {
+	t.Helper()
+	s := openTest(t, path, Options{})
+	writeClusters(t, s, clusters...)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	putValue(t, path, bad, pods, badValueKey, []byte("not a sealed object"))
+	return openTest(t, path, Options{})
+}
+
+// holdBadValue has the decoders wait before badValueKey of cluster until the channel it
+// returns is closed, or 10 s have passed.
+func holdBadValue(t *testing.T, cluster string) chan struct{} {
+	handed := make(chan struct{})
+	testHookDecode = func(c *chunk, i int) {
+		if c.cluster == cluster && c.keys[i] == badValueKey {
+			select {
+			case <-handed:
+			case <-time.After(10 * time.Second):
+			}
+		}
+	}
+	t.Cleanup(func() { testHookDecode = nil })
+	return handed
+}
+
 // TestLoadEachCorruptMidway: a cluster that does not decode, in the middle of the file,
 // ends LoadEach with ErrCorrupt after the clusters before it were handed out, none after
 // it is, and the file is moved aside, as Load does.
@@ -121,26 +155,10 @@ func TestLoadEachCorruptMidway(t *testing.T) {
 	for _, partial := range []bool{false, true} {
 		t.Run(fmt.Sprintf("partial=%v", partial), func(t *testing.T) {
 			path := testPath(t)
-			s := openTest(t, path, Options{})
-			writeClusters(t, s, "a", "b", "c")
-			if err := s.Close(); err != nil {
-				t.Fatal(err)
-			}
-			putValue(t, path, "b", pods, "ns/pod-0300", []byte("not a sealed object"))
-			s = openTest(t, path, Options{})
-
+			s := openWithBadValue(t, path, "b", "a", "b", "c")
 			// The bad value is decoded only once "a" was handed out, so that LoadEach
 			// fails after it, as it does on a large file.
-			handed := make(chan struct{})
-			testHookDecode = func(c *chunk, i int) {
-				if c.cluster == "b" && c.keys[i] == "ns/pod-0300" {
-					select {
-					case <-handed:
-					case <-time.After(10 * time.Second):
-					}
-				}
-			}
-			t.Cleanup(func() { testHookDecode = nil })
+			handed := holdBadValue(t, "b")
 			var got []string
 			err := s.LoadEach(LoadOptions{Partial: partial}, func(cluster string, cs *ClusterSnapshot) error {
 				got = append(got, cluster)
@@ -172,13 +190,7 @@ func TestLoadEachCorruptFirst(t *testing.T) {
 	for _, partial := range []bool{false, true} {
 		t.Run(fmt.Sprintf("partial=%v", partial), func(t *testing.T) {
 			path := testPath(t)
-			s := openTest(t, path, Options{})
-			writeClusters(t, s, "a", "b", "c")
-			if err := s.Close(); err != nil {
-				t.Fatal(err)
-			}
-			putValue(t, path, "a", pods, "ns/pod-0300", []byte("not a sealed object"))
-			s = openTest(t, path, Options{})
+			s := openWithBadValue(t, path, "a", "a", "b", "c")
 
 			var got []string
 			done := make(chan error, 1)

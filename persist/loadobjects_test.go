@@ -109,26 +109,10 @@ func TestLoadEachObjectsCorruptLater(t *testing.T) {
 	for _, partial := range []bool{false, true} {
 		t.Run(fmt.Sprintf("partial=%v", partial), func(t *testing.T) {
 			path := testPath(t)
-			s := openTest(t, path, Options{})
-			writeClusters(t, s, "a", "b")
-			if err := s.Close(); err != nil {
-				t.Fatal(err)
-			}
-			putValue(t, path, "a", pods, "ns/pod-0300", []byte("not a sealed object"))
-			s = openTest(t, path, Options{})
-
+			s := openWithBadValue(t, path, "a", "a", "b")
 			// The bad value, in the second run, is decoded only once the first run was
 			// handed out.
-			handed := make(chan struct{})
-			testHookDecode = func(c *chunk, i int) {
-				if c.cluster == "a" && c.keys[i] == "ns/pod-0300" {
-					select {
-					case <-handed:
-					case <-time.After(10 * time.Second):
-					}
-				}
-			}
-			t.Cleanup(func() { testHookDecode = nil })
+			handed := holdBadValue(t, "a")
 			runs := 0
 			var clusters []string
 			done := make(chan error, 1)
