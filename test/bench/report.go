@@ -570,36 +570,25 @@ func orNaN(r *mcrResult, f func(*mcrResult) float64) float64 {
 
 // controllerFigures are the rows of the controller contenders' table.
 func (rep *report) controllerFigures() []figure {
-	kc := func(f func(*mcrResult) float64) []float64 {
-		return rep.per(func(r *runResult) float64 { return orNaN(r.MCRKubeconfig, f) })
+	// column returns the values of a figure, per run, of the contender that pick chooses.
+	type column func(f func(*mcrResult) float64) []float64
+	of := func(pick func(*runResult) *mcrResult) column {
+		return func(f func(*mcrResult) float64) []float64 {
+			return rep.per(func(r *runResult) float64 { return orNaN(pick(r), f) })
+		}
 	}
-	cold := func(f func(*mcrResult) float64) []float64 {
-		return rep.per(func(r *runResult) float64 { return orNaN(r.MCRFleetwatch, f) })
-	}
-	warm := func(f func(*mcrResult) float64) []float64 {
-		return rep.per(func(r *runResult) float64 { return orNaN(r.MCRFleetwatchWarm, f) })
-	}
-	compactCold := func(f func(*mcrResult) float64) []float64 {
-		return rep.per(func(r *runResult) float64 { return orNaN(r.MCRCompact, f) })
-	}
-	compactWarm := func(f func(*mcrResult) float64) []float64 {
-		return rep.per(func(r *runResult) float64 { return orNaN(r.MCRCompactWarm, f) })
-	}
-	compressedCold := func(f func(*mcrResult) float64) []float64 {
-		return rep.per(func(r *runResult) float64 { return orNaN(r.MCRCompressed, f) })
-	}
-	compressedWarm := func(f func(*mcrResult) float64) []float64 {
-		return rep.per(func(r *runResult) float64 { return orNaN(r.MCRCompressedWarm, f) })
-	}
-	podsKC := func(f func(*mcrResult) float64) []float64 {
-		return rep.per(func(r *runResult) float64 { return orNaN(r.MCRPodsKubeconfig, f) })
-	}
-	podsCold := func(f func(*mcrResult) float64) []float64 {
-		return rep.per(func(r *runResult) float64 { return orNaN(r.MCRPodsCompressed, f) })
-	}
-	podsWarm := func(f func(*mcrResult) float64) []float64 {
-		return rep.per(func(r *runResult) float64 { return orNaN(r.MCRPodsCompressedWarm, f) })
-	}
+	var (
+		kc             = of(func(r *runResult) *mcrResult { return r.MCRKubeconfig })
+		cold           = of(func(r *runResult) *mcrResult { return r.MCRFleetwatch })
+		warm           = of(func(r *runResult) *mcrResult { return r.MCRFleetwatchWarm })
+		compactCold    = of(func(r *runResult) *mcrResult { return r.MCRCompact })
+		compactWarm    = of(func(r *runResult) *mcrResult { return r.MCRCompactWarm })
+		compressedCold = of(func(r *runResult) *mcrResult { return r.MCRCompressed })
+		compressedWarm = of(func(r *runResult) *mcrResult { return r.MCRCompressedWarm })
+		podsKC         = of(func(r *runResult) *mcrResult { return r.MCRPodsKubeconfig })
+		podsCold       = of(func(r *runResult) *mcrResult { return r.MCRPodsCompressed })
+		podsWarm       = of(func(r *runResult) *mcrResult { return r.MCRPodsCompressedWarm })
+	)
 	first := func(r *mcrResult) float64 { return r.FirstSec }
 	all := func(r *mcrResult) float64 { return r.AllSec }
 	heap := func(r *mcrResult) float64 { return mcrPerObject(r.HeapAfterGC, r) }
