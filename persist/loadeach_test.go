@@ -148,6 +148,25 @@ func holdBadValue(t *testing.T, cluster string) chan struct{} {
 	return handed
 }
 
+// loadEachCorrupt runs s.LoadEach(opts, fn) on a file with a bad value, which must end
+// it with ErrCorrupt within 30 s and move the file aside.
+func loadEachCorrupt(t *testing.T, s *Store, opts LoadOptions, fn func(string, *ClusterSnapshot) error) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- s.LoadEach(opts, fn) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("LoadEach: %v, want ErrCorrupt", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("LoadEach did not return after a value failed to decode")
+	}
+	if moved, _ := s.Recovered(); moved == "" {
+		t.Error("the file was not moved aside")
+	}
+}
+
 // TestLoadEachCorruptMidway: a cluster that does not decode, in the middle of the file,
 // ends LoadEach with ErrCorrupt after the clusters before it were handed out, none after
 // it is, and the file is moved aside, as Load does.
@@ -160,21 +179,15 @@ func TestLoadEachCorruptMidway(t *testing.T) {
 			// fails after it, as it does on a large file.
 			handed := holdBadValue(t, "b")
 			var got []string
-			err := s.LoadEach(LoadOptions{Partial: partial}, func(cluster string, cs *ClusterSnapshot) error {
+			loadEachCorrupt(t, s, LoadOptions{Partial: partial}, func(cluster string, cs *ClusterSnapshot) error {
 				got = append(got, cluster)
 				if cluster == "a" {
 					close(handed)
 				}
 				return nil
 			})
-			if !errors.Is(err, ErrCorrupt) {
-				t.Fatalf("LoadEach: %v, want ErrCorrupt", err)
-			}
 			if !slices.Equal(got, []string{"a"}) {
 				t.Errorf("clusters handed out %v, want [a]", got)
-			}
-			if moved, _ := s.Recovered(); moved == "" {
-				t.Error("the file was not moved aside")
 			}
 			if snap, err := s.Load(); err != nil || len(snap.Clusters) != 0 {
 				t.Errorf("the new file: %v, %d clusters", err, len(snap.Clusters))
@@ -193,27 +206,12 @@ func TestLoadEachCorruptFirst(t *testing.T) {
 			s := openWithBadValue(t, path, "a", "a", "b", "c")
 
 			var got []string
-			done := make(chan error, 1)
-			go func() {
-				done <- s.LoadEach(LoadOptions{Partial: partial}, func(cluster string, cs *ClusterSnapshot) error {
-					got = append(got, cluster)
-					return nil
-				})
-			}()
-			var err error
-			select {
-			case err = <-done:
-			case <-time.After(30 * time.Second):
-				t.Fatal("LoadEach did not return after the first cluster failed to decode")
-			}
-			if !errors.Is(err, ErrCorrupt) {
-				t.Fatalf("LoadEach: %v, want ErrCorrupt", err)
-			}
+			loadEachCorrupt(t, s, LoadOptions{Partial: partial}, func(cluster string, cs *ClusterSnapshot) error {
+				got = append(got, cluster)
+				return nil
+			})
 			if len(got) != 0 {
 				t.Errorf("clusters handed out %v, want none", got)
-			}
-			if moved, _ := s.Recovered(); moved == "" {
-				t.Error("the file was not moved aside")
 			}
 		})
 	}
