@@ -23,7 +23,9 @@
 // kubeconfig provider instead, which reads the clusters' kubeconfigs from the Secrets
 // labelled sigs.k8s.io/multicluster-runtime-kubeconfig=true in --namespace of the cluster
 // that --kubeconfig reaches, and gives each cluster a cache of its own (the benchmark's
-// peer).
+// peer). Its caches drop each object's managedFields (controller-runtime's
+// cache.TransformStripManagedFields), as fleetwatch's default transforms do, unless
+// --strip-managed-fields=false keeps them as controller-runtime does by default.
 package main
 
 import (
@@ -47,7 +49,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crcluster "sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -82,6 +86,7 @@ func run() int {
 	snapshotInterval := flag.Duration("snapshot-interval", persist.DefaultInterval, "fleetwatch: how often the snapshot is committed")
 	encoding := flag.String("encoding", "compressed", "fleetwatch: how the fleet keeps its objects: objects (decoded, as maps), compact (in the snapshot's encoding, decoded when read: Fleet.Codec = persist.Codec{}), or compressed (compact, and compressed where S2 shortens an encoding by an eighth: persist.Codec{Compress: true}); docs/benchmarks.md has the trade-off")
 	namespace := flag.String("namespace", "default", "kubeconfig: namespace of the kubeconfig Secrets")
+	stripManagedFields := flag.Bool("strip-managed-fields", true, "kubeconfig: drop managedFields from the objects in each cluster's cache (controller-runtime's cache.TransformStripManagedFields), as fleetwatch's default transforms do; false keeps them, controller-runtime's default")
 	resource := flag.String("resource", "configmaps", "what the controller reconciles: configmaps (read, and written back when labelled), or pods (read only)")
 	printRequests := flag.Bool("print-requests", false, "print each request as 'reconcile <cluster> <namespace>/<name>' on stdout")
 	memstatsAfter := flag.Int("memstats-after", 0, "for benchmarks: once this many distinct objects were reconciled, collect garbage and print 'memstats <heap bytes> <RSS bytes>' on stdout")
@@ -186,7 +191,13 @@ func run() int {
 			log.Error(err, "Reading the host cluster's kubeconfig")
 			return 1
 		}
-		p := kubeconfigprovider.New(kubeconfigprovider.Options{Namespace: *namespace})
+		kcOpts := kubeconfigprovider.Options{Namespace: *namespace}
+		if *stripManagedFields {
+			kcOpts.ClusterOptions = append(kcOpts.ClusterOptions, func(o *crcluster.Options) {
+				o.Cache.DefaultTransform = crcache.TransformStripManagedFields()
+			})
+		}
+		p := kubeconfigprovider.New(kcOpts)
 		if mgr, err = mcmanager.New(cfg, p, managerOpts); err != nil {
 			log.Error(err, "Creating the manager")
 			return 1

@@ -25,8 +25,9 @@ import (
 // The controller contenders run examples/multicluster-runtime, multicluster-runtime's
 // uniform reconciler over every ConfigMap of every cluster, on two providers: fleetwatch's
 // (mcprovider: one cache for the fleet, warm from a snapshot) and multicluster-runtime's
-// kubeconfig provider (a controller-runtime cache per cluster, listed on every start),
-// which reads the clusters' kubeconfigs from Secrets of a host cluster, the first one.
+// kubeconfig provider (a controller-runtime cache per cluster, listed on every start,
+// without managedFields: the example's --strip-managed-fields, on by default), which
+// reads the clusters' kubeconfigs from Secrets of a host cluster, the first one.
 const (
 	mcrFleetwatch = "fleetwatch"
 	mcrKubeconfig = "kubeconfig"
