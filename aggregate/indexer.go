@@ -152,6 +152,9 @@ type Indexer struct {
 }
 
 func newIndexer(gvr schema.GroupVersionResource, indexers cache.Indexers, codec Codec, hotObjects int) *Indexer {
+	if rc, ok := codec.(ResourceCodec); ok {
+		codec = rc.ForResource(gvr)
+	}
 	ix := &Indexer{
 		resource: gvr,
 		codec:    codec,
