@@ -177,15 +177,17 @@ type resourceDict struct {
 	// mu guards sample and the making of dict.
 	mu sync.Mutex
 	// sample is the first encodings compressed without a dictionary, up to dictSample
-	// bytes; nil once dict is set.
+	// bytes; nil once dict is set, or being made (sampled).
 	sample []byte
+	// sampled is set once the sample is full: the dictionary is made of it, and no other.
+	sampled bool
 }
 
 // observe adds enc, an uncompressed encoding of the resource, to the sample, and makes
 // the dictionary once the sample is full.
 func (rd *resourceDict) observe(enc []byte) {
 	rd.mu.Lock()
-	if rd.dict.Load() != nil {
+	if rd.sampled || rd.dict.Load() != nil {
 		rd.mu.Unlock()
 		return
 	}
@@ -199,7 +201,7 @@ func (rd *resourceDict) observe(enc []byte) {
 	}
 	// The sample's last bytes are the ones S2 refers back to least far.
 	made := s2.MakeDict(rd.sample, enc[:min(len(enc), 16)])
-	rd.sample = nil
+	rd.sample, rd.sampled = nil, true
 	rd.mu.Unlock()
 	if made == nil {
 		return
