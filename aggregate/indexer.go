@@ -153,7 +153,9 @@ type Indexer struct {
 
 func newIndexer(gvr schema.GroupVersionResource, indexers cache.Indexers, codec Codec, hotObjects int) *Indexer {
 	if rc, ok := codec.(ResourceCodec); ok {
-		codec = rc.ForResource(gvr)
+		if own := rc.ForResource(gvr); own != nil {
+			codec = own
+		}
 	}
 	ix := &Indexer{
 		resource: gvr,

@@ -287,15 +287,20 @@ func expandDict(dst, data []byte) ([]byte, error) {
 	return out, nil
 }
 
-// ForResource returns the Codec of gvr's objects (aggregate.ResourceCodec), a Codec:
-// with Compress and Dictionary, one that compresses with gvr's dictionary once the
-// process has one; otherwise c. Its Decode and Expand read the encodings of every
-// resource. The result is an interface only so that Codec implements
-// aggregate.ResourceCodec, which this package cannot import.
+// ForResource returns the Codec of gvr's objects (aggregate.ResourceCodec): with
+// Compress and Dictionary, a Codec that compresses with gvr's dictionary once the
+// process has one, and whose Decode and Expand read the encodings of every resource;
+// otherwise nil, for c itself. The result is an interface only so that Codec implements
+// aggregate.ResourceCodec, which this package cannot import. A type that embeds a Codec
+// with Dictionary to wrap it must define ForResource too: the promoted one returns a
+// bare Codec.
 func (c Codec) ForResource(gvr schema.GroupVersionResource) interface {
 	Encode(obj runtime.Object) ([]byte, error)
 	Decode(data []byte) (runtime.Object, error)
 } {
+	if !c.Compress || !c.Dictionary {
+		return nil
+	}
 	return c.forResource(gvr)
 }
 

@@ -54,6 +54,11 @@ func TestCodecDictionary(t *testing.T) {
 	if c := (Codec{Compress: true}).forResource(pods.GroupVersionResource()); c.dict != nil {
 		t.Fatal("a Codec without Dictionary got a dictionary")
 	}
+	// Without Dictionary, the fleet keeps the Codec it was given (a wrapper that embeds
+	// one, too).
+	if c := (Codec{Compress: true}).ForResource(pods.GroupVersionResource()); c != nil {
+		t.Fatalf("ForResource without Dictionary: %#v, want nil", c)
+	}
 	c := Codec{Compress: true, Dictionary: true}.forResource(pods.GroupVersionResource())
 	var formats []byte
 	for i := 0; len(formats) == 0 || formats[len(formats)-1] != formatDict; i++ {
