@@ -61,7 +61,11 @@ func TestLoadSnapshotSeedsOrTakesBack(t *testing.T) {
 						if codec, ok := fleetCodec.(persist.Codec); ok && codec.Compress {
 							// With a dictionary, the pods before the process has one are
 							// compressed without (5), the others with it (6).
-							enc, err := codec.ForResource(pods).Encode(pod(c, i))
+							var encoder aggregate.Codec = codec
+							if own := codec.ForResource(pods); own != nil {
+								encoder = own
+							}
+							enc, err := encoder.Encode(pod(c, i))
 							if err != nil || enc[0] != 5 && (!codec.Dictionary || enc[0] != 6) || codec.Dictionary && c == "c" && enc[0] != 6 {
 								t.Fatalf("encoding: %v, format %d", err, enc[0])
 							}
