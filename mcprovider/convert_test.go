@@ -329,3 +329,55 @@ func BenchmarkGetTyped(b *testing.B) {
 		}
 	})
 }
+
+// TestIntoTypedCopiesOutOfTheScratchSpace reads, typed, a compressed ConfigMap with
+// binaryData, then other ones, which the decoder expands into the same scratch space: an
+// object that kept a view of that space (a []byte field, a string) would change. It also
+// checks that binaryData, base64 in the fleet's CBOR as in JSON, comes out as its bytes,
+// the same as through the conversion from the decoded object.
+func TestIntoTypedCopiesOutOfTheScratchSpace(t *testing.T) {
+	codec := persist.Codec{Compress: true}
+	raw := bytes.Repeat([]byte{0, 1, 2, 250}, 600)
+	enc, err := codec.Encode(&unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata":   map[string]any{"name": "b"},
+		"data":       map[string]any{"v": strings.Repeat("x", 2000)},
+		"binaryData": map[string]any{"bin": base64.StdEncoding.EncodeToString(raw)},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tt := typedTarget("ConfigMap")
+	tt.decoder = newEncodedDecoder(codec, scheme.Scheme)
+	var cm corev1.ConfigMap
+	ok := tt.decoder.intoTyped(enc, tt.gvk, &cm)
+	if !ok || !bytes.Equal(cm.BinaryData["bin"], raw) {
+		t.Fatalf("intoTyped: decoded %t, binaryData of %d bytes, want the %d encoded", ok, len(cm.BinaryData["bin"]), len(raw))
+	}
+	var cm2 corev1.ConfigMap
+	if err := tt.fromEncoded(nil, enc, &cm2); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(cm2.BinaryData["bin"], raw) {
+		t.Fatalf("fromEncoded: binaryData %q, want %d raw bytes", cm2.BinaryData["bin"][:20], len(raw))
+	}
+	other := bytes.Repeat([]byte{9, 9, 9, 9}, 600)
+	enc2, err := codec.Encode(&unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata":   map[string]any{"name": "c"},
+		"data":       map[string]any{"v": strings.Repeat("y", 2000)},
+		"binaryData": map[string]any{"bin": base64.StdEncoding.EncodeToString(other)},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		var cm3 corev1.ConfigMap
+		if !tt.decoder.intoTyped(enc2, tt.gvk, &cm3) {
+			t.Fatal("not decoded")
+		}
+	}
+	if !bytes.Equal(cm.BinaryData["bin"], raw) || cm.Data["v"] != strings.Repeat("x", 2000) {
+		t.Fatal("the first object changed when the scratch space was reused")
+	}
+}
