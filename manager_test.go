@@ -296,6 +296,73 @@ func TestManagerEngagesAndDisengages(t *testing.T) {
 	}
 }
 
+// TestManagerBallastUntilReady: a Manager that syncs cold holds the collector's
+// ballast while its clusters sync, and releases it once it is Ready; with
+// DisableGCTuning, or on a snapshot that seeded a cluster (a warm start), it holds none.
+func TestManagerBallastUntilReady(t *testing.T) {
+	path, servers := fleetOf(t, "a")
+	for _, tc := range []struct {
+		name          string
+		disable, warm bool
+	}{{"cold", false, false}, {"DisableGCTuning", true, false}, {"warm", false, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := options(path)
+			opts.SyncTimeout = time.Second // the fake server's cluster does not sync
+			opts.DisableGCTuning = tc.disable
+			if tc.warm {
+				snapshot := filepath.Join(t.TempDir(), "fleetwatch.db")
+				store, err := persist.Open(snapshot, persist.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := store.SetIdentity("a", persist.Identity{UID: servers["a"].UID(), Server: servers["a"].URL}); err != nil {
+					t.Fatal(err)
+				}
+				key := persist.ResourceKey(informer.Scope{Resource: configMaps, Spec: (&informer.Options{}).Spec(informer.Resource{Name: "configmaps"})}.String())
+				w := store.NewWriter(persist.WriterOptions{})
+				w.Upsert("a", key, configMap("cm"))
+				w.Checkpoint("a", key, "1")
+				if err := w.Flush(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				if err := store.Close(); err != nil {
+					t.Fatal(err)
+				}
+				// Opened again, as a restart would.
+				if store, err = persist.Open(snapshot, persist.Options{}); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = store.Close() })
+				opts.Snapshot = store
+			}
+			m, err := fleetwatch.NewManager(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.warm && m.Fleet().Indexer(configMaps).ClusterLen("a") != 1 {
+				t.Fatal("the snapshot did not seed a")
+			}
+			start(t, m)
+			held := false
+			for deadline := time.Now().Add(10 * time.Second); !m.Ready(); time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("not ready: %+v", m.Status())
+				}
+				held = held || fleetwatch.BallastHeld()
+			}
+			if want := !tc.disable && !tc.warm; held != want {
+				t.Errorf("ballast held before Ready: %t, want %t", held, want)
+			}
+			eventually(t, "the ballast released once ready", func() string {
+				if fleetwatch.BallastHeld() {
+					return "held"
+				}
+				return ""
+			})
+		})
+	}
+}
+
 // TestManagerReconfigure: an invalid Reconfigure changes nothing; a valid one changes the
 // resources of every cluster and the cluster selection.
 func TestManagerReconfigure(t *testing.T) {

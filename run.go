@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+
+	"github.com/fleetwatch/fleetwatch/internal/gctune"
 )
 
 // DefaultGracefulShutdownTimeout is the default of Options.GracefulShutdownTimeout.
@@ -93,12 +95,43 @@ func (m *Manager) Start(ctx context.Context) error {
 		groups[4] = append(groups[4], start(fmt.Sprintf("runnable %d", i), r.Start))
 	}
 	groups[0] = []*part{start("clusters", m.runClusters)}
+	if !m.opts.DisableGCTuning {
+		go m.ballastUntilReady(ctx)
+	}
 
 	select {
 	case <-ctx.Done():
 	case <-ended:
 	}
 	return stopInOrder(ctx, m.opts.GracefulShutdownTimeout, groups)
+}
+
+// ballastUntilReady holds the collector's ballast (gctune.Ballast), which spaces its
+// cycles while the clusters sync cold, until the Manager is Ready or ctx is done, as
+// Options.DisableGCTuning describes. A warm start, whose clusters the snapshot seeded,
+// holds none: its informers list nothing unless the server has moved on, and its
+// first work should not wait for the ballast's allocation (about half a millisecond),
+// which is made here rather than in Start for the same reason.
+func (m *Manager) ballastUntilReady(ctx context.Context) {
+	if !m.awaitLoaded(ctx) {
+		return
+	}
+	m.mu.Lock()
+	warm := m.seeded
+	m.mu.Unlock()
+	if warm {
+		return
+	}
+	defer gctune.Ballast()()
+	poll := m.opts.Clock.NewTicker(20 * time.Millisecond)
+	defer poll.Stop()
+	for !m.Ready() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-poll.C():
+		}
+	}
 }
 
 // runClusters runs the Provider until ctx is done, and returns once the goroutines of

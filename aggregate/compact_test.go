@@ -65,6 +65,37 @@ func TestCompactFleet(t *testing.T) {
 			t.Errorf("%d objects held decoded after reads, want at most %d", n, hot)
 		}
 	})
+	t.Run("GetEncoded", func(t *testing.T) {
+		hotBefore := aggregate.HotObjects(ix)
+		encodedOnly := 0
+		for key, p := range want {
+			obj, encoded, ok := ix.GetEncoded(key)
+			if !ok || (obj == nil) == (encoded == nil) {
+				t.Fatalf("GetEncoded(%v) = %v, %d bytes, %v; want the object or its encoding", key, obj, len(encoded), ok)
+			}
+			if encoded != nil {
+				encodedOnly++
+				var err error
+				if obj, err = (persist.Codec{}).Decode(encoded); err != nil {
+					t.Fatalf("GetEncoded(%v): %v", key, err)
+				}
+			}
+			if !equality.Semantic.DeepEqual(obj, p) {
+				t.Fatalf("GetEncoded(%v) = %v; want the applied pod", key, obj)
+			}
+		}
+		// At most the hot set's objects are at hand decoded, and reading the encodings
+		// keeps none decoded.
+		if encodedOnly < len(want)-hot {
+			t.Errorf("%d of %d objects came encoded, want all but the %d hot ones", encodedOnly, len(want), hot)
+		}
+		if n := aggregate.HotObjects(ix); n != hotBefore {
+			t.Errorf("%d objects held decoded after GetEncoded, want %d as before", n, hotBefore)
+		}
+		if _, _, ok := ix.GetEncoded(aggregate.Key{Cluster: "a", Namespace: "ns-0", Name: "missing"}); ok {
+			t.Error("GetEncoded of a missing key found it")
+		}
+	})
 	t.Run("a changed object does not reach the cache", func(t *testing.T) {
 		key := aggregate.Key{Cluster: "a", Namespace: "ns-0", Name: "pod-0"}
 		got, _ := ix.Get(key)

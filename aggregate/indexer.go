@@ -350,6 +350,25 @@ func (ix *Indexer) Get(key Key) (runtime.Object, bool) {
 	return e.obj, true
 }
 
+// GetEncoded returns the object with the given key as the fleet has it at hand, for a
+// reader that converts it into a form of its own and can do so from the encoding: in a
+// compact fleet (Options.Codec), the encoding in the fleet's Codec, the very bytes the
+// fleet holds, when the fleet holds the object encoded only (obj nil); else the object,
+// as Get returns it (encoded nil). Unlike Get, it decodes nothing and keeps nothing
+// decoded. Neither may be modified.
+func (ix *Indexer) GetEncoded(key Key) (obj runtime.Object, encoded []byte, ok bool) {
+	ix.lock.RLock()
+	defer ix.lock.RUnlock()
+	e := ix.items.get(key)
+	if e == nil {
+		return nil, nil, false
+	}
+	if o, isEncoded := peek(e).(*encodedObject); isEncoded {
+		return nil, o.data, true
+	}
+	return peek(e), nil, true
+}
+
 // List returns every object.
 func (ix *Indexer) List() []runtime.Object {
 	ix.lock.RLock()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -198,7 +199,8 @@ func TestBookmarksCheckpoint(t *testing.T) {
 				}),
 				markBookmarks: true,
 			}
-			ctrl := cache.New(&cache.Config{Queue: queue, ListerWatcher: lw, ObjectDescription: "pods", Process: processDeltas(store)})
+			ctrl := cache.New(&cache.Config{Queue: queue, ListerWatcher: lw, ObjectDescription: "pods",
+				Process: processDeltas(store), ProcessBatch: processBatch(store)})
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
 			go ctrl.RunWithContext(ctx)
@@ -534,5 +536,69 @@ func TestMetadataOnlyListWatch(t *testing.T) {
 				t.Errorf("the bookmark of a watch: %s %#v, want the PartialObjectMetadata of the initial events' end", ev.Type, ev.Object)
 			}
 		})
+	}
+}
+
+// TestProcessBatchAppliesAList pops a list from a queue as client-go's controller does
+// with batches on (RealFIFO.PopBatch): the list's objects in one batch, applied in
+// order, then the marker after the list, which checkpoints only once they all are. A
+// delta that fails does not keep the others of its batch from the store.
+func TestProcessBatchAppliesAList(t *testing.T) {
+	store := &checkpointStore{Store: cache.NewStore(cache.MetaNamespaceKeyFunc)}
+	queue := &listMarkingQueue{RealFIFO: cache.NewRealFIFOWithOptions(cache.RealFIFOOptions{
+		KeyFunction:  queueKey,
+		KnownObjects: store,
+	})}
+	var list []any
+	for i := range 5 {
+		list = append(list, podAt(fmt.Sprint("p", i), fmt.Sprint(10+i)))
+	}
+	// Not an object: processDeltas reports it, as the batch must.
+	list = append(list, cache.DeletedFinalStateUnknown{Key: "shop/gone", Obj: "not an object"})
+	if err := queue.Replace(list, "20"); err != nil {
+		t.Fatal(err)
+	}
+	var batches, singles [][]string
+	keysOf := func(deltas []cache.Delta) []string {
+		var keys []string
+		for _, d := range deltas {
+			k, _ := queueKey(d.Object)
+			keys = append(keys, k)
+		}
+		return keys
+	}
+	batch, single := processBatch(store), processDeltas(store)
+	var errs []error
+	for range 2 {
+		err := queue.PopBatch(func(deltas []cache.Delta, initial bool) error {
+			if !initial {
+				t.Error("the list's batch is not marked as the initial list")
+			}
+			batches = append(batches, keysOf(deltas))
+			return batch(deltas, initial)
+		}, func(obj any, initial bool) error {
+			singles = append(singles, keysOf(obj.(cache.Deltas)))
+			return single(obj, initial)
+		})
+		errs = append(errs, err)
+	}
+	wantBatch := []string{"shop/p0", "shop/p1", "shop/p2", "shop/p3", "shop/p4", "shop/gone"}
+	if len(batches) != 1 || !slices.Equal(batches[0], wantBatch) {
+		t.Errorf("batches %q, want one of %q", batches, wantBatch)
+	}
+	if want := [][]string{{listDonePrefix + "20"}}; !reflect.DeepEqual(singles, want) {
+		t.Errorf("single pops %q, want %q", singles, want)
+	}
+	if errs[0] == nil || errs[1] != nil {
+		t.Errorf("errors %v, want one for the batch with the bad delta and none for the marker", errs)
+	}
+	if n := len(store.List()); n != 5 {
+		t.Errorf("the store holds %d objects, want 5", n)
+	}
+	if !slices.Equal(store.checkpoints, []string{"20"}) {
+		t.Errorf("checkpoints %v, want [20]", store.checkpoints)
+	}
+	if !queue.HasSynced() {
+		t.Error("the queue has not synced after the list and its marker")
 	}
 }

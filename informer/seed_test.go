@@ -78,7 +78,8 @@ func TestSeededListDecodesNothing(t *testing.T) {
 		KnownObjects: store,
 		Transformer:  transform(Options{}, podsMapping, store, true),
 	})}
-	ctrl := cache.New(&cache.Config{Queue: queue, ListerWatcher: lw, ObjectDescription: "pods", Process: processDeltas(store)})
+	ctrl := cache.New(&cache.Config{Queue: queue, ListerWatcher: lw, ObjectDescription: "pods",
+		Process: processDeltas(store), ProcessBatch: processBatch(store)})
 	go ctrl.RunWithContext(t.Context())
 	deadline := time.Now().Add(10 * time.Second)
 	for !ctrl.HasSynced() {

@@ -41,7 +41,7 @@ func (c *clusterCache) resolve(obj runtime.Object) (target, *meta.RESTMapping, e
 	if err != nil {
 		return target{}, nil, err
 	}
-	t, err := newTarget(obj, gvk, c.p.scheme)
+	t, err := newTarget(obj, gvk, c.p.scheme, c.p.decoder)
 	if err != nil {
 		return target{}, nil, err
 	}
@@ -68,12 +68,22 @@ func (c *clusterCache) Get(_ context.Context, key client.ObjectKey, obj client.O
 	if m.Scope.Name() == meta.RESTScopeNameRoot {
 		key.Namespace = ""
 	}
-	cached, ok := c.p.fleet.Indexer(m.Resource).Get(aggregate.Key{Cluster: c.name, Namespace: key.Namespace, Name: key.Name})
+	ix, k := c.p.fleet.Indexer(m.Resource), aggregate.Key{Cluster: c.name, Namespace: key.Namespace, Name: key.Name}
+	var cached runtime.Object
+	var encoded []byte
+	var ok bool
+	if t.form == formTyped {
+		// Decoded from the encoding of a compact fleet straight into obj, without the
+		// map that Get would decode (and keep among the fleet's hot objects).
+		cached, encoded, ok = ix.GetEncoded(k)
+	} else {
+		cached, ok = ix.Get(k)
+	}
 	if !ok {
 		// The kind as the resource, as controller-runtime's cache has it.
 		return apierrors.NewNotFound(schema.GroupResource{Group: t.gvk.Group, Resource: t.gvk.Kind}, key.Name)
 	}
-	return t.into(cached, obj)
+	return t.fromEncoded(cached, encoded, obj)
 }
 
 // List reads the objects of the cluster that opts select into list: in a namespace, by
@@ -194,7 +204,7 @@ func (c *clusterCache) GetInformer(ctx context.Context, obj client.Object, opts 
 // GetInformerForKind is GetInformer of a kind: of its Go type if the scheme has one,
 // else of unstructured objects.
 func (c *clusterCache) GetInformerForKind(ctx context.Context, gvk schema.GroupVersionKind, opts ...cache.InformerGetOption) (cache.Informer, error) {
-	t := target{gvk: gvk, scheme: c.p.scheme, form: formUnstructured}
+	t := target{gvk: gvk, scheme: c.p.scheme, form: formUnstructured, decoder: c.p.decoder}
 	if c.p.scheme.Recognizes(gvk) && !strings.HasSuffix(gvk.Kind, "List") {
 		t.form = formTyped
 	}

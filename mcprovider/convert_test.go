@@ -1,16 +1,22 @@
 package mcprovider
 
 import (
+	"bytes"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/scheme"
 
+	"github.com/fleetwatch/fleetwatch/aggregate/aggregatetest"
 	"github.com/fleetwatch/fleetwatch/internal/jsondec"
 	"github.com/fleetwatch/fleetwatch/persist"
 )
@@ -18,13 +24,13 @@ import (
 // fleetForms returns the object of data, JSON as an apiserver sends it, in the forms a
 // fleet holds it: as the informers decode it into a plain fleet (jsondec), and as a
 // compact fleet keeps it (the CBOR that jsondec writes while decoding, decoded by
-// persist.Codec when read). ok is false if jsondec refuses data.
-func fleetForms(t testing.TB, data []byte) (plain, compact *unstructured.Unstructured, ok bool) {
+// persist.Codec when read), with that CBOR. ok is false if jsondec refuses data.
+func fleetForms(t testing.TB, data []byte) (plain, compact *unstructured.Unstructured, encoded []byte, ok bool) {
 	t.Helper()
 	var d jsondec.Decoder
 	m, cbor, err := d.ObjectCBOR(data)
 	if err != nil || m == nil {
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
 	plain = &unstructured.Unstructured{Object: m}
 	if cbor == nil { // a repeated key: the informer encodes the object instead
@@ -36,7 +42,28 @@ func fleetForms(t testing.TB, data []byte) (plain, compact *unstructured.Unstruc
 	if err != nil {
 		t.Fatalf("decoding the CBOR of %s: %v", data, err)
 	}
-	return plain, obj.(*unstructured.Unstructured), true
+	return plain, obj.(*unstructured.Unstructured), cbor, true
+}
+
+// fromEncodings returns the typed reads of tt from encoded, the CBOR of an object, as
+// a compact fleet holds it and as a compressed one does (persist.Codec with Compress;
+// compressed or not, as the Codec decides), by form, each with its error.
+func fromEncodings(t testing.TB, tt target, encoded []byte) map[string]runtime.Object {
+	t.Helper()
+	out := map[string]runtime.Object{}
+	for form, codec := range map[string]persist.Codec{"encoded": {}, "compressed": {Compress: true}} {
+		tt.decoder = newEncodedDecoder(codec, scheme.Scheme)
+		got, err := tt.newObject()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tt.fromEncoded(nil, codec.Shorten(encoded), got); err != nil {
+			out[form] = nil
+			continue
+		}
+		out[form] = got
+	}
+	return out
 }
 
 // typedTarget is the target of *corev1.T reads of kind.
@@ -79,7 +106,7 @@ func TestTypedReadsEqualTheServers(t *testing.T) {
 			if err := json.Unmarshal([]byte(tc.json), want); err != nil {
 				t.Fatal(err)
 			}
-			plain, compact, ok := fleetForms(t, []byte(tc.json))
+			plain, compact, encoded, ok := fleetForms(t, []byte(tc.json))
 			if !ok {
 				t.Fatalf("jsondec refused %s", tc.json)
 			}
@@ -90,6 +117,27 @@ func TestTypedReadsEqualTheServers(t *testing.T) {
 				}
 				if !equality.Semantic.DeepEqual(want, got) {
 					t.Errorf("%s fleet:\n got %#v\nwant %#v", form, got, want)
+				}
+			}
+			// Decoded from the encoding straight into the type, as a Get of a compact
+			// fleet does, not by the conversion it falls back to.
+			tt.decoder = newEncodedDecoder(persist.Codec{}, scheme.Scheme)
+			direct, err := tt.newObject()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tt.decoder.intoTyped(encoded, tt.gvk, direct) {
+				t.Fatal("the CBOR serializer did not decode the encoding")
+			}
+			if !equality.Semantic.DeepEqual(want, direct) {
+				t.Errorf("decoded by the CBOR serializer:\n got %#v\nwant %#v", direct, want)
+			}
+			for form, got := range fromEncodings(t, tt, encoded) {
+				if got == nil {
+					t.Fatalf("%s: the typed read failed", form)
+				}
+				if !equality.Semantic.DeepEqual(want, got) {
+					t.Errorf("%s fleet, from the encoding:\n got %#v\nwant %#v", form, got, want)
 				}
 			}
 		})
@@ -114,7 +162,7 @@ func FuzzTypedReads(f *testing.F) {
 			if !json.Valid([]byte(tc.json)) {
 				continue
 			}
-			plain, compact, ok := fleetForms(t, []byte(tc.json))
+			plain, compact, encoded, ok := fleetForms(t, []byte(tc.json))
 			if !ok {
 				continue
 			}
@@ -123,6 +171,14 @@ func FuzzTypedReads(f *testing.F) {
 			fromCompact, errCompact := tt.convert(compact, false)
 			if (errPlain == nil) != (errCompact == nil) {
 				t.Fatalf("%s: plain fleet: %v, compact fleet: %v", tc.json, errPlain, errCompact)
+			}
+			for form, got := range fromEncodings(t, tt, encoded) {
+				if (got == nil) != (errPlain != nil) {
+					t.Fatalf("%s: plain fleet: %v, %s fleet from the encoding: %v", tc.json, errPlain, form, got)
+				}
+				if got != nil && !equality.Semantic.DeepEqual(runtime.Object(fromPlain), got) {
+					t.Fatalf("%s:\nplain   %#v\n%s %#v", tc.json, fromPlain, form, got)
+				}
 			}
 			if errPlain != nil {
 				continue
@@ -142,4 +198,186 @@ func FuzzTypedReads(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestFromEncodedFallsBack checks the reads that the CBOR serializer does not make: a
+// value that the type holds only converted (a float in an integer field, which
+// runtime.DefaultUnstructuredConverter converts) reads as the conversion gives it, and
+// an object of another kind fails as the conversion fails, both leaving no half-decoded
+// object behind.
+func TestFromEncodedFallsBack(t *testing.T) {
+	for _, tc := range []struct {
+		name, kind, json string
+		wantErr          bool
+	}{
+		{"float in an integer field", "Pod", `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"terminationGracePeriodSeconds":30.0,"containers":[{"name":"c"}]}}`, false},
+		{"another kind", "Pod", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"data":{"k":"v"}}`, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, compact, encoded, ok := fleetForms(t, []byte(tc.json))
+			if !ok {
+				t.Fatalf("jsondec refused %s", tc.json)
+			}
+			tt := typedTarget(tc.kind)
+			tt.decoder = newEncodedDecoder(persist.Codec{}, scheme.Scheme)
+			want, wantErr := tt.convert(compact, false)
+			if (wantErr != nil) != tc.wantErr {
+				t.Fatalf("conversion: %v, want an error: %t", wantErr, tc.wantErr)
+			}
+			got, err := tt.newObject()
+			if err != nil {
+				t.Fatal(err)
+			}
+			got.SetName("left over")
+			if tt.decoder.intoTyped(encoded, tt.gvk, got) {
+				t.Fatal("the CBOR serializer decoded it")
+			}
+			if got.GetName() != "" {
+				t.Errorf("a failed decode left %q as the name, want a zero object", got.GetName())
+			}
+			err = tt.fromEncoded(nil, encoded, got)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("fromEncoded: %v, want an error: %t", err, tc.wantErr)
+			}
+			if err == nil && !equality.Semantic.DeepEqual(want, got) {
+				t.Errorf("fromEncoded:\n got %#v\nwant %#v", got, want)
+			}
+		})
+	}
+}
+
+// TestIntoTypedLeavesTheFleetsBytes reads, typed, the encodings of a compressed fleet of
+// both forms in turn: one that S2 does not shorten, which the fleet holds as its plain
+// CBOR and Expand returns as it is, and one that it does. The decoder keeps the scratch
+// space that it expands a compressed encoding into; were the fleet's own bytes taken
+// for it, expanding the next encoding would write into them.
+func TestIntoTypedLeavesTheFleetsBytes(t *testing.T) {
+	codec := persist.Codec{Compress: true}
+	random := make([]byte, 3<<10)
+	if _, err := rand.Read(random); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"incompressible": base64.StdEncoding.EncodeToString(random),
+		"compressible":   strings.Repeat("a", 2<<10),
+	}
+	encodings, held := map[string][]byte{}, map[string][]byte{}
+	for name, v := range want {
+		enc, err := codec.Encode(&unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": name}, "data": map[string]any{"v": v},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if shortened := len(enc) < len(v); shortened != (name == "compressible") {
+			t.Fatalf("%s: %d bytes encoded for a value of %d; the test needs one encoding compressed and one not", name, len(enc), len(v))
+		}
+		encodings[name], held[name] = enc, bytes.Clone(enc)
+	}
+	tt := typedTarget("ConfigMap")
+	tt.decoder = newEncodedDecoder(codec, scheme.Scheme)
+	for range 3 {
+		for _, name := range []string{"incompressible", "compressible"} {
+			var cm corev1.ConfigMap
+			if !tt.decoder.intoTyped(encodings[name], tt.gvk, &cm) {
+				t.Fatalf("%s: not decoded", name)
+			}
+			if cm.Name != name || cm.Data["v"] != want[name] {
+				t.Fatalf("%s: read %s with %d bytes that differ from the %d encoded", name, cm.Name, len(cm.Data["v"]), len(want[name]))
+			}
+		}
+	}
+	for name, enc := range encodings {
+		if !bytes.Equal(enc, held[name]) {
+			t.Errorf("%s: the encoding changed while it was read", name)
+		}
+	}
+}
+
+// BenchmarkGetTyped compares the two ways a typed Get reads a Pod that a compressed
+// fleet holds encoded: decoded into a map, then converted by reflection
+// (runtime.DefaultUnstructuredConverter), and decoded from the encoding straight into
+// the type (encodedDecoder), which Get does.
+func BenchmarkGetTyped(b *testing.B) {
+	codec := persist.Codec{Compress: true}
+	pod := aggregatetest.RealisticPod("ns", "pod-1", "7", map[string]string{"app": "web"})
+	encoded, err := codec.Encode(pod)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tt := typedTarget("Pod")
+	tt.decoder = newEncodedDecoder(codec, scheme.Scheme)
+	b.Run("decoded and converted", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			obj, err := codec.Decode(encoded)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := tt.into(obj, &corev1.Pod{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("from the encoding", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if !tt.decoder.intoTyped(encoded, tt.gvk, &corev1.Pod{}) {
+				b.Fatal("not decoded")
+			}
+		}
+	})
+}
+
+// TestIntoTypedCopiesOutOfTheScratchSpace reads, typed, a compressed ConfigMap with
+// binaryData, then other ones, which the decoder expands into the same scratch space: an
+// object that kept a view of that space (a []byte field, a string) would change. It also
+// checks that binaryData, base64 in the fleet's CBOR as in JSON, comes out as its bytes,
+// the same as through the conversion from the decoded object.
+func TestIntoTypedCopiesOutOfTheScratchSpace(t *testing.T) {
+	codec := persist.Codec{Compress: true}
+	raw := bytes.Repeat([]byte{0, 1, 2, 250}, 600)
+	enc, err := codec.Encode(&unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata":   map[string]any{"name": "b"},
+		"data":       map[string]any{"v": strings.Repeat("x", 2000)},
+		"binaryData": map[string]any{"bin": base64.StdEncoding.EncodeToString(raw)},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tt := typedTarget("ConfigMap")
+	tt.decoder = newEncodedDecoder(codec, scheme.Scheme)
+	var cm corev1.ConfigMap
+	ok := tt.decoder.intoTyped(enc, tt.gvk, &cm)
+	if !ok || !bytes.Equal(cm.BinaryData["bin"], raw) {
+		t.Fatalf("intoTyped: decoded %t, binaryData of %d bytes, want the %d encoded", ok, len(cm.BinaryData["bin"]), len(raw))
+	}
+	var cm2 corev1.ConfigMap
+	if err := tt.fromEncoded(nil, enc, &cm2); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(cm2.BinaryData["bin"], raw) {
+		t.Fatalf("fromEncoded: binaryData %q, want %d raw bytes", cm2.BinaryData["bin"][:20], len(raw))
+	}
+	other := bytes.Repeat([]byte{9, 9, 9, 9}, 600)
+	enc2, err := codec.Encode(&unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata":   map[string]any{"name": "c"},
+		"data":       map[string]any{"v": strings.Repeat("y", 2000)},
+		"binaryData": map[string]any{"bin": base64.StdEncoding.EncodeToString(other)},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		var cm3 corev1.ConfigMap
+		if !tt.decoder.intoTyped(enc2, tt.gvk, &cm3) {
+			t.Fatal("not decoded")
+		}
+	}
+	if !bytes.Equal(cm.BinaryData["bin"], raw) || cm.Data["v"] != strings.Repeat("x", 2000) {
+		t.Fatal("the first object changed when the scratch space was reused")
+	}
 }

@@ -136,7 +136,7 @@ type handlerAdapter struct {
 var _ aggregate.Handler = (*handlerAdapter)(nil)
 
 func (a *handlerAdapter) OnEvent(e aggregate.Event) {
-	obj, err := a.target.convert(e.Object, true)
+	obj, err := a.target.convertEncoded(e.Object, e.Encoded, true)
 	if err != nil {
 		a.logger.Error(err, "Dropping an event whose object does not convert", "key", e.Key().String(), "type", e.Type)
 		return

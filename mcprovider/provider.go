@@ -50,8 +50,10 @@ type Provider struct {
 	mgr    *fleetwatch.Manager
 	fleet  *aggregate.Fleet
 	scheme *runtime.Scheme
-	mapper *fleetMapper
-	opts   Options
+	// decoder decodes the fleet's encodings, nil for a plain fleet.
+	decoder *encodedDecoder
+	mapper  *fleetMapper
+	opts    Options
 	// wg counts the goroutines of the engaged clusters, so that Start returns after them.
 	wg sync.WaitGroup
 
@@ -95,6 +97,7 @@ func New(mgr *fleetwatch.Manager, opts Options) (*Provider, error) {
 		opts:     opts,
 		clusters: map[multicluster.ClusterName]*member{},
 	}
+	p.decoder = newEncodedDecoder(p.fleet.Codec(), opts.Scheme)
 	p.mapper = newFleetMapper(mgr, opts.Scheme)
 	if err := mgr.AddAware(fleetAware{p}); err != nil {
 		return nil, fmt.Errorf("mcprovider: %w", err)
@@ -151,7 +154,7 @@ func (p *Provider) IndexField(_ context.Context, obj client.Object, field string
 	if err != nil {
 		return fmt.Errorf("index %s: %w", field, err)
 	}
-	target, err := newTarget(obj, gvk, p.scheme)
+	target, err := newTarget(obj, gvk, p.scheme, p.decoder)
 	if err != nil {
 		return fmt.Errorf("index %s of %s: %w", field, gvk, err)
 	}

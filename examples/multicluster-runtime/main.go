@@ -13,7 +13,8 @@
 // default: persist.Codec{Compress: true}), and the provider's reads decode them; from
 // the benchmark's numbers, that holds a controller's objects in about half the heap of
 // --encoding objects (plain maps) for the same times. --encoding compact keeps them
-// encoded but not compressed.
+// encoded but not compressed. --max-concurrent-syncs bounds how many clusters list at
+// once on a cold start (fleetwatch.Options.MaxConcurrentSyncs).
 //
 // With --resource pods, the same controller reads the Pods of every cluster instead, and
 // writes nothing (the benchmark's memory figures at a size where the objects, not the
@@ -85,6 +86,7 @@ func run() int {
 	snapshot := flag.String("snapshot", "", "fleetwatch: snapshot file, for warm restarts; empty for none")
 	snapshotInterval := flag.Duration("snapshot-interval", persist.DefaultInterval, "fleetwatch: how often the snapshot is committed")
 	encoding := flag.String("encoding", "compressed", "fleetwatch: how the fleet keeps its objects: objects (decoded, as maps), compact (in the snapshot's encoding, decoded when read: Fleet.Codec = persist.Codec{}), compressed (compact, and compressed where S2 shortens an encoding by an eighth: persist.Codec{Compress: true}), or compressed-dict (compressed with a dictionary per resource: persist.Codec{Compress: true, Dictionary: true}); docs/benchmarks.md has the trade-off")
+	maxConcurrentSyncs := flag.Int("max-concurrent-syncs", fleetwatch.DefaultMaxConcurrentSyncs, "fleetwatch: how many clusters do their initial list at once (fleetwatch.Options.MaxConcurrentSyncs); 1 lists them one after another, which engages the first cluster sooner where the apiservers share the controller's CPU (docs/benchmarks.md, \"The Pod controller's cold start\")")
 	namespace := flag.String("namespace", "default", "kubeconfig: namespace of the kubeconfig Secrets")
 	stripManagedFields := flag.Bool("strip-managed-fields", true, "kubeconfig: drop managedFields from the objects in each cluster's cache (controller-runtime's cache.TransformStripManagedFields), as fleetwatch's default transforms do; false keeps them, controller-runtime's default")
 	resource := flag.String("resource", "configmaps", "what the controller reconciles: configmaps (read, and written back when labelled), or pods (read only)")
@@ -145,8 +147,9 @@ func run() int {
 			files = strings.Split(*kubeconfigs, ",")
 		}
 		fwOpts := fleetwatch.Options{
-			Clusters:  cluster.Options{Kubeconfigs: files},
-			Resources: []informer.Resource{{Name: *resource}},
+			Clusters:           cluster.Options{Kubeconfigs: files},
+			Resources:          []informer.Resource{{Name: *resource}},
+			MaxConcurrentSyncs: *maxConcurrentSyncs,
 		}
 		switch *encoding {
 		case "objects":
