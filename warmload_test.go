@@ -46,7 +46,7 @@ func TestLoadSnapshotSeedsOrTakesBack(t *testing.T) {
 		u.SetAnnotations(map[string]string{"description": strings.Repeat(fmt.Sprintf("pod %d of cluster %s. ", i, cluster), 8)})
 		return u
 	}
-	for name, fleetCodec := range map[string]aggregate.Codec{"plain": nil, "compact": persist.Codec{}, "compressed": persist.Codec{Compress: true}} {
+	for name, fleetCodec := range map[string]aggregate.Codec{"plain": nil, "compact": persist.Codec{}, "compressed": persist.Codec{Compress: true}, "compressed-dict": persist.Codec{Compress: true, Dictionary: true}} {
 		for _, corrupt := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s,corrupt=%v", name, corrupt), func(t *testing.T) {
 				path := filepath.Join(t.TempDir(), "fleetwatch.db")
@@ -59,8 +59,14 @@ func TestLoadSnapshotSeedsOrTakesBack(t *testing.T) {
 					for i := range perCluster {
 						// A compressing fleet's snapshot holds its encodings as it keeps them.
 						if codec, ok := fleetCodec.(persist.Codec); ok && codec.Compress {
-							enc, err := codec.Encode(pod(c, i))
-							if err != nil || enc[0] != 5 {
+							// With a dictionary, the pods before the process has one are
+							// compressed without (5), the others with it (6).
+							var encoder aggregate.Codec = codec
+							if own := codec.ForResource(pods); own != nil {
+								encoder = own
+							}
+							enc, err := encoder.Encode(pod(c, i))
+							if err != nil || enc[0] != 5 && (!codec.Dictionary || enc[0] != 6) || codec.Dictionary && c == "c" && enc[0] != 6 {
 								t.Fatalf("encoding: %v, format %d", err, enc[0])
 							}
 							w.UpsertEncoded(c, key, pod(c, i), enc)

@@ -53,6 +53,23 @@ type EncodingShortener interface {
 	Shorten(encoded []byte) []byte
 }
 
+// ResourceCodec is implemented by Codecs that encode the objects of each resource in a
+// way of its own, such as persist.Codec with Dictionary, which compresses them with a
+// dictionary of the resource: the fleet's Indexer of gvr encodes, shortens and decodes
+// with ForResource(gvr), or with the Codec itself if that is nil. The Codec that
+// ForResource returns must decode what the Codec itself and the Codecs of every other
+// resource encode, as the fleet's Codec (Fleet.Codec, which the HTTP server decodes with)
+// is still the one it was given.
+//
+// The result is the method set of Codec spelled out, so that a package that cannot
+// import this one (persist) implements the interface.
+type ResourceCodec interface {
+	ForResource(gvr schema.GroupVersionResource) interface {
+		Encode(obj runtime.Object) ([]byte, error)
+		Decode(data []byte) (runtime.Object, error)
+	}
+}
+
 // defaultCodec is the Codec of fleets whose Options have none: nil, except in this
 // package's tests run with FLEETWATCH_TEST_CACHE_ENCODING=compact (export_test.go), which
 // then run against compact fleets.

@@ -389,3 +389,50 @@ func TestCompactLabelSets(t *testing.T) {
 	}
 	check("every object deleted", 0, 0)
 }
+
+var _ aggregate.ResourceCodec = persist.Codec{}
+
+// TestCompressedDictFleet checks a fleet whose Codec compresses with a dictionary per
+// resource (aggregate.ResourceCodec): once a resource's first objects made its
+// dictionary, the encodings the fleet holds and hands to handlers are in the
+// dictionary's form, shorter, and every read decodes them, with the fleet's Codec too.
+func TestCompressedDictFleet(t *testing.T) {
+	f := aggregate.New(aggregate.Options{Codec: persist.Codec{Compress: true, Dictionary: true}})
+	startFleet(t, f)
+	ctx := waitCtx(t)
+	rec := aggregatetest.NewRecorder()
+	if _, err := f.AddHandler(rec, aggregate.HandlerOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s := f.ClusterStore("a", aggregatetest.Pods)
+	const n = 100
+	var want []runtime.Object
+	for i := range n {
+		p := aggregatetest.RealisticPod("ns", fmt.Sprintf("p-%03d", i), "1", map[string]string{"app": "x"})
+		want = append(want, p.DeepCopy())
+		mustApply(t, s, p, true)
+	}
+	if err := rec.WaitForLen(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	events := rec.Events()
+	first, last := events[0].Encoded, events[n-1].Encoded
+	if first[0] == last[0] || len(last) >= len(first) {
+		t.Errorf("the first encoding (%d bytes, format %d) and the last (%d, format %d): want the last shorter, with the dictionary", len(first), first[0], len(last), last[0])
+	}
+	for i, e := range events {
+		got, err := f.Codec().Decode(e.Encoded)
+		if err != nil || !equality.Semantic.DeepEqual(got, want[i]) {
+			t.Fatalf("event %d: the encoding decodes to another object (%v)", i, err)
+		}
+	}
+	objs := f.Indexer(aggregatetest.Pods).List()
+	if len(objs) != n {
+		t.Fatalf("List: %d objects, want %d", len(objs), n)
+	}
+	for _, obj := range objs {
+		if u, ok := obj.(*unstructured.Unstructured); !ok || u.GetName() == "" {
+			t.Fatalf("List: a %T without a name", obj)
+		}
+	}
+}

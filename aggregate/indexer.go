@@ -152,6 +152,11 @@ type Indexer struct {
 }
 
 func newIndexer(gvr schema.GroupVersionResource, indexers cache.Indexers, codec Codec, hotObjects int) *Indexer {
+	if rc, ok := codec.(ResourceCodec); ok {
+		if own := rc.ForResource(gvr); own != nil {
+			codec = own
+		}
+	}
 	ix := &Indexer{
 		resource: gvr,
 		codec:    codec,

@@ -37,6 +37,8 @@ import (
 //   - fleetwatch-compact: a compact fleet with the snapshot's codec, written as its
 //     informers write it: the CBOR that jsondec writes while decoding, and of the object
 //     only what files it (ClusterStore.ApplyPartial).
+//   - fleetwatch-compressed, fleetwatch-compressed-dict: the same, compressed (without,
+//     and with a dictionary per resource).
 //
 // B/object is the growth of the live heap over the build, per object; x-typed is its
 // ratio to clientgo-typed's. What the decoders keep between objects (their tables of
@@ -63,6 +65,7 @@ func BenchmarkHeapPerObject(b *testing.B) {
 			{"fleetwatch", buildPlain},
 			{"fleetwatch-compact", buildCompact},
 			{"fleetwatch-compressed", buildCompressed},
+			{"fleetwatch-compressed-dict", buildCompressedDict},
 		} {
 			b.Run(kind.name+"/"+c.name, func(b *testing.B) {
 				base, err := typed()
@@ -163,6 +166,12 @@ func buildCompact(kind memKind, each func(yield func(cluster string, data []byte
 
 func buildCompressed(kind memKind, each func(yield func(cluster string, data []byte) error) error) (any, error) {
 	return buildEncoded(persist.Codec{Compress: true}, kind, each)
+}
+
+// buildCompressedDict's dictionaries are the process's: the first build of a kind makes
+// its dictionary (64 KiB, and as much of sample until then), which the next ones reuse.
+func buildCompressedDict(kind memKind, each func(yield func(cluster string, data []byte) error) error) (any, error) {
+	return buildEncoded(persist.Codec{Compress: true, Dictionary: true}, kind, each)
 }
 
 func buildEncoded(codec persist.Codec, kind memKind, each func(yield func(cluster string, data []byte) error) error) (any, error) {

@@ -58,6 +58,10 @@ const (
 	// CacheEncodingCompressed is CacheEncodingCompact with the encodings that S2
 	// shortens by an eighth compressed (persist.Codec{Compress: true}).
 	CacheEncodingCompressed = "compressed"
+	// CacheEncodingCompressedDict is CacheEncodingCompressed with a compression
+	// dictionary per resource, made of its first objects (persist.Codec{Compress: true,
+	// Dictionary: true}).
+	CacheEncodingCompressedDict = "compressed-dict"
 	// DefaultCacheEncoding is the default of Cache.Encoding (docs/benchmarks.md, "The
 	// compact cache under fleetwatch serve", has the numbers it was chosen from): less
 	// memory at every stage of a sync and after, for a decode per Table row.
@@ -202,7 +206,8 @@ type Cache struct {
 	// persist.Codec{}), which the server writes JSON from, decoding an object only for
 	// Tables, PartialObjectMetadata, field selectors beyond name and namespace, and
 	// library readers; or CacheEncodingCompressed, that CBOR compressed where it
-	// shortens it, and expanded where it is read. Default DefaultCacheEncoding. Takes
+	// shortens it, and expanded where it is read; or CacheEncodingCompressedDict,
+	// compressed with a dictionary per resource. Default DefaultCacheEncoding. Takes
 	// effect at the next start.
 	Encoding string `yaml:"encoding" mapstructure:"encoding"`
 	// KeepManagedFields keeps metadata.managedFields, which are stripped by default.

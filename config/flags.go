@@ -33,7 +33,7 @@ var usages = map[string]string{
 	"health.path":                      "path probed on each cluster's apiserver to tell whether it serves",
 	"health.interval":                  "time between probes of a healthy cluster; an unreachable one is probed with a backoff from 1s to 2m",
 	"health.timeout":                   "time each probe may take before the cluster counts as unreachable",
-	"cache.encoding":                   "how full objects are cached: objects (decoded), compact (the snapshot's CBOR, served as JSON from it; less memory, a decode per Table row or library read) or compressed (that CBOR compressed where it shortens it: less memory still, for a few µs per write and read)",
+	"cache.encoding":                   "how full objects are cached: objects (decoded), compact (the snapshot's CBOR, served as JSON from it; less memory, a decode per Table row or library read) compressed (that CBOR compressed where it shortens it: less memory still, for a few µs per write and read) or compressed-dict (compressed with a dictionary per resource made of its first objects; less memory again)",
 	"cache.keepManagedFields":          "keep metadata.managedFields, which are stripped by default",
 	"cache.keepSecretData":             "keep the values of Secrets (data, stringData and kubectl's last-applied annotation), which are dropped by default",
 	"cache.jsonOnly":                   "ask the apiservers for JSON only, not for protobuf where fleetwatch can read it (built-in kinds)",

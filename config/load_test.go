@@ -864,7 +864,7 @@ func TestValidate(t *testing.T) {
 			"sync.timeout: must be positive, got -1m",
 		}},
 		{"unknown cache encoding", func(c *config.Config) { c.Cache.Encoding = "cbor" }, []string{
-			`cache.encoding: "cbor" is none of "objects", "compact" and "compressed"`,
+			`cache.encoding: "cbor" is none of "objects", "compact", "compressed" and "compressed-dict"`,
 		}},
 		{"relative health path", func(c *config.Config) { c.Health.Path = "readyz" }, []string{
 			`health.path: must be an absolute path such as "/readyz", got "readyz"`,

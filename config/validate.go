@@ -76,9 +76,9 @@ func (c *Config) validate() []*FieldError {
 	}
 	v.health(c.Health)
 	switch c.Cache.Encoding {
-	case CacheEncodingObjects, CacheEncodingCompact, CacheEncodingCompressed:
+	case CacheEncodingObjects, CacheEncodingCompact, CacheEncodingCompressed, CacheEncodingCompressedDict:
 	default:
-		v.add("cache.encoding", "%q is none of %q, %q and %q", c.Cache.Encoding, CacheEncodingObjects, CacheEncodingCompact, CacheEncodingCompressed)
+		v.add("cache.encoding", "%q is none of %q, %q, %q and %q", c.Cache.Encoding, CacheEncodingObjects, CacheEncodingCompact, CacheEncodingCompressed, CacheEncodingCompressedDict)
 	}
 	if c.Snapshot.Interval <= 0 {
 		v.add("snapshot.interval", "must be positive, got %s", formatDuration(c.Snapshot.Interval))

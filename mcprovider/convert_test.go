@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -45,13 +46,29 @@ func fleetForms(t testing.TB, data []byte) (plain, compact *unstructured.Unstruc
 	return plain, obj.(*unstructured.Unstructured), cbor, true
 }
 
+// dictCodec is a Codec that compresses with a dictionary (persist.Codec with
+// Dictionary), made of the encodings of a few large ConfigMaps on its first use.
+var dictCodec = sync.OnceValue(func() persist.Codec {
+	c := persist.Codec{Compress: true, Dictionary: true}.ForResource(schema.GroupVersionResource{Version: "v1", Resource: "typedreads"}).(persist.Codec)
+	for i := range 200 {
+		cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": fmt.Sprintf("cm-%d", i), "namespace": "n", "labels": map[string]any{"app": "x"}},
+			"data":     map[string]any{"settings": strings.Repeat(fmt.Sprintf("option-%d=on; ", i%10), 40)}}}
+		if _, err := c.Encode(cm); err != nil {
+			panic(err)
+		}
+	}
+	return c
+})
+
 // fromEncodings returns the typed reads of tt from encoded, the CBOR of an object, as
 // a compact fleet holds it and as a compressed one does (persist.Codec with Compress;
-// compressed or not, as the Codec decides), by form, each with its error.
+// compressed or not, as the Codec decides; with a dictionary too), by form, each with
+// its error.
 func fromEncodings(t testing.TB, tt target, encoded []byte) map[string]runtime.Object {
 	t.Helper()
 	out := map[string]runtime.Object{}
-	for form, codec := range map[string]persist.Codec{"encoded": {}, "compressed": {Compress: true}} {
+	for form, codec := range map[string]persist.Codec{"encoded": {}, "compressed": {Compress: true}, "compressed-dict": dictCodec()} {
 		tt.decoder = newEncodedDecoder(codec, scheme.Scheme)
 		got, err := tt.newObject()
 		if err != nil {

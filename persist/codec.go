@@ -34,7 +34,9 @@ import (
 //     exactly) is stored as it is, its first byte formatMetadataCompact; it decodes to
 //     the same *metav1.PartialObjectMetadata as formatMetadataMap does.
 //   - Any of these may be stored compressed: the byte formatCompressed, then its encoding as
-//     one S2 block (compress.go), by a Codec with Compress.
+//     one S2 block (compress.go), by a Codec with Compress; or the byte formatDict, the
+//     id of a dictionary of the object's resource, then its encoding as one S2 block made
+//     with that dictionary (dict.go), by a Codec with Compress and Dictionary.
 //
 // Both are CBOR (RFC 8949) as Kubernetes' own CBOR serializer writes it, through
 // apimachinery's cbor/direct package, except that the maps written by
@@ -188,6 +190,16 @@ type Codec struct {
 	// (formatCompressed): Encode returns them so, and Shorten makes the informers'
 	// encodings so. Decode reads both forms either way.
 	Compress bool
+	// Dictionary, with Compress, compresses the encodings of each resource with a
+	// dictionary of the resource (formatDict, dict.go) once the process has one: the
+	// Codec that ForResource returns does, which a fleet's indexer of the resource
+	// encodes with (aggregate.ResourceCodec). The first encodings of a resource, of
+	// which its dictionary is made, are compressed without. Decode reads every form
+	// either way. Default: false.
+	Dictionary bool
+
+	// dict is the dictionary of the Codec's resource, set by ForResource.
+	dict *resourceDict
 }
 
 // Encode returns the encoding of obj.
@@ -196,7 +208,15 @@ func (c Codec) Encode(obj runtime.Object) ([]byte, error) {
 	if err != nil || !c.Compress {
 		return enc, err
 	}
-	return compress(enc), nil
+	return c.compress(enc), nil
+}
+
+// compress returns enc compressed as the Codec compresses, or enc itself.
+func (c Codec) compress(enc []byte) []byte {
+	if c.dict != nil {
+		return c.dict.compress(enc)
+	}
+	return compress(enc)
 }
 
 // Shorten returns encoded, an encoding in the Codec's format made elsewhere (by the
@@ -207,7 +227,7 @@ func (c Codec) Shorten(encoded []byte) []byte {
 	if !c.Compress || len(encoded) == 0 {
 		return encoded
 	}
-	return compress(encoded)
+	return c.compress(encoded)
 }
 
 // Expand returns the encoding that data holds uncompressed: data itself, or if data is
@@ -215,7 +235,7 @@ func (c Codec) Shorten(encoded []byte) []byte {
 // the CBOR of an unstructured object (CBORMaps) reads what it returns. An error wraps
 // ErrCorrupt.
 func (Codec) Expand(dst, data []byte) ([]byte, error) {
-	if len(data) == 0 || data[0] != formatCompressed {
+	if len(data) == 0 || !isCompressed(data[0]) {
 		return data, nil
 	}
 	return expand(dst, data)

@@ -185,6 +185,7 @@ func FuzzDecode(f *testing.F) {
 			f.Add(c[:len(c)/2])
 		}
 	}
+	addDictSeeds(f)
 	f.Add([]byte{formatUnstructured, 0xbf, 0x61, 0x61, 0x9f, 0xff, 0xff})
 	f.Add([]byte{formatMetadata, 0xa1, 0x68, 'm', 'e', 't', 'a', 'd', 'a', 't', 'a', 0xa0})
 	metadataMap := []byte{formatMetadataMap, 0xa1, 0x48, 'm', 'e', 't', 'a', 'd', 'a', 't', 'a', 0xa1, 0x44, 'n', 'a', 'm', 'e', 0x41, 'p'}

@@ -38,7 +38,7 @@ var compressBuffers = sync.Pool{New: func() any { return new([]byte) }}
 // enc itself. It does not modify enc, and the result shares no memory with it unless it
 // is enc.
 func compress(enc []byte) []byte {
-	if len(enc) < minCompressed || enc[0] == formatCompressed {
+	if len(enc) < minCompressed || isCompressed(enc[0]) {
 		return enc
 	}
 	n := s2.MaxEncodedLen(len(enc))
@@ -60,10 +60,13 @@ func compress(enc []byte) []byte {
 	return out
 }
 
-// expand returns the encoding that data, an encoding in formatCompressed, holds,
-// written into dst's memory where it has room. It only reads data. An error wraps
+// expand returns the encoding that data, an encoding in formatCompressed or formatDict,
+// holds, written into dst's memory where it has room. It only reads data. An error wraps
 // ErrCorrupt.
 func expand(dst, data []byte) ([]byte, error) {
+	if data[0] == formatDict {
+		return expandDict(dst, data)
+	}
 	src := data[1:]
 	n, err := s2.DecodedLen(src)
 	if err != nil {
@@ -79,7 +82,7 @@ func expand(dst, data []byte) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: compressed object: %v", ErrCorrupt, err)
 	}
-	if len(out) == 0 || out[0] == formatCompressed {
+	if len(out) == 0 || isCompressed(out[0]) {
 		return nil, fmt.Errorf("%w: a compressed object holds no object in another format", ErrCorrupt)
 	}
 	return out, nil
@@ -89,9 +92,10 @@ func expand(dst, data []byte) ([]byte, error) {
 const keepScratch = 1 << 20
 
 // expanded returns data's encoding uncompressed: data itself, or if it is in
-// formatCompressed, what it holds, in d's scratch space, valid until d's next use.
+// formatCompressed or formatDict, what it holds, in d's scratch space, valid until d's
+// next use.
 func (d *fastDecoder) expanded(data string) (string, error) {
-	if len(data) == 0 || data[0] != formatCompressed {
+	if len(data) == 0 || !isCompressed(data[0]) {
 		return data, nil
 	}
 	// s2 only reads its source: a view of data's bytes, not a copy.

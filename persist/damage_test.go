@@ -149,10 +149,13 @@ func loadCopy(t *testing.T, path string, data []byte, d *persisttest.Damage) loa
 }
 
 // writeDamageSample writes a snapshot of two clusters, with unstructured objects of all
-// sizes (some of several pages) and metadata-only ones, in a few commits, so that the
-// file has branch pages, overflow pages and free pages.
+// sizes (some of several pages), objects compressed with a dictionary and metadata-only
+// ones, in a few commits, so that the file has branch pages, overflow pages and free
+// pages, and a dictionary.
 func writeDamageSample(t *testing.T, path string) {
 	t.Helper()
+	freshDictionaries(t)
+	dict := dictCodec(t)
 	s, err := Open(path, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -174,9 +177,15 @@ func writeDamageSample(t *testing.T, path string) {
 					u.Object["payload"] = strings.Repeat("y", 10000) // overflow pages
 				}
 				w.Upsert(cluster, pods, u)
+				if i%4 == 0 {
+					pod := dictPod(t, i+commit)
+					enc, _ := dict.Encode(pod)
+					w.UpsertEncoded(cluster, dictPods, pod, enc)
+				}
 				w.Upsert(cluster, deployments, metadataObject(fmt.Sprintf("ns-%d", i%5), fmt.Sprintf("d-%03d", i), fmt.Sprint(commit)))
 			}
 			w.Checkpoint(cluster, pods, fmt.Sprint(100+commit))
+			w.Checkpoint(cluster, dictPods, fmt.Sprint(100+commit))
 			w.Checkpoint(cluster, deployments, fmt.Sprint(200+commit))
 		}
 		if err := w.Flush(context.Background()); err != nil {

@@ -33,6 +33,9 @@
 //	  created -> uint64, big-endian: creation time, Unix nanoseconds
 //	  compact -> present while the file must be compacted before use (see below)
 //	  sum     -> uint32, big-endian: CRC-32C of "meta", version and created
+//	dictionaries/                  once a value uses one (format 6)
+//	  <id> -> a compression dictionary (dict.go); the id, 8 bytes, is the start of
+//	          the SHA-256 of the value
 //	clusters/
 //	  <cluster name>/
 //	    identity -> sealed JSON {"uid": <kube-system namespace UID>, "server": <server URL>}
@@ -59,7 +62,8 @@
 // for a damaged one: they move it aside and start cold, losing nothing but the warm
 // start. A file of a build before them loads as ever. 5 is any of these compressed as
 // one S2 block (Codec.Compress), which a build before it takes for damage in the same
-// way. Version 1
+// way; 6 is one of them compressed with a dictionary of its resource (Codec.Dictionary),
+// the dictionary's id, 8 bytes, after the 6 (dict.go). Version 1
 // wrote 1 before the map of an unstructured object; version 2 reads that too, and its
 // migration changes nothing else (see codec.go). Version 4 seals the values that the
 // versions before it wrote.

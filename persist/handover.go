@@ -19,13 +19,17 @@ import (
 //	'i' <identity>                    the sealed identity, if one is stored
 //	'r' <resource key> <rv>           per resource: its key and sealed resourceVersion,
 //	'o' <object key> <object>         then its objects, each sealed
+//	'd' <id> <dictionary>             before the first object that uses it, a compression
+//	                                  dictionary (formatDict): its id, 8 bytes, and
+//	                                  what the snapshot stores of it
 //	'e' <frames> <crc>                the end: the number of frames before it (uvarint),
 //	                                  and the CRC-32C of every byte before its 'e'
 //
 // A field is its length (uvarint) then its bytes. The seals cover the cluster's name and
 // where each value is stored, so a state is only good for the cluster it was exported
 // from, and a value that changed on the way fails its seal. A stream that ends before
-// its 'e' is truncated, and ImportCluster rejects it as such.
+// its 'e' is truncated, and ImportCluster rejects it as such. A build before 'd' frames
+// refuses a state that has one ("an unknown frame"); a state without one reads as ever.
 const (
 	stateMagic   = "FWCS"
 	stateVersion = 1
@@ -33,6 +37,7 @@ const (
 	frameIdentity byte = 'i'
 	frameResource byte = 'r'
 	frameObject   byte = 'o'
+	frameDict     byte = 'd'
 	frameEnd      byte = 'e'
 
 	// maxStateField bounds a field's length, so that a garbled length cannot make
@@ -67,6 +72,7 @@ func (s *Store) ExportCluster(cluster string, w io.Writer) error {
 		if id := cb.Get(keyIdentity); id != nil {
 			sw.frame(frameIdentity, id)
 		}
+		sent := make(map[uint64]bool)
 		err := forEachResource(cluster, cb, func(resource string, rb *bolt.Bucket) error {
 			rv := rb.Get(keyRV)
 			objects := rb.Bucket(bucketObjects)
@@ -77,6 +83,9 @@ func (s *Store) ExportCluster(cluster string, w io.Writer) error {
 			return objects.ForEach(func(k, v []byte) error {
 				if v == nil {
 					return fmt.Errorf("%w: cluster %q, resource %q: %q is a bucket, not an object", ErrCorrupt, cluster, resource, k)
+				}
+				if err := exportDictionary(tx, sw, sent, v); err != nil {
+					return fmt.Errorf("cluster %q, resource %q, object %q: %w", cluster, resource, k, err)
 				}
 				sw.frame(frameObject, k, v)
 				return sw.err
@@ -117,6 +126,18 @@ func (s *Store) ImportCluster(cluster string, r io.Reader) (*ClusterSnapshot, er
 			return nil, fmt.Errorf("cluster %q: %w", cluster, err)
 		}
 	}
+	dicts := make(map[uint64]*dictionary, len(st.dicts))
+	ids := make(map[uint64]bool, len(st.dicts))
+	for _, sd := range st.dicts {
+		if len(sd.id) != dictIDSize {
+			return nil, fmt.Errorf("%w: the state of cluster %q: a dictionary id of %d bytes", ErrCorrupt, cluster, len(sd.id))
+		}
+		d, err := parseDictionary(binary.BigEndian.Uint64(sd.id), sd.value)
+		if err != nil {
+			return nil, fmt.Errorf("the state of cluster %q: %w", cluster, err)
+		}
+		dicts[d.id], ids[d.id] = registerDictionary(d), true
+	}
 	var d fastDecoder
 	for _, res := range st.resources {
 		key, err := ParseResourceKey(res.key)
@@ -130,7 +151,7 @@ func (s *Store) ImportCluster(cluster string, r io.Reader) (*ClusterSnapshot, er
 		if len(rv) == 0 {
 			return nil, fmt.Errorf("%w: cluster %q, resource %q: no resourceVersion", ErrCorrupt, cluster, res.key)
 		}
-		c := &chunk{cluster: cluster, resource: res.key, sealed: true, sum: objectsSum(cluster, res.key), keys: res.keys}
+		c := &chunk{cluster: cluster, resource: res.key, sealed: true, sum: objectsSum(cluster, res.key), keys: res.keys, dicts: ids}
 		c.values = make([]string, len(res.values))
 		for i, v := range res.values {
 			c.values[i] = string(v)
@@ -150,6 +171,9 @@ func (s *Store) ImportCluster(cluster string, r io.Reader) (*ClusterSnapshot, er
 		clusters := getClustersBucket(tx)
 		if clusters == nil {
 			return fmt.Errorf("%w: no %q bucket", ErrCorrupt, bucketClusters)
+		}
+		if err := putDictionaries(tx, dicts); err != nil {
+			return err
 		}
 		if err := deleteBucket(clusters, []byte(cluster)); err != nil {
 			return err
@@ -240,6 +264,11 @@ func (sw *stateWriter) end() error {
 type state struct {
 	identity  []byte
 	resources []*stateResource
+	dicts     []stateDict
+}
+
+type stateDict struct {
+	id, value []byte
 }
 
 type stateResource struct {
@@ -361,6 +390,16 @@ func readFrames(r io.Reader) (*state, error) {
 			}
 			cur.keys = append(cur.keys, string(key))
 			cur.values = append(cur.values, value)
+		case frameDict:
+			id, err := sr.field()
+			if err != nil {
+				return nil, err
+			}
+			value, err := sr.field()
+			if err != nil {
+				return nil, err
+			}
+			st.dicts = append(st.dicts, stateDict{id, value})
 		case frameEnd:
 			n, err := binary.ReadUvarint(sr.r)
 			if err != nil {
@@ -400,4 +439,27 @@ func (er *errReader) Read(p []byte) (int, error) {
 		er.err = err
 	}
 	return n, err
+}
+
+// exportDictionary writes the frame of the dictionary of v, a sealed object, if it is in
+// formatDict and its dictionary was not sent yet: from the file, where the values that
+// use it have it.
+func exportDictionary(tx *bolt.Tx, sw *stateWriter, sent map[uint64]bool, v []byte) error {
+	if len(v) <= sealSize || v[sealSize] != formatDict {
+		return nil
+	}
+	id, err := dictIDOfEncoding(v[sealSize:])
+	if err != nil || sent[id] {
+		return err
+	}
+	var value []byte
+	if b := tx.Bucket(bucketDictionaries); b != nil {
+		value = b.Get(dictKey(id))
+	}
+	if value == nil {
+		return fmt.Errorf("%w: its dictionary %016x is not stored", ErrCorrupt, id)
+	}
+	sent[id] = true
+	sw.frame(frameDict, dictKey(id), value)
+	return sw.err
 }

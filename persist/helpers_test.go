@@ -16,6 +16,8 @@ import (
 var (
 	pods        = ResourceKeyFor(schema.GroupVersionResource{Version: "v1", Resource: "pods"})
 	deployments = ResourceKeyFor(schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"})
+	// dictPods is a store of pods whose values the tests compress with a dictionary.
+	dictPods = pods + "?dict"
 )
 
 // testPath returns the path of a snapshot file in a new temporary directory.

@@ -189,7 +189,10 @@ type chunk struct {
 	sum    uint32
 	// partial: LoadOptions.Partial.
 	partial bool
-	keys    []string
+	// dicts are the ids of the dictionaries that the values may use: those stored with
+	// them. A value that uses another is corrupt, even if the process knows it.
+	dicts map[uint64]bool
+	keys  []string
 	// values are the stored bytes, in the file's memory map: they are valid until the
 	// read transaction ends and the file is unmapped, so loadTx returns, and lets a panic
 	// of the walk go on, only after its decoders are done with them; nothing that the
@@ -236,6 +239,11 @@ type loadedCluster struct {
 // walk waits for the decoders and the deliverer before its panic goes on. A decoder
 // that faults on the map (a value beyond the end of the file) fails as on a bad value.
 func loadTx(tx *bolt.Tx, opts LoadOptions, fn func(cluster string, cs *ClusterSnapshot) error) error {
+	// The dictionaries before any value that may use one.
+	dicts, err := readDictionaries(tx)
+	if err != nil {
+		return err
+	}
 	var (
 		work      = make(chan *chunk, runtime.GOMAXPROCS(0))
 		ready     = make(chan *loadedCluster, 2)
@@ -363,7 +371,7 @@ func loadTx(tx *bolt.Tx, opts LoadOptions, fn func(cluster string, cs *ClusterSn
 						return fmt.Errorf("%w: cluster %q, resource %q: %q is a bucket, not an object", ErrCorrupt, cluster, resource, k)
 					}
 					if c == nil {
-						c = &chunk{cluster: cluster, resource: resource, key: key, sealed: sealed, sum: sum, partial: opts.Partial, rs: rs}
+						c = &chunk{cluster: cluster, resource: resource, key: key, sealed: sealed, sum: sum, partial: opts.Partial, dicts: dicts, rs: rs}
 					}
 					c.keys = append(c.keys, string(k))
 					c.values = append(c.values, unsafe.String(unsafe.SliceData(v), len(v)))
@@ -466,6 +474,11 @@ func (c *chunk) decode(d *fastDecoder) (err error) {
 			var err error
 			if v, err = unseal(c.sum, c.keys[i], v); err != nil {
 				return fmt.Errorf("cluster %q, resource %q: %w", c.cluster, c.resource, err)
+			}
+		}
+		if len(v) > 0 && v[0] == formatDict {
+			if id, err := dictIDOfEncoding(bytesOf(v)); err != nil || !c.dicts[id] {
+				return fmt.Errorf("%w: cluster %q, resource %q, object %q: its dictionary is not stored with it", ErrCorrupt, c.cluster, c.resource, c.keys[i])
 			}
 		}
 		var obj kruntime.Object

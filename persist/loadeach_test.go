@@ -281,6 +281,7 @@ func FuzzDecodePartial(f *testing.F) {
 			f.Add(c[:len(c)/2])
 		}
 	}
+	addDictSeeds(f)
 	f.Add([]byte{0xa2, 0x41, 'a', 0x01, 0x41, 'a', 0x02})                                    // a repeated key
 	f.Add([]byte{0xa1, 0x48, 'm', 'e', 't', 'a', 'd', 'a', 't', 'a', 0xa1, 0x41, 'x', 0xc0}) // a tag, skipped
 	f.Fuzz(func(t *testing.T, data []byte) {

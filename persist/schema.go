@@ -26,6 +26,8 @@ var (
 	bucketResources = []byte("resources")
 	keyRV           = []byte("rv")
 	bucketObjects   = []byte("objects")
+	// bucketDictionaries holds the compression dictionaries of the values (dict.go).
+	bucketDictionaries = []byte("dictionaries")
 )
 
 // Identity tells whether a stored cluster is the cluster a connection reaches now. It

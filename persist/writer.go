@@ -195,7 +195,7 @@ func (w *Writer) Upsert(cluster string, resource ResourceKey, obj runtime.Object
 // may, if encoded passed that check: the Writer then keeps encoded and not obj.
 func (w *Writer) UpsertEncoded(cluster string, resource ResourceKey, obj *unstructured.Unstructured, encoded []byte) {
 	if !isMapHead(first(encoded)) && (first(encoded) != formatMetadataMap || len(encoded) < 2 || !isMapHead(encoded[1])) &&
-		first(encoded) != formatMetadataCompact && first(encoded) != formatCompressed {
+		first(encoded) != formatMetadataCompact && !isCompressed(first(encoded)) {
 		encoded = nil
 	}
 	w.upsert(cluster, resource, obj, encoded)
@@ -512,6 +512,9 @@ func (s *Store) write(b *batch) (broken []brokenResource, err error) {
 	ops := make(map[*groupBatch][]op)
 	sealed := s.sealed()
 	var enc cborEncoder
+	// dicts are the dictionaries of the batch's values, which the transaction stores
+	// where the file does not have them yet.
+	dicts := make(map[uint64]*dictionary)
 	for cluster, cb := range b.clusters {
 		for resource, gb := range cb.groups {
 			list := make([]op, 0, len(gb.changes))
@@ -519,6 +522,17 @@ func (s *Store) write(b *batch) (broken []brokenResource, err error) {
 		changes:
 			for key, st := range gb.changes {
 				o := op{key: []byte(key)}
+				if first(st.encoded) == formatDict {
+					d, err := dictionaryOf(st.encoded)
+					if err != nil {
+						err = fmt.Errorf("cluster %q, resource %q, object %q: %w; the resource is not stored any more", cluster, resource, key, err)
+						broken = append(broken, brokenResource{cluster, resource, err})
+						*gb = groupBatch{drop: true}
+						list = nil
+						break changes
+					}
+					dicts[d.id] = d
+				}
 				switch {
 				case st.encoded != nil && sealed:
 					o.value = seal(sum, o.key, st.encoded)
@@ -546,7 +560,12 @@ func (s *Store) write(b *batch) (broken []brokenResource, err error) {
 			ops[gb] = list
 		}
 	}
-	err = s.update(func(tx *bolt.Tx) error { return apply(tx, b, ops, sealed) })
+	err = s.update(func(tx *bolt.Tx) error {
+		if err := putDictionaries(tx, dicts); err != nil {
+			return err
+		}
+		return apply(tx, b, ops, sealed)
+	})
 	if err != nil {
 		err = fmt.Errorf("committing to snapshot %s: %w", s.path, err)
 	}

@@ -54,6 +54,8 @@ func fleetCodec(encoding string) aggregate.Codec {
 		return persist.Codec{}
 	case config.CacheEncodingCompressed:
 		return persist.Codec{Compress: true}
+	case config.CacheEncodingCompressedDict:
+		return persist.Codec{Compress: true, Dictionary: true}
 	}
 	return nil
 }

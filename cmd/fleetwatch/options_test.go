@@ -41,9 +41,10 @@ func TestManagerOptionsJSONOnly(t *testing.T) {
 // TestManagerOptionsEncoding checks that each cache.encoding reaches the fleet's Codec.
 func TestManagerOptionsEncoding(t *testing.T) {
 	for encoding, want := range map[string]aggregate.Codec{
-		config.CacheEncodingObjects:    nil,
-		config.CacheEncodingCompact:    persist.Codec{},
-		config.CacheEncodingCompressed: persist.Codec{Compress: true},
+		config.CacheEncodingObjects:        nil,
+		config.CacheEncodingCompact:        persist.Codec{},
+		config.CacheEncodingCompressed:     persist.Codec{Compress: true},
+		config.CacheEncodingCompressedDict: persist.Codec{Compress: true, Dictionary: true},
 	} {
 		cfg := config.Default()
 		cfg.Cache.Encoding = encoding

@@ -261,6 +261,7 @@ func runContender(args []string) (err error) {
 	metadataOnly := fs.Bool("metadata-only", false, "fleetwatch: cache every resource metadata-only")
 	compact := fs.Bool("compact", false, "fleetwatch: keep the objects in the snapshot's encoding (Fleet.Codec = persist.Codec{})")
 	compress := fs.Bool("compress", false, "fleetwatch: with --compact, compress the encodings that S2 shortens (persist.Codec{Compress: true})")
+	dict := fs.Bool("dict", false, "fleetwatch: with --compress, compress with a dictionary per resource (persist.Codec{Compress: true, Dictionary: true})")
 	jsonOnly := fs.Bool("json-only", false, "fleetwatch: ask the apiservers for JSON only (Options.JSONOnly), not protobuf")
 	snapshot := fs.String("snapshot", "", "fleetwatch: snapshot file (empty: no persistence)")
 	expect := fs.Int("expect", 0, "objects expected in the cache, to time when a warm cache is complete")
@@ -310,7 +311,7 @@ func runContender(args []string) (err error) {
 	case implClientGo, implClientGoStripped, implClientGoTyped, implClientGoMetadata:
 		c = &clientGo{impl: *impl, kubeconfig: *kubeconfig, namespaces: splitList(*namespaces)}
 	case implFleetwatch:
-		fw := &fleetwatchContender{kubeconfig: *kubeconfig, metadataOnly: *metadataOnly, compact: *compact, compress: *compress, jsonOnly: *jsonOnly, snapshotPath: *snapshot, namespaces: splitList(*namespaces), syncTimeout: *syncTimeout}
+		fw := &fleetwatchContender{kubeconfig: *kubeconfig, metadataOnly: *metadataOnly, compact: *compact, compress: *compress, dict: *dict, jsonOnly: *jsonOnly, snapshotPath: *snapshot, namespaces: splitList(*namespaces), syncTimeout: *syncTimeout}
 		if err := fw.open(); err != nil {
 			return err
 		}
@@ -676,6 +677,7 @@ type fleetwatchContender struct {
 	metadataOnly bool
 	compact      bool
 	compress     bool
+	dict         bool
 	jsonOnly     bool
 	snapshotPath string
 	namespaces   []string
@@ -702,7 +704,7 @@ func (f *fleetwatchContender) open() error {
 		JSONOnly:    f.jsonOnly,
 	}
 	if f.compact {
-		opts.Fleet.Codec = persist.Codec{Compress: f.compress}
+		opts.Fleet.Codec = persist.Codec{Compress: f.compress, Dictionary: f.dict}
 	}
 	if f.snapshotPath != "" {
 		store, err := persist.Open(f.snapshotPath, persist.Options{})

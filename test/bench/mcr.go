@@ -152,7 +152,7 @@ func (d *driver) mcrPhase(ctx context.Context, r int, rr *runResult) error {
 			return err
 		},
 		func() error {
-			rr.MCRCompressed, rr.MCRCompressedWarm, err = d.mcrFleetwatch(ctx, name("fleetwatch-compressed"), snapPath, expected, "--encoding", "compressed")
+			rr.MCRCompressed, rr.MCRCompressedWarm, err = d.mcrFleetwatch(ctx, name("fleetwatch-compressed"), snapPath, expected, "--encoding", d.compressedEncoding())
 			return err
 		},
 	}
@@ -171,7 +171,7 @@ func (d *driver) mcrPhase(ctx context.Context, r int, rr *runResult) error {
 			return err
 		},
 		func() error {
-			rr.MCRPodsCompressed, rr.MCRPodsCompressedWarm, err = d.mcrFleetwatch(ctx, name("pods-fleetwatch-compressed"), snapPath, pods, "--encoding", "compressed", "--resource", "pods")
+			rr.MCRPodsCompressed, rr.MCRPodsCompressedWarm, err = d.mcrFleetwatch(ctx, name("pods-fleetwatch-compressed"), snapPath, pods, "--encoding", d.compressedEncoding(), "--resource", "pods")
 			return err
 		},
 	}
@@ -308,4 +308,12 @@ func flagValue(args []string, flag, def string) string {
 // mcrPerObject is b per reconciled object, in KiB.
 func mcrPerObject(b uint64, r *mcrResult) float64 {
 	return float64(b) / 1024 / float64(max(r.Expected, 1))
+}
+
+// compressedEncoding is the example's --encoding of its compressed contenders.
+func (d *driver) compressedEncoding() string {
+	if d.opts.compressDict {
+		return "compressed-dict"
+	}
+	return "compressed"
 }

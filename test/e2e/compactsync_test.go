@@ -2,11 +2,15 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -48,20 +52,30 @@ func (l *wholeLog) OnEvent(e aggregate.Event) {
 // index function, keeps no value of a Secret, and writes a snapshot that loads as what
 // it holds; after an apiserver restart and changes, and after a warm restart, the cache
 // equals the servers' truth again. The same with the encodings compressed
-// (persist.Codec{Compress: true}).
+// (persist.Codec{Compress: true}), and compressed with a dictionary per resource
+// (Dictionary), with more configmaps, and larger: the first 64 KiB of them make the
+// dictionary that the others are compressed with, and the snapshot keeps it.
 func TestCompactStreamingList(t *testing.T) {
-	t.Run("compact", func(t *testing.T) { testCompactStreamingList(t, persist.Codec{}) })
-	t.Run("compressed", func(t *testing.T) { testCompactStreamingList(t, persist.Codec{Compress: true}) })
+	t.Run("compact", func(t *testing.T) { testCompactStreamingList(t, persist.Codec{}, 40) })
+	t.Run("compressed", func(t *testing.T) { testCompactStreamingList(t, persist.Codec{Compress: true}, 40) })
+	t.Run("compressed-dict", func(t *testing.T) {
+		testCompactStreamingList(t, persist.Codec{Compress: true, Dictionary: true}, 200)
+	})
 }
 
-func testCompactStreamingList(t *testing.T, codec persist.Codec) {
+// testCompactStreamingList is TestCompactStreamingList with codec and n configmaps per
+// cluster, those after the 40th with a setting of 400 bytes.
+func testCompactStreamingList(t *testing.T, codec persist.Codec, n int) {
 	env := testenv.New(t, testenv.Options{Clusters: 2})
 	ctx := t.Context()
 	for _, c := range env.Clusters {
-		for i := range 40 {
+		for i := range n {
 			cm := configMap("shop", fmt.Sprintf("cm-%d", i), c.Name)
 			cm.Labels = map[string]string{"tier": fmt.Sprint(i % 3)}
 			cm.Data["owner"] = fmt.Sprintf("team-%d", i%4)
+			if i >= 40 {
+				cm.Data["settings"] = strings.Repeat(fmt.Sprintf("option-%d=on; ", i%10), 400/len("option-0=on; "))
+			}
 			if i == 0 {
 				createConfigMap(t, c.Clientset(), "shop", "first", c.Name)
 			}
@@ -161,6 +175,9 @@ func testCompactStreamingList(t *testing.T, codec persist.Codec) {
 	changeConfigMaps(ctx, t, cms)
 	eventually(t, 60*time.Second, "the cache equals the servers after the restart", func() string { return same(mgr.Fleet(), log) })
 	stop()
+	if codec.Dictionary {
+		checkDictionaryStored(t, path)
+	}
 
 	// A warm restart from the snapshot the compact fleet wrote, with a change made while
 	// fleetwatch was down.
@@ -191,6 +208,26 @@ func changeConfigMaps(ctx context.Context, t *testing.T, cms interface {
 		t.Fatal(err)
 	}
 	if _, err := cms.Create(ctx, ownedConfigMap("cm-new", "team-8"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkDictionaryStored checks that the snapshot at path, which no process holds open,
+// stores a compression dictionary (persist/dict.go: the bucket "dictionaries").
+func checkDictionaryStored(t *testing.T, path string) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.View(func(tx *bolt.Tx) error {
+		if b := tx.Bucket([]byte("dictionaries")); b == nil || b.Stats().KeyN == 0 {
+			return errors.New("the snapshot stores no compression dictionary: none was made, or none used")
+		}
+		return nil
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 }
