@@ -9,11 +9,12 @@
 // name of its cluster, written through that cluster's client; the others are read only.
 // With --snapshot, a restart reconciles from the snapshot before any apiserver answers,
 // each cluster as soon as the snapshot's load has it (LoadSnapshotInBackground).
-// The fleet keeps its objects encoded and compressed (--encoding compressed, the
-// default: persist.Codec{Compress: true}), and the provider's reads decode them; from
-// the benchmark's numbers, that holds a controller's objects in about half the heap of
-// --encoding objects (plain maps) for the same times. --encoding compact keeps them
-// encoded but not compressed. --max-concurrent-syncs bounds how many clusters list at
+// The fleet keeps its objects encoded and compressed with a dictionary per resource
+// (--encoding compressed-dict, the default: persist.Codec{Compress: true, Dictionary:
+// true}), and the provider's reads decode them; from the benchmark's numbers, that holds
+// a controller's objects in about a third of the heap of --encoding compressed (without
+// the dictionaries) for the same CPU, and that in about half the heap of --encoding
+// objects (plain maps). --encoding compact keeps them encoded but not compressed. --max-concurrent-syncs bounds how many clusters list at
 // once on a cold start (fleetwatch.Options.MaxConcurrentSyncs).
 //
 // With --resource pods, the same controller reads the Pods of every cluster instead, and
@@ -85,7 +86,7 @@ func run() int {
 	kubeconfigs := flag.String("kubeconfigs", "", "fleetwatch: kubeconfig files or directories, comma-separated; every context is a cluster (default $KUBECONFIG, else ~/.kube/config)")
 	snapshot := flag.String("snapshot", "", "fleetwatch: snapshot file, for warm restarts; empty for none")
 	snapshotInterval := flag.Duration("snapshot-interval", persist.DefaultInterval, "fleetwatch: how often the snapshot is committed")
-	encoding := flag.String("encoding", "compressed", "fleetwatch: how the fleet keeps its objects: objects (decoded, as maps), compact (in the snapshot's encoding, decoded when read: Fleet.Codec = persist.Codec{}), compressed (compact, and compressed where S2 shortens an encoding by an eighth: persist.Codec{Compress: true}), or compressed-dict (compressed with a dictionary per resource: persist.Codec{Compress: true, Dictionary: true}); docs/benchmarks.md has the trade-off")
+	encoding := flag.String("encoding", "compressed-dict", "fleetwatch: how the fleet keeps its objects: objects (decoded, as maps), compact (in the snapshot's encoding, decoded when read: Fleet.Codec = persist.Codec{}), compressed (compact, and compressed where S2 shortens an encoding by an eighth: persist.Codec{Compress: true}), or compressed-dict (compressed with a dictionary per resource: persist.Codec{Compress: true, Dictionary: true}); docs/benchmarks.md has the trade-off")
 	maxConcurrentSyncs := flag.Int("max-concurrent-syncs", fleetwatch.DefaultMaxConcurrentSyncs, "fleetwatch: how many clusters do their initial list at once (fleetwatch.Options.MaxConcurrentSyncs); 1 lists them one after another, which engages the first cluster sooner where the apiservers share the controller's CPU (docs/benchmarks.md, \"The Pod controller's cold start\")")
 	namespace := flag.String("namespace", "default", "kubeconfig: namespace of the kubeconfig Secrets")
 	stripManagedFields := flag.Bool("strip-managed-fields", true, "kubeconfig: drop managedFields from the objects in each cluster's cache (controller-runtime's cache.TransformStripManagedFields), as fleetwatch's default transforms do; false keeps them, controller-runtime's default")

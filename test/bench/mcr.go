@@ -48,8 +48,10 @@ type mcrResult struct {
 	// or compressed).
 	Compact bool `json:"compact,omitempty"`
 	// Compressed is set for a compact fleet that compresses its encodings (--encoding
-	// compressed).
+	// compressed or compressed-dict), Dictionary for one that compresses them with a
+	// dictionary per resource (compressed-dict).
 	Compressed bool `json:"compressed,omitempty"`
+	Dictionary bool `json:"dictionary,omitempty"`
 	// Expected is the number of objects of Resource in the clusters, one request each.
 	Expected int `json:"expected"`
 	// FirstSec and AllSec are the times from the process start to its first request and
@@ -208,8 +210,8 @@ func (d *driver) mcrContend(ctx context.Context, name string, expected map[strin
 	}
 	res := &mcrResult{Provider: args[1], Resource: flagValue(args, "--resource", "configmaps"), Warm: warm, Expected: len(expected)}
 	if args[1] == mcrFleetwatch {
-		enc := flagValue(args, "--encoding", "compressed")
-		res.Compact, res.Compressed = enc != "objects", enc == "compressed"
+		enc := flagValue(args, "--encoding", "compressed-dict")
+		res.Compact, res.Compressed, res.Dictionary = enc != "objects", strings.HasPrefix(enc, "compressed"), enc == "compressed-dict"
 	}
 	logFile, err := os.Create(filepath.Join(d.logDir, name+".log"))
 	if err != nil {

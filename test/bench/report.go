@@ -223,7 +223,7 @@ func (rep *report) markdown() string {
 	}
 
 	p("\n### fleetwatch next to the strongest peers\n\n")
-	p("The strongest thing a user can write for the same objects: for full objects, typed informers (`informers.SharedInformerFactory`) with a transform that drops managedFields; for metadata-only, the `metadatainformer` with the same transform. Ratios are fleetwatch / peer, and the goals are issue #15's: fleetwatch loses where a time or memory ratio is above 1, or a throughput ratio below 1.\n\n")
+	p("The strongest thing a user can write for the same objects: for full objects, typed informers (`informers.SharedInformerFactory`) with a transform that drops managedFields; for metadata-only, the `metadatainformer` with the same transform. Ratios are fleetwatch / peer, and the goals are issue #15's: fleetwatch loses where a time or memory ratio is above 1, or a throughput ratio below 1. %s\n\n", rep.compressedNote())
 	header("peer", "fleetwatch")
 	for _, f := range peerFigures(rep) {
 		if !f.watch || hasWatch {
@@ -526,8 +526,8 @@ func writeMarked(path, md string) error {
 // controller on the kubeconfig provider (the baseline) and on fleetwatch's.
 func (rep *report) controllersMarkdown(p func(string, ...any), header func(a, b string)) {
 	p("\n### A multicluster-runtime controller: the kubeconfig provider next to fleetwatch's\n\n")
-	p("`examples/multicluster-runtime`, multicluster-runtime's uniform reconciler over every ConfigMap of every cluster (%d in all), each in its own process: on multicluster-runtime's kubeconfig provider (a controller-runtime cache per cluster, listed at every start, without managedFields as fleetwatch's are (`cache.TransformStripManagedFields`), kubeconfigs in Secrets of the first cluster), and on fleetwatch's provider (one cache for the fleet; cold with a new snapshot, then warm from it), over a plain fleet (`--encoding objects`), a compact one (`--encoding compact`: the objects kept in the snapshot's encoding and decoded when read; rows *Compact fleet*) and a compressed one (`--encoding compressed`, the example's default; rows *Compressed fleet*). Times are from the process start to the end of its first reconcile and of the reconcile of every ConfigMap, read from its output; memory is what it measured of itself once every ConfigMap was reconciled, after garbage collection (`--memstats-after`), per ConfigMap, so the process's fixed cost weighs more the fewer the objects; lists are the objects the apiservers handed out as lists during its life. Ratios are fleetwatch / kubeconfig provider. The goals are issue #16's: memory per object ≤ 0.5×, and a warm first reconcile ≤ 0.1× with 0 objects re-sent; the time until every ConfigMap is reconciled is the controller's own work through its queue after its first reconcile, shown without a goal. Rows *Pods*: the same controller over every Pod instead (`--resource pods`, %s in all; read only), on the kubeconfig provider and on fleetwatch's over a compressed fleet: the memory per object at a size where the objects weigh more than the process.\n\n",
-		rep.Runs[0].MCRKubeconfig.Expected, podCount(rep.Runs[0]))
+	p("`examples/multicluster-runtime`, multicluster-runtime's uniform reconciler over every ConfigMap of every cluster (%d in all), each in its own process: on multicluster-runtime's kubeconfig provider (a controller-runtime cache per cluster, listed at every start, without managedFields as fleetwatch's are (`cache.TransformStripManagedFields`), kubeconfigs in Secrets of the first cluster), and on fleetwatch's provider (one cache for the fleet; cold with a new snapshot, then warm from it), over a plain fleet (`--encoding objects`), a compact one (`--encoding compact`: the objects kept in the snapshot's encoding and decoded when read; rows *Compact fleet*) and a compressed one (`--encoding %s`, the example's default; rows *Compressed fleet*). Times are from the process start to the end of its first reconcile and of the reconcile of every ConfigMap, read from its output; memory is what it measured of itself once every ConfigMap was reconciled, after garbage collection (`--memstats-after`), per ConfigMap, so the process's fixed cost weighs more the fewer the objects; lists are the objects the apiservers handed out as lists during its life. Ratios are fleetwatch / kubeconfig provider. The goals are issue #16's: memory per object ≤ 0.5×, and a warm first reconcile ≤ 0.1× with 0 objects re-sent; the time until every ConfigMap is reconciled is the controller's own work through its queue after its first reconcile, shown without a goal. Rows *Pods*: the same controller over every Pod instead (`--resource pods`, %s in all; read only), on the kubeconfig provider and on fleetwatch's over a compressed fleet: the memory per object at a size where the objects weigh more than the process.\n\n",
+		rep.Runs[0].MCRKubeconfig.Expected, rep.compressedEncoding(), podCount(rep.Runs[0]))
 	header("kubeconfig provider", "fleetwatch provider")
 	for _, f := range rep.controllerFigures() {
 		p("%s", f.row())
@@ -971,4 +971,20 @@ func (rep *report) shardsMarkdown(p func(string, ...any)) {
 	for _, r := range rep.shardRows() {
 		p("| %s | "+r.format+" | "+r.format+" | %s |\n", r.name, r.base, r.value, formatRatio(r.value/r.base))
 	}
+}
+
+// compressedNote says how this run's compressed library fleets compress (--compress-dict).
+func (rep *report) compressedNote() string {
+	if rep.Options.compressDict {
+		return "The library's compressed fleet (rows *compact cache compressed*) compresses with a dictionary per resource (`persist.Codec{Compress: true, Dictionary: true}`); `fleetwatch serve`'s `cache.encoding compressed` does not (`compressed-dict` would)."
+	}
+	return "The library's compressed fleet (rows *compact cache compressed*) is `persist.Codec{Compress: true}`, without dictionaries (`--compress-dict=false`)."
+}
+
+// compressedEncoding is the example's --encoding of this run's compressed controllers.
+func (rep *report) compressedEncoding() string {
+	if rep.Options.compressDict {
+		return "compressed-dict"
+	}
+	return "compressed"
 }
