@@ -105,9 +105,8 @@ type Options struct {
 	// DisableGCTuning leaves the garbage collector's settings alone while the snapshot
 	// loads, and holds no ballast while the clusters sync. They are process-wide: a
 	// program that manages them itself sets this. Default false: NewManager tunes them
-	// as Snapshot describes, and unless the snapshot seeded a cluster (a warm start),
-	// from Start until the Manager is Ready (or stops) the process holds a ballast of
-	// 64 MiB (one for all its Managers), memory that the
+	// as Snapshot describes, and from Start until the Manager is Ready (or stops) the
+	// process holds a ballast of 64 MiB (one for all its Managers), memory that the
 	// collector counts as live without marking it: while the cache grows from nothing,
 	// the collector's cycles are spaced by at least that much garbage rather than by the
 	// size of the cache, so a cold sync spends less CPU in the collector, for up to 64
@@ -169,9 +168,6 @@ type Manager struct {
 	// saved is what the snapshot held, by cluster; mu guards it. Entries are taken by
 	// Engage.
 	saved map[string]*saved
-	// seeded is set once the snapshot has seeded a cluster (a warm start, which needs
-	// no ballast: run.go); mu guards it.
-	seeded bool
 	// loaded is closed once the snapshot is loaded and its writer created (at once
 	// without a snapshot): writer is set before, and read without mu only after.
 	loaded chan struct{}
@@ -544,7 +540,6 @@ func (m *Manager) loadSnapshot() {
 		m.status.Set(aggregate.ClusterStatus{Name: name, Server: s.identity.Server, UID: s.identity.UID, Phase: aggregate.PhaseStale})
 		m.mu.Lock()
 		m.saved[name] = s
-		m.seeded = true
 		if m.loading {
 			m.lastLoaded = name
 			close(m.progress)

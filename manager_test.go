@@ -296,51 +296,18 @@ func TestManagerEngagesAndDisengages(t *testing.T) {
 	}
 }
 
-// TestManagerBallastUntilReady: a Manager that syncs cold holds the collector's
-// ballast while its clusters sync, and releases it once it is Ready; with
-// DisableGCTuning, or on a snapshot that seeded a cluster (a warm start), it holds none.
+// TestManagerBallastUntilReady: a Manager holds the collector's ballast while its
+// clusters sync, and releases it once it is Ready; with DisableGCTuning it holds none.
 func TestManagerBallastUntilReady(t *testing.T) {
-	path, servers := fleetOf(t, "a")
-	for _, tc := range []struct {
-		name          string
-		disable, warm bool
-	}{{"cold", false, false}, {"DisableGCTuning", true, false}, {"warm", false, true}} {
-		t.Run(tc.name, func(t *testing.T) {
+	path, _ := fleetOf(t, "a")
+	for _, disable := range []bool{false, true} {
+		t.Run(fmt.Sprint("DisableGCTuning ", disable), func(t *testing.T) {
 			opts := options(path)
 			opts.SyncTimeout = time.Second // the fake server's cluster does not sync
-			opts.DisableGCTuning = tc.disable
-			if tc.warm {
-				snapshot := filepath.Join(t.TempDir(), "fleetwatch.db")
-				store, err := persist.Open(snapshot, persist.Options{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := store.SetIdentity("a", persist.Identity{UID: servers["a"].UID(), Server: servers["a"].URL}); err != nil {
-					t.Fatal(err)
-				}
-				key := persist.ResourceKey(informer.Scope{Resource: configMaps, Spec: (&informer.Options{}).Spec(informer.Resource{Name: "configmaps"})}.String())
-				w := store.NewWriter(persist.WriterOptions{})
-				w.Upsert("a", key, configMap("cm"))
-				w.Checkpoint("a", key, "1")
-				if err := w.Flush(t.Context()); err != nil {
-					t.Fatal(err)
-				}
-				if err := store.Close(); err != nil {
-					t.Fatal(err)
-				}
-				// Opened again, as a restart would.
-				if store, err = persist.Open(snapshot, persist.Options{}); err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = store.Close() })
-				opts.Snapshot = store
-			}
+			opts.DisableGCTuning = disable
 			m, err := fleetwatch.NewManager(opts)
 			if err != nil {
 				t.Fatal(err)
-			}
-			if tc.warm && m.Fleet().Indexer(configMaps).ClusterLen("a") != 1 {
-				t.Fatal("the snapshot did not seed a")
 			}
 			start(t, m)
 			held := false
@@ -350,8 +317,8 @@ func TestManagerBallastUntilReady(t *testing.T) {
 				}
 				held = held || fleetwatch.BallastHeld()
 			}
-			if want := !tc.disable && !tc.warm; held != want {
-				t.Errorf("ballast held before Ready: %t, want %t", held, want)
+			if held != !disable {
+				t.Errorf("ballast held before Ready: %t, want %t", held, !disable)
 			}
 			eventually(t, "the ballast released once ready", func() string {
 				if fleetwatch.BallastHeld() {

@@ -96,7 +96,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 	groups[0] = []*part{start("clusters", m.runClusters)}
 	if !m.opts.DisableGCTuning {
-		go m.ballastUntilReady(ctx)
+		go m.ballastUntilReady(ctx, gctune.Ballast())
 	}
 
 	select {
@@ -106,23 +106,11 @@ func (m *Manager) Start(ctx context.Context) error {
 	return stopInOrder(ctx, m.opts.GracefulShutdownTimeout, groups)
 }
 
-// ballastUntilReady holds the collector's ballast (gctune.Ballast), which spaces its
-// cycles while the clusters sync cold, until the Manager is Ready or ctx is done, as
-// Options.DisableGCTuning describes. A warm start, whose clusters the snapshot seeded,
-// holds none: its informers list nothing unless the server has moved on, and its
-// first work should not wait for the ballast's allocation (about half a millisecond),
-// which is made here rather than in Start for the same reason.
-func (m *Manager) ballastUntilReady(ctx context.Context) {
-	if !m.awaitLoaded(ctx) {
-		return
-	}
-	m.mu.Lock()
-	warm := m.seeded
-	m.mu.Unlock()
-	if warm {
-		return
-	}
-	defer gctune.Ballast()()
+// ballastUntilReady calls release once the Manager is Ready or ctx is done: the
+// collector's ballast (gctune.Ballast) spaces its cycles while the clusters sync cold,
+// as Options.DisableGCTuning describes.
+func (m *Manager) ballastUntilReady(ctx context.Context, release func()) {
+	defer release()
 	poll := m.opts.Clock.NewTicker(20 * time.Millisecond)
 	defer poll.Stop()
 	for !m.Ready() {
