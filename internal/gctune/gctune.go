@@ -1,7 +1,7 @@
 // Package gctune changes the process's garbage collector settings while a snapshot
-// loads, and sets them back afterwards, and holds a ballast while informers sync cold
-// (ballast.go). It is apart because the settings are process-wide: the root package
-// uses it only when Options.DisableGCTuning is false. It imports nothing of fleetwatch.
+// loads, and sets them back afterwards. It is apart because the settings are
+// process-wide: the root package uses it only when Options.DisableGCTuning is false. It
+// imports nothing of fleetwatch.
 package gctune
 
 import (
