@@ -3,12 +3,8 @@ package fleetwatch
 import (
 	"os"
 
-	"github.com/fleetwatch/fleetwatch/internal/gctune"
 	"github.com/fleetwatch/fleetwatch/persist"
 )
-
-// BallastHeld reports whether the collector's ballast is held (gctune.Ballast).
-var BallastHeld = gctune.BallastHeld
 
 // With FLEETWATCH_TEST_CACHE_ENCODING=compact, the Managers of this package's tests keep
 // their objects in the snapshot's encoding (Options.Fleet.Codec = persist.Codec{}).

@@ -103,15 +103,8 @@ type Options struct {
 	// it returns.
 	LoadSnapshotInBackground bool
 	// DisableGCTuning leaves the garbage collector's settings alone while the snapshot
-	// loads, and holds no ballast while the clusters sync. They are process-wide: a
-	// program that manages them itself sets this. Default false: NewManager tunes them
-	// as Snapshot describes, and from Start until the Manager is Ready (or stops) the
-	// process holds a ballast of 64 MiB (one for all its Managers), memory that the
-	// collector counts as live without marking it: while the cache grows from nothing,
-	// the collector's cycles are spaced by at least that much garbage rather than by the
-	// size of the cache, so a cold sync spends less CPU in the collector, for up to 64
-	// MiB more garbage waiting at the peak. The ballast is never written, so it takes no
-	// pages of the RSS, but it counts against a memory limit (GOMEMLIMIT).
+	// loads. They are process-wide: a program that manages them itself sets this.
+	// Default false: NewManager tunes them as Snapshot describes.
 	DisableGCTuning bool
 	// SnapshotWriter configures the writer of Snapshot. See persist.WriterOptions.
 	// Reconfigure changes its Interval and MaxPending.

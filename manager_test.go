@@ -296,40 +296,6 @@ func TestManagerEngagesAndDisengages(t *testing.T) {
 	}
 }
 
-// TestManagerBallastUntilReady: a Manager holds the collector's ballast while its
-// clusters sync, and releases it once it is Ready; with DisableGCTuning it holds none.
-func TestManagerBallastUntilReady(t *testing.T) {
-	path, _ := fleetOf(t, "a")
-	for _, disable := range []bool{false, true} {
-		t.Run(fmt.Sprint("DisableGCTuning ", disable), func(t *testing.T) {
-			opts := options(path)
-			opts.SyncTimeout = time.Second // the fake server's cluster does not sync
-			opts.DisableGCTuning = disable
-			m, err := fleetwatch.NewManager(opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			start(t, m)
-			held := false
-			for deadline := time.Now().Add(10 * time.Second); !m.Ready(); time.Sleep(5 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatalf("not ready: %+v", m.Status())
-				}
-				held = held || fleetwatch.BallastHeld()
-			}
-			if held != !disable {
-				t.Errorf("ballast held before Ready: %t, want %t", held, !disable)
-			}
-			eventually(t, "the ballast released once ready", func() string {
-				if fleetwatch.BallastHeld() {
-					return "held"
-				}
-				return ""
-			})
-		})
-	}
-}
-
 // TestManagerReconfigure: an invalid Reconfigure changes nothing; a valid one changes the
 // resources of every cluster and the cluster selection.
 func TestManagerReconfigure(t *testing.T) {

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
-
-	"github.com/fleetwatch/fleetwatch/internal/gctune"
 )
 
 // DefaultGracefulShutdownTimeout is the default of Options.GracefulShutdownTimeout.
@@ -95,31 +93,12 @@ func (m *Manager) Start(ctx context.Context) error {
 		groups[4] = append(groups[4], start(fmt.Sprintf("runnable %d", i), r.Start))
 	}
 	groups[0] = []*part{start("clusters", m.runClusters)}
-	if !m.opts.DisableGCTuning {
-		go m.ballastUntilReady(ctx, gctune.Ballast())
-	}
 
 	select {
 	case <-ctx.Done():
 	case <-ended:
 	}
 	return stopInOrder(ctx, m.opts.GracefulShutdownTimeout, groups)
-}
-
-// ballastUntilReady calls release once the Manager is Ready or ctx is done: the
-// collector's ballast (gctune.Ballast) spaces its cycles while the clusters sync cold,
-// as Options.DisableGCTuning describes.
-func (m *Manager) ballastUntilReady(ctx context.Context, release func()) {
-	defer release()
-	poll := m.opts.Clock.NewTicker(20 * time.Millisecond)
-	defer poll.Stop()
-	for !m.Ready() {
-		select {
-		case <-ctx.Done():
-			return
-		case <-poll.C():
-		}
-	}
 }
 
 // runClusters runs the Provider until ctx is done, and returns once the goroutines of
