@@ -64,10 +64,14 @@ func compress(enc []byte) []byte {
 // holds, written into dst's memory where it has room. It only reads data. An error wraps
 // ErrCorrupt.
 func expand(dst, data []byte) ([]byte, error) {
+	src, decode := data[1:], s2.Decode
 	if data[0] == formatDict {
-		return expandDict(dst, data)
+		d, err := dictionaryOf(data)
+		if err != nil {
+			return nil, err
+		}
+		src, decode = data[1+dictIDSize:], d.s2.Decode
 	}
-	src := data[1:]
 	n, err := s2.DecodedLen(src)
 	if err != nil {
 		return nil, fmt.Errorf("%w: compressed object: %v", ErrCorrupt, err)
@@ -78,7 +82,7 @@ func expand(dst, data []byte) ([]byte, error) {
 	if cap(dst) < n {
 		dst = make([]byte, n)
 	}
-	out, err := s2.Decode(dst[:n], src)
+	out, err := decode(dst[:n], src)
 	if err != nil {
 		return nil, fmt.Errorf("%w: compressed object: %v", ErrCorrupt, err)
 	}

@@ -99,28 +99,7 @@ func TestDecodeCompressedDamage(t *testing.T) {
 		"claims 1 GiB":     {formatCompressed, 0x80, 0x80, 0x80, 0x80, 0x04, 0x00},
 		"claims too much":  append(binary.AppendUvarint([]byte{formatCompressed}, maxExpanded+1), 0x00, 0x01),
 	}
-	for name, b := range cases {
-		t.Run(name, func(t *testing.T) {
-			var d fastDecoder
-			if _, err := d.decode(string(b)); !errors.Is(err, ErrCorrupt) {
-				t.Errorf("decode: %v, want ErrCorrupt", err)
-			}
-			if _, err := (Codec{}).Decode(b); !errors.Is(err, ErrCorrupt) {
-				t.Errorf("Codec.Decode: %v, want ErrCorrupt", err)
-			}
-			if _, _, err := d.decodePartial(string(b)); !errors.Is(err, ErrCorrupt) {
-				t.Errorf("decodePartial: %v, want ErrCorrupt", err)
-			}
-			// The block format has no checksum (the snapshot's pages have theirs): a
-			// changed byte expands, to CBOR that does not decode; Expand does not read the CBOR.
-			if _, err := (Codec{}).Expand(nil, b); !errors.Is(err, ErrCorrupt) && name != "a byte changed" && name != "holds no object" {
-				t.Errorf("Expand: %v, want ErrCorrupt", err)
-			}
-			if cap(d.scratch) > 1<<16 {
-				t.Errorf("the decoder kept %d bytes of scratch space", cap(d.scratch))
-			}
-		})
-	}
+	checkDamagedCompressed(t, cases)
 }
 
 // TestDecodeCompressedSharesNoMemory decodes compressed objects one after the other
@@ -226,5 +205,34 @@ func TestPartialLoadOfCompressedOutlivesTheFile(t *testing.T) {
 			t.Fatalf("object %d: the partial load did not keep its compressed encoding", i)
 		}
 		checkPartial(t, obj, encs[i], whole[i])
+	}
+}
+
+// checkDamagedCompressed checks that every decoder of compressed encodings takes each of
+// cases, named damaged encodings, for damage (ErrCorrupt), and keeps no more scratch
+// space than a decoder keeps.
+func checkDamagedCompressed(t *testing.T, cases map[string][]byte) {
+	t.Helper()
+	for name, b := range cases {
+		t.Run(name, func(t *testing.T) {
+			var d fastDecoder
+			if _, err := d.decode(string(b)); !errors.Is(err, ErrCorrupt) {
+				t.Errorf("decode: %v, want ErrCorrupt", err)
+			}
+			if _, err := (Codec{}).Decode(b); !errors.Is(err, ErrCorrupt) {
+				t.Errorf("Codec.Decode: %v, want ErrCorrupt", err)
+			}
+			if _, _, err := d.decodePartial(string(b)); !errors.Is(err, ErrCorrupt) {
+				t.Errorf("decodePartial: %v, want ErrCorrupt", err)
+			}
+			// The block format has no checksum (the snapshot's pages have theirs): a
+			// changed byte expands, to CBOR that does not decode; Expand does not read the CBOR.
+			if _, err := (Codec{}).Expand(nil, b); !errors.Is(err, ErrCorrupt) && name != "a byte changed" && name != "holds no object" {
+				t.Errorf("Expand: %v, want ErrCorrupt", err)
+			}
+			if cap(d.scratch) > 1<<16 {
+				t.Errorf("the decoder kept %d bytes of scratch space", cap(d.scratch))
+			}
+		})
 	}
 }

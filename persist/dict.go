@@ -256,37 +256,6 @@ func dictIDOfEncoding(enc []byte) (uint64, error) {
 	return binary.BigEndian.Uint64(enc[1:]), nil
 }
 
-// expandDict is expand for an encoding in formatDict.
-func expandDict(dst, data []byte) ([]byte, error) {
-	id, err := dictIDOfEncoding(data)
-	if err != nil {
-		return nil, err
-	}
-	d := lookupDictionary(id)
-	if d == nil {
-		return nil, fmt.Errorf("%w: compressed object: dictionary %016x is not known", ErrCorrupt, id)
-	}
-	src := data[1+dictIDSize:]
-	n, err := s2.DecodedLen(src)
-	if err != nil {
-		return nil, fmt.Errorf("%w: compressed object: %v", ErrCorrupt, err)
-	}
-	if n > maxExpanded {
-		return nil, fmt.Errorf("%w: compressed object claims %d bytes, more than %d", ErrCorrupt, n, maxExpanded)
-	}
-	if cap(dst) < n {
-		dst = make([]byte, n)
-	}
-	out, err := d.s2.Decode(dst[:0], src)
-	if err != nil {
-		return nil, fmt.Errorf("%w: compressed object: %v", ErrCorrupt, err)
-	}
-	if len(out) == 0 || isCompressed(out[0]) {
-		return nil, fmt.Errorf("%w: a compressed object holds no object in another format", ErrCorrupt)
-	}
-	return out, nil
-}
-
 // ForResource returns the Codec of gvr's objects (aggregate.ResourceCodec): with
 // Compress and Dictionary, a Codec that compresses with gvr's dictionary once the
 // process has one, and whose Decode and Expand read the encodings of every resource;

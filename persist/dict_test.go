@@ -147,26 +147,7 @@ func TestDecodeDictDamage(t *testing.T) {
 		"claims too much":    append(binary.AppendUvarint(head(d.id), maxExpanded+1), 0x00, 0x01),
 		"without dictionary": append([]byte{formatDict}, s2.Encode(nil, mustEncode(t, dictPod(t, 1)))...),
 	}
-	for name, b := range cases {
-		t.Run(name, func(t *testing.T) {
-			var fd fastDecoder
-			if _, err := fd.decode(string(b)); !errors.Is(err, ErrCorrupt) {
-				t.Errorf("decode: %v, want ErrCorrupt", err)
-			}
-			if _, err := (Codec{}).Decode(b); !errors.Is(err, ErrCorrupt) {
-				t.Errorf("Codec.Decode: %v, want ErrCorrupt", err)
-			}
-			if _, _, err := fd.decodePartial(string(b)); !errors.Is(err, ErrCorrupt) {
-				t.Errorf("decodePartial: %v, want ErrCorrupt", err)
-			}
-			if _, err := (Codec{}).Expand(nil, b); !errors.Is(err, ErrCorrupt) && name != "a byte changed" && name != "holds no object" {
-				t.Errorf("Expand: %v, want ErrCorrupt", err)
-			}
-			if cap(fd.scratch) > 1<<16 {
-				t.Errorf("the decoder kept %d bytes of scratch space", cap(fd.scratch))
-			}
-		})
-	}
+	checkDamagedCompressed(t, cases)
 }
 
 func mustEncode(t testing.TB, obj runtime.Object) []byte {
