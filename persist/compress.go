@@ -41,6 +41,16 @@ func compress(enc []byte) []byte {
 	if len(enc) < minCompressed || isCompressed(enc[0]) {
 		return enc
 	}
+	return compressBlock(enc, compressedHead, s2.Encode)
+}
+
+// compressedHead is what precedes the S2 block of an encoding in formatCompressed.
+var compressedHead = []byte{formatCompressed}
+
+// compressBlock returns head and then the S2 block that encode makes of enc if that is
+// at least an eighth shorter than enc, else enc itself. It does not modify enc, and the
+// result shares no memory with it unless it is enc.
+func compressBlock(enc, head []byte, encode func(dst, src []byte) []byte) []byte {
 	n := s2.MaxEncodedLen(len(enc))
 	if n < 0 {
 		return enc
@@ -50,13 +60,13 @@ func compress(enc []byte) []byte {
 	if cap(*bp) < n {
 		*bp = make([]byte, n)
 	}
-	block := s2.Encode((*bp)[:n], enc)
-	if 1+len(block) > len(enc)-len(enc)/8 {
+	block := encode((*bp)[:n], enc)
+	if len(head)+len(block) > len(enc)-len(enc)/8 {
 		return enc
 	}
-	out := make([]byte, 1+len(block))
-	out[0] = formatCompressed
-	copy(out[1:], block)
+	out := make([]byte, len(head)+len(block))
+	copy(out, head)
+	copy(out[len(head):], block)
 	return out
 }
 

@@ -50,6 +50,9 @@ type dictionary struct {
 	// a view of a file's memory map.
 	value []byte
 	s2    *s2.Dict
+	// head is what precedes the S2 block of an encoding in formatDict: the format and
+	// the id.
+	head []byte
 }
 
 // dictValue returns what the snapshot stores of a dictionary: the length of the
@@ -85,7 +88,7 @@ func parseDictionary(id uint64, value []byte) (*dictionary, error) {
 	if d == nil {
 		return nil, fmt.Errorf("%w: dictionary %016x of %q is not an S2 dictionary", ErrCorrupt, id, resource)
 	}
-	return &dictionary{id: id, resource: resource, value: own, s2: d}, nil
+	return &dictionary{id: id, resource: resource, value: own, s2: d, head: binary.BigEndian.AppendUint64([]byte{formatDict}, id)}, nil
 }
 
 // dictionaries is the process-wide registry of dictionaries. Reads take no lock: byID is
@@ -228,24 +231,7 @@ func (rd *resourceDict) compress(enc []byte) []byte {
 		rd.observe(enc)
 		return compress(enc)
 	}
-	n := s2.MaxEncodedLen(len(enc))
-	if n < 0 {
-		return enc
-	}
-	bp := compressBuffers.Get().(*[]byte)
-	defer compressBuffers.Put(bp)
-	if cap(*bp) < n {
-		*bp = make([]byte, n)
-	}
-	block := d.s2.Encode((*bp)[:n], enc)
-	if 1+dictIDSize+len(block) > len(enc)-len(enc)/8 {
-		return enc
-	}
-	out := make([]byte, 1+dictIDSize+len(block))
-	out[0] = formatDict
-	binary.BigEndian.PutUint64(out[1:], d.id)
-	copy(out[1+dictIDSize:], block)
-	return out
+	return compressBlock(enc, d.head, d.s2.Encode)
 }
 
 // dictIDOfEncoding returns the id of the dictionary of enc, an encoding in formatDict.
