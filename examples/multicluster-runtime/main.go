@@ -91,6 +91,7 @@ func run() int {
 	namespace := flag.String("namespace", "default", "kubeconfig: namespace of the kubeconfig Secrets")
 	stripManagedFields := flag.Bool("strip-managed-fields", true, "kubeconfig: drop managedFields from the objects in each cluster's cache (controller-runtime's cache.TransformStripManagedFields), as fleetwatch's default transforms do; false keeps them, controller-runtime's default")
 	resource := flag.String("resource", "configmaps", "what the controller reconciles: configmaps (read, and written back when labelled), or pods (read only)")
+	namespaces := flag.String("namespaces", "", "the namespaces whose objects the controller caches and reconciles, comma-separated; empty for all (fleetwatch: informer.Resource.Namespaces; kubeconfig: each cluster's cache.Options.DefaultNamespaces)")
 	printRequests := flag.Bool("print-requests", false, "print each request as 'reconcile <cluster> <namespace>/<name>' on stdout")
 	memstatsAfter := flag.Int("memstats-after", 0, "for benchmarks: once this many distinct objects were reconciled, collect garbage and print 'memstats <heap bytes> <RSS bytes>' on stdout")
 	memProfile := flag.String("memprofile", "", "for benchmarks: with --memstats-after, write a heap profile here once it has measured")
@@ -133,6 +134,11 @@ func run() int {
 		return 2
 	}
 
+	var cached []string
+	if *namespaces != "" {
+		cached = strings.Split(*namespaces, ",")
+	}
+
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -149,7 +155,7 @@ func run() int {
 		}
 		fwOpts := fleetwatch.Options{
 			Clusters:           cluster.Options{Kubeconfigs: files},
-			Resources:          []informer.Resource{{Name: *resource}},
+			Resources:          []informer.Resource{{Name: *resource, Namespaces: cached}},
 			MaxConcurrentSyncs: *maxConcurrentSyncs,
 		}
 		switch *encoding {
@@ -199,6 +205,14 @@ func run() int {
 		if *stripManagedFields {
 			kcOpts.ClusterOptions = append(kcOpts.ClusterOptions, func(o *crcluster.Options) {
 				o.Cache.DefaultTransform = crcache.TransformStripManagedFields()
+			})
+		}
+		if len(cached) > 0 {
+			kcOpts.ClusterOptions = append(kcOpts.ClusterOptions, func(o *crcluster.Options) {
+				o.Cache.DefaultNamespaces = map[string]crcache.Config{}
+				for _, ns := range cached {
+					o.Cache.DefaultNamespaces[ns] = crcache.Config{}
+				}
 			})
 		}
 		p := kubeconfigprovider.New(kcOpts)

@@ -396,6 +396,13 @@ type runResult struct {
 	MCRPodsKubeconfig     *mcrResult `json:"mcrPodsKubeconfig,omitempty"`
 	MCRPodsCompressed     *mcrResult `json:"mcrPodsCompressed,omitempty"`
 	MCRPodsCompressedWarm *mcrResult `json:"mcrPodsCompressedWarm,omitempty"`
+	// MCRKubeconfigFew, MCRCompressedFew and MCRCompressedFewWarm: the controller of
+	// ConfigMaps over the few of mcrEmptyNamespace (--namespaces), on the kubeconfig
+	// provider and on fleetwatch's over a compressed fleet: what a process holds
+	// besides its objects.
+	MCRKubeconfigFew     *mcrResult `json:"mcrKubeconfigFew,omitempty"`
+	MCRCompressedFew     *mcrResult `json:"mcrCompressedFew,omitempty"`
+	MCRCompressedFewWarm *mcrResult `json:"mcrCompressedFewWarm,omitempty"`
 	// Watch phase.
 	ClientGoWatch   *Result `json:"clientGoWatch"`
 	FleetwatchWatch *Result `json:"fleetwatchWatch"`

@@ -35,6 +35,10 @@ const (
 	mcrNamespace = "mcr-kubeconfigs"
 	// mcrSecretLabel is the label by which the kubeconfig provider finds them.
 	mcrSecretLabel = "sigs.k8s.io/multicluster-runtime-kubeconfig"
+	// mcrEmptyNamespace is where the controllers' baseline runs (--namespaces): a
+	// namespace with a few ConfigMaps, which the apiservers write themselves, and none
+	// of the bench's.
+	mcrEmptyNamespace = "kube-system"
 )
 
 // mcrResult is what the driver measured of one run of the controller, from outside the
@@ -108,11 +112,12 @@ func (d *driver) mcrSetup(ctx context.Context) error {
 }
 
 // mcrExpected returns the keys of the requests of every object of resource (configmaps
-// or pods), as the controller prints them: "cluster namespace/name".
-func (d *driver) mcrExpected(ctx context.Context, resource string) (map[string]bool, error) {
+// or pods) in namespace (empty for all), as the controller prints them: "cluster
+// namespace/name".
+func (d *driver) mcrExpected(ctx context.Context, resource, namespace string) (map[string]bool, error) {
 	out := map[string]bool{}
 	for _, c := range d.env.Clusters {
-		list, err := metadata.NewForConfigOrDie(c.RESTConfig()).Resource(corev1.SchemeGroupVersion.WithResource(resource)).List(ctx, metav1.ListOptions{})
+		list, err := metadata.NewForConfigOrDie(c.RESTConfig()).Resource(corev1.SchemeGroupVersion.WithResource(resource)).Namespace(namespace).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return nil, err
 		}
@@ -129,13 +134,23 @@ func (d *driver) mcrExpected(ctx context.Context, resource string) (map[string]b
 // kubeconfig provider and on fleetwatch's over a compressed fleet, cold and warm. Each
 // in an order that rotates with r.
 func (d *driver) mcrPhase(ctx context.Context, r int, rr *runResult) error {
-	expected, err := d.mcrExpected(ctx, "configmaps")
+	expected, err := d.mcrExpected(ctx, "configmaps", "")
 	if err != nil {
 		return err
 	}
-	pods, err := d.mcrExpected(ctx, "pods")
+	pods, err := d.mcrExpected(ctx, "pods", "")
 	if err != nil {
 		return err
+	}
+	// The controllers over the ConfigMaps of mcrEmptyNamespace alone, a few: what each
+	// process holds besides its objects, so that the memory of an object is what a
+	// process over every ConfigMap holds beyond it.
+	few, err := d.mcrExpected(ctx, "configmaps", mcrEmptyNamespace)
+	if err != nil {
+		return err
+	}
+	if len(few) == 0 {
+		return fmt.Errorf("no ConfigMap in %s, which the controllers' baseline reconciles", mcrEmptyNamespace)
 	}
 	snapPath := filepath.Join(d.workDir, "mcr-fleetwatch.db")
 	name := func(s string) string { return fmt.Sprintf("run%d-mcr-%s", r+1, s) }
@@ -155,6 +170,15 @@ func (d *driver) mcrPhase(ctx context.Context, r int, rr *runResult) error {
 		},
 		func() error {
 			rr.MCRCompressed, rr.MCRCompressedWarm, err = d.mcrFleetwatch(ctx, name("fleetwatch-compressed"), snapPath, expected, "--encoding", d.compressedEncoding())
+			return err
+		},
+		func() error {
+			rr.MCRKubeconfigFew, err = d.mcrContend(ctx, name("kubeconfig-few"), few, false,
+				"--provider", mcrKubeconfig, "--kubeconfig", filepath.Join(d.workDir, "mcr-host.kubeconfig"), "--namespace", mcrNamespace, "--namespaces", mcrEmptyNamespace)
+			return err
+		},
+		func() error {
+			rr.MCRCompressedFew, rr.MCRCompressedFewWarm, err = d.mcrFleetwatch(ctx, name("fleetwatch-compressed-few"), snapPath, few, "--encoding", d.compressedEncoding(), "--namespaces", mcrEmptyNamespace)
 			return err
 		},
 	}

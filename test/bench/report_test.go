@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"strings"
 	"testing"
 )
@@ -59,6 +60,11 @@ func fullReport() *report {
 		return &mcrResult{Provider: provider, Warm: warm, Compact: compact, Expected: 30, FirstSec: 0.1, AllSec: 0.5,
 			HeapAfterGC: 1 << 20, RSSAfterGC: 2 << 20, PeakRSS: 3 << 20}
 	}
+	few := func(provider string, warm bool) *mcrResult {
+		r := mcr(provider, warm, provider == mcrFleetwatch)
+		r.Expected, r.HeapAfterGC, r.RSSAfterGC = 3, 1<<19, 1<<20
+		return r
+	}
 	rep := &report{Options: driverOptions{pods: 100, configMaps: 10, clusters: 3, runs: 2, writeRate: 2, controllers: true}}
 	for range 2 {
 		warm, catchUp := res(implFleetwatch), res(implFleetwatch)
@@ -82,6 +88,7 @@ func fullReport() *report {
 			MCRCompressed: mcr(mcrFleetwatch, false, true), MCRCompressedWarm: mcr(mcrFleetwatch, true, true),
 			MCRPodsKubeconfig: mcr(mcrKubeconfig, false, false),
 			MCRPodsCompressed: mcr(mcrFleetwatch, false, true), MCRPodsCompressedWarm: mcr(mcrFleetwatch, true, true),
+			MCRKubeconfigFew: few(mcrKubeconfig, false), MCRCompressedFew: few(mcrFleetwatch, false), MCRCompressedFewWarm: few(mcrFleetwatch, true),
 		})
 	}
 	for _, n := range []int{1, 6} {
@@ -168,4 +175,38 @@ func TestMissingRows(t *testing.T) {
 			t.Errorf("missing = %q", missing)
 		}
 	})
+}
+
+// TestMemoryBeyondTheFew checks the rows that subtract the controller over the few
+// ConfigMaps of mcrEmptyNamespace: per run, what the process over every ConfigMap holds
+// beyond it, divided by the ConfigMaps beyond its few.
+func TestMemoryBeyondTheFew(t *testing.T) {
+	rep := fullReport()
+	r := rep.Runs[0]
+	r.MCRKubeconfig.RSSAfterGC, r.MCRKubeconfigFew.RSSAfterGC = 40<<20, 10<<20
+	r.MCRCompressedWarm.RSSAfterGC, r.MCRCompressedFewWarm.RSSAfterGC = 25<<20, 10<<20
+	var found bool
+	for _, f := range rep.controllerFigures() {
+		if !strings.HasPrefix(f.name, "Compressed fleet: RSS per ConfigMap beyond") || !strings.HasSuffix(f.name, ", warm (KiB)") {
+			continue
+		}
+		found = true
+		// 30 MiB over 27 ConfigMaps against 15 MiB over them.
+		if want := 30.0 * 1024 / 27; math.Abs(f.base[0]-want) > 1e-9 {
+			t.Errorf("kubeconfig provider: %v KiB per ConfigMap, want %v", f.base[0], want)
+		}
+		if want := 15.0 * 1024 / 27; math.Abs(f.value[0]-want) > 1e-9 {
+			t.Errorf("fleetwatch: %v KiB per ConfigMap, want %v", f.value[0], want)
+		}
+		// Without the few, the row has no value rather than a wrong one.
+		r.MCRCompressedFewWarm = nil
+		for _, g := range rep.controllerFigures() {
+			if g.name == f.name && !math.IsNaN(g.value[0]) {
+				t.Errorf("without the run over the few: %v, want NaN", g.value[0])
+			}
+		}
+	}
+	if !found {
+		t.Fatal("no row of the RSS per ConfigMap beyond the few, warm")
+	}
 }
