@@ -326,15 +326,20 @@ func printMemstats(out *sync.Mutex, profile string) {
 	debug.FreeOSMemory()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	var rss uint64
+	status := map[string]uint64{}
 	if data, err := os.ReadFile("/proc/self/status"); err == nil {
 		for line := range strings.SplitSeq(string(data), "\n") {
-			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			if k, v, ok := strings.Cut(line, ":"); ok && (strings.HasPrefix(k, "Rss") || k == "VmRSS") {
 				kb, _ := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-				rss = kb << 10
+				status[k] = kb << 10
 			}
 		}
 	}
+	rss := status["VmRSS"]
+	// Where the RSS beyond the live heap is, for the benchmark's logs.
+	ctrllog.Log.WithName("memstats").Info("Measured", "heapAlloc", ms.HeapAlloc, "heapInuse", ms.HeapInuse,
+		"heapIdle", ms.HeapIdle, "heapReleased", ms.HeapReleased, "stacks", ms.StackInuse, "gcSys", ms.GCSys,
+		"otherSys", ms.OtherSys, "rssAnon", status["RssAnon"], "rssFile", status["RssFile"], "rssShmem", status["RssShmem"])
 	if profile != "" {
 		if f, err := os.Create(profile); err == nil {
 			_ = pprof.WriteHeapProfile(f)
