@@ -118,8 +118,12 @@ func (p *pending) event(encodedOnly bool) Event {
 		} else {
 			e.Object = p.obj
 		}
-		if _, ok := p.old.(*encodedObject); !ok && p.typ == Updated {
-			e.OldObject = p.old
+		if p.typ == Updated {
+			if o, ok := p.old.(*encodedObject); ok {
+				e.OldEncoded = o.data
+			} else {
+				e.OldObject = p.old
+			}
 		}
 		return e
 	}

@@ -318,6 +318,8 @@ func TestEncodedOnlyHandler(t *testing.T) {
 				switch {
 				case decoded && e.Object == nil:
 					t.Errorf("%s: no Object, want it decoded", what)
+				case decoded && e.OldEncoded != nil:
+					t.Errorf("%s: %d bytes of OldEncoded, want the old object decoded", what, len(e.OldEncoded))
 				case decoded && compact && e.Resource.Resource == "configmaps":
 					if _, ok := e.Object.(*metav1.PartialObjectMetadata); !ok {
 						t.Errorf("%s: Object %T, want the metadata-only object", what, e.Object)
@@ -329,6 +331,17 @@ func TestEncodedOnlyHandler(t *testing.T) {
 					got, err := f.Codec().Decode(e.Encoded)
 					if u, ok := got.(*unstructured.Unstructured); err != nil || !ok || u.GetName() == "" {
 						t.Errorf("%s: Encoded decodes to %T (%v)", what, got, err)
+					}
+					// The update of p from resourceVersion 1 to 2 carries the old state
+					// encoded too; no other event has an old state.
+					switch {
+					case e.Type != aggregate.Updated && e.OldEncoded != nil:
+						t.Errorf("%s: %d bytes of OldEncoded, want none", what, len(e.OldEncoded))
+					case e.Type == aggregate.Updated:
+						old, err := f.Codec().Decode(e.OldEncoded)
+						if u, ok := old.(*unstructured.Unstructured); err != nil || !ok || u.GetName() != "p" || u.GetResourceVersion() != "1" {
+							t.Errorf("%s: OldEncoded decodes to %v (%v), want p at resourceVersion 1", what, old, err)
+						}
 					}
 					// The fleet keeps, and hands out, the informers' encodings as its
 					// Codec shortens them (EncodingShortener).

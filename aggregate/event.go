@@ -53,6 +53,10 @@ type Event struct {
 	// HTTP server's watch cache) can keep the encoding instead, sharing the fleet's
 	// memory rather than adding the decoded object to it. It must not be modified.
 	Encoded []byte
+	// OldEncoded is, for a handler with HandlerOptions.EncodedOnly, OldObject's encoding
+	// in the fleet's Codec on an Updated event whose old object the fleet had only
+	// encoded; OldObject is nil then. Nil otherwise. It must not be modified.
+	OldEncoded []byte
 }
 
 // Key returns the key of the event's object. If Object has no metadata, the key has only

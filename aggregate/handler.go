@@ -60,7 +60,8 @@ type HandlerOptions struct {
 	// EncodedOnly, in a compact fleet (Options.Codec), has the fleet decode nothing for
 	// the handler: where the fleet has an event's object only encoded, Object is nil and
 	// Encoded is the encoding, on Deleted events too (the last state the fleet held);
-	// likewise OldObject is nil where the fleet has it only encoded. Objects at hand
+	// likewise OldObject is nil where the fleet has it only encoded, and OldEncoded is
+	// its encoding. Objects at hand
 	// decoded (one applied decoded, a metadata-only one, one read lately) come as
 	// without the option. A handler that keeps what it needs of an object from its
 	// encoding (the HTTP server's watch cache) so pays no decode per event, and leaves

@@ -24,9 +24,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/fleetwatch/fleetwatch"
+	"github.com/fleetwatch/fleetwatch/aggregate"
 	"github.com/fleetwatch/fleetwatch/cluster"
 	"github.com/fleetwatch/fleetwatch/cluster/clustertest"
 	"github.com/fleetwatch/fleetwatch/informer"
+	"github.com/fleetwatch/fleetwatch/persist"
 )
 
 var configMaps = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
@@ -48,12 +50,19 @@ func configMap(ns, name, rv string, labels map[string]string, data map[string]st
 // newTestProvider returns a Provider over a Manager that is never started, whose fleet
 // the test fills, and the caches of clusters a and b, both synced.
 func newTestProvider(t *testing.T) (*Provider, map[string]*clusterCache) {
+	return newTestProviderOf(t, nil)
+}
+
+// newTestProviderOf is newTestProvider over a fleet with codec (nil for a plain fleet),
+// filled as its informers would fill it (applyAs).
+func newTestProviderOf(t *testing.T, codec aggregate.Codec) (*Provider, map[string]*clusterCache) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "kubeconfig")
 	clustertest.WriteKubeconfig(t, path, clustertest.Context{Name: "a", Server: "https://127.0.0.1:1"})
 	mgr, err := fleetwatch.NewManager(fleetwatch.Options{
 		Clusters:  cluster.Options{Kubeconfigs: []string{path}},
 		Resources: []informer.Resource{{Name: "configmaps"}},
+		Fleet:     aggregate.Options{Codec: codec},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -75,12 +84,37 @@ func newTestProvider(t *testing.T) (*Provider, map[string]*clusterCache) {
 			configMap("ns", "two", "2", map[string]string{"app": "y"}, map[string]string{"owner": c}),
 			configMap("other", "three", "3", map[string]string{"app": "x"}, map[string]string{"owner": c}),
 		} {
-			if err := s.Apply(obj, true); err != nil {
-				t.Fatal(err)
-			}
+			applyAs(t, codec, s, obj, true)
 		}
 	}
 	return p, views
+}
+
+// applyAs applies obj to s, of a fleet with codec, as the fleet's informers do: in a
+// compact fleet its encoding, with a partial object that files it; in a plain one
+// (codec nil), the object.
+func applyAs(t *testing.T, codec aggregate.Codec, s *aggregate.ClusterStore, obj *unstructured.Unstructured, initialList bool) {
+	t.Helper()
+	if codec == nil {
+		if err := s.Apply(obj, initialList); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	data, err := codec.Encode(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	partial := &unstructured.Unstructured{}
+	partial.SetAPIVersion(obj.GetAPIVersion())
+	partial.SetKind(obj.GetKind())
+	partial.SetNamespace(obj.GetNamespace())
+	partial.SetName(obj.GetName())
+	partial.SetResourceVersion(obj.GetResourceVersion())
+	partial.SetLabels(obj.GetLabels())
+	if err := s.ApplyPartial(partial, data, initialList); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestClusterCacheReads(t *testing.T) {
@@ -211,7 +245,8 @@ func (r *recorder) OnAdd(obj any, initial bool) {
 }
 
 func (r *recorder) OnUpdate(old, obj any) {
-	r.add("update " + obj.(*corev1.ConfigMap).Name + " from " + old.(*corev1.ConfigMap).ResourceVersion)
+	o, n := old.(*corev1.ConfigMap), obj.(*corev1.ConfigMap)
+	r.add("update " + n.Name + " from " + o.ResourceVersion + " of " + o.Data["owner"] + " to " + n.ResourceVersion + " of " + n.Data["owner"])
 }
 
 func (r *recorder) OnDelete(obj any) {
@@ -222,8 +257,20 @@ func (r *recorder) OnDelete(obj any) {
 	r.add("delete " + obj.(*corev1.ConfigMap).Name)
 }
 
+// TestClusterInformer checks the events of a cluster's informer, over a plain fleet
+// and over compact ones, whose typed handlers get their objects, old ones included,
+// decoded from the fleet's encodings (EncodedOnly).
 func TestClusterInformer(t *testing.T) {
-	p, views := newTestProvider(t)
+	for _, tc := range []struct {
+		name  string
+		codec aggregate.Codec
+	}{{"plain", nil}, {"compact", persist.Codec{}}, {"compressed", persist.Codec{Compress: true}}} {
+		t.Run(tc.name, func(t *testing.T) { testClusterInformer(t, tc.codec) })
+	}
+}
+
+func testClusterInformer(t *testing.T, codec aggregate.Codec) {
+	p, views := newTestProviderOf(t, codec)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	go func() { _ = p.fleet.Start(ctx) }()
@@ -252,19 +299,18 @@ func TestClusterInformer(t *testing.T) {
 		t.Fatal("the registration did not sync")
 	}
 	sa, sb := p.fleet.ClusterStore("a", configMaps), p.fleet.ClusterStore("b", configMaps)
-	if err := sb.Apply(configMap("ns", "of-b", "9", nil, nil), false); err != nil {
-		t.Fatal(err)
-	}
-	if err := sa.Apply(configMap("ns", "one", "4", nil, nil), false); err != nil {
-		t.Fatal(err)
-	}
+	applyAs(t, codec, sb, configMap("ns", "of-b", "9", nil, nil), false)
+	// One was read decoded when the provider learnt the kind (a compact fleet keeps it
+	// decoded a while), three was not: its old state comes encoded (Event.OldEncoded).
+	applyAs(t, codec, sa, configMap("ns", "one", "4", nil, map[string]string{"owner": "a2"}), false)
+	applyAs(t, codec, sa, configMap("other", "three", "5", nil, map[string]string{"owner": "a3"}), false)
 	if err := sa.Delete(configMap("ns", "two", "2", nil, nil), false); err != nil {
 		t.Fatal(err)
 	}
 	p.fleet.RemoveCluster("a")
 	want := []string{
 		"add ns/one initial", "add ns/two initial", "add other/three initial",
-		"update one from 1", "delete two", "delete unknown ns/one one", "delete unknown other/three three",
+		"update one from 1 of a to 4 of a2", "update three from 3 of a to 5 of a3", "delete two", "delete unknown ns/one one", "delete unknown other/three three",
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -274,7 +320,7 @@ func TestClusterInformer(t *testing.T) {
 		// The initial adds and the removal's deletes come in no particular order.
 		slices.Sort(got[:min(3, len(got))])
 		if len(got) == len(want) {
-			slices.Sort(got[5:])
+			slices.Sort(got[6:])
 			if !slices.Equal(got, want) {
 				t.Fatalf("events:\n got %q\nwant %q", got, want)
 			}

@@ -47,6 +47,10 @@ func (i *clusterInformer) AddEventHandlerWithOptions(h toolscache.ResourceEventH
 		Name:      fmt.Sprintf("mcprovider %s %s as %s", i.c.name, i.resource.GroupResource(), i.target.gvk.Kind),
 		Resources: []schema.GroupVersionResource{i.resource},
 		Cluster:   i.c.name,
+		// A typed handler of a compact fleet decodes each object from its encoding
+		// straight into the Go type (target.fromEncoded): the fleet need not decode it
+		// into a map first, which nothing would read.
+		EncodedOnly: i.target.form == formTyped && i.target.decoder != nil,
 	})
 	if err != nil {
 		return nil, err
@@ -136,6 +140,8 @@ type handlerAdapter struct {
 var _ aggregate.Handler = (*handlerAdapter)(nil)
 
 func (a *handlerAdapter) OnEvent(e aggregate.Event) {
+	// With EncodedOnly, Object may be nil and Encoded the object: its key is known
+	// once it is converted.
 	obj, err := a.target.convertEncoded(e.Object, e.Encoded, true)
 	if err != nil {
 		a.logger.Error(err, "Dropping an event whose object does not convert", "key", e.Key().String(), "type", e.Type)
@@ -151,15 +157,15 @@ func (a *handlerAdapter) OnEvent(e aggregate.Event) {
 			runtime.Gosched()
 		}
 	case aggregate.Updated:
-		old, err := a.target.convert(e.OldObject, true)
+		old, err := a.target.convertEncoded(e.OldObject, e.OldEncoded, true)
 		if err != nil {
-			a.logger.Error(err, "Dropping an event whose old object does not convert", "key", e.Key().String())
+			a.logger.Error(err, "Dropping an event whose old object does not convert", "key", e.Cluster+"/"+toolscache.MetaObjectToName(obj).String())
 			return
 		}
 		a.h.OnUpdate(old, obj)
 	case aggregate.Deleted:
 		if e.FinalStateUnknown {
-			a.h.OnDelete(toolscache.DeletedFinalStateUnknown{Key: e.Key().MetaNamespaceKey(), Obj: obj})
+			a.h.OnDelete(toolscache.DeletedFinalStateUnknown{Key: toolscache.MetaObjectToName(obj).String(), Obj: obj})
 			return
 		}
 		a.h.OnDelete(obj)
