@@ -3,6 +3,7 @@ package aggregate_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -447,5 +448,82 @@ func TestCompressedDictFleet(t *testing.T) {
 		if u, ok := obj.(*unstructured.Unstructured); !ok || u.GetName() == "" {
 			t.Fatalf("List: a %T without a name", obj)
 		}
+	}
+}
+
+// TestSelectEncoded checks Indexer.SelectEncoded: the objects of a cluster, a namespace
+// and a selector, as the fleet holds them: in a compact fleet, the encodings of the
+// objects it holds encoded only (the very bytes, decoded by no one) and the objects it
+// has at hand decoded; in a plain fleet, the objects.
+func TestSelectEncoded(t *testing.T) {
+	for _, compact := range []bool{true, false} {
+		t.Run(fmt.Sprintf("compact=%t", compact), func(t *testing.T) {
+			var codec aggregate.Codec
+			if compact {
+				codec = persist.Codec{}
+			}
+			f := aggregate.New(aggregate.Options{Codec: codec})
+			ix := f.Indexer(aggregatetest.Pods)
+			for _, c := range []string{"a", "b"} {
+				s := f.ClusterStore(c, aggregatetest.Pods)
+				for _, p := range []*unstructured.Unstructured{
+					aggregatetest.Pod("ns", "web", "1", map[string]string{"app": "web"}),
+					aggregatetest.Pod("ns", "db", "2", map[string]string{"app": "db"}),
+					aggregatetest.Pod("other", "web", "3", map[string]string{"app": "web"}),
+				} {
+					if compact {
+						mustApplyPartial(t, s, p)
+					} else {
+						mustApply(t, s, p, false)
+					}
+				}
+			}
+			// One read decoded: a compact fleet has it at hand decoded from then on.
+			if _, ok := ix.Get(aggregate.Key{Cluster: "a", Namespace: "other", Name: "web"}); !ok {
+				t.Fatal("a/other/web not found")
+			}
+			for _, tc := range []struct {
+				cluster, namespace string
+				selector           labels.Selector
+				want               []string
+			}{
+				{"a", "", nil, []string{"a/ns/db", "a/ns/web", "a/other/web"}},
+				{"a", "ns", nil, []string{"a/ns/db", "a/ns/web"}},
+				{"b", "", labels.SelectorFromSet(labels.Set{"app": "web"}), []string{"b/ns/web", "b/other/web"}},
+				{"", "ns", labels.SelectorFromSet(labels.Set{"app": "db"}), []string{"a/ns/db", "b/ns/db"}},
+				{"c", "", nil, nil},
+			} {
+				var got []string
+				for _, h := range ix.SelectEncoded(tc.cluster, tc.namespace, tc.selector) {
+					obj := h.Object
+					switch {
+					case h.Object != nil && h.Encoded != nil:
+						t.Errorf("%v: both an object and %d bytes encoded", tc, len(h.Encoded))
+					case h.Encoded != nil:
+						if !compact {
+							t.Errorf("%v: %d bytes encoded in a plain fleet", tc, len(h.Encoded))
+						}
+						var err error
+						if obj, err = f.Codec().Decode(h.Encoded); err != nil {
+							t.Fatalf("%v: %v", tc, err)
+						}
+					}
+					u := obj.(*unstructured.Unstructured)
+					// The object read decoded comes decoded, the others encoded.
+					if hot := tc.cluster == "a" && u.GetNamespace() == "other"; compact && (h.Object != nil) != hot {
+						t.Errorf("%v: %s/%s: decoded %t", tc, u.GetNamespace(), u.GetName(), h.Object != nil)
+					}
+					got = append(got, u.GetNamespace()+"/"+u.GetName())
+				}
+				slices.Sort(got)
+				var want []string
+				for _, k := range tc.want {
+					want = append(want, k[2:])
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("SelectEncoded(%q, %q, %v): %v, want %v", tc.cluster, tc.namespace, tc.selector, got, want)
+				}
+			}
+		})
 	}
 }

@@ -369,6 +369,33 @@ func (ix *Indexer) GetEncoded(key Key) (obj runtime.Object, encoded []byte, ok b
 	return peek(e), nil, true
 }
 
+// Held is an object as the fleet has it at hand (see GetEncoded): Encoded, the very
+// bytes that a compact fleet holds, where it holds the object encoded only; else
+// Object. Neither may be modified.
+type Held struct {
+	Object  runtime.Object
+	Encoded []byte
+}
+
+// SelectEncoded returns the objects of cluster (every cluster if empty) in namespace
+// (every namespace if empty) whose labels match selector (nil matches everything), each
+// as GetEncoded returns it, for a reader that converts them into a form of its own and
+// can do so from their encodings: it decodes nothing and keeps nothing decoded.
+func (ix *Indexer) SelectEncoded(cluster, namespace string, selector labels.Selector) []Held {
+	ix.lock.RLock()
+	objs := ix.selectLocked(cluster, namespace, selector)
+	ix.lock.RUnlock()
+	out := make([]Held, len(objs))
+	for i, obj := range objs {
+		if o, ok := obj.(*encodedObject); ok {
+			out[i].Encoded = o.data
+		} else {
+			out[i].Object = obj
+		}
+	}
+	return out
+}
+
 // List returns every object.
 func (ix *Indexer) List() []runtime.Object {
 	ix.lock.RLock()

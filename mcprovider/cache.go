@@ -107,40 +107,34 @@ func (c *clusterCache) List(_ context.Context, list client.ObjectList, opts ...c
 	if selector == nil {
 		selector = labels.Everything()
 	}
-	var cached []runtime.Object
+	// The objects come as the fleet holds them, so that a typed list of a compact fleet
+	// decodes each encoding straight into the Go type (target.fromEncoded).
+	var held []aggregate.Held
 	filter := false
 	if o.FieldSelector != nil {
-		cached, err = c.byFields(m.Resource, o.FieldSelector.Requirements(), namespace)
+		held, err = c.byFields(m.Resource, o.FieldSelector.Requirements(), namespace)
 		filter = !selector.Empty()
 	} else {
 		// The fleet's label index narrows the objects of the cluster or namespace.
-		lister := c.p.fleet.Lister(m.Resource).Cluster(c.name)
-		if namespace != "" {
-			cached, err = lister.ByNamespace(namespace).List(selector)
-		} else {
-			cached, err = lister.List(selector)
-		}
+		held = c.p.fleet.Indexer(m.Resource).SelectEncoded(c.name, namespace, selector)
 	}
 	if err != nil {
 		return err
 	}
-	items := make([]runtime.Object, 0, len(cached))
-	for _, obj := range cached {
+	items := make([]runtime.Object, 0, len(held))
+	for _, h := range held {
 		if o.Limit > 0 && int64(len(items)) >= o.Limit {
 			break
 		}
-		if filter {
-			a, err := meta.Accessor(obj)
-			if err != nil {
-				return err
-			}
-			if !selector.Matches(labels.Set(a.GetLabels())) {
-				continue
-			}
-		}
-		item, err := t.convert(obj, false)
+		item, err := t.newObject()
 		if err != nil {
 			return err
+		}
+		if err := t.fromEncoded(h.Object, h.Encoded, item); err != nil {
+			return err
+		}
+		if filter && !selector.Matches(labels.Set(item.GetLabels())) {
+			continue
 		}
 		items = append(items, item)
 	}
@@ -152,8 +146,9 @@ func (c *clusterCache) List(_ context.Context, list client.ObjectList, opts ...c
 }
 
 // byFields returns the objects of the cluster in namespace (every namespace if empty)
-// that match every requirement, each an exact match of an indexed field.
-func (c *clusterCache) byFields(gvr schema.GroupVersionResource, reqs fields.Requirements, namespace string) ([]runtime.Object, error) {
+// that match every requirement, each an exact match of an indexed field, as the fleet
+// holds them (aggregate.Indexer.GetEncoded).
+func (c *clusterCache) byFields(gvr schema.GroupVersionResource, reqs fields.Requirements, namespace string) ([]aggregate.Held, error) {
 	if len(reqs) == 0 {
 		return nil, errors.New("non-exact field matches are not supported by the cache")
 	}
@@ -181,10 +176,10 @@ func (c *clusterCache) byFields(gvr schema.GroupVersionResource, reqs fields.Req
 			return nil, nil
 		}
 	}
-	out := make([]runtime.Object, 0, len(keys))
+	out := make([]aggregate.Held, 0, len(keys))
 	for k := range keys {
-		if obj, ok := ix.Get(k); ok {
-			out = append(out, obj)
+		if obj, encoded, ok := ix.GetEncoded(k); ok {
+			out = append(out, aggregate.Held{Object: obj, Encoded: encoded})
 		}
 	}
 	return out, nil

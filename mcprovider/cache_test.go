@@ -3,6 +3,7 @@ package mcprovider
 import (
 	"context"
 	"errors"
+	"maps"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -117,8 +118,20 @@ func applyAs(t *testing.T, codec aggregate.Codec, s *aggregate.ClusterStore, obj
 	}
 }
 
+// TestClusterCacheReads checks a cluster's Get and List into typed, unstructured and
+// metadata-only objects, over a plain fleet and over compact ones, whose typed reads
+// decode the fleet's encodings straight into the Go type.
 func TestClusterCacheReads(t *testing.T) {
-	p, views := newTestProvider(t)
+	for _, tc := range []struct {
+		name  string
+		codec aggregate.Codec
+	}{{"plain", nil}, {"compact", persist.Codec{}}, {"compressed", persist.Codec{Compress: true}}} {
+		t.Run(tc.name, func(t *testing.T) { testClusterCacheReads(t, tc.codec) })
+	}
+}
+
+func testClusterCacheReads(t *testing.T, codec aggregate.Codec) {
+	p, views := newTestProviderOf(t, codec)
 	ctx := t.Context()
 	if err := p.IndexField(ctx, &corev1.ConfigMap{}, "data.owner", func(o client.Object) []string {
 		return []string{o.(*corev1.ConfigMap).Data["owner"]}
@@ -222,6 +235,46 @@ func TestClusterCacheReads(t *testing.T) {
 			u.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
 			if err := a.List(ctx, u, tc.opts...); err != nil || len(u.Items) != len(tc.want) {
 				t.Errorf("unstructured List: %v, %d items, want %d", err, len(u.Items), len(tc.want))
+			}
+			pm := &metav1.PartialObjectMetadataList{}
+			pm.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
+			if err := a.List(ctx, pm, tc.opts...); err != nil || len(pm.Items) != len(tc.want) {
+				t.Errorf("metadata List: %v, %d items, want %d", err, len(pm.Items), len(tc.want))
+			}
+		})
+	}
+}
+
+// TestTypedListOfEncodings checks that a typed List of a compact fleet decodes the
+// encodings that the fleet holds straight into the Go type: the objects of cluster b,
+// which nothing has decoded (with an index of the fleet, the fleet decodes each object
+// it files, and keeps it decoded a while).
+func TestTypedListOfEncodings(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		codec aggregate.Codec
+	}{{"compact", persist.Codec{}}, {"compressed", persist.Codec{Compress: true}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, views := newTestProviderOf(t, tc.codec)
+			for _, opts := range [][]client.ListOption{nil, {client.InNamespace("ns"), client.MatchingLabels{"app": "y"}}} {
+				var list corev1.ConfigMapList
+				if err := views["b"].List(t.Context(), &list, opts...); err != nil {
+					t.Fatal(err)
+				}
+				want := map[string]string{"ns/one": "1", "ns/two": "2", "other/three": "3"}
+				if opts != nil {
+					want = map[string]string{"ns/two": "2"}
+				}
+				got := map[string]string{}
+				for _, cm := range list.Items {
+					if cm.Data["owner"] != "b" || cm.Kind != "ConfigMap" || cm.Labels["app"] == "" {
+						t.Errorf("%s/%s: owner %q, kind %q, labels %v", cm.Namespace, cm.Name, cm.Data["owner"], cm.Kind, cm.Labels)
+					}
+					got[cm.Namespace+"/"+cm.Name] = cm.ResourceVersion
+				}
+				if !maps.Equal(got, want) {
+					t.Errorf("List %v: got %v, want %v", opts, got, want)
+				}
 			}
 		})
 	}
