@@ -279,15 +279,7 @@ func TestEncodedOnlyHandler(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				partial := &unstructured.Unstructured{}
-				partial.SetAPIVersion(u.GetAPIVersion())
-				partial.SetKind(u.GetKind())
-				partial.SetNamespace(u.GetNamespace())
-				partial.SetName(u.GetName())
-				partial.SetUID(u.GetUID())
-				partial.SetResourceVersion(u.GetResourceVersion())
-				partial.SetLabels(u.GetLabels())
-				if err := pods.ApplyPartial(partial, data, initialList); err != nil {
+				if err := aggregatetest.ApplyEncoded(pods, u, data, initialList); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -70,13 +70,7 @@ func applyPartial(s *aggregate.ClusterStore, obj *unstructured.Unstructured) err
 	if err != nil {
 		return err
 	}
-	partial := &unstructured.Unstructured{Object: map[string]any{"apiVersion": obj.GetAPIVersion(), "kind": obj.GetKind()}}
-	partial.SetNamespace(obj.GetNamespace())
-	partial.SetName(obj.GetName())
-	partial.SetUID(obj.GetUID())
-	partial.SetResourceVersion(obj.GetResourceVersion())
-	partial.SetLabels(obj.GetLabels())
-	return s.ApplyPartial(partial, encoded, false)
+	return aggregatetest.ApplyEncoded(s, obj, encoded, false)
 }
 
 func mustApplyPartial(t testing.TB, s *aggregate.ClusterStore, obj *unstructured.Unstructured) {

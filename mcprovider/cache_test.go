@@ -26,6 +26,7 @@ import (
 
 	"github.com/fleetwatch/fleetwatch"
 	"github.com/fleetwatch/fleetwatch/aggregate"
+	"github.com/fleetwatch/fleetwatch/aggregate/aggregatetest"
 	"github.com/fleetwatch/fleetwatch/cluster"
 	"github.com/fleetwatch/fleetwatch/cluster/clustertest"
 	"github.com/fleetwatch/fleetwatch/informer"
@@ -106,14 +107,7 @@ func applyAs(t *testing.T, codec aggregate.Codec, s *aggregate.ClusterStore, obj
 	if err != nil {
 		t.Fatal(err)
 	}
-	partial := &unstructured.Unstructured{}
-	partial.SetAPIVersion(obj.GetAPIVersion())
-	partial.SetKind(obj.GetKind())
-	partial.SetNamespace(obj.GetNamespace())
-	partial.SetName(obj.GetName())
-	partial.SetResourceVersion(obj.GetResourceVersion())
-	partial.SetLabels(obj.GetLabels())
-	if err := s.ApplyPartial(partial, data, initialList); err != nil {
+	if err := aggregatetest.ApplyEncoded(s, obj, data, initialList); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -215,3 +215,18 @@ func rvLess(a, b string) bool {
 	}
 	return x < y
 }
+
+// ApplyEncoded applies obj to s as the informers of a compact fleet do: data, its
+// encoding, with the partial object that files it (its kind, namespace, name, UID,
+// resourceVersion and labels), so that the fleet holds it encoded only.
+func ApplyEncoded(s *aggregate.ClusterStore, obj *unstructured.Unstructured, data []byte, initialList bool) error {
+	partial := &unstructured.Unstructured{}
+	partial.SetAPIVersion(obj.GetAPIVersion())
+	partial.SetKind(obj.GetKind())
+	partial.SetNamespace(obj.GetNamespace())
+	partial.SetName(obj.GetName())
+	partial.SetUID(obj.GetUID())
+	partial.SetResourceVersion(obj.GetResourceVersion())
+	partial.SetLabels(obj.GetLabels())
+	return s.ApplyPartial(partial, data, initialList)
+}
