@@ -78,6 +78,10 @@ type Options struct {
 	// resumes its watch from the saved resourceVersion instead of listing. The Manager
 	// keeps it up to date through a persist.Writer. The caller opens and closes it.
 	//
+	// The objects that a fleet without a Codec loads from it share, within a cluster,
+	// the maps and arrays they hold alike (the spec of the pods of one Deployment): one
+	// copy of each, as the fleet's objects are not to be modified.
+	//
 	// While the snapshot loads, NewManager turns the garbage collector off (GOGC=off)
 	// and bounds the heap with a memory limit instead: the memory in use plus six times
 	// the file's size, or a lower limit (GOMEMLIMIT) that was set. Afterwards it sets

@@ -1,6 +1,7 @@
 package persist
 
 import (
+	"hash/maphash"
 	"math"
 	"strings"
 	"unicode/utf8"
@@ -34,6 +35,13 @@ type fastDecoder struct {
 	// scratch holds the expansion of a compressed encoding (expanded) while it is
 	// decoded; nothing decoded shares its memory.
 	scratch []byte
+	// shared, if not nil, is the maps and slices that the decoder decoded, by their
+	// encoding (sharedValues): a map or slice of an object whose encoding is there is
+	// not decoded again, but handed out as it was. Only the loader sets it.
+	shared *sharedValues
+	// spans is the decoder's scratch space for the spans of an object's maps and
+	// slices (scanSpans).
+	spans []span
 }
 
 // decodeMap decodes data, the CBOR of an unstructured object's map. ok is false if data
@@ -44,6 +52,11 @@ func (d *fastDecoder) decodeMap(data string) (m map[string]any, ok bool) {
 		return nil, false
 	}
 	r := cborReader{data: data, strings: &d.strings}
+	if d.shared != nil {
+		if d.spans, ok = scanSpans(data, d.spans[:0]); ok {
+			r.shared, r.spans = d.shared, d.spans
+		}
+	}
 	v, ok := r.value(0)
 	if !ok || r.off != len(data) {
 		return nil, false
@@ -71,6 +84,12 @@ type cborReader struct {
 	// of one of its members that uniqueMetadata names is: such a string is copied,
 	// not interned.
 	metadata, unique bool
+	// shared, if not nil, is the decoder's sharedValues, and spans the spans of the
+	// object's maps and slices, in the order in which value meets them; next is the
+	// index in spans of the next one.
+	shared *sharedValues
+	spans  []span
+	next   int
 }
 
 // uniqueMetadata reports whether the member key of an object's metadata is a value of
@@ -173,6 +192,7 @@ func (r *cborReader) key() (string, bool) {
 }
 
 func (r *cborReader) value(depth int) (any, bool) {
+	start := r.off
 	major, ai, arg, ok := r.head()
 	if !ok {
 		return nil, false
@@ -199,38 +219,32 @@ func (r *cborReader) value(depth int) (any, bool) {
 			}
 		}
 		return strings.Clone(s), true
-	case cborArray:
-		// Every element takes at least one byte: a longer array is truncated.
-		if depth >= maxFastDepth || arg > uint64(len(r.data)-r.off) {
-			return nil, false
+	case cborArray, cborMap:
+		if r.shared == nil {
+			return r.container(major, arg, depth)
 		}
-		a := make([]any, arg)
-		for i := range a {
-			if a[i], ok = r.value(depth + 1); !ok {
-				return nil, false
-			}
+		// The spans are those of the maps and slices of data in this order (scanSpans):
+		// the one of this value is next.
+		if r.next >= len(r.spans) {
+			return nil, false // never: scanSpans walked the same items
 		}
-		return a, true
-	case cborMap:
-		if depth >= maxFastDepth || arg > uint64(len(r.data)-r.off)/2 {
-			return nil, false
+		sp := r.spans[r.next]
+		r.next++
+		if depth == 0 || (depth == 1 && r.metadata) {
+			// The object's own map and its metadata are its own.
+			return r.container(major, arg, depth)
 		}
-		m := make(map[string]any, arg)
-		for range arg {
-			k, ok := r.key()
-			if !ok {
-				return nil, false
-			}
-			v, ok := r.member(depth, k)
-			if !ok {
-				return nil, false
-			}
-			m[k] = v
+		enc := r.data[start:sp.end]
+		slot := r.shared.slot(enc)
+		if slot.v != nil && slot.enc == enc {
+			r.off, r.next = int(sp.end), int(sp.after)
+			return slot.v, true
 		}
-		if uint64(len(m)) != arg { // a duplicate key
-			return nil, false
+		v, ok := r.container(major, arg, depth)
+		if ok && r.off == int(sp.end) {
+			*slot = sharedValue{enc: enc, v: v}
 		}
-		return m, true
+		return v, ok
 	case cborSimple:
 		switch ai {
 		case 20:
@@ -250,6 +264,136 @@ func (r *cborReader) value(depth int) (any, bool) {
 	default: // tags
 		return nil, false
 	}
+}
+
+// span is where the encoding of a map or an array ends in the encoding of an object, and
+// the index, in the object's spans, of the first map or array after it and what it
+// holds.
+type span struct{ end, after int32 }
+
+// scanSpans appends to spans the span of each map and array of data, the encoding of an
+// object, in the order of their heads, and returns them. ok is false if data is not
+// well-formed CBOR of the subset that the decoder reads, as far as heads and lengths go;
+// the decoder then decodes it without spans.
+func scanSpans(data string, spans []span) (_ []span, ok bool) {
+	if len(data) > math.MaxInt32 {
+		return spans, false
+	}
+	r := cborReader{data: data}
+	ok = r.scan(&spans, 0) && r.off == len(data)
+	return spans, ok
+}
+
+// scan reads one data item, appending the spans of the maps and arrays it is or holds.
+func (r *cborReader) scan(spans *[]span, depth int) bool {
+	major, _, arg, ok := r.head()
+	if !ok {
+		return false
+	}
+	switch major {
+	case cborBytes, cborText:
+		_, ok := r.str(arg)
+		return ok
+	case cborArray, cborMap:
+		if depth >= maxFastDepth {
+			return false
+		}
+		items := arg
+		if major == cborMap {
+			if arg > uint64(len(r.data)-r.off)/2 {
+				return false
+			}
+			items = 2 * arg
+		} else if arg > uint64(len(r.data)-r.off) {
+			return false
+		}
+		i := len(*spans)
+		*spans = append(*spans, span{})
+		for range items {
+			if !r.scan(spans, depth+1) {
+				return false
+			}
+		}
+		(*spans)[i] = span{end: int32(r.off), after: int32(len(*spans))}
+		return true
+	case cborTag:
+		return false
+	}
+	return true
+}
+
+// sharedValues are the maps and arrays that a loader's decoder decoded, each found by its
+// encoding, so that the objects of a load that hold the same map or array (the spec of
+// the pods of one Deployment, a container's resources, the labels of a release) hold
+// one copy of it. Objects handed out are not to be mutated (docs/design.md), and these
+// are no exception: a change to one would show in every object that holds it.
+//
+// The keys are views of the stored values being decoded, in the file's memory map: the
+// loader drops the table before its read transaction ends (decodeChunks), and uses it
+// only for values read in place, never for those expanded in its scratch space.
+type sharedValues struct {
+	// slots holds an encoding and its decoding in the slot that the encoding's hash
+	// picks, the last one decoded with that slot: a cache, not a set, so that it stays
+	// small and each lookup costs one hash and one comparison.
+	slots [1 << sharedBits]sharedValue
+}
+
+type sharedValue struct {
+	enc string
+	v   any
+}
+
+// sharedBits sets the number of slots of a sharedValues.
+const sharedBits = 14
+
+var sharedSeed = maphash.MakeSeed()
+
+// slot returns the slot of enc.
+func (t *sharedValues) slot(enc string) *sharedValue {
+	return &t.slots[maphash.String(sharedSeed, enc)>>(64-sharedBits)]
+}
+
+// reset empties t.
+func (t *sharedValues) reset() { clear(t.slots[:]) }
+
+// container reads an array or a map, whose head the reader has read, with its argument.
+func (r *cborReader) container(major byte, arg uint64, depth int) (any, bool) {
+	if depth >= maxFastDepth {
+		return nil, false
+	}
+	if major == cborArray {
+		// Every element takes at least one byte: a longer array is truncated.
+		if arg > uint64(len(r.data)-r.off) {
+			return nil, false
+		}
+		a := make([]any, arg)
+		for i := range a {
+			var ok bool
+			if a[i], ok = r.value(depth + 1); !ok {
+				return nil, false
+			}
+		}
+		return a, true
+	}
+	if arg > uint64(len(r.data)-r.off)/2 {
+		return nil, false
+	}
+	m := make(map[string]any, arg)
+	for range arg {
+		k, ok := r.key()
+		if !ok {
+			return nil, false
+		}
+		v, ok := r.member(depth, k)
+		if !ok {
+			return nil, false
+		}
+		m[k] = v
+	}
+	if uint64(len(m)) != arg { // a duplicate key
+		return nil, false
+	}
+	return m, true
 }
 
 func finite(f float64) (any, bool) {

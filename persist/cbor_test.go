@@ -109,7 +109,8 @@ func TestFastDecodeGivesUp(t *testing.T) {
 }
 
 // FuzzFastDecode checks that the fast decoder accepts only what direct.Unmarshal
-// accepts, and decodes it to the same value.
+// accepts, and decodes it to the same value, with shared values (as the loader decodes)
+// or without.
 func FuzzFastDecode(f *testing.F) {
 	for _, tt := range fastDecodeCases {
 		data, err := direct.Marshal(tt.m)
@@ -136,6 +137,18 @@ func FuzzFastDecode(f *testing.F) {
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("fast decoder: %#v\ndirect.Unmarshal: %#v", got, want)
+		}
+		// With shared values, as the loader decodes: the second decoding finds the
+		// maps and arrays of the first.
+		shared := fastDecoder{shared: new(sharedValues)}
+		for i := range 2 {
+			got, ok := shared.decodeMap(string(data))
+			if !ok {
+				t.Fatalf("decoding %d with shared values gave up", i)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("decoding %d with shared values: %#v\ndirect.Unmarshal: %#v", i, got, want)
+			}
 		}
 	})
 }

@@ -135,10 +135,18 @@ func (d *fastDecoder) decode(data string) (runtime.Object, error) {
 	if len(data) == 0 {
 		return nil, fmt.Errorf("%w: empty object value", ErrCorrupt)
 	}
-	data, err := d.expanded(data)
+	expanded, err := d.expanded(data)
 	if err != nil {
 		return nil, err
 	}
+	if d.shared != nil && unsafe.StringData(expanded) != unsafe.StringData(data) {
+		// The expansion is in d's scratch space, which the next value overwrites: the
+		// shared values are found by views of values read in place only.
+		shared := d.shared
+		d.shared = nil
+		defer func() { d.shared = shared }()
+	}
+	data = expanded
 	switch {
 	case isMapHead(data[0]):
 		return d.decodeUnstructured(data)

@@ -444,7 +444,18 @@ func (lc *loadedCluster) assemble() {
 func decodeChunks(work <-chan *chunk, fail func(error)) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	var d fastDecoder
+	cluster := ""
 	for c := range work {
+		if !c.partial && (d.shared == nil || c.cluster != cluster) {
+			// Objects share maps and arrays within a cluster (sharedValues): the table
+			// starts over with each, so that it holds views of the pages being read,
+			// not of those that the load has evicted (evictMapped).
+			if d.shared == nil {
+				d.shared = new(sharedValues)
+			}
+			d.shared.reset()
+			cluster = c.cluster
+		}
 		if err := c.decode(&d); err != nil {
 			fail(err)
 		}

@@ -1,0 +1,116 @@
+package persist
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"testing"
+	"unsafe"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/serializer/cbor/direct"
+)
+
+// sameMap reports whether a and b are the same map, not only equal ones.
+func sameMap(a, b any) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+}
+
+// TestLoadSharesEqualMaps: the objects of a cluster that a load decodes share the maps
+// and arrays that they hold alike (a pod's spec, its labels), and only those: each has
+// its own root map and metadata, and every object still decodes to what it was stored
+// as, over more than one chunk.
+func TestLoadSharesEqualMaps(t *testing.T) {
+	path := testPath(t)
+	s := openTest(t, path, Options{})
+	w := s.NewWriter(WriterOptions{})
+	var stored []*unstructured.Unstructured
+	for i := range loadChunk + 10 { // more than one chunk
+		pod := testPod(t, "ns", fmt.Sprintf("pod-%04d", i))
+		if i%2 == 1 {
+			// Another spec: an image of its own.
+			c := pod.Object["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+			c["image"] = fmt.Sprintf("registry.example.com/app:%d", i)
+		}
+		stored = append(stored, pod)
+		w.Upsert("a", pods, pod)
+	}
+	w.Checkpoint("a", pods, "100")
+	if err := w.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rs := resourceOf(mustLoad(t, s), "a", pods)
+	if len(rs.Objects) != len(stored) {
+		t.Fatalf("loaded %d objects, want %d", len(rs.Objects), len(stored))
+	}
+	field := func(i int, name string) any { return rs.Objects[i].(*unstructured.Unstructured).Object[name] }
+	for i, obj := range rs.Objects {
+		if !reflect.DeepEqual(obj.(*unstructured.Unstructured).Object, stored[i].Object) {
+			t.Fatalf("object %d loaded as %v, stored as %v", i, obj, stored[i])
+		}
+	}
+	// Each decoder has its table: pods of one chunk share, those of two may not.
+	if !sameMap(field(0, "spec"), field(2, "spec")) {
+		t.Error("the pods with the same spec hold copies of it")
+	}
+	if sameMap(field(0, "spec"), field(1, "spec")) {
+		t.Error("pods with different specs hold the same map")
+	}
+	// The spec of pod 1 is its own, but what it holds like pod 0 is shared.
+	resources := func(i int) any {
+		c := field(i, "spec").(map[string]any)["containers"].([]any)[0].(map[string]any)
+		return c["resources"]
+	}
+	if resources(1) == nil || !sameMap(resources(0), resources(1)) {
+		t.Error("the pods' equal container resources are copies")
+	}
+	if sameMap(field(0, "metadata"), field(2, "metadata")) || sameMap(rs.Objects[0].(*unstructured.Unstructured).Object, rs.Objects[2].(*unstructured.Unstructured).Object) {
+		t.Error("two objects share their metadata or their root map")
+	}
+}
+
+// TestSharedValuesIgnoreExpandedEncodings: the shared values are found by views of the
+// values being decoded, which must stay put while the decoder holds them. A compressed
+// value is expanded in the decoder's scratch space, which the next one overwrites, so
+// the decoder keeps no view of it: a view there would, once the scratch holds another
+// value, find the first value's map for the second's bytes at the same place.
+func TestSharedValuesIgnoreExpandedEncodings(t *testing.T) {
+	obj := map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "a"},
+		"data": map[string]any{"k": "value " + string(make([]byte, 200))}}
+	enc, err := direct.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	compressed := compress(enc)
+	if !isCompressed(compressed[0]) {
+		t.Fatal("the test's encoding is not compressed")
+	}
+	d := fastDecoder{shared: new(sharedValues)}
+	views := func() (in, out int) {
+		lo := uintptr(unsafe.Pointer(unsafe.SliceData(d.scratch)))
+		hi := lo + uintptr(cap(d.scratch))
+		for _, sv := range d.shared.slots {
+			if sv.v == nil {
+				continue
+			}
+			if p := uintptr(unsafe.Pointer(unsafe.StringData(sv.enc))); p >= lo && p < hi {
+				in++
+			} else {
+				out++
+			}
+		}
+		return in, out
+	}
+	for _, data := range [][]byte{compressed, enc, compressed} {
+		got, err := d.decode(string(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got.(*unstructured.Unstructured).Object, obj) {
+			t.Fatalf("decoded %v, want %v", got, obj)
+		}
+		if in, out := views(); in > 0 || out == 0 && !isCompressed(data[0]) {
+			t.Fatalf("after a value of format %d, the shared values hold %d views of the scratch space, %d of values", data[0], in, out)
+		}
+	}
+}
