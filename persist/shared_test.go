@@ -114,3 +114,44 @@ func TestSharedValuesIgnoreExpandedEncodings(t *testing.T) {
 		}
 	}
 }
+
+// TestSharedValuesEndWithTheLoad: the shared values are found by views of the file's
+// memory map, so they must not outlive the load that made them. Two loads of equal
+// objects from two files, the first closed (unmapped) before the second: a table kept
+// from the first load would, on the second's equal bytes, compare them with views of
+// the unmapped file and fault, or hand the second load the first load's maps.
+func TestSharedValuesEndWithTheLoad(t *testing.T) {
+	var first *Snapshot
+	for i := range 2 {
+		s, err := Open(testPath(t), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := s.NewWriter(WriterOptions{})
+		for j := range 50 {
+			w.Upsert("a", pods, testPod(t, "ns", fmt.Sprintf("pod-%02d", j)))
+		}
+		w.Checkpoint("a", pods, "100")
+		if err := w.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		snap := mustLoad(t, s)
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		rs := resourceOf(snap, "a", pods)
+		if len(rs.Objects) != 50 {
+			t.Fatalf("load %d: %d objects, want 50", i, len(rs.Objects))
+		}
+		if i == 0 {
+			first = snap
+			continue
+		}
+		spec := func(snap *Snapshot) any {
+			return resourceOf(snap, "a", pods).Objects[0].(*unstructured.Unstructured).Object["spec"]
+		}
+		if sameMap(spec(first), spec(snap)) {
+			t.Error("the second load's objects hold the first load's maps")
+		}
+	}
+}
