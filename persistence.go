@@ -135,8 +135,9 @@ func (sd *clusterSeeder) add(key persist.ResourceKey, objects []runtime.Object, 
 	}
 	for i, obj := range objects {
 		var err error
-		if u, ok := obj.(*unstructured.Unstructured); ok && encoded != nil && encoded[i] != nil {
-			err = sc.store.ApplyPartial(u, encoded[i], true)
+		if encoded != nil && encoded[i] != nil {
+			// obj is what files the object (persist.ResourceSnapshot.Encoded).
+			err = sc.store.ApplyPartial(obj, encoded[i], true)
 		} else {
 			err = sc.store.Apply(obj, true)
 		}

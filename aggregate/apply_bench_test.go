@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/fleetwatch/fleetwatch/aggregate"
@@ -17,7 +18,9 @@ import (
 // (make bench's count of objects), made before and then pushed out of the CPU's caches,
 // as a list's objects are by the time the last of them has come. "filed" hands the
 // store the informer's wire.EncodedObjects, which read what files them when they were
-// made; "map" their maps, which the store then reads.
+// made; "map" their maps, which the store then reads; "meta" a
+// *metav1.PartialObjectMetadata of the same members, as a snapshot's partial load
+// (persist.LoadOptions.Partial) makes them.
 //
 //	go test -run '^$' -bench ApplyPartialList -count 6 ./aggregate/
 func BenchmarkApplyPartialList(b *testing.B) {
@@ -35,7 +38,16 @@ func BenchmarkApplyPartialList(b *testing.B) {
 		}
 	}
 	evict := make([]byte, 64<<20)
-	for _, mode := range []string{"filed", "map"} {
+	metas := make([][]*metav1.PartialObjectMetadata, clusters)
+	for c, list := range objs {
+		for _, e := range list {
+			u := e.Unstructured
+			p := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: u.GetAPIVersion(), Kind: u.GetKind()}}
+			p.Name, p.Namespace, p.UID, p.ResourceVersion, p.Labels = u.GetName(), u.GetNamespace(), u.GetUID(), u.GetResourceVersion(), u.GetLabels()
+			metas[c] = append(metas[c], p)
+		}
+	}
+	for _, mode := range []string{"filed", "map", "meta"} {
 		b.Run(mode, func(b *testing.B) {
 			for b.Loop() {
 				b.StopTimer()
@@ -46,10 +58,13 @@ func BenchmarkApplyPartialList(b *testing.B) {
 				b.StartTimer()
 				for c, list := range objs {
 					s := f.ClusterStore(fmt.Sprintf("c%d", c), aggregatetest.Pods)
-					for _, e := range list {
+					for i, e := range list {
 						var partial runtime.Object = e
-						if mode == "map" {
+						switch mode {
+						case "map":
 							partial = e.Unstructured
+						case "meta":
+							partial = metas[c][i]
 						}
 						if err := s.ApplyPartial(partial, e.Encoded, true); err != nil {
 							b.Fatal(err)

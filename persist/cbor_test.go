@@ -7,7 +7,7 @@ import (
 	"testing"
 	"unsafe"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/serializer/cbor/direct"
 )
 
@@ -212,13 +212,16 @@ func TestDecoderCopiesUniqueMetadata(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m1, m2 := p1.(*unstructured.Unstructured).Object, p2.(*unstructured.Unstructured).Object
+	m1, m2 := p1.(*metav1.PartialObjectMetadata), p2.(*metav1.PartialObjectMetadata)
+	unique := func(m *metav1.PartialObjectMetadata) map[string]any {
+		return map[string]any{"uid": string(m.UID), "resourceVersion": m.ResourceVersion}
+	}
 	for _, k := range []string{"uid", "resourceVersion"} {
-		if md(m1)[k] != md(obj)[k] || same(md(m1)[k], md(m2)[k]) || same(md(m1)[k], md(first)[k]) {
-			t.Errorf("partial: metadata.%s %q was interned", k, md(m1)[k])
+		if unique(m1)[k] != md(obj)[k] || same(unique(m1)[k], unique(m2)[k]) || same(unique(m1)[k], md(first)[k]) {
+			t.Errorf("partial: metadata.%s %q was interned", k, unique(m1)[k])
 		}
 	}
-	if !same(md(m1)["namespace"], md(first)["namespace"]) || !same(md(m1)["labels"].(map[string]any)["uid"], md(first)["labels"].(map[string]any)["uid"]) {
+	if !same(m1.Namespace, md(first)["namespace"]) || !same(m1.Labels["uid"], md(first)["labels"].(map[string]any)["uid"]) {
 		t.Error("partial: the namespace or a label value was not interned")
 	}
 }

@@ -107,7 +107,7 @@ func TestCodecDictionary(t *testing.T) {
 		}
 		var d fastDecoder
 		obj, encoded, err := d.decodePartial(string(data))
-		if err != nil || !bytes.Equal(encoded, data) || !reflect.DeepEqual(obj, filing(pod)) {
+		if err != nil || !bytes.Equal(encoded, data) || !sameFiling(obj, filing(pod)) {
 			t.Errorf("partial decoding: %v, keeps the encoding %v", err, bytes.Equal(encoded, data))
 		}
 	}

@@ -2,88 +2,162 @@ package persist
 
 import (
 	"math"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/x448/float16"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // A partial decoding (LoadOptions.Partial) reads the CBOR of an unstructured object's
 // map as decodeMap does, and checks it in the same way, but builds only what files the
 // object, the members that jsondec.Decoder.ObjectPartialCBOR builds: apiVersion, kind
 // and metadata at the root, and name, namespace, uid, resourceVersion and labels in the
-// metadata. The rest is skipped without a map, slice or string being made for it. Where
-// decodeMap gives up, so does the partial decoding, and the object is decoded whole
-// (decode), so that a partial load accepts and rejects exactly what a whole one does
-// (FuzzDecodePartial checks it).
+// metadata, into a *metav1.PartialObjectMetadata rather than maps: the maps of an
+// unstructured object's root, metadata and labels were most of what a partial load
+// allocated (70% of the first cluster's bytes in the bench's snapshot), each of them
+// fresh memory while the load holds the collector off. The rest is skipped without a
+// map, slice or string being made for it. Where decodeMap gives up, and where a kept
+// member is not of the type that files it (a name that is not a string, a label value
+// that is null), the object is decoded whole (decode), so that a partial load accepts
+// and rejects exactly what a whole one does and files each object as the whole one
+// would (FuzzDecodePartial checks it).
 
 // decodePartial decodes data, a stored object, for a partial load: if encoded is not
-// nil, obj holds only what files the object and encoded is a copy of data, the whole
-// object in Codec's encoding; otherwise obj is what decode returns, whole. err is what
-// decode returns. It may panic on a bug; the caller recovers.
+// nil, obj is a *metav1.PartialObjectMetadata of what files the object and encoded is
+// a copy of data, the whole object in Codec's encoding; otherwise obj is what decode
+// returns, whole. err is what decode returns. It may panic on a bug; the caller
+// recovers.
 func (d *fastDecoder) decodePartial(data string) (obj runtime.Object, encoded []byte, err error) {
 	// A compressed encoding is read expanded, and kept compressed.
 	if plain, err := d.expanded(data); err == nil && len(plain) > 0 && isMapHead(plain[0]) {
 		r := cborReader{data: plain, strings: &d.strings}
-		if m, ok := r.filingMap(0, false); ok && r.off == len(plain) {
-			return &unstructured.Unstructured{Object: m}, []byte(data), nil
+		if p, ok := r.filingObject(); ok && r.off == len(plain) {
+			return p, []byte(data), nil
 		}
 	}
 	obj, err = d.decode(data)
 	return obj, nil, err
 }
 
-// filingKept reports whether a partial decoding builds the member key of a map: at
-// the root (metadata false) or in the metadata.
-func filingKept(metadata bool, key string) bool {
-	if !metadata {
-		return key == "apiVersion" || key == "kind" || key == "metadata"
-	}
-	switch key {
-	case "name", "namespace", "uid", "resourceVersion", "labels":
-		return true
-	}
-	return false
-}
-
-// filingMap reads a map at depth as value does, and builds only the members that
-// filingKept keeps: the root map, or with metadata set the metadata's map.
-func (r *cborReader) filingMap(depth int, metadata bool) (map[string]any, bool) {
+// filingObject reads the root map as value does, into what files the object; ok is
+// false where value would fail, and where a kept member is not of the type that files
+// it (then the caller decodes the object whole).
+func (r *cborReader) filingObject() (p *metav1.PartialObjectMetadata, ok bool) {
 	major, _, arg, ok := r.head()
-	if !ok || major != cborMap || depth >= maxFastDepth || arg > uint64(len(r.data)-r.off)/2 {
+	if !ok || major != cborMap || arg > uint64(len(r.data)-r.off)/2 {
 		return nil, false
 	}
-	m := make(map[string]any)
+	p = &metav1.PartialObjectMetadata{}
 	var keys keySet
 	for range arg {
 		k, ok := r.rawKey()
 		if !ok || !keys.add(k) {
 			return nil, false
 		}
-		var v any
-		switch {
-		case !metadata && k == "metadata" && r.off < len(r.data) && r.data[r.off]>>5 == cborMap:
-			v, ok = r.filingMap(depth+1, true)
-		case metadata && uniqueMetadata(k):
-			r.unique = true
-			v, ok = r.value(depth + 1)
-			r.unique = false
-		case filingKept(metadata, k):
-			v, ok = r.value(depth + 1)
+		switch k {
+		case "apiVersion":
+			p.APIVersion, ok = r.text()
+		case "kind":
+			p.Kind, ok = r.text()
+		case "metadata":
+			ok = r.filingMetadata(1, &p.ObjectMeta)
 		default:
-			ok = r.skip(depth + 1)
-			if !ok {
-				return nil, false
-			}
-			continue
+			ok = r.skip(1)
 		}
 		if !ok {
 			return nil, false
 		}
-		m[r.strings.Key(k)] = v
 	}
-	return m, true
+	return p, true
+}
+
+// filingMetadata reads the metadata's map at depth as value does, into m's name,
+// namespace, uid, resourceVersion and labels; ok is false as for filingObject.
+func (r *cborReader) filingMetadata(depth int, m *metav1.ObjectMeta) bool {
+	major, _, arg, ok := r.head()
+	if !ok || major != cborMap || depth >= maxFastDepth || arg > uint64(len(r.data)-r.off)/2 {
+		return false
+	}
+	var keys keySet
+	for range arg {
+		k, ok := r.rawKey()
+		if !ok || !keys.add(k) {
+			return false
+		}
+		switch k {
+		case "name":
+			m.Name, ok = r.text()
+		case "namespace":
+			m.Namespace, ok = r.text()
+		case "uid", "resourceVersion":
+			// Values of one object each: copied, not interned (uniqueMetadata).
+			r.unique = true
+			var s string
+			s, ok = r.text()
+			r.unique = false
+			if k == "uid" {
+				m.UID = types.UID(s)
+			} else {
+				m.ResourceVersion = s
+			}
+		case "labels":
+			m.Labels, ok = r.filingLabels(depth + 1)
+		default:
+			ok = r.skip(depth + 1)
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// filingLabels reads the labels' map at depth as value does, its keys and values
+// interned as value interns them; ok is false as for filingObject (a value that is not
+// a string).
+func (r *cborReader) filingLabels(depth int) (map[string]string, bool) {
+	major, _, arg, ok := r.head()
+	if !ok || major != cborMap || depth >= maxFastDepth || arg > uint64(len(r.data)-r.off)/2 {
+		return nil, false
+	}
+	l := make(map[string]string, arg)
+	for range arg {
+		k, ok := r.key()
+		if !ok {
+			return nil, false
+		}
+		v, ok := r.text()
+		if !ok {
+			return nil, false
+		}
+		l[k] = v
+	}
+	if uint64(len(l)) != arg { // a repeated key
+		return nil, false
+	}
+	return l, true
+}
+
+// text reads a string as value does (interned, or copied while r.unique is set); ok is
+// false for any other item, which value may accept.
+func (r *cborReader) text() (string, bool) {
+	major, _, arg, ok := r.head()
+	if !ok || (major != cborBytes && major != cborText) {
+		return "", false
+	}
+	s, ok := r.str(arg)
+	if !ok || (major == cborText && !utf8.ValidString(s)) {
+		return "", false
+	}
+	if !r.unique {
+		if v, ok := r.strings.Value(s); ok {
+			return v.(string), true
+		}
+	}
+	return strings.Clone(s), true
 }
 
 // rawKey reads a map key as key does, without interning it: the string is in r.data.
