@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -52,7 +53,7 @@ func benchMetadata(i int) *metav1.PartialObjectMetadata {
 				UID: types.UID(fmt.Sprintf("%08x-0000-4000-8000-%012x", i%12, i%12)), Controller: &yes, BlockOwnerDeletion: &yes}},
 			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "bench", Operation: metav1.ManagedFieldsOperationApply,
 				APIVersion: "v1", Time: &metav1.Time{}, FieldsType: "FieldsV1",
-				FieldsV1: &metav1.FieldsV1{Raw: bytes.Repeat([]byte(`{"f:metadata":{"f:labels":{"f:app":{}}}}`), 40)}}},
+				FieldsV1: metav1.NewFieldsV1(strings.Repeat(`{"f:metadata":{"f:labels":{"f:app":{}}}}`, 40))}},
 		},
 	}
 }
