@@ -208,7 +208,7 @@ func (ix *Indexer) encodeForEntry(obj runtime.Object, rv string, encoded []byte)
 	}
 	return version{
 		obj:    &encodedObject{data: encoded, rv: strings.Clone(rv)},
-		labels: makeCompactLabels(labelsOf(obj)),
+		labels: compactLabelsOf(obj),
 	}, nil
 }
 

@@ -182,6 +182,44 @@ func makeCompactLabels(l labels.Labels) compactLabels {
 		pairs = append(pairs, labelPair{k, v})
 		size += uvarintLen(len(k)) + len(k) + uvarintLen(len(v)) + len(v)
 	})
+	return compactLabelsOfPairs(pairs, size)
+}
+
+// compactLabelsOf is makeCompactLabels(labelsOf(obj)), but reads the labels map of an
+// unstructured object, or of one that read it when it was made (filedLabels), once
+// rather than twice (labelsOf's check that every value is a string, then the copy):
+// each iteration of a map costs about as much as the rest of the work on it.
+func compactLabelsOf(obj runtime.Object) compactLabels {
+	var raw map[string]any
+	if f, ok := obj.(filedLabels); ok {
+		var filed bool
+		if raw, filed = f.RawLabels(); !filed {
+			return makeCompactLabels(labelsOf(obj))
+		}
+	} else if u, ok := obj.(*unstructured.Unstructured); ok {
+		md, _ := u.Object["metadata"].(map[string]any)
+		raw, _ = md["labels"].(map[string]any)
+	} else {
+		return makeCompactLabels(labelsOf(obj))
+	}
+	var buf [16]labelPair
+	pairs := buf[:0]
+	size := 0
+	for k, v := range raw {
+		s, ok := v.(string)
+		if !ok && v != nil {
+			// As unstructuredLabels: no labels at all.
+			return compactLabels{}
+		}
+		pairs = append(pairs, labelPair{k, s})
+		size += uvarintLen(len(k)) + len(k) + uvarintLen(len(s)) + len(s)
+	}
+	return compactLabelsOfPairs(pairs, size)
+}
+
+// compactLabelsOfPairs returns the compactLabels of pairs, of which size is the encoded
+// size; it sorts pairs.
+func compactLabelsOfPairs(pairs []labelPair, size int) compactLabels {
 	if len(pairs) == 0 {
 		return compactLabels{}
 	}

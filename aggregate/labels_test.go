@@ -7,7 +7,14 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/cbor/direct"
+
+	"github.com/fleetwatch/fleetwatch/internal/wire"
 )
 
 // TestCompactLabels holds compactLabels to the labels.Set they are made from: the same
@@ -122,4 +129,50 @@ func FuzzCompactLabels(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestCompactLabelsOf: compactLabelsOf, which reads an unstructured labels map once, makes
+// the labels that makeCompactLabels(labelsOf(obj)) makes, for every kind of object and
+// of labels map: strings, nulls (read as ""), a value that is not a string (no labels at
+// all), none, more labels than its buffer, an informer's partial object that read its
+// map when it was made, and a typed object.
+func TestCompactLabelsOf(t *testing.T) {
+	many := map[string]any{}
+	for i := range 40 {
+		many[strings.Repeat("k", i+1)] = strings.Repeat("v", 40-i)
+	}
+	for _, tc := range []struct {
+		name string
+		raw  map[string]any
+	}{
+		{"none", nil},
+		{"empty", map[string]any{}},
+		{"strings", map[string]any{"tier": "backend", "app.kubernetes.io/name": "cart", "a": ""}},
+		{"null", map[string]any{"app": "x", "canary": nil}},
+		{"not a string", map[string]any{"app": "x", "replicas": int64(3)}},
+		{"many", many},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			md := map[string]any{"name": "a", "namespace": "ns", "resourceVersion": "1"}
+			if tc.raw != nil {
+				md["labels"] = tc.raw
+			}
+			u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": md}}
+			encoded, err := direct.Marshal(u.Object)
+			if err != nil {
+				t.Fatal(err)
+			}
+			partial := (&wire.EncodedObject{Unstructured: u, Encoded: encoded}).ToPartial()
+			typed := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: labels.Set(u.GetLabels())}}
+			for _, obj := range []runtime.Object{u, partial, typed} {
+				got, want := compactLabelsOf(obj), makeCompactLabels(labelsOf(obj))
+				if got.String() != want.String() {
+					t.Errorf("%T: compactLabelsOf %q, makeCompactLabels(labelsOf) %q", obj, got.String(), want.String())
+				}
+			}
+			if got := compactLabelsOf(u); labelCount(got) != len(u.GetLabels()) {
+				t.Errorf("%d labels, GetLabels has %d", labelCount(got), len(u.GetLabels()))
+			}
+		})
+	}
 }

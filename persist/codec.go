@@ -162,7 +162,7 @@ func (d *fastDecoder) decode(data string) (runtime.Object, error) {
 		}
 		return o, nil
 	case data[0] == formatMetadataCompact:
-		o, err := metaenc.Decode([]byte(data))
+		o, err := metaenc.DecodeString(data)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 		}

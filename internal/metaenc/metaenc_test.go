@@ -1,11 +1,14 @@
 package metaenc
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -86,7 +89,7 @@ func filler(seed int64) *randfill.Filler {
 			default:
 				var b [16]byte
 				c.Fill(&b)
-				*u = types.UID(formatUUID(b[:]))
+				*u = types.UID(formatUUID(string(b[:])))
 			}
 		},
 		func(m *metav1.ObjectMeta, c randfill.Continue) {
@@ -263,8 +266,177 @@ func TestTableFixed(t *testing.T) {
 		t.Fatal(err)
 	}
 	for k := range p.Labels {
-		if unsafe.StringData(k) != unsafe.StringData(table[tableIndex["app.kubernetes.io/name"]]) {
+		if unsafe.StringData(k) != unsafe.StringData(table[mustTableIndex(t, "app.kubernetes.io/name")]) {
 			t.Error("the key is not the table's string")
+		}
+	}
+}
+
+func mustTableIndex(t *testing.T, s string) int {
+	t.Helper()
+	i, ok := tableIndex(s)
+	if !ok {
+		t.Fatalf("%q is not in the table", s)
+	}
+	return i
+}
+
+// TestTableIndex: tableIndex finds every string of the table and nothing else: not a
+// string one byte longer or shorter, nor one with a byte changed, nor one longer than
+// the table's strings. The probes stay short.
+func TestTableIndex(t *testing.T) {
+	for i, s := range table {
+		if j, ok := tableIndex(s); !ok || j != i {
+			t.Errorf("tableIndex(%q) = %d, %v; want %d", s, j, ok, i)
+		}
+		if j, ok := tableIndex([]byte(s)); !ok || j != i {
+			t.Errorf("tableIndex([]byte(%q)) = %d, %v; want %d", s, j, ok, i)
+		}
+		for _, other := range []string{s + "x", s[:len(s)-1], "x" + s[1:], s[:len(s)-1] + "\x00", strings.Repeat(s, 64/len(s)+1)} {
+			if j, ok := tableIndex(other); ok && table[j] != other {
+				t.Errorf("tableIndex(%q) = %d (%q)", other, j, table[j])
+			}
+			if _, ok := tableIndex(other); ok != slices.Contains(table[:], other) {
+				t.Errorf("tableIndex(%q) found %v", other, ok)
+			}
+		}
+	}
+	if _, ok := tableIndex(""); ok {
+		t.Error("the empty string found")
+	}
+	if tableProbes > 4 {
+		t.Errorf("a string of the table takes %d probes to find", tableProbes)
+	}
+}
+
+// TestCanonicalSeconds: canonicalSeconds takes a text exactly when time.Parse and
+// Format would find it canonical, whole seconds in UTC, and gives the same seconds:
+// times over every year Format writes with four digits, and their texts with a byte
+// changed (a 30th of February, a 24th hour, a 60th second, a letter, an offset).
+func TestCanonicalSeconds(t *testing.T) {
+	slow := func(s []byte) (int64, bool) {
+		p, err := time.Parse(time.RFC3339, string(s))
+		if err != nil || p.UTC().Format(time.RFC3339) != string(s) {
+			return 0, false
+		}
+		return p.Unix(), true
+	}
+	lo := time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC).Unix()
+	hi := time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC).Unix()
+	r := rand.New(rand.NewPCG(1, 2))
+	texts := [][]byte{[]byte("2024-02-29T12:00:00Z"), []byte("2023-02-29T12:00:00Z"), []byte("2024-04-31T00:00:00Z"),
+		[]byte("2024-01-01T24:00:00Z"), []byte("2024-01-01T23:60:00Z"), []byte("2024-01-01T23:59:60Z"),
+		[]byte("2024-01-01T00:00:00z"), []byte("2024-01-01T00:00:00+00:00"), []byte("2024-01-01T00:00:00.5Z"),
+		[]byte("0000-01-01T00:00:00Z"), []byte("9999-12-31T23:59:59Z"), []byte("2024-00-10T00:00:00Z"),
+		[]byte("2024-01-00T00:00:00Z"), []byte("2024-13-01T00:00:00Z"), []byte("-024-01-01T00:00:00Z")}
+	for range 20000 {
+		s := []byte(time.Unix(lo+r.Int64N(hi-lo+1), 0).UTC().Format(time.RFC3339))
+		texts = append(texts, s)
+		m := slices.Clone(s)
+		m[r.IntN(len(m))] = "0123456789-:TZ+ a"[r.IntN(17)]
+		texts = append(texts, m)
+	}
+	canonical := 0
+	for _, s := range texts {
+		got, ok := canonicalSeconds(s)
+		want, wantOK := slow(s)
+		if ok != wantOK || got != want {
+			t.Fatalf("canonicalSeconds(%q) = %d, %v; Parse and Format: %d, %v", s, got, ok, want, wantOK)
+		}
+		if ok {
+			canonical++
+		}
+	}
+	t.Logf("%d of %d texts canonical", canonical, len(texts))
+}
+
+// TestDecodeSharesNothing: the strings of a decoded object are cut from Decode's own
+// copy of the encoding, not from the caller's bytes (Decode) or string
+// (DecodeString): changing the bytes after the decode, or decoding other objects,
+// changes nothing in the object.
+func TestDecodeSharesNothing(t *testing.T) {
+	js := []byte(`{"apiVersion":"meta.k8s.io/v1","kind":"PartialObjectMetadata","metadata":{"name":"pod-a","namespace":"ns-a",` +
+		`"uid":"not-a-uuid","resourceVersion":"0042","labels":{"app":"shop-a","spelled-out":"value-a"},` +
+		`"annotations":{"note":"a note"},"finalizers":["example.com/a"],` +
+		`"ownerReferences":[{"apiVersion":"example.com/v1","kind":"Thing","name":"owner-a","uid":"owner-uid","controller":true}]}}`)
+	c, ok := Compact(cborOf(t, js, true))
+	if !ok {
+		t.Fatal("not compacted")
+	}
+	w, err := want(t, cborOf(t, js, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, decode := range []struct {
+		name string
+		fn   func([]byte) (*metav1.PartialObjectMetadata, error)
+	}{
+		{"Decode", Decode},
+		{"DecodeString", func(b []byte) (*metav1.PartialObjectMetadata, error) {
+			// A string over the caller's bytes, as persist hands its encodings over.
+			return DecodeString(unsafe.String(&b[0], len(b)))
+		}},
+	} {
+		t.Run(decode.name, func(t *testing.T) {
+			data := slices.Clone(c)
+			got, err := decode.fn(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range data {
+				data[i] = 'X'
+			}
+			other := bytes.ReplaceAll(js, []byte("-a"), []byte("-b"))
+			if c2, ok := Compact(cborOf(t, other, true)); !ok {
+				t.Fatal("not compacted")
+			} else if _, err := decode.fn(c2); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, w) {
+				t.Errorf("after the bytes changed:\n%#v\nwant\n%#v", got, w)
+			}
+		})
+	}
+}
+
+// benchJSON is the JSON of the PartialObjectMetadata of a pod as make bench loads them
+// (test/bench/load.go), managedFields left out: 7 labels, 6 annotations, an owner.
+const benchJSON = `{"apiVersion":"meta.k8s.io/v1","kind":"PartialObjectMetadata","metadata":{"name":"cart-1234",` +
+	`"namespace":"bench-4","uid":"0000162e-1111-4000-8000-00000000162e","resourceVersion":"101234",` +
+	`"creationTimestamp":"2026-07-01T12:20:34Z","labels":{"app.kubernetes.io/name":"cart",` +
+	`"app.kubernetes.io/instance":"cart-bench-4","app.kubernetes.io/version":"1.14.2","app.kubernetes.io/part-of":"shop",` +
+	`"tier":"web","pod-template-hash":"7f9c4d5b8","app":"cart"},"annotations":{"prometheus.io/scrape":"true",` +
+	`"prometheus.io/port":"9090","kubectl.kubernetes.io/default-container":"cart",` +
+	`"checksum/config":"4f2a1c9e8b7d6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b2a1f",` +
+	`"sidecar.istio.io/status":"{\"initContainers\":null,\"containers\":[\"istio-proxy\"],\"volumes\":[\"istio-envoy\",\"istio-data\"],\"imagePullSecrets\":null,\"revision\":\"default\"}",` +
+	`"cluster-autoscaler.kubernetes.io/safe-to-evict":"true"},"ownerReferences":[{"apiVersion":"apps/v1",` +
+	`"kind":"ReplicaSet","name":"cart-7f9c4d5b8","uid":"00000004-0000-4000-8000-000000000004","controller":true,` +
+	`"blockOwnerDeletion":true}]}}`
+
+// BenchmarkCompact writes, and BenchmarkDecode reads, the encoding of a bench pod's
+// metadata: what the informers do for each object of a compact metadata-only fleet,
+// and each of its handlers.
+//
+//	go test -run '^$' -bench 'Compact|Decode' -count 6 ./internal/metaenc/
+func BenchmarkCompact(b *testing.B) {
+	cbor := cborOf(b, []byte(benchJSON), true)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok := Compact(cbor); !ok {
+			b.Fatal("not compacted")
+		}
+	}
+}
+
+func BenchmarkDecode(b *testing.B) {
+	c, ok := Compact(cborOf(b, []byte(benchJSON), true))
+	if !ok {
+		b.Fatal("not compacted")
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Decode(c); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

@@ -48,14 +48,52 @@ var table = [...]string{
 	"batch.kubernetes.io/job-tracking", "service.kubernetes.io/load-balancer-cleanup",
 }
 
-// tableIndex is the index of each string of table.
-var tableIndex = func() map[string]int {
-	m := make(map[string]int, len(table))
-	for i, s := range table {
-		if _, ok := m[s]; ok {
-			panic("metaenc: " + s + " twice in the table")
-		}
-		m[s] = i
+// tableSlots finds the strings of table for Compact, in an open-addressing hash table
+// of their indices plus one (0 is a free slot), hashed by slotOf, with linear
+// probing. A Go map would hash every byte of every label and annotation of an object,
+// some of them hundreds of bytes long; slotOf reads four, and a string longer than
+// the table's longest, or of a length no string of the table has, is not looked for.
+var tableSlots, tableLengths, tableProbes = func() (slots [1 << tableSlotBits]uint8, lengths uint64, probes int) {
+	if len(table) >= 1<<8 {
+		panic("metaenc: the table's indices do not fit its slots")
 	}
-	return m
+	for i, s := range table {
+		if len(s) == 0 || len(s) >= 64 {
+			panic("metaenc: " + s + ": a string of the table must have 1 to 63 bytes")
+		}
+		lengths |= 1 << len(s)
+		j, n := slotOf(s), 1
+		for ; slots[j] != 0; j, n = (j+1)&(len(slots)-1), n+1 {
+			if table[slots[j]-1] == s {
+				panic("metaenc: " + s + " twice in the table")
+			}
+		}
+		slots[j] = uint8(i + 1)
+		probes = max(probes, n)
+	}
+	return slots, lengths, probes
 }()
+
+// tableSlotBits is the log2 of the number of tableSlots: about a quarter of them hold a
+// string.
+const tableSlotBits = 9
+
+// slotOf hashes s, which has 1 to 63 bytes, for tableSlots.
+func slotOf[S ~string | ~[]byte](s S) int {
+	n := len(s)
+	h := uint64(n) | uint64(s[0])<<8 | uint64(s[n-1])<<16 | uint64(s[n/2])<<24 | uint64(s[n/4])<<32 | uint64(s[n*3/4])<<40
+	return int(h * 0x9e3779b97f4a7c15 >> (64 - tableSlotBits))
+}
+
+// tableIndex returns the index of s in table, if it is there.
+func tableIndex[S ~string | ~[]byte](s S) (int, bool) {
+	if len(s) >= 64 || tableLengths&(1<<len(s)) == 0 {
+		return 0, false
+	}
+	for j := slotOf(s); tableSlots[j] != 0; j = (j + 1) & (len(tableSlots) - 1) {
+		if i := int(tableSlots[j]) - 1; table[i] == string(s) {
+			return i, true
+		}
+	}
+	return 0, false
+}
