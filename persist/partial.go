@@ -144,12 +144,8 @@ func (r *cborReader) filingLabels(depth int) (map[string]string, bool) {
 // text reads a string as value does (interned, or copied while r.unique is set); ok is
 // false for any other item, which value may accept.
 func (r *cborReader) text() (string, bool) {
-	major, _, arg, ok := r.head()
-	if !ok || (major != cborBytes && major != cborText) {
-		return "", false
-	}
-	s, ok := r.str(arg)
-	if !ok || (major == cborText && !utf8.ValidString(s)) {
+	s, ok := r.rawKey()
+	if !ok {
 		return "", false
 	}
 	if !r.unique {
@@ -160,7 +156,8 @@ func (r *cborReader) text() (string, bool) {
 	return strings.Clone(s), true
 }
 
-// rawKey reads a map key as key does, without interning it: the string is in r.data.
+// rawKey reads a map key as key does, or any string, without interning it: the string
+// is in r.data.
 func (r *cborReader) rawKey() (string, bool) {
 	major, _, arg, ok := r.head()
 	if !ok || (major != cborBytes && major != cborText) {
