@@ -397,7 +397,7 @@ type runResult struct {
 	MCRPodsCompressed     *mcrResult `json:"mcrPodsCompressed,omitempty"`
 	MCRPodsCompressedWarm *mcrResult `json:"mcrPodsCompressedWarm,omitempty"`
 	// MCRKubeconfigFew, MCRCompressedFew and MCRCompressedFewWarm: the controller of
-	// ConfigMaps over the few of mcrEmptyNamespace (--namespaces), on the kubeconfig
+	// ConfigMaps over the few of mcrFewNamespace (--namespaces), on the kubeconfig
 	// provider and on fleetwatch's over a compressed fleet: what a process holds
 	// besides its objects.
 	MCRKubeconfigFew     *mcrResult `json:"mcrKubeconfigFew,omitempty"`

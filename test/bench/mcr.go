@@ -35,10 +35,10 @@ const (
 	mcrNamespace = "mcr-kubeconfigs"
 	// mcrSecretLabel is the label by which the kubeconfig provider finds them.
 	mcrSecretLabel = "sigs.k8s.io/multicluster-runtime-kubeconfig"
-	// mcrEmptyNamespace is where the controllers' baseline runs (--namespaces): a
+	// mcrFewNamespace is where the controllers' baseline runs (--namespaces): a
 	// namespace with a few ConfigMaps, which the apiservers write themselves, and none
 	// of the bench's.
-	mcrEmptyNamespace = "kube-system"
+	mcrFewNamespace = "kube-system"
 )
 
 // mcrResult is what the driver measured of one run of the controller, from outside the
@@ -142,15 +142,15 @@ func (d *driver) mcrPhase(ctx context.Context, r int, rr *runResult) error {
 	if err != nil {
 		return err
 	}
-	// The controllers over the ConfigMaps of mcrEmptyNamespace alone, a few: what each
+	// The controllers over the ConfigMaps of mcrFewNamespace alone, a few: what each
 	// process holds besides its objects, so that the memory of an object is what a
 	// process over every ConfigMap holds beyond it.
-	few, err := d.mcrExpected(ctx, "configmaps", mcrEmptyNamespace)
+	few, err := d.mcrExpected(ctx, "configmaps", mcrFewNamespace)
 	if err != nil {
 		return err
 	}
 	if len(few) == 0 {
-		return fmt.Errorf("no ConfigMap in %s, which the controllers' baseline reconciles", mcrEmptyNamespace)
+		return fmt.Errorf("no ConfigMap in %s, which the controllers' baseline reconciles", mcrFewNamespace)
 	}
 	snapPath := filepath.Join(d.workDir, "mcr-fleetwatch.db")
 	name := func(s string) string { return fmt.Sprintf("run%d-mcr-%s", r+1, s) }
@@ -174,11 +174,11 @@ func (d *driver) mcrPhase(ctx context.Context, r int, rr *runResult) error {
 		},
 		func() error {
 			rr.MCRKubeconfigFew, err = d.mcrContend(ctx, name("kubeconfig-few"), few, false,
-				"--provider", mcrKubeconfig, "--kubeconfig", filepath.Join(d.workDir, "mcr-host.kubeconfig"), "--namespace", mcrNamespace, "--namespaces", mcrEmptyNamespace)
+				"--provider", mcrKubeconfig, "--kubeconfig", filepath.Join(d.workDir, "mcr-host.kubeconfig"), "--namespace", mcrNamespace, "--namespaces", mcrFewNamespace)
 			return err
 		},
 		func() error {
-			rr.MCRCompressedFew, rr.MCRCompressedFewWarm, err = d.mcrFleetwatch(ctx, name("fleetwatch-compressed-few"), snapPath, few, "--encoding", d.compressedEncoding(), "--namespaces", mcrEmptyNamespace)
+			rr.MCRCompressedFew, rr.MCRCompressedFewWarm, err = d.mcrFleetwatch(ctx, name("fleetwatch-compressed-few"), snapPath, few, "--encoding", d.compressedEncoding(), "--namespaces", mcrFewNamespace)
 			return err
 		},
 	}

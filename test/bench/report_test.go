@@ -178,7 +178,7 @@ func TestMissingRows(t *testing.T) {
 }
 
 // TestMemoryBeyondTheFew checks the rows that subtract the controller over the few
-// ConfigMaps of mcrEmptyNamespace: per run, what the process over every ConfigMap holds
+// ConfigMaps of mcrFewNamespace: per run, what the process over every ConfigMap holds
 // beyond it, divided by the ConfigMaps beyond its few.
 func TestMemoryBeyondTheFew(t *testing.T) {
 	rep := fullReport()
