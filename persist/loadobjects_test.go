@@ -1,6 +1,8 @@
 package persist
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -103,7 +105,10 @@ func TestLoadEachObjects(t *testing.T) {
 
 // TestLoadEachObjectsCorruptLater: a bad value in a later run of the first cluster ends
 // LoadEach with ErrCorrupt after the runs before it were handed to Objects (which the
-// caller takes back), without fn getting the cluster; the file is moved aside.
+// caller takes back), without fn getting the cluster; the file is moved aside. The
+// objects handed out before the failure point nowhere into the file's memory map: once
+// the Store is closed and the file unmapped, they read the same (a view left in the map
+// would fault here).
 func TestLoadEachObjectsCorruptLater(t *testing.T) {
 	for _, partial := range []bool{false, true} {
 		t.Run(fmt.Sprintf("partial=%v", partial), func(t *testing.T) {
@@ -114,8 +119,10 @@ func TestLoadEachObjectsCorruptLater(t *testing.T) {
 			handed := holdBadValue(t, "a")
 			runs := 0
 			var clusters []string
+			var kept []runtime.Object
 			opts := LoadOptions{Partial: partial, Objects: func(cluster string, _ ResourceKey, objects []runtime.Object, _ [][]byte) error {
 				if runs++; runs == 1 {
+					kept = objects
 					close(handed)
 				}
 				return nil
@@ -124,6 +131,16 @@ func TestLoadEachObjectsCorruptLater(t *testing.T) {
 				clusters = append(clusters, cluster)
 				return nil
 			})
+			before, err := json.Marshal(kept)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if after, err := json.Marshal(kept); err != nil || !bytes.Equal(after, before) || len(kept) == 0 {
+				t.Errorf("the %d objects handed out before the bad value changed once the Store was closed (%v)", len(kept), err)
+			}
 			if runs != 1 {
 				t.Errorf("%d runs handed out, want 1 (the one before the bad value)", runs)
 			}
