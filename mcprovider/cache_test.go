@@ -92,6 +92,12 @@ func newTestProviderOf(t *testing.T, codec aggregate.Codec) (*Provider, map[stri
 	return p, views
 }
 
+// fleetCodecs are the fleets the cache's tests run over: a plain one, then compact ones.
+var fleetCodecs = []struct {
+	name  string
+	codec aggregate.Codec
+}{{"plain", nil}, {"compact", persist.Codec{}}, {"compressed", persist.Codec{Compress: true}}}
+
 // applyAs applies obj to s, of a fleet with codec, as the fleet's informers do: in a
 // compact fleet its encoding, with a partial object that files it; in a plain one
 // (codec nil), the object.
@@ -116,10 +122,7 @@ func applyAs(t *testing.T, codec aggregate.Codec, s *aggregate.ClusterStore, obj
 // metadata-only objects, over a plain fleet and over compact ones, whose typed reads
 // decode the fleet's encodings straight into the Go type.
 func TestClusterCacheReads(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		codec aggregate.Codec
-	}{{"plain", nil}, {"compact", persist.Codec{}}, {"compressed", persist.Codec{Compress: true}}} {
+	for _, tc := range fleetCodecs {
 		t.Run(tc.name, func(t *testing.T) { testClusterCacheReads(t, tc.codec) })
 	}
 }
@@ -244,10 +247,7 @@ func testClusterCacheReads(t *testing.T, codec aggregate.Codec) {
 // which nothing has decoded (with an index of the fleet, the fleet decodes each object
 // it files, and keeps it decoded a while).
 func TestTypedListOfEncodings(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		codec aggregate.Codec
-	}{{"compact", persist.Codec{}}, {"compressed", persist.Codec{Compress: true}}} {
+	for _, tc := range fleetCodecs[1:] { // the compact ones
 		t.Run(tc.name, func(t *testing.T) {
 			_, views := newTestProviderOf(t, tc.codec)
 			for _, opts := range [][]client.ListOption{nil, {client.InNamespace("ns"), client.MatchingLabels{"app": "y"}}} {
@@ -308,10 +308,7 @@ func (r *recorder) OnDelete(obj any) {
 // and over compact ones, whose typed handlers get their objects, old ones included,
 // decoded from the fleet's encodings (EncodedOnly).
 func TestClusterInformer(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		codec aggregate.Codec
-	}{{"plain", nil}, {"compact", persist.Codec{}}, {"compressed", persist.Codec{Compress: true}}} {
+	for _, tc := range fleetCodecs {
 		t.Run(tc.name, func(t *testing.T) { testClusterInformer(t, tc.codec) })
 	}
 }
