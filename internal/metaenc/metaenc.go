@@ -7,7 +7,8 @@
 // their index. Decode returns the table's strings themselves, shared by every object.
 //
 // Compact writes it from the CBOR of the object's map as jsondec and pbjson write it
-// (the snapshot's format 3, without its format byte); Decode reads it back into the
+// (the snapshot's format 3, without its format byte), and a ProtobufWriter the same
+// bytes straight from the protobuf of the object that a kube-apiserver sends; Decode reads it back into the
 // *metav1.PartialObjectMetadata that apimachinery's cbor/direct decodes from that CBOR,
 // without TypeMeta, exactly (FuzzCompact checks both against each other). Compact
 // declines what it cannot write exactly (managedFields, a member it does not know, a

@@ -32,9 +32,12 @@
 // objects and their encodings are the same whatever the wire (protobuf.go). For the
 // clients of NewPartialDynamicClients, pbjson writes the partial object's CBOR and
 // filing fields from the protobuf directly (pbjson.Transcoder.ObjectPartialCBOR), the
-// same bytes and maps, without JSON in between.
+// same bytes and maps, without JSON in between; for those of NewPartialMetadataClients,
+// metaenc.ProtobufWriter writes an object's compact encoding straight from the
+// protobuf, without the CBOR either, wherever that gives the same bytes
+// (decodeCompactMetadata).
 //
 // This package knows the wire and nothing of what is done with the objects: of
-// fleetwatch's packages it imports only jsondec and pbjson, and must not import those that cache,
+// fleetwatch's packages it imports only jsondec, pbjson and metaenc, and must not import those that cache,
 // persist or serve the objects (informer, aggregate, persist, server).
 package wire

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"unsafe"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -15,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 
+	"github.com/fleetwatch/fleetwatch/internal/jsondec"
+	"github.com/fleetwatch/fleetwatch/internal/metaenc"
 	"github.com/fleetwatch/fleetwatch/internal/pbjson"
 )
 
@@ -180,6 +183,16 @@ func (s *unstructuredProtobuf) decodePartial(t *pbjson.Transcoder, kind schema.G
 	}
 	d := s.json.pool.get()
 	defer s.json.pool.put(d)
+	if s.json.metadata {
+		if obj, actual, ok := decodeCompactMetadata(d, raw, s.json.dropManagedFields); ok {
+			return obj, actual, nil
+		}
+	}
+	return s.decodePartialCBOR(t, d, kind, raw)
+}
+
+// decodePartialCBOR is decodePartial by way of the CBOR that t writes, with d.
+func (s *unstructuredProtobuf) decodePartialCBOR(t *pbjson.Transcoder, d *jsondec.Decoder, kind schema.GroupVersionKind, raw []byte) (runtime.Object, *schema.GroupVersionKind, error) {
 	d.DropManagedFields = s.json.dropManagedFields
 	d.CBORPrefix, d.Rewrite = nil, nil
 	if s.json.metadata {
@@ -202,6 +215,66 @@ func (s *unstructuredProtobuf) decodePartial(t *pbjson.Transcoder, kind schema.G
 	}
 	return obj, actual, nil
 }
+
+// protobufWriters hold the scratch space of decodeCompactMetadata.
+var protobufWriters = sync.Pool{New: func() any { return new(metaenc.ProtobufWriter) }}
+
+// decodeCompactMetadata is decodePartial for a PartialObjectMetadata, raw, where
+// metaenc.ProtobufWriter writes its CompactMetadataFormat encoding straight from the
+// protobuf: the object, its encoding and its partial map are those that the CBOR that
+// pbjson writes, rewritten by compactMetadata, would give (TestCompactMetadataDirect),
+// without that CBOR. It returns false where the writer declines, for decodePartial to
+// take that path.
+func decodeCompactMetadata(d *jsondec.Decoder, raw []byte, dropManagedFields bool) (runtime.Object, *schema.GroupVersionKind, bool) {
+	w := protobufWriters.Get().(*metaenc.ProtobufWriter)
+	defer protobufWriters.Put(w)
+	encoded, ok := w.Write(raw, dropManagedFields)
+	if !ok {
+		return nil, nil, false
+	}
+	// The members that pbjson's partial map has, interned as it interns them: the
+	// uid and the resourceVersion, unique to the object, are copies.
+	md := make(map[string]any, 5)
+	md[d.Strings.Key("name")] = internedValue(d, view(w.Name()))
+	if ns := w.Namespace(); len(ns) > 0 {
+		md[d.Strings.Key("namespace")] = internedValue(d, view(ns))
+	}
+	if uid := w.UID(); len(uid) > 0 {
+		md[d.Strings.Key("uid")] = string(uid)
+	}
+	if rv := w.ResourceVersion(); len(rv) > 0 {
+		md[d.Strings.Key("resourceVersion")] = string(rv)
+	}
+	if n := w.NumLabels(); n > 0 {
+		labels := make(map[string]any, n)
+		for i := range n {
+			k, v := w.Label(i)
+			labels[d.Strings.Key(view(k))] = internedValue(d, view(v))
+		}
+		md[d.Strings.Key("labels")] = labels
+	}
+	m := make(map[string]any, 3)
+	m[d.Strings.Key("kind")] = internedValue(d, MetadataKind.Kind)
+	m[d.Strings.Key("apiVersion")] = internedValue(d, metadataAPIVersion)
+	m[d.Strings.Key("metadata")] = md
+	return newEncodedObject(m, encoded, true)
+}
+
+// metadataAPIVersion is the apiVersion of MetadataKind.
+var metadataAPIVersion = MetadataKind.GroupVersion().String()
+
+// internedValue returns the value of the string s in a partial map: d's interned copy,
+// or, if s is too long for d to intern, a copy of its own.
+func internedValue(d *jsondec.Decoder, s string) any {
+	if v, ok := d.Strings.Value(s); ok {
+		return v
+	}
+	return strings.Clone(s)
+}
+
+// view returns the bytes of b as a string, without a copy: for lookups, and for
+// interning, which copies what it keeps.
+func view(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 // transcodingError returns the error of a protobuf response of kind that pbjson failed
 // to transcode, and refuses kind if pbjson cannot.
