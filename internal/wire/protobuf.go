@@ -232,10 +232,11 @@ func decodeCompactMetadata(d *jsondec.Decoder, raw []byte, dropManagedFields boo
 	if !ok {
 		return nil, nil, false
 	}
-	// The members that pbjson's partial map has, interned as it interns them: the
-	// uid and the resourceVersion, unique to the object, are copies.
+	// The members that pbjson's partial map has, the strings that objects share
+	// interned; the name, the uid and the resourceVersion, unique to the object (pbjson
+	// interns the name, which only fills the table until it starts over), are copies.
 	md := make(map[string]any, 5)
-	md[d.Strings.Key("name")] = internedValue(d, view(w.Name()))
+	md[d.Strings.Key("name")] = string(w.Name())
 	if ns := w.Namespace(); len(ns) > 0 {
 		md[d.Strings.Key("namespace")] = internedValue(d, view(ns))
 	}
