@@ -220,14 +220,9 @@ func (c *compactor) metadata() bool {
 		case tagUID:
 			ok = c.uid(tagUID, tagUIDBytes)
 		case tagRV:
-			s, sok := c.r.str()
-			if ok = sok; ok {
-				if v, canonical := canonicalUint(s); canonical {
-					c.out = append(c.out, tagRVInt)
-					c.out = binary.AppendUvarint(c.out, v)
-				} else {
-					c.appendString(tagRV, s)
-				}
+			var s []byte
+			if s, ok = c.r.str(); ok {
+				c.appendResourceVersion(s)
 			}
 		case tagGeneration, tagGracePeriod:
 			v, iok := c.r.int()
@@ -273,16 +268,32 @@ func (c *compactor) stringMember(tag byte) bool {
 
 func (c *compactor) uid(text, bytes byte) bool {
 	s, ok := c.r.str()
-	if !ok {
-		return false
+	if ok {
+		c.appendUID(text, bytes, s)
 	}
+	return ok
+}
+
+// appendUID writes the uid s: as its 16 bytes, tagged bytes, if it is the canonical text
+// of a UUID, else as the text, tagged text.
+func (c *compactor) appendUID(text, bytes byte, s []byte) {
 	if u, ok := parseUUID(s); ok {
 		c.out = append(c.out, bytes)
 		c.out = append(c.out, u[:]...)
-	} else {
-		c.appendString(text, s)
+		return
 	}
-	return true
+	c.appendString(text, s)
+}
+
+// appendResourceVersion writes the resourceVersion s: as an integer if it is the
+// integer's canonical text, else as the text.
+func (c *compactor) appendResourceVersion(s []byte) {
+	if v, ok := canonicalUint(s); ok {
+		c.out = append(c.out, tagRVInt)
+		c.out = binary.AppendUvarint(c.out, v)
+		return
+	}
+	c.appendString(tagRV, s)
 }
 
 // timestamp writes a metav1.Time: null is left out (it decodes to the zero time, as an

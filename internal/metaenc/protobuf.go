@@ -292,19 +292,9 @@ func (w *ProtobufWriter) write() bool {
 			}
 			switch num {
 			case pbUID:
-				if u, ok := parseUUID(s); ok {
-					c.out = append(c.out, tagUIDBytes)
-					c.out = append(c.out, u[:]...)
-				} else {
-					c.appendString(tagUID, s)
-				}
+				c.appendUID(tagUID, tagUIDBytes, s)
 			case pbResourceVersion:
-				if v, ok := canonicalUint(s); ok {
-					c.out = append(c.out, tagRVInt)
-					c.out = binary.AppendUvarint(c.out, v)
-				} else {
-					c.appendString(tagRV, s)
-				}
+				c.appendResourceVersion(s)
 			default:
 				c.appendString(pbTags[num], s)
 			}
@@ -466,12 +456,7 @@ func (w *ProtobufWriter) owner(o span) bool {
 	if !utf8.Valid(uid) {
 		return false
 	}
-	if u, ok := parseUUID(uid); ok {
-		c.out = append(c.out, tagOwnerUIDBytes)
-		c.out = append(c.out, u[:]...)
-	} else {
-		c.appendString(tagOwnerUID, uid)
-	}
+	c.appendUID(tagOwnerUID, tagOwnerUIDBytes, uid)
 	for _, m := range [...]struct {
 		num int
 		tag byte
