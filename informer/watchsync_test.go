@@ -30,7 +30,7 @@ func (c syncingController) Name() string                        { return "test" 
 func (c syncingController) Done() <-chan struct{}               { return c.synced }
 func (c syncingController) LastSyncResourceVersion() string     { return "7" }
 
-// markingStore counts MarkSynced.
+// markingStore closes marked when it is marked synced.
 type markingStore struct {
 	Store
 	marked chan struct{}
