@@ -394,9 +394,6 @@ func (f *Fleet) ClusterStore(cluster string, gvr schema.GroupVersionResource) *C
 	s := ix.stores[cluster]
 	if s == nil {
 		s = &ClusterStore{cluster: cluster, ix: ix, fleet: f}
-		if ci := ix.clusters[cluster]; ci != nil && ci.count > 0 {
-			s.filed.Store(true)
-		}
 		ix.stores[cluster] = s
 	}
 	return s

@@ -220,7 +220,6 @@ func (ix *Indexer) indexValues(name string, ui *userIndex, obj runtime.Object) [
 
 // addLocked stores a new object under key: v is what the entry holds (see
 // encodeForEntry), obj the object.
-// The caller sets its ClusterStore's filed first (see ClusterStore.filed).
 func (ix *Indexer) addLocked(key Key, v version, obj runtime.Object) {
 	e := &entry{key: key}
 	v.labels = ix.internLabelsLocked(v.labels)

@@ -33,13 +33,6 @@ type ClusterStore struct {
 
 	// synced is set by MarkSynced; written under ix.lock, read without it.
 	synced atomic.Bool
-	// filed is set, under ix.lock, before the first object of the store is filed (or
-	// when the store is made, if the Indexer already holds objects of its cluster), and
-	// never cleared; read without the lock. While it is false the store holds nothing,
-	// and GetByKey says so without the Indexer's lock, which the stores of every
-	// cluster share: an informer's transform asks for each object of its first list
-	// (storedSame), while the other clusters' lists are applied under that lock.
-	filed atomic.Bool
 
 	// The fields below are guarded by ix.lock.
 
@@ -178,7 +171,6 @@ func (s *ClusterStore) apply(obj runtime.Object, encoded []byte, partial, initia
 		event = v.obj
 	}
 	if e == nil {
-		s.filed.Store(true)
 		ix.addLocked(key, v, obj)
 		ix.fanOutLocked(pending{ref: objectRef{ix, key}, typ: Added, obj: event, encoded: stored, initialList: initialList}, false)
 	} else {
@@ -293,9 +285,6 @@ func (s *ClusterStore) ListKeys() []string {
 func (s *ClusterStore) GetByKey(key string) (value any, exists bool, err error) {
 	namespace, name, ok := splitMetaNamespaceKey(key)
 	if !ok {
-		return nil, false, nil
-	}
-	if !s.filed.Load() {
 		return nil, false, nil
 	}
 	s.ix.lock.RLock()
