@@ -16,10 +16,10 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/serializer/cbor/direct"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/randfill"
 
 	"github.com/fleetwatch/fleetwatch/internal/jsondec"
+	"github.com/fleetwatch/fleetwatch/internal/metaenc/metaenctest"
 )
 
 // cborOf returns the CBOR that package wire's metadata clients write for the JSON of obj
@@ -71,48 +71,9 @@ func check(t testing.TB, cbor []byte) bool {
 	return true
 }
 
-func filler(seed int64) *randfill.Filler {
-	return randfill.NewWithSeed(seed).NilChance(0.3).NumElements(0, 4).Funcs(
-		func(j *metav1.Time, c randfill.Continue) {
-			if c.Intn(4) == 0 {
-				*j = metav1.Time{}
-				return
-			}
-			*j = metav1.Unix(c.Int63n(8e9)-2e9, 0)
-		},
-		func(u *types.UID, c randfill.Continue) {
-			switch c.Intn(3) {
-			case 0:
-				*u = types.UID(c.String(40))
-			case 1:
-				*u = ""
-			default:
-				var b [16]byte
-				c.Fill(&b)
-				*u = types.UID(formatUUID(string(b[:])))
-			}
-		},
-		func(m *metav1.ObjectMeta, c randfill.Continue) {
-			c.FillNoCustom(m)
-			if c.Intn(2) == 0 {
-				m.ResourceVersion = strings.TrimLeft(m.ResourceVersion, "0")
-			} else {
-				m.ResourceVersion = time.Unix(c.Int63n(1e9), 0).Format("20060102150405")
-			}
-			if c.Intn(3) == 0 {
-				m.ManagedFields = nil
-			}
-			if m.Labels != nil {
-				// Strings of the static table, written as their index.
-				m.Labels[table[c.Intn(len(table))]] = table[c.Intn(len(table))]
-				m.Finalizers = append(m.Finalizers, table[c.Intn(len(table))])
-			}
-			for i := range m.ManagedFields {
-				m.ManagedFields[i].FieldsV1 = metav1.NewFieldsV1(`{"f:metadata":{}}`)
-			}
-		},
-	)
-}
+// filler fills metadata objects at random, with the strings of the static table among
+// their labels and finalizers, which are written as their index.
+func filler(seed int64) *randfill.Filler { return metaenctest.Filler(seed, table[:]) }
 
 // TestCompactRandomObjects: random PartialObjectMetadata, written as JSON as the
 // kube-apiserver does and as CBOR as package wire does, compact to an encoding that

@@ -2,17 +2,15 @@ package wire
 
 import (
 	"bytes"
-	"fmt"
 	"reflect"
 	"slices"
-	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/randfill"
 
 	"github.com/fleetwatch/fleetwatch/internal/jsondec"
+	"github.com/fleetwatch/fleetwatch/internal/metaenc/metaenctest"
 	"github.com/fleetwatch/fleetwatch/internal/pbjson"
 )
 
@@ -77,49 +75,10 @@ func rawOf(t testing.TB, obj *metav1.PartialObjectMetadata) []byte {
 	return raw
 }
 
-// metadataFiller fills PartialObjectMetadata at random, with timestamps of whole
-// seconds, uids in their canonical form or not, and labels, annotations and finalizers
-// that package metaenc's table has.
+// metadataFiller fills metadata objects at random, with some of the strings of
+// package metaenc's table among their labels and finalizers.
 func metadataFiller(seed int64) *randfill.Filler {
-	wellKnown := []string{"app.kubernetes.io/name", "app", "true", "kubernetes.io/pvc-protection", "ReplicaSet", "apps/v1", ""}
-	return randfill.NewWithSeed(seed).NilChance(0.3).NumElements(0, 4).Funcs(
-		func(j *metav1.Time, c randfill.Continue) {
-			if c.Intn(4) == 0 {
-				*j = metav1.Time{}
-				return
-			}
-			*j = metav1.Unix(c.Int63n(8e9)-2e9, 0)
-		},
-		func(u *types.UID, c randfill.Continue) {
-			switch c.Intn(3) {
-			case 0:
-				*u = types.UID(c.String(40))
-			case 1:
-				*u = ""
-			default:
-				*u = types.UID(fmt.Sprintf("%08x-%04x-4%03x-8%03x-%012x", c.Uint32(), c.Intn(1<<16), c.Intn(1<<12), c.Intn(1<<12), c.Int63n(1<<48)))
-			}
-		},
-		func(m *metav1.ObjectMeta, c randfill.Continue) {
-			c.FillNoCustom(m)
-			switch c.Intn(3) {
-			case 0:
-				m.ResourceVersion = strings.TrimLeft(m.ResourceVersion, "0")
-			case 1:
-				m.ResourceVersion = fmt.Sprint(c.Uint64())
-			}
-			if c.Intn(3) == 0 {
-				m.ManagedFields = nil
-			}
-			if m.Labels != nil {
-				m.Labels[wellKnown[c.Intn(len(wellKnown))]] = wellKnown[c.Intn(len(wellKnown))]
-				m.Finalizers = append(m.Finalizers, wellKnown[c.Intn(len(wellKnown))])
-			}
-			for i := range m.ManagedFields {
-				m.ManagedFields[i].FieldsV1 = metav1.NewFieldsV1(`{"f:metadata":{}}`)
-			}
-		},
-	)
+	return metaenctest.Filler(seed, []string{"app.kubernetes.io/name", "app", "true", "kubernetes.io/pvc-protection", "ReplicaSet", "apps/v1", ""})
 }
 
 // TestCompactMetadataDirect: the metadata clients' encoding written straight from the
