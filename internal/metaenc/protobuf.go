@@ -115,6 +115,23 @@ func (w *ProtobufWriter) Write(raw []byte, dropManagedFields bool) ([]byte, bool
 	return out, true
 }
 
+// Reset drops what w holds of the protobuf it last read, and scratch space grown large
+// by an object of many labels, annotations, owners or finalizers, for w to be kept
+// for later calls without keeping those alive.
+func (w *ProtobufWriter) Reset() {
+	w.meta = nil
+	for _, s := range []*[]entry{&w.labels, &w.annotations} {
+		if cap(*s) > 1<<10 {
+			*s = nil
+		}
+	}
+	for _, s := range []*[]span{&w.owners, &w.finalizers} {
+		if cap(*s) > 1<<10 {
+			*s = nil
+		}
+	}
+}
+
 // Name returns the name of the object last written.
 func (w *ProtobufWriter) Name() []byte { return w.part(w.fields[pbName]) }
 

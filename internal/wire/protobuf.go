@@ -227,7 +227,10 @@ var protobufWriters = sync.Pool{New: func() any { return new(metaenc.ProtobufWri
 // take that path.
 func decodeCompactMetadata(d *jsondec.Decoder, raw []byte, dropManagedFields bool) (runtime.Object, *schema.GroupVersionKind, bool) {
 	w := protobufWriters.Get().(*metaenc.ProtobufWriter)
-	defer protobufWriters.Put(w)
+	defer func() {
+		w.Reset()
+		protobufWriters.Put(w)
+	}()
 	encoded, ok := w.Write(raw, dropManagedFields)
 	if !ok {
 		return nil, nil, false
