@@ -248,7 +248,9 @@ func TestBacklogReleasesItsArrayWhenEmpty(t *testing.T) {
 // TestReplayReservesBacklog: a handler's replay of the objects it was added after
 // allocates its backlog's array once, rather than growing it as it queues them: adding
 // a handler allocates as much with 2,000 objects to replay as with one (the events
-// stay queued: the fleets are not started).
+// stay queued: the fleets are not started), give or take the few that the race
+// detector adds (it drops a sync.Pool's items at random): growing the array as the
+// events come would take a dozen more.
 func TestReplayReservesBacklog(t *testing.T) {
 	gvr := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 	allocs := func(n int, cluster string) float64 {
@@ -268,7 +270,7 @@ func TestReplayReservesBacklog(t *testing.T) {
 		})
 	}
 	for _, cluster := range []string{"a", ""} {
-		if one, many := allocs(1, cluster), allocs(2000, cluster); many > one+1 {
+		if one, many := allocs(1, cluster), allocs(2000, cluster); many > one+4 {
 			t.Errorf("cluster %q: adding a handler allocates %v times with 1 object to replay, %v with 2,000", cluster, one, many)
 		}
 	}
