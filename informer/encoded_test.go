@@ -264,3 +264,61 @@ func TestQueueKey(t *testing.T) {
 		})
 	}
 }
+
+// countingStore counts the look-ups of a transform's store.
+type countingStore struct {
+	cache.Store
+	lookups int
+}
+
+func (c *countingStore) GetByKey(key string) (any, bool, error) {
+	c.lookups++
+	return c.Store.GetByKey(key)
+}
+
+// TestTransformOfEncodedTwice: client-go's reflector transforms the objects of a
+// streaming list twice (as they come, and in the queue's Replace); an object that the
+// transform keeps as it is is looked up in the store the first time only, and comes
+// out the same both times. One whose transform changes it (a Secret's values dropped)
+// is looked up each time, and one found in the store is the stored one both times.
+func TestTransformOfEncodedTwice(t *testing.T) {
+	secretsMapping := Mapping{Resource: schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, Namespaced: true}
+	for _, tt := range []struct {
+		name    string
+		m       Mapping
+		stored  bool
+		lookups int
+	}{
+		{"kept as it is", podsMapping, false, 1},
+		{"changed by the transform", secretsMapping, false, 2},
+		{"found in the store", podsMapping, true, 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			known := &countingStore{Store: cache.NewStore(cache.MetaNamespaceKeyFunc)}
+			in := encodedObject(t, podJSON)
+			if tt.stored {
+				if err := known.Add(in.Unstructured.DeepCopy()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			tf := transform(Options{}, tt.m, known, true)
+			first, err := tf(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			second, err := tf(first)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if first != second && !reflect.DeepEqual(first, second) {
+				t.Errorf("the second transform gave %T, the first %T", second, first)
+			}
+			if tt.m == podsMapping && !tt.stored && second != in {
+				t.Errorf("got %T, want the wire.EncodedObject as it came", second)
+			}
+			if known.lookups != tt.lookups {
+				t.Errorf("%d look-ups in the store, want %d", known.lookups, tt.lookups)
+			}
+		})
+	}
+}

@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"sync/atomic"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 )
@@ -34,7 +36,19 @@ type EncodedObject struct {
 	namespace, name, resourceVersion, key string
 	// labels is the map's labels map, nil if it has none or they are not a map.
 	labels map[string]any
+	// transformed is set by MarkTransformed.
+	transformed atomic.Bool
 }
+
+// MarkTransformed records that a transform that leaves the object as it is has seen it:
+// client-go's reflector transforms the objects of a streaming list twice, as they come
+// and again in its queue's Replace, and a transform may skip the second time what it
+// did the first (the informers' look-up of the object in their store, on a lock that
+// the stores of the other clusters hold while they apply their lists).
+func (e *EncodedObject) MarkTransformed() { e.transformed.Store(true) }
+
+// Transformed reports whether MarkTransformed was called.
+func (e *EncodedObject) Transformed() bool { return e.transformed.Load() }
 
 var _ runtime.Object = (*EncodedObject)(nil)
 
