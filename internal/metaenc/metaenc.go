@@ -274,6 +274,12 @@ func (c *compactor) uid(text, bytes byte) bool {
 	return ok
 }
 
+// appendCount writes tag and the count n of the entries or elements that follow.
+func (c *compactor) appendCount(tag byte, n uint64) {
+	c.out = append(c.out, tag)
+	c.out = binary.AppendUvarint(c.out, n)
+}
+
 // appendUID writes the uid s: as its 16 bytes, tagged bytes, if it is the canonical text
 // of a UUID, else as the text, tagged text.
 func (c *compactor) appendUID(text, bytes byte, s []byte) {
@@ -362,8 +368,7 @@ func (c *compactor) stringMap(tag byte) bool {
 	if !ok {
 		return false
 	}
-	c.out = append(c.out, tag)
-	c.out = binary.AppendUvarint(c.out, n)
+	c.appendCount(tag, n)
 	c.keys = c.keys[:0]
 	for i := range 2 * n {
 		s, ok := c.r.str()
@@ -390,8 +395,7 @@ func (c *compactor) finalizers() bool {
 	if !ok {
 		return false
 	}
-	c.out = append(c.out, tagFinalizers)
-	c.out = binary.AppendUvarint(c.out, n)
+	c.appendCount(tagFinalizers, n)
 	for range n {
 		s, ok := c.r.str()
 		if !ok {
@@ -407,8 +411,7 @@ func (c *compactor) owners() bool {
 	if !ok {
 		return false
 	}
-	c.out = append(c.out, tagOwnerReferences)
-	c.out = binary.AppendUvarint(c.out, n)
+	c.appendCount(tagOwnerReferences, n)
 	for range n {
 		m, ok := c.r.mapHead()
 		if !ok {

@@ -347,8 +347,7 @@ func (w *ProtobufWriter) write() bool {
 			if len(entries) == 0 {
 				continue
 			}
-			c.out = append(c.out, pbTags[num])
-			c.out = binary.AppendUvarint(c.out, uint64(len(entries)))
+			c.appendCount(pbTags[num], uint64(len(entries)))
 			for _, e := range entries {
 				k, v := w.part(e.key), w.part(e.value)
 				if !utf8.Valid(k) || !utf8.Valid(v) {
@@ -361,8 +360,7 @@ func (w *ProtobufWriter) write() bool {
 			if len(w.owners) == 0 {
 				continue
 			}
-			c.out = append(c.out, tagOwnerReferences)
-			c.out = binary.AppendUvarint(c.out, uint64(len(w.owners)))
+			c.appendCount(tagOwnerReferences, uint64(len(w.owners)))
 			for _, o := range w.owners {
 				if !w.owner(o) {
 					return false
@@ -372,8 +370,7 @@ func (w *ProtobufWriter) write() bool {
 			if len(w.finalizers) == 0 {
 				continue
 			}
-			c.out = append(c.out, tagFinalizers)
-			c.out = binary.AppendUvarint(c.out, uint64(len(w.finalizers)))
+			c.appendCount(tagFinalizers, uint64(len(w.finalizers)))
 			for _, f := range w.finalizers {
 				s := w.part(f)
 				if !utf8.Valid(s) {
