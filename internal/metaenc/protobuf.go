@@ -83,17 +83,17 @@ type ProtobufWriter struct {
 	// once; owners and finalizers the occurrences of the two repeated fields.
 	labels, annotations []entry
 	owners, finalizers  []span
-	meta                []byte
+	// meta is the ObjectMeta's protobuf last read, of which the spans are parts.
+	meta []byte
 }
 
 // Write returns the encoding of the object whose PartialObjectMetadata's protobuf is
 // raw, in a newly allocated slice of its exact length: the bytes that Compact returns
 // for the CBOR that package pbjson writes for the same protobuf (Transcoder's
 // ObjectPartialCBOR of meta.k8s.io/v1 PartialObjectMetadata, managedFields dropped if
-// dropManagedFields is set, as its DropManagedFields drops them), which package
-// wire's TestCompactMetadataDirect and FuzzCompactMetadataDirect check. It returns false where
-// that path would not give Compact's encoding or where the result is not exactly
-// known: an object without a name, managedFields kept, a field it does not know (a
+// dropManagedFields is set, as its DropManagedFields drops them), which package wire's
+// TestCompactMetadataDirect and FuzzCompactMetadataDirect check. It returns false where
+// that path would not give Compact's encoding or where the result is not exactly known: an object without a name, managedFields kept, a field it does not know (a
 // newer server's), a field given twice where pbjson refuses that, a string that is not
 // UTF-8 (which the JSON would spell otherwise), a timestamp of a year that is not of
 // four digits, protobuf that is not well-formed; the caller then takes that path,
