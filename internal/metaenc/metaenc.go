@@ -8,11 +8,12 @@
 //
 // Compact writes it from the CBOR of the object's map as jsondec and pbjson write it
 // (the snapshot's format 3, without its format byte), and a ProtobufWriter the same
-// bytes straight from the protobuf of the object that a kube-apiserver sends; Decode reads it back into the
-// *metav1.PartialObjectMetadata that apimachinery's cbor/direct decodes from that CBOR,
-// without TypeMeta, exactly (FuzzCompact checks both against each other). Compact
-// declines what it cannot write exactly (managedFields, a member it does not know, a
-// value of another type, a repeated member, ...): the caller keeps the CBOR then.
+// bytes straight from the protobuf of the object that a kube-apiserver sends; Decode
+// reads it back into the *metav1.PartialObjectMetadata that apimachinery's cbor/direct
+// decodes from that CBOR, without TypeMeta, exactly (FuzzCompact checks both against
+// each other). Compact declines what it cannot write exactly (managedFields, a member
+// it does not know, a value of another type, a repeated member, ...): the caller keeps
+// the CBOR then.
 //
 // The encoding: the byte Format, then the object's members, each as a tag (one of the
 // tag constants) and its value; strings as a uvarint, twice their length, then their
