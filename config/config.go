@@ -20,10 +20,11 @@ const (
 	DefaultSnapshotInterval    = persist.DefaultInterval
 	DefaultSnapshotMaxPending  = persist.DefaultMaxPending
 	DefaultSnapshotKeepCorrupt = persist.DefaultKeepCorrupt
-	// DefaultSyncTimeout and DefaultSyncMaxConcurrent are also the defaults of the
-	// library's fleetwatch.Options.
+	// DefaultSyncTimeout, DefaultSyncMaxConcurrent and DefaultSyncMaxObjects are also
+	// the defaults of the library's fleetwatch.Options.
 	DefaultSyncTimeout       = informer.DefaultSyncTimeout
 	DefaultSyncMaxConcurrent = informer.DefaultMaxConcurrentSyncs
+	DefaultSyncMaxObjects    = informer.DefaultMaxSyncObjects
 	DefaultLogFormat         = LogFormatText
 	// DefaultHealthPath, DefaultHealthInterval and DefaultHealthTimeout are those of
 	// package cluster's HealthOptions.
@@ -179,9 +180,13 @@ type Sync struct {
 	// Timeout bounds each cluster's initial sync; a cluster that has not synced by then
 	// no longer holds back readiness, and keeps trying. Default DefaultSyncTimeout.
 	Timeout time.Duration `yaml:"timeout" mapstructure:"timeout"`
-	// MaxConcurrent bounds how many clusters do their initial list at once. Default
+	// MaxConcurrent bounds how many clusters do their initial sync at once. Default
 	// DefaultSyncMaxConcurrent.
 	MaxConcurrent int `yaml:"maxConcurrent" mapstructure:"maxConcurrent"`
+	// MaxObjects bounds the objects that the clusters' initial syncs list at once: a
+	// cluster counts for what it has listed, or what it is expected to list (see
+	// fleetwatch.Options.MaxSyncObjects). Default DefaultSyncMaxObjects.
+	MaxObjects int `yaml:"maxObjects" mapstructure:"maxObjects"`
 }
 
 // Health configures the probe that tells whether a cluster's apiserver serves: its
@@ -378,6 +383,7 @@ func Default() Config {
 		Sync: Sync{
 			Timeout:       DefaultSyncTimeout,
 			MaxConcurrent: DefaultSyncMaxConcurrent,
+			MaxObjects:    DefaultSyncMaxObjects,
 		},
 		Cache: Cache{Encoding: DefaultCacheEncoding},
 		Health: Health{

@@ -80,7 +80,8 @@ func ExampleConfig_String() {
 	//     namespaces: [default]
 	// sync:
 	//   timeout: 2m
-	//   maxConcurrent: 8
+	//   maxConcurrent: 256
+	//   maxObjects: 100000
 	// health:
 	//   path: /readyz
 	//   interval: 30s

@@ -30,6 +30,7 @@ var usages = map[string]string{
 	"resources[].metadataOnly":         "cache only the metadata of the objects",
 	"sync.timeout":                     "time a cluster may take for its initial sync before it stops holding back readiness",
 	"sync.maxConcurrent":               "number of clusters that do their initial sync at once",
+	"sync.maxObjects":                  "number of objects that the clusters' initial syncs list at once",
 	"health.path":                      "path probed on each cluster's apiserver to tell whether it serves",
 	"health.interval":                  "time between probes of a healthy cluster; an unreachable one is probed with a backoff from 1s to 2m",
 	"health.timeout":                   "time each probe may take before the cluster counts as unreachable",

@@ -86,7 +86,7 @@ func full() config.Config {
 			{Name: "deployments.apps"},
 			{Name: "widgets.v1alpha1.example.com", MetadataOnly: true},
 		},
-		Sync:     config.Sync{Timeout: 90 * time.Second, MaxConcurrent: 4},
+		Sync:     config.Sync{Timeout: 90 * time.Second, MaxConcurrent: 4, MaxObjects: 50000},
 		Health:   config.Health{Path: "/livez", Interval: 10 * time.Second, Timeout: 2 * time.Second},
 		Cache:    config.Cache{Encoding: config.CacheEncodingCompact, KeepManagedFields: true, KeepSecretData: true, JSONOnly: true},
 		Snapshot: config.Snapshot{Path: "/var/lib/fleetwatch/fleetwatch.db", Interval: 250 * time.Millisecond, MaxPending: 1000, KeepCorrupt: 1},
@@ -301,6 +301,7 @@ resources:
 				"FLEETWATCH_RESOURCES":                       "pods, deployments.apps,",
 				"FLEETWATCH_SYNC_TIMEOUT":                    "30s",
 				"FLEETWATCH_SYNC_MAXCONCURRENT":              "2",
+				"FLEETWATCH_SYNC_MAXOBJECTS":                 "3000",
 				"FLEETWATCH_CACHE_ENCODING":                  "compact",
 				"FLEETWATCH_CACHE_KEEPMANAGEDFIELDS":         "true",
 				"FLEETWATCH_CACHE_KEEPSECRETDATA":            "1",
@@ -325,7 +326,7 @@ resources:
 				c.Contexts.Include = []string{"prod-*", "staging-*"}
 				c.Contexts.Aliases = map[string]string{"a": "x"}
 				c.Resources = []config.Resource{{Name: "pods"}, {Name: "deployments.apps"}}
-				c.Sync = config.Sync{Timeout: 30 * time.Second, MaxConcurrent: 2}
+				c.Sync = config.Sync{Timeout: 30 * time.Second, MaxConcurrent: 2, MaxObjects: 3000}
 				c.Cache = config.Cache{Encoding: config.CacheEncodingCompact, KeepManagedFields: true, KeepSecretData: true, JSONOnly: true}
 				c.Snapshot.Interval, c.Snapshot.MaxPending = 5*time.Second, 10
 				c.Server = config.Server{Address: "[::1]:8080", TLS: config.TLS{CertFile: "/c", KeyFile: "/k"}, Auth: config.Auth{TokenFile: "/t", Delegated: config.Delegated{
@@ -342,7 +343,7 @@ resources:
 				"--contexts-include=prod-*,staging-*", "--contexts-exclude=*-canary",
 				"--contexts-aliases=a=x,b=y",
 				"--resources=pods",
-				"--sync-timeout=30s", "--sync-max-concurrent=2",
+				"--sync-timeout=30s", "--sync-max-concurrent=2", "--sync-max-objects=3000",
 				"--cache-encoding=compact", "--cache-keep-managed-fields", "--cache-keep-secret-data=true", "--cache-json-only",
 				"--snapshot-path=", "--snapshot-interval=5s", "--snapshot-max-pending=10", "--snapshot-keep-corrupt=0",
 				"--server-address=0.0.0.0:8443",
@@ -360,7 +361,7 @@ resources:
 					Aliases: map[string]string{"a": "x", "b": "y"},
 				}
 				c.Resources = []config.Resource{{Name: "pods"}}
-				c.Sync = config.Sync{Timeout: 30 * time.Second, MaxConcurrent: 2}
+				c.Sync = config.Sync{Timeout: 30 * time.Second, MaxConcurrent: 2, MaxObjects: 3000}
 				c.Cache = config.Cache{Encoding: config.CacheEncodingCompact, KeepManagedFields: true, KeepSecretData: true, JSONOnly: true}
 				c.Snapshot = config.Snapshot{Path: "", Interval: 5 * time.Second, MaxPending: 10, KeepCorrupt: 0}
 				c.Server = config.Server{Address: "0.0.0.0:8443", TLS: config.TLS{CertFile: "/c", KeyFile: "/k"}, Auth: config.Auth{TokenFile: "/t", Delegated: config.Delegated{
@@ -879,6 +880,9 @@ func TestValidate(t *testing.T) {
 		{"zero concurrency", func(c *config.Config) { c.Sync.MaxConcurrent = 0 }, []string{
 			"sync.maxConcurrent: must be at least 1, got 0",
 		}},
+		{"negative sync objects", func(c *config.Config) { c.Sync.MaxObjects = -5 }, []string{
+			"sync.maxObjects: must be at least 1, got -5",
+		}},
 		{"negative snapshot interval", func(c *config.Config) { c.Snapshot.Interval = -time.Second }, []string{
 			"snapshot.interval: must be positive, got -1s",
 		}},
@@ -1028,7 +1032,8 @@ func TestBindFlags(t *testing.T) {
 		"contexts-aliases":       "[]",
 		"resources":              "[]",
 		"sync-timeout":           "2m0s",
-		"sync-max-concurrent":    "8",
+		"sync-max-concurrent":    "256",
+		"sync-max-objects":       "100000",
 		"cache-keep-secret-data": "false",
 		"snapshot-path":          "fleetwatch.db",
 		"snapshot-max-pending":   "5000",

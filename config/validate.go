@@ -74,6 +74,9 @@ func (c *Config) validate() []*FieldError {
 	if c.Sync.MaxConcurrent < 1 {
 		v.add("sync.maxConcurrent", "must be at least 1, got %d", c.Sync.MaxConcurrent)
 	}
+	if c.Sync.MaxObjects < 1 {
+		v.add("sync.maxObjects", "must be at least 1, got %d", c.Sync.MaxObjects)
+	}
 	v.health(c.Health)
 	switch c.Cache.Encoding {
 	case CacheEncodingObjects, CacheEncodingCompact, CacheEncodingCompressed, CacheEncodingCompressedDict:

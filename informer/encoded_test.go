@@ -183,7 +183,7 @@ func TestRelayPartial(t *testing.T) {
 	for _, partial := range []bool{false, true} {
 		t.Run(fmt.Sprintf("partial=%v", partial), func(t *testing.T) {
 			in := watch.NewFake()
-			r := newRelay(in, time.Minute, partial, nil, func() { t.Error("timed out") }, nil)
+			r := newRelay(in, time.Minute, partial, nil, func() { t.Error("timed out") }, nil, nil)
 			defer r.Stop()
 			listed, watched := encodedObject(t, podJSON), encodedObject(t, podJSON)
 			go func() {

@@ -50,6 +50,9 @@ type listWatch struct {
 	convert func(watch.Event) watch.Event
 	// noStreaming is set once a streaming list failed to end.
 	noStreaming atomic.Bool
+	// listed, if set, is told how many objects each list (not the seed) and each
+	// streaming list's initial events brought (Set.listed).
+	listed func(n int)
 
 	// seeded is set by seed; then the first list is seedList, without a request.
 	seeded   bool
@@ -307,7 +310,11 @@ func (lw *listWatch) ListWithContext(ctx context.Context, opts metav1.ListOption
 	if lw.quiet {
 		ctx = quietContext(ctx)
 	}
-	return lw.list(ctx, opts)
+	list, err := lw.list(ctx, opts)
+	if err == nil && lw.listed != nil {
+		lw.listed(meta.LenList(list))
+	}
+	return list, err
 }
 
 func (lw *listWatch) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
@@ -341,7 +348,7 @@ func (lw *listWatch) WatchWithContext(ctx context.Context, opts metav1.ListOptio
 	if err != nil {
 		return nil, err
 	}
-	return newRelay(w, lw.bookmarkTimeout, lw.partial, lw.convert, func() { lw.noStreaming.Store(true) }, follow), nil
+	return newRelay(w, lw.bookmarkTimeout, lw.partial, lw.convert, func() { lw.noStreaming.Store(true) }, follow, lw.listed), nil
 }
 
 // notStreamingError is an error that the reflector does not retry as a streaming list:
@@ -372,10 +379,12 @@ func notStreamingError() error {
 // replays what came after that version). If follow fails, the relay ends with an error
 // event, and the reflector watches again.
 type relay struct {
-	partial  bool
-	convert  func(watch.Event) watch.Event
-	in       watch.Interface
-	follow   func(resourceVersion string) (watch.Interface, error)
+	partial bool
+	convert func(watch.Event) watch.Event
+	in      watch.Interface
+	follow  func(resourceVersion string) (watch.Interface, error)
+	// listed, if set, counts each object of the initial events (listWatch.listed).
+	listed   func(int)
 	out      chan watch.Event
 	stopOnce sync.Once
 	stopped  chan struct{}
@@ -389,8 +398,8 @@ type relay struct {
 // anyway.
 const relayBuffer = 256
 
-func newRelay(in watch.Interface, timeout time.Duration, partial bool, convert func(watch.Event) watch.Event, onTimeout func(), follow func(string) (watch.Interface, error)) *relay {
-	g := &relay{partial: partial, convert: convert, in: in, follow: follow, out: make(chan watch.Event, relayBuffer), stopped: make(chan struct{})}
+func newRelay(in watch.Interface, timeout time.Duration, partial bool, convert func(watch.Event) watch.Event, onTimeout func(), follow func(string) (watch.Interface, error), listed func(int)) *relay {
+	g := &relay{partial: partial, convert: convert, in: in, follow: follow, listed: listed, out: make(chan watch.Event, relayBuffer), stopped: make(chan struct{})}
 	go g.run(timeout, onTimeout)
 	return g
 }
@@ -434,6 +443,8 @@ func (g *relay) run(timeout time.Duration, onTimeout func()) {
 				}
 				if ev.Type == watch.Bookmark && isInitialEventsEnd(ev.Object) {
 					expired = nil
+				} else if ev.Type == watch.Added && g.listed != nil {
+					g.listed(1)
 				}
 			}
 			select {

@@ -230,7 +230,7 @@ func TestBookmarksCheckpoint(t *testing.T) {
 func TestRelayRunsAhead(t *testing.T) {
 	in := watch.NewFakeWithChanSize(relayBuffer+1, false)
 	timedOut := make(chan struct{})
-	r := newRelay(in, time.Hour, false, nil, func() { close(timedOut) }, nil)
+	r := newRelay(in, time.Hour, false, nil, func() { close(timedOut) }, nil, nil)
 	defer r.Stop()
 	for i := range relayBuffer + 1 {
 		in.Add(podAt(fmt.Sprint(i), fmt.Sprint(i+1)))
@@ -254,7 +254,7 @@ func TestRelayRunsAhead(t *testing.T) {
 	in = watch.NewFakeWithChanSize(2, false)
 	in.Add(podAt("a", "1"))
 	in.Add(podAt("b", "2"))
-	r2 := newRelay(in, 50*time.Millisecond, false, nil, func() {}, nil)
+	r2 := newRelay(in, 50*time.Millisecond, false, nil, func() {}, nil, nil)
 	defer r2.Stop()
 	var got []string
 	for ev := range r2.ResultChan() {

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -81,41 +82,11 @@ type Seeder interface {
 	Seed(scope Scope) (resourceVersion string, ok bool)
 }
 
-// Limiter bounds how many clusters do their initial list at once across a fleet.
-type Limiter interface {
-	// Acquire blocks until a slot is free or ctx is done.
-	Acquire(ctx context.Context) error
-	// Release frees a slot taken by Acquire.
-	Release()
-}
-
-// NewLimiter returns a Limiter with n slots, at least one; a fleet's Sets share one,
-// with DefaultMaxConcurrentSyncs slots unless its user chooses.
-func NewLimiter(n int) Limiter {
-	return chanLimiter(make(chan struct{}, max(n, 1)))
-}
-
-type chanLimiter chan struct{}
-
-func (l chanLimiter) Acquire(ctx context.Context) error {
-	select {
-	case l <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func (l chanLimiter) Release() { <-l }
-
-// Defaults of Options, and of the fleet's Limiter.
+// Defaults of Options.
 const (
 	DefaultSyncTimeout          = 2 * time.Minute
 	DefaultDiscoveryInterval    = 30 * time.Second
 	DefaultStreamingListTimeout = 2 * time.Minute
-	// DefaultMaxConcurrentSyncs is the number of slots of the Limiter that a fleet's
-	// Sets share, when its user does not choose one.
-	DefaultMaxConcurrentSyncs = 8
 )
 
 // Options configure a Set.
@@ -143,8 +114,13 @@ type Options struct {
 	StreamingListTimeout time.Duration
 	// InitialSyncLimiter, if set, is acquired before the Set's initial list and released
 	// once it has synced or SyncTimeout has passed since it was acquired, whatever the
-	// cluster does meanwhile (see Listing).
+	// cluster does meanwhile (see Listing). The objects that the initial list receives
+	// count against it as they come.
 	InitialSyncLimiter Limiter
+	// ExpectedObjects is how many objects the initial sync is expected to list, for
+	// InitialSyncLimiter: the objects that a snapshot held for the cluster, say. Default
+	// 0: not known.
+	ExpectedObjects int
 	// KeepManagedFields keeps metadata.managedFields, which are stripped by default.
 	KeepManagedFields bool
 	// JSONOnly asks the cluster for JSON only. By default, full objects of the kinds
@@ -267,6 +243,9 @@ type Set struct {
 	// discovery is the cached discovery behind mapper; reset drops its cache.
 	discovery *restmapper.DeferredDiscoveryRESTMapper
 
+	// grant is the InitialSyncLimiter's grant while the initial sync holds it.
+	grant atomic.Pointer[Grant]
+
 	// rediscover asks the discovery loop to run now.
 	rediscover chan struct{}
 	// listing is closed when the initial sync begins (see Listing).
@@ -369,10 +348,11 @@ func (s *Set) Start(ctx context.Context) error {
 	defer context.AfterFunc(ctx, func() { close(s.stopped) })()
 
 	if l := s.opts.InitialSyncLimiter; l != nil {
-		if err := l.Acquire(ctx); err != nil {
+		g, err := l.Acquire(ctx, s.opts.ExpectedObjects)
+		if err != nil {
 			return err
 		}
-		s.initialSyncHolding(ctx, l)
+		s.initialSyncHolding(ctx, g)
 	} else {
 		close(s.listing)
 		s.reconcile(ctx)
@@ -393,13 +373,17 @@ func (s *Set) Start(ctx context.Context) error {
 	}
 }
 
-// initialSyncHolding runs the initial sync with a slot of l, which it gives back once
-// the sync is done or SyncTimeout has passed, whichever comes first, also while
-// discovery hangs (an apiserver that stopped answering without closing its
-// connections): a cluster never holds the others back for longer.
-func (s *Set) initialSyncHolding(ctx context.Context, l Limiter) {
-	var once sync.Once
-	release := func() { once.Do(l.Release) }
+// initialSyncHolding runs the initial sync with the grant g of the InitialSyncLimiter,
+// which it gives back once the sync is done or SyncTimeout has passed, whichever comes
+// first, also while discovery hangs (an apiserver that stopped answering without
+// closing its connections): a cluster never holds the others back for longer. The
+// objects that the informers list meanwhile count against g (Set.listed).
+func (s *Set) initialSyncHolding(ctx context.Context, g Grant) {
+	s.grant.Store(&g)
+	release := func() {
+		s.grant.Store(nil)
+		g.Release()
+	}
 	defer release()
 	timer := s.opts.Clock.NewTimer(s.opts.SyncTimeout)
 	defer timer.Stop()
@@ -455,6 +439,14 @@ func (b *cancelOnClose) Close() error {
 	err := b.ReadCloser.Close()
 	b.cancel()
 	return err
+}
+
+// listed counts n objects received by a list or a streaming list's initial events
+// against the grant of the initial sync, while it holds one.
+func (s *Set) listed(n int) {
+	if g := s.grant.Load(); g != nil {
+		(*g).Listed(n)
+	}
 }
 
 // Listing returns a channel closed when the Set's initial sync begins: at Start, or,
@@ -730,7 +722,9 @@ func (s *Set) start(ctx context.Context, opts Options, r Resource, m Mapping) {
 	s.mu.Lock()
 	s.running[r.Name] = run
 	s.mu.Unlock()
-	var wg sync.WaitGroup
+	// The last informer to stop closes run.done: no goroutine waits for them.
+	var running atomic.Int32
+	running.Store(int32(len(namespaces)))
 	var stores []Store
 	for _, ns := range namespaces {
 		scope := Scope{Resource: m.Resource, Namespace: ns, Spec: spec}
@@ -765,6 +759,7 @@ func (s *Set) start(ctx context.Context, opts Options, r Resource, m Mapping) {
 			dyn = s.dynManaged
 		}
 		lw := newListWatch(dyn, md, m, r, ns, s.opts.StreamingListTimeout, !s.opts.JSONOnly, partial)
+		lw.listed = s.listed
 		lw.quiet = isSecrets(m.Resource) && !opts.KeepSecretData
 		if seeder, ok := s.opts.Sink.(Seeder); ok {
 			if rv, ok := seeder.Seed(scope); ok {
@@ -795,12 +790,15 @@ func (s *Set) start(ctx context.Context, opts Options, r Resource, m Mapping) {
 			},
 		})
 		run.controllers[ns] = ctrl
-		wg.Go(func() { ctrl.RunWithContext(ctx) })
+		go func() {
+			defer func() {
+				if running.Add(-1) == 0 {
+					close(run.done)
+				}
+			}()
+			ctrl.RunWithContext(ctx)
+		}()
 	}
-	go func() {
-		wg.Wait()
-		close(run.done)
-	}()
 	s.setStatus(r.Name, run, func(st *ResourceStatus) {
 		st.State, st.Mapping, st.SyncedTime, st.ResourceVersions = StateSyncing, m, time.Time{}, nil
 	})

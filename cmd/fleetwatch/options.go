@@ -30,6 +30,7 @@ func managerOptions(cfg *config.Config) fleetwatch.Options {
 		Resources:          cfg.InformerResources(),
 		SyncTimeout:        cfg.Sync.Timeout,
 		MaxConcurrentSyncs: cfg.Sync.MaxConcurrent,
+		MaxSyncObjects:     cfg.Sync.MaxObjects,
 		Health: cluster.HealthOptions{
 			Path:     cfg.Health.Path,
 			Interval: cfg.Health.Interval,
