@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -53,7 +54,7 @@ type HealthOptions struct {
 	// grow (see wait.Backoff). Default, when it is the zero value: DefaultHealthBackoff.
 	Backoff wait.Backoff
 	// Clock drives the waits between probes. Default: the real clock.
-	Clock clock.Clock
+	Clock clock.WithDelayedExecution
 }
 
 func (o HealthOptions) withDefaults() HealthOptions {
@@ -107,57 +108,157 @@ func Probe(ctx context.Context, c *Cluster, opts HealthOptions) error {
 // opts.Interval; an unreachable one with the capped, jittered exponential backoff of
 // opts.Backoff, which starts over when the cluster turns unreachable again.
 //
-// report must not be nil. It is called from the goroutine of RunHealth, one call at a
-// time, and should return promptly: the next probe waits for it. RunHealth returns nil
-// when ctx is done; a probe cut short by ctx is not reported. It returns an error,
+// report must not be nil. It is called one call at a time, and should return promptly:
+// the next probe waits for it. RunHealth returns nil when ctx is done, after the last
+// call of report; a probe cut short by ctx is not reported. It returns an error,
 // without probing, only when no client can be built from the cluster's rest.Config.
 //
 // Consumers start it from Aware.Engage with the context they are given, so that it stops
-// when the cluster is removed or replaced.
+// when the cluster is removed or replaced. StartHealth does the same without a goroutine
+// that waits between the probes.
 func RunHealth(ctx context.Context, c *Cluster, opts HealthOptions, report func(Health)) error {
+	done := make(chan struct{})
+	if err := StartHealth(ctx, c, opts, report, func() { close(done) }); err != nil {
+		return err
+	}
+	<-done
+	return nil
+}
+
+// StartHealth probes the cluster as RunHealth does, and returns at once: each probe
+// runs on a timer of opts.Clock (AfterFunc), so that a cluster costs no goroutine
+// between its probes, which matters in a fleet of thousands. Once ctx is done and the
+// last call of report has returned, stopped is called, if not nil. It returns an
+// error, and neither probes nor calls stopped, only when no client can be built from
+// the cluster's rest.Config.
+func StartHealth(ctx context.Context, c *Cluster, opts HealthOptions, report func(Health), stopped func()) error {
 	opts = opts.withDefaults()
 	p, err := newProber(c, opts)
 	if err != nil {
 		return err
 	}
-	var (
-		last    *Health
-		backoff wait.DelayFunc // non-nil while unreachable
-	)
-	for {
-		err := p.probe(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		now := opts.Clock.Now()
-		h := Health{Cluster: c.Name, Healthy: err == nil, Err: err, Since: now, Checked: now}
-		switch {
-		case last == nil || last.Healthy != h.Healthy:
-			report(h)
-			last = &h
-		case !h.Healthy && h.Err.Error() != last.Err.Error():
-			h.Since = last.Since
-			report(h)
-			last = &h
-		}
-		var delay time.Duration
-		if h.Healthy {
-			backoff = nil
-			delay = wait.Jitter(opts.Interval, healthIntervalJitter)
-		} else {
-			if backoff == nil {
-				backoff = opts.Backoff.DelayFunc()
-			}
-			delay = backoff()
-		}
-		t := opts.Clock.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-t.C():
-		}
+	h := &healthLoop{ctx: ctx, cluster: c.Name, opts: opts, prober: p, report: report, stopped: stopped, probing: true}
+	context.AfterFunc(ctx, h.cancel)
+	go h.run()
+	return nil
+}
+
+// healthLoop is the probing of one cluster by StartHealth: a chain of timers, each of
+// which runs one probe and sets the next.
+type healthLoop struct {
+	ctx     context.Context
+	cluster string
+	opts    HealthOptions
+	prober  *prober
+	report  func(Health)
+	stopped func()
+
+	// last is the last report; backoff is non-nil while the cluster is unreachable. Only
+	// the probe that runs touches them, and probes run one after the other.
+	last    *Health
+	backoff wait.DelayFunc
+
+	// mu guards timer, probing, done and finished.
+	mu sync.Mutex
+	// timer fires the next probe; nil until the first probe has run.
+	timer clock.Timer
+	// probing is set while a probe runs; done once ctx is done; finished once stopped
+	// has been called, or is being.
+	probing, done, finished bool
+}
+
+// finishLocked marks the loop finished and returns stopped if it was not already, for
+// the caller to call outside mu; nil otherwise.
+func (h *healthLoop) finishLocked() func() {
+	if h.finished || h.stopped == nil {
+		h.finished = true
+		return nil
 	}
+	h.finished = true
+	return h.stopped
+}
+
+// cancel stops the timer once ctx is done. If no probe runs and the timer had not fired,
+// the loop is finished; otherwise the probe that runs, or that the timer started,
+// finishes it.
+func (h *healthLoop) cancel() {
+	h.mu.Lock()
+	h.done = true
+	var stopped func()
+	if !h.probing && !h.finished && (h.timer == nil || h.timer.Stop()) {
+		stopped = h.finishLocked()
+	}
+	h.mu.Unlock()
+	if stopped != nil {
+		stopped()
+	}
+}
+
+// probe is the function of the timers: it runs one probe, unless ctx ended.
+func (h *healthLoop) probe() {
+	h.mu.Lock()
+	if h.done {
+		stopped := h.finishLocked()
+		h.mu.Unlock()
+		if stopped != nil {
+			stopped()
+		}
+		return
+	}
+	h.probing = true
+	h.mu.Unlock()
+	h.run()
+}
+
+// run probes once, with probing set, reports what changed, and sets the timer of the
+// next probe.
+func (h *healthLoop) run() {
+	delay, ok := h.probeOnce()
+
+	h.mu.Lock()
+	h.probing = false
+	if h.done || !ok {
+		// ctx ended: before cancel ran, if !ok, which then finds the loop finished.
+		h.done = true
+		stopped := h.finishLocked()
+		h.mu.Unlock()
+		if stopped != nil {
+			stopped()
+		}
+		return
+	}
+	// In a goroutine of its own: a fake clock runs the function of AfterFunc inside
+	// Step, holding its lock, which the probe's Now would wait for.
+	h.timer = h.opts.Clock.AfterFunc(delay, func() { go h.probe() })
+	h.mu.Unlock()
+}
+
+// probeOnce probes, reports a change, and returns the delay until the next probe; false
+// if ctx ended meanwhile.
+func (h *healthLoop) probeOnce() (time.Duration, bool) {
+	err := h.prober.probe(h.ctx)
+	if h.ctx.Err() != nil {
+		return 0, false
+	}
+	now := h.opts.Clock.Now()
+	r := Health{Cluster: h.cluster, Healthy: err == nil, Err: err, Since: now, Checked: now}
+	switch {
+	case h.last == nil || h.last.Healthy != r.Healthy:
+		h.report(r)
+		h.last = &r
+	case !r.Healthy && r.Err.Error() != h.last.Err.Error():
+		r.Since = h.last.Since
+		h.report(r)
+		h.last = &r
+	}
+	if r.Healthy {
+		h.backoff = nil
+		return wait.Jitter(h.opts.Interval, healthIntervalJitter), true
+	}
+	if h.backoff == nil {
+		h.backoff = h.opts.Backoff.DelayFunc()
+	}
+	return h.backoff(), true
 }
 
 // prober probes one cluster with one client, so that repeated probes reuse connections.

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -200,5 +201,47 @@ func TestFailedChecks(t *testing.T) {
 	}
 	if got := failedChecks([]byte(`{"kind":"Status"}`)); got != nil {
 		t.Errorf("failedChecks(Status) = %q, want none", got)
+	}
+}
+
+// TestStartHealthStopsOnce: however ctx ends (before the first probe is done, while a
+// probe runs, between probes), StartHealth calls stopped exactly once, after the last
+// report, and never reports after it.
+func TestStartHealthStopsOnce(t *testing.T) {
+	s := clustertest.NewServer(t)
+	c := fakeCluster(t, s, "a")
+	for i := range 40 {
+		var mu sync.Mutex
+		var stops, reportsAfterStop int
+		stopped := make(chan struct{})
+		ctx, cancel := context.WithCancel(t.Context())
+		err := StartHealth(ctx, c, HealthOptions{Interval: time.Millisecond}, func(Health) {
+			mu.Lock()
+			defer mu.Unlock()
+			if stops > 0 {
+				reportsAfterStop++
+			}
+		}, func() {
+			mu.Lock()
+			stops++
+			mu.Unlock()
+			close(stopped)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(i%8) * time.Millisecond / 2)
+		cancel()
+		select {
+		case <-stopped:
+		case <-time.After(10 * time.Second):
+			t.Fatal("stopped was not called after cancel")
+		}
+		time.Sleep(5 * time.Millisecond)
+		mu.Lock()
+		if stops != 1 || reportsAfterStop != 0 {
+			t.Errorf("run %d: stopped called %d times, %d reports after it", i, stops, reportsAfterStop)
+		}
+		mu.Unlock()
 	}
 }

@@ -324,6 +324,19 @@ func (w *Writer) DropResource(cluster string, resource ResourceKey) {
 	w.state.dropResource(cluster, resource)
 }
 
+// SetIdentity stores the identity of cluster at the next commit, with the changes sent
+// before it: Store.SetIdentity without a commit of its own, so that the identities of
+// a fleet of thousands that starts cost a few commits, not one each.
+func (w *Writer) SetIdentity(cluster string, id Identity) {
+	if err := validateCluster(cluster); err != nil {
+		w.reject(err)
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.state.setIdentity(cluster, id)
+}
+
 // DropCluster discards what the Writer holds for cluster, and deletes the cluster from
 // the file, with its identity, at the next commit. Call it when a cluster leaves the
 // fleet, or before it starts over because its identity changed.
