@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -31,6 +32,7 @@ import (
 const (
 	DefaultSyncTimeout        = informer.DefaultSyncTimeout
 	DefaultMaxConcurrentSyncs = informer.DefaultMaxConcurrentSyncs
+	DefaultMaxSyncObjects     = informer.DefaultMaxSyncObjects
 )
 
 // Options configure a Manager. Every field documents its default.
@@ -46,15 +48,24 @@ type Options struct {
 	// Health configures the probe of each cluster. See cluster.HealthOptions.
 	Health cluster.HealthOptions
 
-	// SyncTimeout bounds each cluster's initial sync, counted from its turn among
-	// MaxConcurrentSyncs (a cluster waiting for one has not begun). A cluster that has
+	// SyncTimeout bounds each cluster's initial sync, counted from its turn (see
+	// MaxConcurrentSyncs; a cluster waiting for one has not begun). A cluster that has
 	// not synced by then gives its turn to the next, no longer holds back readiness, and
 	// its unsynced resources report informer.ErrSyncTimeout; it keeps trying. Default
 	// DefaultSyncTimeout.
 	SyncTimeout time.Duration
-	// MaxConcurrentSyncs bounds how many clusters do their initial list at once, so that
-	// starting a large fleet is not a thundering herd. Default DefaultMaxConcurrentSyncs.
+	// MaxConcurrentSyncs and MaxSyncObjects bound the initial syncs that run at once, so
+	// that starting a large fleet is not a thundering herd, while the turns follow the
+	// work (see informer.LimiterOptions): at most MaxConcurrentSyncs clusters, and at
+	// most MaxSyncObjects objects listed by them together, a cluster counting for what
+	// it has listed so far, or for what it is expected to list if more: the objects the
+	// snapshot held for it, else the median of the clusters that synced before it, else
+	// MaxSyncObjects/8 (so at most 8 clusters of unknown size start before the first
+	// has synced). So a thousand clusters of 20 objects sync hundreds at a time, and
+	// clusters of 100,000 take turns. Defaults DefaultMaxConcurrentSyncs and
+	// DefaultMaxSyncObjects.
 	MaxConcurrentSyncs int
+	MaxSyncObjects     int
 	// DiscoveryInterval is how often each cluster's discovery is read again. Default
 	// informer.DefaultDiscoveryInterval.
 	DiscoveryInterval time.Duration
@@ -175,6 +186,8 @@ type Manager struct {
 	// handlers registered before the clusters were engaged report HasSynced only after
 	// the initial lists.
 	releaseSync func()
+	// syncReleased is set once releaseSync has been called.
+	syncReleased atomic.Bool
 
 	// wg counts the goroutines of engaged clusters, so that Start returns after them.
 	wg sync.WaitGroup
@@ -292,6 +305,10 @@ type member struct {
 	// refresh, which every change of the informers' status calls.
 	synced     chan struct{}
 	syncedOnce sync.Once
+	// informersSynced is closed by refresh once the informers have first synced (not
+	// counting the snapshot's objects, as synced does).
+	informersSynced     chan struct{}
+	informersSyncedOnce sync.Once
 	// saved is the snapshot's state of the cluster, nil if none (or dropped).
 	saved *saved
 	// syncTimeout is the Options.SyncTimeout the cluster was engaged with.
@@ -350,7 +367,7 @@ func NewManager(opts Options) (*Manager, error) {
 		opts:        opts,
 		fleet:       fleet,
 		loaded:      make(chan struct{}),
-		limiter:     informer.NewLimiter(opts.MaxConcurrentSyncs),
+		limiter:     newLimiter(opts),
 		releaseSync: fleet.HoldSync(),
 		members:     map[string]*member{},
 		saved:       map[string]*saved{},
@@ -422,6 +439,9 @@ func (o *Options) defaultReconfigurable() {
 	if o.MaxConcurrentSyncs == 0 {
 		o.MaxConcurrentSyncs = DefaultMaxConcurrentSyncs
 	}
+	if o.MaxSyncObjects == 0 {
+		o.MaxSyncObjects = DefaultMaxSyncObjects
+	}
 	o.Resources = slices.Clone(o.Resources)
 	o.Clusters.Kubeconfigs = slices.Clone(o.Clusters.Kubeconfigs)
 	o.Clusters.Include = slices.Clone(o.Clusters.Include)
@@ -431,7 +451,7 @@ func (o *Options) defaultReconfigurable() {
 
 // Reconfigure changes, while the Manager runs, the fields of Options that decide which
 // clusters and resources are cached: Clusters, Resources, SyncTimeout,
-// MaxConcurrentSyncs, KeepManagedFields and KeepSecretData; and the Interval and
+// MaxConcurrentSyncs, MaxSyncObjects, KeepManagedFields and KeepSecretData; and the Interval and
 // MaxPending of SnapshotWriter. The other fields of opts are ignored; they are fixed by
 // NewManager. Nothing is restarted that the change does not concern:
 //
@@ -444,7 +464,8 @@ func (o *Options) defaultReconfigurable() {
 //     leaves the fleet and the snapshot; a new one is listed; one whose settings changed
 //     is listed again. The informers of unchanged resources go on: nothing is relisted.
 //     A change of the kept fields changes every resource.
-//   - SyncTimeout and MaxConcurrentSyncs apply to the clusters that join from now on.
+//   - SyncTimeout, MaxConcurrentSyncs and MaxSyncObjects apply to the clusters that
+//     join from now on.
 //   - SnapshotWriter.Interval and MaxPending apply to the snapshot's next commit (see
 //     persist.Writer.SetTiming).
 //
@@ -463,12 +484,12 @@ func (m *Manager) Reconfigure(opts Options) error {
 		return err
 	}
 	m.mu.Lock()
-	if opts.MaxConcurrentSyncs != m.opts.MaxConcurrentSyncs {
-		m.limiter = informer.NewLimiter(opts.MaxConcurrentSyncs)
+	if opts.MaxConcurrentSyncs != m.opts.MaxConcurrentSyncs || opts.MaxSyncObjects != m.opts.MaxSyncObjects {
+		m.limiter = newLimiter(opts)
 	}
 	m.opts.Clusters = opts.Clusters
 	m.opts.Resources = opts.Resources
-	m.opts.SyncTimeout, m.opts.MaxConcurrentSyncs = opts.SyncTimeout, opts.MaxConcurrentSyncs
+	m.opts.SyncTimeout, m.opts.MaxConcurrentSyncs, m.opts.MaxSyncObjects = opts.SyncTimeout, opts.MaxConcurrentSyncs, opts.MaxSyncObjects
 	m.opts.KeepManagedFields, m.opts.KeepSecretData = opts.KeepManagedFields, opts.KeepSecretData
 	m.opts.SnapshotWriter.Interval = opts.SnapshotWriter.Interval
 	m.opts.SnapshotWriter.MaxPending = opts.SnapshotWriter.MaxPending
@@ -746,11 +767,24 @@ func (m *Manager) placedStatus(p shard.Placement) aggregate.ClusterStatus {
 	return st
 }
 
-// Ready reports whether every engaged cluster has either synced, or failed to sync
-// within SyncTimeout and serves its last known state. A Manager without clusters is not
-// ready, unless it runs as a shard (Options.Shard): then it is ready once it is a
-// member, owns every cluster assigned to it (which may be none), and those are ready.
-func (m *Manager) Ready() bool {
+// Ready reports whether every engaged cluster is served: it has synced, or it is
+// served from the snapshot (phase Stale, while its identity is verified and its watches
+// resume in the background), or it failed to sync within SyncTimeout and serves its
+// last known state. A warm start is so ready as soon as the snapshot is loaded, without
+// waiting for a round trip to any cluster; a cluster whose identity turns out changed
+// drops its saved objects and holds readiness back again until it has synced. A Manager
+// without clusters is not ready, unless it runs as a shard (Options.Shard): then it is
+// ready once it is a member, owns every cluster assigned to it (which may be none), and
+// those are ready.
+func (m *Manager) Ready() bool { return m.ready(true) }
+
+// HasSynced reports whether every engaged cluster has synced against its server, or
+// failed to within SyncTimeout: it is Ready without counting the clusters served from
+// the snapshot, unconfirmed, as ready.
+func (m *Manager) HasSynced() bool { return m.ready(false) }
+
+// ready is Ready, or HasSynced without stale.
+func (m *Manager) ready(stale bool) bool {
 	if m.shard != nil && !m.shard.Settled() {
 		return false
 	}
@@ -765,9 +799,9 @@ func (m *Manager) Ready() bool {
 	}
 	for _, mb := range members {
 		mb.mu.Lock()
-		timedOut := mb.syncTimedOut
+		served := mb.syncTimedOut || (stale && mb.stale)
 		mb.mu.Unlock()
-		if !timedOut && !mb.set.HasSynced() {
+		if !served && !mb.set.HasSynced() {
 			return false
 		}
 	}
@@ -830,6 +864,7 @@ func (m *Manager) Engage(ctx context.Context, c *cluster.Cluster) error {
 		SyncTimeout:        m.opts.SyncTimeout,
 		DiscoveryInterval:  m.opts.DiscoveryInterval,
 		InitialSyncLimiter: m.limiter,
+		ExpectedObjects:    sv.objects(),
 		KeepManagedFields:  m.opts.KeepManagedFields,
 		KeepSecretData:     m.opts.KeepSecretData,
 		JSONOnly:           m.opts.JSONOnly,
@@ -838,7 +873,7 @@ func (m *Manager) Engage(ctx context.Context, c *cluster.Cluster) error {
 		Clock:              m.opts.Clock,
 	}
 	m.mu.Unlock()
-	mb := &member{cluster: c, done: make(chan struct{}), synced: make(chan struct{}), saved: sv, stale: sv != nil, syncTimeout: setOpts.SyncTimeout}
+	mb := &member{cluster: c, done: make(chan struct{}), synced: make(chan struct{}), informersSynced: make(chan struct{}), saved: sv, stale: sv != nil, syncTimeout: setOpts.SyncTimeout}
 	// The writer is the sink's once the snapshot is loaded, before the informers start.
 	mb.sink = &sink{fleet: m.fleet, cluster: c.Name, snapshot: m.opts.Snapshot, compact: snapshotEncoded(m.opts.Fleet.Codec)}
 	setOpts.Sink = mb.sink
@@ -861,7 +896,7 @@ func (m *Manager) Engage(ctx context.Context, c *cluster.Cluster) error {
 	m.status.Set(aggregate.ClusterStatus{Name: c.Name, Server: c.Server(), Phase: phase})
 	m.refresh(mb)
 
-	m.wg.Add(3)
+	m.wg.Add(2)
 	go func() {
 		defer m.wg.Done()
 		defer close(mb.done)
@@ -879,19 +914,22 @@ func (m *Manager) Engage(ctx context.Context, c *cluster.Cluster) error {
 			klog.FromContext(ctx).Error(err, "Informers stopped")
 		}
 	}()
+	// The probes run on timers: a cluster costs no goroutine between them.
+	m.wg.Add(1)
+	if err := cluster.StartHealth(ctx, c, m.opts.Health, func(h cluster.Health) {
+		mb.mu.Lock()
+		mb.health = &h
+		mb.mu.Unlock()
+		m.refresh(mb)
+	}, m.wg.Done); err != nil {
+		m.wg.Done()
+		klog.FromContext(ctx).Error(err, "Cannot probe the cluster's health", "cluster", c.Name)
+	}
 	go func() {
 		defer m.wg.Done()
-		_ = cluster.RunHealth(ctx, c, m.opts.Health, func(h cluster.Health) {
-			mb.mu.Lock()
-			mb.health = &h
-			mb.mu.Unlock()
-			m.refresh(mb)
-		})
-	}()
-	go func() {
-		defer m.wg.Done()
-		// SyncTimeout counts from the cluster's turn among MaxConcurrentSyncs, as the
-		// informers count it: a cluster that waits for a slot has not failed to sync.
+		// SyncTimeout counts from the cluster's turn among the initial syncs, as the
+		// informers count it: a cluster that waits for its turn has not failed to sync.
+		// The goroutine ends once the informers have synced.
 		select {
 		case <-ctx.Done():
 			return
@@ -899,6 +937,7 @@ func (m *Manager) Engage(ctx context.Context, c *cluster.Cluster) error {
 		}
 		select {
 		case <-ctx.Done():
+		case <-mb.informersSynced:
 		case <-m.opts.Clock.After(mb.syncTimeout):
 			mb.mu.Lock()
 			mb.syncTimedOut = !set.HasSynced()
@@ -938,9 +977,7 @@ func (m *Manager) confirmIdentity(ctx context.Context, mb *member) bool {
 			"cluster", name, "saved", mb.saved.identity.String(), "now", id.String())
 		m.fleet.RemoveCluster(name)
 		m.writer.DropCluster(name)
-		if err := m.opts.Snapshot.SetIdentity(name, persist.Identity{UID: id.UID, Server: id.Server}); err != nil {
-			klog.FromContext(ctx).Error(err, "Recording the cluster identity in the snapshot", "cluster", name)
-		}
+		m.writer.SetIdentity(name, persist.Identity{UID: id.UID, Server: id.Server})
 		mb.saved = nil
 		mb.mu.Lock()
 		mb.stale = false
@@ -963,14 +1000,10 @@ func (m *Manager) dropUnrequestedOnceSynced(ctx context.Context, mb *member) {
 	if mb.saved == nil {
 		return
 	}
-	tick := m.opts.Clock.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for !mb.set.HasSynced() {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C():
-		}
+	select {
+	case <-ctx.Done():
+		return
+	case <-mb.informersSynced:
 	}
 	mb.sink.dropUnrequested(ctx, mb.saved.scopes)
 	// The loaded objects now live in the fleet only; keeping them here too would hold a
@@ -979,6 +1012,11 @@ func (m *Manager) dropUnrequestedOnceSynced(ctx context.Context, mb *member) {
 	mb.sink.seeds = nil
 	mb.sink.mu.Unlock()
 	mb.saved = nil
+}
+
+// newLimiter returns the limiter of the initial syncs that opts configure.
+func newLimiter(opts Options) informer.Limiter {
+	return informer.NewLimiter(informer.LimiterOptions{MaxSyncs: opts.MaxConcurrentSyncs, MaxObjects: opts.MaxSyncObjects})
 }
 
 // Disengage implements cluster.Disengager: once the cluster's informers have stopped,
@@ -1022,10 +1060,13 @@ func (m *Manager) readIdentity(ctx context.Context, mb *member) (cluster.Identit
 			mb.mu.Lock()
 			mb.identity = id
 			mb.mu.Unlock()
-			if m.opts.Snapshot != nil && (mb.saved == nil || id.Equal(mb.saved.identity)) {
-				if err := m.opts.Snapshot.SetIdentity(mb.cluster.Name, persist.Identity{UID: id.UID, Server: id.Server}); err != nil {
-					klog.FromContext(ctx).Error(err, "Recording the cluster identity in the snapshot")
-				}
+			// Written with the writer's next commit, not in a commit of its own (one
+			// per cluster, thousands at the start of a large fleet); a snapshot that
+			// has it already is left alone. A cluster whose identity did not make it to
+			// the file before a crash is taken as changed at the next start, and syncs
+			// cold.
+			if w := m.snapshotWriter(); w != nil && mb.saved == nil {
+				w.SetIdentity(mb.cluster.Name, persist.Identity{UID: id.UID, Server: id.Server})
 			}
 			m.refresh(mb)
 			return id, true
@@ -1062,6 +1103,9 @@ func (m *Manager) refresh(mb *member) {
 	if o.stale || mb.set.HasSynced() {
 		mb.markSynced()
 	}
+	if mb.set.HasSynced() {
+		mb.informersSyncedOnce.Do(func() { close(mb.informersSynced) })
+	}
 	m.status.Set(st)
 	m.releaseIfReady()
 }
@@ -1069,9 +1113,15 @@ func (m *Manager) refresh(mb *member) {
 // markSynced closes mb.synced, once.
 func (mb *member) markSynced() { mb.syncedOnce.Do(func() { close(mb.synced) }) }
 
-// releaseIfReady releases the fleet's sync hold once the Manager is ready.
+// releaseIfReady releases the fleet's sync hold once the Manager is ready. Once it has,
+// it does nothing: Ready looks at every cluster, and each refresh of each of thousands
+// of clusters would.
 func (m *Manager) releaseIfReady() {
+	if m.syncReleased.Load() {
+		return
+	}
 	if m.Ready() {
+		m.syncReleased.Store(true)
 		m.releaseSync()
 	}
 }

@@ -25,6 +25,18 @@ type saved struct {
 	scopes map[informer.Scope]savedScope
 }
 
+// objects is the number of objects saved for the cluster; 0 for a nil saved.
+func (sv *saved) objects() int {
+	if sv == nil {
+		return 0
+	}
+	n := 0
+	for _, s := range sv.scopes {
+		n += len(s.objects)
+	}
+	return n
+}
+
 type savedScope struct {
 	key             persist.ResourceKey
 	resourceVersion string

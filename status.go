@@ -11,6 +11,11 @@ import (
 	"github.com/fleetwatch/fleetwatch/informer"
 )
 
+// ReasonServingSnapshot is the reason of the Synced condition of a cluster that is
+// served from the snapshot, counted ready, while its identity is verified and its
+// watches resume in the background (phase Stale).
+const ReasonServingSnapshot = "ServingSnapshot"
+
 // observed is what the Manager knows of one cluster at a moment: everything its status
 // is computed from.
 type observed struct {
@@ -92,6 +97,8 @@ func clusterStatus(o observed) (st aggregate.ClusterStatus, synced bool) {
 		syncedCond.Status, syncedCond.Reason = metav1.ConditionTrue, "AllResourcesSynced"
 	case o.syncTimedOut:
 		syncedCond.Reason, syncedCond.Message = "SyncTimeout", fmt.Sprintf("not synced within %v", o.syncTimeout)
+	case o.stale:
+		syncedCond.Reason, syncedCond.Message = ReasonServingSnapshot, "served from the snapshot while its identity is verified and its watches resume"
 	}
 	st.Conditions = []metav1.Condition{reachable, syncedCond}
 

@@ -753,7 +753,7 @@ func (f *fleetwatchContender) start(ctx context.Context, rec *recorder) error {
 
 func (f *fleetwatchContender) synced() bool { return f.mgr.Ready() && f.reg.HasSynced() }
 
-func (f *fleetwatchContender) informersSynced() bool { return f.mgr.Ready() }
+func (f *fleetwatchContender) informersSynced() bool { return f.mgr.HasSynced() }
 
 func (f *fleetwatchContender) counts() map[string]int {
 	out := map[string]int{}

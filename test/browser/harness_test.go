@@ -109,7 +109,9 @@ func (d *daemon) kill() {
 	_ = d.cmd.Wait()
 }
 
-// waitReady waits until the daemon's /readyz passes.
+// waitReady waits until the daemon's /readyz passes and, where its clusters may be read
+// without a token, none is served from the snapshot unconfirmed: a warm start is ready
+// at once, and the tests compare with the servers.
 func (d *daemon) waitReady(t *testing.T) {
 	t.Helper()
 	eventually(t, 90*time.Second, d.base+"/readyz", func() string {
@@ -121,6 +123,15 @@ func (d *daemon) waitReady(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		if resp.StatusCode != http.StatusOK {
 			return fmt.Sprintf("%d %s", resp.StatusCode, b)
+		}
+		resp, err = http.Get(d.base + "/apis/fleetwatch.io/v1alpha1/clusters")
+		if err != nil {
+			return err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ = io.ReadAll(resp.Body)
+		if resp.StatusCode == http.StatusOK && strings.Contains(string(b), `"reason":"ServingSnapshot"`) {
+			return "a cluster is served from the snapshot, unconfirmed"
 		}
 		return ""
 	})

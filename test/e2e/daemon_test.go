@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 
+	"github.com/fleetwatch/fleetwatch"
 	"github.com/fleetwatch/fleetwatch/aggregate"
 	"github.com/fleetwatch/fleetwatch/internal/testenv"
 )
@@ -487,10 +488,13 @@ func createPod(t *testing.T, c *testenv.Cluster, ns, name string) {
 	}
 }
 
-// waitReadyz waits until the daemon at base answers /readyz with 200.
+// waitReadyz waits until the daemon at base answers /readyz with 200 and, where client
+// may read the clusters, no cluster is still served from the snapshot unconfirmed
+// (Synced reason ServingSnapshot): /readyz passes at once on a warm start, and the
+// tests that compare the cache with the servers want the watches resumed.
 func waitReadyz(t *testing.T, client *http.Client, base string) {
 	t.Helper()
-	eventually(t, 90*time.Second, "/readyz", func() string {
+	eventually(t, 90*time.Second, "/readyz and every cluster confirmed", func() string {
 		resp, err := client.Get(base + "/readyz")
 		if err != nil {
 			return err.Error()
@@ -500,6 +504,43 @@ func waitReadyz(t *testing.T, client *http.Client, base string) {
 		if resp.StatusCode != http.StatusOK {
 			return fmt.Sprintf("%d %s", resp.StatusCode, body)
 		}
-		return ""
+		return unconfirmedClusters(client, base)
 	})
+}
+
+// unconfirmedClusters names the clusters of the daemon at base that are served from the
+// snapshot while their identity is verified and their watches resume, if client may
+// read them; "" if there are none, or client may not read them.
+func unconfirmedClusters(client *http.Client, base string) string {
+	resp, err := client.Get(base + "/apis/fleetwatch.io/v1alpha1/clusters")
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return ""
+	}
+	var list struct {
+		Items []struct {
+			Metadata struct{ Name string } `json:"metadata"`
+			Status   struct {
+				Conditions []metav1.Condition `json:"conditions"`
+			} `json:"status"`
+		} `json:"items"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		return err.Error()
+	}
+	var names []string
+	for _, c := range list.Items {
+		for _, cond := range c.Status.Conditions {
+			if cond.Type == aggregate.ConditionSynced && cond.Reason == fleetwatch.ReasonServingSnapshot {
+				names = append(names, c.Metadata.Name)
+			}
+		}
+	}
+	if len(names) > 0 {
+		return "served from the snapshot, unconfirmed: " + strings.Join(names, ", ")
+	}
+	return ""
 }

@@ -231,8 +231,8 @@ func TestFleet(t *testing.T) {
 	}
 
 	eventually(t, 60*time.Second, "fleet synced", func() string {
-		if !mgr.Ready() || !reg.HasSynced() {
-			return fmt.Sprintf("ready=%v handler synced=%v status=%+v", mgr.Ready(), reg.HasSynced(), mgr.Status())
+		if !mgr.HasSynced() || !reg.HasSynced() {
+			return fmt.Sprintf("ready=%v handler synced=%v status=%+v", mgr.HasSynced(), reg.HasSynced(), mgr.Status())
 		}
 		return ""
 	})

@@ -190,8 +190,8 @@ func TestTypedReadsAndWriteBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 60*time.Second, "fleet synced", func() string {
-		if !mgr.Ready() || !reg.HasSynced() {
-			return fmt.Sprintf("ready=%v handler synced=%v status=%+v", mgr.Ready(), reg.HasSynced(), mgr.Status())
+		if !mgr.HasSynced() || !reg.HasSynced() {
+			return fmt.Sprintf("ready=%v handler synced=%v status=%+v", mgr.HasSynced(), reg.HasSynced(), mgr.Status())
 		}
 		return ""
 	})

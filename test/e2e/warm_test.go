@@ -96,8 +96,8 @@ func startWithSnapshot(t *testing.T, path string, opts fleetwatch.Options, handl
 	}
 	t.Cleanup(stop)
 	eventually(t, 90*time.Second, "ready and synced", func() string {
-		if !mgr.Ready() || !reg.HasSynced() {
-			return fmt.Sprintf("ready=%v synced=%v %+v", mgr.Ready(), reg.HasSynced(), mgr.Status())
+		if !mgr.HasSynced() || !reg.HasSynced() {
+			return fmt.Sprintf("synced=%v handler synced=%v %+v", mgr.HasSynced(), reg.HasSynced(), mgr.Status())
 		}
 		return ""
 	})
