@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // Built with -tags fleetwatch_bench (test/bench builds its serve contender so), the
@@ -20,18 +21,38 @@ import (
 // themselves: it collects garbage twice, returns the free memory to the OS, and prints
 // "memstats HEAP RSS INUSE IDLE RELEASED SYS" on stdout: HeapAlloc, VmRSS, HeapInuse,
 // HeapIdle, HeapReleased and Sys, in bytes. With FLEETWATCH_BENCH_HEAP_PROFILE set to
-// a path, it writes a heap profile there first. The daemon built without the tag has
+// a path, it writes a heap profile there first, and with FLEETWATCH_BENCH_GOROUTINE_PROFILE
+// a goroutine profile. With FLEETWATCH_BENCH_CPU_PROFILE, it profiles its CPU from its
+// start to the first SIGUSR1 into that file, and with FLEETWATCH_BENCH_BLOCK_PROFILE
+// its blocking and its mutexes (that path and the path with ".mutex"). The daemon built without the tag has
 // no such hook.
 func init() {
+	cpu := startCPUProfile(os.Getenv("FLEETWATCH_BENCH_CPU_PROFILE"))
+	if os.Getenv("FLEETWATCH_BENCH_BLOCK_PROFILE") != "" {
+		runtime.SetBlockProfileRate(int(time.Millisecond))
+		runtime.SetMutexProfileFraction(10)
+	}
 	c := make(chan os.Signal, 1)
 	signal.Notify(c, syscall.SIGUSR1)
 	go func() {
 		for range c {
+			if cpu != nil {
+				pprof.StopCPUProfile()
+				_ = cpu.Close()
+				cpu = nil
+			}
 			runtime.GC()
 			runtime.GC()
 			debug.FreeOSMemory()
 			if path := os.Getenv("FLEETWATCH_BENCH_HEAP_PROFILE"); path != "" {
-				writeHeapProfile(path)
+				writeProfile("heap", path)
+			}
+			if path := os.Getenv("FLEETWATCH_BENCH_GOROUTINE_PROFILE"); path != "" {
+				writeProfile("goroutine", path)
+			}
+			if path := os.Getenv("FLEETWATCH_BENCH_BLOCK_PROFILE"); path != "" {
+				writeProfile("block", path)
+				writeProfile("mutex", path+".mutex")
 			}
 			var ms runtime.MemStats
 			runtime.ReadMemStats(&ms)
@@ -40,17 +61,37 @@ func init() {
 	}()
 }
 
-// writeHeapProfile writes the heap profile to path, or says on stderr why not.
-func writeHeapProfile(path string) {
+// startCPUProfile starts a CPU profile of the process into path, if not empty, and
+// returns its file; nil if there is none.
+func startCPUProfile(path string) *os.File {
+	if path == "" {
+		return nil
+	}
 	f, err := os.Create(path)
 	if err == nil {
-		err = pprof.WriteHeapProfile(f)
+		if err = pprof.StartCPUProfile(f); err != nil {
+			_ = f.Close()
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "cpu profile: %v\n", err)
+		return nil
+	}
+	return f
+}
+
+// writeProfile writes the named profile (heap, goroutine) to path, or says on stderr
+// why not.
+func writeProfile(name, path string) {
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.Lookup(name).WriteTo(f, 0)
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "heap profile: %v\n", err)
+		fmt.Fprintf(os.Stderr, "%s profile: %v\n", name, err)
 	}
 }
 
