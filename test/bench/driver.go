@@ -467,15 +467,15 @@ func (d *driver) run(ctx context.Context, r int) (*runResult, error) {
 			return err
 		},
 		func() error {
-			rr.Serve, err = d.serveContend(ctx, name("serve-objects"), serveObjects)
+			rr.Serve, _, err = d.serveContend(ctx, name("serve-objects"), serveOptions{encoding: serveObjects})
 			return err
 		},
 		func() error {
-			rr.ServeCompact, err = d.serveContend(ctx, name("serve-compact"), serveCompact)
+			rr.ServeCompact, _, err = d.serveContend(ctx, name("serve-compact"), serveOptions{encoding: serveCompact})
 			return err
 		},
 		func() error {
-			rr.ServeCompressed, err = d.serveContend(ctx, name("serve-compressed"), serveCompressed)
+			rr.ServeCompressed, _, err = d.serveContend(ctx, name("serve-compressed"), serveOptions{encoding: serveCompressed})
 			return err
 		},
 		func() error {
