@@ -108,6 +108,10 @@ type driver struct {
 type listCounters struct {
 	// Requests counts LIST requests.
 	Requests float64 `json:"requests"`
+	// Others counts the requests other than the LISTs and WATCHes of the bench
+	// resources (apiserver_request_total): discovery, GETs such as a cluster's identity,
+	// health probes, and the apiservers' own requests meanwhile.
+	Others float64 `json:"others"`
 	// Objects counts the objects handed out as lists, streaming lists included: the sum
 	// of InitEvents, CacheList and StorageList.
 	Objects float64 `json:"objects"`
@@ -123,7 +127,7 @@ type listCounters struct {
 
 func (c listCounters) minus(o listCounters) listCounters {
 	return listCounters{
-		Requests: c.Requests - o.Requests, Objects: c.Objects - o.Objects,
+		Requests: c.Requests - o.Requests, Others: c.Others - o.Others, Objects: c.Objects - o.Objects,
 		InitEvents: c.InitEvents - o.InitEvents, CacheList: c.CacheList - o.CacheList, StorageList: c.StorageList - o.StorageList,
 	}
 }
@@ -608,19 +612,8 @@ func (d *driver) restartAPIServers(ctx context.Context) error {
 // scale syncs both contenders once on a kubeconfig with n contexts, spread round-robin
 // over the clusters.
 func (d *driver) scale(ctx context.Context, n int) (scaleResult, error) {
-	all := d.env.KubeconfigFor(d.env.Clusters...)
-	cfg := clientcmdapi.NewConfig()
-	cfg.AuthInfos = all.AuthInfos
-	cfg.Clusters = all.Clusters
-	for i := range n {
-		name := fmt.Sprintf("ctx-%02d", i)
-		cfg.Contexts[name] = &clientcmdapi.Context{Cluster: d.env.Clusters[i%len(d.env.Clusters)].Name, AuthInfo: "admin"}
-		if cfg.CurrentContext == "" {
-			cfg.CurrentContext = name
-		}
-	}
 	path := filepath.Join(d.workDir, fmt.Sprintf("kubeconfig-%d", n))
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+	if err := writeContexts(d.env, n, path); err != nil {
 		return scaleResult{}, err
 	}
 	s := scaleResult{Contexts: n, Namespaces: d.opts.scaleNamespaces}
@@ -668,6 +661,24 @@ func (d *driver) scale(ctx context.Context, n int) (scaleResult, error) {
 	s.Warm, s.WarmList, err = d.contend(ctx, fmt.Sprintf("scale%d-fleetwatch-warm", n), modeSync, d.opts.profileDir != "",
 		append(fw, "--expect", strconv.Itoa(s.Fleetwatch.Total))...)
 	return s, err
+}
+
+// writeContexts writes to path a kubeconfig with n contexts, spread round-robin over
+// the env's clusters: each context is a cluster of its own to the contenders, and
+// contexts beyond the number of clusters share their apiservers.
+func writeContexts(env *testenv.Env, n int, path string) error {
+	all := env.KubeconfigFor(env.Clusters...)
+	cfg := clientcmdapi.NewConfig()
+	cfg.AuthInfos = all.AuthInfos
+	cfg.Clusters = all.Clusters
+	for i := range n {
+		name := fmt.Sprintf("ctx-%02d", i)
+		cfg.Contexts[name] = &clientcmdapi.Context{Cluster: env.Clusters[i%len(env.Clusters)].Name, AuthInfo: "admin"}
+		if cfg.CurrentContext == "" {
+			cfg.CurrentContext = name
+		}
+	}
+	return clientcmd.WriteToFile(*cfg, path)
 }
 
 // contend runs one contender process and returns its result and the list figures of
@@ -946,7 +957,8 @@ func (d *driver) stamp(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// listCounters reads the list figures of every apiserver for the cached resources.
+// listCounters reads the list figures of every apiserver of the driver's env for the
+// bench resources, and the count of its other requests.
 func (d *driver) listCounters(ctx context.Context) (listCounters, error) {
 	var out listCounters
 	for _, c := range d.env.Clusters {
@@ -954,8 +966,10 @@ func (d *driver) listCounters(ctx context.Context) (listCounters, error) {
 		if err != nil {
 			return out, err
 		}
+		out.Others += m.Sum("apiserver_request_total", nil)
 		for _, gvr := range benchGVRs {
 			match := map[string]string{"group": gvr.Group, "resource": gvr.Resource}
+			out.Others -= m.Requests("LIST", gvr.Resource) + m.Requests("WATCH", gvr.Resource)
 			out.Requests += m.Requests("LIST", gvr.Resource)
 			out.Objects += m.ListedObjects(gvr.Group, gvr.Resource)
 			out.InitEvents += m.Sum("apiserver_init_events_total", match)
