@@ -69,10 +69,31 @@ const (
 // nanoseconds: the handler's latency is its time of delivery minus the stamp.
 const stampAnnotation = "bench.fleetwatch.io/stamp"
 
-// benchGVRs are the resources every contender caches.
+// benchGVRs are the resources every contender caches, unless --resources names fewer.
 var benchGVRs = []schema.GroupVersionResource{
 	{Version: "v1", Resource: "pods"},
 	{Version: "v1", Resource: "configmaps"},
+}
+
+// parseResources returns the benchGVRs named in the comma-separated list v, in the
+// order of benchGVRs; empty v gives them all.
+func parseResources(v string) ([]schema.GroupVersionResource, error) {
+	names := splitList(v)
+	if len(names) == 0 {
+		return benchGVRs, nil
+	}
+	var out []schema.GroupVersionResource
+	for _, n := range names {
+		if !slices.ContainsFunc(benchGVRs, func(g schema.GroupVersionResource) bool { return g.Resource == n }) {
+			return nil, fmt.Errorf("unknown resource %q", n)
+		}
+	}
+	for _, g := range benchGVRs {
+		if slices.Contains(names, g.Resource) {
+			out = append(out, g)
+		}
+	}
+	return out, nil
 }
 
 // message is one JSON line of a contender on stdout.
@@ -114,6 +135,13 @@ type Result struct {
 	LastInitialEventSec float64 `json:"lastInitialEventSec"`
 	// CPUSyncSec is the CPU time of the process up to sync.
 	CPUSyncSec float64 `json:"cpuSyncSec"`
+	// NotSyncedSec, when not 0, is how long the contender waited without syncing before
+	// it gave up (--give-up): SyncedSec is then 0, and the other figures are of that
+	// moment.
+	NotSyncedSec float64 `json:"notSyncedSec,omitempty"`
+	// Goroutines is the number of goroutines once synced (serve: go_goroutines on its
+	// /metrics).
+	Goroutines int `json:"goroutines,omitempty"`
 
 	// PeakRSS is VmHWM at sync: the peak RSS of the initial sync. HeapAfterGC and
 	// RSSAfterGC are the live heap and the RSS after garbage collection, once synced.
@@ -274,6 +302,8 @@ func runContender(args []string) (err error) {
 	searches := fs.Int("search", 0, "fleetwatch, sync mode: after the memory figures, measure the search index's heap and this many name-substring searches through the HTTP API")
 	catchUp := fs.Int("catch-up", 0, "sync mode: after sync, wait until the handler has received this many stamped updates (changes made while the contender was down)")
 	verbosity := fs.String("v", "0", "klog verbosity of the contender's log (4 shows each watch that ends, with a 410's reason)")
+	resources := fs.String("resources", "", "comma-separated resources to cache, of pods and configmaps (default: both)")
+	giveUp := fs.Duration("give-up", 0, "sync mode: after this long without sync, report the figures of that moment with notSyncedSec set, instead of failing after 15 minutes")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -281,6 +311,10 @@ func runContender(args []string) (err error) {
 	klog.InitFlags(klogFlags)
 	if err := klogFlags.Set("v", *verbosity); err != nil {
 		return fmt.Errorf("--v: %w", err)
+	}
+	gvrs, err := parseResources(*resources)
+	if err != nil {
+		return fmt.Errorf("--resources: %w", err)
 	}
 	t0 := time.Now()
 	if *t0ns != 0 {
@@ -309,9 +343,9 @@ func runContender(args []string) (err error) {
 	var c contender
 	switch *impl {
 	case implClientGo, implClientGoStripped, implClientGoTyped, implClientGoMetadata:
-		c = &clientGo{impl: *impl, kubeconfig: *kubeconfig, namespaces: splitList(*namespaces)}
+		c = &clientGo{impl: *impl, kubeconfig: *kubeconfig, namespaces: splitList(*namespaces), resources: gvrs}
 	case implFleetwatch:
-		fw := &fleetwatchContender{kubeconfig: *kubeconfig, metadataOnly: *metadataOnly, compact: *compact, compress: *compress, dict: *dict, jsonOnly: *jsonOnly, snapshotPath: *snapshot, namespaces: splitList(*namespaces), syncTimeout: *syncTimeout}
+		fw := &fleetwatchContender{kubeconfig: *kubeconfig, resources: gvrs, metadataOnly: *metadataOnly, compact: *compact, compress: *compress, dict: *dict, jsonOnly: *jsonOnly, snapshotPath: *snapshot, namespaces: splitList(*namespaces), syncTimeout: *syncTimeout}
 		if err := fw.open(); err != nil {
 			return err
 		}
@@ -328,10 +362,18 @@ func runContender(args []string) (err error) {
 	}
 	defer c.stop()
 
-	deadline := time.Now().Add(15 * time.Minute)
+	wait := 15 * time.Minute
+	if *giveUp > 0 {
+		wait = *giveUp
+	}
+	deadline := time.Now().Add(wait)
 	for !c.synced() {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("not synced after 15 minutes")
+			if *giveUp == 0 || *mode != modeSync {
+				return fmt.Errorf("not synced after %v", wait)
+			}
+			res.NotSyncedSec = since()
+			break
 		}
 		if res.InformersSyncedSec == 0 && c.informersSynced() {
 			res.InformersSyncedSec, res.EventsAtInformersSynced = since(), int(rec.initial.Load())
@@ -339,9 +381,12 @@ func runContender(args []string) (err error) {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
-	res.SyncedSec = since()
+	if res.NotSyncedSec == 0 {
+		res.SyncedSec = since()
+	}
 	res.CPUSyncSec = cpuTime().Seconds()
-	if res.InformersSyncedSec == 0 {
+	res.Goroutines = runtime.NumGoroutine()
+	if res.InformersSyncedSec == 0 && res.NotSyncedSec == 0 {
 		// The informers and the handler synced between two polls.
 		res.InformersSyncedSec, res.CPUInformersSyncedSec = res.SyncedSec, res.CPUSyncSec
 		res.EventsAtInformersSynced = int(rec.initial.Load())
@@ -503,6 +548,8 @@ type clientGo struct {
 	// namespaces, if not empty, are the only namespaces cached, with a factory each,
 	// since an informer watches one namespace or all.
 	namespaces []string
+	// resources are the cached resources, of benchGVRs.
+	resources []schema.GroupVersionResource
 
 	factories []informerFactory
 	informers []cache.SharedIndexInformer
@@ -544,7 +591,7 @@ func (c *clientGo) start(ctx context.Context, rec *recorder) error {
 		}
 		for _, ns := range namespaces {
 			f := newFactory(ns)
-			for _, gvr := range benchGVRs {
+			for _, gvr := range c.resources {
 				gi, err := f.ForResource(gvr)
 				if err != nil {
 					return err
@@ -673,7 +720,9 @@ func (c *clientGo) stop() {
 
 // fleetwatchContender embeds fleetwatch as the README shows.
 type fleetwatchContender struct {
-	kubeconfig   string
+	kubeconfig string
+	// resources are the cached resources, of benchGVRs.
+	resources    []schema.GroupVersionResource
 	metadataOnly bool
 	compact      bool
 	compress     bool
@@ -694,7 +743,7 @@ type fleetwatchContender struct {
 // open creates the Manager, which loads the snapshot if there is one.
 func (f *fleetwatchContender) open() error {
 	var resources []informer.Resource
-	for _, gvr := range benchGVRs {
+	for _, gvr := range f.resources {
 		resources = append(resources, informer.Resource{Name: gvr.Resource, MetadataOnly: f.metadataOnly, Namespaces: f.namespaces})
 	}
 	opts := fleetwatch.Options{
@@ -724,7 +773,7 @@ func (f *fleetwatchContender) open() error {
 
 func (f *fleetwatchContender) total() int {
 	n := 0
-	for _, gvr := range benchGVRs {
+	for _, gvr := range f.resources {
 		n += f.mgr.Fleet().Indexer(gvr).Len()
 	}
 	return n
@@ -757,7 +806,7 @@ func (f *fleetwatchContender) informersSynced() bool { return f.mgr.HasSynced() 
 
 func (f *fleetwatchContender) counts() map[string]int {
 	out := map[string]int{}
-	for _, gvr := range benchGVRs {
+	for _, gvr := range f.resources {
 		out[gvr.Resource] = f.mgr.Fleet().Indexer(gvr).Len()
 	}
 	return out

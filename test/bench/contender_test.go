@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -44,4 +45,33 @@ func TestStripManagedFields(t *testing.T) {
 			t.Errorf("got %v, %v; want the tombstone unchanged", got, err)
 		}
 	})
+}
+
+func TestParseResources(t *testing.T) {
+	for _, tc := range []struct {
+		in, want string
+		err      bool
+	}{
+		{in: "", want: "pods,configmaps"},
+		{in: "pods", want: "pods"},
+		{in: "configmaps,pods", want: "pods,configmaps"},
+		{in: "secrets", err: true},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			gvrs, err := parseResources(tc.in)
+			if tc.err {
+				if err == nil {
+					t.Fatalf("parseResources(%q) = %v, want an error", tc.in, gvrs)
+				}
+				return
+			}
+			var names []string
+			for _, g := range gvrs {
+				names = append(names, g.Resource)
+			}
+			if err != nil || strings.Join(names, ",") != tc.want {
+				t.Errorf("parseResources(%q) = %v, %v; want %s", tc.in, names, err, tc.want)
+			}
+		})
+	}
 }

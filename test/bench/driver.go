@@ -79,6 +79,12 @@ type driverOptions struct {
 	// contenders, if not empty, are the only sync contenders that run (syncUnitNames);
 	// the report is then not written, only each contender's line and report.json.
 	contenders []string
+	// many are the numbers of contexts of the many-clusters section's rows (many.go);
+	// empty: no such section.
+	many []int
+	// manyOnly skips everything but the many-clusters section, whose table alone is
+	// printed; the bench's clusters are not even started.
+	manyOnly bool
 }
 
 // syncUnitNames are the sync contenders of a run, in the order of the first run, as
@@ -108,6 +114,11 @@ type driver struct {
 type listCounters struct {
 	// Requests counts LIST requests.
 	Requests float64 `json:"requests"`
+	// Others counts the requests other than the LISTs and WATCHes of the bench
+	// resources and the apiservers' own (apiserverOwnRequests), from
+	// apiserver_request_total: discovery, GETs such as a cluster's identity, health
+	// probes.
+	Others float64 `json:"others"`
 	// Objects counts the objects handed out as lists, streaming lists included: the sum
 	// of InitEvents, CacheList and StorageList.
 	Objects float64 `json:"objects"`
@@ -121,9 +132,14 @@ type listCounters struct {
 	StorageList float64 `json:"storageList"`
 }
 
+// apiserverOwnRequests are the series of apiserver_request_total that an idle
+// apiserver of the testenv adds by itself: the renewals of its identity Lease, and the
+// GETs of its OpenAPI v3 aggregation. No contender of the bench makes such requests.
+var apiserverOwnRequests = []map[string]string{{"resource": "leases"}, {"subresource": "openapi/v3"}}
+
 func (c listCounters) minus(o listCounters) listCounters {
 	return listCounters{
-		Requests: c.Requests - o.Requests, Objects: c.Objects - o.Objects,
+		Requests: c.Requests - o.Requests, Others: c.Others - o.Others, Objects: c.Objects - o.Objects,
 		InitEvents: c.InitEvents - o.InitEvents, CacheList: c.CacheList - o.CacheList, StorageList: c.StorageList - o.StorageList,
 	}
 }
@@ -165,16 +181,15 @@ func runDriver(args []string) error {
 		}
 		return nil
 	})
-	fs.Func("scale", "comma-separated numbers of contexts for the scale table, such as 1,3,10 (default: no scale table)", func(v string) error {
-		for f := range strings.SplitSeq(v, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil || n <= 0 {
-				return fmt.Errorf("bad number of contexts %q", f)
-			}
-			o.scale = append(o.scale, n)
-		}
-		return nil
+	fs.Func("scale", "comma-separated numbers of contexts for the scale table, such as 1,3,10 (default: no scale table)", func(v string) (err error) {
+		o.scale, err = parseCounts(v)
+		return err
 	})
+	fs.Func("many", fmt.Sprintf("comma-separated numbers of contexts for the many-clusters table, such as 10,100,1000, over %d apiservers of their own (default: no such table)", manyClusters), func(v string) (err error) {
+		o.many, err = parseCounts(v)
+		return err
+	})
+	fs.BoolVar(&o.manyOnly, "many-only", false, "skip everything else: print the many-clusters table alone (not written to --out), without starting the bench's clusters")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -187,8 +202,11 @@ func runDriver(args []string) error {
 	if o.scaleNamespaces < 0 || o.scaleNamespaces > benchNamespaces {
 		return fmt.Errorf("--scale-namespaces must be from 0 to %d", benchNamespaces)
 	}
-	if o.scaleOnly && (len(o.scale) == 0 || o.out != "" || o.check) {
-		return errors.New("--scale-only needs --scale, and prints to stdout only: not with --out or --check")
+	if o.scaleOnly && (len(o.scale) == 0 || o.out != "" || o.check || len(o.many) > 0) {
+		return errors.New("--scale-only needs --scale, and prints to stdout only: not with --out, --check or --many")
+	}
+	if o.manyOnly && (len(o.many) == 0 || o.out != "" || o.check || o.scaleOnly) {
+		return errors.New("--many-only needs --many, and prints to stdout only: not with --out, --check or --scale-only")
 	}
 	command := "go run ./test/bench " + strings.Join(args, " ")
 	log.SetFlags(log.Ltime)
@@ -218,6 +236,24 @@ func runDriver(args []string) error {
 	}
 	started := time.Now()
 	loadBefore := loadAverage()
+	rep := &report{
+		Command: command,
+		Machine: machine(),
+		Date:    started.UTC().Format("2006-01-02 15:04 MST"),
+		Options: o,
+	}
+	if o.manyOnly {
+		if d.serveBin, err = buildServe(d.workDir); err != nil {
+			return err
+		}
+		if err := d.manyPhase(ctx, rep); err != nil {
+			return fmt.Errorf("many: %w", err)
+		}
+		rep.Duration = time.Since(started)
+		rep.LoadAverage = loadBefore + " at start, " + loadAverage() + " at end"
+		fmt.Print(rep.manyOnlyMarkdown())
+		return d.saveReport(rep)
+	}
 
 	envDir := filepath.Join(d.workDir, fmt.Sprintf("env-%dc-%dp-%dcm", o.clusters, o.pods, o.configMaps))
 	log.Printf("starting %d clusters in %s", o.clusters, envDir)
@@ -248,15 +284,9 @@ func runDriver(args []string) error {
 		}
 	}
 
-	rep := &report{
-		Command:  command,
-		Machine:  machine(),
-		Date:     started.UTC().Format("2006-01-02 15:04 MST"),
-		Versions: versions(ctx, env),
-		Options:  o,
-		LoadTime: loadTime,
-	}
-	if rep.Sizes, err = jsonSizes(ctx, env.Clusters[0]); err != nil {
+	rep.Versions = versions(ctx, env)
+	rep.LoadTime = loadTime
+	if rep.Sizes, err = jsonSizes(ctx, env.Clusters[0], "bench-"); err != nil {
 		return err
 	}
 	if o.scaleOnly {
@@ -272,11 +302,7 @@ func runDriver(args []string) error {
 		rep.Duration = time.Since(started)
 		rep.LoadAverage = loadBefore + " at start, " + loadAverage() + " at end"
 		fmt.Print(rep.scaleOnlyMarkdown())
-		raw, err := json.MarshalIndent(rep, "", "  ")
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(d.logDir, "report.json"), raw, 0o600)
+		return d.saveReport(rep)
 	}
 	for r := range o.runs {
 		if o.scaleOnly {
@@ -303,16 +329,17 @@ func runDriver(args []string) error {
 			return fmt.Errorf("shards: %w", err)
 		}
 	}
+	if len(o.many) > 0 {
+		if err := d.manyPhase(ctx, rep); err != nil {
+			return fmt.Errorf("many: %w", err)
+		}
+	}
 	rep.Duration = time.Since(started)
 	rep.LoadAverage = loadBefore + " at start, " + loadAverage() + " at end"
 
 	if len(o.contenders) > 0 {
-		raw, err := json.MarshalIndent(rep, "", "  ")
-		if err != nil {
-			return err
-		}
 		log.Printf("--contenders: no report; the results are in %s", filepath.Join(d.logDir, "report.json"))
-		return os.WriteFile(filepath.Join(d.logDir, "report.json"), raw, 0o600)
+		return d.saveReport(rep)
 	}
 	md := rep.markdown()
 	fmt.Print(md)
@@ -322,11 +349,7 @@ func runDriver(args []string) error {
 		}
 		log.Printf("wrote %s", o.out)
 	}
-	raw, err := json.MarshalIndent(rep, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(d.logDir, "report.json"), raw, 0o600); err != nil {
+	if err := d.saveReport(rep); err != nil {
 		return err
 	}
 	if o.check {
@@ -336,6 +359,28 @@ func runDriver(args []string) error {
 		log.Printf("--check: the report has every row")
 	}
 	return nil
+}
+
+// saveReport writes rep, every raw measurement, to report.json in the log directory.
+func (d *driver) saveReport(rep *report) error {
+	raw, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(d.logDir, "report.json"), raw, 0o600)
+}
+
+// parseCounts parses a comma-separated list of positive numbers of contexts.
+func parseCounts(v string) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("bad number of contexts %q", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 // runResult holds everything one run measured.
@@ -467,15 +512,15 @@ func (d *driver) run(ctx context.Context, r int) (*runResult, error) {
 			return err
 		},
 		func() error {
-			rr.Serve, err = d.serveContend(ctx, name("serve-objects"), serveObjects)
+			rr.Serve, _, err = d.serveContend(ctx, name("serve-objects"), serveOptions{encoding: serveObjects})
 			return err
 		},
 		func() error {
-			rr.ServeCompact, err = d.serveContend(ctx, name("serve-compact"), serveCompact)
+			rr.ServeCompact, _, err = d.serveContend(ctx, name("serve-compact"), serveOptions{encoding: serveCompact})
 			return err
 		},
 		func() error {
-			rr.ServeCompressed, err = d.serveContend(ctx, name("serve-compressed"), serveCompressed)
+			rr.ServeCompressed, _, err = d.serveContend(ctx, name("serve-compressed"), serveOptions{encoding: serveCompressed})
 			return err
 		},
 		func() error {
@@ -608,19 +653,8 @@ func (d *driver) restartAPIServers(ctx context.Context) error {
 // scale syncs both contenders once on a kubeconfig with n contexts, spread round-robin
 // over the clusters.
 func (d *driver) scale(ctx context.Context, n int) (scaleResult, error) {
-	all := d.env.KubeconfigFor(d.env.Clusters...)
-	cfg := clientcmdapi.NewConfig()
-	cfg.AuthInfos = all.AuthInfos
-	cfg.Clusters = all.Clusters
-	for i := range n {
-		name := fmt.Sprintf("ctx-%02d", i)
-		cfg.Contexts[name] = &clientcmdapi.Context{Cluster: d.env.Clusters[i%len(d.env.Clusters)].Name, AuthInfo: "admin"}
-		if cfg.CurrentContext == "" {
-			cfg.CurrentContext = name
-		}
-	}
 	path := filepath.Join(d.workDir, fmt.Sprintf("kubeconfig-%d", n))
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+	if err := writeContexts(d.env, n, path); err != nil {
 		return scaleResult{}, err
 	}
 	s := scaleResult{Contexts: n, Namespaces: d.opts.scaleNamespaces}
@@ -668,6 +702,24 @@ func (d *driver) scale(ctx context.Context, n int) (scaleResult, error) {
 	s.Warm, s.WarmList, err = d.contend(ctx, fmt.Sprintf("scale%d-fleetwatch-warm", n), modeSync, d.opts.profileDir != "",
 		append(fw, "--expect", strconv.Itoa(s.Fleetwatch.Total))...)
 	return s, err
+}
+
+// writeContexts writes to path a kubeconfig with n contexts, spread round-robin over
+// the env's clusters: each context is a cluster of its own to the contenders, and
+// contexts beyond the number of clusters share their apiservers.
+func writeContexts(env *testenv.Env, n int, path string) error {
+	all := env.KubeconfigFor(env.Clusters...)
+	cfg := clientcmdapi.NewConfig()
+	cfg.AuthInfos = all.AuthInfos
+	cfg.Clusters = all.Clusters
+	for i := range n {
+		name := fmt.Sprintf("ctx-%02d", i)
+		cfg.Contexts[name] = &clientcmdapi.Context{Cluster: env.Clusters[i%len(env.Clusters)].Name, AuthInfo: "admin"}
+		if cfg.CurrentContext == "" {
+			cfg.CurrentContext = name
+		}
+	}
+	return clientcmd.WriteToFile(*cfg, path)
 }
 
 // contend runs one contender process and returns its result and the list figures of
@@ -946,7 +998,8 @@ func (d *driver) stamp(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// listCounters reads the list figures of every apiserver for the cached resources.
+// listCounters reads the list figures of every apiserver of the driver's env for the
+// bench resources, and the count of its other requests.
 func (d *driver) listCounters(ctx context.Context) (listCounters, error) {
 	var out listCounters
 	for _, c := range d.env.Clusters {
@@ -954,8 +1007,13 @@ func (d *driver) listCounters(ctx context.Context) (listCounters, error) {
 		if err != nil {
 			return out, err
 		}
+		out.Others += m.Sum("apiserver_request_total", nil)
+		for _, own := range apiserverOwnRequests {
+			out.Others -= m.Sum("apiserver_request_total", own)
+		}
 		for _, gvr := range benchGVRs {
 			match := map[string]string{"group": gvr.Group, "resource": gvr.Resource}
+			out.Others -= m.Requests("LIST", gvr.Resource) + m.Requests("WATCH", gvr.Resource)
 			out.Requests += m.Requests("LIST", gvr.Resource)
 			out.Objects += m.ListedObjects(gvr.Group, gvr.Resource)
 			out.InitEvents += m.Sum("apiserver_init_events_total", match)
@@ -984,8 +1042,9 @@ type objectSizes struct {
 	Cached float64 `json:"cached"`
 }
 
-// jsonSizes measures the JSON size of the loaded objects of one cluster.
-func jsonSizes(ctx context.Context, c *testenv.Cluster) (map[string]objectSizes, error) {
+// jsonSizes measures the JSON size of the objects of one cluster in the namespaces
+// whose names start with prefix.
+func jsonSizes(ctx context.Context, c *testenv.Cluster, prefix string) (map[string]objectSizes, error) {
 	dyn := c.Dynamic()
 	out := map[string]objectSizes{}
 	for _, gvr := range benchGVRs {
@@ -997,7 +1056,7 @@ func jsonSizes(ctx context.Context, c *testenv.Cluster) (map[string]objectSizes,
 				return nil, err
 			}
 			for _, item := range list.Items {
-				if !strings.HasPrefix(item.GetNamespace(), "bench-") {
+				if !strings.HasPrefix(item.GetNamespace(), prefix) {
 					continue
 				}
 				b, err := json.Marshal(item.Object)

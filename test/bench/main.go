@@ -7,7 +7,9 @@
 // from its process start, CPU through getrusage, heap after GC, RSS from /proc) and
 // prints its measurements as JSON lines on stdout. The driver reads the apiservers'
 // metrics around each contender, drives the writes of the watch phase, and renders the
-// medians, spreads and per-run ratios as Markdown.
+// medians, spreads and per-run ratios as Markdown. With --many, it also starts 3
+// apiservers of its own and measures fleetwatch serve against typed informers at many
+// contexts over them (many.go).
 //
 //	go run ./test/bench --pods 10000 --configmaps 3000 --clusters 3 --runs 3 --out docs/benchmarks.md
 //

@@ -18,10 +18,12 @@ import (
 
 // The serve contenders run the real daemon, `fleetwatch serve`, over the same
 // kubeconfig, caching pods and configmaps as full objects without a snapshot, with
-// cache.encoding objects, compact or compressed. The daemon is built from ./cmd/fleetwatch with the
-// tag fleetwatch_bench, which adds one file (cmd/fleetwatch/benchmem.go): on SIGUSR1 it
-// collects garbage twice, returns free memory to the OS and prints its HeapAlloc and
-// VmRSS, as the other contenders measure themselves (settledMemory). Time to synced is
+// cache.encoding objects, compact or compressed; the many-clusters section (many.go)
+// runs it over pods alone, in its default encoding, with a snapshot. The daemon is
+// built from ./cmd/fleetwatch with the tag fleetwatch_bench, which adds one file
+// (cmd/fleetwatch/benchmem.go): on SIGUSR1 it collects garbage twice, returns free
+// memory to the OS and prints its HeapAlloc and VmRSS, as the other contenders measure
+// themselves (settledMemory). Time to synced is
 // when /readyz passes and the server's watch cache has received every cached object
 // (the sum of fleetwatch_events_total reaches that of fleetwatch_objects on /metrics),
 // polled every 20 ms; the CPU time and peak RSS are read from /proc at that moment.
@@ -44,9 +46,57 @@ func buildServe(dir string) (string, error) {
 	return out, nil
 }
 
-// serveContend runs the daemon once with cache.encoding encoding, until it has synced,
-// measures it, and stops it with SIGTERM.
-func (d *driver) serveContend(ctx context.Context, name, encoding string) (*Result, error) {
+// serveOptions say how serveContend runs the daemon. The zero value is the sync
+// phase's: pods and configmaps, the env's kubeconfig, no snapshot.
+type serveOptions struct {
+	// kubeconfig is --kubeconfig; empty: the env's, with a context per cluster.
+	kubeconfig string
+	// resources is --resources; empty: pods,configmaps.
+	resources string
+	// encoding is --cache-encoding; empty: the daemon's default.
+	encoding string
+	// snapshotPath is --snapshot-path; empty: no snapshot.
+	snapshotPath string
+	// args are added to the command line.
+	args []string
+	// timeout is how long the daemon may take to sync; 0: 10 minutes.
+	timeout time.Duration
+	// giveUp makes a daemon that has not synced within timeout a result with
+	// NotSyncedSec set, measured then, instead of an error.
+	giveUp bool
+}
+
+// serveContend runs the daemon once, until it has synced, measures it, and stops it
+// with SIGTERM, waiting for its exit (which flushes its snapshot). It also returns the
+// apiservers' list figures during its life.
+func (d *driver) serveContend(ctx context.Context, name string, o serveOptions) (*Result, listCounters, error) {
+	if o.kubeconfig == "" {
+		o.kubeconfig = d.env.Kubeconfig
+	}
+	if o.resources == "" {
+		o.resources = "pods,configmaps"
+	}
+	if o.timeout == 0 {
+		o.timeout = 10 * time.Minute
+	}
+	before, err := d.listCounters(ctx)
+	if err != nil {
+		return nil, listCounters{}, err
+	}
+	res, err := d.serveOnce(ctx, name, o)
+	if err != nil {
+		return nil, listCounters{}, err
+	}
+	after, err := d.listCounters(ctx)
+	if err != nil {
+		return nil, listCounters{}, err
+	}
+	logResult(name, res)
+	return res, after.minus(before), nil
+}
+
+// serveOnce runs and measures the daemon for serveContend, whose defaults o has.
+func (d *driver) serveOnce(ctx context.Context, name string, o serveOptions) (*Result, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -58,9 +108,14 @@ func (d *driver) serveContend(ctx context.Context, name, encoding string) (*Resu
 		return nil, err
 	}
 	defer logFile.Close()
-	cmd := exec.CommandContext(ctx, d.serveBin, "serve",
-		"--kubeconfig", d.env.Kubeconfig, "--resources", "pods,configmaps", "--snapshot-path", "",
-		"--server-address", addr, "--cache-encoding", encoding, "--log-verbosity", strconv.Itoa(d.opts.verbosity))
+	args := []string{"serve", "--kubeconfig", o.kubeconfig, "--resources", o.resources, "--snapshot-path", o.snapshotPath,
+		"--server-address", addr, "--log-verbosity", strconv.Itoa(d.opts.verbosity)}
+	impl := "serve"
+	if o.encoding != "" {
+		args = append(args, "--cache-encoding", o.encoding)
+		impl += "-" + o.encoding
+	}
+	cmd := exec.CommandContext(ctx, d.serveBin, append(args, o.args...)...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG=")
 	if d.opts.profileDir != "" {
 		cmd.Env = append(cmd.Env, "FLEETWATCH_BENCH_HEAP_PROFILE="+filepath.Join(d.opts.profileDir, name+".heap.pprof"))
@@ -93,13 +148,10 @@ func (d *driver) serveContend(ctx context.Context, name, encoding string) (*Resu
 		}
 	}()
 
-	res := &Result{Impl: "serve-" + encoding, Mode: modeSync}
+	res := &Result{Impl: impl, Mode: modeSync}
 	base := "http://" + addr
-	deadline := time.Now().Add(10 * time.Minute)
+	deadline := start.Add(o.timeout)
 	for {
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("%s: not synced within 10 minutes; see %s", name, logFile.Name())
-		}
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
@@ -108,12 +160,25 @@ func (d *driver) serveContend(ctx context.Context, name, encoding string) (*Resu
 			res.Total = objects
 			break
 		}
+		if time.Now().After(deadline) {
+			if !o.giveUp {
+				return nil, fmt.Errorf("%s: not synced within %v; see %s", name, o.timeout, logFile.Name())
+			}
+			res.NotSyncedSec = time.Since(start).Seconds()
+			if m, ok := serveGet(ctx, base, "/metrics"); ok {
+				res.Total = int(sumMetric(m, "fleetwatch_objects{"))
+			}
+			break
+		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	pid := cmd.Process.Pid
 	res.CPUSyncSec = procCPU(pid)
 	res.PeakRSS = readStatus(fmt.Sprintf("/proc/%d/status", pid))["VmHWM"]
 	res.InitialEvents = res.Total
+	if m, ok := serveGet(ctx, base, "/metrics"); ok {
+		res.Goroutines = int(sumMetric(m, "go_goroutines "))
+	}
 	if err := cmd.Process.Signal(syscall.SIGUSR1); err != nil {
 		return nil, err
 	}
@@ -131,38 +196,40 @@ func (d *driver) serveContend(ctx context.Context, name, encoding string) (*Resu
 	go func() { done <- cmd.Wait() }()
 	select {
 	case <-done:
-	case <-time.After(60 * time.Second):
-		return nil, fmt.Errorf("%s did not stop within 60s of SIGTERM", name)
+	case <-time.After(5 * time.Minute):
+		return nil, fmt.Errorf("%s did not stop within 5 minutes of SIGTERM", name)
 	}
-	logResult(name, res)
 	return res, nil
 }
 
 // serveSynced reports whether the daemon at base is ready and its watch cache has every
 // object of the fleet, and how many that is.
 func serveSynced(ctx context.Context, base string) (bool, int) {
-	get := func(path string) (string, bool) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
-		if err != nil {
-			return "", false
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return "", false
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		return string(b), err == nil && resp.StatusCode == http.StatusOK
-	}
-	if _, ok := get("/readyz"); !ok {
+	if _, ok := serveGet(ctx, base, "/readyz"); !ok {
 		return false, 0
 	}
-	m, ok := get("/metrics")
+	m, ok := serveGet(ctx, base, "/metrics")
 	if !ok {
 		return false, 0
 	}
 	objects, events := sumMetric(m, "fleetwatch_objects{"), sumMetric(m, "fleetwatch_events_total{")
 	return objects > 0 && events >= objects, int(objects)
+}
+
+// serveGet returns the body of a GET of path from the daemon at base, and whether it
+// answered 200.
+func serveGet(ctx context.Context, base, path string) (string, bool) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+	if err != nil {
+		return "", false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", false
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err == nil && resp.StatusCode == http.StatusOK
 }
 
 // sumMetric sums the samples of the Prometheus text exposition whose lines start with

@@ -1,0 +1,223 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/fleetwatch/fleetwatch/internal/testenv"
+)
+
+// The many-clusters section (--many, issue #38) measures fleetwatch at many contexts
+// against typed client-go informers. It starts an env of its own, manyClusters
+// apiservers in <dir>/env-many-3c, independent of the bench's loaded clusters, with a
+// few small pods each in namespace manyNamespace. For each row of N contexts, a
+// kubeconfig has N contexts spread round-robin over the apiservers, each a cluster of
+// its own to both contenders, and these run one after the other, never side by side:
+// typed informers over pods (the contender subcommand), `fleetwatch serve` cold with a
+// fresh snapshot, and `fleetwatch serve` warm from the snapshot the cold run left.
+const (
+	manyClusters  = 3
+	manyNamespace = "many"
+	// manyMaxObjects bounds the objects of a row, over its contexts: at many contexts
+	// the per-context costs are measured, not the objects'.
+	manyMaxObjects = 30000
+	// manyPodsMax is the pods per apiserver of the rows of few contexts.
+	manyPodsMax = 20
+)
+
+// manyRowTimeout is how long a contender of a row may take to sync; one that has not by
+// then is recorded as not synced, with its memory at that moment.
+const manyRowTimeout = 15 * time.Minute
+
+// manyResult is one row of the many-clusters table.
+type manyResult struct {
+	Contexts         int `json:"contexts"`
+	PodsPerAPIServer int `json:"podsPerAPIServer"`
+	// Objects is what each contender should cache: every context sees the pods of
+	// its apiserver.
+	Objects int `json:"objects"`
+	// Typed is typed informers over pods; Cold and Warm the daemon from a removed
+	// snapshot and then from the one Cold left. Warm is nil if Cold did not sync.
+	Typed *Result `json:"typed"`
+	Cold  *Result `json:"cold"`
+	Warm  *Result `json:"warm,omitempty"`
+	// The apiservers' list figures and other requests during each contender's life.
+	TypedList listCounters `json:"typedList"`
+	ColdList  listCounters `json:"coldList"`
+	WarmList  listCounters `json:"warmList"`
+	// SnapshotBytes is the size of the snapshot file the cold run left.
+	SnapshotBytes int64 `json:"snapshotBytes,omitempty"`
+}
+
+// manyPodsPerAPIServer is the number of pods each apiserver holds for a row of n
+// contexts: manyPodsMax, fewer when n contexts would see more than manyMaxObjects in
+// all, and at least 1 (fleetwatch serve's sync needs an object).
+func manyPodsPerAPIServer(n int) int {
+	return max(1, min(manyPodsMax, manyMaxObjects/n))
+}
+
+// manyPhase runs the rows of --many on an env of its own, started for the phase and
+// stopped after it, and puts them in rep, with the size of a pod; rep.Versions too if
+// it has none yet (--many-only).
+func (d *driver) manyPhase(ctx context.Context, rep *report) error {
+	dir := filepath.Join(d.workDir, fmt.Sprintf("env-many-%dc", manyClusters))
+	log.Printf("many: starting %d clusters in %s", manyClusters, dir)
+	env, err := testenv.Start(ctx, testenv.Options{Clusters: manyClusters, Dir: dir})
+	if err != nil {
+		return err
+	}
+	defer env.Close()
+	if rep.Versions == nil {
+		rep.Versions = versions(ctx, env)
+	}
+	// A driver of its own: its contenders, and the apiservers' figures around them,
+	// are this env's.
+	md := &driver{opts: d.opts, env: env, exe: d.exe, workDir: d.workDir, logDir: d.logDir, serveBin: d.serveBin}
+	for _, n := range d.opts.many {
+		log.Printf("many: %d contexts, %d pods per apiserver", n, manyPodsPerAPIServer(n))
+		r, err := md.manyRow(ctx, n)
+		if err != nil {
+			return fmt.Errorf("%d contexts: %w", n, err)
+		}
+		rep.Many = append(rep.Many, r)
+		if rep.ManyPod.Objects == 0 {
+			sizes, err := jsonSizes(ctx, env.Clusters[0], manyNamespace)
+			if err != nil {
+				return err
+			}
+			rep.ManyPod = sizes["pods"]
+		}
+	}
+	return nil
+}
+
+// manyRow makes each apiserver hold the row's pods, and runs its contenders one after
+// the other.
+func (d *driver) manyRow(ctx context.Context, n int) (manyResult, error) {
+	r := manyResult{Contexts: n, PodsPerAPIServer: manyPodsPerAPIServer(n)}
+	r.Objects = n * r.PodsPerAPIServer
+	if err := setManyPods(ctx, d.env, r.PodsPerAPIServer); err != nil {
+		return r, err
+	}
+	kubeconfig := filepath.Join(d.workDir, fmt.Sprintf("kubeconfig-many-%d", n))
+	if err := writeContexts(d.env, n, kubeconfig); err != nil {
+		return r, err
+	}
+	name := func(s string) string { return fmt.Sprintf("many%d-%s", n, s) }
+	var err error
+	r.Typed, r.TypedList, err = d.contend(ctx, name("clientgo-typed"), modeSync, false, "--impl", implClientGoTyped,
+		"--resources", "pods", "--kubeconfig", kubeconfig, "--give-up", manyRowTimeout.String())
+	if err != nil {
+		return r, err
+	}
+	snapshot := filepath.Join(d.workDir, fmt.Sprintf("many-%d.db", n))
+	for _, p := range []string{snapshot, snapshot + "-lock"} {
+		if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+			return r, err
+		}
+	}
+	// Ready means every context synced: the sync timeout, after which a context no
+	// longer holds back readiness, is beyond the row's.
+	so := serveOptions{kubeconfig: kubeconfig, resources: "pods", snapshotPath: snapshot,
+		args: []string{"--sync-timeout", (2 * manyRowTimeout).String()}, timeout: manyRowTimeout, giveUp: true}
+	if r.Cold, r.ColdList, err = d.serveContend(ctx, name("serve-cold"), so); err != nil {
+		return r, err
+	}
+	if r.Cold.NotSyncedSec > 0 {
+		log.Printf("%s: not synced in %.0f s; no warm restart", name("serve-cold"), r.Cold.NotSyncedSec)
+		return r, nil
+	}
+	if st, err := os.Stat(snapshot); err == nil {
+		r.SnapshotBytes = st.Size()
+	}
+	r.Warm, r.WarmList, err = d.serveContend(ctx, name("serve-warm"), so)
+	return r, err
+}
+
+// setManyPods makes every cluster of env hold exactly pods pods in manyNamespace:
+// the missing ones are written by server-side apply, the extra ones deleted at once
+// (they have no node, so nothing waits for a kubelet).
+func setManyPods(ctx context.Context, env *testenv.Env, pods int) error {
+	g, ctx := errgroup.WithContext(ctx)
+	for _, c := range env.Clusters {
+		g.Go(func() error {
+			if err := setClusterPods(ctx, c, pods); err != nil {
+				return fmt.Errorf("%s: %w", c.Name, err)
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+func setClusterPods(ctx context.Context, c *testenv.Cluster, pods int) error {
+	cs, err := kubernetes.NewForConfig(writeConfig(c))
+	if err != nil {
+		return err
+	}
+	apply := metav1.ApplyOptions{FieldManager: managerController, Force: true}
+	if _, err := cs.CoreV1().Namespaces().Apply(ctx, corev1ac.Namespace(manyNamespace), apply); err != nil {
+		return err
+	}
+	list, err := cs.CoreV1().Pods(manyNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	have := map[string]bool{}
+	for _, p := range list.Items {
+		have[p.Name] = true
+	}
+	want := map[string]bool{}
+	for i := range pods {
+		name := manyPodName(i)
+		want[name] = true
+		if have[name] {
+			continue
+		}
+		if _, err := cs.CoreV1().Pods(manyNamespace).Apply(ctx, manyPodApply(name, i), apply); err != nil {
+			return err
+		}
+	}
+	now := metav1.DeleteOptions{GracePeriodSeconds: new(int64)}
+	for name := range have {
+		if want[name] {
+			continue
+		}
+		if err := cs.CoreV1().Pods(manyNamespace).Delete(ctx, name, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func manyPodName(i int) string { return "pod-" + strconv.Itoa(i) }
+
+// manyPodApply is a small pod, about 1 KB of JSON as served: one container with an
+// image, a port and resources, and a few labels; no node, no status.
+func manyPodApply(name string, i int) *corev1ac.PodApplyConfiguration {
+	app := apps[i%len(apps)]
+	return corev1ac.Pod(name, manyNamespace).
+		WithLabels(map[string]string{
+			"app.kubernetes.io/name":    app,
+			"app.kubernetes.io/part-of": "shop",
+			"tier":                      tierOf(app),
+		}).
+		WithSpec(corev1ac.PodSpec().WithContainers(corev1ac.Container().WithName(app).
+			WithImage("registry.example.com/shop/" + app + ":1.14.2").
+			WithPorts(corev1ac.ContainerPort().WithName("http").WithContainerPort(8080)).
+			WithResources(corev1ac.ResourceRequirements().
+				WithRequests(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi")}).
+				WithLimits(corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")}))))
+}
