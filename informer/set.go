@@ -7,7 +7,6 @@ import (
 	"io"
 	"maps"
 	"net/http"
-	goruntime "runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -307,17 +306,16 @@ func New(opts Options) (*Set, error) {
 	encode := ok && es.StoresEncoded()
 	ps, ok := opts.Sink.(PartialSink)
 	partial := encode && ok && ps.StoresPartial()
-	// More Decoders than CPUs would rarely all be busy.
-	dyn, dynManaged, err := wire.NewDynamicClients(cfg, goruntime.GOMAXPROCS(0), encode)
+	dyn, dynManaged, err := wire.NewDynamicClients(cfg, encode)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", opts.Cluster, err)
 	}
 	var pdyn, pdynManaged, pmd, pmdManaged dynamic.Interface
 	if partial {
-		if pdyn, pdynManaged, err = wire.NewPartialDynamicClients(cfg, goruntime.GOMAXPROCS(0)); err != nil {
+		if pdyn, pdynManaged, err = wire.NewPartialDynamicClients(cfg); err != nil {
 			return nil, fmt.Errorf("cluster %s: %w", opts.Cluster, err)
 		}
-		if pmd, pmdManaged, err = wire.NewPartialMetadataClients(cfg, goruntime.GOMAXPROCS(0)); err != nil {
+		if pmd, pmdManaged, err = wire.NewPartialMetadataClients(cfg); err != nil {
 			return nil, fmt.Errorf("cluster %s: %w", opts.Cluster, err)
 		}
 	}
