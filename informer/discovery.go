@@ -19,9 +19,9 @@ import (
 )
 
 // The clusters of a fleet mostly run the same Kubernetes version with the same CRDs, and
-// serve the same discovery. A RESTMapper built from it costs some 200 KB, and its parsed
-// documents as much again: per cluster, most of the heap of a fleet of small clusters.
-// So a Set keeps none of its own. Each reconcile reads the cluster's discovery, keeps of
+// serve the same discovery. A RESTMapper built from it, with the cached documents it
+// was built from, held some 250 KB per cluster (BenchmarkDiscoveryHeap): most of the
+// heap of a fleet of small clusters. So a Set keeps none of its own. Each reconcile reads the cluster's discovery, keeps of
 // it only what resolving a name reads (discoveryView), and looks the digest of that up in
 // a process-wide table (mappers), which builds a mapper for a digest it does not hold and
 // keeps it while some Set holds it: a cluster that serves what another serves costs a
