@@ -1,7 +1,9 @@
 // Package informer runs one informer set per cluster.
 //
 // A Set resolves the configured resources (kubectl-style names such as "pods" or
-// "deployments.apps") through its own cluster's discovery, and runs one client-go informer
+// "deployments.apps") through its own cluster's discovery, read again at every
+// reconcile; the RESTMapper built from what a cluster serves is shared, process-wide, by
+// the Sets whose clusters serve the same (discovery.go). It runs one client-go informer
 // per resource, with transforms that strip what nobody queries. It keeps per-resource sync
 // state and the last error, and it can start warm: the first list of an informer is then a
 // snapshot at a saved resourceVersion, and the watch resumes from there. Reconfigure

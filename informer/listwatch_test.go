@@ -417,11 +417,11 @@ func TestPartialWatchesInProtobuf(t *testing.T) {
 		<-r.Context().Done()
 	}))
 	defer srv.Close()
-	plain, _, err := wire.NewDynamicClients(&rest.Config{Host: srv.URL}, 1, true)
+	plain, _, err := wire.NewDynamicClients(&rest.Config{Host: srv.URL}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	partial, _, err := wire.NewPartialDynamicClients(&rest.Config{Host: srv.URL}, 1)
+	partial, _, err := wire.NewPartialDynamicClients(&rest.Config{Host: srv.URL})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"maps"
 	"net/http"
-	goruntime "runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -21,11 +20,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -239,9 +236,11 @@ type Set struct {
 	// the others.
 	pmd, pmdManaged dynamic.Interface
 	md              metadata.Interface
-	mapper          meta.RESTMapper
-	// discovery is the cached discovery behind mapper; reset drops its cache.
-	discovery *restmapper.DeferredDiscoveryRESTMapper
+	// discovery reads the cluster's discovery at each reconcile. mapper is the mapper of
+	// what it last read, shared with the Sets whose clusters serve the same (discover),
+	// and held so that it stays shared until the next read; only reconcile uses it.
+	discovery discovery.DiscoveryInterfaceWithContext
+	mapper    *sharedMapper
 
 	// grant is the InitialSyncLimiter's grant while the initial sync holds it.
 	grant atomic.Pointer[Grant]
@@ -286,17 +285,16 @@ func New(opts Options) (*Set, error) {
 	encode := ok && es.StoresEncoded()
 	ps, ok := opts.Sink.(PartialSink)
 	partial := encode && ok && ps.StoresPartial()
-	// More Decoders than CPUs would rarely all be busy.
-	dyn, dynManaged, err := wire.NewDynamicClients(cfg, goruntime.GOMAXPROCS(0), encode)
+	dyn, dynManaged, err := wire.NewDynamicClients(cfg, encode)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", opts.Cluster, err)
 	}
 	var pdyn, pdynManaged, pmd, pmdManaged dynamic.Interface
 	if partial {
-		if pdyn, pdynManaged, err = wire.NewPartialDynamicClients(cfg, goruntime.GOMAXPROCS(0)); err != nil {
+		if pdyn, pdynManaged, err = wire.NewPartialDynamicClients(cfg); err != nil {
 			return nil, fmt.Errorf("cluster %s: %w", opts.Cluster, err)
 		}
-		if pmd, pmdManaged, err = wire.NewPartialMetadataClients(cfg, goruntime.GOMAXPROCS(0)); err != nil {
+		if pmd, pmdManaged, err = wire.NewPartialMetadataClients(cfg); err != nil {
 			return nil, fmt.Errorf("cluster %s: %w", opts.Cluster, err)
 		}
 	}
@@ -304,8 +302,8 @@ func New(opts Options) (*Set, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", opts.Cluster, err)
 	}
-	// Discovery's requests take no context: they end when Start's does, so that a
-	// cluster whose apiserver hangs does not hold Start (and a Manager's stop) back.
+	// Discovery's requests end when Start's context does, so that a cluster whose
+	// apiserver hangs does not hold Start (and a Manager's stop) back.
 	stopped := make(chan struct{})
 	dcfg := rest.CopyConfig(cfg)
 	dcfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &stopAware{rt: rt, stopped: stopped} })
@@ -313,8 +311,6 @@ func New(opts Options) (*Set, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", opts.Cluster, err)
 	}
-	cached := memory.NewMemCacheClient(dc)
-	deferred := restmapper.NewDeferredDiscoveryRESTMapper(cached)
 	s := &Set{
 		opts:        opts,
 		dyn:         dyn,
@@ -327,8 +323,7 @@ func New(opts Options) (*Set, error) {
 		pmd:         pmd,
 		pmdManaged:  pmdManaged,
 		md:          md,
-		mapper:      restmapper.NewShortcutExpander(deferred, cached, nil),
-		discovery:   deferred,
+		discovery:   dc,
 		rediscover:  make(chan struct{}, 1),
 		listing:     make(chan struct{}),
 		stopped:     stopped,
@@ -595,7 +590,6 @@ func (s *Set) options() Options {
 // reconcile resolves every configured resource through discovery and starts, stops or
 // restarts its informers to match.
 func (s *Set) reconcile(ctx context.Context) {
-	s.discovery.Reset()
 	opts := s.options()
 	configured := map[string]bool{}
 	for _, r := range opts.Resources {
@@ -615,15 +609,24 @@ func (s *Set) reconcile(ctx context.Context) {
 		s.stop(name, run)
 		s.opts.Sink.RemoveResource(run.mapping.Resource)
 	}
+	if len(opts.Resources) == 0 {
+		return
+	}
+	mapper, err := s.discover(ctx)
+	if err != nil {
+		s.discoveryFailed(opts.Resources, err)
+		return
+	}
 	// Resolve every name first, so that a name that became a duplicate stops before the
 	// name it duplicates starts.
 	mappings := make([]Mapping, len(opts.Resources))
 	errs := make([]error, len(opts.Resources))
 	claimed := map[schema.GroupVersionResource]string{}
 	for i, r := range opts.Resources {
-		mappings[i], errs[i] = resolve(s.mapper, r.Name)
+		mappings[i], errs[i] = resolve(mapper, r.Name)
 		if errs[i] != nil && !errors.Is(errs[i], ErrResourceNotFound) {
-			// Discovery failed: the names after this one would only ask again.
+			// The mapper cannot use what discovery returned: the names after this
+			// one are not resolved, as when discovery fails.
 			for j := i + 1; j < len(errs); j++ {
 				errs[j] = errs[i]
 			}
@@ -679,14 +682,19 @@ func (s *Set) reconcile(ctx context.Context) {
 				st.LastError, st.LastErrorTime = err, s.opts.Clock.Now()
 			})
 		default:
-			// Discovery failed (the cluster may be unreachable): keep what runs, record
-			// the error, and try again next round rather than once per resource.
-			now := s.opts.Clock.Now()
-			for _, r := range opts.Resources[i:] {
-				s.setStatus(r.Name, nil, func(st *ResourceStatus) { st.LastError, st.LastErrorTime = err, now })
-			}
+			s.discoveryFailed(opts.Resources[i:], err)
 			return
 		}
+	}
+}
+
+// discoveryFailed records err, a failure to read or use the cluster's discovery (it may
+// be unreachable), as the last error of resources, and keeps what runs: the next round
+// tries again, rather than once per resource.
+func (s *Set) discoveryFailed(resources []Resource, err error) {
+	now := s.opts.Clock.Now()
+	for _, r := range resources {
+		s.setStatus(r.Name, nil, func(st *ResourceStatus) { st.LastError, st.LastErrorTime = err, now })
 	}
 }
 

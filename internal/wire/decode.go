@@ -2,6 +2,7 @@ package wire
 
 import (
 	"net/http"
+	goruntime "runtime"
 	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,11 +17,12 @@ import (
 )
 
 // NewDynamicClients returns two dynamic clients, made for cfg as dynamic.NewForConfig
-// makes one, whose JSON responses are decoded with one pool of up to n Decoders: drop
-// leaves managedFields out of the objects, keep keeps them. With encode, the objects of
-// watch events come with their encoding, as *EncodedObjects. They share one HTTP client.
-func NewDynamicClients(cfg *rest.Config, n int, encode bool) (drop, keep dynamic.Interface, err error) {
-	return newDynamicClients(cfg, n, encode, false, false)
+// makes one, whose JSON responses are decoded with the Decoders of the process's pool
+// (decoders): drop leaves managedFields out of the objects, keep keeps them. With
+// encode, the objects of watch events come with their encoding, as *EncodedObjects. They
+// share one HTTP client.
+func NewDynamicClients(cfg *rest.Config, encode bool) (drop, keep dynamic.Interface, err error) {
+	return newDynamicClients(cfg, encode, false, false)
 }
 
 // NewPartialDynamicClients returns the dynamic clients of NewDynamicClients with encode,
@@ -29,11 +31,11 @@ func NewDynamicClients(cfg *rest.Config, n int, encode bool) (drop, keep dynamic
 // it, or, from protobuf, by pbjson.Transcoder.ObjectPartialCBOR, which writes the same
 // without JSON. An object without a name (a bookmark) comes whole, with its encoding; one
 // without a faithful encoding (a repeated key), whole and without.
-func NewPartialDynamicClients(cfg *rest.Config, n int) (drop, keep dynamic.Interface, err error) {
-	return newDynamicClients(cfg, n, true, true, false)
+func NewPartialDynamicClients(cfg *rest.Config) (drop, keep dynamic.Interface, err error) {
+	return newDynamicClients(cfg, true, true, false)
 }
 
-func newDynamicClients(cfg *rest.Config, n int, encode, partial, metadata bool) (drop, keep dynamic.Interface, err error) {
+func newDynamicClients(cfg *rest.Config, encode, partial, metadata bool) (drop, keep dynamic.Interface, err error) {
 	// From the dynamic client's config, as dynamic.NewForConfig does: its transport sets
 	// the default user agent.
 	refused := new(refusals)
@@ -45,11 +47,10 @@ func newDynamicClients(cfg *rest.Config, n int, encode, partial, metadata bool) 
 	if err != nil {
 		return nil, nil, err
 	}
-	pool := newDecoderPool(n)
-	if drop, err = newDynamicClient(cfg, h, pool, refused, true, encode, partial, metadata); err != nil {
+	if drop, err = newDynamicClient(cfg, h, decoders, refused, true, encode, partial, metadata); err != nil {
 		return nil, nil, err
 	}
-	if keep, err = newDynamicClient(cfg, h, pool, refused, false, encode, partial, metadata); err != nil {
+	if keep, err = newDynamicClient(cfg, h, decoders, refused, false, encode, partial, metadata); err != nil {
 		return nil, nil, err
 	}
 	return drop, keep, nil
@@ -150,7 +151,6 @@ func (s *unstructuredJSON) Decode(data []byte, gvk *schema.GroupVersionKind, int
 	d := s.pool.get()
 	defer s.pool.put(d)
 	d.DropManagedFields = s.dropManagedFields
-	d.CBORPrefix, d.Rewrite = nil, nil
 	// A default kind is only asked for when decoding errors, which are not
 	// Unstructured.
 	if gvk == nil {
@@ -300,11 +300,22 @@ func typeMeta(m map[string]any) (schema.GroupVersionKind, bool) {
 	return gv.WithKind(kind), true
 }
 
-// decoderPool hands out the jsondec.Decoders of the clients of NewDynamicClients, so
-// that their informers decode concurrently, each with a Decoder of its own, and the
-// Decoders keep their intern tables between decodes. A sync.Pool would drop them at every other garbage
-// collection, and their strings would be copied again.
+// decoderPool hands out jsondec.Decoders, so that the informers decode concurrently,
+// each with a Decoder of its own, and the Decoders keep their intern tables between
+// decodes. A sync.Pool would drop them at every other garbage collection, and their
+// strings would be copied again.
+//
+// A Decoder comes out of get with its per-use settings (DropManagedFields, CBORPrefix,
+// Rewrite) zero, whatever its last user left in them: each use sets those it needs, and
+// no client sees another's. Its intern table serves them all: interned strings are
+// immutable, and shared by the objects of every client and cluster alike.
 type decoderPool chan *jsondec.Decoder
+
+// decoders is the pool of the clients of this package, of every cluster: the process
+// keeps one set of Decoders and intern tables, not one per client. A Decoder is busy for
+// one response or event at a time, so more than two per CPU would rarely all be in use;
+// more are made when needed, and dropped when given back.
+var decoders = newDecoderPool(2 * goruntime.GOMAXPROCS(0))
 
 // newDecoderPool returns a pool that keeps up to n Decoders.
 func newDecoderPool(n int) decoderPool {
@@ -314,6 +325,7 @@ func newDecoderPool(n int) decoderPool {
 func (p decoderPool) get() *jsondec.Decoder {
 	select {
 	case d := <-p:
+		d.DropManagedFields, d.CBORPrefix, d.Rewrite = false, nil, nil
 		return d
 	default:
 		return new(jsondec.Decoder)

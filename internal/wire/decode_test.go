@@ -328,7 +328,7 @@ func TestDynamicClient(t *testing.T) {
 	}))
 	defer srv.Close()
 
-	dyn, kept, err := NewDynamicClients(&rest.Config{Host: srv.URL}, 1, false)
+	dyn, kept, err := NewDynamicClients(&rest.Config{Host: srv.URL}, false)
 	if err != nil {
 		t.Fatal(err)
 	}

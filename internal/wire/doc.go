@@ -5,7 +5,8 @@
 // Their objects are those apimachinery's serializer returns for the same input, but
 // with their strings interned and, for the client that drops them, without the
 // managedFields that nobody queries, so that the memory freed after decoding is not
-// scattered among the objects that the informers keep (decode.go). Everything else, and
+// scattered among the objects that the informers keep (decode.go). The Decoders, and
+// their intern tables, are the process's: one pool serves every client of every cluster. Everything else, and
 // any input that jsondec cannot decode exactly as apimachinery would, is left to
 // apimachinery's serializer, and the objects it returns are then interned and stripped
 // the same way; FuzzDecode checks both. The frames of a watch stream are split, and their

@@ -51,7 +51,7 @@ func TestDynamicClientEncodes(t *testing.T) {
 		fmt.Fprint(w, podListJSON(2))
 	}))
 	defer srv.Close()
-	drop, keep, err := NewDynamicClients(&rest.Config{Host: srv.URL}, 1, true)
+	drop, keep, err := NewDynamicClients(&rest.Config{Host: srv.URL}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +233,7 @@ func TestPartialDynamicClient(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	drop, _, err := NewPartialDynamicClients(&rest.Config{Host: srv.URL}, 1)
+	drop, _, err := NewPartialDynamicClients(&rest.Config{Host: srv.URL})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,8 +53,8 @@ var metadataPrefix = []byte{MetadataFormat}
 // items of lists come as Unstructured objects of kind PartialObjectMetadata. An object
 // of another kind (a server that ignores the request's kind) comes whole, an Unstructured
 // without encoding.
-func NewPartialMetadataClients(cfg *rest.Config, n int) (drop, keep dynamic.Interface, err error) {
-	return newDynamicClients(cfg, n, true, true, true)
+func NewPartialMetadataClients(cfg *rest.Config) (drop, keep dynamic.Interface, err error) {
+	return newDynamicClients(cfg, true, true, true)
 }
 
 // acceptMetadata is the Accept header of client-go's metadata client for a list, or

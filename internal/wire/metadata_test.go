@@ -138,7 +138,7 @@ func TestPartialMetadataClients(t *testing.T) {
 			srv := &metadataServer{objects: objects}
 			hs := httptest.NewServer(srv)
 			defer hs.Close()
-			drop, keep, err := NewPartialMetadataClients(&rest.Config{Host: hs.URL}, 1)
+			drop, keep, err := NewPartialMetadataClients(&rest.Config{Host: hs.URL})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -214,7 +214,7 @@ func TestPartialMetadataClients(t *testing.T) {
 	t.Run("a server that ignores the kind asked for", func(t *testing.T) {
 		hs := httptest.NewServer(&metadataServer{objects: objects, ignoreAs: true})
 		defer hs.Close()
-		drop, _, err := NewPartialMetadataClients(&rest.Config{Host: hs.URL}, 1)
+		drop, _, err := NewPartialMetadataClients(&rest.Config{Host: hs.URL})
 		if err != nil {
 			t.Fatal(err)
 		}

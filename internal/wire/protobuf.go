@@ -194,7 +194,6 @@ func (s *unstructuredProtobuf) decodePartial(t *pbjson.Transcoder, kind schema.G
 // decodePartialCBOR is decodePartial by way of the CBOR that t writes, with d.
 func (s *unstructuredProtobuf) decodePartialCBOR(t *pbjson.Transcoder, d *jsondec.Decoder, kind schema.GroupVersionKind, raw []byte) (runtime.Object, *schema.GroupVersionKind, error) {
 	d.DropManagedFields = s.json.dropManagedFields
-	d.CBORPrefix, d.Rewrite = nil, nil
 	if s.json.metadata {
 		d.CBORPrefix, d.Rewrite = metadataPrefix, compactMetadata
 		defer func() { d.CBORPrefix, d.Rewrite = nil, nil }()

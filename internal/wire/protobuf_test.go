@@ -81,7 +81,7 @@ func TestProtobufRefused(t *testing.T) {
 		w.Write(newer)
 	}))
 	defer srv.Close()
-	dyn, _, err := NewDynamicClients(&rest.Config{Host: srv.URL}, 1, false)
+	dyn, _, err := NewDynamicClients(&rest.Config{Host: srv.URL}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestProtobufRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The clients of another cluster still ask for protobuf.
-	other, _, err := NewDynamicClients(&rest.Config{Host: srv.URL}, 1, false)
+	other, _, err := NewDynamicClients(&rest.Config{Host: srv.URL}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +245,7 @@ func TestPartialDynamicClientProtobuf(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	drop, keep, err := NewPartialDynamicClients(&rest.Config{Host: srv.URL}, 1)
+	drop, keep, err := NewPartialDynamicClients(&rest.Config{Host: srv.URL})
 	if err != nil {
 		t.Fatal(err)
 	}

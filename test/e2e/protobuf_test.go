@@ -80,11 +80,11 @@ func TestProtobufWire(t *testing.T) {
 	seen := &contentTypes{byPath: map[string][]string{}}
 	cfg := rest.CopyConfig(c.RESTConfig())
 	cfg.Wrap(seen.wrap)
-	drop, keep, err := wire.NewDynamicClients(cfg, 2, true)
+	drop, keep, err := wire.NewDynamicClients(cfg, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	partial, _, err := wire.NewPartialDynamicClients(cfg, 2)
+	partial, _, err := wire.NewPartialDynamicClients(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,352 @@
+package informer
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+)
+
+// discoveryServer serves the aggregated discovery of a kube-apiserver v1.36
+// (testdata/discovery, its /api and /apis), with the groups of extra after the others,
+// and the versions of stale marked Stale, as an aggregated apiserver that does not
+// answer is.
+func discoveryServer(t testing.TB, stale []string, extra ...apidiscoveryv2.APIGroupDiscovery) *httptest.Server {
+	t.Helper()
+	docs := map[string][]byte{}
+	for path, file := range map[string]string{"/api": "api.json", "/apis": "apis.json"} {
+		data, err := os.ReadFile("testdata/discovery/" + file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if path == "/apis" {
+			var list apidiscoveryv2.APIGroupDiscoveryList
+			if err := json.Unmarshal(data, &list); err != nil {
+				t.Fatal(err)
+			}
+			list.Items = append(list.Items, extra...)
+			for i, g := range list.Items {
+				for j, v := range g.Versions {
+					for _, gv := range stale {
+						if gv == g.Name+"/"+v.Version {
+							list.Items[i].Versions[j].Freshness = apidiscoveryv2.DiscoveryFreshnessStale
+						}
+					}
+				}
+			}
+			if data, err = json.Marshal(list); err != nil {
+				t.Fatal(err)
+			}
+		}
+		docs[path] = data
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		doc, ok := docs[r.URL.Path]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList")
+		_, _ = w.Write(doc)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// widgetGroup is the discovery of a CRD: widgets.example.com, served in v1 (preferred)
+// and v1beta1, short name wd, in the category all.
+func widgetGroup(group string) apidiscoveryv2.APIGroupDiscovery {
+	version := func(v string) apidiscoveryv2.APIVersionDiscovery {
+		return apidiscoveryv2.APIVersionDiscovery{
+			Version: v,
+			Resources: []apidiscoveryv2.APIResourceDiscovery{{
+				Resource:         "widgets",
+				ResponseKind:     &metav1.GroupVersionKind{Group: group, Version: v, Kind: "Widget"},
+				Scope:            apidiscoveryv2.ScopeNamespace,
+				SingularResource: "widget",
+				Verbs:            []string{"get", "list", "watch"},
+				ShortNames:       []string{"wd"},
+				Categories:       []string{"all"},
+				Subresources: []apidiscoveryv2.APISubresourceDiscovery{{
+					Subresource:  "status",
+					ResponseKind: &metav1.GroupVersionKind{Group: group, Version: v, Kind: "Widget"},
+					Verbs:        []string{"get", "patch", "update"},
+				}},
+			}},
+			Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent,
+		}
+	}
+	return apidiscoveryv2.APIGroupDiscovery{
+		ObjectMeta: metav1.ObjectMeta{Name: group},
+		Versions:   []apidiscoveryv2.APIVersionDiscovery{version("v1"), version("v1beta1")},
+	}
+}
+
+// newDiscoveringSet returns a Set of the cluster at srv, which has discovered what it
+// serves.
+func newDiscoveringSet(t testing.TB, srv *httptest.Server) *Set {
+	t.Helper()
+	s, err := New(Options{
+		Cluster:   srv.URL,
+		Config:    &rest.Config{Host: srv.URL},
+		Resources: []Resource{{Name: "pods"}},
+		Sink:      nopSink{},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.discover(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestSetsShareTheMapperOfTheSameDiscovery(t *testing.T) {
+	a := newDiscoveringSet(t, discoveryServer(t, nil))
+	b := newDiscoveringSet(t, discoveryServer(t, nil))
+	if a.mapper != b.mapper {
+		t.Error("two clusters that serve the same discovery have mappers of their own")
+	}
+	// A CRD installed: a mapper of its own, which resolves it.
+	crd := newDiscoveringSet(t, discoveryServer(t, nil, widgetGroup("example.com")))
+	if crd.mapper == a.mapper {
+		t.Fatal("a cluster with a CRD more shares the mapper of one without")
+	}
+	if m, err := resolve(crd.mapper.mapper, "widgets"); err != nil || m.Kind.Kind != "Widget" {
+		t.Errorf("widgets with the CRD: %+v, %v", m, err)
+	}
+	if _, err := resolve(a.mapper.mapper, "widgets"); !errors.Is(err, ErrResourceNotFound) {
+		t.Errorf("widgets without the CRD: %v, want ErrResourceNotFound", err)
+	}
+	// Read again, the same discovery gives the same mapper.
+	before := a.mapper
+	if _, err := a.discover(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if a.mapper != before {
+		t.Error("a second read of the same discovery gave another mapper")
+	}
+}
+
+// TestSharedMapperResolvesAsDeferredDiscovery: the names that a Set resolves through the
+// shared mapper resolve as they did through the cached discovery and deferred mapper of
+// each Set before, complete or partial (an aggregated API that does not answer).
+func TestSharedMapperResolvesAsDeferredDiscovery(t *testing.T) {
+	names := []string{
+		"pods", "pod", "po", "pods.v1", "configmaps", "cm", "namespaces", "ns", "nodes",
+		"services.v1.", "svc", "deploy", "deployments", "deployment", "deployments.apps",
+		"deployments.v1.apps", "deploy.apps", "rs", "sts", "statefulsets.apps",
+		"hpa", "horizontalpodautoscalers", "horizontalpodautoscalers.autoscaling",
+		"horizontalpodautoscalers.v1.autoscaling", "horizontalpodautoscalers.v2.autoscaling",
+		"events.events.k8s.io", "events.v1.events.k8s.io", "crd", "crds",
+		"customresourcedefinitions.apiextensions.k8s.io", "netpol", "ing",
+		"ingresses.networking.k8s.io", "leases.coordination.k8s.io", "pc", "csr",
+		"widgets", "widget", "wd", "widgets.example.com", "widgets.v1beta1.example.com",
+		"wd.example.com", "widgets.v2.example.com", "gadgets", "gadgets.example.com",
+		"deployments.v1beta1.apps", "pods.apps",
+	}
+	for _, tc := range []struct {
+		name  string
+		stale []string
+	}{
+		{name: "complete"},
+		{name: "partial", stale: []string{"example.com/v1", "networking.k8s.io/v1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := discoveryServer(t, tc.stale, widgetGroup("example.com"))
+			s := newDiscoveringSet(t, srv)
+			dc, err := discovery.NewDiscoveryClientForConfig(&rest.Config{Host: srv.URL})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cached := memory.NewMemCacheClient(dc)
+			old := restmapper.NewShortcutExpander(restmapper.NewDeferredDiscoveryRESTMapper(cached), cached, nil)
+			for _, name := range names {
+				want, wantErr := resolve(old, name)
+				got, err := resolve(s.mapper.mapper, name)
+				if got != want || errors.Is(err, ErrResourceNotFound) != errors.Is(wantErr, ErrResourceNotFound) || (err == nil) != (wantErr == nil) {
+					t.Errorf("%s: %+v, %v; the deferred mapper: %+v, %v", name, got, err, want, wantErr)
+				}
+			}
+		})
+	}
+}
+
+// TestSharedMapperPrefersTheFirstGroupOfAShortName: of two resources with one short
+// name, the expander takes the one of the group first in discovery, whatever the order
+// of aggregated discovery's resource lists.
+func TestSharedMapperPrefersTheFirstGroupOfAShortName(t *testing.T) {
+	s := newDiscoveringSet(t, discoveryServer(t, nil))
+	for range 20 {
+		m, err := resolve(s.mapper.mapper, "ev")
+		if err != nil || m.Resource.Group != "" || m.Resource.Resource != "events" {
+			t.Fatalf("ev: %+v, %v, want the core group's events", m, err)
+		}
+		before := s.mapper
+		if _, err := s.discover(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if s.mapper != before {
+			t.Fatal("a second read of the same discovery gave another mapper")
+		}
+	}
+}
+
+// TestSharedMapperReleased: a mapper stays in the table while a Set holds it, and leaves
+// it once none does; one replaced (a CRD installed) leaves it too.
+func TestSharedMapperReleased(t *testing.T) {
+	// A group of this test's own, so that no other test holds the same mapper.
+	srv := discoveryServer(t, nil, widgetGroup("released.example.com"))
+	a, b := newDiscoveringSet(t, srv), newDiscoveringSet(t, srv)
+	d := a.mapper.view.digest()
+	held := func() bool {
+		mappers.mu.Lock()
+		defer mappers.mu.Unlock()
+		_, ok := mappers.entries[d]
+		return ok
+	}
+	gone := func() bool {
+		for range 100 {
+			runtime.GC()
+			if !held() {
+				return true
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		return false
+	}
+	a = nil
+	runtime.GC()
+	runtime.GC()
+	if !held() {
+		t.Fatal("the mapper left the table while a Set holds it")
+	}
+	if _, err := resolve(b.mapper.mapper, "widgets.released.example.com"); err != nil {
+		t.Fatal(err)
+	}
+	b = nil
+	if !gone() {
+		t.Fatal("the mapper stayed in the table once no Set held it")
+	}
+
+	// Asked for again, it is built again.
+	c := newDiscoveringSet(t, srv)
+	if !held() {
+		t.Fatal("a mapper built again is not in the table")
+	}
+	// Its cluster's discovery changes: the mapper it held is released.
+	other := discoveryServer(t, nil, widgetGroup("released.example.com"), widgetGroup("more.example.com"))
+	c.discovery = newDiscoveringSet(t, other).discovery
+	if _, err := c.discover(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if !gone() {
+		t.Fatal("the mapper of a discovery that changed stayed in the table")
+	}
+	runtime.KeepAlive(c)
+}
+
+// TestSharedMapperConcurrentUse: Sets of many clusters read and resolve through one
+// mapper at once (go test -race).
+func TestSharedMapperConcurrentUse(t *testing.T) {
+	srv := discoveryServer(t, nil, widgetGroup("example.com"))
+	sets := make([]*Set, 8)
+	for i := range sets {
+		s, err := New(Options{Cluster: fmt.Sprint(i), Config: &rest.Config{Host: srv.URL}, Resources: []Resource{{Name: "pods"}}, Sink: nopSink{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sets[i] = s
+	}
+	var wg sync.WaitGroup
+	for _, s := range sets {
+		wg.Go(func() {
+			for range 5 {
+				mapper, err := s.discover(t.Context())
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				for _, name := range []string{"po", "deploy", "wd", "widgets.v1beta1.example.com", "ev", "nothing"} {
+					if _, err := resolve(mapper, name); err != nil && !errors.Is(err, ErrResourceNotFound) {
+						t.Error(err)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, s := range sets[1:] {
+		if s.mapper != sets[0].mapper {
+			t.Fatal("Sets of one discovery read at once have mappers of their own")
+		}
+	}
+}
+
+// BenchmarkDiscoveryHeap reports the heap that the discovery of a cluster holds, for 200
+// clusters that serve the same discovery: a cached discovery client and deferred mapper
+// each (before), or a discovery client each and one shared mapper (now).
+func BenchmarkDiscoveryHeap(b *testing.B) {
+	const clusters = 200
+	srv := discoveryServer(b, nil)
+	cfg := &rest.Config{Host: srv.URL}
+	measure := func(b *testing.B, discover func() any) {
+		for b.Loop() {
+			held := make([]any, clusters)
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			for i := range held {
+				held[i] = discover()
+			}
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/clusters, "B/cluster")
+			runtime.KeepAlive(held)
+		}
+	}
+	b.Run("deferred", func(b *testing.B) {
+		measure(b, func() any {
+			dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			cached := memory.NewMemCacheClient(dc)
+			mapper := restmapper.NewShortcutExpander(restmapper.NewDeferredDiscoveryRESTMapper(cached), cached, nil)
+			if _, err := resolve(mapper, "pods"); err != nil {
+				b.Fatal(err)
+			}
+			return mapper
+		})
+	})
+	b.Run("shared", func(b *testing.B) {
+		measure(b, func() any {
+			dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			s := &Set{discovery: dc}
+			mapper, err := s.discover(b.Context())
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := resolve(mapper, "pods"); err != nil {
+				b.Fatal(err)
+			}
+			return s
+		})
+	})
+}
