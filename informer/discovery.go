@@ -4,16 +4,24 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
+	"io"
+	"maps"
+	"net/http"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"weak"
 
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/klog/v2"
 )
@@ -50,15 +58,64 @@ type discoveryDigest [sha256.Size]byte
 
 // mapperTable holds the sharedMappers that Sets hold, one per digest.
 type mapperTable struct {
-	// mu guards entries.
+	// mu guards entries and byETags.
 	mu sync.Mutex
 	// entries points weakly to every sharedMapper that some Set may still hold. The
 	// cleanup of one that none holds any more (release) deletes its entry.
 	entries map[discoveryDigest]weak.Pointer[sharedMapper]
+	// byETags indexes entries by the ETags of the documents of aggregated discovery (in
+	// the order of discoveryPaths) that some Set built, or found, a mapper of. Its
+	// entries leave with the mapper (releaseETags).
+	byETags map[etagPair]weak.Pointer[sharedMapper]
 }
 
+// etagPair is the ETags of a cluster's /api and /apis.
+type etagPair [len(discoveryPaths)]string
+
 // mappers is the process's table: Sets of any fleet share what their clusters serve alike.
-var mappers = &mapperTable{entries: map[discoveryDigest]weak.Pointer[sharedMapper]{}}
+var mappers = &mapperTable{
+	entries: map[discoveryDigest]weak.Pointer[sharedMapper]{},
+	byETags: map[etagPair]weak.Pointer[sharedMapper]{},
+}
+
+// forDocs returns the sharedMapper of the documents of a cluster's aggregated discovery,
+// as get does. Documents whose ETags some Set has had a mapper for already, and which
+// are thus the same documents, find it without a view.
+func (t *mapperTable) forDocs(docs [len(discoveryPaths)]*discoveryDoc) *sharedMapper {
+	var pair etagPair
+	indexed := true
+	for i, d := range docs {
+		pair[i] = d.etag
+		indexed = indexed && d.etag != ""
+	}
+	if indexed {
+		t.mu.Lock()
+		m := t.byETags[pair].Value()
+		t.mu.Unlock()
+		if m != nil {
+			m.once.Do(m.build)
+			return m
+		}
+	}
+	// The view of both documents is theirs one after the other (newDiscoveryView): the
+	// core group's first.
+	var v discoveryView
+	for _, d := range docs {
+		v.groups = append(v.groups, d.view.groups...)
+		v.resources = append(v.resources, d.view.resources...)
+	}
+	m := t.get(v)
+	if indexed {
+		t.mu.Lock()
+		if t.byETags[pair].Value() == nil {
+			w := weak.Make(m)
+			t.byETags[pair] = w
+			runtime.AddCleanup(m, t.releaseETags, etagEntry{pair: pair, weak: w})
+		}
+		t.mu.Unlock()
+	}
+	return m
+}
 
 // get returns the sharedMapper of v: the one that Sets already hold for the same digest,
 // or a new one. The caller must hold it for as long as it uses it, for the table keeps
@@ -91,6 +148,21 @@ func (t *mapperTable) release(e mapperEntry) {
 	t.mu.Lock()
 	if t.entries[e.digest] == e.weak {
 		delete(t.entries, e.digest)
+	}
+	t.mu.Unlock()
+}
+
+// etagEntry is an entry of a mapperTable's byETags, as its cleanup finds it.
+type etagEntry struct {
+	pair etagPair
+	weak weak.Pointer[sharedMapper]
+}
+
+// releaseETags deletes e from t's byETags, unless a new mapper took its ETags meanwhile.
+func (t *mapperTable) releaseETags(e etagEntry) {
+	t.mu.Lock()
+	if t.byETags[e.pair] == e.weak {
+		delete(t.byETags, e.pair)
 	}
 	t.mu.Unlock()
 }
@@ -212,6 +284,115 @@ func (s staticDiscovery) ServerGroupsAndResources() ([]*metav1.APIGroup, []*meta
 	return s.view.groups, s.view.resources, nil
 }
 
+// Reading the discovery of a cluster cost more than keeping it: at 1,000 clusters, a
+// fifth of the CPU of the process went to downloading and decoding the same documents for
+// every cluster every DiscoveryInterval. A kube-apiserver serves each document of
+// aggregated discovery with an ETag, the SHA-512 of its content, and answers 304 Not
+// Modified to a request whose If-None-Match is that ETag (k8s.io/apiserver's
+// endpoints/discovery/aggregated). So discover asks for /api and /apis on condition:
+// with the ETag of the document that its cluster last served, or, for a cluster that
+// has served none yet, of the document that some cluster last served (a kube-apiserver
+// compares If-None-Match with its ETag as a whole: a list of candidates never matches).
+// A 304 costs no download and no decoding, and the mapper of the pair of ETags is found
+// without building a view.
+
+// discoveryPaths are the paths of the documents of aggregated discovery: the core group
+// first, as client-go's discovery client orders them.
+var discoveryPaths = [2]string{"/api", "/apis"}
+
+// discoveryAccept asks for aggregated discovery, and for the legacy documents of a
+// server that does not serve it, as client-go's discovery client does.
+const discoveryAccept = discovery.AcceptV2 + "," + discovery.AcceptV1
+
+// aggregatedDiscoveryGVK is the kind of the documents of aggregated discovery.
+var aggregatedDiscoveryGVK = apidiscoveryv2.SchemeGroupVersion.WithKind("APIGroupDiscoveryList")
+
+// discoveryDoc is what a Set keeps of a document of aggregated discovery: its view and
+// the ETag it came with. Those with an ETag are shared, through docs, by the Sets whose
+// clusters serve them.
+type discoveryDoc struct {
+	etag string
+	view discoveryView
+	// failed holds the group versions whose resources the document does not have: those
+	// of an aggregated API that did not answer (discovery.ErrGroupDiscoveryFailed).
+	failed map[schema.GroupVersion]error
+}
+
+// docKey is a document, by the index of its path in discoveryPaths and its ETag.
+type docKey struct {
+	path int
+	etag string
+}
+
+// docTable holds the discoveryDocs that Sets hold, by ETag.
+type docTable struct {
+	// mu guards entries and latest.
+	mu sync.Mutex
+	// entries points weakly to every document that some Set may still hold. The cleanup
+	// of one that none holds any more (release) deletes its entry.
+	entries map[docKey]weak.Pointer[discoveryDoc]
+	// latest is, by path, the document that a cluster served last: the one that a
+	// cluster that has served none yet is asked whether it serves.
+	latest [len(discoveryPaths)]weak.Pointer[discoveryDoc]
+}
+
+// docs is the process's table of documents.
+var docs = &docTable{entries: map[docKey]weak.Pointer[discoveryDoc]{}}
+
+// candidate returns the document of path that a cluster served last, or nil.
+func (t *docTable) candidate(path int) *discoveryDoc {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.latest[path].Value()
+}
+
+// served records that a cluster served d at path, and returns the document that Sets
+// share for d's ETag: d, or the one that another Set downloaded already.
+func (t *docTable) served(path int, d *discoveryDoc) *discoveryDoc {
+	k := docKey{path: path, etag: d.etag}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if held := t.entries[k].Value(); held != nil {
+		d = held
+	} else {
+		w := weak.Make(d)
+		t.entries[k] = w
+		runtime.AddCleanup(d, t.release, docEntry{key: k, weak: w})
+	}
+	t.latest[path] = weak.Make(d)
+	return d
+}
+
+// docEntry is an entry of a docTable, as its cleanup finds it.
+type docEntry struct {
+	key  docKey
+	weak weak.Pointer[discoveryDoc]
+}
+
+// release deletes e from t, unless a new document took its key meanwhile.
+func (t *docTable) release(e docEntry) {
+	t.mu.Lock()
+	if t.entries[e.key] == e.weak {
+		delete(t.entries, e.key)
+	}
+	t.mu.Unlock()
+}
+
+// len returns the number of entries of t, some of which may be on their way out.
+func (t *docTable) len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.entries)
+}
+
+// sharedETag reports whether etag, as a server sent it, may stand for the content of a
+// document in any cluster: a strong ETag as long as a hash, as a kube-apiserver's. A
+// server whose ETags are versions of its own, which another cluster's could equal, is
+// asked unconditionally.
+func sharedETag(etag string) bool {
+	return len(etag) >= 2+32 && etag[0] == '"' && etag[len(etag)-1] == '"'
+}
+
 // discover reads the cluster's discovery, and returns the mapper of what it serves,
 // shared with the Sets whose clusters serve the same. A partial result (some group
 // versions failed, discovery.ErrGroupDiscoveryFailed) is used as restmapper's
@@ -219,6 +400,41 @@ func (s staticDiscovery) ServerGroupsAndResources() ([]*metav1.APIGroup, []*meta
 //
 // It is called by reconcile only, which runs on Start's goroutine.
 func (s *Set) discover(ctx context.Context) (meta.RESTMapper, error) {
+	var held [len(discoveryPaths)]*discoveryDoc
+	for i := range discoveryPaths {
+		d, ok, err := s.readDiscoveryDoc(ctx, i)
+		if err != nil {
+			return nil, fmt.Errorf("reading discovery: %w", err)
+		}
+		if !ok {
+			return s.discoverUnconditionally(ctx)
+		}
+		held[i] = d
+	}
+	failed := map[schema.GroupVersion]error{}
+	for _, d := range held {
+		maps.Copy(failed, d.failed)
+	}
+	if len(failed) > 0 {
+		klog.FromContext(ctx).V(1).Info("Discovery is partial", "err", &discovery.ErrGroupDiscoveryFailed{Groups: failed})
+	}
+	// Held until the next discovery replaces them, so that they stay shared meanwhile. A
+	// document without an ETag is not: no one will ask for it.
+	s.mapper = mappers.forDocs(held)
+	for i, d := range held {
+		if d.etag == "" {
+			held[i] = nil
+		}
+	}
+	s.docs = held
+	return s.mapper.mapper, nil
+}
+
+// discoverUnconditionally is discover for a server that does not serve aggregated
+// discovery, or answered with an error: client-go's discovery client reads it, or
+// reports the error, as it always did.
+func (s *Set) discoverUnconditionally(ctx context.Context) (meta.RESTMapper, error) {
+	s.docs = [len(discoveryPaths)]*discoveryDoc{}
 	// Not the client's own method, which asks again for a partial result: one read per
 	// reconcile, two requests for aggregated discovery.
 	groups, resources, err := discovery.ServerGroupsAndResourcesWithContext(ctx, s.discovery)
@@ -231,4 +447,70 @@ func (s *Set) discover(ctx context.Context) (meta.RESTMapper, error) {
 	// Held until the next discovery replaces it, so that it stays shared meanwhile.
 	s.mapper = mappers.get(newDiscoveryView(groups, resources))
 	return s.mapper.mapper, nil
+}
+
+// readDiscoveryDoc reads the document at discoveryPaths[path] through the cluster's
+// discovery client, on condition that it is not the one that the cluster last served or,
+// for a cluster that has served none, the one that a cluster served last. It returns
+// false, and no error, if the server answered with something else than a document of
+// aggregated discovery or a 304.
+func (s *Set) readDiscoveryDoc(ctx context.Context, path int) (*discoveryDoc, bool, error) {
+	rc, ok := s.discovery.RESTClient().(*rest.RESTClient)
+	if !ok {
+		return nil, false, nil
+	}
+	known := s.docs[path]
+	if known == nil {
+		known = docs.candidate(path)
+	}
+	// The request goes through the client's own http.Client, its credentials and
+	// stopAware, and its timeout; rest.Result would hide the ETag.
+	u := rc.Get().AbsPath(discoveryPaths[path]).URL()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, false, err
+	}
+	req.Header.Set("Accept", discoveryAccept)
+	if known != nil {
+		req.Header.Set("If-None-Match", known.etag)
+	}
+	resp, err := rc.Client.Do(req)
+	if err != nil {
+		return nil, false, err
+	}
+	defer func() {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}()
+	etag := resp.Header.Get("ETag")
+	if !sharedETag(etag) {
+		etag = ""
+	}
+	switch {
+	case resp.StatusCode == http.StatusNotModified && known != nil:
+		return docs.served(path, known), true, nil
+	case resp.StatusCode != http.StatusOK:
+		return nil, false, nil
+	}
+	if aggregated, _ := discovery.ContentTypeIsGVK(resp.Header.Get("Content-Type"), aggregatedDiscoveryGVK); !aggregated {
+		return nil, false, nil
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, false, err
+	}
+	var list apidiscoveryv2.APIGroupDiscoveryList
+	if err := json.Unmarshal(body, &list); err != nil {
+		return nil, false, fmt.Errorf("decoding %s: %w", discoveryPaths[path], err)
+	}
+	groupList, byVersion, failed := discovery.SplitGroupsAndResources(list)
+	groups := make([]*metav1.APIGroup, len(groupList.Groups))
+	for i := range groupList.Groups {
+		groups[i] = &groupList.Groups[i]
+	}
+	d := &discoveryDoc{etag: etag, view: newDiscoveryView(groups, slices.Collect(maps.Values(byVersion))), failed: failed}
+	if etag == "" {
+		return d, true, nil
+	}
+	return docs.served(path, d), true, nil
 }

@@ -237,10 +237,12 @@ type Set struct {
 	pmd, pmdManaged dynamic.Interface
 	md              metadata.Interface
 	// discovery reads the cluster's discovery at each reconcile. mapper is the mapper of
-	// what it last read, shared with the Sets whose clusters serve the same (discover),
-	// and held so that it stays shared until the next read; only reconcile uses it.
-	discovery discovery.DiscoveryInterfaceWithContext
+	// what it last read, and docs the documents of aggregated discovery with an ETag
+	// that it last read, shared with the Sets whose clusters serve the same (discover),
+	// and held so that they stay shared until the next read; only reconcile uses them.
+	discovery *discovery.DiscoveryClient
 	mapper    *sharedMapper
+	docs      [len(discoveryPaths)]*discoveryDoc
 
 	// grant is the InitialSyncLimiter's grant while the initial sync holds it.
 	grant atomic.Pointer[Grant]
