@@ -16,6 +16,7 @@ import (
 	"time"
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
@@ -193,6 +194,133 @@ func TestSetsShareTheMapperOfTheSameDiscovery(t *testing.T) {
 	}
 }
 
+// TestDiscoveryOnCondition: a cluster that serves documents that the process holds
+// answers 304s, the first time (a second cluster) and at every later reconcile, and its
+// Set holds the mapper of the first; a document that changed (a CRD installed) is read
+// again, and resolved.
+func TestDiscoveryOnCondition(t *testing.T) {
+	// A group of this test's own, so that no other test's documents are asked for.
+	f := newFakeDiscovery(t, nil, widgetGroup("condition.example.com"))
+	a := newDiscoveringSet(t, f.Server)
+	full, notModified := f.counts()
+	if full+notModified != 2 || full < 1 {
+		t.Fatalf("the first cluster: %d documents and %d 304s, want its /apis at least", full, notModified)
+	}
+	check := func(what string, s *Set, wantFull, wantNotModified int64) {
+		t.Helper()
+		full0, notModified0 := f.counts()
+		if _, err := s.discover(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		full, notModified := f.counts()
+		if full-full0 != wantFull || notModified-notModified0 != wantNotModified {
+			t.Errorf("%s: %d documents and %d 304s, want %d and %d", what, full-full0, notModified-notModified0, wantFull, wantNotModified)
+		}
+	}
+	b, err := New(Options{Cluster: "b", Config: &rest.Config{Host: f.URL}, Resources: []Resource{{Name: "pods"}}, Sink: nopSink{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("a second cluster", b, 0, 2)
+	if b.mapper != a.mapper {
+		t.Error("a second cluster of the same documents has a mapper of its own")
+	}
+	for range 3 {
+		before := a.mapper
+		check("a reconcile", a, 0, 2)
+		check("a reconcile", b, 0, 2)
+		if a.mapper != before || b.mapper != before {
+			t.Fatal("a reconcile of the same documents gave another mapper")
+		}
+	}
+
+	// A CRD installed: /apis changes, /api does not.
+	f.serve(t, nil, widgetGroup("condition.example.com"), widgetGroup("more.condition.example.com"))
+	before := a.mapper
+	check("a changed /apis", a, 1, 1)
+	if a.mapper == before {
+		t.Fatal("a changed /apis gave the same mapper")
+	}
+	if m, err := resolve(a.mapper.mapper, "widgets.more.condition.example.com"); err != nil || m.Kind.Kind != "Widget" {
+		t.Errorf("the new CRD's widgets: %+v, %v", m, err)
+	}
+	// Another cluster reads the change too, whose documents are its own until it has.
+	check("a changed /apis, again", b, 1, 1)
+	if b.mapper != a.mapper {
+		t.Error("the second cluster of the changed documents has a mapper of its own")
+	}
+	check("a reconcile after the change", a, 0, 2)
+	check("a reconcile after the change", b, 0, 2)
+}
+
+// TestDiscoveryWithoutETags: a server that sends no ETags, or that serves no aggregated
+// discovery, is read as it always was, and its Sets share a mapper.
+func TestDiscoveryWithoutETags(t *testing.T) {
+	t.Run("no ETag", func(t *testing.T) {
+		f := newFakeDiscovery(t, nil)
+		f.mu.Lock()
+		f.noETag = true
+		f.mu.Unlock()
+		a, b := newDiscoveringSet(t, f.Server), newDiscoveringSet(t, f.Server)
+		if _, err := a.discover(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if full, notModified := f.counts(); full != 6 || notModified != 0 {
+			t.Errorf("%d documents and %d 304s, want 6 and none", full, notModified)
+		}
+		if a.mapper != b.mapper {
+			t.Error("two clusters that serve the same discovery have mappers of their own")
+		}
+		if a.docs != [len(discoveryPaths)]*discoveryDoc{} {
+			t.Error("a Set holds documents that no one can ask for")
+		}
+		if m, err := resolve(a.mapper.mapper, "deploy"); err != nil || m.Kind.Kind != "Deployment" {
+			t.Errorf("deploy: %+v, %v", m, err)
+		}
+	})
+	t.Run("legacy discovery", func(t *testing.T) {
+		docs := map[string]any{
+			"/api":  metav1.APIVersions{Versions: []string{"v1"}},
+			"/apis": metav1.APIGroupList{Groups: []metav1.APIGroup{{Name: "apps", Versions: []metav1.GroupVersionForDiscovery{{GroupVersion: "apps/v1", Version: "v1"}}, PreferredVersion: metav1.GroupVersionForDiscovery{GroupVersion: "apps/v1", Version: "v1"}}}},
+			"/api/v1": metav1.APIResourceList{GroupVersion: "v1", APIResources: []metav1.APIResource{
+				{Name: "pods", SingularName: "pod", Namespaced: true, Kind: "Pod", ShortNames: []string{"po"}, Verbs: []string{"list", "watch"}},
+			}},
+			"/apis/apps/v1": metav1.APIResourceList{GroupVersion: "apps/v1", APIResources: []metav1.APIResource{
+				{Name: "deployments", SingularName: "deployment", Namespaced: true, Kind: "Deployment", ShortNames: []string{"deploy"}, Verbs: []string{"list", "watch"}},
+			}},
+		}
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			doc, ok := docs[r.URL.Path]
+			if !ok {
+				http.NotFound(w, r)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(doc)
+		}))
+		t.Cleanup(srv.Close)
+		s := newDiscoveringSet(t, srv)
+		for name, kind := range map[string]string{"po": "Pod", "deploy": "Deployment", "deployments.v1.apps": "Deployment"} {
+			if m, err := resolve(s.mapper.mapper, name); err != nil || m.Kind.Kind != kind {
+				t.Errorf("%s: %+v, %v", name, m, err)
+			}
+		}
+	})
+	t.Run("error", func(t *testing.T) {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, "no", http.StatusForbidden)
+		}))
+		t.Cleanup(srv.Close)
+		s, err := New(Options{Cluster: "forbidden", Config: &rest.Config{Host: srv.URL}, Resources: []Resource{{Name: "pods"}}, Sink: nopSink{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.discover(t.Context()); !apierrors.IsForbidden(err) {
+			t.Errorf("discovery of a server that forbids it: %v, want Forbidden", err)
+		}
+	})
+}
+
 // TestSharedMapperResolvesAsDeferredDiscovery: the names that a Set resolves through the
 // shared mapper resolve as they did through the cached discovery and deferred mapper of
 // each Set before, complete or partial (an aggregated API that does not answer).
@@ -258,17 +386,25 @@ func TestSharedMapperPrefersTheFirstGroupOfAShortName(t *testing.T) {
 }
 
 // TestSharedMapperReleased: a mapper stays in the table while a Set holds it, and leaves
-// it once none does; one replaced (a CRD installed) leaves it too.
+// it once none does, as do its entry by ETags and the documents it was read from; one
+// replaced (a CRD installed) leaves it too.
 func TestSharedMapperReleased(t *testing.T) {
 	// A group of this test's own, so that no other test holds the same mapper.
 	srv := discoveryServer(t, nil, widgetGroup("released.example.com"))
 	a, b := newDiscoveringSet(t, srv), newDiscoveringSet(t, srv)
 	d := a.mapper.view.digest()
+	pair := etagPair{a.docs[0].etag, a.docs[1].etag}
+	apis := docKey{path: 1, etag: pair[1]}
+	// The mapper of d is held, or its documents, or the index of their ETags.
 	held := func() bool {
 		mappers.mu.Lock()
-		defer mappers.mu.Unlock()
 		_, ok := mappers.entries[d]
-		return ok
+		_, indexed := mappers.byETags[pair]
+		mappers.mu.Unlock()
+		docs.mu.Lock()
+		_, doc := docs.entries[apis]
+		docs.mu.Unlock()
+		return ok || indexed || doc
 	}
 	gone := func() bool {
 		for range 100 {
