@@ -378,13 +378,6 @@ func (t *docTable) release(e docEntry) {
 	t.mu.Unlock()
 }
 
-// len returns the number of entries of t, some of which may be on their way out.
-func (t *docTable) len() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.entries)
-}
-
 // sharedETag reports whether etag, as a server sent it, may stand for the content of a
 // document in any cluster: a strong ETag as long as a hash, as a kube-apiserver's. A
 // server whose ETags are versions of its own, which another cluster's could equal, is

@@ -321,6 +321,25 @@ func TestDiscoveryWithoutETags(t *testing.T) {
 	})
 }
 
+func TestSharedETag(t *testing.T) {
+	hash := fmt.Sprintf("%X", sha512.Sum512([]byte("{}")))
+	for _, tc := range []struct {
+		etag string
+		want bool
+	}{
+		{etag: `"` + hash + `"`, want: true},
+		{etag: `"0123456789abcdef0123456789abcdef"`, want: true},
+		{etag: ""},
+		{etag: `"1"`},
+		{etag: `W/"` + hash + `"`},
+		{etag: hash},
+	} {
+		if got := sharedETag(tc.etag); got != tc.want {
+			t.Errorf("sharedETag(%s) = %v, want %v", tc.etag, got, tc.want)
+		}
+	}
+}
+
 // TestSharedMapperResolvesAsDeferredDiscovery: the names that a Set resolves through the
 // shared mapper resolve as they did through the cached discovery and deferred mapper of
 // each Set before, complete or partial (an aggregated API that does not answer).
