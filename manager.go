@@ -197,8 +197,8 @@ type Manager struct {
 	// before mu.
 	reconfigureMu sync.Mutex
 
-	// mu guards members, limiter, started, runnables, saved, handoffs, the fields of
-	// opts that Reconfigure changes, and those of a background load below.
+	// mu guards members, limiter, started, runnables, saved, handoffs, unengaged, the
+	// fields of opts that Reconfigure changes, and those of a background load below.
 	mu sync.Mutex
 	// While the snapshot loads in the background (Options.LoadSnapshotInBackground),
 	// loading is set, lastLoaded is the name of the last cluster loaded (the load goes
@@ -208,6 +208,9 @@ type Manager struct {
 	lastLoaded string
 	progress   chan struct{}
 	selection  []string
+	// unengaged holds the clusters that Selected last got and that were not engaged then,
+	// until Engage has had them: readiness waits for them.
+	unengaged map[string]bool
 	// members are the engaged clusters, by name.
 	members map[string]*member
 	// limiter bounds the initial lists of the clusters engaged from now on.
@@ -793,8 +796,9 @@ func (m *Manager) ready(stale bool) bool {
 	for _, mb := range m.members {
 		members = append(members, mb)
 	}
+	unengaged := len(m.unengaged)
 	m.mu.Unlock()
-	if len(members) == 0 && m.shard == nil {
+	if len(members) == 0 && m.shard == nil || unengaged > 0 {
 		return false
 	}
 	for _, mb := range members {
@@ -814,6 +818,15 @@ func (m *Manager) ready(stale bool) bool {
 // until they are engaged.
 func (m *Manager) Selected(ctx context.Context, names []string) {
 	m.mu.Lock()
+	// The selected clusters not engaged yet hold readiness back until they are: a warm
+	// start is ready once every cluster is engaged, and the Provider engages them one
+	// after the other.
+	m.unengaged = map[string]bool{}
+	for _, name := range names {
+		if m.members[name] == nil {
+			m.unengaged[name] = true
+		}
+	}
 	if m.loading {
 		// The clusters loaded next are not in saved yet: the load's end drops them all.
 		m.selection = names
@@ -850,6 +863,13 @@ func (m *Manager) dropUnselected(ctx context.Context, names []string) {
 // (Options.LoadSnapshotInBackground), it first waits until the load has passed the
 // cluster, so that a cluster the snapshot holds is engaged with its objects.
 func (m *Manager) Engage(ctx context.Context, c *cluster.Cluster) error {
+	// Engaged or failed (the Provider retries at its next reload, and readiness does not
+	// wait for that), it no longer holds readiness back as not engaged yet.
+	defer func() {
+		m.mu.Lock()
+		delete(m.unengaged, c.Name)
+		m.mu.Unlock()
+	}()
 	if !m.awaitSaved(ctx, c.Name) {
 		return fmt.Errorf("cluster %s: %w", c.Name, context.Cause(ctx))
 	}
