@@ -209,8 +209,11 @@ type Manager struct {
 	progress   chan struct{}
 	selection  []string
 	// unengaged holds the clusters that Selected last got and that were not engaged then,
-	// until Engage has had them: readiness waits for them.
-	unengaged map[string]bool
+	// until Engage has had them: readiness waits for them. engageGate, while not nil, is
+	// closed once unengaged is empty: the informers and probes of the clusters engaged
+	// meanwhile wait for it.
+	unengaged  map[string]bool
+	engageGate chan struct{}
 	// members are the engaged clusters, by name.
 	members map[string]*member
 	// limiter bounds the initial lists of the clusters engaged from now on.
@@ -827,6 +830,10 @@ func (m *Manager) Selected(ctx context.Context, names []string) {
 			m.unengaged[name] = true
 		}
 	}
+	if len(m.unengaged) > 0 && m.engageGate == nil {
+		m.engageGate = make(chan struct{})
+	}
+	m.openGateLocked()
 	if m.loading {
 		// The clusters loaded next are not in saved yet: the load's end drops them all.
 		m.selection = names
@@ -868,6 +875,7 @@ func (m *Manager) Engage(ctx context.Context, c *cluster.Cluster) error {
 	defer func() {
 		m.mu.Lock()
 		delete(m.unengaged, c.Name)
+		m.openGateLocked()
 		m.mu.Unlock()
 	}()
 	if !m.awaitSaved(ctx, c.Name) {
@@ -907,6 +915,7 @@ func (m *Manager) Engage(ctx context.Context, c *cluster.Cluster) error {
 	m.mu.Lock()
 	m.members[c.Name] = mb
 	awares := slices.Clone(m.awares)
+	gate := m.engageGate
 	m.mu.Unlock()
 	m.reconfigureMu.Unlock()
 	phase := aggregate.PhaseConnecting
@@ -923,6 +932,17 @@ func (m *Manager) Engage(ctx context.Context, c *cluster.Cluster) error {
 		if !m.awaitLoaded(ctx) {
 			return
 		}
+		// The clusters selected with this one are engaged first, so that a warm
+		// start of thousands is ready (served from the snapshot) without their
+		// informers and probes contending with the engaging for the CPU.
+		if gate != nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-gate:
+			}
+		}
+		m.startHealth(ctx, mb)
 		mb.sink.setWriter(m.writer)
 		// With saved state, the identity must be confirmed before the informers resume
 		// from it: a recreated or repointed cluster must not inherit another's objects.
@@ -934,17 +954,6 @@ func (m *Manager) Engage(ctx context.Context, c *cluster.Cluster) error {
 			klog.FromContext(ctx).Error(err, "Informers stopped")
 		}
 	}()
-	// The probes run on timers: a cluster costs no goroutine between them.
-	m.wg.Add(1)
-	if err := cluster.StartHealth(ctx, c, m.opts.Health, func(h cluster.Health) {
-		mb.mu.Lock()
-		mb.health = &h
-		mb.mu.Unlock()
-		m.refresh(mb)
-	}, m.wg.Done); err != nil {
-		m.wg.Done()
-		klog.FromContext(ctx).Error(err, "Cannot probe the cluster's health", "cluster", c.Name)
-	}
 	go func() {
 		defer m.wg.Done()
 		// SyncTimeout counts from the cluster's turn among the initial syncs, as the
@@ -971,6 +980,29 @@ func (m *Manager) Engage(ctx context.Context, c *cluster.Cluster) error {
 		}
 	}
 	return nil
+}
+
+// openGateLocked opens the engage gate once every selected cluster had its Engage.
+func (m *Manager) openGateLocked() {
+	if len(m.unengaged) == 0 && m.engageGate != nil {
+		close(m.engageGate)
+		m.engageGate = nil
+	}
+}
+
+// startHealth starts probing the health of mb's cluster until ctx is done. The probes
+// run on timers: a cluster costs no goroutine between them.
+func (m *Manager) startHealth(ctx context.Context, mb *member) {
+	m.wg.Add(1)
+	if err := cluster.StartHealth(ctx, mb.cluster, m.opts.Health, func(h cluster.Health) {
+		mb.mu.Lock()
+		mb.health = &h
+		mb.mu.Unlock()
+		m.refresh(mb)
+	}, m.wg.Done); err != nil {
+		m.wg.Done()
+		klog.FromContext(ctx).Error(err, "Cannot probe the cluster's health")
+	}
 }
 
 // confirmIdentity reads the cluster's identity (retrying until ctx is done) and records
