@@ -167,13 +167,6 @@ func (t *mapperTable) releaseETags(e etagEntry) {
 	t.mu.Unlock()
 }
 
-// len returns the number of entries of t, some of which may be on their way out.
-func (t *mapperTable) len() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.entries)
-}
-
 // discoveryView is what restmapper's discovery mapper and shortcut expander read of a
 // cluster's discovery, in the order they read it: of the groups, their names, versions
 // and preferred version; of the resources of the groups' versions, in the groups' order,
