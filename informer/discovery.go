@@ -58,25 +58,18 @@ type discoveryDigest [sha256.Size]byte
 
 // mapperTable holds the sharedMappers that Sets hold, one per digest.
 type mapperTable struct {
-	// mu guards entries and byETags.
-	mu sync.Mutex
-	// entries points weakly to every sharedMapper that some Set may still hold. The
-	// cleanup of one that none holds any more (release) deletes its entry.
-	entries map[discoveryDigest]weak.Pointer[sharedMapper]
+	// entries points weakly to every sharedMapper that some Set may still hold.
+	entries weakMap[discoveryDigest, sharedMapper]
 	// byETags indexes entries by the ETags of the documents of aggregated discovery (in
-	// the order of discoveryPaths) that some Set built, or found, a mapper of. Its
-	// entries leave with the mapper (releaseETags).
-	byETags map[etagPair]weak.Pointer[sharedMapper]
+	// the order of discoveryPaths) that some Set built, or found, a mapper of.
+	byETags weakMap[etagPair, sharedMapper]
 }
 
 // etagPair is the ETags of a cluster's /api and /apis.
 type etagPair [len(discoveryPaths)]string
 
 // mappers is the process's table: Sets of any fleet share what their clusters serve alike.
-var mappers = &mapperTable{
-	entries: map[discoveryDigest]weak.Pointer[sharedMapper]{},
-	byETags: map[etagPair]weak.Pointer[sharedMapper]{},
-}
+var mappers = new(mapperTable)
 
 // forDocs returns the sharedMapper of the documents of a cluster's aggregated discovery,
 // as get does. Documents whose ETags some Set has had a mapper for already, and which
@@ -89,10 +82,7 @@ func (t *mapperTable) forDocs(docs [len(discoveryPaths)]*discoveryDoc) *sharedMa
 		indexed = indexed && d.etag != ""
 	}
 	if indexed {
-		t.mu.Lock()
-		m := t.byETags[pair].Value()
-		t.mu.Unlock()
-		if m != nil {
+		if m := t.byETags.load(pair); m != nil {
 			m.once.Do(m.build)
 			return m
 		}
@@ -106,13 +96,7 @@ func (t *mapperTable) forDocs(docs [len(discoveryPaths)]*discoveryDoc) *sharedMa
 	}
 	m := t.get(v)
 	if indexed {
-		t.mu.Lock()
-		if t.byETags[pair].Value() == nil {
-			w := weak.Make(m)
-			t.byETags[pair] = w
-			runtime.AddCleanup(m, t.releaseETags, etagEntry{pair: pair, weak: w})
-		}
-		t.mu.Unlock()
+		t.byETags.loadOrStore(pair, func() *sharedMapper { return m })
 	}
 	return m
 }
@@ -121,50 +105,68 @@ func (t *mapperTable) forDocs(docs [len(discoveryPaths)]*discoveryDoc) *sharedMa
 // or a new one. The caller must hold it for as long as it uses it, for the table keeps
 // it for no one.
 func (t *mapperTable) get(v discoveryView) *sharedMapper {
-	d := v.digest()
-	t.mu.Lock()
-	m := t.entries[d].Value()
-	if m == nil {
-		m = &sharedMapper{view: v}
-		w := weak.Make(m)
-		t.entries[d] = w
-		runtime.AddCleanup(m, t.release, mapperEntry{digest: d, weak: w})
-	}
-	t.mu.Unlock()
-	// Built outside the lock, so that a cluster whose discovery is new holds up no
-	// other; those of the same digest wait for it.
+	m := t.entries.loadOrStore(v.digest(), func() *sharedMapper { return &sharedMapper{view: v} })
+	// Built outside the table's lock, so that a cluster whose discovery is new holds up
+	// no other; those of the same digest wait for it.
 	m.once.Do(m.build)
 	return m
 }
 
-// mapperEntry is an entry of a mapperTable, as its cleanup finds it.
-type mapperEntry struct {
-	digest discoveryDigest
-	weak   weak.Pointer[sharedMapper]
+// weakMap maps keys to values that it keeps for no one: an entry leaves once its value
+// is garbage, collected because nothing else holds it. It is safe for concurrent use;
+// the zero weakMap is empty and ready.
+type weakMap[K comparable, V any] struct {
+	// mu guards m.
+	mu sync.Mutex
+	m  map[K]weak.Pointer[V]
 }
 
-// release deletes e from t, unless a new mapper took its digest meanwhile.
-func (t *mapperTable) release(e mapperEntry) {
-	t.mu.Lock()
-	if t.entries[e.digest] == e.weak {
-		delete(t.entries, e.digest)
+// load returns the value of k, or nil.
+func (w *weakMap[K, V]) load(k K) *V {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.m[k].Value()
+}
+
+// loadOrStore returns the value of k, or, if it has none, makes one with newValue, stores
+// it, and returns it.
+func (w *weakMap[K, V]) loadOrStore(k K, newValue func() *V) *V {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if v := w.m[k].Value(); v != nil {
+		return v
 	}
-	t.mu.Unlock()
-}
-
-// etagEntry is an entry of a mapperTable's byETags, as its cleanup finds it.
-type etagEntry struct {
-	pair etagPair
-	weak weak.Pointer[sharedMapper]
-}
-
-// releaseETags deletes e from t's byETags, unless a new mapper took its ETags meanwhile.
-func (t *mapperTable) releaseETags(e etagEntry) {
-	t.mu.Lock()
-	if t.byETags[e.pair] == e.weak {
-		delete(t.byETags, e.pair)
+	v := newValue()
+	p := weak.Make(v)
+	if w.m == nil {
+		w.m = map[K]weak.Pointer[V]{}
 	}
-	t.mu.Unlock()
+	w.m[k] = p
+	runtime.AddCleanup(v, w.release, weakEntry[K, V]{key: k, weak: p})
+	return v
+}
+
+// has reports whether k has an entry, of a value that may be on its way out.
+func (w *weakMap[K, V]) has(k K) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, ok := w.m[k]
+	return ok
+}
+
+// weakEntry is an entry of a weakMap, as the cleanup of its value finds it.
+type weakEntry[K comparable, V any] struct {
+	key  K
+	weak weak.Pointer[V]
+}
+
+// release deletes e, unless a new value took its key meanwhile.
+func (w *weakMap[K, V]) release(e weakEntry[K, V]) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.m[e.key] == e.weak {
+		delete(w.m, e.key)
+	}
 }
 
 // discoveryView is what restmapper's discovery mapper and shortcut expander read of a
@@ -319,18 +321,17 @@ type docKey struct {
 
 // docTable holds the discoveryDocs that Sets hold, by ETag.
 type docTable struct {
-	// mu guards entries and latest.
+	// entries points weakly to every document that some Set may still hold.
+	entries weakMap[docKey, discoveryDoc]
+	// mu guards latest.
 	mu sync.Mutex
-	// entries points weakly to every document that some Set may still hold. The cleanup
-	// of one that none holds any more (release) deletes its entry.
-	entries map[docKey]weak.Pointer[discoveryDoc]
 	// latest is, by path, the document that a cluster served last: the one that a
 	// cluster that has served none yet is asked whether it serves.
 	latest [len(discoveryPaths)]weak.Pointer[discoveryDoc]
 }
 
 // docs is the process's table of documents.
-var docs = &docTable{entries: map[docKey]weak.Pointer[discoveryDoc]{}}
+var docs = new(docTable)
 
 // candidate returns the document of path that a cluster served last, or nil.
 func (t *docTable) candidate(path int) *discoveryDoc {
@@ -342,33 +343,11 @@ func (t *docTable) candidate(path int) *discoveryDoc {
 // served records that a cluster served d at path, and returns the document that Sets
 // share for d's ETag: d, or the one that another Set downloaded already.
 func (t *docTable) served(path int, d *discoveryDoc) *discoveryDoc {
-	k := docKey{path: path, etag: d.etag}
+	d = t.entries.loadOrStore(docKey{path: path, etag: d.etag}, func() *discoveryDoc { return d })
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	if held := t.entries[k].Value(); held != nil {
-		d = held
-	} else {
-		w := weak.Make(d)
-		t.entries[k] = w
-		runtime.AddCleanup(d, t.release, docEntry{key: k, weak: w})
-	}
 	t.latest[path] = weak.Make(d)
-	return d
-}
-
-// docEntry is an entry of a docTable, as its cleanup finds it.
-type docEntry struct {
-	key  docKey
-	weak weak.Pointer[discoveryDoc]
-}
-
-// release deletes e from t, unless a new document took its key meanwhile.
-func (t *docTable) release(e docEntry) {
-	t.mu.Lock()
-	if t.entries[e.key] == e.weak {
-		delete(t.entries, e.key)
-	}
 	t.mu.Unlock()
+	return d
 }
 
 // sharedETag reports whether etag, as a server sent it, may stand for the content of a

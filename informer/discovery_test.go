@@ -416,14 +416,7 @@ func TestSharedMapperReleased(t *testing.T) {
 	apis := docKey{path: 1, etag: pair[1]}
 	// The mapper of d is held, or its documents, or the index of their ETags.
 	held := func() bool {
-		mappers.mu.Lock()
-		_, ok := mappers.entries[d]
-		_, indexed := mappers.byETags[pair]
-		mappers.mu.Unlock()
-		docs.mu.Lock()
-		_, doc := docs.entries[apis]
-		docs.mu.Unlock()
-		return ok || indexed || doc
+		return mappers.entries.has(d) || mappers.byETags.has(pair) || docs.entries.has(apis)
 	}
 	gone := func() bool {
 		for range 100 {
