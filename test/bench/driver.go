@@ -725,15 +725,23 @@ func writeContexts(env *testenv.Env, n int, path string) error {
 // contend runs one contender process and returns its result and the list figures of
 // the apiservers during its life.
 func (d *driver) contend(ctx context.Context, name, mode string, profile bool, args ...string) (*Result, listCounters, error) {
+	return d.counted(ctx, name, func() (*Result, error) {
+		p, err := d.spawn(ctx, name, mode, profile, args...)
+		if err != nil {
+			return nil, err
+		}
+		return p.result()
+	})
+}
+
+// counted runs run, logs its result as name's, and returns it with the list figures of
+// the apiservers during run.
+func (d *driver) counted(ctx context.Context, name string, run func() (*Result, error)) (*Result, listCounters, error) {
 	before, err := d.listCounters(ctx)
 	if err != nil {
 		return nil, listCounters{}, err
 	}
-	p, err := d.spawn(ctx, name, mode, profile, args...)
-	if err != nil {
-		return nil, listCounters{}, err
-	}
-	res, err := p.result()
+	res, err := run()
 	if err != nil {
 		return nil, listCounters{}, err
 	}

@@ -79,20 +79,7 @@ func (d *driver) serveContend(ctx context.Context, name string, o serveOptions) 
 	if o.timeout == 0 {
 		o.timeout = 10 * time.Minute
 	}
-	before, err := d.listCounters(ctx)
-	if err != nil {
-		return nil, listCounters{}, err
-	}
-	res, err := d.serveOnce(ctx, name, o)
-	if err != nil {
-		return nil, listCounters{}, err
-	}
-	after, err := d.listCounters(ctx)
-	if err != nil {
-		return nil, listCounters{}, err
-	}
-	logResult(name, res)
-	return res, after.minus(before), nil
+	return d.counted(ctx, name, func() (*Result, error) { return d.serveOnce(ctx, name, o) })
 }
 
 // serveOnce runs and measures the daemon for serveContend, whose defaults o has.
