@@ -20,8 +20,9 @@ import (
 // makes one, whose JSON responses are decoded with the Decoders of the process's pool
 // (decoders): drop leaves managedFields out of the objects, keep keeps them. With
 // encode, the objects of watch events come with their encoding, as *EncodedObjects. They
-// share one HTTP client.
-func NewDynamicClients(cfg *rest.Config, encode bool) (drop, keep dynamic.Interface, err error) {
+// share one HTTP client. Their Watchers open the same watches as their Watch, read by
+// the caller (Stream).
+func NewDynamicClients(cfg *rest.Config, encode bool) (drop, keep *Client, err error) {
 	return newDynamicClients(cfg, encode, false, false)
 }
 
@@ -31,11 +32,11 @@ func NewDynamicClients(cfg *rest.Config, encode bool) (drop, keep dynamic.Interf
 // it, or, from protobuf, by pbjson.Transcoder.ObjectPartialCBOR, which writes the same
 // without JSON. An object without a name (a bookmark) comes whole, with its encoding; one
 // without a faithful encoding (a repeated key), whole and without.
-func NewPartialDynamicClients(cfg *rest.Config) (drop, keep dynamic.Interface, err error) {
+func NewPartialDynamicClients(cfg *rest.Config) (drop, keep *Client, err error) {
 	return newDynamicClients(cfg, true, true, false)
 }
 
-func newDynamicClients(cfg *rest.Config, encode, partial, metadata bool) (drop, keep dynamic.Interface, err error) {
+func newDynamicClients(cfg *rest.Config, encode, partial, metadata bool) (drop, keep *Client, err error) {
 	// From the dynamic client's config, as dynamic.NewForConfig does: its transport sets
 	// the default user agent.
 	refused := new(refusals)
@@ -58,7 +59,10 @@ func newDynamicClients(cfg *rest.Config, encode, partial, metadata bool) (drop, 
 
 // newDynamicClient returns a dynamic client for cfg, as dynamic.NewForConfigAndClient
 // does, whose JSON responses are decoded by unstructuredJSON with the decoders of pool.
-func newDynamicClient(cfg *rest.Config, h *http.Client, pool decoderPool, refused *refusals, dropManagedFields, encode, partial, metadata bool) (dynamic.Interface, error) {
+// Its Watcher asks for JSON, as the dynamic client does unless CBOR is allowed (which
+// this package does not decode: see DecodesAllJSON); acceptTransport asks for protobuf
+// or metadata where the request says so.
+func newDynamicClient(cfg *rest.Config, h *http.Client, pool decoderPool, refused *refusals, dropManagedFields, encode, partial, metadata bool) (*Client, error) {
 	config := dynamic.ConfigFor(cfg)
 	config.NegotiatedSerializer = newNegotiatedSerializer(config.NegotiatedSerializer, pool, refused, dropManagedFields, encode, partial, metadata)
 	// The dynamic client builds absolute paths: as in dynamic.NewForConfigAndClient, a
@@ -69,7 +73,10 @@ func newDynamicClient(cfg *rest.Config, h *http.Client, pool decoderPool, refuse
 	if err != nil {
 		return nil, err
 	}
-	return dynamic.New(rc), nil
+	return &Client{
+		Interface: dynamic.New(rc),
+		Watcher:   NewWatcher(rc, config.NegotiatedSerializer, schema.GroupVersion{}, runtime.ContentTypeJSON),
+	}, nil
 }
 
 // DecodesAllJSON reports whether the dynamic clients of NewDynamicClients receive only

@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/cbor/direct"
-	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
 	"github.com/fleetwatch/fleetwatch/internal/jsondec"
@@ -53,8 +53,31 @@ var metadataPrefix = []byte{MetadataFormat}
 // items of lists come as Unstructured objects of kind PartialObjectMetadata. An object
 // of another kind (a server that ignores the request's kind) comes whole, an Unstructured
 // without encoding.
-func NewPartialMetadataClients(cfg *rest.Config) (drop, keep dynamic.Interface, err error) {
+func NewPartialMetadataClients(cfg *rest.Config) (drop, keep *Client, err error) {
 	return newDynamicClients(cfg, true, true, true)
+}
+
+// NewMetadataClient returns client-go's metadata client for cfg, as
+// metadata.NewForConfig makes it, and the Watcher of its watches, which shares its HTTP
+// client: their objects are *metav1.PartialObjectMetadata, decoded by client-go.
+func NewMetadataClient(cfg *rest.Config) (metadata.Interface, *Watcher, error) {
+	config := metadata.ConfigFor(cfg)
+	h, err := rest.HTTPClientFor(config)
+	if err != nil {
+		return nil, nil, err
+	}
+	md, err := metadata.NewForConfigAndClient(config, h)
+	if err != nil {
+		return nil, nil, err
+	}
+	// The RESTClient of md, as metadata.NewForConfigAndClient makes it.
+	config.GroupVersion = &schema.GroupVersion{}
+	config.APIPath = "/this-value-should-never-be-sent"
+	rc, err := rest.RESTClientForConfigAndClient(config, h)
+	if err != nil {
+		return nil, nil, err
+	}
+	return md, NewWatcher(rc, config.NegotiatedSerializer, schema.GroupVersion{}, acceptMetadata(true, true)), nil
 }
 
 // acceptMetadata is the Accept header of client-go's metadata client for a list, or
