@@ -1,10 +1,10 @@
 package informer
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"testing"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -90,7 +90,7 @@ func TestProcessDeltasHandsOverEncodings(t *testing.T) {
 	u := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "a", "resourceVersion": "1"}}}
 	e := &wire.EncodedObject{Unstructured: u, Encoded: []byte{0xa0}}
 	store := &recordingStore{Store: cache.NewStore(cache.MetaNamespaceKeyFunc)}
-	err := processDeltas(store)(cache.Deltas{
+	err := applyDeltas(store, cache.Deltas{
 		{Type: cache.Added, Object: e},
 		{Type: cache.Updated, Object: u},
 		{Type: cache.Replaced, Object: e},
@@ -127,7 +127,7 @@ func TestProcessDeltasHandsOverPartials(t *testing.T) {
 	deltas := cache.Deltas{{Type: cache.Replaced, Object: partial}, {Type: cache.Added, Object: whole}}
 
 	store := &partialRecordingStore{recordingStore{Store: cache.NewStore(cache.MetaNamespaceKeyFunc)}}
-	if err := processDeltas(store)(deltas, true); err != nil {
+	if err := applyDeltas(store, deltas, true); err != nil {
 		t.Fatal(err)
 	}
 	// The partial object is handed on as it is, so that the store reads what files it
@@ -139,7 +139,7 @@ func TestProcessDeltasHandsOverPartials(t *testing.T) {
 
 	// A store that needs whole objects must not take a partial one for one.
 	other := &recordingStore{Store: cache.NewStore(cache.MetaNamespaceKeyFunc)}
-	if err := processDeltas(other)(deltas, true); err == nil {
+	if err := applyDeltas(other, deltas, true); err == nil {
 		t.Error("a partial object went to a store that is not a PartialStore without an error")
 	}
 	if want := []string{"ApplyEncoded 1 bytes"}; !reflect.DeepEqual(other.applied, want) {
@@ -171,10 +171,10 @@ func TestToPartial(t *testing.T) {
 	}
 }
 
-// TestRelayPartial: the objects of a streaming list's initial events come partial with
-// their encodings for a PartialStore, and whole without them otherwise; the bookmark
-// that ends them is read whole, and the events after it come as they are.
-func TestRelayPartial(t *testing.T) {
+// TestInitialEventsPartial: the objects of a streaming list's initial events come partial
+// with their encodings for a PartialStore, and whole without them otherwise; the bookmark
+// that ends them is read whole.
+func TestInitialEventsPartial(t *testing.T) {
 	bookmark := func() *wire.EncodedObject {
 		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": map[string]any{
 			"resourceVersion": "9", "annotations": map[string]any{metav1.InitialEventsAnnotationKey: "true"}}}}
@@ -182,16 +182,9 @@ func TestRelayPartial(t *testing.T) {
 	}
 	for _, partial := range []bool{false, true} {
 		t.Run(fmt.Sprintf("partial=%v", partial), func(t *testing.T) {
-			in := watch.NewFake()
-			r := newRelay(in, time.Minute, partial, nil, func() { t.Error("timed out") }, nil, nil)
-			defer r.Stop()
-			listed, watched := encodedObject(t, podJSON), encodedObject(t, podJSON)
-			go func() {
-				in.Add(listed)
-				in.Action(watch.Bookmark, bookmark())
-				in.Modify(watched)
-			}()
-			ev := <-r.ResultChan()
+			lw := &listWatch{partial: partial}
+			listed := encodedObject(t, podJSON)
+			ev := lw.initialEvent(watch.Event{Type: watch.Added, Object: listed})
 			if partial {
 				if e, ok := ev.Object.(*wire.EncodedObject); !ok || !e.Partial || e.GetName() != listed.GetName() {
 					t.Errorf("listed object: %T %v, want it partial with its encoding", ev.Object, ev.Object)
@@ -199,14 +192,22 @@ func TestRelayPartial(t *testing.T) {
 			} else if ev.Object != listed.Unstructured {
 				t.Errorf("listed object: %T, want it whole without its encoding", ev.Object)
 			}
-			if ev := <-r.ResultChan(); ev.Type != watch.Bookmark || !isInitialEventsEnd(ev.Object) {
+			if ev := lw.initialEvent(watch.Event{Type: watch.Bookmark, Object: bookmark()}); ev.Type != watch.Bookmark || !isInitialEventsEnd(ev.Object) {
 				t.Errorf("got %s %T, want the bookmark that ends the initial events", ev.Type, ev.Object)
-			}
-			if ev := <-r.ResultChan(); ev.Object != watched {
-				t.Errorf("watched object: %T, want it as it came", ev.Object)
 			}
 		})
 	}
+}
+
+// applyDeltas applies deltas to store as an informer does, each whatever the others
+// did, and returns their errors.
+func applyDeltas(store Store, deltas cache.Deltas, initialList bool) error {
+	a := newApplier(store)
+	var errs []error
+	for _, d := range deltas {
+		errs = append(errs, a.apply(d, initialList))
+	}
+	return errors.Join(errs...)
 }
 
 // TestDeletedPartial: the object of a watched deletion that came partial reaches the
@@ -215,7 +216,7 @@ func TestDeletedPartial(t *testing.T) {
 	whole := encodedObject(t, podJSON)
 	var deleted runtime.Object
 	store := &deletingStore{recordingStore: recordingStore{Store: cache.NewStore(cache.MetaNamespaceKeyFunc)}, deleted: &deleted}
-	if err := processDeltas(store)(cache.Deltas{{Type: cache.Deleted, Object: whole.ToPartial()}}, false); err != nil {
+	if err := applyDeltas(store, cache.Deltas{{Type: cache.Deleted, Object: whole.ToPartial()}}, false); err != nil {
 		t.Fatal(err)
 	}
 	if u, ok := deleted.(*unstructured.Unstructured); !ok || !reflect.DeepEqual(u.Object, whole.Object) {

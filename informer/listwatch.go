@@ -3,7 +3,6 @@ package informer
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -21,19 +20,22 @@ import (
 )
 
 // listWatch lists and watches one resource in one namespace (or all) of one cluster,
-// with the configured selectors, through the dynamic or the metadata client.
+// with the configured selectors, through the dynamic or the metadata client, for a loop.
 //
 // Streaming lists (a WATCH with sendInitialEvents=true) are guarded: if the server does
-// not send the initial-events-end bookmark within bookmarkTimeout, the watch ends with
-// an error, which makes the reflector fall back to a paginated LIST, and every later
-// streaming attempt through this listWatch fails at once so that the fallback is quick.
+// not send the initial-events-end bookmark within bookmarkTimeout, the watch is
+// cancelled and fails (streamingTimedOut), which makes the loop fall back to a paginated
+// LIST, and every later streaming attempt through this listWatch fails at once so that
+// the fallback is quick.
 type listWatch struct {
-	list  func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error)
-	watch func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+	list func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error)
+	// watch opens watches that the loop reads itself (wire.Watcher).
+	watch func(ctx context.Context, opts metav1.ListOptions) (eventStream, error)
 	// streamingWatch, if set, opens the watches of streaming lists instead of watch: in
 	// protobuf, whose initial events cost the server half of what JSON does. Once they
-	// are over, the relay goes on with a watch from watch (see relay.follow).
-	streamingWatch func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+	// are over, the loop closes it and goes on with a watch from watch, from the
+	// bookmark's resourceVersion.
+	streamingWatch func(ctx context.Context, opts metav1.ListOptions) (eventStream, error)
 	// tweak applies the configured selectors.
 	tweak func(*metav1.ListOptions)
 	// quiet limits the logging of the requests (quietContext): their responses hold
@@ -41,12 +43,11 @@ type listWatch struct {
 	quiet bool
 	// partial makes the objects of a streaming list partial, with their encodings
 	// (wire.EncodedObject.ToPartial), for a PartialStore; otherwise they lose their
-	// encodings (see relay).
+	// encodings (see initialEvent).
 	partial         bool
 	bookmarkTimeout time.Duration
-	// convert, if set, changes each event of a watch before the reflector gets it (see
-	// metadataOnly): the relay of a streaming list calls it, and the events of other
-	// watches go through a watch.Filter.
+	// convert, if set, changes each event of a watch before the loop handles it (see
+	// metadataOnly).
 	convert func(watch.Event) watch.Event
 	// noStreaming is set once a streaming list failed to end.
 	noStreaming atomic.Bool
@@ -61,9 +62,22 @@ type listWatch struct {
 	seedUsed atomic.Bool
 }
 
+// eventStream is an open watch whose events the loop reads itself, from its own
+// goroutine: a wire.Stream, or a fake in tests.
+type eventStream interface {
+	// Next blocks until the next event and returns it, or the error that ended the
+	// watch: io.EOF if the server ended it, the context's error once the context that
+	// opened it is done.
+	Next() (watch.Event, error)
+	// Close ends the watch. It may be called more than once, and from any goroutine.
+	Close()
+}
+
+var _ eventStream = (*wire.Stream)(nil)
+
 // seed makes the first list return the objects of known at resourceVersion, without
 // asking the cluster, so that the watch resumes from there. It also turns streaming
-// lists off for this informer: they would bypass List.
+// lists off for this informer (newLoop): they would bypass the list.
 //
 // A known that tells resourceVersions without decoding (versionGetter: a compact fleet's
 // store, whose objects are encodings) gets a list of seedObjects, each only the key and
@@ -179,21 +193,13 @@ func (o *seedObject) seeded(known cache.KeyListerGetter) (any, error) {
 	return nil, fmt.Errorf("the seeded object %s left the store before its list was applied", key)
 }
 
-// IsWatchListSemanticsUnSupported tells client-go's reflector not to use streaming
-// lists for a seeded informer, whose first list must go through List.
-func (lw *listWatch) IsWatchListSemanticsUnSupported() bool { return lw.seeded }
-
-var (
-	_ cache.ListerWatcher            = (*listWatch)(nil)
-	_ cache.ListerWatcherWithContext = (*listWatch)(nil)
-)
-
 // With protobuf, full objects are asked for in protobuf where wire can transcode them
 // (wire.WithProtobuf). With partial, dyn is a client of wire.NewPartialDynamicClients,
 // and the objects are for a PartialStore (see the field). A metadata-only resource is
-// read through md, or if md is nil through dyn, which must then be one of
-// wire.NewPartialMetadataClients (see metadataOnly).
-func newListWatch(dyn dynamic.Interface, md metadata.Interface, m Mapping, r Resource, namespace string, bookmarkTimeout time.Duration, protobuf, partial bool) *listWatch {
+// read through md and watched through mdWatcher (wire.NewMetadataClient), or if md is
+// nil through dyn, which must then be one of wire.NewPartialMetadataClients (see
+// metadataOnly).
+func newListWatch(dyn *wire.Client, md metadata.Interface, mdWatcher *wire.Watcher, m Mapping, r Resource, namespace string, bookmarkTimeout time.Duration, protobuf, partial bool) *listWatch {
 	lw := &listWatch{
 		partial:         partial,
 		bookmarkTimeout: bookmarkTimeout,
@@ -206,47 +212,54 @@ func newListWatch(dyn dynamic.Interface, md metadata.Interface, m Mapping, r Res
 			}
 		},
 	}
+	if !m.Namespaced {
+		namespace = metav1.NamespaceAll
+	}
 	if r.MetadataOnly && md != nil {
 		var c metadata.ResourceInterface = md.Resource(m.Resource)
-		if m.Namespaced {
+		if namespace != metav1.NamespaceAll {
 			c = md.Resource(m.Resource).Namespace(namespace)
 		}
 		lw.list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return c.List(ctx, o) }
-		lw.watch = c.Watch
-	} else {
-		var c dynamic.ResourceInterface = dyn.Resource(m.Resource)
-		if m.Namespaced {
-			c = dyn.Resource(m.Resource).Namespace(namespace)
+		lw.watch = func(ctx context.Context, o metav1.ListOptions) (eventStream, error) {
+			return mdWatcher.Watch(ctx, m.Resource, namespace, o)
 		}
-		kind := m.Kind
-		lw.list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return c.List(ctx, o) }
-		lw.watch = c.Watch
-		if r.MetadataOnly {
-			kind = wire.MetadataKind
-			lw.metadataOnly()
+		return lw
+	}
+	var c dynamic.ResourceInterface = dyn.Resource(m.Resource)
+	if namespace != metav1.NamespaceAll {
+		c = dyn.Resource(m.Resource).Namespace(namespace)
+	}
+	kind := m.Kind
+	lw.list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return c.List(ctx, o) }
+	lw.watch = func(ctx context.Context, o metav1.ListOptions) (eventStream, error) {
+		return dyn.Watcher.Watch(ctx, m.Resource, namespace, o)
+	}
+	if r.MetadataOnly {
+		kind = wire.MetadataKind
+		lw.metadataOnly()
+	}
+	if protobuf {
+		// Lists, those streamed included, in protobuf: the server spends about half
+		// the CPU that JSON costs it.
+		list, open := lw.list, lw.watch
+		lw.list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return list(wire.WithProtobuf(ctx, kind), o)
 		}
-		if protobuf {
-			// Lists, those streamed included, in protobuf: the server spends about half
-			// the CPU that JSON costs it.
-			list, open := lw.list, lw.watch
-			lw.list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				return list(wire.WithProtobuf(ctx, kind), o)
-			}
-			watchProtobuf := func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				return open(wire.WithProtobuf(ctx, kind), o)
-			}
-			if partial {
-				// Every watch in protobuf: the partial clients write a protobuf event's
-				// object as CBOR directly, at no more CPU than a JSON event, and about a
-				// third of it when managedFields are dropped (wire's
-				// BenchmarkWatchEventPartial).
-				lw.watch = watchProtobuf
-			} else {
-				// The watch events after a streaming list in JSON: a transcoded event
-				// costs this process more than a JSON one (about 45 µs for a pod), and
-				// the server encodes each event once for all its watchers.
-				lw.streamingWatch = watchProtobuf
-			}
+		watchProtobuf := func(ctx context.Context, o metav1.ListOptions) (eventStream, error) {
+			return open(wire.WithProtobuf(ctx, kind), o)
+		}
+		if partial {
+			// Every watch in protobuf: the partial clients write a protobuf event's
+			// object as CBOR directly, at no more CPU than a JSON event, and about a
+			// third of it when managedFields are dropped (wire's
+			// BenchmarkWatchEventPartial).
+			lw.watch = watchProtobuf
+		} else {
+			// The watch events after a streaming list in JSON: a transcoded event
+			// costs this process more than a JSON one (about 45 µs for a pod), and
+			// the server encodes each event once for all its watchers.
+			lw.streamingWatch = watchProtobuf
 		}
 	}
 	return lw
@@ -294,14 +307,7 @@ func asPartialObjectMetadata(u *unstructured.Unstructured) *metav1.PartialObject
 	return p
 }
 
-func (lw *listWatch) List(opts metav1.ListOptions) (runtime.Object, error) {
-	return lw.ListWithContext(context.Background(), opts)
-}
-
-func (lw *listWatch) Watch(opts metav1.ListOptions) (watch.Interface, error) {
-	return lw.WatchWithContext(context.Background(), opts)
-}
-
+// ListWithContext lists, the seed the first time if lw is seeded.
 func (lw *listWatch) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 	if lw.seeded && lw.seedUsed.CompareAndSwap(false, true) {
 		return lw.seedList()
@@ -317,176 +323,104 @@ func (lw *listWatch) ListWithContext(ctx context.Context, opts metav1.ListOption
 	return list, err
 }
 
-func (lw *listWatch) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+// openWatch opens a watch with opts, which the loop reads itself.
+func (lw *listWatch) openWatch(ctx context.Context, opts metav1.ListOptions) (eventStream, error) {
 	lw.tweak(&opts)
-	streaming := opts.SendInitialEvents != nil && *opts.SendInitialEvents
-	if streaming && lw.noStreaming.Load() {
-		return nil, notStreamingError()
+	if lw.quiet {
+		ctx = quietContext(ctx)
+	}
+	return lw.watch(ctx, opts)
+}
+
+// openStreamingList opens the watch of a streaming list with opts, with streamingWatch
+// if set: follow then says that the loop goes on with another watch once the initial
+// events are over. It fails at once once a streaming list timed out.
+func (lw *listWatch) openStreamingList(ctx context.Context, opts metav1.ListOptions) (w *streamingWatch, follow bool, err error) {
+	lw.tweak(&opts)
+	if lw.noStreaming.Load() {
+		return nil, false, notStreamingError()
 	}
 	if lw.quiet {
 		ctx = quietContext(ctx)
 	}
-	if !streaming {
-		w, err := lw.watch(ctx, opts)
-		if err != nil || lw.convert == nil {
-			return w, err
-		}
-		convert := lw.convert
-		return watch.Filter(w, func(ev watch.Event) (watch.Event, bool) { return convert(ev), true }), nil
-	}
 	open := lw.watch
-	var follow func(resourceVersion string) (watch.Interface, error)
 	if lw.streamingWatch != nil {
-		open = lw.streamingWatch
-		follow = func(resourceVersion string) (watch.Interface, error) {
-			o := opts
-			o.ResourceVersion, o.ResourceVersionMatch, o.SendInitialEvents = resourceVersion, "", nil
-			return lw.watch(ctx, o)
+		open, follow = lw.streamingWatch, true
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	w = &streamingWatch{cancel: cancel}
+	// The bookmark timeout cancels the watch's request, which ends a Next that waits
+	// on it: no goroutine waits for the timeout.
+	w.timer = time.AfterFunc(lw.bookmarkTimeout, func() {
+		w.expired.Store(true)
+		cancel()
+	})
+	if w.eventStream, err = open(ctx, opts); err != nil {
+		w.timer.Stop()
+		cancel()
+		if w.expired.Load() {
+			return nil, false, lw.streamingTimedOut()
 		}
+		return nil, false, err
 	}
-	w, err := open(ctx, opts)
-	if err != nil {
-		return nil, err
-	}
-	return newRelay(w, lw.bookmarkTimeout, lw.partial, lw.convert, func() { lw.noStreaming.Store(true) }, follow, lw.listed), nil
+	return w, follow, nil
 }
 
-// notStreamingError is an error that the reflector does not retry as a streaming list:
-// it falls back to a paginated LIST.
+// streamingTimedOut turns streaming lists off for lw, and returns the error of one whose
+// initial events did not end within the bookmark timeout: one that the loop does not
+// retry as a streaming list.
+func (lw *listWatch) streamingTimedOut() error {
+	lw.noStreaming.Store(true)
+	st := notStreamingError().(*apierrors.StatusError).ErrStatus
+	st.Message = fmt.Sprintf("%s within %v", st.Message, lw.bookmarkTimeout)
+	return &apierrors.StatusError{ErrStatus: st}
+}
+
+// initialEvent returns ev, an event of a streaming list before the end of its initial
+// events, converted (lw.convert), and its object without its encoding, or for a
+// PartialStore an Added one partial.
+func (lw *listWatch) initialEvent(ev watch.Event) watch.Event {
+	if lw.convert != nil {
+		ev = lw.convert(ev)
+	}
+	if e, ok := ev.Object.(*wire.EncodedObject); ok {
+		if lw.partial && ev.Type == watch.Added {
+			if !e.Partial {
+				ev.Object = e.ToPartial()
+			}
+		} else {
+			ev.Object = e.Unstructured
+		}
+	}
+	return ev
+}
+
+// notStreamingError is an error that the loop does not retry as a streaming list: it
+// falls back to a paginated LIST.
 func notStreamingError() error {
 	return apierrors.NewBadRequest(ErrNoInitialEventsEnd.Error())
 }
 
-// relay passes the events of a streaming list's watch through, and ends the watch with
-// an error event if the initial-events-end bookmark does not arrive within timeout.
-//
-// It drops the encodings of the initial events' objects (wire.EncodedObject): the reflector
-// keeps those objects until the list has ended, and a whole cluster's encodings would
-// stay in memory with them. The store encodes them when it commits the list. With
-// partial, for a store that keeps only encodings, it keeps the encodings and drops the
-// objects instead, but for the fields that file them (wire.EncodedObject.ToPartial).
-//
-// With convert, every event is converted first (listWatch.convert), in the relay's
-// goroutine rather than in one more between the watch and the relay: each goroutine that
-// an event goes through is a hand-over, and a wait for a core, per object of the list.
-// For the same reason the relay hands its events on through a buffer of relayBuffer:
-// it runs ahead of the reflector, and each waits for a core once per batch of events
-// rather than once per event.
-//
-// With follow, once the initial-events-end bookmark is passed on, the relay stops the
-// streaming list's watch and goes on with follow's, a watch from the bookmark's
-// resourceVersion: to the reflector, one watch, which missed nothing (the server
-// replays what came after that version). If follow fails, the relay ends with an error
-// event, and the reflector watches again.
-type relay struct {
-	partial bool
-	convert func(watch.Event) watch.Event
-	in      watch.Interface
-	follow  func(resourceVersion string) (watch.Interface, error)
-	// listed, if set, counts each object of the initial events (listWatch.listed).
-	listed   func(int)
-	out      chan watch.Event
-	stopOnce sync.Once
-	stopped  chan struct{}
+// streamingWatch is the watch of a streaming list, cancelled unless its initial events
+// end within the bookmark timeout.
+type streamingWatch struct {
+	eventStream
+	timer  *time.Timer
+	cancel context.CancelFunc
+	// expired is set once the timeout has cancelled the watch.
+	expired atomic.Bool
 }
 
-// relayBuffer is how many events a relay holds that the reflector has not taken yet.
-// Unbuffered, the first streaming list of a metadata-only fleet ended about 0.3 s later
-// than the metadatainformer's, whose events pass between one goroutine fewer
-// (docs/benchmarks.md, "The relay's hand-over, measured"). The buffer holds a few
-// hundred of one watch's objects, which the reflector keeps until the list has ended
-// anyway.
-const relayBuffer = 256
-
-func newRelay(in watch.Interface, timeout time.Duration, partial bool, convert func(watch.Event) watch.Event, onTimeout func(), follow func(string) (watch.Interface, error), listed func(int)) *relay {
-	g := &relay{partial: partial, convert: convert, in: in, follow: follow, listed: listed, out: make(chan watch.Event, relayBuffer), stopped: make(chan struct{})}
-	go g.run(timeout, onTimeout)
-	return g
+// initialEventsEnded stops the timeout, and reports whether the watch goes on: false if
+// the timeout has cancelled it already.
+func (w *streamingWatch) initialEventsEnded() bool {
+	return w.timer.Stop()
 }
 
-func (g *relay) run(timeout time.Duration, onTimeout func()) {
-	defer close(g.out)
-	defer func() { g.in.Stop() }()
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	// expired is nil once the initial events are over.
-	expired := timer.C
-	for {
-		select {
-		case <-g.stopped:
-			return
-		case <-expired:
-			onTimeout()
-			st := notStreamingError().(*apierrors.StatusError).ErrStatus
-			st.Message = fmt.Sprintf("%s within %v", st.Message, timeout)
-			select {
-			case g.out <- watch.Event{Type: watch.Error, Object: &st}:
-			case <-g.stopped:
-			}
-			return
-		case ev, ok := <-g.in.ResultChan():
-			if !ok {
-				return
-			}
-			if g.convert != nil {
-				ev = g.convert(ev)
-			}
-			if expired != nil {
-				if e, ok := ev.Object.(*wire.EncodedObject); ok {
-					if g.partial && ev.Type == watch.Added {
-						if !e.Partial {
-							ev.Object = e.ToPartial()
-						}
-					} else {
-						ev.Object = e.Unstructured
-					}
-				}
-				if ev.Type == watch.Bookmark && isInitialEventsEnd(ev.Object) {
-					expired = nil
-				} else if ev.Type == watch.Added && g.listed != nil {
-					g.listed(1)
-				}
-			}
-			select {
-			case g.out <- ev:
-			case <-g.stopped:
-				return
-			}
-			if expired == nil && g.follow != nil {
-				if !g.switchWatch(ev.Object) {
-					return
-				}
-			}
-		}
-	}
-}
-
-// switchWatch replaces the streaming list's watch, whose initial events ended with the
-// bookmark obj, with follow's, and reports whether the relay goes on.
-func (g *relay) switchWatch(obj runtime.Object) bool {
-	follow := g.follow
-	g.follow = nil
-	m, err := meta.Accessor(obj)
-	var w watch.Interface
-	if err == nil {
-		w, err = follow(m.GetResourceVersion())
-	}
-	if err != nil {
-		var st metav1.Status
-		if se, ok := err.(apierrors.APIStatus); ok {
-			st = se.Status()
-		} else {
-			st = apierrors.NewInternalError(err).ErrStatus
-		}
-		select {
-		case g.out <- watch.Event{Type: watch.Error, Object: &st}:
-		case <-g.stopped:
-		}
-		return false
-	}
-	g.in.Stop()
-	g.in = w
-	return true
+func (w *streamingWatch) Close() {
+	w.timer.Stop()
+	w.cancel()
+	w.eventStream.Close()
 }
 
 func isInitialEventsEnd(obj runtime.Object) bool {
@@ -496,9 +430,3 @@ func isInitialEventsEnd(obj runtime.Object) bool {
 	}
 	return m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true"
 }
-
-func (g *relay) Stop() {
-	g.stopOnce.Do(func() { close(g.stopped) })
-}
-
-func (g *relay) ResultChan() <-chan watch.Event { return g.out }

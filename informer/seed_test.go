@@ -1,6 +1,7 @@
 package informer
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -11,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/fleetwatch/fleetwatch/aggregate"
 )
@@ -73,20 +73,14 @@ func TestSeededListDecodesNothing(t *testing.T) {
 	fw := watch.NewFake()
 	lw := fakeListWatch(fw, time.Minute)
 	lw.seed(store, podsMapping, false, "20")
-	queue := &listMarkingQueue{RealFIFO: cache.NewRealFIFOWithOptions(cache.RealFIFOOptions{
-		KeyFunction:  cache.DeletionHandlingMetaNamespaceKeyFunc,
-		KnownObjects: store,
-		Transformer:  transform(Options{}, podsMapping, store, true),
-	})}
-	ctrl := cache.New(&cache.Config{Queue: queue, ListerWatcher: lw, ObjectDescription: "pods",
-		Process: processDeltas(store), ProcessBatch: processBatch(store)})
-	go ctrl.RunWithContext(t.Context())
-	deadline := time.Now().Add(10 * time.Second)
-	for !ctrl.HasSynced() {
-		if time.Now().After(deadline) {
-			t.Fatal("the informer did not sync")
-		}
-		time.Sleep(time.Millisecond)
+	l := newLoop("test", lw, store, store, transform(Options{}, podsMapping, store, true), nil, func(context.Context, error) {})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go l.run(ctx)
+	select {
+	case <-l.Synced():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the informer did not sync")
 	}
 	if n := decodes.Load(); n != 0 {
 		t.Errorf("the seeded list decoded %d objects", n)

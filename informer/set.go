@@ -8,7 +8,6 @@ import (
 	"maps"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -217,7 +215,7 @@ type Set struct {
 
 	// dyn decodes objects without their managedFields, dynManaged with them; both
 	// intern the strings of the objects they decode (see package wire).
-	dyn, dynManaged dynamic.Interface
+	dyn, dynManaged *wire.Client
 	// interned is set if the objects of dyn and dynManaged are always interned: the
 	// transform then need not intern them again.
 	interned bool
@@ -229,13 +227,14 @@ type Set struct {
 	// partial, with their encodings, from pdyn and pdynManaged, which are like dyn and
 	// dynManaged otherwise.
 	partial           bool
-	pdyn, pdynManaged dynamic.Interface
+	pdyn, pdynManaged *wire.Client
 	// pmd and pmdManaged are, if partial is set, the clients of the metadata-only
 	// resources whose transform keeps encodings: like pdyn and pdynManaged, for the
 	// objects' metadata (wire.NewPartialMetadataClients). md is the metadata client of
-	// the others.
-	pmd, pmdManaged dynamic.Interface
+	// the others, and mdWatcher opens its watches.
+	pmd, pmdManaged *wire.Client
 	md              metadata.Interface
+	mdWatcher       *wire.Watcher
 	// discovery reads the cluster's discovery at each reconcile. mapper is the mapper of
 	// what it last read, and docs the documents of aggregated discovery with an ETag
 	// that it last read, shared with the Sets whose clusters serve the same (discover),
@@ -269,12 +268,24 @@ type runner struct {
 	mapping Mapping
 	// resource and spec are what the informers were started with: a change of either
 	// restarts them.
-	resource    Resource
-	spec        string
-	cancel      context.CancelFunc
-	done        chan struct{}
-	controllers map[string]cache.Controller // by namespace, "" = all
+	resource  Resource
+	spec      string
+	cancel    context.CancelFunc
+	done      chan struct{}
+	informers map[string]syncer // by namespace, "" = all
 }
+
+// syncer is what watchSync needs of an informer: a loop, or a fake in tests.
+type syncer interface {
+	// Synced returns a channel that is closed once the informer's first list has been
+	// applied to its store.
+	Synced() <-chan struct{}
+	// LastSyncResourceVersion returns the resourceVersion of the last list or event
+	// that the informer applied.
+	LastSyncResourceVersion() string
+}
+
+var _ syncer = (*loop)(nil)
 
 // New validates opts and returns a Set. Nothing runs until Start.
 func New(opts Options) (*Set, error) {
@@ -291,7 +302,7 @@ func New(opts Options) (*Set, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", opts.Cluster, err)
 	}
-	var pdyn, pdynManaged, pmd, pmdManaged dynamic.Interface
+	var pdyn, pdynManaged, pmd, pmdManaged *wire.Client
 	if partial {
 		if pdyn, pdynManaged, err = wire.NewPartialDynamicClients(cfg); err != nil {
 			return nil, fmt.Errorf("cluster %s: %w", opts.Cluster, err)
@@ -300,7 +311,7 @@ func New(opts Options) (*Set, error) {
 			return nil, fmt.Errorf("cluster %s: %w", opts.Cluster, err)
 		}
 	}
-	md, err := metadata.NewForConfig(cfg)
+	md, mdWatcher, err := wire.NewMetadataClient(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", opts.Cluster, err)
 	}
@@ -325,6 +336,7 @@ func New(opts Options) (*Set, error) {
 		pmd:         pmd,
 		pmdManaged:  pmdManaged,
 		md:          md,
+		mdWatcher:   mdWatcher,
 		discovery:   dc,
 		rediscover:  make(chan struct{}, 1),
 		listing:     make(chan struct{}),
@@ -719,11 +731,12 @@ func (s *Set) setStatus(name string, run *runner, update func(*ResourceStatus)) 
 	}
 }
 
-// start runs the informers of resource r, resolved to m, configured by opts.
+// start runs the informers of resource r, resolved to m, configured by opts: a loop per
+// namespace, each in a goroutine of its own.
 func (s *Set) start(ctx context.Context, opts Options, r Resource, m Mapping) {
 	ctx, cancel := context.WithCancel(ctx)
 	spec := opts.Spec(r)
-	run := &runner{mapping: m, resource: r, spec: spec, cancel: cancel, done: make(chan struct{}), controllers: map[string]cache.Controller{}}
+	run := &runner{mapping: m, resource: r, spec: spec, cancel: cancel, done: make(chan struct{}), informers: map[string]syncer{}}
 	namespaces := []string{metav1.NamespaceAll}
 	if m.Namespaced && len(r.Namespaces) > 0 {
 		namespaces = r.Namespaces
@@ -751,7 +764,7 @@ func (s *Set) start(ctx context.Context, opts Options, r Resource, m Mapping) {
 		case r.MetadataOnly && !partial:
 			objType = &metav1.PartialObjectMetadata{}
 		case s.encode:
-			// Unstructured or wire.EncodedObject: the reflector checks that all events have
+			// Unstructured or wire.EncodedObject: the loop checks that all events have
 			// the type of objType, if set.
 			objType = nil
 		}
@@ -768,7 +781,7 @@ func (s *Set) start(ctx context.Context, opts Options, r Resource, m Mapping) {
 		case opts.KeepManagedFields:
 			dyn = s.dynManaged
 		}
-		lw := newListWatch(dyn, md, m, r, ns, s.opts.StreamingListTimeout, !s.opts.JSONOnly, partial)
+		lw := newListWatch(dyn, md, s.mdWatcher, m, r, ns, s.opts.StreamingListTimeout, !s.opts.JSONOnly, partial)
 		lw.listed = s.listed
 		lw.quiet = isSecrets(m.Resource) && !opts.KeepSecretData
 		if seeder, ok := s.opts.Sink.(Seeder); ok {
@@ -776,37 +789,16 @@ func (s *Set) start(ctx context.Context, opts Options, r Resource, m Mapping) {
 				lw.seed(known, m, r.MetadataOnly, rv)
 			}
 		}
-		_, checkpoints := store.(Checkpointer)
-		queue := &listMarkingQueue{
-			RealFIFO: cache.NewRealFIFOWithOptions(cache.RealFIFOOptions{
-				Name:         fmt.Sprintf("%s %s", s.opts.Cluster, scope),
-				KeyFunction:  queueKey,
-				KnownObjects: known,
-				Transformer:  transform(opts, m, known, s.interned),
-			}),
-			// Bookmarks keep the checkpoint of a quiet resource recent, so that a
-			// restart resumes its watch within the apiserver's window.
-			markBookmarks: checkpoints,
-		}
-		ctrl := cache.New(&cache.Config{
-			Queue:             queue,
-			ListerWatcher:     lw,
-			ObjectType:        objType,
-			ObjectDescription: m.Resource.String(),
-			Process:           processDeltas(store),
-			ProcessBatch:      processBatch(store),
-			WatchErrorHandlerWithContext: func(ctx context.Context, _ *cache.Reflector, err error) {
-				s.watchError(ctx, r.Name, run, err)
-			},
-		})
-		run.controllers[ns] = ctrl
+		informer := newLoop(fmt.Sprintf("%s %s", s.opts.Cluster, scope), lw, store, known, transform(opts, m, known, s.interned), objType,
+			func(ctx context.Context, err error) { s.watchError(ctx, r.Name, run, err) })
+		run.informers[ns] = informer
 		go func() {
 			defer func() {
 				if running.Add(-1) == 0 {
 					close(run.done)
 				}
 			}()
-			ctrl.RunWithContext(ctx)
+			informer.run(ctx)
 		}()
 	}
 	s.setStatus(r.Name, run, func(st *ResourceStatus) {
@@ -817,23 +809,23 @@ func (s *Set) start(ctx context.Context, opts Options, r Resource, m Mapping) {
 
 // watchSync marks resource name Synced once all the informers of run have synced.
 //
-// It waits on each controller's HasSyncedChecker rather than polling HasSynced: a poll
-// every 20 ms made the last resource of a cold sync, and with it the Manager's Ready,
-// 10 ms later on average than its informers (docs/benchmarks.md, "Metadata-only: the
-// wall time of the sync beyond its CPU").
+// It waits on each informer's Synced channel rather than polling: a poll every 20 ms made
+// the last resource of a cold sync, and with it the Manager's Ready, 10 ms later on
+// average than its informers (docs/benchmarks.md, "Metadata-only: the wall time of the
+// sync beyond its CPU").
 func (s *Set) watchSync(ctx context.Context, name string, run *runner, stores []Store) {
-	for _, c := range run.controllers {
+	for _, c := range run.informers {
 		select {
 		case <-ctx.Done():
 			return
-		case <-c.HasSyncedChecker().Done():
+		case <-c.Synced():
 		}
 	}
 	for _, store := range stores {
 		store.MarkSynced()
 	}
 	rvs := map[string]string{}
-	for ns, c := range run.controllers {
+	for ns, c := range run.informers {
 		rvs[ns] = c.LastSyncResourceVersion()
 	}
 	s.setStatus(name, run, func(st *ResourceStatus) {
@@ -899,9 +891,6 @@ func transform(opts Options, m Mapping, known cache.KeyListerGetter, interned bo
 	keepsEncoding := keepsEncoding(opts, m)
 	var table internTable
 	return func(obj interface{}) (interface{}, error) {
-		if _, ok := obj.(runtime.Object); !ok {
-			return obj, nil // a listDone marker
-		}
 		if o, ok := obj.(*seedObject); ok {
 			return o.seeded(known)
 		}
@@ -1001,141 +990,82 @@ func storedSame(known cache.KeyListerGetter, obj interface{}) (interface{}, bool
 	return stored, true
 }
 
-// processDeltas applies the deltas popped from an informer's queue to store, and tells a
+// applier applies the changes that an informer receives to its store, and tells a
 // Checkpointer store at which resourceVersion its state is consistent: after each watch
 // event, when a list has been applied completely, and at each bookmark of a watch.
-func processDeltas(store Store) cache.ProcessFunc {
-	apply := applyDeltas(store)
-	return func(obj interface{}, initialList bool) error {
-		deltas, ok := obj.(cache.Deltas)
-		if !ok {
-			return fmt.Errorf("unexpected %T from the informer queue", obj)
+type applier struct {
+	store        Store
+	checkpointer Checkpointer
+	encodedStore EncodedStore
+	partialStore PartialStore
+}
+
+func newApplier(store Store) applier {
+	a := applier{store: store}
+	a.checkpointer, _ = store.(Checkpointer)
+	a.encodedStore, _ = store.(EncodedStore)
+	a.partialStore, _ = store.(PartialStore)
+	return a
+}
+
+// checkpoint tells a Checkpointer store that its state is consistent at rv.
+func (a applier) checkpoint(rv string) {
+	if a.checkpointer != nil && rv != "" {
+		a.checkpointer.Checkpoint(rv)
+	}
+}
+
+// apply applies the change d, whose object is transformed already: an Added, Updated or
+// Deleted of a watch event, a Replaced of a list's object, or a Deleted of a
+// cache.DeletedFinalStateUnknown that a list did not hold. initialList is set for the
+// changes of the first list.
+func (a applier) apply(d cache.Delta, initialList bool) error {
+	obj, finalStateUnknown := d.Object, false
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj, finalStateUnknown = tomb.Obj, true
+	}
+	// A partial object goes to the store as it is: it answers for what files it
+	// without reading its map again (wire.EncodedObject).
+	var partialObj *wire.EncodedObject
+	if e, ok := obj.(*wire.EncodedObject); ok && e.Partial {
+		partialObj = e
+	}
+	partial := partialObj != nil
+	obj, encoded := wire.Unwrap(obj)
+	if partial && d.Type == cache.Deleted {
+		// Handlers get the deleted object whole.
+		whole, err := wire.DecodeEncoded(encoded)
+		if err != nil {
+			return fmt.Errorf("decoding a deleted object: %w", err)
 		}
-		return apply(deltas, initialList)
+		obj, partial = whole, false
 	}
-}
-
-// processBatch is processDeltas for a batch of deltas that the queue pops at once
-// (cache.RealFIFO.PopBatch, which client-go's controller uses when the feature
-// InOrderInformersBatchProcess is on, as it is by default): the same deltas in the same
-// order, without the queue's work per pop (its trace, its metrics, its wake-ups) for
-// each object of a list. A batch holds no two deltas of one key; the store applies
-// them one by one as processDeltas does, and an error of one does not stop the others,
-// as the queue's single pops would not.
-func processBatch(store Store) cache.ProcessBatchFunc {
-	apply := applyDeltas(store)
-	return func(deltas []cache.Delta, initialList bool) error {
-		return apply(deltas, initialList)
-	}
-}
-
-// applyDeltas returns the function that processDeltas and processBatch apply deltas
-// with.
-func applyDeltas(store Store) func(deltas []cache.Delta, initialList bool) error {
-	checkpointer, _ := store.(Checkpointer)
-	encodedStore, _ := store.(EncodedStore)
-	partialStore, _ := store.(PartialStore)
-	return func(deltas []cache.Delta, initialList bool) error {
-		var errs []error
-		for _, d := range deltas {
-			if rv, ok := listDoneRV(d.Object); ok {
-				if checkpointer != nil {
-					checkpointer.Checkpoint(rv)
-				}
-				continue
-			}
-			obj, finalStateUnknown := d.Object, false
-			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj, finalStateUnknown = tomb.Obj, true
-			}
-			// A partial object goes to the store as it is: it answers for what files it
-			// without reading its map again (wire.EncodedObject).
-			var partialObj *wire.EncodedObject
-			if e, ok := obj.(*wire.EncodedObject); ok && e.Partial {
-				partialObj = e
-			}
-			partial := partialObj != nil
-			obj, encoded := wire.Unwrap(obj)
-			if partial && d.Type == cache.Deleted {
-				// Handlers get the deleted object whole.
-				whole, err := wire.DecodeEncoded(encoded)
-				if err != nil {
-					errs = append(errs, fmt.Errorf("decoding a deleted object: %w", err))
-					continue
-				}
-				obj, partial = whole, false
-			}
-			o, ok := obj.(runtime.Object)
-			if !ok {
-				errs = append(errs, fmt.Errorf("unexpected %T in a %s delta", obj, d.Type))
-				continue
-			}
-			var err error
-			switch {
-			case d.Type == cache.Deleted:
-				err = store.Delete(o, finalStateUnknown)
-			case partial && partialStore != nil:
-				err = partialStore.ApplyPartial(partialObj, encoded, initialList)
-			case partial:
-				err = fmt.Errorf("a partial object in a %s delta for a store that needs whole ones", d.Type)
-			case encoded != nil && encodedStore != nil: // Added, Updated, Replaced, Sync
-				err = encodedStore.ApplyEncoded(o.(*unstructured.Unstructured), encoded, initialList)
-			default:
-				err = store.Apply(o, initialList)
-			}
-			errs = append(errs, err)
-			// Watch events (Added, Updated, Deleted but not a relist's tombstone) leave the
-			// state consistent at their object's resourceVersion; list items do not.
-			watched := d.Type == cache.Added || d.Type == cache.Updated || (d.Type == cache.Deleted && !finalStateUnknown)
-			if checkpointer != nil && err == nil && watched {
-				if a, err := meta.Accessor(o); err == nil && a.GetResourceVersion() != "" {
-					checkpointer.Checkpoint(a.GetResourceVersion())
-				}
-			}
-		}
-		return errors.Join(errs...)
-	}
-}
-
-// listDonePrefix starts the key of the marker that listMarkingQueue queues after a list.
-// It cannot be the key of an object: keys are namespace/name or name.
-const listDonePrefix = "\x00list-done\x00"
-
-// listMarkingQueue queues a marker after every list (Replace), so that the informer
-// knows when a list has been applied completely and at which resourceVersion. With
-// markBookmarks, it also queues one for each bookmark of a watch.
-type listMarkingQueue struct {
-	*cache.RealFIFO
-	markBookmarks bool
-}
-
-var _ cache.ReflectorBookmarkStore = (*listMarkingQueue)(nil)
-
-func (q *listMarkingQueue) Replace(list []interface{}, resourceVersion string) error {
-	if err := q.RealFIFO.Replace(list, resourceVersion); err != nil {
-		return err
-	}
-	return q.RealFIFO.Add(cache.ExplicitKey(listDonePrefix + resourceVersion))
-}
-
-// Bookmark implements cache.ReflectorBookmarkStore. The reflector calls it for each
-// bookmark of a watch after queueing the events before it, except for those of a
-// streaming list up to its initial-events-end, which go to a store of the reflector's
-// own until it Replaces this queue's content with the list. So the informer's state is
-// consistent at resourceVersion once the queue has been processed up to the marker.
-func (q *listMarkingQueue) Bookmark(resourceVersion string) error {
-	if !q.markBookmarks || resourceVersion == "" {
-		return nil
-	}
-	return q.RealFIFO.Add(cache.ExplicitKey(listDonePrefix + resourceVersion))
-}
-
-func listDoneRV(obj interface{}) (string, bool) {
-	k, ok := obj.(cache.ExplicitKey)
+	o, ok := obj.(runtime.Object)
 	if !ok {
-		return "", false
+		return fmt.Errorf("unexpected %T in a %s delta", obj, d.Type)
 	}
-	return strings.CutPrefix(string(k), listDonePrefix)
+	var err error
+	switch {
+	case d.Type == cache.Deleted:
+		err = a.store.Delete(o, finalStateUnknown)
+	case partial && a.partialStore != nil:
+		err = a.partialStore.ApplyPartial(partialObj, encoded, initialList)
+	case partial:
+		err = fmt.Errorf("a partial object in a %s delta for a store that needs whole ones", d.Type)
+	case encoded != nil && a.encodedStore != nil: // Added, Updated, Replaced
+		err = a.encodedStore.ApplyEncoded(o.(*unstructured.Unstructured), encoded, initialList)
+	default:
+		err = a.store.Apply(o, initialList)
+	}
+	// Watch events (Added, Updated, Deleted but not a relist's tombstone) leave the
+	// state consistent at their object's resourceVersion; list items do not.
+	watched := d.Type == cache.Added || d.Type == cache.Updated || (d.Type == cache.Deleted && !finalStateUnknown)
+	if err == nil && watched {
+		if m, err := meta.Accessor(o); err == nil {
+			a.checkpoint(m.GetResourceVersion())
+		}
+	}
+	return err
 }
 
 // namespaceKeys is the part of a store in one namespace: the known objects of an

@@ -5,30 +5,16 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/client-go/tools/cache"
 	testingclock "k8s.io/utils/clock/testing"
 )
 
-// syncingController is a cache.Controller whose initial sync ends when synced is
-// closed.
-type syncingController struct {
-	cache.Controller
+// syncingInformer is a syncer whose initial sync ends when synced is closed.
+type syncingInformer struct {
 	synced chan struct{}
 }
 
-func (c syncingController) HasSynced() bool {
-	select {
-	case <-c.synced:
-		return true
-	default:
-		return false
-	}
-}
-
-func (c syncingController) HasSyncedChecker() cache.DoneChecker { return c }
-func (c syncingController) Name() string                        { return "test" }
-func (c syncingController) Done() <-chan struct{}               { return c.synced }
-func (c syncingController) LastSyncResourceVersion() string     { return "7" }
+func (c syncingInformer) Synced() <-chan struct{}         { return c.synced }
+func (c syncingInformer) LastSyncResourceVersion() string { return "7" }
 
 // markingStore closes marked when it is marked synced.
 type markingStore struct {
@@ -40,7 +26,7 @@ func (s markingStore) MarkSynced() { close(s.marked) }
 
 // TestWatchSyncWithoutClock checks that a resource is Synced as soon as its informers
 // are, without waiting for a tick of the clock: with a fake clock that never moves,
-// only the controllers' HasSyncedChecker can tell it (a poll of HasSynced on the
+// only the informers' Synced channels can tell it (a poll of HasSynced on the
 // clock's ticker never would).
 func TestWatchSyncWithoutClock(t *testing.T) {
 	changed := make(chan struct{}, 10)
@@ -53,8 +39,8 @@ func TestWatchSyncWithoutClock(t *testing.T) {
 		status:  []ResourceStatus{{Name: "pods", State: StateSyncing}},
 		running: map[string]*runner{},
 	}
-	a, b := syncingController{synced: make(chan struct{})}, syncingController{synced: make(chan struct{})}
-	run := &runner{controllers: map[string]cache.Controller{"a": a, "b": b}}
+	a, b := syncingInformer{synced: make(chan struct{})}, syncingInformer{synced: make(chan struct{})}
+	run := &runner{informers: map[string]syncer{"a": a, "b": b}}
 	s.running["pods"] = run
 	store := markingStore{marked: make(chan struct{})}
 	done := make(chan struct{})
@@ -98,7 +84,7 @@ func TestWatchSyncStopsWithContext(t *testing.T) {
 		status:  []ResourceStatus{{Name: "pods", State: StateSyncing}},
 		running: map[string]*runner{},
 	}
-	run := &runner{controllers: map[string]cache.Controller{"": syncingController{synced: make(chan struct{})}}}
+	run := &runner{informers: map[string]syncer{"": syncingInformer{synced: make(chan struct{})}}}
 	s.running["pods"] = run
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
