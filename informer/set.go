@@ -895,16 +895,6 @@ func transform(opts Options, m Mapping, known cache.KeyListerGetter, interned bo
 			return o.seeded(known)
 		}
 		e, encoded := obj.(*wire.EncodedObject)
-		if encoded && keepsEncoding && e.Transformed() {
-			// The second time (a streaming list's object, again in the queue's
-			// Replace): its look-up in the store below, on the lock of a resource's
-			// Indexer that the other clusters' stores hold while they apply their
-			// lists, would only find what it found the first time (docs/benchmarks.md,
-			// "Metadata-only: the wall time of the sync beyond its CPU"), or, were the
-			// store to have received the same object in between, an object that the
-			// store then takes as a no-op.
-			return e, nil
-		}
 		if stored, ok := storedSame(known, obj); ok {
 			return stored, nil
 		}
@@ -912,7 +902,6 @@ func transform(opts Options, m Mapping, known cache.KeyListerGetter, interned bo
 			if keepsEncoding {
 				// Decoded by a Set's decoder, which interns and drops managedFields
 				// unless they are kept: there is nothing left to do.
-				e.MarkTransformed()
 				return e, nil
 			}
 			if e.Partial {

@@ -1,21 +1,19 @@
 package wire
 
 import (
-	"sync/atomic"
-
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // EncodedObject is an object of a watch event with its encoding. It is what the clients
 // of NewDynamicClients that encode return for the objects of watch events. It is a
-// runtime.Object and a metav1.Object through the embedded Unstructured, so that a
-// reflector, an informer's queue and its transform read it as the object.
+// runtime.Object and a metav1.Object through the embedded Unstructured, so that an
+// informer and its transform read it as the object.
 //
 // A partial one that this package made (ToPartial, the partial clients) has its
 // namespace, name and resourceVersion read from the map once, when it is made, while the
-// map is in the CPU's cache: the reflector, the informer's queue and the store ask for
-// them about six times per object, the last ones after a whole list has gone through,
+// map is in the CPU's cache: the informer and the store ask for them several times per
+// object, the last ones after a whole list has gone through,
 // when each lookup in the nested maps misses the cache (about a tenth of a compact
 // metadata-only fleet's CPU to sync). Its GetNamespace, GetName, GetResourceVersion,
 // Key and RawLabels return what was read then; its setters of the same fields change
@@ -36,19 +34,7 @@ type EncodedObject struct {
 	namespace, name, resourceVersion, key string
 	// labels is the map's labels map, nil if it has none or they are not a map.
 	labels map[string]any
-	// transformed is set by MarkTransformed.
-	transformed atomic.Bool
 }
-
-// MarkTransformed records that a transform that leaves the object as it is has seen it:
-// client-go's reflector transforms the objects of a streaming list twice, as they come
-// and again in its queue's Replace, and a transform may skip the second time what it
-// did the first (the informers' look-up of the object in their store, on a lock that
-// the stores of the other clusters hold while they apply their lists).
-func (e *EncodedObject) MarkTransformed() { e.transformed.Store(true) }
-
-// Transformed reports whether MarkTransformed was called.
-func (e *EncodedObject) Transformed() bool { return e.transformed.Load() }
 
 var _ runtime.Object = (*EncodedObject)(nil)
 
