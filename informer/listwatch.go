@@ -75,6 +75,15 @@ type eventStream interface {
 
 var _ eventStream = (*wire.Stream)(nil)
 
+// streamOf returns s as an eventStream, or a nil one with err: never a nil *wire.Stream
+// in a non-nil eventStream.
+func streamOf(s *wire.Stream, err error) (eventStream, error) {
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
 // seed makes the first list return the objects of known at resourceVersion, without
 // asking the cluster, so that the watch resumes from there. It also turns streaming
 // lists off for this informer (newLoop): they would bypass the list.
@@ -222,7 +231,7 @@ func newListWatch(dyn *wire.Client, md metadata.Interface, mdWatcher *wire.Watch
 		}
 		lw.list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return c.List(ctx, o) }
 		lw.watch = func(ctx context.Context, o metav1.ListOptions) (eventStream, error) {
-			return mdWatcher.Watch(ctx, m.Resource, namespace, o)
+			return streamOf(mdWatcher.Watch(ctx, m.Resource, namespace, o))
 		}
 		return lw
 	}
@@ -233,7 +242,7 @@ func newListWatch(dyn *wire.Client, md metadata.Interface, mdWatcher *wire.Watch
 	kind := m.Kind
 	lw.list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return c.List(ctx, o) }
 	lw.watch = func(ctx context.Context, o metav1.ListOptions) (eventStream, error) {
-		return dyn.Watcher.Watch(ctx, m.Resource, namespace, o)
+		return streamOf(dyn.Watcher.Watch(ctx, m.Resource, namespace, o))
 	}
 	if r.MetadataOnly {
 		kind = wire.MetadataKind

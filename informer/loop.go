@@ -449,8 +449,8 @@ func (l *loop) watch(ctx context.Context, w eventStream) error {
 				AllowWatchBookmarks: true,
 			}
 			propagateFromStart = opts.ResourceVersion != "" && opts.ResourceVersion != "0"
-			var err error
-			if w, err = l.lw.openWatch(ctx, opts); err != nil {
+			opened, err := l.lw.openWatch(ctx, opts)
+			if err != nil {
 				if ctx.Err() != nil {
 					return nil
 				}
@@ -463,6 +463,7 @@ func (l *loop) watch(ctx context.Context, w eventStream) error {
 				}
 				return err
 			}
+			w = opened
 		}
 		err := l.handleWatch(ctx, w, start, propagateFromStart)
 		w.Close()

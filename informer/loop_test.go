@@ -389,7 +389,8 @@ func TestLoopBacksOff(t *testing.T) {
 	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("no"))
 	fw := watch.NewFake()
 	failWith := func(err error) func(context.Context, metav1.ListOptions) (eventStream, error) {
-		return func(context.Context, metav1.ListOptions) (eventStream, error) { return nil, err }
+		// A nil *wire.Stream in the eventStream, as a careless opener would return it.
+		return func(context.Context, metav1.ListOptions) (eventStream, error) { return (*wire.Stream)(nil), err }
 	}
 	s := &scriptedListWatch{
 		lists: []func(metav1.ListOptions) (kruntime.Object, error){
