@@ -9,8 +9,8 @@ import (
 // asks for it (EncodingSink) hand their stores the encoding of each watched object along
 // with the object: the decoder writes it while it decodes the object's JSON, where it
 // costs a fraction of encoding the decoded object again. From the watch through the
-// informer's queue to processDeltas, which hands both to the store, the object and its
-// encoding travel as one wire.EncodedObject.
+// informer's transform to its applier, which hands both to the store, the object and
+// its encoding travel as one wire.EncodedObject.
 
 // EncodingSink is an optional interface of a Sink whose stores are EncodedStores.
 type EncodingSink interface {

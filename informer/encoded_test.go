@@ -239,10 +239,10 @@ func (s *deletingStore) Delete(obj runtime.Object, _ bool) error {
 	return nil
 }
 
-// TestQueueKey: the informers' queues key an object as
+// TestObjectKey: the informers key an object as
 // cache.DeletionHandlingMetaNamespaceKeyFunc does, a wire.EncodedObject, whole or
 // partial, by the key it read when it was made.
-func TestQueueKey(t *testing.T) {
+func TestObjectKey(t *testing.T) {
 	namespaced := encodedObject(t, []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"ns","resourceVersion":"3"}}`))
 	clusterScoped := encodedObject(t, []byte(`{"apiVersion":"v1","kind":"Node","metadata":{"name":"n","resourceVersion":"4"}}`))
 	for name, obj := range map[string]any{
@@ -259,7 +259,7 @@ func TestQueueKey(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got, err := queueKey(obj); got != want || err != nil {
+			if got, err := objectKey(obj); got != want || err != nil {
 				t.Errorf("key %q (%v), want %q", got, err, want)
 			}
 		})

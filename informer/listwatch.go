@@ -179,7 +179,7 @@ var _ runtime.Object = (*seedObject)(nil)
 // seeded returns what the transform of a seeded list's object hands on: an object with
 // its key and resourceVersion, which the store keeps its own object for, while known
 // holds it at that resourceVersion; otherwise the stored object, or an error if known
-// no longer holds it (the list then fails, and the reflector lists from the server).
+// no longer holds it (the list then fails, and the loop lists from the server).
 func (o *seedObject) seeded(known cache.KeyListerGetter) (any, error) {
 	key, err := cache.MetaNamespaceKeyFunc(o.Unstructured)
 	if err != nil {

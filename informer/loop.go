@@ -390,7 +390,7 @@ func (l *loop) initialEvents(ctx context.Context, w *streamingWatch, start time.
 				utilRuntimeError(ctx, err, "Unable to add watch event object to store", ev.Object)
 				continue
 			}
-			key, err := queueKey(obj)
+			key, err := objectKey(obj)
 			if err != nil {
 				utilRuntimeError(ctx, err, "Unable to add watch event object to store", ev.Object)
 				continue
@@ -404,7 +404,7 @@ func (l *loop) initialEvents(ctx context.Context, w *streamingWatch, start time.
 		case watch.Deleted:
 			// Not sent by servers before the initial events end; left out of the list
 			// if one is.
-			if key, err := queueKey(ev.Object); err == nil {
+			if key, err := objectKey(ev.Object); err == nil {
 				if i, ok := index[key]; ok {
 					objs[i] = nil
 					delete(index, key)
@@ -594,7 +594,7 @@ func (l *loop) replace(ctx context.Context, objs []any, resourceVersion string) 
 	initial := !l.hasSynced
 	keys := make(map[string]struct{}, len(objs))
 	for _, obj := range objs {
-		if key, err := queueKey(obj); err == nil {
+		if key, err := objectKey(obj); err == nil {
 			keys[key] = struct{}{}
 		}
 	}
@@ -705,6 +705,6 @@ func isWatchErrorRetriable(err error) bool {
 
 // utilRuntimeError logs err about the object of a watch event.
 func utilRuntimeError(ctx context.Context, err error, msg string, obj runtime.Object) {
-	key, _ := queueKey(obj)
+	key, _ := objectKey(obj)
 	klog.FromContext(ctx).Error(err, msg, "key", key)
 }

@@ -30,8 +30,8 @@ import (
 )
 
 // Store is where the informer for one resource of one cluster keeps its objects. The
-// informer uses it as the known objects of its queue, so a relist is diffed against it,
-// and calls the mutators from a single goroutine per namespace it watches.
+// informer diffs a relist against what it holds, and calls the mutators from a single
+// goroutine per namespace it watches.
 // aggregate.ClusterStore implements it.
 type Store interface {
 	// ListKeys and GetByKey use client-go keys: namespace/name, or name for
@@ -940,17 +940,17 @@ func keepsEncoding(opts Options, m Mapping) bool {
 	return opts.Transform == nil && (!isSecrets(m.Resource) || opts.KeepSecretData)
 }
 
-// internTable is an intern.Table for the objects of one informer. Its queue calls the
-// transform from one goroutine at a time; the lock keeps the table safe regardless.
+// internTable is an intern.Table for the objects of one informer. Its loop calls the
+// transform from one goroutine; the lock keeps the table safe regardless.
 type internTable struct {
 	sync.Mutex
 	intern.Table
 }
 
-// queueKey is the key function of the informers' queues:
-// cache.DeletionHandlingMetaNamespaceKeyFunc, which the queue calls three times for each
-// object of a list, without building the key again for a wire.EncodedObject.
-func queueKey(obj any) (string, error) {
+// objectKey is the key function of the informers:
+// cache.DeletionHandlingMetaNamespaceKeyFunc, without building the key again for a
+// wire.EncodedObject.
+func objectKey(obj any) (string, error) {
 	if e, ok := obj.(*wire.EncodedObject); ok {
 		return e.Key(), nil
 	}
@@ -964,7 +964,7 @@ func storedSame(known cache.KeyListerGetter, obj interface{}) (interface{}, bool
 	if err != nil || a.GetResourceVersion() == "" {
 		return nil, false
 	}
-	key, err := queueKey(obj)
+	key, err := objectKey(obj)
 	if err != nil {
 		return nil, false
 	}
@@ -1081,8 +1081,7 @@ func (n namespaceKeys) GetByKey(key string) (interface{}, bool, error) {
 }
 
 // logWatchError logs a list or watch error of the informers of resource name as
-// cache.DefaultWatchErrorHandler does, which cannot be called without its Reflector
-// (it reads the Reflector's name): an expired resourceVersion at verbosity 4, a watch
+// client-go's cache.DefaultWatchErrorHandler does: an expired resourceVersion at verbosity 4, a watch
 // that ended normally not at all, one cut short at verbosity 1, any other error as an
 // error.
 func logWatchError(ctx context.Context, name string, err error) {
