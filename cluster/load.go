@@ -18,6 +18,8 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/util/homedir"
 	"k8s.io/utils/clock"
+
+	"github.com/fleetwatch/fleetwatch/internal/dialgate"
 )
 
 // Defaults of Options.
@@ -436,6 +438,9 @@ func (l *loader) newCluster(path string, kc *clientcmdapi.Config, context string
 	}
 	cfg.QPS = l.qps
 	cfg.Burst = l.burst
+	// The requests of many clusters of one apiserver, which share a transport, take
+	// their connections one at a time instead of each dialing its own.
+	cfg.Wrap(dialgate.Wrap)
 	if l.userAgent != "" {
 		cfg.UserAgent = l.userAgent
 	}
