@@ -163,6 +163,7 @@ type Manager struct {
 	// opts are fixed by NewManager, except the fields that Reconfigure changes (see
 	// reconfigurable), which mu guards.
 	opts     Options
+	created  time.Time
 	fleet    *aggregate.Fleet
 	status   *aggregate.StatusBoard
 	provider *cluster.Provider
@@ -372,6 +373,7 @@ func NewManager(opts Options) (*Manager, error) {
 	fleet := aggregate.New(opts.Fleet)
 	m := &Manager{
 		opts:        opts,
+		created:     time.Now(),
 		fleet:       fleet,
 		loaded:      make(chan struct{}),
 		limiter:     newLimiter(opts),
@@ -542,6 +544,7 @@ func (m *Manager) loadSnapshot() {
 	// calls Objects and fn, one at a time.
 	seeded := map[string]bool{}
 	seeders := map[string]*clusterSeeder{}
+	began, objects := time.Now(), 0
 	seeder := func(name string) *clusterSeeder {
 		sd := seeders[name]
 		if sd == nil {
@@ -560,7 +563,9 @@ func (m *Manager) loadSnapshot() {
 	}
 	err := m.opts.Snapshot.LoadEach(loadOpts, func(name string, cs *persist.ClusterSnapshot) error {
 		var s *saved
-		s, stale = seeder(name).finish(cs, stale)
+		sd := seeder(name)
+		s, stale = sd.finish(cs, stale)
+		objects += sd.n
 		delete(seeders, name)
 		m.status.Set(aggregate.ClusterStatus{Name: name, Server: s.identity.Server, UID: s.identity.UID, Phase: aggregate.PhaseStale})
 		m.mu.Lock()
@@ -598,6 +603,9 @@ func (m *Manager) loadSnapshot() {
 			m.fleet.RemoveCluster(name)
 			m.status.Remove(name)
 		}
+	}
+	if err == nil {
+		klog.Background().Info("Snapshot loaded", "path", m.opts.Snapshot.Path(), "clusters", len(seeded), "objects", objects, "took", time.Since(began).Round(time.Millisecond))
 	}
 	dropStale(ctx, m.opts.Snapshot, stale)
 	m.mu.Lock()
@@ -1184,6 +1192,10 @@ func (m *Manager) releaseIfReady() {
 		m.releaseCheck.Store(false)
 		if !m.syncReleased.Load() && m.Ready() && m.syncReleased.CompareAndSwap(false, true) {
 			m.releaseSync()
+			m.mu.Lock()
+			clusters := len(m.members)
+			m.mu.Unlock()
+			klog.Background().Info("Fleet ready", "clusters", clusters, "since", time.Since(m.created).Round(time.Millisecond))
 		}
 	})
 }
