@@ -191,6 +191,11 @@ type Manager struct {
 	// of releaseIfReady is due.
 	syncReleased, releaseCheck atomic.Bool
 
+	// replayed is closed once the fleet's handlers have taken the snapshot's state
+	// (handlersReplayed), made by the first call, under replayedOnce.
+	replayed     chan struct{}
+	replayedOnce sync.Once
+
 	// wg counts the goroutines of engaged clusters, so that Start returns after them.
 	wg sync.WaitGroup
 
@@ -951,6 +956,17 @@ func (m *Manager) Engage(ctx context.Context, c *cluster.Cluster) error {
 			case <-gate:
 			}
 		}
+		// A cluster served from the snapshot resumes once the fleet's handlers (the
+		// server's cache, a controller's informers) have taken the snapshot's state,
+		// which they serve: the resumes of thousands of clusters would compete with
+		// them for the CPU, for nothing that readiness waits for.
+		if mb.saved != nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-m.handlersReplayed():
+			}
+		}
 		m.startHealth(ctx, mb)
 		mb.sink.setWriter(m.writer)
 		// With saved state, the identity must be confirmed before the informers resume
@@ -989,6 +1005,34 @@ func (m *Manager) Engage(ctx context.Context, c *cluster.Cluster) error {
 		}
 	}
 	return nil
+}
+
+// replayWait bounds how long the clusters served from the snapshot wait for the fleet's
+// handlers to take its state before they resume: a slow handler holds them back no
+// longer.
+var replayWait = 5 * time.Second
+
+// handlersReplayed returns a channel that is closed once every handler that the fleet
+// has at the first call has been delivered the fleet's state as it was when the
+// handler was added (aggregate.Registration.Replayed), or replayWait after that call.
+func (m *Manager) handlersReplayed() <-chan struct{} {
+	m.replayedOnce.Do(func() {
+		m.replayed = make(chan struct{})
+		handlers := m.fleet.Handlers()
+		go func() {
+			defer close(m.replayed)
+			timeout := time.NewTimer(replayWait)
+			defer timeout.Stop()
+			for _, r := range handlers {
+				select {
+				case <-r.Replayed():
+				case <-timeout.C:
+					return
+				}
+			}
+		}()
+	})
+	return m.replayed
 }
 
 // openGateLocked opens the engage gate once every selected cluster had its Engage.
