@@ -392,10 +392,9 @@ type relay struct {
 
 // relayBuffer is how many events a relay holds that the reflector has not taken yet.
 // Unbuffered, the first streaming list of a metadata-only fleet ended about 0.3 s later
-// than the metadatainformer's, whose events pass between one goroutine fewer
-// (docs/benchmarks.md, "The relay's hand-over, measured"). The buffer holds a few
-// hundred of one watch's objects, which the reflector keeps until the list has ended
-// anyway.
+// than the metadatainformer's, whose events pass between one goroutine fewer. The
+// buffer holds a few hundred of one watch's objects, which the reflector keeps until the
+// list has ended anyway.
 const relayBuffer = 256
 
 func newRelay(in watch.Interface, timeout time.Duration, partial bool, convert func(watch.Event) watch.Event, onTimeout func(), follow func(string) (watch.Interface, error), listed func(int)) *relay {

@@ -788,8 +788,7 @@ func (s *Set) start(ctx context.Context, opts Options, r Resource, m Mapping) {
 //
 // It waits on each controller's HasSyncedChecker rather than polling HasSynced: a poll
 // every 20 ms made the last resource of a cold sync, and with it the Manager's Ready,
-// 10 ms later on average than its informers (docs/benchmarks.md, "Metadata-only: the
-// wall time of the sync beyond its CPU").
+// 10 ms later on average than its informers.
 func (s *Set) watchSync(ctx context.Context, name string, run *runner, stores []Store) {
 	for _, c := range run.controllers {
 		select {
@@ -879,8 +878,7 @@ func transform(opts Options, m Mapping, known cache.KeyListerGetter, interned bo
 			// The second time (a streaming list's object, again in the queue's
 			// Replace): its look-up in the store below, on the lock of a resource's
 			// Indexer that the other clusters' stores hold while they apply their
-			// lists, would only find what it found the first time (docs/benchmarks.md,
-			// "Metadata-only: the wall time of the sync beyond its CPU"), or, were the
+			// lists, would only find what it found the first time, or, were the
 			// store to have received the same object in between, an object that the
 			// store then takes as a no-op.
 			return e, nil
