@@ -16,14 +16,15 @@ func TestImports(t *testing.T) {
 	allowed := map[string][]string{
 		".":                  {"aggregate", "cluster", "informer", "internal/gctune", "persist", "shard"},
 		"aggregate":          nil,
-		"cluster":            {"internal/filewatch"},
+		"cluster":            {"internal/dialgate", "internal/filewatch"},
 		"config":             {"cluster", "informer", "persist", "server", "shard"},
-		"informer":           {"internal/intern", "internal/wire"},
+		"informer":           {"internal/intern", "internal/weakmap", "internal/wire"},
 		"metrics":            {"aggregate", "cluster", "persist"},
 		"persist":            {"internal/intern", "internal/metaenc"},
 		"search":             {"aggregate", "cluster"},
 		"server":             {"aggregate", "cluster", "internal/filewatch", "metrics", "search"},
 		"shard":              {"cluster"},
+		"internal/dialgate":  {"internal/weakmap"},
 		"internal/filewatch": nil,
 		"internal/gctune":    nil,
 		"internal/intern":    nil,
@@ -32,6 +33,7 @@ func TestImports(t *testing.T) {
 		"internal/pbjson":    {"internal/cborenc", "internal/jsondec"},
 		"internal/cborenc":   nil,
 		"internal/metaenc":   nil,
+		"internal/weakmap":   nil,
 	}
 	for dir, want := range allowed {
 		pkg, err := build.ImportDir(dir, 0)

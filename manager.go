@@ -163,6 +163,7 @@ type Manager struct {
 	// opts are fixed by NewManager, except the fields that Reconfigure changes (see
 	// reconfigurable), which mu guards.
 	opts     Options
+	created  time.Time
 	fleet    *aggregate.Fleet
 	status   *aggregate.StatusBoard
 	provider *cluster.Provider
@@ -189,6 +190,11 @@ type Manager struct {
 	// syncReleased is set once releaseSync has been called; releaseCheck while a look
 	// of releaseIfReady is due.
 	syncReleased, releaseCheck atomic.Bool
+
+	// replayed is closed once the fleet's handlers have taken the snapshot's state
+	// (handlersReplayed), made by the first call, under replayedOnce.
+	replayed     chan struct{}
+	replayedOnce sync.Once
 
 	// wg counts the goroutines of engaged clusters, so that Start returns after them.
 	wg sync.WaitGroup
@@ -372,6 +378,7 @@ func NewManager(opts Options) (*Manager, error) {
 	fleet := aggregate.New(opts.Fleet)
 	m := &Manager{
 		opts:        opts,
+		created:     time.Now(),
 		fleet:       fleet,
 		loaded:      make(chan struct{}),
 		limiter:     newLimiter(opts),
@@ -542,6 +549,7 @@ func (m *Manager) loadSnapshot() {
 	// calls Objects and fn, one at a time.
 	seeded := map[string]bool{}
 	seeders := map[string]*clusterSeeder{}
+	began, objects := time.Now(), 0
 	seeder := func(name string) *clusterSeeder {
 		sd := seeders[name]
 		if sd == nil {
@@ -560,7 +568,9 @@ func (m *Manager) loadSnapshot() {
 	}
 	err := m.opts.Snapshot.LoadEach(loadOpts, func(name string, cs *persist.ClusterSnapshot) error {
 		var s *saved
-		s, stale = seeder(name).finish(cs, stale)
+		sd := seeder(name)
+		s, stale = sd.finish(cs, stale)
+		objects += sd.n
 		delete(seeders, name)
 		m.status.Set(aggregate.ClusterStatus{Name: name, Server: s.identity.Server, UID: s.identity.UID, Phase: aggregate.PhaseStale})
 		m.mu.Lock()
@@ -598,6 +608,9 @@ func (m *Manager) loadSnapshot() {
 			m.fleet.RemoveCluster(name)
 			m.status.Remove(name)
 		}
+	}
+	if err == nil {
+		klog.Background().Info("Snapshot loaded", "path", m.opts.Snapshot.Path(), "clusters", len(seeded), "objects", objects, "took", time.Since(began).Round(time.Millisecond))
 	}
 	dropStale(ctx, m.opts.Snapshot, stale)
 	m.mu.Lock()
@@ -943,6 +956,17 @@ func (m *Manager) Engage(ctx context.Context, c *cluster.Cluster) error {
 			case <-gate:
 			}
 		}
+		// A cluster served from the snapshot resumes once the fleet's handlers (the
+		// server's cache, a controller's informers) have taken the snapshot's state,
+		// which they serve: the resumes of thousands of clusters would compete with
+		// them for the CPU, for nothing that readiness waits for.
+		if mb.saved != nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-m.handlersReplayed():
+			}
+		}
 		m.startHealth(ctx, mb)
 		mb.sink.setWriter(m.writer)
 		// With saved state, the identity must be confirmed before the informers resume
@@ -981,6 +1005,34 @@ func (m *Manager) Engage(ctx context.Context, c *cluster.Cluster) error {
 		}
 	}
 	return nil
+}
+
+// replayWait bounds how long the clusters served from the snapshot wait for the fleet's
+// handlers to take its state before they resume: a slow handler holds them back no
+// longer.
+var replayWait = 5 * time.Second
+
+// handlersReplayed returns a channel that is closed once every handler that the fleet
+// has at the first call has been delivered the fleet's state as it was when the
+// handler was added (aggregate.Registration.Replayed), or replayWait after that call.
+func (m *Manager) handlersReplayed() <-chan struct{} {
+	m.replayedOnce.Do(func() {
+		m.replayed = make(chan struct{})
+		handlers := m.fleet.Handlers()
+		go func() {
+			defer close(m.replayed)
+			timeout := time.NewTimer(replayWait)
+			defer timeout.Stop()
+			for _, r := range handlers {
+				select {
+				case <-r.Replayed():
+				case <-timeout.C:
+					return
+				}
+			}
+		}()
+	})
+	return m.replayed
 }
 
 // openGateLocked opens the engage gate once every selected cluster had its Engage.
@@ -1184,6 +1236,10 @@ func (m *Manager) releaseIfReady() {
 		m.releaseCheck.Store(false)
 		if !m.syncReleased.Load() && m.Ready() && m.syncReleased.CompareAndSwap(false, true) {
 			m.releaseSync()
+			m.mu.Lock()
+			clusters := len(m.members)
+			m.mu.Unlock()
+			klog.Background().Info("Fleet ready", "clusters", clusters, "since", time.Since(m.created).Round(time.Millisecond))
 		}
 	})
 }

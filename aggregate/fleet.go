@@ -486,6 +486,14 @@ type StoreStats struct {
 	SyncedAt time.Time
 }
 
+// Handlers returns the registrations of the handlers added so far and not removed, in
+// the order they were added.
+func (f *Fleet) Handlers() []*Registration {
+	f.lock.Lock()
+	defer f.lock.Unlock()
+	return slices.Clone(f.handlers)
+}
+
 // Stats returns the fleet's statistics.
 func (f *Fleet) Stats() Stats {
 	f.lock.Lock()

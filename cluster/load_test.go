@@ -527,3 +527,48 @@ func TestValidateName(t *testing.T) {
 		t.Errorf(`ValidateName("") = %v, want ErrInvalidName`, err)
 	}
 }
+
+// TestLoadOfTheSameBytes: a load of files whose bytes did not change returns the
+// clusters of the last load, the same ones, without building them again; a change of
+// one byte, or a file more, builds them anew; a failed load is not kept.
+func TestLoadOfTheSameBytes(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml")
+	clustertest.WriteKubeconfig(t, a, kctx("a"), kctx("b"))
+	l, err := newLoader(Options{Kubeconfigs: []string{dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _, err := l.load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _, err := l.load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again) != 2 || again[0] != first[0] || again[1] != first[1] {
+		t.Fatal("a load of the same bytes built the clusters again")
+	}
+	again[0] = nil // the caller's slice, not the loader's
+	clustertest.WriteKubeconfig(t, b, kctx("c"))
+	more, _, err := l.load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(more) != 3 || more[0] == first[0] {
+		t.Fatalf("a file more: %d clusters, the first one the same: %v", len(more), more[0] == first[0])
+	}
+	writeFile(t, b, "\x00garbage")
+	if _, _, err := l.load(); err == nil {
+		t.Fatal("a garbage file loaded")
+	}
+	clustertest.WriteKubeconfig(t, b, kctx("c"))
+	after, _, err := l.load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) != 3 || after[2] != more[2] {
+		t.Error("the same bytes again after a failed load were built again, or differ")
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"io"
 	"maps"
 	"net/http"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,6 +23,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/klog/v2"
+
+	"github.com/fleetwatch/fleetwatch/internal/weakmap"
 )
 
 // The clusters of a fleet mostly run the same Kubernetes version with the same CRDs, and
@@ -59,10 +60,10 @@ type discoveryDigest [sha256.Size]byte
 // mapperTable holds the sharedMappers that Sets hold, one per digest.
 type mapperTable struct {
 	// entries points weakly to every sharedMapper that some Set may still hold.
-	entries weakMap[discoveryDigest, sharedMapper]
+	entries weakmap.Map[discoveryDigest, sharedMapper]
 	// byETags indexes entries by the ETags of the documents of aggregated discovery (in
 	// the order of discoveryPaths) that some Set built, or found, a mapper of.
-	byETags weakMap[etagPair, sharedMapper]
+	byETags weakmap.Map[etagPair, sharedMapper]
 }
 
 // etagPair is the ETags of a cluster's /api and /apis.
@@ -82,7 +83,7 @@ func (t *mapperTable) forDocs(docs [len(discoveryPaths)]*discoveryDoc) *sharedMa
 		indexed = indexed && d.etag != ""
 	}
 	if indexed {
-		if m := t.byETags.load(pair); m != nil {
+		if m := t.byETags.Load(pair); m != nil {
 			m.once.Do(m.build)
 			return m
 		}
@@ -96,7 +97,7 @@ func (t *mapperTable) forDocs(docs [len(discoveryPaths)]*discoveryDoc) *sharedMa
 	}
 	m := t.get(v)
 	if indexed {
-		t.byETags.loadOrStore(pair, func() *sharedMapper { return m })
+		t.byETags.LoadOrStore(pair, func() *sharedMapper { return m })
 	}
 	return m
 }
@@ -105,68 +106,11 @@ func (t *mapperTable) forDocs(docs [len(discoveryPaths)]*discoveryDoc) *sharedMa
 // or a new one. The caller must hold it for as long as it uses it, for the table keeps
 // it for no one.
 func (t *mapperTable) get(v discoveryView) *sharedMapper {
-	m := t.entries.loadOrStore(v.digest(), func() *sharedMapper { return &sharedMapper{view: v} })
+	m := t.entries.LoadOrStore(v.digest(), func() *sharedMapper { return &sharedMapper{view: v} })
 	// Built outside the table's lock, so that a cluster whose discovery is new holds up
 	// no other; those of the same digest wait for it.
 	m.once.Do(m.build)
 	return m
-}
-
-// weakMap maps keys to values that it keeps for no one: an entry leaves once its value
-// is garbage, collected because nothing else holds it. It is safe for concurrent use;
-// the zero weakMap is empty and ready.
-type weakMap[K comparable, V any] struct {
-	// mu guards m.
-	mu sync.Mutex
-	m  map[K]weak.Pointer[V]
-}
-
-// load returns the value of k, or nil.
-func (w *weakMap[K, V]) load(k K) *V {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.m[k].Value()
-}
-
-// loadOrStore returns the value of k, or, if it has none, makes one with newValue, stores
-// it, and returns it.
-func (w *weakMap[K, V]) loadOrStore(k K, newValue func() *V) *V {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if v := w.m[k].Value(); v != nil {
-		return v
-	}
-	v := newValue()
-	p := weak.Make(v)
-	if w.m == nil {
-		w.m = map[K]weak.Pointer[V]{}
-	}
-	w.m[k] = p
-	runtime.AddCleanup(v, w.release, weakEntry[K, V]{key: k, weak: p})
-	return v
-}
-
-// has reports whether k has an entry, of a value that may be on its way out.
-func (w *weakMap[K, V]) has(k K) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	_, ok := w.m[k]
-	return ok
-}
-
-// weakEntry is an entry of a weakMap, as the cleanup of its value finds it.
-type weakEntry[K comparable, V any] struct {
-	key  K
-	weak weak.Pointer[V]
-}
-
-// release deletes e, unless a new value took its key meanwhile.
-func (w *weakMap[K, V]) release(e weakEntry[K, V]) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.m[e.key] == e.weak {
-		delete(w.m, e.key)
-	}
 }
 
 // discoveryView is what restmapper's discovery mapper and shortcut expander read of a
@@ -322,7 +266,7 @@ type docKey struct {
 // docTable holds the discoveryDocs that Sets hold, by ETag.
 type docTable struct {
 	// entries points weakly to every document that some Set may still hold.
-	entries weakMap[docKey, discoveryDoc]
+	entries weakmap.Map[docKey, discoveryDoc]
 	// mu guards latest.
 	mu sync.Mutex
 	// latest is, by path, the document that a cluster served last: the one that a
@@ -343,7 +287,7 @@ func (t *docTable) candidate(path int) *discoveryDoc {
 // served records that a cluster served d at path, and returns the document that Sets
 // share for d's ETag: d, or the one that another Set downloaded already.
 func (t *docTable) served(path int, d *discoveryDoc) *discoveryDoc {
-	d = t.entries.loadOrStore(docKey{path: path, etag: d.etag}, func() *discoveryDoc { return d })
+	d = t.entries.LoadOrStore(docKey{path: path, etag: d.etag}, func() *discoveryDoc { return d })
 	t.mu.Lock()
 	t.latest[path] = weak.Make(d)
 	t.mu.Unlock()

@@ -416,7 +416,7 @@ func TestSharedMapperReleased(t *testing.T) {
 	apis := docKey{path: 1, etag: pair[1]}
 	// The mapper of d is held, or its documents, or the index of their ETags.
 	held := func() bool {
-		return mappers.entries.has(d) || mappers.byETags.has(pair) || docs.entries.has(apis)
+		return mappers.entries.Has(d) || mappers.byETags.Has(pair) || docs.entries.Has(apis)
 	}
 	gone := func() bool {
 		for range 100 {

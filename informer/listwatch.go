@@ -205,10 +205,9 @@ func (o *seedObject) seeded(known cache.KeyListerGetter) (any, error) {
 // With protobuf, full objects are asked for in protobuf where wire can transcode them
 // (wire.WithProtobuf). With partial, dyn is a client of wire.NewPartialDynamicClients,
 // and the objects are for a PartialStore (see the field). A metadata-only resource is
-// read through md and watched through mdWatcher (wire.NewMetadataClient), or if md is
-// nil through dyn, which must then be one of wire.NewPartialMetadataClients (see
-// metadataOnly).
-func newListWatch(dyn *wire.Client, md metadata.Interface, mdWatcher *wire.Watcher, m Mapping, r Resource, namespace string, bookmarkTimeout time.Duration, protobuf, partial bool) *listWatch {
+// read and watched through md, or if md is nil through dyn, which must then be one of
+// wire.NewPartialMetadataClients (see metadataOnly).
+func newListWatch(dyn *wire.Client, md *metadataClient, m Mapping, r Resource, namespace string, bookmarkTimeout time.Duration, protobuf, partial bool) *listWatch {
 	lw := &listWatch{
 		partial:         partial,
 		bookmarkTimeout: bookmarkTimeout,
@@ -231,7 +230,7 @@ func newListWatch(dyn *wire.Client, md metadata.Interface, mdWatcher *wire.Watch
 		}
 		lw.list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return c.List(ctx, o) }
 		lw.watch = func(ctx context.Context, o metav1.ListOptions) (eventStream, error) {
-			return streamOf(mdWatcher.Watch(ctx, m.Resource, namespace, o))
+			return streamOf(md.watcher.Watch(ctx, m.Resource, namespace, o))
 		}
 		return lw
 	}

@@ -367,7 +367,7 @@ func TestPartialWatchesInProtobuf(t *testing.T) {
 			mu.Lock()
 			accepts = nil
 			mu.Unlock()
-			lw := newListWatch(tc.dyn, nil, nil, m, Resource{}, "", time.Minute, true, tc.partial)
+			lw := newListWatch(tc.dyn, nil, m, Resource{}, "", time.Minute, true, tc.partial)
 			w, follow, err := lw.openStreamingList(t.Context(), metav1.ListOptions{SendInitialEvents: ptr.To(true),
 				ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan, AllowWatchBookmarks: true})
 			if err != nil {

@@ -459,7 +459,7 @@ func TestLoopStopsWithContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := runtime.NumGoroutine()
-	lw := newListWatch(dyn, nil, nil, podsMapping, Resource{Name: "pods"}, "", time.Minute, false, false)
+	lw := newListWatch(dyn, nil, podsMapping, Resource{Name: "pods"}, "", time.Minute, false, false)
 	store := &checkpointStore{Store: cache.NewStore(cache.MetaNamespaceKeyFunc)}
 	l := newTestLoop(lw, store, false, nil)
 	stop := start(t, l)

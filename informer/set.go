@@ -213,28 +213,18 @@ type ResourceStatus struct {
 type Set struct {
 	opts Options
 
-	// dyn decodes objects without their managedFields, dynManaged with them; both
-	// intern the strings of the objects they decode (see package wire).
-	dyn, dynManaged *wire.Client
-	// interned is set if the objects of dyn and dynManaged are always interned: the
+	// clients are the clients of the informers, made as they are first needed.
+	clients *clients
+	// interned is set if the objects of the dynamic clients are always interned: the
 	// transform then need not intern them again.
 	interned bool
-	// encode is set if the objects of the watch events of dyn and dynManaged may come
+	// encode is set if the objects of the watch events of the dynamic clients may come
 	// with their encoding, as wire.EncodedObjects, for the Sink's EncodedStores.
 	encode bool
 	// partial is set if the Sink's stores are PartialStores that keep only encodings:
 	// the watched objects of the resources whose transform keeps encodings then come
-	// partial, with their encodings, from pdyn and pdynManaged, which are like dyn and
-	// dynManaged otherwise.
-	partial           bool
-	pdyn, pdynManaged *wire.Client
-	// pmd and pmdManaged are, if partial is set, the clients of the metadata-only
-	// resources whose transform keeps encodings: like pdyn and pdynManaged, for the
-	// objects' metadata (wire.NewPartialMetadataClients). md is the metadata client of
-	// the others, and mdWatcher opens its watches.
-	pmd, pmdManaged *wire.Client
-	md              metadata.Interface
-	mdWatcher       *wire.Watcher
+	// partial, with their encodings (clients.partial and clients.partialMetadata).
+	partial bool
 	// discovery reads the cluster's discovery at each reconcile. mapper is the mapper of
 	// what it last read, and docs the documents of aggregated discovery with an ETag
 	// that it last read, shared with the Sets whose clusters serve the same (discover),
@@ -298,21 +288,8 @@ func New(opts Options) (*Set, error) {
 	encode := ok && es.StoresEncoded()
 	ps, ok := opts.Sink.(PartialSink)
 	partial := encode && ok && ps.StoresPartial()
-	dyn, dynManaged, err := wire.NewDynamicClients(cfg, encode)
-	if err != nil {
-		return nil, fmt.Errorf("cluster %s: %w", opts.Cluster, err)
-	}
-	var pdyn, pdynManaged, pmd, pmdManaged *wire.Client
-	if partial {
-		if pdyn, pdynManaged, err = wire.NewPartialDynamicClients(cfg); err != nil {
-			return nil, fmt.Errorf("cluster %s: %w", opts.Cluster, err)
-		}
-		if pmd, pmdManaged, err = wire.NewPartialMetadataClients(cfg); err != nil {
-			return nil, fmt.Errorf("cluster %s: %w", opts.Cluster, err)
-		}
-	}
-	md, mdWatcher, err := wire.NewMetadataClient(cfg)
-	if err != nil {
+	// One client made now, so that a config that cannot make clients fails here.
+	if _, err := rest.HTTPClientFor(cfg); err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", opts.Cluster, err)
 	}
 	// Discovery's requests end when Start's context does, so that a cluster whose
@@ -325,23 +302,16 @@ func New(opts Options) (*Set, error) {
 		return nil, fmt.Errorf("cluster %s: %w", opts.Cluster, err)
 	}
 	s := &Set{
-		opts:        opts,
-		dyn:         dyn,
-		dynManaged:  dynManaged,
-		interned:    wire.DecodesAllJSON(),
-		encode:      encode,
-		partial:     partial,
-		pdyn:        pdyn,
-		pdynManaged: pdynManaged,
-		pmd:         pmd,
-		pmdManaged:  pmdManaged,
-		md:          md,
-		mdWatcher:   mdWatcher,
-		discovery:   dc,
-		rediscover:  make(chan struct{}, 1),
-		listing:     make(chan struct{}),
-		stopped:     stopped,
-		running:     map[string]*runner{},
+		opts:       opts,
+		clients:    newClients(cfg, encode),
+		interned:   wire.DecodesAllJSON(),
+		encode:     encode,
+		partial:    partial,
+		discovery:  dc,
+		rediscover: make(chan struct{}, 1),
+		listing:    make(chan struct{}),
+		stopped:    stopped,
+		running:    map[string]*runner{},
 	}
 	for _, r := range opts.Resources {
 		s.status = append(s.status, ResourceStatus{Name: r.Name, State: StatePending})
@@ -741,6 +711,20 @@ func (s *Set) start(ctx context.Context, opts Options, r Resource, m Mapping) {
 	if m.Namespaced && len(r.Namespaces) > 0 {
 		namespaces = r.Namespaces
 	}
+	// The stores first: whether they keep partial objects says which clients the
+	// informers take.
+	stores := make([]Store, len(namespaces))
+	for i, ns := range namespaces {
+		stores[i] = s.opts.Sink.Store(Scope{Resource: m.Resource, Namespace: ns, Spec: spec})
+	}
+	_, partialStore := stores[0].(PartialStore)
+	partial := partialStore && s.partial && keepsEncoding(opts, m)
+	dyn, md, err := s.clients.of(r.MetadataOnly, partial, opts.KeepManagedFields)
+	if err != nil {
+		cancel()
+		s.setStatus(r.Name, nil, func(st *ResourceStatus) { st.LastError, st.LastErrorTime = err, s.opts.Clock.Now() })
+		return
+	}
 	// Registered first, so that the errors of its informers are recorded.
 	s.mu.Lock()
 	s.running[r.Name] = run
@@ -748,17 +732,13 @@ func (s *Set) start(ctx context.Context, opts Options, r Resource, m Mapping) {
 	// The last informer to stop closes run.done: no goroutine waits for them.
 	var running atomic.Int32
 	running.Store(int32(len(namespaces)))
-	var stores []Store
-	for _, ns := range namespaces {
+	for i, ns := range namespaces {
 		scope := Scope{Resource: m.Resource, Namespace: ns, Spec: spec}
-		store := s.opts.Sink.Store(scope)
-		stores = append(stores, store)
+		store := stores[i]
 		var known cache.KeyListerGetter = store
 		if ns != metav1.NamespaceAll {
 			known = namespaceKeys{store: store, namespace: ns}
 		}
-		_, partialStore := store.(PartialStore)
-		partial := partialStore && s.partial && keepsEncoding(opts, m)
 		var objType runtime.Object = &unstructured.Unstructured{}
 		switch {
 		case r.MetadataOnly && !partial:
@@ -768,20 +748,7 @@ func (s *Set) start(ctx context.Context, opts Options, r Resource, m Mapping) {
 			// the type of objType, if set.
 			objType = nil
 		}
-		dyn, md := s.dyn, s.md
-		switch {
-		case partial && r.MetadataOnly && opts.KeepManagedFields:
-			dyn, md = s.pmdManaged, nil
-		case partial && r.MetadataOnly:
-			dyn, md = s.pmd, nil
-		case partial && opts.KeepManagedFields:
-			dyn = s.pdynManaged
-		case partial:
-			dyn = s.pdyn
-		case opts.KeepManagedFields:
-			dyn = s.dynManaged
-		}
-		lw := newListWatch(dyn, md, s.mdWatcher, m, r, ns, s.opts.StreamingListTimeout, !s.opts.JSONOnly, partial)
+		lw := newListWatch(dyn, md, m, r, ns, s.opts.StreamingListTimeout, !s.opts.JSONOnly, partial)
 		lw.listed = s.listed
 		lw.quiet = isSecrets(m.Resource) && !opts.KeepSecretData
 		if seeder, ok := s.opts.Sink.(Seeder); ok {
@@ -811,8 +778,7 @@ func (s *Set) start(ctx context.Context, opts Options, r Resource, m Mapping) {
 //
 // It waits on each informer's Synced channel rather than polling: a poll every 20 ms made
 // the last resource of a cold sync, and with it the Manager's Ready, 10 ms later on
-// average than its informers (docs/benchmarks.md, "Metadata-only: the wall time of the
-// sync beyond its CPU").
+// average than its informers.
 func (s *Set) watchSync(ctx context.Context, name string, run *runner, stores []Store) {
 	for _, c := range run.informers {
 		select {
@@ -1095,4 +1061,82 @@ func logWatchError(ctx context.Context, name string, err error) {
 	default:
 		logger.Error(err, "Failed to watch", "resource", name)
 	}
+}
+
+// clients are the clients of a Set's informers, each pair made the first time that an
+// informer needs one of it: a Set uses one or two of the seven (under a compact fleet,
+// the partial clients only), and a fleet of a thousand clusters spent a sixth of the CPU
+// of its warm start making all of them, on the way to its readiness.
+type clients struct {
+	cfg    *rest.Config
+	encode bool
+	// dynamic, partial and partialMetadata are the pairs of wire.NewDynamicClients,
+	// wire.NewPartialDynamicClients and wire.NewPartialMetadataClients.
+	dynamic, partial, partialMetadata clientPair
+	metadata                          func() (*metadataClient, error)
+}
+
+// metadataClient is client-go's metadata client, with the Watcher of its watches
+// (wire.NewMetadataClient).
+type metadataClient struct {
+	metadata.Interface
+	watcher *wire.Watcher
+}
+
+func newClients(cfg *rest.Config, encode bool) *clients {
+	return &clients{
+		cfg:    cfg,
+		encode: encode,
+		metadata: sync.OnceValues(func() (*metadataClient, error) {
+			md, watcher, err := wire.NewMetadataClient(cfg)
+			if err != nil {
+				return nil, err
+			}
+			return &metadataClient{Interface: md, watcher: watcher}, nil
+		}),
+	}
+}
+
+// of returns the client of the informers of a resource: metadataOnly, partial (whose
+// objects come partial, with their encodings), and with or without managedFields. It is
+// a dynamic client, but for a metadata-only resource that is not partial, which client-go's
+// metadata client reads.
+func (c *clients) of(metadataOnly, partial, keepManagedFields bool) (*wire.Client, *metadataClient, error) {
+	switch {
+	case partial && metadataOnly:
+		d, err := c.partialMetadata.get(func() (*wire.Client, *wire.Client, error) {
+			return wire.NewPartialMetadataClients(c.cfg)
+		}, keepManagedFields)
+		return d, nil, err
+	case partial:
+		d, err := c.partial.get(func() (*wire.Client, *wire.Client, error) {
+			return wire.NewPartialDynamicClients(c.cfg)
+		}, keepManagedFields)
+		return d, nil, err
+	}
+	if metadataOnly {
+		// client-go's metadata client, which keeps managedFields.
+		md, err := c.metadata()
+		return nil, md, err
+	}
+	d, err := c.dynamic.get(func() (*wire.Client, *wire.Client, error) {
+		return wire.NewDynamicClients(c.cfg, c.encode)
+	}, keepManagedFields)
+	return d, nil, err
+}
+
+// clientPair is a pair of dynamic clients, one that drops managedFields and one that
+// keeps them, made once by the first get.
+type clientPair struct {
+	once       sync.Once
+	drop, keep *wire.Client
+	err        error
+}
+
+func (p *clientPair) get(newPair func() (drop, keep *wire.Client, err error), keep bool) (*wire.Client, error) {
+	p.once.Do(func() { p.drop, p.keep, p.err = newPair() })
+	if keep {
+		return p.keep, p.err
+	}
+	return p.drop, p.err
 }

@@ -180,6 +180,10 @@ var (
 	testHookDecode func(c *chunk, i int)
 )
 
+// evictEvery is how many bytes of keys and values loadTx reads through the map between
+// two evictions of it.
+var evictEvery = 8 << 20
+
 // chunk is a run of objects of one resource: their stored bytes, decoded by one of the
 // decoders of loadTx.
 type chunk struct {
@@ -222,15 +226,16 @@ type loadedCluster struct {
 	// failed or panicked in the middle of it (then fn does not get the cluster).
 	walked    chan *chunk
 	abandoned bool
+	// bytes is the size of the keys and values of chunks, read through the map.
+	bytes int
 	// delivered is closed once fn has returned for the cluster.
 	delivered chan struct{}
 }
 
 // loadTx reads the snapshot in tx and hands it to fn one cluster at a time. After each
-// cluster, the pages of the file read so far leave the process's resident memory
-// (evictMapped), so that the load's RSS is bounded by the clusters in flight, not the
-// file. The
-// goroutine of tx walks the buckets and hands the objects' bytes out in chunks, without
+// evictEvery bytes of clusters, and at the end, the pages of the file read so far leave
+// the process's resident memory (evictMapped), so that the load's RSS is bounded by the
+// clusters in flight and evictEvery, not the file. The goroutine of tx walks the buckets and hands the objects' bytes out in chunks, without
 // copying them out of the file's memory map; decoders, one per CPU, decode them before
 // loadTx returns and tx ends; a deliverer waits for each cluster's chunks to be decoded,
 // in the order of the walk, and calls fn, while the walk and the decoders go on with
@@ -253,6 +258,9 @@ func loadTx(tx *bolt.Tx, opts LoadOptions, fn func(cluster string, cs *ClusterSn
 		errOnce   sync.Once
 		firstErr  error
 		failed    = make(chan struct{})
+		// mapped counts the bytes of values read through the map since it was last
+		// evicted.
+		mapped int
 	)
 	fail := func(err error) {
 		errOnce.Do(func() {
@@ -290,6 +298,15 @@ func loadTx(tx *bolt.Tx, opts LoadOptions, fn func(cluster string, cs *ClusterSn
 				fail(err)
 			}
 			close(lc.delivered)
+			// Not after every cluster: the madvise covers the whole map, and every page
+			// evicted is faulted in again by the next walk of the buckets above the
+			// cluster's; thousands of small clusters spent most of their load on it.
+			if mapped += lc.bytes; mapped >= evictEvery {
+				evictMapped(tx)
+				mapped = 0
+			}
+		}
+		if mapped > 0 {
 			evictMapped(tx)
 		}
 	})
@@ -374,6 +391,7 @@ func loadTx(tx *bolt.Tx, opts LoadOptions, fn func(cluster string, cs *ClusterSn
 					if c == nil {
 						c = &chunk{cluster: cluster, resource: resource, key: key, sealed: sealed, sum: sum, partial: opts.Partial, dicts: dicts, rs: rs}
 					}
+					lc.bytes += len(k) + len(v)
 					c.keys = append(c.keys, string(k))
 					c.values = append(c.values, unsafe.String(unsafe.SliceData(v), len(v)))
 					if len(c.keys) == loadChunk {

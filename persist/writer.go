@@ -32,8 +32,8 @@ type WriterOptions struct {
 	// A shorter interval costs CPU and saves little. Each commit rewrites, besides the
 	// leaf of each changed object, the branch pages above the leaves, the buckets' pages
 	// and the meta page, and syncs the file twice: at 60 changed pods per second, going
-	// from 1s to 5s took the snapshot's CPU per watch event from about 105 to 81 µs
-	// (docs/benchmarks.md). And the lag does not decide what a restart loses: after a
+	// from 1s to 5s took the snapshot's CPU per watch event from about 105 to 81 µs when
+	// this default was chosen. And the lag does not decide what a restart loses: after a
 	// crash, each watch resumes from its stored resourceVersion, and the apiserver sends
 	// the events since, as long as they are in its watch window (minutes).
 	Interval time.Duration

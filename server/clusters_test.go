@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -180,5 +181,21 @@ func TestOtherReplicasOfATokenLimitedToSomeClusters(t *testing.T) {
 	st := f.get(clusterPath("remote-ok")+"/api/v1/pods", auth...).status(t, http.StatusServiceUnavailable)
 	if !strings.Contains(st.Message, `replica "fleetwatch-1"`) {
 		t.Errorf("remote-ok: %+v, want the replica that watches it", st)
+	}
+}
+
+// TestNotReadyReasonNamesTheFirst: a fleet of thousands starting cold is named by its
+// first clusters and a count, not cluster by cluster, and the clusters a client may not
+// read are still only mentioned.
+func TestNotReadyReasonNamesTheFirst(t *testing.T) {
+	var statuses []aggregate.ClusterStatus
+	for i := range 5000 {
+		statuses = append(statuses, aggregate.ClusterStatus{Name: fmt.Sprintf("c-%04d", i), Phase: aggregate.PhaseSyncing})
+	}
+	statuses = append(statuses, aggregate.ClusterStatus{Name: "secret", Phase: aggregate.PhaseConnecting})
+	got := notReadyReason(statuses, func(name string) bool { return name != "secret" })
+	want := `clusters not synced: "c-0000" (Syncing), "c-0001" (Syncing), "c-0002" (Syncing), "c-0003" (Syncing), "c-0004" (Syncing), "c-0005" (Syncing), "c-0006" (Syncing), "c-0007" (Syncing), "c-0008" (Syncing), "c-0009" (Syncing), and 4990 more, and clusters that you may not read`
+	if got != want {
+		t.Errorf("notReadyReason =\n%s\nwant\n%s", got, want)
 	}
 }

@@ -86,12 +86,14 @@ func notReadyReason(statuses []aggregate.ClusterStatus, allow func(string) bool)
 		return "no cluster has joined the fleet yet"
 	}
 	var names []string
-	hidden := false
+	hidden, more := false, 0
 	for _, st := range statuses {
 		switch {
 		case st.Phase == aggregate.PhaseSynced, placedElsewhere(st):
 		case allow != nil && !allow(st.Name):
 			hidden = true
+		case len(names) == maxNotReadyNames:
+			more++
 		default:
 			names = append(names, fmt.Sprintf("%q (%s)", st.Name, st.Phase))
 		}
@@ -101,11 +103,20 @@ func notReadyReason(statuses []aggregate.ClusterStatus, allow func(string) bool)
 		return "clusters that you may not read are not synced"
 	case len(names) == 0:
 		return "clusters are synced, but the fleet is not ready yet"
-	case hidden:
+	}
+	if more > 0 {
+		names = append(names, fmt.Sprintf("and %d more", more))
+	}
+	if hidden {
 		names = append(names, "and clusters that you may not read")
 	}
 	return "clusters not synced: " + strings.Join(names, ", ")
 }
+
+// maxNotReadyNames is how many clusters the reason of a failed /readyz names: the first
+// by name, and how many more there are. A fleet of thousands starting cold would
+// otherwise name every one of them at each probe.
+const maxNotReadyNames = 10
 
 // placedElsewhere reports whether another replica of a sharded fleet is to watch the
 // cluster: it does not hold this one's readiness back.

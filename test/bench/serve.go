@@ -142,9 +142,10 @@ func (d *driver) serveOnce(ctx context.Context, name string, o serveOptions) (*R
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if synced, objects := serveSynced(ctx, base); synced {
-			res.SyncedSec = time.Since(start).Seconds()
-			res.Total = objects
+		if s := serveSynced(ctx, base, cmd.Process.Pid); s.synced {
+			res.SyncedSec = s.at.Sub(start).Seconds()
+			res.CPUSyncSec = s.cpu
+			res.Total = s.objects
 			break
 		}
 		if time.Now().After(deadline) {
@@ -157,10 +158,15 @@ func (d *driver) serveOnce(ctx context.Context, name string, o serveOptions) (*R
 			}
 			break
 		}
-		time.Sleep(20 * time.Millisecond)
+		// A hundredth of the time so far, at least 20 ms: each look costs the daemon a
+		// /readyz, a few ms at 10,000 clusters, which a typed informer's own look does
+		// not cost it.
+		time.Sleep(max(20*time.Millisecond, time.Since(start)/100))
 	}
 	pid := cmd.Process.Pid
-	res.CPUSyncSec = procCPU(pid)
+	if res.CPUSyncSec == 0 {
+		res.CPUSyncSec = procCPU(pid)
+	}
 	res.PeakRSS = readStatus(fmt.Sprintf("/proc/%d/status", pid))["VmHWM"]
 	res.InitialEvents = res.Total
 	if m, ok := serveGet(ctx, base, "/metrics"); ok {
@@ -189,18 +195,33 @@ func (d *driver) serveOnce(ctx context.Context, name string, o serveOptions) (*R
 	return res, nil
 }
 
-// serveSynced reports whether the daemon at base is ready and its watch cache has every
-// object of the fleet, and how many that is.
-func serveSynced(ctx context.Context, base string) (bool, int) {
+// synced is what serveSynced found.
+type synced struct {
+	synced bool
+	// at is when /readyz answered 200, and cpu the daemon's CPU time then.
+	at  time.Time
+	cpu float64
+	// objects is the number of objects in the fleet.
+	objects int
+}
+
+// serveSynced reports whether the daemon at base, of process pid, is ready and its watch
+// cache has every object of the fleet, and how many that is. The time and CPU are those
+// of the ready answer: the daemon is ready once its cache holds the whole fleet (its
+// /readyz says so), and the look at /metrics that confirms it, 4 MB at 1,000 clusters,
+// is not counted.
+func serveSynced(ctx context.Context, base string, pid int) synced {
 	if _, ok := serveGet(ctx, base, "/readyz"); !ok {
-		return false, 0
+		return synced{}
 	}
+	s := synced{at: time.Now(), cpu: procCPU(pid)}
 	m, ok := serveGet(ctx, base, "/metrics")
 	if !ok {
-		return false, 0
+		return synced{}
 	}
 	objects, events := sumMetric(m, "fleetwatch_objects{"), sumMetric(m, "fleetwatch_events_total{")
-	return objects > 0 && events >= objects, int(objects)
+	s.synced, s.objects = objects > 0 && events >= objects, int(objects)
+	return s
 }
 
 // serveGet returns the body of a GET of path from the daemon at base, and whether it

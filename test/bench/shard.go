@@ -197,8 +197,8 @@ func (f *shardFleet) measure(ctx context.Context, ids []string, res *shardResult
 		return nil, err
 	}
 	// The fan-out lists go through the replica that stays, of those that own a cluster
-	// at N, that owns the fewest: its answers are the most fanned out. (A replica that
-	// owns no cluster answers 404 to /clusters/*/api/v1/pods; see docs/benchmarks.md.)
+	// at N, that owns the fewest: its answers are the most fanned out, and the baseline
+	// is the same replica owning every cluster.
 	via := ""
 	if latency {
 		names := make([]string, len(f.d.env.Clusters))

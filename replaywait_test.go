@@ -1,0 +1,125 @@
+package fleetwatch
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/fleetwatch/fleetwatch/aggregate"
+	"github.com/fleetwatch/fleetwatch/cluster"
+	"github.com/fleetwatch/fleetwatch/cluster/clustertest"
+	"github.com/fleetwatch/fleetwatch/informer"
+	"github.com/fleetwatch/fleetwatch/persist"
+)
+
+// blockingHandler holds its first event until release is closed.
+type blockingHandler struct {
+	once    sync.Once
+	release chan struct{}
+}
+
+func (h *blockingHandler) OnEvent(aggregate.Event) { h.once.Do(func() { <-h.release }) }
+
+// TestWarmClustersResumeAfterTheHandlersReplay: a cluster served from the snapshot makes
+// no request (identity, probe, discovery) while a handler of the fleet is still being
+// delivered the snapshot's state, and resumes once it has been; a handler that takes
+// longer than replayWait holds it back no longer.
+func TestWarmClustersResumeAfterTheHandlersReplay(t *testing.T) {
+	defer func(w time.Duration) { replayWait = w }(replayWait)
+	replayWait = time.Second
+	configMaps := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	resources := []informer.Resource{{Name: "configmaps"}}
+	key := persist.ResourceKey(informer.Scope{Resource: configMaps, Spec: (&informer.Options{}).Spec(resources[0])}.String())
+	for _, release := range []bool{true, false} {
+		t.Run(fmt.Sprintf("release=%v", release), func(t *testing.T) {
+			srv := clustertest.NewServer(t)
+			kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+			clustertest.WriteKubeconfig(t, kubeconfig, srv.Context("a"))
+			path := filepath.Join(t.TempDir(), "fleetwatch.db")
+			store, err := persist.Open(path, persist.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := store.SetIdentity("a", persist.Identity{UID: srv.UID(), Server: srv.URL}); err != nil {
+				t.Fatal(err)
+			}
+			w := store.NewWriter(persist.WriterOptions{})
+			for i := range 20 {
+				u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap"}}
+				u.SetNamespace("default")
+				u.SetName(fmt.Sprintf("cm-%03d", i))
+				u.SetResourceVersion(fmt.Sprint(100 + i))
+				w.Upsert("a", key, u)
+			}
+			w.Checkpoint("a", key, "500")
+			if err := w.Flush(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			if err := store.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if store, err = persist.Open(path, persist.Options{}); err != nil {
+				t.Fatal(err)
+			}
+			defer store.Close()
+			m, err := NewManager(Options{
+				Clusters:        cluster.Options{Kubeconfigs: []string{kubeconfig}},
+				Resources:       resources,
+				Snapshot:        store,
+				DisableGCTuning: true,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := &blockingHandler{release: make(chan struct{})}
+			if _, err := m.Fleet().AddHandler(h, aggregate.HandlerOptions{Name: "slow"}); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan error, 1)
+			go func() { done <- m.Start(ctx) }()
+			defer func() {
+				cancel()
+				if err := <-done; err != nil {
+					t.Error(err)
+				}
+			}()
+			const identity = "/api/v1/namespaces/kube-system"
+			start := time.Now()
+			waitFor(t, "the cluster engaged", func() string {
+				if _, ok := m.ClusterStatus("a"); !ok {
+					return "not engaged"
+				}
+				return ""
+			})
+			time.Sleep(replayWait / 2)
+			if n := srv.Requests(identity) + srv.Requests("/readyz") + srv.Requests("/api"); n != 0 && time.Since(start) < replayWait {
+				t.Errorf("%d requests to the cluster while a handler takes the snapshot's state", n)
+			}
+			if !m.Ready() {
+				t.Error("not ready while served from the snapshot")
+			}
+			if release {
+				close(h.release)
+			}
+			waitFor(t, "the identity read", func() string {
+				if srv.Requests(identity) == 0 {
+					return "not read"
+				}
+				return ""
+			})
+			if took := time.Since(start); release && took > replayWait {
+				t.Errorf("the cluster resumed %v after the start, though the handler had taken the state", took)
+			}
+			if !release {
+				close(h.release)
+			}
+		})
+	}
+}
