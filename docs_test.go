@@ -92,20 +92,7 @@ var (
 // outside code blocks and code spans.
 func markdownLinks(text string) []docLink {
 	var links []docLink
-	fence := ""
-	for i, line := range strings.Split(text, "\n") {
-		if f := fenceOf(line); f != "" {
-			switch {
-			case fence == "":
-				fence = f
-			case strings.HasPrefix(f, fence):
-				fence = ""
-			}
-			continue
-		}
-		if fence != "" {
-			continue
-		}
+	for i, line := range proseLines(text) {
 		line = codeSpan.ReplaceAllString(line, "")
 		for _, m := range inlineLink.FindAllStringSubmatch(line, -1) {
 			links = append(links, docLink{i + 1, m[1]})
@@ -142,20 +129,7 @@ var (
 func headingAnchors(text string) map[string]bool {
 	anchors := map[string]bool{}
 	seen := map[string]int{}
-	fence := ""
-	for _, line := range strings.Split(text, "\n") {
-		if f := fenceOf(line); f != "" {
-			switch {
-			case fence == "":
-				fence = f
-			case strings.HasPrefix(f, fence):
-				fence = ""
-			}
-			continue
-		}
-		if fence != "" {
-			continue
-		}
+	for _, line := range proseLines(text) {
 		for _, m := range htmlAnchor.FindAllStringSubmatch(line, -1) {
 			anchors[m[1]] = true
 		}
@@ -220,4 +194,27 @@ func TestGitHubAnchors(t *testing.T) {
 	if fmt.Sprint(dests) != "[x.md d.png h.md]" {
 		t.Errorf("links %v, want [x.md d.png h.md]", dests)
 	}
+}
+
+// proseLines returns the lines of a Markdown text outside fenced code blocks, by their
+// index in the text; the lines of the blocks are empty.
+func proseLines(text string) []string {
+	lines := strings.Split(text, "\n")
+	fence := ""
+	for i, line := range lines {
+		if f := fenceOf(line); f != "" {
+			switch {
+			case fence == "":
+				fence = f
+			case strings.HasPrefix(f, fence):
+				fence = ""
+			}
+			lines[i] = ""
+			continue
+		}
+		if fence != "" {
+			lines[i] = ""
+		}
+	}
+	return lines
 }
