@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetwatch/fleetwatch/aggregate"
@@ -41,33 +40,7 @@ func TestWarmClustersResumeAfterTheHandlersReplay(t *testing.T) {
 			srv := clustertest.NewServer(t)
 			kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 			clustertest.WriteKubeconfig(t, kubeconfig, srv.Context("a"))
-			path := filepath.Join(t.TempDir(), "fleetwatch.db")
-			store, err := persist.Open(path, persist.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := store.SetIdentity("a", persist.Identity{UID: srv.UID(), Server: srv.URL}); err != nil {
-				t.Fatal(err)
-			}
-			w := store.NewWriter(persist.WriterOptions{})
-			for i := range 20 {
-				u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap"}}
-				u.SetNamespace("default")
-				u.SetName(fmt.Sprintf("cm-%03d", i))
-				u.SetResourceVersion(fmt.Sprint(100 + i))
-				w.Upsert("a", key, u)
-			}
-			w.Checkpoint("a", key, "500")
-			if err := w.Flush(t.Context()); err != nil {
-				t.Fatal(err)
-			}
-			if err := store.Close(); err != nil {
-				t.Fatal(err)
-			}
-			if store, err = persist.Open(path, persist.Options{}); err != nil {
-				t.Fatal(err)
-			}
-			defer store.Close()
+			store := writeConfigMapSnapshot(t, key, map[string]persist.Identity{"a": {UID: srv.UID(), Server: srv.URL}}, 20)
 			m, err := NewManager(Options{
 				Clusters:        cluster.Options{Kubeconfigs: []string{kubeconfig}},
 				Resources:       resources,

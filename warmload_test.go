@@ -195,38 +195,11 @@ func TestLoadSnapshotInBackground(t *testing.T) {
 			}
 			kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 			clustertest.WriteKubeconfig(t, kubeconfig, contexts...)
-			path := filepath.Join(t.TempDir(), "fleetwatch.db")
-			store, err := persist.Open(path, persist.Options{})
-			if err != nil {
-				t.Fatal(err)
+			ids := map[string]persist.Identity{"gone": {UID: "gone-uid", Server: "https://gone"}}
+			for name, s := range servers {
+				ids[name] = persist.Identity{UID: s.UID(), Server: s.URL}
 			}
-			w := store.NewWriter(persist.WriterOptions{})
-			for _, name := range []string{"a", "b", "c", "gone"} {
-				id := persist.Identity{UID: "gone-uid", Server: "https://gone"}
-				if s := servers[name]; s != nil {
-					id = persist.Identity{UID: s.UID(), Server: s.URL}
-				}
-				if err := store.SetIdentity(name, id); err != nil {
-					t.Fatal(err)
-				}
-				for i := range perCluster {
-					u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap"}}
-					u.SetNamespace("default")
-					u.SetName(fmt.Sprintf("cm-%03d", i))
-					u.SetResourceVersion(fmt.Sprint(100 + i))
-					w.Upsert(name, key, u)
-				}
-				w.Checkpoint(name, key, "500")
-			}
-			if err := w.Flush(t.Context()); err != nil {
-				t.Fatal(err)
-			}
-			if err := store.Close(); err != nil {
-				t.Fatal(err)
-			}
-			if store, err = persist.Open(path, persist.Options{}); err != nil {
-				t.Fatal(err)
-			}
+			store := writeConfigMapSnapshot(t, key, ids, perCluster)
 			defer store.Close()
 
 			// The load waits after a until a is engaged; with fail, it then fails as
@@ -357,4 +330,41 @@ func isClosed(c <-chan struct{}) bool {
 	default:
 		return false
 	}
+}
+
+// writeConfigMapSnapshot writes a snapshot in a new file with, for each cluster of ids
+// and under its identity, perCluster ConfigMaps of key at resourceVersions from 100 and
+// the checkpoint 500, and returns it opened again, as a restart finds it.
+func writeConfigMapSnapshot(t *testing.T, key persist.ResourceKey, ids map[string]persist.Identity, perCluster int) *persist.Store {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "fleetwatch.db")
+	store, err := persist.Open(path, persist.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := store.NewWriter(persist.WriterOptions{})
+	for name, id := range ids {
+		if err := store.SetIdentity(name, id); err != nil {
+			t.Fatal(err)
+		}
+		for i := range perCluster {
+			u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap"}}
+			u.SetNamespace("default")
+			u.SetName(fmt.Sprintf("cm-%03d", i))
+			u.SetResourceVersion(fmt.Sprint(100 + i))
+			w.Upsert(name, key, u)
+		}
+		w.Checkpoint(name, key, "500")
+	}
+	if err := w.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if store, err = persist.Open(path, persist.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	return store
 }
