@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 )
@@ -269,11 +268,11 @@ type prober struct {
 }
 
 func newProber(c *Cluster, opts HealthOptions) (*prober, error) {
-	dc, err := discovery.NewDiscoveryClientForConfig(c.Config)
+	rc, err := plainClient(c.Config)
 	if err != nil {
 		return nil, fmt.Errorf("health of cluster %q: %w", c.Name, err)
 	}
-	return &prober{client: dc.RESTClient(), path: opts.Path, timeout: opts.Timeout}, nil
+	return &prober{client: rc, path: opts.Path, timeout: opts.Timeout}, nil
 }
 
 func (p *prober) probe(ctx context.Context) error {

@@ -37,6 +37,10 @@ func TestReadIdentity(t *testing.T) {
 	if !id.Equal(want) {
 		t.Errorf("%v.Equal(%v) = false", id, want)
 	}
+	// From the apiserver's watch cache, not a quorum read of etcd.
+	if n := s.Requests("/api/v1/namespaces/kube-system?resourceVersion=0"); n != 1 {
+		t.Errorf("%d reads of kube-system at resourceVersion 0, want 1", n)
+	}
 
 	s.SetUID("00000000-0000-0000-0000-000000000002")
 	again, err := ReadIdentity(t.Context(), c.Config)

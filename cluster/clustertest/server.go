@@ -96,7 +96,9 @@ func (s *Server) SetFailure(code int) {
 	s.failure = code
 }
 
-// Requests returns how many requests for path were received, answered or not.
+// Requests returns how many requests for path were received, answered or not. A path
+// with a query ("/api/v1/namespaces/kube-system?resourceVersion=0") counts the requests
+// with that query only.
 func (s *Server) Requests(path string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -106,6 +108,9 @@ func (s *Server) Requests(path string) int {
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.requests[r.URL.Path]++
+	if r.URL.RawQuery != "" {
+		s.requests[r.URL.Path+"?"+r.URL.RawQuery]++
+	}
 	uid, failure, hang := s.uid, s.failure, s.hang
 	s.mu.Unlock()
 	if hang && (r.URL.Path == "/api" || r.URL.Path == "/apis" || strings.HasPrefix(r.URL.Path, "/api/") && r.URL.Path != "/api/v1/namespaces/kube-system" || strings.HasPrefix(r.URL.Path, "/apis/")) {
