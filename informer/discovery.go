@@ -339,6 +339,19 @@ func (s *Set) discover(ctx context.Context) (meta.RESTMapper, error) {
 	return s.mapper.mapper, nil
 }
 
+// discoveryClient returns the Set's discovery client, made at the first call. It is
+// called by reconcile only.
+func (s *Set) discoveryClient() (*discovery.DiscoveryClient, error) {
+	if s.discovery == nil {
+		dc, err := discovery.NewDiscoveryClientForConfig(s.discoveryConfig)
+		if err != nil {
+			return nil, err
+		}
+		s.discovery = dc
+	}
+	return s.discovery, nil
+}
+
 // discoverUnconditionally is discover for a server that does not serve aggregated
 // discovery, or answered with an error: client-go's discovery client reads it, or
 // reports the error, as it always did.
@@ -346,7 +359,11 @@ func (s *Set) discoverUnconditionally(ctx context.Context) (meta.RESTMapper, err
 	s.docs = [len(discoveryPaths)]*discoveryDoc{}
 	// Not the client's own method, which asks again for a partial result: one read per
 	// reconcile, two requests for aggregated discovery.
-	groups, resources, err := discovery.ServerGroupsAndResourcesWithContext(ctx, s.discovery)
+	dc, err := s.discoveryClient()
+	if err != nil {
+		return nil, fmt.Errorf("reading discovery: %w", err)
+	}
+	groups, resources, err := discovery.ServerGroupsAndResourcesWithContext(ctx, dc)
 	if err != nil {
 		if groups == nil || resources == nil {
 			return nil, fmt.Errorf("reading discovery: %w", err)
@@ -364,7 +381,11 @@ func (s *Set) discoverUnconditionally(ctx context.Context) (meta.RESTMapper, err
 // false, and no error, if the server answered with something else than a document of
 // aggregated discovery or a 304.
 func (s *Set) readDiscoveryDoc(ctx context.Context, path int) (*discoveryDoc, bool, error) {
-	rc, ok := s.discovery.RESTClient().(*rest.RESTClient)
+	dc, err := s.discoveryClient()
+	if err != nil {
+		return nil, false, err
+	}
+	rc, ok := dc.RESTClient().(*rest.RESTClient)
 	if !ok {
 		return nil, false, nil
 	}
