@@ -191,6 +191,11 @@ type Manager struct {
 	// of releaseIfReady is due.
 	syncReleased, releaseCheck atomic.Bool
 
+	// readyOnce is set once the fleet was first ready; deferred are the calls that wait
+	// for it (afterReady). mu guards both.
+	readyOnce bool
+	deferred  []*deferredCall
+
 	// replayed is closed once the fleet's handlers have taken the snapshot's state
 	// (handlersReplayed), made by the first call, under replayedOnce.
 	replayed     chan struct{}
@@ -326,6 +331,8 @@ type member struct {
 	saved *saved
 	// syncTimeout is the Options.SyncTimeout the cluster was engaged with.
 	syncTimeout time.Duration
+	// firstProbe starts the cluster's health probes (afterReady).
+	firstProbe *deferredCall
 
 	// refreshMu serializes the refreshes of the cluster's status, so that the status
 	// recorded last is computed from the newest observation. The informer set reports
@@ -939,6 +946,14 @@ func (m *Manager) Engage(ctx context.Context, c *cluster.Cluster) error {
 	m.status.Set(aggregate.ClusterStatus{Name: c.Name, Server: c.Server(), Phase: phase})
 	m.refresh(mb)
 
+	// The first probe waits for the fleet to be ready (afterready.go) or, served from
+	// the snapshot, for the cluster to resume; or for its sync to take firstProbeDelay;
+	// or a health interval at most.
+	mb.firstProbe = m.deferCall(ctx, func() { m.startHealth(ctx, mb) })
+	if sv == nil {
+		m.afterReady(mb.firstProbe)
+	}
+	time.AfterFunc(cmp.Or(m.opts.Health.Interval, cluster.DefaultHealthInterval), mb.firstProbe.run)
 	m.wg.Add(2)
 	go func() {
 		defer m.wg.Done()
@@ -966,8 +981,8 @@ func (m *Manager) Engage(ctx context.Context, c *cluster.Cluster) error {
 				return
 			case <-m.handlersReplayed():
 			}
+			mb.firstProbe.run()
 		}
-		m.startHealth(ctx, mb)
 		mb.sink.setWriter(m.writer)
 		// With saved state, the identity must be confirmed before the informers resume
 		// from it: a recreated or repointed cluster must not inherit another's objects.
@@ -983,20 +998,30 @@ func (m *Manager) Engage(ctx context.Context, c *cluster.Cluster) error {
 		defer m.wg.Done()
 		// SyncTimeout counts from the cluster's turn among the initial syncs, as the
 		// informers count it: a cluster that waits for its turn has not failed to sync.
-		// The goroutine ends once the informers have synced.
+		// The goroutine ends once the informers have synced. A cluster that has not
+		// synced firstProbeDelay into its turn is probed then.
 		select {
 		case <-ctx.Done():
 			return
 		case <-set.Listing():
 		}
-		select {
-		case <-ctx.Done():
-		case <-mb.informersSynced:
-		case <-m.opts.Clock.After(mb.syncTimeout):
-			mb.mu.Lock()
-			mb.syncTimedOut = !set.HasSynced()
-			mb.mu.Unlock()
-			m.refresh(mb)
+		timeout := m.opts.Clock.After(mb.syncTimeout)
+		probe := m.opts.Clock.After(firstProbeDelay)
+		for {
+			select {
+			case <-ctx.Done():
+			case <-mb.informersSynced:
+			case <-probe:
+				mb.firstProbe.run()
+				probe = nil
+				continue
+			case <-timeout:
+				mb.mu.Lock()
+				mb.syncTimedOut = !set.HasSynced()
+				mb.mu.Unlock()
+				m.refresh(mb)
+			}
+			return
 		}
 	}()
 	for _, a := range awares {
@@ -1061,15 +1086,18 @@ func (m *Manager) startHealth(ctx context.Context, mb *member) {
 // confirmIdentity reads the cluster's identity (retrying until ctx is done) and records
 // it. If the cluster had saved state under another identity, that state is dropped, and
 // the cluster syncs cold. With saved state it returns only once the identity is known;
-// without, it reads the identity in the background and returns true at once. It returns
-// false if ctx ended first.
+// without, it returns true at once, and the identity is read in the background once the
+// fleet is ready. It returns false if ctx ended first.
 func (m *Manager) confirmIdentity(ctx context.Context, mb *member) bool {
 	if mb.saved == nil {
-		m.wg.Add(1)
-		go func() {
-			defer m.wg.Done()
-			m.readIdentity(ctx, mb)
-		}()
+		// Needed by the next start only: read once the fleet is ready (afterready.go).
+		m.afterReady(m.deferCall(ctx, func() {
+			m.wg.Add(1)
+			go func() {
+				defer m.wg.Done()
+				m.readIdentity(ctx, mb)
+			}()
+		}))
 		return true
 	}
 	id, ok := m.readIdentity(ctx, mb)
@@ -1236,6 +1264,7 @@ func (m *Manager) releaseIfReady() {
 		m.releaseCheck.Store(false)
 		if !m.syncReleased.Load() && m.Ready() && m.syncReleased.CompareAndSwap(false, true) {
 			m.releaseSync()
+			m.runDeferred()
 			m.mu.Lock()
 			clusters := len(m.members)
 			m.mu.Unlock()

@@ -258,10 +258,16 @@ func TestFleet(t *testing.T) {
 			if st.Phase != aggregate.PhaseSynced {
 				t.Errorf("%s: phase %s, want Synced", st.Name, st.Phase)
 			}
-			if st.UID == "" {
-				t.Errorf("%s: no identity", st.Name)
-			}
 		}
+		// A cluster's identity is read once the fleet is ready.
+		eventually(t, 10*time.Second, "every cluster identified", func() string {
+			for _, st := range mgr.Status() {
+				if st.UID == "" {
+					return st.Name + ": no identity"
+				}
+			}
+			return ""
+		})
 	})
 
 	t.Run("a cluster name with / and : round-trips through keys", func(t *testing.T) {

@@ -1,0 +1,95 @@
+package fleetwatch
+
+import (
+	"cmp"
+	"context"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/fleetwatch/fleetwatch/cluster"
+)
+
+// A cold start of thousands of clusters is bound by CPU, the apiservers' as much as the
+// daemon's: each request costs an apiserver a fraction of a millisecond whatever it
+// asks (a health probe of /readyz 0.4 ms, a list of 20 pods 1.2 ms, in the
+// kube-apiserver 1.36 of the tests). Two requests of each cluster's start are not needed
+// for its sync: the first health probe, whose answer the cluster's lists give too, and
+// the identity of a cluster without saved state, which only a later start compares with.
+// So they wait until the fleet is first ready (Manager.Ready, when its sync hold is
+// released), and are then spread over a moment, rather than compete with the lists
+// that readiness waits for. A cluster that has not synced firstProbeDelay after its
+// turn among the initial syncs is probed then, so that a dead cluster among thousands is
+// reported Unreachable without waiting for the others; and no cluster waits more than
+// a health interval for its first probe.
+
+// firstProbeDelay is how long a cluster's initial sync may run before its first health
+// probe, if the fleet is not ready sooner.
+var firstProbeDelay = 5 * time.Second
+
+// releaseSpreadPerCall spreads the calls deferred until the fleet is ready: over this
+// much per call, at most a health interval.
+const releaseSpreadPerCall = time.Millisecond
+
+// deferredCall is a call of afterReady: f, called at most once, by run.
+type deferredCall struct {
+	m    *Manager
+	ctx  context.Context
+	f    func()
+	once sync.Once
+}
+
+// run calls f, unless ctx has ended or the call was run or dropped before. It is safe
+// to call from any goroutine, any number of times.
+func (d *deferredCall) run() { d.finish(true) }
+
+// finish calls f if call is set and ctx has not ended, the first time it is called, and
+// gives back what the call held of the Manager's WaitGroup.
+func (d *deferredCall) finish(call bool) {
+	d.once.Do(func() {
+		defer d.m.wg.Done()
+		if call && d.ctx.Err() == nil {
+			d.f()
+		}
+	})
+}
+
+// deferCall returns a call of f, which holds the Manager's WaitGroup, so that Start
+// returns after it, until it has run, or been dropped because ctx ended.
+func (m *Manager) deferCall(ctx context.Context, f func()) *deferredCall {
+	d := &deferredCall{m: m, ctx: ctx, f: f}
+	m.wg.Add(1)
+	context.AfterFunc(ctx, func() { d.finish(false) })
+	return d
+}
+
+// afterReady runs d once the fleet is first ready, at a random moment of the spread of
+// the calls deferred so, or at once if it is ready already. It may be run earlier.
+func (m *Manager) afterReady(d *deferredCall) {
+	m.mu.Lock()
+	if m.readyOnce {
+		m.mu.Unlock()
+		d.run()
+		return
+	}
+	m.deferred = append(m.deferred, d)
+	m.mu.Unlock()
+}
+
+// runDeferred runs the calls that waited for the fleet to be ready, spread over a
+// moment: releaseSpreadPerCall each, at most a health interval in all.
+func (m *Manager) runDeferred() {
+	m.mu.Lock()
+	m.readyOnce = true
+	calls := m.deferred
+	m.deferred = nil
+	m.mu.Unlock()
+	spread := min(time.Duration(len(calls))*releaseSpreadPerCall, cmp.Or(m.opts.Health.Interval, cluster.DefaultHealthInterval))
+	for _, d := range calls {
+		if spread <= 0 {
+			d.run()
+			continue
+		}
+		time.AfterFunc(rand.N(spread), d.run)
+	}
+}

@@ -1,0 +1,101 @@
+package fleetwatch
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/fleetwatch/fleetwatch/aggregate"
+	"github.com/fleetwatch/fleetwatch/cluster"
+	"github.com/fleetwatch/fleetwatch/cluster/clustertest"
+	"github.com/fleetwatch/fleetwatch/informer"
+)
+
+// TestColdClustersProbeAndIdentifyOnceReady: a cluster without saved state sends no
+// health probe and no identity read while the fleet's initial sync runs, and sends both
+// once the fleet is ready; one whose sync is slow is probed firstProbeDelay into it,
+// ready or not.
+func TestColdClustersProbeAndIdentifyOnceReady(t *testing.T) {
+	const identity = "/api/v1/namespaces/kube-system?resourceVersion=0"
+	run := func(t *testing.T, probeDelay, syncTimeout time.Duration) (*Manager, []*clustertest.Server) {
+		restore := firstProbeDelay
+		t.Cleanup(func() { firstProbeDelay = restore })
+		firstProbeDelay = probeDelay
+		var servers []*clustertest.Server
+		var contexts []clustertest.Context
+		for _, name := range []string{"a", "b"} {
+			s := clustertest.NewServer(t)
+			servers = append(servers, s)
+			contexts = append(contexts, s.Context(name))
+		}
+		kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+		clustertest.WriteKubeconfig(t, kubeconfig, contexts...)
+		m, err := NewManager(Options{
+			Clusters:    cluster.Options{Kubeconfigs: []string{kubeconfig}},
+			Resources:   []informer.Resource{{Name: "configmaps"}},
+			SyncTimeout: syncTimeout,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- m.Start(ctx) }()
+		t.Cleanup(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+		})
+		waitFor(t, "both clusters engaged", func() string {
+			if len(m.Status()) != 2 {
+				return "not engaged"
+			}
+			return ""
+		})
+		return m, servers
+	}
+
+	t.Run("ready", func(t *testing.T) {
+		// The fake serves no discovery: the clusters never sync, and the fleet is
+		// ready once their sync timeout has passed.
+		const syncTimeout = time.Second
+		m, servers := run(t, time.Minute, syncTimeout)
+		time.Sleep(syncTimeout / 2)
+		for i, s := range servers {
+			if !m.Ready() && s.Requests("/readyz")+s.Requests(identity) != 0 {
+				t.Errorf("cluster %d: %d probes and %d identity reads before the fleet is ready", i, s.Requests("/readyz"), s.Requests(identity))
+			}
+		}
+		waitFor(t, "probed and identified once ready", func() string {
+			for _, name := range []string{"a", "b"} {
+				st, _ := m.ClusterStatus(name)
+				if st.UID == "" || len(st.Conditions) == 0 || st.Conditions[0].Type != aggregate.ConditionReachable || st.Conditions[0].Reason != "ProbeSucceeded" {
+					return fmt.Sprintf("%s: %s, UID %q, conditions %+v", name, st.Phase, st.UID, st.Conditions)
+				}
+			}
+			return ""
+		})
+	})
+	t.Run("slow sync", func(t *testing.T) {
+		m, servers := run(t, 100*time.Millisecond, time.Minute)
+		waitFor(t, "probed while syncing", func() string {
+			for _, s := range servers {
+				if s.Requests("/readyz") == 0 {
+					return "not probed"
+				}
+			}
+			return ""
+		})
+		if m.Ready() {
+			t.Fatal("ready before the sync timeout")
+		}
+		for i, s := range servers {
+			if n := s.Requests(identity); n != 0 {
+				t.Errorf("cluster %d: %d identity reads before the fleet is ready", i, n)
+			}
+		}
+	})
+}
