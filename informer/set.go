@@ -234,8 +234,8 @@ type Set struct {
 	// and held so that they stay shared until the next read; only reconcile uses them.
 	discoveryConfig *rest.Config
 	discovery       *discovery.DiscoveryClient
-	mapper    *sharedMapper
-	docs      [len(discoveryPaths)]*discoveryDoc
+	mapper          *sharedMapper
+	docs            [len(discoveryPaths)]*discoveryDoc
 
 	// grant is the InitialSyncLimiter's grant while the initial sync holds it.
 	grant atomic.Pointer[Grant]
@@ -308,10 +308,10 @@ func New(opts Options) (*Set, error) {
 		encode:          encode,
 		partial:         partial,
 		discoveryConfig: dcfg,
-		rediscover: make(chan struct{}, 1),
-		listing:    make(chan struct{}),
-		stopped:    stopped,
-		running:    map[string]*runner{},
+		rediscover:      make(chan struct{}, 1),
+		listing:         make(chan struct{}),
+		stopped:         stopped,
+		running:         map[string]*runner{},
 	}
 	for _, r := range opts.Resources {
 		s.status = append(s.status, ResourceStatus{Name: r.Name, State: StatePending})
