@@ -7,10 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"github.com/fleetwatch/fleetwatch/aggregate"
 	"github.com/fleetwatch/fleetwatch/cluster"
 	"github.com/fleetwatch/fleetwatch/cluster/clustertest"
 	"github.com/fleetwatch/fleetwatch/informer"
+	"github.com/fleetwatch/fleetwatch/persist"
 )
 
 // TestColdClustersProbeAndIdentifyOnceReady: a cluster without saved state sends no
@@ -97,5 +100,62 @@ func TestColdClustersProbeAndIdentifyOnceReady(t *testing.T) {
 				t.Errorf("cluster %d: %d identity reads before the fleet is ready", i, n)
 			}
 		}
+	})
+}
+
+// TestSnapshotCommitsPerIntervalUntilReady: until the fleet is ready, the snapshot
+// writer commits once per interval, however many changes are checkpointed; once it is
+// ready, MaxPending changes make it commit again.
+func TestSnapshotCommitsPerIntervalUntilReady(t *testing.T) {
+	srv := clustertest.NewServer(t)
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	clustertest.WriteKubeconfig(t, kubeconfig, srv.Context("a"))
+	store, err := persist.Open(filepath.Join(t.TempDir(), "fleetwatch.db"), persist.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	// The fake serves no discovery: the cluster never syncs, and the fleet is ready
+	// once its sync timeout has passed.
+	const syncTimeout = time.Second
+	m, err := NewManager(Options{
+		Clusters:        cluster.Options{Kubeconfigs: []string{kubeconfig}},
+		Resources:       []informer.Resource{{Name: "configmaps"}},
+		SyncTimeout:     syncTimeout,
+		Snapshot:        store,
+		SnapshotWriter:  persist.WriterOptions{Interval: time.Hour, MaxPending: 10},
+		DisableGCTuning: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- m.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	w := m.snapshotWriter()
+	key := persist.ResourceKey("/v1/configmaps")
+	for i := range 30 {
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap"}}
+		u.SetNamespace("default")
+		u.SetName(fmt.Sprintf("cm-%03d", i))
+		u.SetResourceVersion(fmt.Sprint(100 + i))
+		w.Upsert("a", key, u)
+		w.Checkpoint("a", key, fmt.Sprint(100+i))
+	}
+	time.Sleep(syncTimeout / 2)
+	if st := w.Stats(); !m.Ready() && st.Commits != 0 {
+		t.Errorf("%d commits of %d checkpointed changes before the fleet is ready, want none until the interval", st.Commits, st.Checkpointed)
+	}
+	waitFor(t, "a commit once ready", func() string {
+		if st := w.Stats(); st.Commits == 0 {
+			return fmt.Sprintf("ready %v, %d pending", m.Ready(), st.Pending)
+		}
+		return ""
 	})
 }

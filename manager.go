@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"os"
 	"slices"
 	"sync"
@@ -622,6 +623,10 @@ func (m *Manager) loadSnapshot() {
 	dropStale(ctx, m.opts.Snapshot, stale)
 	m.mu.Lock()
 	m.writer = m.opts.Snapshot.NewWriter(m.opts.SnapshotWriter)
+	if !m.readyOnce {
+		// Until the fleet is ready (afterready.go).
+		m.writer.SetTiming(m.opts.SnapshotWriter.Interval, math.MaxInt)
+	}
 	selection := m.selection
 	loading := m.loading
 	m.loading, m.selection = false, nil
