@@ -126,19 +126,26 @@ func serve(ctx context.Context, loadOpts config.LoadOptions, cfg *config.Config)
 			}
 		}()
 		opts.Snapshot = store
+		// The kubeconfig files are read, the clusters made and the API served while
+		// the snapshot loads, on another core: at 1,000 clusters that was a fifth of a
+		// warm start. Each cluster is engaged once its state is loaded.
+		opts.LoadSnapshotInBackground = !cfg.Shard.Enabled
 	}
 	mgr, err := fleetwatch.NewManager(opts)
 	if err != nil {
 		return err
 	}
-	// NewManager loaded the snapshot: Open or Load may have found it unreadable.
 	if opts.Snapshot != nil {
-		switch moved, cause := opts.Snapshot.Recovered(); {
-		case moved != "":
-			logger.Info("Snapshot was unreadable; moved it aside and starting cold", "path", cfg.Snapshot.Path, "movedTo", moved, "reason", cause.Error())
-		case cause != nil: // snapshot.keepCorrupt is 0
-			logger.Info("Snapshot was unreadable; deleted it and starting cold", "path", cfg.Snapshot.Path, "reason", cause.Error())
-		}
+		go func() {
+			// Open or the load may have found it unreadable.
+			<-mgr.SnapshotLoaded()
+			switch moved, cause := opts.Snapshot.Recovered(); {
+			case moved != "":
+				logger.Info("Snapshot was unreadable; moved it aside and starting cold", "path", cfg.Snapshot.Path, "movedTo", moved, "reason", cause.Error())
+			case cause != nil: // snapshot.keepCorrupt is 0
+				logger.Info("Snapshot was unreadable; deleted it and starting cold", "path", cfg.Snapshot.Path, "reason", cause.Error())
+			}
+		}()
 	}
 	logger.Info("Starting", "version", buildVersion(), "config", cfg.String())
 	var rl *reloader
