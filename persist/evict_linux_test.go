@@ -102,3 +102,44 @@ func mappedRSS(t *testing.T, path string) int64 {
 	}
 	return rss
 }
+
+// TestCommitsEvictTheMap: a commit that changes objects throughout the file (every
+// cluster of a fleet updated, as in a cold start's initial syncs) reads their pages
+// through the file's map; they do not stay resident after it.
+func TestCommitsEvictTheMap(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "snapshot.db")
+	s, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	w := s.NewWriter(WriterOptions{})
+	const clusters, objects = 150, 40
+	pad := strings.Repeat("x", 400)
+	write := func(rv string) {
+		for c := range clusters {
+			cluster := fmt.Sprintf("cluster-%03d", c)
+			for i := range objects {
+				w.Upsert(cluster, pods, object("ns", fmt.Sprintf("pod-%02d-%s", i, pad), rv))
+			}
+			w.Checkpoint(cluster, pods, rv)
+		}
+		if err := w.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("1")
+	write("2")
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rss := mappedRSS(t, path)
+	t.Logf("file %d KiB, resident map %d KiB after a commit that changed every object", st.Size()>>10, rss>>10)
+	if st.Size() < 1<<20 {
+		t.Fatalf("the file has %d bytes, too few to tell an evicted map from one that is not", st.Size())
+	}
+	if rss > 64<<10 {
+		t.Errorf("%d KiB of the map resident after the commit", rss>>10)
+	}
+}

@@ -580,9 +580,19 @@ func (s *Store) write(b *batch) (broken []brokenResource, err error) {
 		return apply(tx, b, ops, sealed)
 	})
 	if err != nil {
-		err = fmt.Errorf("committing to snapshot %s: %w", s.path, err)
+		return broken, fmt.Errorf("committing to snapshot %s: %w", s.path, err)
 	}
-	return broken, err
+	// The pages that the commit read through the file's map (the nodes it changed and
+	// the branches above them) would stay resident for as long as the file is open: a
+	// cold start of 1,000 small clusters, whose commits touch every cluster, kept 35 MB
+	// of the map, 35 KiB per cluster, in the process's RSS. Evicted in a read
+	// transaction, which holds the map in place (bbolt remaps only with no transaction
+	// open); the next commit reads them again from the page cache.
+	_ = s.view(func(tx *bolt.Tx) error {
+		evictMapped(tx)
+		return nil
+	})
+	return broken, nil
 }
 
 // apply writes a batch in tx, in the order that pending describes. The values of ops
