@@ -11,28 +11,29 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetwatch/fleetwatch/aggregate"
+	"github.com/fleetwatch/fleetwatch/api/v1alpha1"
 	fleetmetrics "github.com/fleetwatch/fleetwatch/metrics"
 )
 
 // The API group of fleetwatch's own resources, and the annotations it adds to the objects
-// it serves.
+// it serves: package api/v1alpha1's, which clients import without the server.
 const (
 	// GroupName is the API group of the Cluster resource.
-	GroupName = "fleetwatch.io"
+	GroupName = v1alpha1.GroupName
 	// Version is the version of GroupName that is served.
-	Version = "v1alpha1"
+	Version = v1alpha1.Version
 
 	// ClusterAnnotation is set on every object served: the name of the cluster the object
 	// lives in.
-	ClusterAnnotation = "fleetwatch.io/cluster"
+	ClusterAnnotation = v1alpha1.ClusterAnnotation
 	// ResourceVersionAnnotation holds the object's resourceVersion in its cluster on
 	// objects whose metadata.resourceVersion was replaced by a fleet cursor: those of
 	// watch events, which clients resume from.
-	ResourceVersionAnnotation = "fleetwatch.io/resource-version"
+	ResourceVersionAnnotation = v1alpha1.ResourceVersionAnnotation
 )
 
 // SchemeGroupVersion is the group version of the Cluster resource.
-var SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: Version}
+var SchemeGroupVersion = v1alpha1.SchemeGroupVersion
 
 var clustersGR = schema.GroupResource{Group: GroupName, Resource: "clusters"}
 

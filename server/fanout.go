@@ -354,7 +354,7 @@ func (pp *peerPart) search(ctx context.Context, client *http.Client, r *http.Req
 		}
 	}
 	if n := len(res.Items); n > 0 && res.Metadata.Continue != "" {
-		k := res.Items[n-1].key()
+		k := itemKey(&res.Items[n-1])
 		part.last = &k
 	}
 	return part, nil

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2"
 
+	"github.com/fleetwatch/fleetwatch/api/v1alpha1"
 	"github.com/fleetwatch/fleetwatch/search"
 )
 
@@ -32,43 +33,12 @@ var searchParams = []string{"name", "kind", "namespace", "cluster", "labelSelect
 // maxSearchTokenLen bounds a search's continue token: it holds one key.
 const maxSearchTokenLen = 4096
 
-// SearchResult is the answer of a search (kind SearchResult, fleetwatch.io/v1alpha1).
-type SearchResult struct {
-	metav1.TypeMeta `json:",inline"`
-	// Metadata holds the continue token of the next page, if there is one.
-	Metadata metav1.ListMeta `json:"metadata"`
-	// Total is the number of objects found, over every page.
-	Total int `json:"total"`
-	// Counts are the objects found by cluster and by kind, over every page.
-	Counts SearchCounts `json:"counts"`
-	// Items are the objects of the page, by cluster, kind, namespace and name.
-	Items []SearchItem `json:"items"`
-}
-
-// SearchCounts count the objects found. Only clusters and kinds with objects found are
-// present. A kind is its Kind, followed by .group for a resource of a named group, as
-// Deployment.apps.
-type SearchCounts struct {
-	Clusters map[string]int `json:"clusters"`
-	Kinds    map[string]int `json:"kinds"`
-}
-
-// SearchItem is an object found: its resource and metadata, never its contents (a
-// Secret's values cannot be in it).
-type SearchItem struct {
-	Cluster           string            `json:"cluster"`
-	Group             string            `json:"group"`
-	Version           string            `json:"version"`
-	Resource          string            `json:"resource"`
-	Kind              string            `json:"kind"`
-	Namespace         string            `json:"namespace,omitempty"`
-	Name              string            `json:"name"`
-	ResourceVersion   string            `json:"resourceVersion,omitempty"`
-	UID               string            `json:"uid,omitempty"`
-	Labels            map[string]string `json:"labels,omitempty"`
-	Images            []string          `json:"images,omitempty"`
-	CreationTimestamp *metav1.Time      `json:"creationTimestamp,omitempty"`
-}
+// The answer of a search: package api/v1alpha1's types.
+type (
+	SearchResult = v1alpha1.SearchResult
+	SearchCounts = v1alpha1.SearchCounts
+	SearchItem   = v1alpha1.SearchItem
+)
 
 var searchGR = schema.GroupResource{Group: GroupName, Resource: searchResource}
 
@@ -240,13 +210,13 @@ func mergeSearch(parts []searchPart, limit int) (out *SearchResult, next *search
 			end = p.last
 		}
 	}
-	slices.SortFunc(out.Items, func(a, b SearchItem) int { return a.key().Compare(b.key()) })
+	slices.SortFunc(out.Items, func(a, b SearchItem) int { return itemKey(&a).Compare(itemKey(&b)) })
 	more := end != nil
 	if end != nil {
 		// A part that has more items than it returned may have some before the items
 		// of the others after its last: the page ends at the earliest such last.
 		n, _ := slices.BinarySearchFunc(out.Items, *end, func(it SearchItem, k search.Key) int {
-			if it.key().Compare(k) <= 0 {
+			if itemKey(&it).Compare(k) <= 0 {
 				return -1
 			}
 			return 1
@@ -264,12 +234,12 @@ func mergeSearch(parts []searchPart, limit int) (out *SearchResult, next *search
 		// for here: the next page starts after them.
 		return out, end
 	}
-	k := out.Items[len(out.Items)-1].key()
+	k := itemKey(&out.Items[len(out.Items)-1])
 	return out, &k
 }
 
-// key is the item's position in the order of search results.
-func (it *SearchItem) key() search.Key {
+// itemKey is the item's position in the order of search results.
+func itemKey(it *SearchItem) search.Key {
 	return search.Key{
 		Cluster: it.Cluster, Kind: it.Kind, Group: it.Group, Version: it.Version, Resource: it.Resource,
 		Namespace: it.Namespace, Name: it.Name,
