@@ -2,7 +2,8 @@
 # apicheck.sh fails when the public API of the root module or of mcprovider breaks what
 # its last release offered (baseline.sh finds it): what apidiff -incompatible reports,
 # less the breaks that hack/release/breaking.txt accepts for the next release.
-# Internal packages are not compared. APIDIFF is apidiff as go run takes it
+# Internal packages, and the packages of cmd/, examples/, hack/ and test/, are not
+# compared. APIDIFF is apidiff as go run takes it
 # (golang.org/x/exp/cmd/apidiff@VERSION; the Makefile pins it).
 set -euo pipefail
 shopt -s inherit_errexit
@@ -25,6 +26,7 @@ apidiff() {
 # package aggregate). The root module is loaded alone (GOWORK=off), as the pattern
 # MODULE/... would otherwise take in the nested modules; mcprovider in the workspace of
 # its tree, with that tree's root module. The release's API is kept beside its files.
+# The commands, examples, tools and tests (cmd/, examples/, hack/, test/) are no API.
 breaks() {
   local name=$1 module=$2 old=$3 new=$4 gowork=$5 api
   api="$old/.apidiff-$name-${APIDIFF##*@}.x"
@@ -32,7 +34,8 @@ breaks() {
     GOWORK=$gowork apidiff "$old" -m -w "$api.tmp" "$module"
     mv "$api.tmp" "$api"
   fi
-  GOWORK=$gowork apidiff "$new" -m -incompatible "$api" "$module" | sed -n "s|^- |$name: |p"
+  GOWORK=$gowork apidiff "$new" -m -incompatible "$api" "$module" |
+    sed -nE -e '/^- \.\/(cmd|examples|hack|test)\//d' -e "s|^- |$name: |p"
 }
 
 root=$(breaks fleetwatch github.com/fleetwatch/fleetwatch "$FLEETWATCH_RELEASE_ROOT_SRC" "$repo" off)
