@@ -28,6 +28,10 @@ RELEASE_DIR = hack/release
 # The API check of make lint: apidiff of the public packages against the last release
 # (hack/release/apicheck.sh).
 APIDIFF ?= golang.org/x/exp/cmd/apidiff@v0.0.0-20261113113407-e3970619a1a4
+# go mod tidy ignores go.work: the modules that require fleetwatch's by version are tidy
+# against the last release, which hack/release/baseline.sh serves (after an eval of its
+# --print).
+RELEASE_TIDY = GOPROXY="$$FLEETWATCH_RELEASE_PROXY,$$($(GO) env GOPROXY)" GONOSUMDB=github.com/fleetwatch/fleetwatch $(GO) mod tidy
 E2E_FLAGS ?= -race -timeout 30m
 # The browser tests are a module of their own (test/browser), so that chromedp stays out
 # of fleetwatch's go.mod.
@@ -44,7 +48,7 @@ BENCH_QUICK_FLAGS ?= --pods 300 --configmaps 100 --clusters 3 --runs 2 --write-r
 # The smoke test of make test: bench-quick's sizes, one run, in a temporary directory.
 BENCH_SMOKE_FLAGS ?= $(BENCH_QUICK_FLAGS) --runs 1 --check
 
-.PHONY: all build image tools test test-unit test-e2e test-browser test-bench lint fmt demo bench bench-quick bench-many bench-go fuzz clean
+.PHONY: all build image tools test test-unit test-e2e test-browser test-bench lint fmt tidy demo bench bench-quick bench-many bench-go fuzz clean
 
 all: lint build test
 
@@ -100,18 +104,26 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@cd hack/tools/kube-apiserver && GOWORK=off $(GO) mod verify >/dev/null
 	@$(ROOT_GO) mod tidy -diff
-	@# go mod tidy ignores go.work: the modules that require fleetwatch's by version are
-	@# tidy against the last release, which hack/release/baseline.sh serves.
 	@eval "$$(hack/release/baseline.sh --print)" && \
 	for m in $(NESTED_MODULES) $(BROWSER_DIR); do \
 		echo "lint $$m"; (cd $$m && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && \
-			GOPROXY="$$FLEETWATCH_RELEASE_PROXY,$$($(GO) env GOPROXY)" GONOSUMDB=github.com/fleetwatch/fleetwatch $(GO) mod tidy -diff) || exit 1; \
+			$(RELEASE_TIDY) -diff) || exit 1; \
 	done
 	@echo "lint $(RELEASE_DIR)"; cd $(RELEASE_DIR) && GOWORK=off $(GO) vet ./... && GOWORK=off $(GO) run $(STATICCHECK) ./... && GOWORK=off $(GO) mod tidy -diff
 	@APIDIFF=$(APIDIFF) hack/release/apicheck.sh
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
+
+## tidy: go mod tidy in every module; those that require fleetwatch's by version against
+## the last release, as make lint checks them (go mod tidy ignores go.work)
+tidy:
+	$(ROOT_GO) mod tidy
+	@eval "$$(hack/release/baseline.sh --print)" && \
+	for m in $(NESTED_MODULES) $(BROWSER_DIR); do \
+		echo "tidy $$m"; (cd $$m && $(RELEASE_TIDY)) || exit 1; \
+	done
+	cd $(RELEASE_DIR) && GOWORK=off $(GO) mod tidy
 
 ## demo: 3 local clusters with sample workloads and fleetwatch serving them (Ctrl-C stops everything)
 demo: tools build
