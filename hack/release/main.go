@@ -5,12 +5,13 @@
 // for the tidiness of the modules that require fleetwatch's by version; make test serves
 // the work tree with it, for a build outside the repository (TestOutsideModule).
 //
-//	release proxy -out DIR [-commit REV] MODULE_DIR@VERSION...
+//	release proxy -out DIR [-repo DIR] [-commit REV] MODULE_DIR@VERSION...
 //
-// MODULE_DIR is the module's directory in the repository ("." for the root module,
-// "mcprovider"). The files are those of commit REV, as the go command fetches a tagged
-// version; without -commit, those of the work tree that git does not ignore. Either
-// way a module's zip holds no file of a module nested in it.
+// MODULE_DIR is the module's directory in the repository that holds -repo (the current
+// directory by default): "." for the root module, "mcprovider". The files are those of
+// commit REV, as the go command fetches a tagged version; without -commit, those of the
+// work tree that git does not ignore. Either way a module's zip holds no file of a
+// module nested in it.
 package main
 
 import (
@@ -27,7 +28,7 @@ func main() {
 
 func run(args []string) int {
 	if len(args) == 0 || args[0] != "proxy" {
-		fmt.Fprintln(os.Stderr, "usage: release proxy -out DIR [-commit REV] MODULE_DIR@VERSION...")
+		fmt.Fprintln(os.Stderr, "usage: release proxy -out DIR [-repo DIR] [-commit REV] MODULE_DIR@VERSION...")
 		return 2
 	}
 	fs := flag.NewFlagSet("proxy", flag.ContinueOnError)
