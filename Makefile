@@ -4,16 +4,34 @@
 
 GO        ?= go
 BIN       ?= bin
-VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# The root module's tags are vX.Y.Z; mcprovider's, mcprovider/vX.Y.Z, are not the binary's.
+VERSION   ?= $(shell git describe --tags --match 'v[0-9]*' --always --dirty 2>/dev/null || echo dev)
 IMAGE     ?= fleetwatch:$(VERSION)
 DOCKER    ?= docker
+# The root module is built, vetted and unit-tested alone (GOWORK=off), with the versions
+# of its go.mod, which are those its users get; the modules nested in it require it by
+# version and build against the work tree through the workspace (go.work).
+ROOT_GO    = GOWORK=off $(GO)
 # Packages with concurrency run their unit tests with the race detector.
-UNIT_PKGS  = $(shell $(GO) list ./... | grep -v /test/e2e)
+UNIT_PKGS  = $(shell $(ROOT_GO) list ./... | grep -v /test/e2e)
 E2E_PKGS   = ./test/e2e/...
 # Modules nested in the repository with a go.mod of their own, which the root's ./...
 # skips: the multicluster-runtime provider and its example (controller-runtime stays out
 # of the root go.mod). lint and test cover them too.
 NESTED_MODULES = mcprovider examples/multicluster-runtime
+# The release tooling (hack/release): a module of its own, outside the workspace, whose
+# TestOutsideModule builds a module outside the repository that requires fleetwatch's by
+# version from a file GOPROXY of the work tree. Its first run compiles controller-runtime
+# and Kubernetes' client once more, with -trimpath (a few minutes on 2 cores), later
+# runs only what changed.
+RELEASE_DIR = hack/release
+# The API check of make lint: apidiff of the public packages against the last release
+# (hack/release/apicheck.sh).
+APIDIFF ?= golang.org/x/exp/cmd/apidiff@v0.0.0-20261113113407-e3970619a1a4
+# go mod tidy ignores go.work: the modules that require fleetwatch's by version are tidy
+# against the last release, which hack/release/baseline.sh serves (after an eval of its
+# --print).
+RELEASE_TIDY = GOPROXY="$$FLEETWATCH_RELEASE_PROXY,$$($(GO) env GOPROXY)" GONOSUMDB=github.com/fleetwatch/fleetwatch $(GO) mod tidy
 E2E_FLAGS ?= -race -timeout 30m
 # The browser tests are a module of their own (test/browser), so that chromedp stays out
 # of fleetwatch's go.mod.
@@ -30,12 +48,12 @@ BENCH_QUICK_FLAGS ?= --pods 300 --configmaps 100 --clusters 3 --runs 2 --write-r
 # The smoke test of make test: bench-quick's sizes, one run, in a temporary directory.
 BENCH_SMOKE_FLAGS ?= $(BENCH_QUICK_FLAGS) --runs 1 --check
 
-.PHONY: all build image tools test test-unit test-e2e test-browser test-bench lint fmt demo bench bench-quick bench-many bench-go fuzz clean
+.PHONY: all build image tools test test-unit test-e2e test-browser test-bench lint fmt tidy demo bench bench-quick bench-many bench-go fuzz clean
 
 all: lint build test
 
 build:
-	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/fleetwatch ./cmd/fleetwatch
+	$(ROOT_GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/fleetwatch ./cmd/fleetwatch
 
 ## image: the container image (Dockerfile) as IMAGE; needs a Docker daemon, which nothing else does
 image:
@@ -50,13 +68,14 @@ tools:
 test: tools test-unit test-e2e test-browser test-bench
 
 test-unit:
-	$(GO) test -race -count=1 $(UNIT_PKGS)
+	$(ROOT_GO) test -race -count=1 $(UNIT_PKGS)
 	@# The fleet's and the server's tests once more over compact fleets, as cache.encoding
 	@# compact runs them.
-	FLEETWATCH_TEST_CACHE_ENCODING=compact $(GO) test -race -count=1 ./aggregate/ ./server/
+	FLEETWATCH_TEST_CACHE_ENCODING=compact $(ROOT_GO) test -race -count=1 ./aggregate/ ./server/
 	@for m in $(NESTED_MODULES); do \
 		echo "test-unit $$m"; (cd $$m && $(GO) test -race -count=1 $$($(GO) list ./... | grep -v /test/e2e)) || exit 1; \
 	done
+	cd $(RELEASE_DIR) && GOWORK=off $(GO) test -count=1 -timeout 30m ./...
 
 test-e2e: tools
 	@eval "$$(hack/build-tools.sh --print)" && export FLEETWATCH_KUBE_APISERVER FLEETWATCH_ETCD FLEETWATCH_KUBECTL && \
@@ -77,18 +96,34 @@ test-bench: tools
 	@eval "$$(hack/build-tools.sh --print)" && export FLEETWATCH_KUBE_APISERVER FLEETWATCH_ETCD FLEETWATCH_KUBECTL && \
 		$(GO) run ./test/bench $(BENCH_SMOKE_FLAGS) >/dev/null
 
+## lint: vet, staticcheck, gofmt and tidy go.mod files in every module, and the API
+## check against the last release (hack/release/apicheck.sh)
 lint:
-	$(GO) vet ./...
-	$(GO) run $(STATICCHECK) ./...
+	$(ROOT_GO) vet ./...
+	$(ROOT_GO) run $(STATICCHECK) ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	@cd hack/tools/kube-apiserver && $(GO) mod verify >/dev/null
-	@$(GO) mod tidy -diff
-	@for m in $(NESTED_MODULES) $(BROWSER_DIR); do \
-		echo "lint $$m"; (cd $$m && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && $(GO) mod tidy -diff) || exit 1; \
+	@cd hack/tools/kube-apiserver && GOWORK=off $(GO) mod verify >/dev/null
+	@$(ROOT_GO) mod tidy -diff
+	@eval "$$(hack/release/baseline.sh --print)" && \
+	for m in $(NESTED_MODULES) $(BROWSER_DIR); do \
+		echo "lint $$m"; (cd $$m && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && \
+			$(RELEASE_TIDY) -diff) || exit 1; \
 	done
+	@echo "lint $(RELEASE_DIR)"; cd $(RELEASE_DIR) && GOWORK=off $(GO) vet ./... && GOWORK=off $(GO) run $(STATICCHECK) ./... && GOWORK=off $(GO) mod tidy -diff
+	@APIDIFF=$(APIDIFF) hack/release/apicheck.sh
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
+
+## tidy: go mod tidy in every module; those that require fleetwatch's by version against
+## the last release, as make lint checks them (go mod tidy ignores go.work)
+tidy:
+	$(ROOT_GO) mod tidy
+	@eval "$$(hack/release/baseline.sh --print)" && \
+	for m in $(NESTED_MODULES) $(BROWSER_DIR); do \
+		echo "tidy $$m"; (cd $$m && $(RELEASE_TIDY)) || exit 1; \
+	done
+	cd $(RELEASE_DIR) && GOWORK=off $(GO) mod tidy
 
 ## demo: 3 local clusters with sample workloads and fleetwatch serving them (Ctrl-C stops everything)
 demo: tools build

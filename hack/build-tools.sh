@@ -11,6 +11,9 @@
 #   FLEETWATCH_ETCD=...
 #   FLEETWATCH_KUBECTL=...
 set -euo pipefail
+# The tools modules are not in the repository's workspace (go.work): their versions of
+# Kubernetes are kube-apiserver's own, not fleetwatch's.
+export GOWORK=off
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cache=${FLEETWATCH_BIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fleetwatch/bin}

@@ -3,7 +3,7 @@ module github.com/fleetwatch/fleetwatch/mcprovider
 go 1.26.3
 
 require (
-	github.com/fleetwatch/fleetwatch v0.0.0
+	github.com/fleetwatch/fleetwatch v0.1.0
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
 	k8s.io/client-go v0.37.2
@@ -71,5 +71,3 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
-
-replace github.com/fleetwatch/fleetwatch => ../

@@ -218,7 +218,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, mgr *fleetwatch.Manager,
 		Delegated:   delegated,
 		PeerRoots:   peerCAs,
 		Replica:     replicaOf(cfg),
-		Version:     apiversion.Info{GitVersion: buildVersion(), GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH},
+		Version:     versionInfo(readBuild()),
 		Collectors:  []prometheus.Collector{metrics.NewSnapshotCollector(mgr)},
 		// client-go's workqueue, informer and REST client metrics on /metrics.
 		ClientGoMetrics: true,
@@ -290,4 +290,16 @@ func delegatedAuth(cfg config.Delegated) (*server.DelegatedAuth, error) {
 	}
 	rc.UserAgent = "fleetwatch/" + buildVersion() + " (delegated auth)"
 	return &server.DelegatedAuth{Config: rc, QPS: float32(cfg.QPS), Burst: cfg.Burst, Audiences: cfg.Audiences}, nil
+}
+
+// versionInfo is what /version serves of b, in the fields kubectl version reads.
+func versionInfo(b build) apiversion.Info {
+	info := apiversion.Info{GitVersion: b.Version, GitCommit: b.Revision, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
+	if b.Revision != "" {
+		info.GitTreeState = "clean"
+		if b.Modified {
+			info.GitTreeState = "dirty"
+		}
+	}
+	return info
 }

@@ -3,8 +3,8 @@ module github.com/fleetwatch/fleetwatch/examples/multicluster-runtime
 go 1.26.3
 
 require (
-	github.com/fleetwatch/fleetwatch v0.0.0
-	github.com/fleetwatch/fleetwatch/mcprovider v0.0.0
+	github.com/fleetwatch/fleetwatch v0.1.0
+	github.com/fleetwatch/fleetwatch/mcprovider v0.1.0
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
 	k8s.io/client-go v0.37.2
@@ -74,9 +74,4 @@ require (
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
-)
-
-replace (
-	github.com/fleetwatch/fleetwatch => ../..
-	github.com/fleetwatch/fleetwatch/mcprovider => ../../mcprovider
 )
