@@ -128,6 +128,21 @@ func TestFixtures(t *testing.T) {
 	t.Logf("%d fixtures: %d through protobuf and JSON; %d through JSON only: %d Lossy (%s), %d of no kind of client-go's scheme (%s); %d watch event envelope (%s)",
 		len(names), len(protobufKinds), len(jsonKinds), len(lossyKinds), strings.Join(lossyKinds, ", "),
 		len(otherKinds), strings.Join(otherKinds, ", "), len(events), strings.Join(events, ", "))
+
+	// docs/design.md says what this test covers.
+	doc, err := os.ReadFile("../../docs/design.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prose := strings.Join(strings.Fields(string(doc)), " ")
+	for _, claim := range []string{
+		fmt.Sprintf("Of the %d fixtures, %d kinds go through both wires; %d through JSON only: the %d Lossy", len(names), len(protobufKinds), len(jsonKinds), len(lossyKinds)),
+		fmt.Sprintf("and %d of no kind of client-go's scheme", len(otherKinds)),
+	} {
+		if !strings.Contains(prose, claim) {
+			t.Errorf("docs/design.md does not say %q", claim)
+		}
+	}
 }
 
 // checkWatchEvent requires the envelope of a watch event, which package wire reads
