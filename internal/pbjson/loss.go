@@ -59,8 +59,11 @@ type lossWalker struct {
 	// memo holds the losses of each struct type met below the object, as paths from it.
 	memo map[reflect.Type][]string
 	// walking holds the struct types being walked, for recursive types: a type met
-	// again inside itself adds nothing that the outer walk does not find.
+	// again inside itself adds nothing that the outer walk does not find. cuts counts
+	// such meetings: the losses of a type whose walk met one lack the paths through it,
+	// and are not kept in memo.
 	walking map[reflect.Type]bool
+	cuts    int
 }
 
 // object returns the losses of struct type t. top: t's own TypeMeta is not a loss (the
@@ -74,11 +77,13 @@ func (w *lossWalker) object(t reflect.Type, top, list bool) []string {
 			return l
 		}
 		if w.walking[t] {
+			w.cuts++
 			return nil
 		}
 		w.walking[t] = true
 		defer delete(w.walking, t)
 	}
+	cuts := w.cuts
 	var out []string
 	for i := range t.NumField() {
 		sf := t.Field(i)
@@ -113,7 +118,7 @@ func (w *lossWalker) object(t reflect.Type, top, list bool) []string {
 			out = append(out, name+l)
 		}
 	}
-	if !top {
+	if !top && w.cuts == cuts {
 		w.memo[t] = out
 	}
 	return out

@@ -47,6 +47,20 @@ type (
 		metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 		Spec              []tagged `json:"spec,omitempty" protobuf:"bytes,2,rep,name=spec"`
 	}
+	// cyclic holds cycA, which holds cycB, which holds cycA: cycB is met first inside
+	// cycA's walk, where the cycle is cut, and again from cyclic.
+	cyclic struct {
+		metav1.TypeMeta `json:",inline"`
+		X               cycA `json:"x" protobuf:"bytes,1,opt,name=x"`
+		Z               cycB `json:"z" protobuf:"bytes,2,opt,name=z"`
+	}
+	cycA struct {
+		metav1.TypeMeta `json:",inline"`
+		B               *cycB `json:"b,omitempty" protobuf:"bytes,1,opt,name=b"`
+	}
+	cycB struct {
+		A *cycA `json:"a,omitempty" protobuf:"bytes,1,opt,name=a"`
+	}
 	allTaggedList struct {
 		metav1.TypeMeta `json:",inline"`
 		metav1.ListMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
@@ -69,6 +83,7 @@ func TestLosses(t *testing.T) {
 			"spec.one.apiVersion", "spec.one.kind", "spec.untagged",
 		}},
 		{"all tagged, recursive", reflect.TypeFor[allTagged](), nil},
+		{"mutually recursive", reflect.TypeFor[cyclic](), []string{"x.apiVersion", "x.kind", "z.a.apiVersion", "z.a.kind"}},
 		{"the items of a list", reflect.TypeFor[allTaggedList](), nil},
 		{"Pod", reflect.TypeFor[corev1.Pod](), nil},
 		{"PersistentVolumeClaim", reflect.TypeFor[corev1.PersistentVolumeClaim](), nil},
