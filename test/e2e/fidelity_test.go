@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -139,6 +140,16 @@ server:
 					d.start(t)
 				}
 				waitReadyz(t, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d", port))
+				if round == "warm" {
+					// The StatefulSet came from the snapshot (the log is written before /readyz passes).
+					b, err := os.ReadFile(d.log.Name())
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !regexp.MustCompile(`"Snapshot loaded" .*clusters=1 objects=1 `).Match(b) {
+						t.Fatalf("the warm start did not load the StatefulSet from the snapshot (log %s)", d.log.Name())
+					}
+				}
 				wantGet, wantItem := truth()
 				get := served(t, decodeJSON(t, okBody(t, base+getPath)))
 				if diff := jsonDiff("", get, wantGet); len(diff) > 0 {
