@@ -5,12 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 
@@ -18,40 +15,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/cbor/direct"
-	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/client-go/kubernetes/scheme"
 
+	"github.com/fleetwatch/fleetwatch/internal/apifixtures"
 	"github.com/fleetwatch/fleetwatch/internal/jsondec"
 )
-
-// fixturesDir returns the round-trip fixtures of the k8s.io/api module that go.mod
-// requires: testdata/HEAD, each kind of the module with every field filled, in JSON and
-// protobuf (and YAML), both encodings of the same object.
-func fixturesDir(t *testing.T) string {
-	t.Helper()
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "k8s.io/api").Output()
-	if err != nil {
-		t.Fatalf("go list -m k8s.io/api: %v", err)
-	}
-	dir := filepath.Join(strings.TrimSpace(string(out)), "testdata", "HEAD")
-	if _, err := os.Stat(dir); err != nil {
-		t.Fatalf("the round-trip fixtures of k8s.io/api: %v", err)
-	}
-	return dir
-}
-
-// fixtureKind returns the kind of a fixture from its name: group.version.Kind, the core
-// group spelled "core".
-func fixtureKind(base string) schema.GroupVersionKind {
-	i := strings.LastIndexByte(base, '.')
-	kind, rest := base[i+1:], base[:i]
-	i = strings.LastIndexByte(rest, '.')
-	version, group := rest[i+1:], rest[:i]
-	if group == "core" {
-		group = ""
-	}
-	return schema.GroupVersionKind{Group: group, Version: version, Kind: kind}
-}
 
 // TestFixtures pushes k8s.io/api's round-trip fixtures through what fleetwatch does with
 // an object, and requires what it would serve to be the fixture's JSON, member for
@@ -70,24 +38,11 @@ func fixtureKind(base string) schema.GroupVersionKind {
 // apiserver's defaulting fills a StatefulSet's volumeClaimTemplates') must come out of
 // its protobuf without exactly those members, and out of its JSON whole.
 func TestFixtures(t *testing.T) {
-	dir := fixturesDir(t)
-	names, err := filepath.Glob(filepath.Join(dir, "*.json"))
-	if err != nil || len(names) == 0 {
-		t.Fatalf("no fixtures in %s: %v", dir, err)
-	}
+	fixtures := apifixtures.All(t)
 	var protobufKinds, jsonKinds, lossyKinds, otherKinds, events []string
-	for _, name := range names {
-		base := strings.TrimSuffix(filepath.Base(name), ".json")
-		gvk := fixtureKind(base)
+	for _, f := range fixtures {
+		base, gvk, js, pb := f.Name, f.Kind, f.JSON, f.PB
 		t.Run(base, func(t *testing.T) {
-			js, err := os.ReadFile(name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			pb, err := os.ReadFile(filepath.Join(dir, base+".pb"))
-			if err != nil {
-				t.Fatal(err)
-			}
 			if gvk.Kind == "WatchEvent" {
 				checkWatchEvent(t, js, pb)
 				events = append(events, base)
@@ -126,7 +81,7 @@ func TestFixtures(t *testing.T) {
 		})
 	}
 	t.Logf("%d fixtures: %d through protobuf and JSON; %d through JSON only: %d Lossy (%s), %d of no kind of client-go's scheme (%s); %d watch event envelope (%s)",
-		len(names), len(protobufKinds), len(jsonKinds), len(lossyKinds), strings.Join(lossyKinds, ", "),
+		len(fixtures), len(protobufKinds), len(jsonKinds), len(lossyKinds), strings.Join(lossyKinds, ", "),
 		len(otherKinds), strings.Join(otherKinds, ", "), len(events), strings.Join(events, ", "))
 
 	// docs/design.md says what this test covers.
@@ -136,7 +91,7 @@ func TestFixtures(t *testing.T) {
 	}
 	prose := strings.Join(strings.Fields(string(doc)), " ")
 	for _, claim := range []string{
-		fmt.Sprintf("Of the %d fixtures, %d kinds go through both wires; %d through JSON only: the %d Lossy", len(names), len(protobufKinds), len(jsonKinds), len(lossyKinds)),
+		fmt.Sprintf("Of the %d fixtures, %d kinds go through both wires; %d through JSON only: the %d Lossy", len(fixtures), len(protobufKinds), len(jsonKinds), len(lossyKinds)),
 		fmt.Sprintf("and %d of no kind of client-go's scheme", len(otherKinds)),
 	} {
 		if !strings.Contains(prose, claim) {
@@ -184,10 +139,7 @@ func checkWatchEvent(t *testing.T, js, pb []byte) {
 // managedFields if drop.
 func want(t *testing.T, js []byte, drop bool) map[string]any {
 	t.Helper()
-	var m map[string]any
-	if err := utiljson.Unmarshal(js, &m); err != nil {
-		t.Fatalf("fixture: %v", err)
-	}
+	m := apifixtures.Map(t, js)
 	if md, ok := m["metadata"].(map[string]any); ok && drop {
 		delete(md, "managedFields")
 	}
@@ -272,11 +224,7 @@ func checkLossy(t *testing.T, gvk schema.GroupVersionKind, js []byte) {
 	if err := tr.object(gvk, raw, msg, ctxNone); err != nil {
 		t.Fatalf("transcoding, losses ignored: %v", err)
 	}
-	var got map[string]any
-	if err := utiljson.Unmarshal(tr.out, &got); err != nil {
-		t.Fatal(err)
-	}
-	diffs := diff("", got, filled, nil)
+	diffs := apifixtures.Diff(apifixtures.Map(t, tr.out), filled)
 	var unexplained []string
 	explained := map[string]bool{}
 	for _, d := range diffs {
@@ -362,61 +310,7 @@ func fromCBOR(t *testing.T, cbor []byte) map[string]any {
 // requireSame fails t with the paths at which got and want differ.
 func requireSame(t *testing.T, what string, got, want map[string]any) {
 	t.Helper()
-	if d := diff("", got, want, nil); len(d) > 0 {
+	if d := apifixtures.Diff(got, want); len(d) > 0 {
 		t.Errorf("%s differs from the fixture at %s", what, strings.Join(d, ", "))
-	}
-}
-
-// diff appends to out the paths at which got and want differ: members as .name from
-// the object (the first without the dot), elements of arrays as [].
-func diff(path string, got, want any, out []string) []string {
-	join := func(k string) string {
-		if path == "" {
-			return k
-		}
-		return path + "." + k
-	}
-	switch w := want.(type) {
-	case map[string]any:
-		g, ok := got.(map[string]any)
-		if !ok {
-			return append(out, path)
-		}
-		keys := map[string]bool{}
-		for k := range w {
-			keys[k] = true
-		}
-		for k := range g {
-			keys[k] = true
-		}
-		sorted := make([]string, 0, len(keys))
-		for k := range keys {
-			sorted = append(sorted, k)
-		}
-		sort.Strings(sorted)
-		for _, k := range sorted {
-			gv, gok := g[k]
-			wv, wok := w[k]
-			if gok != wok {
-				out = append(out, join(k))
-				continue
-			}
-			out = diff(join(k), gv, wv, out)
-		}
-		return out
-	case []any:
-		g, ok := got.([]any)
-		if !ok || len(g) != len(w) {
-			return append(out, path)
-		}
-		for i := range w {
-			out = diff(path+"[]", g[i], w[i], out)
-		}
-		return out
-	default:
-		if !reflect.DeepEqual(got, want) {
-			return append(out, path)
-		}
-		return out
 	}
 }
