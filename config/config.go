@@ -225,7 +225,9 @@ type Cache struct {
 	// JSONOnly asks the apiservers for JSON only. By default the informers of built-in
 	// kinds ask for protobuf, which costs an apiserver about half the CPU of JSON for a
 	// list, and fall back to JSON by themselves for a kind whose protobuf fleetwatch
-	// cannot read (fleetwatch.Options.JSONOnly). Takes effect at the next start.
+	// cannot read (fleetwatch.Options.JSONOnly). StatefulSets are always asked for in
+	// JSON: their protobuf loses the apiVersion and kind of their volumeClaimTemplates.
+	// Takes effect at the next start.
 	JSONOnly bool `yaml:"jsonOnly" mapstructure:"jsonOnly"`
 }
 

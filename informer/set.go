@@ -119,7 +119,8 @@ type Options struct {
 	// KeepManagedFields keeps metadata.managedFields, which are stripped by default.
 	KeepManagedFields bool
 	// JSONOnly asks the cluster for JSON only. By default, full objects of the kinds
-	// that package pbjson can transcode are asked for in protobuf, which the
+	// that package pbjson can transcode (not those whose protobuf carries less than
+	// their JSON, such as StatefulSets: pbjson.Lossy) are asked for in protobuf, which the
 	// kube-apiserver encodes at about half the CPU, and decoded into the same objects
 	// (see package wire); so is the metadata of the metadata-only resources of a
 	// PartialSink. The other metadata-only resources are read by client-go's metadata

@@ -8,6 +8,7 @@ import (
 	"hash"
 	"hash/crc32"
 	"io"
+	"slices"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -15,7 +16,7 @@ import (
 // A cluster's state, as ExportCluster writes it and ImportCluster reads it, is what the
 // snapshot stores of the cluster, value by value, in the stored (sealed) form:
 //
-//	"FWCS" 1                          magic and format version
+//	"FWCS" 2                          magic and format version
 //	'i' <identity>                    the sealed identity, if one is stored
 //	'r' <resource key> <rv>           per resource: its key and sealed resourceVersion,
 //	'o' <object key> <object>         then its objects, each sealed
@@ -30,9 +31,15 @@ import (
 // from, and a value that changed on the way fails its seal. A stream that ends before
 // its 'e' is truncated, and ImportCluster rejects it as such. A build before 'd' frames
 // refuses a state that has one ("an unknown frame"); a state without one reads as ever.
+// Version 2 is version 1 from a build whose StatefulSets are exact: the StatefulSets of
+// a version 1 state (lossyResource) are left out, as migrateToV5 drops them from a
+// file, and listed again. A build before version 2 refuses a version 2 state, and its
+// cluster starts cold.
 const (
 	stateMagic   = "FWCS"
-	stateVersion = 1
+	stateVersion = 2
+	// stateVersionLossy is the version of states whose lossyResources are left out.
+	stateVersionLossy = 1
 
 	frameIdentity byte = 'i'
 	frameResource byte = 'r'
@@ -115,6 +122,9 @@ func (s *Store) ImportCluster(cluster string, r io.Reader) (*ClusterSnapshot, er
 	st, err := readState(cluster, r)
 	if err != nil {
 		return nil, err
+	}
+	if st.version == stateVersionLossy {
+		st.resources = slices.DeleteFunc(st.resources, func(res *stateResource) bool { return lossyResource(ResourceKey(res.key)) })
 	}
 	cs := &ClusterSnapshot{Resources: make(map[ResourceKey]*ResourceSnapshot, len(st.resources))}
 	if st.identity != nil {
@@ -262,6 +272,7 @@ func (sw *stateWriter) end() error {
 
 // state is a cluster's state as read, its values still sealed.
 type state struct {
+	version   byte
 	identity  []byte
 	resources []*stateResource
 	dicts     []stateDict
@@ -345,10 +356,11 @@ func readFrames(r io.Reader) (*state, error) {
 	if string(head[:len(stateMagic)]) != stateMagic {
 		return nil, errors.New("not a cluster state")
 	}
-	if head[len(stateMagic)] != stateVersion {
-		return nil, fmt.Errorf("format version %d, not %d", head[len(stateMagic)], stateVersion)
+	version := head[len(stateMagic)]
+	if version != stateVersion && version != stateVersionLossy {
+		return nil, fmt.Errorf("format version %d, not %d", version, stateVersion)
 	}
-	st := &state{}
+	st := &state{version: version}
 	var frames uint64
 	var cur *stateResource
 	for {

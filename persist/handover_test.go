@@ -3,7 +3,10 @@ package persist
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
+	"maps"
 	"slices"
 	"testing"
 )
@@ -68,6 +71,62 @@ func TestExportImportCluster(t *testing.T) {
 	}
 	if snap.Clusters["b"] != nil {
 		t.Error("the export holds another cluster")
+	}
+}
+
+// TestImportClusterVersion1 imports the state of a build before version 2, whose
+// StatefulSets were stored from protobuf without their volumeClaimTemplates' apiVersion
+// and kind: they are left out, to be listed again, and the rest is imported. The same
+// state as version 2 imports whole.
+func TestImportClusterVersion1(t *testing.T) {
+	statefulSets := ResourceKey("apps/v1/statefulsets?spec=")
+	src := openTest(t, testPath(t), Options{})
+	w := src.NewWriter(WriterOptions{})
+	w.Upsert("a", pods, object("ns", "p1", "1"))
+	w.Checkpoint("a", pods, "100")
+	w.Upsert("a", statefulSets, object("ns", "web", "2"))
+	w.Checkpoint("a", statefulSets, "101")
+	if err := w.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := src.ExportCluster("a", &buf); err != nil {
+		t.Fatal(err)
+	}
+	state := buf.Bytes()
+	if state[len(stateMagic)] != stateVersion {
+		t.Fatalf("exported as version %d, want %d", state[len(stateMagic)], stateVersion)
+	}
+	// The end frame: 'e', the number of frames, the CRC-32C of every byte before it.
+	end := bytes.LastIndexByte(state[:len(state)-4], frameEnd)
+	v1 := slices.Clone(state)
+	v1[len(stateMagic)] = stateVersionLossy
+	binary.BigEndian.PutUint32(v1[len(v1)-4:], crc32.Checksum(v1[:end], castagnoli))
+
+	for _, tt := range []struct {
+		name  string
+		state []byte
+		want  []ResourceKey
+	}{
+		{"version 1", v1, []ResourceKey{pods}},
+		{"version 2", state, []ResourceKey{pods, statefulSets}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dst := openTest(t, testPath(t), Options{})
+			cs, err := dst.ImportCluster("a", bytes.NewReader(tt.state))
+			if err != nil {
+				t.Fatalf("ImportCluster: %v", err)
+			}
+			for _, got := range []*ClusterSnapshot{cs, mustLoad(t, dst).Clusters["a"]} {
+				keys := slices.Sorted(maps.Keys(got.Resources))
+				if !slices.Equal(keys, tt.want) {
+					t.Errorf("resources %v, want %v", keys, tt.want)
+				}
+				if rs := got.Resources[pods]; rs == nil || rs.ResourceVersion != "100" {
+					t.Errorf("pods: %+v", rs)
+				}
+			}
+		})
 	}
 }
 

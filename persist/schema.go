@@ -131,6 +131,7 @@ var migrations = []migration{
 	{name: "store unstructured objects without a format byte", migrate: migrateToV2},
 	{name: "drop the stored Secrets that hold values", migrate: migrateToV3, scrubs: true},
 	{name: "seal every value", migrate: migrateToV4},
+	{name: "drop the stored StatefulSets, which protobuf left without their volumeClaimTemplates' apiVersion and kind", migrate: migrateToV5},
 }
 
 // migrateToV1 lays out an empty file: version 0 is a bbolt file without any bucket.
@@ -529,4 +530,60 @@ func forEachResource(cluster string, cb *bolt.Bucket, fn func(resource string, r
 		}
 	}
 	return nil
+}
+
+// migrateToV5 drops every stored resource of StatefulSets (lossyResource). Versions 1 to
+// 4 were written by builds that asked for them in protobuf, which does not carry the
+// apiVersion and kind that the apiserver gives each of spec.volumeClaimTemplates: their
+// objects lack them, and a watch resumed from their resourceVersion would serve them so
+// until each StatefulSet changes. Later builds ask for StatefulSets in JSON (package
+// pbjson's Lossy). A dropped resource is listed again by its informer; the others
+// resume. Those written under cache.jsonOnly, or metadata-only, were exact, but whether
+// they were is in the key's qualifier, which this package does not read: they are
+// listed again too.
+//
+// It reads no identity: within a chain of migrations from before version 4, the
+// version that says that values are sealed is not recorded yet.
+func migrateToV5(tx *bolt.Tx, _ time.Time) error {
+	clusters := getClustersBucket(tx)
+	if clusters == nil {
+		return fmt.Errorf("%w: no %q bucket", ErrCorrupt, bucketClusters)
+	}
+	var names [][]byte
+	if err := clusters.ForEachBucket(func(k []byte) error {
+		names = append(names, bytes.Clone(k))
+		return nil
+	}); err != nil {
+		return err
+	}
+	for _, name := range names {
+		// Buckets are not deleted while a cursor walks their parent: collect, then delete.
+		var drop [][]byte
+		err := forEachResource(string(name), clusters.Bucket(name), func(resource string, _ *bolt.Bucket) error {
+			if lossyResource(ResourceKey(resource)) {
+				drop = append(drop, []byte(resource))
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, resource := range drop {
+			if err := clusters.Bucket(name).Bucket(bucketResources).DeleteBucket(resource); err != nil {
+				return fmt.Errorf("cluster %q, resource %q: %w", name, resource, err)
+			}
+		}
+	}
+	return nil
+}
+
+// lossyResource reports whether key is of a resource whose objects the builds before
+// schema version 5 (and cluster state version 2) stored from protobuf that carries less
+// than their JSON: the StatefulSets of the group apps, any version, any qualifier. It is
+// the resources of the listable kinds of pbjson.Lossy when version 5 was made
+// (TestLossyResource), and must not change with it: a kind that becomes lossy later
+// needs a migration of its own.
+func lossyResource(key ResourceKey) bool {
+	gvr := key.GroupVersionResource()
+	return gvr.Group == "apps" && gvr.Resource == "statefulsets"
 }

@@ -10,7 +10,10 @@
 // and the API's own JSON encodings (times, quantities, int-or-strings, raw extensions,
 // durations) spelled as their MarshalJSON spells them. A kind whose Go type it cannot
 // describe is not Supported; a field it does not know (a newer server's) or a value it
-// cannot write exactly is ErrUnsupported, and the caller asks for JSON instead.
+// cannot write exactly is ErrUnsupported, and the caller asks for JSON instead. Nor is a
+// kind whose protobuf carries less than its JSON (Losses: the apiVersion and kind of an
+// object nested in it, such as a StatefulSet's volumeClaimTemplates, which
+// go-to-protobuf leaves out, or a field without a protobuf tag): Lossy has them all.
 //
 // For a caller that keeps objects as CBOR and builds only what files them,
 // ObjectPartialCBOR writes, from the same walk of the protobuf, the CBOR that package

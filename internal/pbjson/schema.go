@@ -151,7 +151,8 @@ var schemas sync.Map // schema.GroupVersionKind → *message
 // protobuf, can be transcoded to JSON: whether gvk is a kind of client-go's scheme
 // (k8s.io/client-go/kubernetes/scheme), or meta.k8s.io/v1 PartialObjectMetadata or
 // PartialObjectMetadataList (the metadata of any object, as client-go's metadata client
-// asks for it), whose Go type this package can describe.
+// asks for it), whose Go type this package can describe, and whose protobuf carries
+// all that its JSON does (no Losses: not one of Lossy).
 //
 // The server's JSON of a PartialObjectMetadataList gives each item its apiVersion and
 // kind, which its protobuf does not carry: the items transcoded have none, as the items
@@ -178,7 +179,7 @@ func schemaOf(gvk schema.GroupVersionKind) *message {
 	if err != nil {
 		obj, err = metaKinds.New(gvk)
 	}
-	if err == nil {
+	if err == nil && len(Losses(reflect.TypeOf(obj))) == 0 {
 		b := builder{seen: map[reflect.Type]*message{}}
 		if msg, err := b.message(reflect.TypeOf(obj).Elem()); err == nil {
 			m = msg
@@ -220,7 +221,8 @@ func (b *builder) message(t reflect.Type) (*message, error) {
 		}
 		if sf.Anonymous && sf.Type == typeTypeMeta {
 			// The kind and apiVersion of an object, which protobuf carries in the
-			// envelope; the caller writes them.
+			// envelope and the caller writes, or of an item of a list, which the
+			// server's JSON leaves out too. Anywhere else, Losses has refused the kind.
 			continue
 		}
 		tag := sf.Tag.Get("protobuf")

@@ -61,7 +61,8 @@ func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) {
 // streaming lists and watches, objects and their encodings, partial ones included,
 // equals what they decode from the JSON the same server sends for the same objects, for
 // every kind of object created here; a custom resource, which has no protobuf, comes in
-// JSON through the same request.
+// JSON through the same request, and so does a StatefulSet, whose protobuf loses
+// members (pbjson.Lossy).
 func TestProtobufWire(t *testing.T) {
 	env := testenv.New(t, testenv.Options{Clusters: 1})
 	c := env.Clusters[0]
@@ -74,6 +75,24 @@ func TestProtobufWire(t *testing.T) {
 		"spec":     map[string]any{"color": "red", "size": int64(3)},
 	}}
 	if _, err := c.Dynamic().Resource(gadgetsGVR).Namespace("shop").Create(ctx, gadget, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// A StatefulSet's protobuf loses its volumeClaimTemplates' apiVersion and kind:
+	// it is asked for in JSON (pbjson.Lossy), though the server has protobuf.
+	labels := map[string]string{"app": "db"}
+	sts := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "db"},
+		Spec: appsv1.StatefulSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "db", Image: "registry.example/db:1"}}}},
+			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"},
+				Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+					Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}},
+		},
+	}
+	if _, err := c.Clientset().AppsV1().StatefulSets("shop").Create(ctx, sts, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -103,6 +122,7 @@ func TestProtobufWire(t *testing.T) {
 		{schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, "Deployment", "/apis/apps/v1/deployments", true},
 		{schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "jobs"}, "Job", "/apis/batch/v1/jobs", true},
 		{gadgetsGVR, "Gadget", "/apis/gadgets.example.test/v1/gadgets", false},
+		{schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "statefulsets"}, "StatefulSet", "/apis/apps/v1/statefulsets", false},
 	}
 	for _, r := range resources {
 		t.Run(r.gvr.Resource, func(t *testing.T) {
