@@ -20,8 +20,12 @@ import (
 // loaded objects a single time.
 
 // LoadBudget returns how much memory the load of a snapshot file of size bytes may take
-// before the collector runs: objects decoded from the file take about 3.5 times its size
-// in the heap (docs/benchmarks.md), and the fleet's indices some more.
+// before the collector runs: six times the file's size, plus 64 MiB. That is well above
+// what a load takes (docs/benchmarks.md: a plain fleet's warm start from a file of 211
+// MiB peaked at 404 MiB of RSS and held 247 MiB of heap after GC; a compact fleet, which
+// keeps the stored encodings, holds 4.39 KiB of heap per object for 5.5 KiB of file), so
+// that the collector stays off for a load as expected, and runs, rather than the process
+// growing without bound, for a snapshot that decodes larger than expected.
 func LoadBudget(size int64) int64 {
 	const perFileByte, slack = 6, 64 << 20
 	if size <= 0 {
