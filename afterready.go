@@ -17,17 +17,19 @@ import (
 // for its sync: the first health probe, whose answer the cluster's lists give too, and
 // the identity of a cluster without saved state, which only a later start compares with.
 // So they wait until the fleet is first ready (Manager.Ready, when its sync hold is
-// released), and are then spread over a moment, rather than compete with the lists
-// that readiness waits for. A cluster that has not synced firstProbeDelay after its
+// released), rather than compete with the lists that readiness waits for; the probes are
+// then spread over a moment, and the identities read at once, so that a stop soon after
+// finds them read. A cluster that has not synced firstProbeDelay after its
 // turn among the initial syncs is probed then, so that a dead cluster among thousands is
 // reported Unreachable without waiting for the others; and no cluster waits more than
 // a health interval for its first probe.
 
 // The snapshot's commits wait the same way: until the fleet is ready, the writer
 // commits once per interval, not also every WriterOptions.MaxPending changes. An initial
-// sync of thousands of small clusters is thousands of small lists, each checkpointed on
-// its own, and a commit rewrites the pages of every cluster it touches: committed every
-// MaxPending changes, they took an eighth of the CPU of the start of 1,000 clusters.
+// sync of thousands of small clusters is thousands of small checkpointed lists, and each
+// commit rewrites the pages of every cluster it touches: at 1,000 clusters, the commits
+// every MaxPending changes took an eighth of the CPU of the start. What the sync
+// listed is then committed at once when the fleet is ready.
 
 // firstProbeDelay is how long a cluster's initial sync may run before its first health
 // probe, if the fleet is not ready sooner.
@@ -43,6 +45,8 @@ type deferredCall struct {
 	ctx  context.Context
 	f    func()
 	once sync.Once
+	// atOnce has runDeferred run it at once rather than spread with the others.
+	atOnce bool
 }
 
 // run calls f, unless ctx has ended or the call was run or dropped before. It is safe
@@ -82,8 +86,9 @@ func (m *Manager) afterReady(d *deferredCall) {
 	m.mu.Unlock()
 }
 
-// runDeferred runs the calls that waited for the fleet to be ready, spread over a
-// moment: releaseSpreadPerCall each, at most a health interval in all.
+// runDeferred runs the calls that waited for the fleet to be ready: those atOnce at once,
+// the others spread over a moment, releaseSpreadPerCall each, at most a health interval
+// in all.
 func (m *Manager) runDeferred() {
 	m.mu.Lock()
 	m.readyOnce = true
@@ -96,10 +101,71 @@ func (m *Manager) runDeferred() {
 	}
 	spread := min(time.Duration(len(calls))*releaseSpreadPerCall, cmp.Or(m.opts.Health.Interval, cluster.DefaultHealthInterval))
 	for _, d := range calls {
-		if spread <= 0 {
+		if d.atOnce || spread <= 0 {
 			d.run()
 			continue
 		}
 		time.AfterFunc(rand.N(spread), d.run)
 	}
+}
+
+// identityWorkers is how many identities of clusters started cold are read at once.
+const identityWorkers = 64
+
+// identityReader reads the identities of clusters, identityWorkers at a time: once the
+// fleet is ready, thousands of clusters ask at once, and a goroutine each would be
+// thousands of goroutines for a moment.
+type identityReader struct {
+	// mu guards queue and workers.
+	mu      sync.Mutex
+	queue   []identityRead
+	workers int
+}
+
+// identityRead is a cluster whose identity is to be read, with the context it is read in.
+type identityRead struct {
+	ctx context.Context
+	mb  *member
+}
+
+// add queues the read of mb's identity, and starts a worker if fewer than
+// identityWorkers run. The workers hold the Manager's WaitGroup.
+func (r *identityReader) add(ctx context.Context, m *Manager, mb *member) {
+	r.mu.Lock()
+	r.queue = append(r.queue, identityRead{ctx: ctx, mb: mb})
+	start := r.workers < identityWorkers
+	if start {
+		r.workers++
+	}
+	r.mu.Unlock()
+	if !start {
+		return
+	}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		for {
+			r.mu.Lock()
+			if len(r.queue) == 0 {
+				r.workers--
+				r.mu.Unlock()
+				return
+			}
+			next := r.queue[0]
+			r.queue = r.queue[1:]
+			r.mu.Unlock()
+			if next.ctx.Err() != nil {
+				continue
+			}
+			// One attempt here; a cluster that does not answer retries on its own, so
+			// that it holds up none of the others.
+			if _, err := m.tryIdentity(next.ctx, next.mb); err != nil {
+				m.wg.Add(1)
+				go func() {
+					defer m.wg.Done()
+					m.readIdentity(next.ctx, next.mb)
+				}()
+			}
+		}
+	}()
 }

@@ -196,6 +196,8 @@ type Manager struct {
 	// for it (afterReady). mu guards both.
 	readyOnce bool
 	deferred  []*deferredCall
+	// identities reads the identities of the clusters that started cold.
+	identities identityReader
 
 	// replayed is closed once the fleet's handlers have taken the snapshot's state
 	// (handlersReplayed), made by the first call, under replayedOnce.
@@ -1096,13 +1098,11 @@ func (m *Manager) startHealth(ctx context.Context, mb *member) {
 func (m *Manager) confirmIdentity(ctx context.Context, mb *member) bool {
 	if mb.saved == nil {
 		// Needed by the next start only: read once the fleet is ready (afterready.go).
-		m.afterReady(m.deferCall(ctx, func() {
-			m.wg.Add(1)
-			go func() {
-				defer m.wg.Done()
-				m.readIdentity(ctx, mb)
-			}()
-		}))
+		// Not spread with the probes: a stop soon after the fleet is ready must find it
+		// read, or the next start takes the cluster as changed and syncs it cold.
+		d := m.deferCall(ctx, func() { m.identities.add(ctx, m, mb) })
+		d.atOnce = true
+		m.afterReady(d)
 		return true
 	}
 	id, ok := m.readIdentity(ctx, mb)
@@ -1193,20 +1193,7 @@ func (m *Manager) Disengage(ctx context.Context, c *cluster.Cluster, cause error
 func (m *Manager) readIdentity(ctx context.Context, mb *member) (cluster.Identity, bool) {
 	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: time.Minute}
 	for ctx.Err() == nil {
-		id, err := cluster.ReadIdentity(ctx, mb.cluster.Config)
-		if err == nil {
-			mb.mu.Lock()
-			mb.identity = id
-			mb.mu.Unlock()
-			// Written with the writer's next commit, not in a commit of its own (one
-			// per cluster, thousands at the start of a large fleet); a snapshot that
-			// has it already is left alone. A cluster whose identity did not make it to
-			// the file before a crash is taken as changed at the next start, and syncs
-			// cold.
-			if w := m.snapshotWriter(); w != nil && mb.saved == nil {
-				w.SetIdentity(mb.cluster.Name, persist.Identity{UID: id.UID, Server: id.Server})
-			}
-			m.refresh(mb)
+		if id, err := m.tryIdentity(ctx, mb); err == nil {
 			return id, true
 		}
 		select {
@@ -1215,6 +1202,27 @@ func (m *Manager) readIdentity(ctx context.Context, mb *member) (cluster.Identit
 		}
 	}
 	return cluster.Identity{}, false
+}
+
+// tryIdentity reads the cluster's identity once and, if it could, records it and saves
+// it in the snapshot.
+func (m *Manager) tryIdentity(ctx context.Context, mb *member) (cluster.Identity, error) {
+	id, err := cluster.ReadIdentity(ctx, mb.cluster.Config)
+	if err != nil {
+		return cluster.Identity{}, err
+	}
+	mb.mu.Lock()
+	mb.identity = id
+	mb.mu.Unlock()
+	// Written with the writer's next commit, not in a commit of its own (one per
+	// cluster, thousands at the start of a large fleet); a snapshot that has it already
+	// is left alone. A cluster whose identity did not make it to the file before a crash
+	// is taken as changed at the next start, and syncs cold.
+	if w := m.snapshotWriter(); w != nil && mb.saved == nil {
+		w.SetIdentity(mb.cluster.Name, persist.Identity{UID: id.UID, Server: id.Server})
+	}
+	m.refresh(mb)
+	return id, nil
 }
 
 // refresh recomputes the status of a cluster from its informers and its health (see
