@@ -3,6 +3,7 @@ package fleetwatch
 import (
 	"cmp"
 	"context"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -24,12 +25,18 @@ import (
 // reported Unreachable without waiting for the others; and no cluster waits more than
 // a health interval for its first probe.
 
-// The snapshot's commits wait the same way: until the fleet is ready, the writer
-// commits once per interval, not also every WriterOptions.MaxPending changes. An initial
-// sync of thousands of small clusters is thousands of small checkpointed lists, and each
-// commit rewrites the pages of every cluster it touches: at 1,000 clusters, the commits
-// every MaxPending changes took an eighth of the CPU of the start. What the sync
-// listed is then committed at once when the fleet is ready.
+// The snapshot's commits wait the same way in a fleet of commitHoldClusters or more:
+// until it is ready, the writer commits once per interval, not also every
+// WriterOptions.MaxPending changes. An initial sync of thousands of small clusters is
+// thousands of small checkpointed lists, and each commit rewrites the pages of every
+// cluster it touches: at 1,000 clusters, the commits every MaxPending changes took a
+// fifth of the CPU of the start. What the sync listed is then committed at once when
+// the fleet is ready. A fleet of fewer, larger clusters keeps committing each large list
+// as it comes, so that no commit holds the encodings of all of them at once.
+
+// commitHoldClusters is the number of clusters from which the snapshot's commits wait
+// for the fleet to be ready.
+var commitHoldClusters = 100
 
 // firstProbeDelay is how long a cluster's initial sync may run before its first health
 // probe, if the fleet is not ready sooner.
@@ -94,9 +101,10 @@ func (m *Manager) runDeferred() {
 	m.readyOnce = true
 	calls := m.deferred
 	m.deferred = nil
-	writer, timing := m.writer, m.opts.SnapshotWriter
+	writer, timing, held := m.writer, m.opts.SnapshotWriter, m.commitsHeld
+	m.commitsHeld = false
 	m.mu.Unlock()
-	if writer != nil {
+	if writer != nil && held {
 		writer.SetTiming(timing.Interval, timing.MaxPending)
 	}
 	spread := min(time.Duration(len(calls))*releaseSpreadPerCall, cmp.Or(m.opts.Health.Interval, cluster.DefaultHealthInterval))
@@ -168,4 +176,25 @@ func (r *identityReader) add(ctx context.Context, m *Manager, mb *member) {
 			}
 		}
 	}()
+}
+
+// holdCommitsLocked has the snapshot writer commit once per interval only, until the
+// fleet is ready, once the fleet has commitHoldClusters clusters, engaged or selected.
+// m.mu is held.
+func (m *Manager) holdCommitsLocked() {
+	if m.readyOnce || m.commitsHeld || m.writer == nil {
+		return
+	}
+	// Until it holds, the fleet is smaller than commitHoldClusters, or this runs once.
+	n := len(m.members)
+	for name := range m.unengaged {
+		if m.members[name] == nil {
+			n++
+		}
+	}
+	if n < commitHoldClusters {
+		return
+	}
+	m.commitsHeld = true
+	m.writer.SetTiming(m.opts.SnapshotWriter.Interval, math.MaxInt)
 }

@@ -103,59 +103,89 @@ func TestColdClustersProbeAndIdentifyOnceReady(t *testing.T) {
 	})
 }
 
-// TestSnapshotCommitsPerIntervalUntilReady: until the fleet is ready, the snapshot
-// writer commits once per interval, however many changes are checkpointed; once it is
-// ready, MaxPending changes make it commit again.
+// TestSnapshotCommitsPerIntervalUntilReady: until a fleet of commitHoldClusters is
+// ready, the snapshot writer commits once per interval, however many changes are
+// checkpointed; once it is ready, MaxPending changes make it commit again. A smaller
+// fleet commits every MaxPending changes throughout.
 func TestSnapshotCommitsPerIntervalUntilReady(t *testing.T) {
-	srv := clustertest.NewServer(t)
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	clustertest.WriteKubeconfig(t, kubeconfig, srv.Context("a"))
-	store, err := persist.Open(filepath.Join(t.TempDir(), "fleetwatch.db"), persist.Options{})
-	if err != nil {
-		t.Fatal(err)
+	for _, hold := range []bool{true, false} {
+		t.Run(fmt.Sprintf("hold=%v", hold), func(t *testing.T) {
+			restore := commitHoldClusters
+			t.Cleanup(func() { commitHoldClusters = restore })
+			if hold {
+				commitHoldClusters = 1
+			} else {
+				commitHoldClusters = 2
+			}
+			srv := clustertest.NewServer(t)
+			kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+			clustertest.WriteKubeconfig(t, kubeconfig, srv.Context("a"))
+			store, err := persist.Open(filepath.Join(t.TempDir(), "fleetwatch.db"), persist.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { store.Close() })
+			// The fake serves no discovery: the cluster never syncs, and the fleet is
+			// ready once its sync timeout has passed.
+			const syncTimeout = time.Second
+			m, err := NewManager(Options{
+				Clusters:        cluster.Options{Kubeconfigs: []string{kubeconfig}},
+				Resources:       []informer.Resource{{Name: "configmaps"}},
+				SyncTimeout:     syncTimeout,
+				Snapshot:        store,
+				SnapshotWriter:  persist.WriterOptions{Interval: time.Hour, MaxPending: 10},
+				DisableGCTuning: true,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan error, 1)
+			go func() { done <- m.Start(ctx) }()
+			t.Cleanup(func() {
+				cancel()
+				if err := <-done; err != nil {
+					t.Error(err)
+				}
+			})
+			waitFor(t, "the cluster engaged", func() string {
+				if _, ok := m.ClusterStatus("a"); !ok {
+					return "not engaged"
+				}
+				return ""
+			})
+			w := m.snapshotWriter()
+			key := persist.ResourceKey("/v1/configmaps")
+			for i := range 30 {
+				u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap"}}
+				u.SetNamespace("default")
+				u.SetName(fmt.Sprintf("cm-%03d", i))
+				u.SetResourceVersion(fmt.Sprint(100 + i))
+				w.Upsert("a", key, u)
+				w.Checkpoint("a", key, fmt.Sprint(100+i))
+			}
+			if !hold {
+				waitFor(t, "a commit before the fleet is ready", func() string {
+					if st := w.Stats(); st.Commits == 0 {
+						return fmt.Sprintf("ready %v, %d pending", m.Ready(), st.Pending)
+					}
+					return ""
+				})
+				if m.Ready() {
+					t.Error("ready before the sync timeout")
+				}
+				return
+			}
+			time.Sleep(syncTimeout / 2)
+			if st := w.Stats(); !m.Ready() && st.Commits != 0 {
+				t.Errorf("%d commits of %d checkpointed changes before the fleet is ready, want none until the interval", st.Commits, st.Checkpointed)
+			}
+			waitFor(t, "a commit once ready", func() string {
+				if st := w.Stats(); st.Commits == 0 {
+					return fmt.Sprintf("ready %v, %d pending", m.Ready(), st.Pending)
+				}
+				return ""
+			})
+		})
 	}
-	t.Cleanup(func() { store.Close() })
-	// The fake serves no discovery: the cluster never syncs, and the fleet is ready
-	// once its sync timeout has passed.
-	const syncTimeout = time.Second
-	m, err := NewManager(Options{
-		Clusters:        cluster.Options{Kubeconfigs: []string{kubeconfig}},
-		Resources:       []informer.Resource{{Name: "configmaps"}},
-		SyncTimeout:     syncTimeout,
-		Snapshot:        store,
-		SnapshotWriter:  persist.WriterOptions{Interval: time.Hour, MaxPending: 10},
-		DisableGCTuning: true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- m.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
-	w := m.snapshotWriter()
-	key := persist.ResourceKey("/v1/configmaps")
-	for i := range 30 {
-		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap"}}
-		u.SetNamespace("default")
-		u.SetName(fmt.Sprintf("cm-%03d", i))
-		u.SetResourceVersion(fmt.Sprint(100 + i))
-		w.Upsert("a", key, u)
-		w.Checkpoint("a", key, fmt.Sprint(100+i))
-	}
-	time.Sleep(syncTimeout / 2)
-	if st := w.Stats(); !m.Ready() && st.Commits != 0 {
-		t.Errorf("%d commits of %d checkpointed changes before the fleet is ready, want none until the interval", st.Commits, st.Checkpointed)
-	}
-	waitFor(t, "a commit once ready", func() string {
-		if st := w.Stats(); st.Commits == 0 {
-			return fmt.Sprintf("ready %v, %d pending", m.Ready(), st.Pending)
-		}
-		return ""
-	})
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math"
 	"os"
 	"slices"
 	"sync"
@@ -193,9 +192,11 @@ type Manager struct {
 	syncReleased, releaseCheck atomic.Bool
 
 	// readyOnce is set once the fleet was first ready; deferred are the calls that wait
-	// for it (afterReady). mu guards both.
-	readyOnce bool
-	deferred  []*deferredCall
+	// for it (afterReady); commitsHeld once the snapshot writer commits per interval
+	// only until then (holdCommitsLocked). mu guards them.
+	readyOnce   bool
+	deferred    []*deferredCall
+	commitsHeld bool
 	// identities reads the identities of the clusters that started cold.
 	identities identityReader
 
@@ -625,10 +626,7 @@ func (m *Manager) loadSnapshot() {
 	dropStale(ctx, m.opts.Snapshot, stale)
 	m.mu.Lock()
 	m.writer = m.opts.Snapshot.NewWriter(m.opts.SnapshotWriter)
-	if !m.readyOnce {
-		// Until the fleet is ready (afterready.go).
-		m.writer.SetTiming(m.opts.SnapshotWriter.Interval, math.MaxInt)
-	}
+	m.holdCommitsLocked()
 	selection := m.selection
 	loading := m.loading
 	m.loading, m.selection = false, nil
@@ -862,6 +860,7 @@ func (m *Manager) Selected(ctx context.Context, names []string) {
 		m.engageGate = make(chan struct{})
 	}
 	m.openGateLocked()
+	m.holdCommitsLocked()
 	if m.loading {
 		// The clusters loaded next are not in saved yet: the load's end drops them all.
 		m.selection = names
@@ -942,6 +941,7 @@ func (m *Manager) Engage(ctx context.Context, c *cluster.Cluster) error {
 	mb.set = set
 	m.mu.Lock()
 	m.members[c.Name] = mb
+	m.holdCommitsLocked()
 	awares := slices.Clone(m.awares)
 	gate := m.engageGate
 	m.mu.Unlock()
