@@ -165,12 +165,17 @@ func (r *identityReader) add(ctx context.Context, m *Manager, mb *member) {
 			if next.ctx.Err() != nil {
 				continue
 			}
-			// One attempt here; a cluster that does not answer retries on its own, so
-			// that it holds up none of the others.
+			// One attempt here; a cluster that does not answer retries on its own, a
+			// second later, so that it holds up none of the others.
 			if _, err := m.tryIdentity(next.ctx, next.mb); err != nil {
 				m.wg.Add(1)
 				go func() {
 					defer m.wg.Done()
+					select {
+					case <-next.ctx.Done():
+						return
+					case <-m.opts.Clock.After(time.Second):
+					}
 					m.readIdentity(next.ctx, next.mb)
 				}()
 			}

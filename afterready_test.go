@@ -1,7 +1,6 @@
 package fleetwatch
 
 import (
-	"context"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -43,15 +42,7 @@ func TestColdClustersProbeAndIdentifyOnceReady(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error, 1)
-		go func() { done <- m.Start(ctx) }()
-		t.Cleanup(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Error(err)
-			}
-		})
+		runManager(t, m)
 		waitFor(t, "both clusters engaged", func() string {
 			if len(m.Status()) != 2 {
 				return "not engaged"
@@ -139,15 +130,7 @@ func TestSnapshotCommitsPerIntervalUntilReady(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ctx, cancel := context.WithCancel(t.Context())
-			done := make(chan error, 1)
-			go func() { done <- m.Start(ctx) }()
-			t.Cleanup(func() {
-				cancel()
-				if err := <-done; err != nil {
-					t.Error(err)
-				}
-			})
+			runManager(t, m)
 			waitFor(t, "the cluster engaged", func() string {
 				if _, ok := m.ClusterStatus("a"); !ok {
 					return "not engaged"

@@ -1,7 +1,6 @@
 package fleetwatch
 
 import (
-	"context"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -54,15 +53,7 @@ func TestWarmClustersResumeAfterTheHandlersReplay(t *testing.T) {
 			if _, err := m.Fleet().AddHandler(h, aggregate.HandlerOptions{Name: "slow"}); err != nil {
 				t.Fatal(err)
 			}
-			ctx, cancel := context.WithCancel(t.Context())
-			done := make(chan error, 1)
-			go func() { done <- m.Start(ctx) }()
-			defer func() {
-				cancel()
-				if err := <-done; err != nil {
-					t.Error(err)
-				}
-			}()
+			runManager(t, m)
 			const identity = "/api/v1/namespaces/kube-system"
 			start := time.Now()
 			waitFor(t, "the cluster engaged", func() string {

@@ -200,7 +200,7 @@ func TestLoadSnapshotInBackground(t *testing.T) {
 				ids[name] = persist.Identity{UID: s.UID(), Server: s.URL}
 			}
 			store := writeConfigMapSnapshot(t, key, ids, perCluster)
-			defer store.Close()
+			t.Cleanup(func() { store.Close() })
 
 			// The load waits after a until a is engaged; with fail, it then fails as
 			// on a file found unreadable.
@@ -219,7 +219,7 @@ func TestLoadSnapshotInBackground(t *testing.T) {
 				}
 				return nil
 			}
-			defer func() { testHookSeeded = nil }()
+			t.Cleanup(func() { testHookSeeded = nil })
 			m, err := NewManager(Options{
 				Clusters:                 cluster.Options{Kubeconfigs: []string{kubeconfig}},
 				Resources:                resources,
@@ -249,15 +249,7 @@ func TestLoadSnapshotInBackground(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ctx, cancel := context.WithCancel(t.Context())
-			done := make(chan error, 1)
-			go func() { done <- m.Start(ctx) }()
-			defer func() {
-				cancel()
-				if err := <-done; err != nil {
-					t.Error(err)
-				}
-			}()
+			runManager(t, m)
 			select {
 			case <-m.SnapshotLoaded():
 			case <-time.After(10 * time.Second):
@@ -307,6 +299,21 @@ func TestLoadSnapshotInBackground(t *testing.T) {
 }
 
 // waitFor polls cond until it returns "", failing the test with its last answer after
+// runManager runs m.Start until the end of the test, which fails if Start returns an
+// error.
+func runManager(t *testing.T, m *Manager) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- m.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+}
+
 // 15 seconds.
 func waitFor(t *testing.T, what string, cond func() string) {
 	t.Helper()

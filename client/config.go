@@ -15,10 +15,15 @@ import (
 // read a cluster.
 func ConfigFor(cfg *rest.Config, cluster string) *rest.Config {
 	c := rest.CopyConfig(cfg)
-	segment := cluster
-	if cluster != v1alpha1.AllClusters {
-		segment = url.PathEscape(cluster)
-	}
-	c.Host = strings.TrimRight(c.Host, "/") + "/clusters/" + segment
+	c.Host = strings.TrimRight(c.Host, "/") + clusterPrefix(cluster)
 	return c
+}
+
+// clusterPrefix returns the path prefix of cluster's part of the API: /clusters/ and
+// the name path-escaped, or /clusters/* for AllClusters.
+func clusterPrefix(cluster string) string {
+	if cluster == v1alpha1.AllClusters {
+		return "/clusters/" + cluster
+	}
+	return "/clusters/" + url.PathEscape(cluster)
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"iter"
-	"net/url"
 	"strconv"
 
 	"k8s.io/client-go/kubernetes/scheme"
@@ -51,11 +50,7 @@ func NewSearcher(cfg *rest.Config) (*Searcher, error) {
 func (s *Searcher) Search(ctx context.Context, q string, opts SearchOptions) (*v1alpha1.SearchResult, error) {
 	path := "/apis/" + v1alpha1.GroupName + "/" + v1alpha1.Version + "/search"
 	if opts.Cluster != "" {
-		segment := opts.Cluster
-		if segment != v1alpha1.AllClusters {
-			segment = url.PathEscape(segment)
-		}
-		path = "/clusters/" + segment + path
+		path = clusterPrefix(opts.Cluster) + path
 	}
 	req := s.client.Get().AbsPath(path).Param("q", q)
 	if opts.Limit > 0 {

@@ -25,19 +25,7 @@ func TestLoadEvictsTheMap(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	w := s.NewWriter(WriterOptions{})
-	const clusters, objects = 150, 40
-	pad := strings.Repeat("x", 400)
-	for c := range clusters {
-		cluster := fmt.Sprintf("cluster-%03d", c)
-		for i := range objects {
-			w.Upsert(cluster, pods, object("ns", fmt.Sprintf("pod-%02d-%s", i, pad), "1"))
-		}
-		w.Checkpoint(cluster, pods, "100")
-	}
-	if err := w.Flush(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	writeSmallClusters(t, s.NewWriter(WriterOptions{}), "1")
 	st, err := os.Stat(path)
 	if err != nil {
 		t.Fatal(err)
@@ -59,8 +47,8 @@ func TestLoadEvictsTheMap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if loaded != clusters {
-		t.Fatalf("loaded %d clusters, want %d", loaded, clusters)
+	if loaded != smallClusters {
+		t.Fatalf("loaded %d clusters, want %d", loaded, smallClusters)
 	}
 	t.Logf("file %d KiB, peak resident map %d KiB", st.Size()>>10, peak>>10)
 	if peak > most {
@@ -114,22 +102,8 @@ func TestCommitsEvictTheMap(t *testing.T) {
 	}
 	defer s.Close()
 	w := s.NewWriter(WriterOptions{})
-	const clusters, objects = 150, 40
-	pad := strings.Repeat("x", 400)
-	write := func(rv string) {
-		for c := range clusters {
-			cluster := fmt.Sprintf("cluster-%03d", c)
-			for i := range objects {
-				w.Upsert(cluster, pods, object("ns", fmt.Sprintf("pod-%02d-%s", i, pad), rv))
-			}
-			w.Checkpoint(cluster, pods, rv)
-		}
-		if err := w.Flush(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("1")
-	write("2")
+	writeSmallClusters(t, w, "1")
+	writeSmallClusters(t, w, "2")
 	st, err := os.Stat(path)
 	if err != nil {
 		t.Fatal(err)
@@ -141,5 +115,26 @@ func TestCommitsEvictTheMap(t *testing.T) {
 	}
 	if rss > 64<<10 {
 		t.Errorf("%d KiB of the map resident after the commit", rss>>10)
+	}
+}
+
+// smallClusters clusters of smallObjects pods of about 500 bytes each are what
+// writeSmallClusters writes: a fleet of small clusters, whose file is several MiB.
+const smallClusters, smallObjects = 150, 40
+
+// writeSmallClusters writes every pod of smallClusters clusters, each cluster with its own
+// checkpoint at rv, and commits them.
+func writeSmallClusters(t *testing.T, w *Writer, rv string) {
+	t.Helper()
+	pad := strings.Repeat("x", 400)
+	for c := range smallClusters {
+		cluster := fmt.Sprintf("cluster-%03d", c)
+		for i := range smallObjects {
+			w.Upsert(cluster, pods, object("ns", fmt.Sprintf("pod-%02d-%s", i, pad), rv))
+		}
+		w.Checkpoint(cluster, pods, rv)
+	}
+	if err := w.Flush(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -210,11 +210,8 @@ func migrateToV4(tx *bolt.Tx, _ time.Time) error {
 	}
 	type kv struct{ key, value []byte }
 	// Keys are not put while a cursor walks their bucket: collect, then put.
-	var names [][]byte
-	if err := clusters.ForEachBucket(func(k []byte) error {
-		names = append(names, bytes.Clone(k))
-		return nil
-	}); err != nil {
+	names, err := bucketNames(clusters)
+	if err != nil {
 		return err
 	}
 	for _, name := range names {
@@ -549,11 +546,8 @@ func migrateToV5(tx *bolt.Tx, _ time.Time) error {
 	if clusters == nil {
 		return fmt.Errorf("%w: no %q bucket", ErrCorrupt, bucketClusters)
 	}
-	var names [][]byte
-	if err := clusters.ForEachBucket(func(k []byte) error {
-		names = append(names, bytes.Clone(k))
-		return nil
-	}); err != nil {
+	names, err := bucketNames(clusters)
+	if err != nil {
 		return err
 	}
 	for _, name := range names {
@@ -586,4 +580,15 @@ func migrateToV5(tx *bolt.Tx, _ time.Time) error {
 func lossyResource(key ResourceKey) bool {
 	gvr := key.GroupVersionResource()
 	return gvr.Group == "apps" && gvr.Resource == "statefulsets"
+}
+
+// bucketNames returns the names of the buckets in b, copied out of the transaction, for
+// a migration that changes them, which it must not do while a cursor walks b.
+func bucketNames(b *bolt.Bucket) ([][]byte, error) {
+	var names [][]byte
+	err := b.ForEachBucket(func(k []byte) error {
+		names = append(names, bytes.Clone(k))
+		return nil
+	})
+	return names, err
 }
