@@ -8,6 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+	"k8s.io/klog/v2"
+
 	"github.com/fleetwatch/fleetwatch/cluster"
 )
 
@@ -120,14 +123,49 @@ func (m *Manager) runDeferred() {
 // identityWorkers is how many identities of clusters started cold are read at once.
 const identityWorkers = 64
 
+// identityDrainTimeout bounds the reads of drainIdentities at a stop.
+const identityDrainTimeout = 2 * time.Second
+
 // identityReader reads the identities of clusters, identityWorkers at a time: once the
 // fleet is ready, thousands of clusters ask at once, and a goroutine each would be
 // thousands of goroutines for a moment.
 type identityReader struct {
-	// mu guards queue and workers.
+	// mu guards queue, workers and unread.
 	mu      sync.Mutex
 	queue   []identityRead
 	workers int
+	// unread holds the clusters started cold whose identity is still to be read,
+	// queued or not.
+	unread map[*member]struct{}
+}
+
+// pending records that mb's identity is to be read.
+func (r *identityReader) pending(mb *member) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.unread == nil {
+		r.unread = map[*member]struct{}{}
+	}
+	r.unread[mb] = struct{}{}
+}
+
+// forget records that mb's identity is read, or no longer wanted.
+func (r *identityReader) forget(mb *member) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.unread, mb)
+}
+
+// takeUnread returns the clusters whose identity is still to be read, and forgets them.
+func (r *identityReader) takeUnread() []*member {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	mbs := make([]*member, 0, len(r.unread))
+	for mb := range r.unread {
+		mbs = append(mbs, mb)
+	}
+	r.unread = nil
+	return mbs
 }
 
 // identityRead is a cluster whose identity is to be read, with the context it is read in.
@@ -202,4 +240,54 @@ func (m *Manager) holdCommitsLocked() {
 	}
 	m.commitsHeld = true
 	m.writer.SetTiming(m.opts.SnapshotWriter.Interval, math.MaxInt)
+}
+
+// drainIdentities reads, once the clusters have stopped, the identities of the clusters
+// started cold that are still unread, identityWorkers at a time and within
+// identityDrainTimeout, so that the snapshot's last commit has them: a cluster saved
+// without its identity is taken as changed at the next start, and syncs cold. A stop
+// soon after the fleet is ready (a restart, a rolling update) comes before the reads
+// that the fleet's readiness started have all answered.
+func (m *Manager) drainIdentities(ctx context.Context) {
+	if m.snapshotWriter() == nil {
+		return
+	}
+	var current []*member
+	for _, mb := range m.identities.takeUnread() {
+		m.mu.Lock()
+		ok := m.members[mb.cluster.Name] == mb
+		m.mu.Unlock()
+		if ok {
+			current = append(current, mb)
+		}
+	}
+	if len(current) == 0 {
+		return
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), identityDrainTimeout)
+	defer cancel()
+	var g errgroup.Group
+	g.SetLimit(identityWorkers)
+	for _, mb := range current {
+		g.Go(func() error {
+			// A cluster that does not answer in time is saved without its identity.
+			_, _ = m.tryIdentity(dctx, mb)
+			return nil
+		})
+	}
+	_ = g.Wait()
+	klog.FromContext(ctx).V(2).Info("Read the identities still unread at the stop", "clusters", len(current), "unread", len(current)-m.countIdentified(current))
+}
+
+// countIdentified returns how many of mbs have their identity read.
+func (m *Manager) countIdentified(mbs []*member) int {
+	n := 0
+	for _, mb := range mbs {
+		mb.mu.Lock()
+		if !mb.identity.IsZero() {
+			n++
+		}
+		mb.mu.Unlock()
+	}
+	return n
 }

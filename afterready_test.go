@@ -1,7 +1,9 @@
 package fleetwatch
 
 import (
+	"context"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"testing"
 	"time"
@@ -170,5 +172,57 @@ func TestSnapshotCommitsPerIntervalUntilReady(t *testing.T) {
 				return ""
 			})
 		})
+	}
+}
+
+// TestStopReadsUnreadIdentities: a cluster started cold whose identity is still unread
+// when the Manager stops (its read after the fleet was ready failed, and its retry is a
+// second away) has it read at the stop, and saved with the snapshot's last commit, so
+// that the next start resumes it rather than taking it as changed.
+func TestStopReadsUnreadIdentities(t *testing.T) {
+	const identity = "/api/v1/namespaces/kube-system?resourceVersion=0"
+	srv := clustertest.NewServer(t)
+	srv.SetFailure(http.StatusServiceUnavailable)
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	clustertest.WriteKubeconfig(t, kubeconfig, srv.Context("a"))
+	path := filepath.Join(t.TempDir(), "fleetwatch.db")
+	store, err := persist.Open(path, persist.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	// The fake serves no discovery: the cluster never syncs, and the fleet is ready once
+	// its sync timeout has passed.
+	m, err := NewManager(Options{
+		Clusters:        cluster.Options{Kubeconfigs: []string{kubeconfig}},
+		Resources:       []informer.Resource{{Name: "configmaps"}},
+		SyncTimeout:     time.Second,
+		Snapshot:        store,
+		DisableGCTuning: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- m.Start(ctx) }()
+	waitFor(t, "an identity read that failed once the fleet is ready", func() string {
+		if !m.Ready() || srv.Requests(identity) == 0 {
+			return fmt.Sprintf("ready %v, %d identity reads", m.Ready(), srv.Requests(identity))
+		}
+		return ""
+	})
+	srv.SetFailure(0)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	snap, err := store.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := snap.Clusters["a"]
+	if cs == nil || cs.Identity.UID != srv.UID() {
+		t.Fatalf("saved %+v, want the identity of UID %s", cs, srv.UID())
 	}
 }

@@ -1100,6 +1100,7 @@ func (m *Manager) confirmIdentity(ctx context.Context, mb *member) bool {
 		// Needed by the next start only: read once the fleet is ready (afterready.go).
 		// Not spread with the probes: a stop soon after the fleet is ready must find it
 		// read, or the next start takes the cluster as changed and syncs it cold.
+		m.identities.pending(mb)
 		d := m.deferCall(ctx, func() { m.identities.add(ctx, m, mb) })
 		d.atOnce = true
 		m.afterReady(d)
@@ -1171,6 +1172,7 @@ func (m *Manager) Disengage(ctx context.Context, c *cluster.Cluster, cause error
 	if mb == nil {
 		return nil
 	}
+	m.identities.forget(mb)
 	select {
 	case <-mb.done:
 	case <-ctx.Done():
@@ -1214,10 +1216,12 @@ func (m *Manager) tryIdentity(ctx context.Context, mb *member) (cluster.Identity
 	mb.mu.Lock()
 	mb.identity = id
 	mb.mu.Unlock()
+	m.identities.forget(mb)
 	// Written with the writer's next commit, not in a commit of its own (one per
 	// cluster, thousands at the start of a large fleet); a snapshot that has it already
 	// is left alone. A cluster whose identity did not make it to the file before a crash
-	// is taken as changed at the next start, and syncs cold.
+	// is taken as changed at the next start, and syncs cold; a stop reads those still
+	// unread first (drainIdentities).
 	if w := m.snapshotWriter(); w != nil && mb.saved == nil {
 		w.SetIdentity(mb.cluster.Name, persist.Identity{UID: id.UID, Server: id.Server})
 	}

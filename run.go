@@ -110,6 +110,7 @@ func (m *Manager) runClusters(ctx context.Context) error {
 	if m.shard == nil {
 		err := m.provider.Start(ctx)
 		m.wg.Wait()
+		m.drainIdentities(ctx)
 		return err
 	}
 	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
@@ -119,6 +120,7 @@ func (m *Manager) runClusters(ctx context.Context) error {
 	err := m.provider.Start(ctx)
 	m.shard.Freeze()
 	m.wg.Wait()
+	m.drainIdentities(ctx)
 	// A stop is a planned move: the Coordinator's release names this replica as the one
 	// that keeps their states.
 	m.keepHandoffs(ctx)
