@@ -963,8 +963,15 @@ func (m *Manager) Engage(ctx context.Context, c *cluster.Cluster) error {
 	time.AfterFunc(cmp.Or(m.opts.Health.Interval, cluster.DefaultHealthInterval), mb.firstProbe.run)
 	m.wg.Add(2)
 	go func() {
-		defer m.wg.Done()
-		defer close(mb.done)
+		// Until the informers are launched, this goroutine ends the cluster's run when it
+		// returns; once they are, their Launch does, when they have stopped.
+		launched := false
+		defer func() {
+			if !launched {
+				close(mb.done)
+				m.wg.Done()
+			}
+		}()
 		if !m.awaitLoaded(ctx) {
 			return
 		}
@@ -997,9 +1004,14 @@ func (m *Manager) Engage(ctx context.Context, c *cluster.Cluster) error {
 			return
 		}
 		go m.dropUnrequestedOnceSynced(ctx, mb)
-		if err := set.Start(ctx); err != nil && ctx.Err() == nil {
-			klog.FromContext(ctx).Error(err, "Informers stopped")
-		}
+		launched = true
+		set.Launch(ctx, func(err error) {
+			if err != nil && ctx.Err() == nil {
+				klog.FromContext(ctx).Error(err, "Informers stopped")
+			}
+			close(mb.done)
+			m.wg.Done()
+		})
 	}()
 	go func() {
 		defer m.wg.Done()

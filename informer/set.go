@@ -241,8 +241,8 @@ type Set struct {
 	// grant is the InitialSyncLimiter's grant while the initial sync holds it.
 	grant atomic.Pointer[Grant]
 
-	// rediscover asks the discovery loop to run now.
-	rediscover chan struct{}
+	// loop runs discovery periodically and when asked (rediscover).
+	loop discoveryLoop
 	// listing is closed when the initial sync begins (see Listing).
 	listing chan struct{}
 	// stopped is closed when Start's context is done: it ends discovery's requests.
@@ -309,7 +309,6 @@ func New(opts Options) (*Set, error) {
 		encode:          encode,
 		partial:         partial,
 		discoveryConfig: dcfg,
-		rediscover:      make(chan struct{}, 1),
 		listing:         make(chan struct{}),
 		stopped:         stopped,
 		running:         map[string]*runner{},
@@ -323,34 +322,156 @@ func New(opts Options) (*Set, error) {
 // Start runs the informers until ctx is done, then stops them and returns ctx's error
 // cause. Objects stay in the Sink: on shutdown they are the last known state.
 func (s *Set) Start(ctx context.Context) error {
+	done := make(chan error, 1)
+	s.Launch(ctx, func(err error) { done <- err })
+	return <-done
+}
+
+// Launch runs the informers as Start does, without blocking: it calls done with what
+// Start would return, once ctx is done and the informers have stopped. Once its initial
+// sync is over, a Set launched so holds no goroutine of its own between its rediscoveries
+// (a timer runs them): in a fleet of thousands of idle clusters, a cluster costs the
+// goroutines of its watches only.
+func (s *Set) Launch(ctx context.Context, done func(error)) {
 	logger := klog.FromContext(ctx).WithValues("cluster", s.opts.Cluster)
 	ctx = klog.NewContext(ctx, logger)
-	defer context.AfterFunc(ctx, func() { close(s.stopped) })()
-
-	if l := s.opts.InitialSyncLimiter; l != nil {
-		g, err := l.Acquire(ctx, s.opts.ExpectedObjects)
-		if err != nil {
-			return err
+	go func() {
+		stop := context.AfterFunc(ctx, func() { close(s.stopped) })
+		if l := s.opts.InitialSyncLimiter; l != nil {
+			g, err := l.Acquire(ctx, s.opts.ExpectedObjects)
+			if err != nil {
+				stop()
+				done(err)
+				return
+			}
+			s.initialSyncHolding(ctx, g)
+		} else {
+			close(s.listing)
+			s.reconcile(ctx)
+			go s.waitInitialSync(ctx)
 		}
-		s.initialSyncHolding(ctx, g)
-	} else {
-		close(s.listing)
-		s.reconcile(ctx)
-		go s.waitInitialSync(ctx)
-	}
+		s.loop.start(ctx, s, done)
+	}()
+}
 
-	ticker := s.opts.Clock.NewTicker(s.opts.DiscoveryInterval)
-	defer ticker.Stop()
-	for {
+// discoveryLoop runs a Set's discovery (Set.reconcile) every DiscoveryInterval and when
+// asked (Set.rediscover), one run at a time, on timers and a goroutine only while a run
+// is due, and stops the informers once its context is done.
+type discoveryLoop struct {
+	// mu guards the fields below.
+	mu  sync.Mutex
+	ctx context.Context
+	set *Set
+	// done is Launch's, called once the informers have stopped.
+	done  func(error)
+	timer clock.Timer
+	// running is set while a goroutine runs discovery; again asks it for one run more.
+	running, again bool
+	// asked records a rediscover before the loop started.
+	asked bool
+	// ended is set once ctx is done: the runner, or the AfterFunc of ctx if none runs,
+	// stops the informers.
+	ended bool
+}
+
+// start begins the loop once the initial sync is under way.
+func (l *discoveryLoop) start(ctx context.Context, s *Set, done func(error)) {
+	l.mu.Lock()
+	l.ctx, l.set, l.done = ctx, s, done
+	asked := l.asked
+	l.mu.Unlock()
+	context.AfterFunc(ctx, l.end)
+	if asked {
+		l.run()
+		return
+	}
+	l.schedule()
+}
+
+// schedule arms the timer of the next periodic run.
+func (l *discoveryLoop) schedule() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ended {
+		return
+	}
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	interval := l.set.opts.DiscoveryInterval
+	if c, ok := l.set.opts.Clock.(clock.WithDelayedExecution); ok {
+		l.timer = c.AfterFunc(interval, l.run)
+		return
+	}
+	t := l.set.opts.Clock.NewTimer(interval)
+	l.timer = t
+	go func() {
 		select {
-		case <-ctx.Done():
-			s.stopAll()
-			return context.Cause(ctx)
-		case <-ticker.C():
-		case <-s.rediscover:
+		case <-t.C():
+			l.run()
+		case <-l.ctx.Done():
 		}
-		s.reconcile(ctx)
+	}()
+}
+
+// run runs discovery now, or once more after the run in progress.
+func (l *discoveryLoop) run() {
+	l.mu.Lock()
+	switch {
+	case l.ctx == nil:
+		l.asked = true
+		l.mu.Unlock()
+		return
+	case l.ended:
+		l.mu.Unlock()
+		return
+	case l.running:
+		l.again = true
+		l.mu.Unlock()
+		return
 	}
+	l.running = true
+	l.mu.Unlock()
+	go func() {
+		for {
+			l.set.reconcile(l.ctx)
+			l.mu.Lock()
+			if l.ended {
+				l.mu.Unlock()
+				l.stop()
+				return
+			}
+			if !l.again {
+				l.running = false
+				l.mu.Unlock()
+				l.schedule()
+				return
+			}
+			l.again = false
+			l.mu.Unlock()
+		}
+	}()
+}
+
+// end is called once the loop's context is done: it stops the informers, unless a
+// discovery run is in progress, which does once it returns.
+func (l *discoveryLoop) end() {
+	l.mu.Lock()
+	l.ended = true
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	running := l.running
+	l.mu.Unlock()
+	if !running {
+		l.stop()
+	}
+}
+
+// stop stops the informers and reports the loop done.
+func (l *discoveryLoop) stop() {
+	l.set.stopAll()
+	l.done(context.Cause(l.ctx))
 }
 
 // initialSyncHolding runs the initial sync with the grant g of the InitialSyncLimiter,
@@ -549,10 +670,7 @@ func (s *Set) Reconfigure(opts Options) error {
 	s.status = status
 	s.mu.Unlock()
 	s.changed()
-	select {
-	case s.rediscover <- struct{}{}:
-	default:
-	}
+	s.loop.run()
 	return nil
 }
 
@@ -807,10 +925,7 @@ func (s *Set) watchError(ctx context.Context, name string, run *runner, err erro
 	logWatchError(ctx, name, err)
 	s.setStatus(name, run, func(st *ResourceStatus) { st.LastError, st.LastErrorTime = err, s.opts.Clock.Now() })
 	if apierrors.IsNotFound(err) {
-		select {
-		case s.rediscover <- struct{}{}:
-		default:
-		}
+		s.loop.run()
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
+	"runtime/trace"
 	"strconv"
 	"strings"
 	"syscall"
@@ -24,10 +25,12 @@ import (
 // a path, it writes a heap profile there first, and with FLEETWATCH_BENCH_GOROUTINE_PROFILE
 // a goroutine profile. With FLEETWATCH_BENCH_CPU_PROFILE, it profiles its CPU from its
 // start to the first SIGUSR1 into that file, and with FLEETWATCH_BENCH_BLOCK_PROFILE
-// its blocking and its mutexes (that path and the path with ".mutex"). The daemon built without the tag has
-// no such hook.
+// its blocking and its mutexes (that path and the path with ".mutex"); with
+// FLEETWATCH_BENCH_TRACE, an execution trace from its start to the first SIGUSR1. The
+// daemon built without the tag has no such hook.
 func init() {
 	cpu := startCPUProfile(os.Getenv("FLEETWATCH_BENCH_CPU_PROFILE"))
+	tr := startTrace(os.Getenv("FLEETWATCH_BENCH_TRACE"))
 	if os.Getenv("FLEETWATCH_BENCH_BLOCK_PROFILE") != "" {
 		runtime.SetBlockProfileRate(int(time.Millisecond))
 		runtime.SetMutexProfileFraction(10)
@@ -40,6 +43,11 @@ func init() {
 				pprof.StopCPUProfile()
 				_ = cpu.Close()
 				cpu = nil
+			}
+			if tr != nil {
+				trace.Stop()
+				_ = tr.Close()
+				tr = nil
 			}
 			runtime.GC()
 			runtime.GC()
@@ -75,6 +83,25 @@ func startCPUProfile(path string) *os.File {
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "cpu profile: %v\n", err)
+		return nil
+	}
+	return f
+}
+
+// startTrace starts an execution trace of the process into path, if not empty, and
+// returns its file; nil if there is none.
+func startTrace(path string) *os.File {
+	if path == "" {
+		return nil
+	}
+	f, err := os.Create(path)
+	if err == nil {
+		if err = trace.Start(f); err != nil {
+			_ = f.Close()
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "trace: %v\n", err)
 		return nil
 	}
 	return f
