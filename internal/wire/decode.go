@@ -4,6 +4,7 @@ import (
 	"net/http"
 	goruntime "runtime"
 	"slices"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -40,7 +41,7 @@ func newDynamicClients(cfg *rest.Config, encode, partial, metadata bool) (drop, 
 	// From the dynamic client's config, as dynamic.NewForConfig does: its transport sets
 	// the default user agent.
 	refused := new(refusals)
-	config := dynamic.ConfigFor(cfg)
+	config := dynamicConfigFor(cfg)
 	config.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return acceptTransport{base: rt, refused: refused, metadata: metadata}
 	})
@@ -63,8 +64,8 @@ func newDynamicClients(cfg *rest.Config, encode, partial, metadata bool) (drop, 
 // this package does not decode: see DecodesAllJSON); acceptTransport asks for protobuf
 // or metadata where the request says so.
 func newDynamicClient(cfg *rest.Config, h *http.Client, pool decoderPool, refused *refusals, dropManagedFields, encode, partial, metadata bool) (*Client, error) {
-	config := dynamic.ConfigFor(cfg)
-	config.NegotiatedSerializer = newNegotiatedSerializer(config.NegotiatedSerializer, pool, refused, dropManagedFields, encode, partial, metadata)
+	config := dynamicConfigFor(cfg)
+	config.NegotiatedSerializer = sharedNegotiatedSerializer(pool, refused, dropManagedFields, encode, partial, metadata)
 	// The dynamic client builds absolute paths: as in dynamic.NewForConfigAndClient, a
 	// path built from APIPath would be a bug.
 	config.GroupVersion = nil
@@ -77,6 +78,48 @@ func newDynamicClient(cfg *rest.Config, h *http.Client, pool decoderPool, refuse
 		Interface: dynamic.New(rc),
 		Watcher:   NewWatcher(rc, config.NegotiatedSerializer, schema.GroupVersion{}, runtime.ContentTypeJSON),
 	}, nil
+}
+
+// dynamicDefaults is dynamic.ConfigFor's config of an empty one: the content types, the
+// negotiated serializer and the user agent that it sets.
+var dynamicDefaults = sync.OnceValue(func() *rest.Config { return dynamic.ConfigFor(&rest.Config{}) })
+
+// dynamicConfigFor is dynamic.ConfigFor(cfg), with the negotiated serializer of
+// dynamicDefaults, which holds nothing of cfg: dynamic.ConfigFor makes one of its own at
+// each call, three serializers of JSON, a few KiB for each of thousands of clusters.
+func dynamicConfigFor(cfg *rest.Config) *rest.Config {
+	d := dynamicDefaults()
+	config := rest.CopyConfig(cfg)
+	config.ContentType, config.AcceptContentTypes, config.NegotiatedSerializer = d.ContentType, d.AcceptContentTypes, d.NegotiatedSerializer
+	if config.UserAgent == "" {
+		config.UserAgent = d.UserAgent
+	}
+	return config
+}
+
+// serializerKey is what the JSON media types of a negotiatedSerializer over
+// dynamicDefaults' depend on, beside the pool.
+type serializerKey struct {
+	pool                                         decoderPool
+	dropManagedFields, encode, partial, metadata bool
+}
+
+// sharedJSON holds the JSON media types of the negotiated serializers of
+// sharedNegotiatedSerializer by serializerKey: they hold no state of a cluster, and are
+// made once for all the clusters.
+var sharedJSON sync.Map
+
+// sharedNegotiatedSerializer is newNegotiatedSerializer over dynamicDefaults' negotiated
+// serializer, whose media types but protobuf's (which holds refused) are shared by every
+// call with the same arguments.
+func sharedNegotiatedSerializer(pool decoderPool, refused *refusals, dropManagedFields, encode, partial, metadata bool) negotiatedSerializer {
+	base := dynamicDefaults().NegotiatedSerializer
+	key := serializerKey{pool: pool, dropManagedFields: dropManagedFields, encode: encode, partial: partial, metadata: metadata}
+	v, ok := sharedJSON.Load(key)
+	if !ok {
+		v, _ = sharedJSON.LoadOrStore(key, jsonMediaTypes(base, pool, dropManagedFields, encode, partial, metadata))
+	}
+	return withProtobuf(base, v.([]runtime.SerializerInfo), refused)
 }
 
 // DecodesAllJSON reports whether the dynamic clients of NewDynamicClients receive only
@@ -97,12 +140,16 @@ type negotiatedSerializer struct {
 var _ runtime.NegotiatedSerializer = negotiatedSerializer{}
 
 func newNegotiatedSerializer(base runtime.NegotiatedSerializer, pool decoderPool, refused *refusals, dropManagedFields, encode, partial, metadata bool) negotiatedSerializer {
+	return withProtobuf(base, jsonMediaTypes(base, pool, dropManagedFields, encode, partial, metadata), refused)
+}
+
+// jsonMediaTypes are base's media types, the decoders of JSON's replaced.
+func jsonMediaTypes(base runtime.NegotiatedSerializer, pool decoderPool, dropManagedFields, encode, partial, metadata bool) []runtime.SerializerInfo {
 	mediaTypes := slices.Clone(base.SupportedMediaTypes())
 	for i, info := range mediaTypes {
 		if info.MediaType == runtime.ContentTypeJSON {
 			json := &unstructuredJSON{Serializer: info.Serializer, pool: pool, dropManagedFields: dropManagedFields, encode: encode, partial: partial, metadata: metadata}
 			mediaTypes[i].Serializer = json
-			mediaTypes = append(mediaTypes, protobufMediaType(json, refused))
 			if stream := info.StreamSerializer; stream != nil {
 				mediaTypes[i].StreamSerializer = &runtime.StreamSerializerInfo{
 					EncodesAsText: stream.EncodesAsText,
@@ -112,7 +159,20 @@ func newNegotiatedSerializer(base runtime.NegotiatedSerializer, pool decoderPool
 			}
 		}
 	}
-	return negotiatedSerializer{NegotiatedSerializer: base, mediaTypes: mediaTypes}
+	return mediaTypes
+}
+
+// withProtobuf is the negotiated serializer of base with mediaTypes (jsonMediaTypes) and
+// protobuf's, which decodes as their JSON's does, and records in refused the kinds that
+// it is asked again in JSON.
+func withProtobuf(base runtime.NegotiatedSerializer, mediaTypes []runtime.SerializerInfo, refused *refusals) negotiatedSerializer {
+	all := slices.Clip(mediaTypes)
+	for _, info := range mediaTypes {
+		if json, ok := info.Serializer.(*unstructuredJSON); ok {
+			all = append(all, protobufMediaType(json, refused))
+		}
+	}
+	return negotiatedSerializer{NegotiatedSerializer: base, mediaTypes: all}
 }
 
 func (s negotiatedSerializer) SupportedMediaTypes() []runtime.SerializerInfo {

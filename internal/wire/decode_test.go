@@ -541,3 +541,42 @@ func BenchmarkListHeap(b *testing.B) {
 		b.Run(name+"/jsondec", func(b *testing.B) { run(b, ours, true, watched) })
 	}
 }
+
+// TestSharedNegotiatedSerializers: the clients of thousands of clusters share their JSON
+// decoders, made once per setting, and each has its own protobuf decoder, which records
+// the refusals of its cluster; a client's media types are not written over by the next
+// client's.
+func TestSharedNegotiatedSerializers(t *testing.T) {
+	r1, r2 := new(refusals), new(refusals)
+	s1 := sharedNegotiatedSerializer(decoders, r1, true, true, true, false)
+	s2 := sharedNegotiatedSerializer(decoders, r2, true, true, true, false)
+	other := sharedNegotiatedSerializer(decoders, r1, false, true, true, false)
+	byType := func(s negotiatedSerializer, mediaType string) runtime.SerializerInfo {
+		t.Helper()
+		for _, info := range s.SupportedMediaTypes() {
+			if info.MediaType == mediaType {
+				return info
+			}
+		}
+		t.Fatalf("no %s among %d media types", mediaType, len(s.SupportedMediaTypes()))
+		return runtime.SerializerInfo{}
+	}
+	if len(s1.mediaTypes) != len(s2.mediaTypes) {
+		t.Fatalf("%d media types, then %d", len(s1.mediaTypes), len(s2.mediaTypes))
+	}
+	if byType(s1, runtime.ContentTypeJSON).Serializer != byType(s2, runtime.ContentTypeJSON).Serializer {
+		t.Error("two clients of the same settings have JSON decoders of their own")
+	}
+	if byType(s1, runtime.ContentTypeJSON).Serializer == byType(other, runtime.ContentTypeJSON).Serializer {
+		t.Error("clients that keep and drop managedFields share a JSON decoder")
+	}
+	for _, c := range []struct {
+		s    negotiatedSerializer
+		want *refusals
+	}{{s1, r1}, {s2, r2}} {
+		p, ok := byType(c.s, contentTypeProtobuf).Serializer.(*unstructuredProtobuf)
+		if !ok || p.refused != c.want {
+			t.Errorf("protobuf decoder %T records the refusals of another client", byType(c.s, contentTypeProtobuf).Serializer)
+		}
+	}
+}

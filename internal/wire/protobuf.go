@@ -113,6 +113,16 @@ var protobufKinds = func() *runtime.Scheme {
 	return s
 }()
 
+// protobufSerializer and protobufStream are apimachinery's serializers of protobufKinds,
+// which hold no state: one for all the clients.
+var (
+	protobufSerializer = protobuf.NewSerializer(protobufKinds, protobufKinds)
+	protobufStream     = &runtime.StreamSerializerInfo{
+		Serializer: protobuf.NewRawSerializer(protobufKinds, protobufKinds),
+		Framer:     protobuf.LengthDelimitedFramer,
+	}
+)
+
 // protobufMediaType is the protobuf media type of the clients' negotiated serializer:
 // objects and lists by an unstructuredProtobuf; watch streams framed and their events'
 // envelopes read by apimachinery's, the objects in them by the unstructuredProtobuf.
@@ -121,11 +131,8 @@ func protobufMediaType(json *unstructuredJSON, refused *refusals) runtime.Serial
 		MediaType:        contentTypeProtobuf,
 		MediaTypeType:    "application",
 		MediaTypeSubType: "vnd.kubernetes.protobuf",
-		Serializer:       &unstructuredProtobuf{json: json, base: protobuf.NewSerializer(protobufKinds, protobufKinds), refused: refused},
-		StreamSerializer: &runtime.StreamSerializerInfo{
-			Serializer: protobuf.NewRawSerializer(protobufKinds, protobufKinds),
-			Framer:     protobuf.LengthDelimitedFramer,
-		},
+		Serializer:       &unstructuredProtobuf{json: json, base: protobufSerializer, refused: refused},
+		StreamSerializer: protobufStream,
 	}
 }
 

@@ -139,6 +139,9 @@ type Result struct {
 	// it gave up (--give-up): SyncedSec is then 0, and the other figures are of that
 	// moment.
 	NotSyncedSec float64 `json:"notSyncedSec,omitempty"`
+	// IdleSec is how long after SyncedSec the daemon went idle, when the many-clusters
+	// rows wait for it before they count goroutines and measure memory (see serveIdle).
+	IdleSec float64 `json:"idleSec,omitempty"`
 	// Goroutines is the number of goroutines once synced (serve: go_goroutines on its
 	// /metrics).
 	Goroutines int `json:"goroutines,omitempty"`

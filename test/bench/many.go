@@ -131,7 +131,7 @@ func (d *driver) manyRow(ctx context.Context, n int) (manyResult, error) {
 	// Ready means every context synced: the sync timeout, after which a context no
 	// longer holds back readiness, is beyond the row's.
 	so := serveOptions{kubeconfig: kubeconfig, resources: "pods", snapshotPath: snapshot,
-		args: []string{"--sync-timeout", (2 * manyRowTimeout).String()}, timeout: manyRowTimeout, giveUp: true}
+		args: []string{"--sync-timeout", (2 * manyRowTimeout).String()}, timeout: manyRowTimeout, giveUp: true, idle: true}
 	if r.Cold, r.ColdList, err = d.serveContend(ctx, name("serve-cold"), so); err != nil {
 		return r, err
 	}

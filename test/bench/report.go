@@ -1068,9 +1068,9 @@ func (rep *report) manyMarkdown() string {
 	p("one kubeconfig of the row's contexts spread round-robin over them, each context a cluster of its own to both contenders, which run one after the other. ")
 	p("*Typed*: client-go typed informers with the managedFields transform, one factory per context, pods only. ")
 	p("*fleetwatch*: the real daemon, `fleetwatch serve`, in its default configuration but `--resources pods`, a snapshot file and `--sync-timeout %v` (so that ready means every context synced): cold from a removed snapshot, then warm from the file the cold run left. ", 2*manyRowTimeout)
-	p("Synced is process start → every informer and handler synced (typed), `/readyz` 200 and the watch cache holding every object (fleetwatch); RSS is after GC, the peak in parentheses. ")
+	p("Synced is process start → every informer and handler synced (typed), `/readyz` 200 and the watch cache holding every object (fleetwatch); RSS is after GC, the peak in parentheses, measured once idle: the typed informers at once, fleetwatch once its snapshot has committed what the sync listed and its goroutines held steady for a second (its clusters' identity reads and first probes wait for the fleet to be ready), which took it the seconds of the raw table's *idle after* column. ")
 	p("A contender not synced in %.0f s is recorded so, with its figures of that moment, and the warm run is skipped after a cold one that did not sync. ", manyRowTimeout.Seconds())
-	p("Goroutines are counted once synced. *RSS beyond objects* is (RSS after GC − objects × %.0f B) / contexts: what a context costs beyond its objects' JSON, the process's fixed share included (it dominates at few contexts). ", podBytes)
+	p("Goroutines are counted then. *RSS beyond objects* is (RSS after GC − objects × %.0f B) / contexts: what a context costs beyond its objects' JSON, the process's fixed share included (it dominates at few contexts). ", podBytes)
 	p("*Requests beyond lists and watches* are the apiservers' `apiserver_request_total` over the process's life, per context, less the LISTs and WATCHes of pods and configmaps and less the apiservers' own requests (their Lease renewals, their OpenAPI aggregation): discovery, identity lookups, health probes (fleetwatch probes each cluster every 30 s, so this grows with the process's life). ")
 	p("*Objects re-sent* are those the apiservers handed out as lists or initial events during the warm run (0 when every watch resumes).\n\n")
 	p("| contexts | pods per apiserver | objects | typed: synced (s) / RSS (MiB) | fleetwatch cold: synced (s) / RSS (MiB) | fleetwatch warm: synced (s) / RSS (MiB) | cold / typed: time, RSS | warm / cold: time | goroutines per context: fleetwatch, typed | RSS beyond objects per context (KiB): fleetwatch, typed | requests per context beyond lists and watches: cold, warm, typed | objects re-sent, warm |\n")
@@ -1106,8 +1106,8 @@ func (rep *report) manyMarkdown() string {
 			perContext(r.Cold, "%.0f", beyond), perContext(r.Typed, "%.0f", beyond),
 			requests(r.Cold, r.ColdList), requests(r.Warm, r.WarmList), requests(r.Typed, r.TypedList), resent)
 	}
-	p("\nRaw measurements of the rows: time from process start to synced, cached objects, CPU time up to sync, heap and RSS after GC, peak RSS, goroutines, and the apiservers' figures during the process's life: requests beyond lists and watches, LIST requests, objects handed out as lists or initial events.\n\n")
-	p("| contexts | contender | synced (s) | objects | CPU to sync (s) | heap (MiB) | RSS (MiB) | peak RSS (MiB) | goroutines | requests beyond lists and watches | LIST requests | objects listed |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	p("\nRaw measurements of the rows: time from process start to synced, cached objects, CPU time up to sync, how long after synced it was idle, heap and RSS after GC once idle, peak RSS, goroutines, and the apiservers' figures during the process's life: requests beyond lists and watches, LIST requests, objects handed out as lists or initial events.\n\n")
+	p("| contexts | contender | synced (s) | objects | CPU to sync (s) | idle after (s) | heap (MiB) | RSS (MiB) | peak RSS (MiB) | goroutines | requests beyond lists and watches | LIST requests | objects listed |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rep.Many {
 		for _, c := range []struct {
 			name string
@@ -1116,14 +1116,14 @@ func (rep *report) manyMarkdown() string {
 		}{{"typed informers", r.Typed, r.TypedList}, {"fleetwatch serve, cold", r.Cold, r.ColdList}, {"fleetwatch serve, warm", r.Warm, r.WarmList}} {
 			x := c.res
 			if x == nil {
-				p("| %d | %s | skipped: the cold run did not sync | | | | | | | | | |\n", r.Contexts, c.name)
+				p("| %d | %s | skipped: the cold run did not sync | | | | | | | | | | |\n", r.Contexts, c.name)
 				continue
 			}
 			synced := fmt.Sprintf("%.2f", x.SyncedSec)
 			if x.NotSyncedSec > 0 {
 				synced = fmt.Sprintf("not synced in %.0f s", x.NotSyncedSec)
 			}
-			p("| %d | %s | %s | %d | %.2f | %.0f | %.0f | %.0f | %d | %.0f | %.0f | %.0f |\n", r.Contexts, c.name, synced, x.Total, x.CPUSyncSec,
+			p("| %d | %s | %s | %d | %.2f | %.1f | %.0f | %.0f | %.0f | %d | %.0f | %.0f | %.0f |\n", r.Contexts, c.name, synced, x.Total, x.CPUSyncSec, x.IdleSec,
 				float64(x.HeapAfterGC)/(1<<20), float64(x.RSSAfterGC)/(1<<20), float64(x.PeakRSS)/(1<<20), x.Goroutines,
 				c.list.Others, c.list.Requests, c.list.Objects)
 		}

@@ -64,6 +64,9 @@ type serveOptions struct {
 	// giveUp makes a daemon that has not synced within timeout a result with
 	// NotSyncedSec set, measured then, instead of an error.
 	giveUp bool
+	// idle has the goroutines counted and the memory measured once the daemon is idle
+	// after its sync (serveIdle), not at once.
+	idle bool
 }
 
 // serveContend runs the daemon once, until it has synced, measures it, and stops it
@@ -169,6 +172,11 @@ func (d *driver) serveOnce(ctx context.Context, name string, o serveOptions) (*R
 	}
 	res.PeakRSS = readStatus(fmt.Sprintf("/proc/%d/status", pid))["VmHWM"]
 	res.InitialEvents = res.Total
+	if o.idle && res.NotSyncedSec == 0 {
+		synced := time.Now()
+		serveIdle(ctx, base)
+		res.IdleSec = time.Since(synced).Seconds()
+	}
 	if m, ok := serveGet(ctx, base, "/metrics"); ok {
 		res.Goroutines = int(sumMetric(m, "go_goroutines "))
 	}
@@ -193,6 +201,26 @@ func (d *driver) serveOnce(ctx context.Context, name string, o serveOptions) (*R
 		return nil, fmt.Errorf("%s did not stop within 5 minutes of SIGTERM", name)
 	}
 	return res, nil
+}
+
+// serveIdle waits, at most a minute, until the daemon is idle after its sync: its
+// snapshot has committed every change (fleetwatch_snapshot_pending_changes is 0) and its
+// goroutines held steady for a second (the identity reads and first health probes that
+// wait for the fleet to be ready are done). What an idle cluster costs is measured then.
+func serveIdle(ctx context.Context, base string) {
+	deadline := time.Now().Add(time.Minute)
+	last := -1.0
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		m, ok := serveGet(ctx, base, "/metrics")
+		if ok {
+			g := sumMetric(m, "go_goroutines ")
+			if sumMetric(m, "fleetwatch_snapshot_pending_changes ") == 0 && g == last {
+				return
+			}
+			last = g
+		}
+		time.Sleep(time.Second)
+	}
 }
 
 // synced is what serveSynced found.
