@@ -111,10 +111,23 @@ type field struct {
 	omittedIfAbsent bool
 }
 
-// omitsAbsent reports whether encoding/json leaves f out when its value is what a
-// field absent from protobuf decodes to.
+// omitsAbsent reports whether the server's JSON has no member for f when its protobuf
+// has no field f: encoding/json leaves it out when its value is what a field absent from
+// protobuf decodes to, or the server does not know f. A struct that is not a pointer
+// is one such field: encoding/json writes it even when empty (omitempty leaves out no
+// struct), and the marshallers of go-to-protobuf write it, empty or not; so it is absent
+// only from the protobuf of a server whose type has no such field, an older one than
+// this schema's (the status of a CSINode, new in Kubernetes 1.37, is not in the JSON of
+// a 1.36 apiserver). The API's conventions make any other field added to a kind
+// optional and omitted when empty.
 func (f *field) omitsAbsent() bool {
-	if f.inline || !f.omitEmpty && !f.omitZero {
+	if f.inline {
+		return false
+	}
+	if f.kind == kindMessage && !f.pointer && !f.repeated && !f.isMap {
+		return true
+	}
+	if !f.omitEmpty && !f.omitZero {
 		return false
 	}
 	if f.pointer || f.repeated || f.isMap {

@@ -2,6 +2,7 @@ package pbjson
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -875,4 +877,81 @@ func TestObjectPartialCBORPrefix(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestOlderServer: a struct that is not a pointer is on the wire of every server whose
+// type has it, even empty; absent, the server is older than this schema, and its JSON
+// has no such member. A CSINode of a Kubernetes 1.36 apiserver has no status (new in
+// 1.37), which encoding/json would write as {}.
+func TestOlderServer(t *testing.T) {
+	gvk := storagev1.SchemeGroupVersion.WithKind("CSINode")
+	node := &storagev1.CSINode{
+		ObjectMeta: metav1.ObjectMeta{Name: "node-1", ResourceVersion: "7"},
+		Spec:       storagev1.CSINodeSpec{Drivers: []storagev1.CSINodeDriver{{Name: "csi.example", NodeID: "n1"}}},
+	}
+	raw, err := node.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tr Transcoder
+	// As this schema's server writes it: the empty status is on the wire, and in the JSON.
+	want, err := json.Marshal(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := tr.Object(gvk, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(want), `"status":{}`) || !sameObject(t, got, want) {
+		t.Fatalf("as written by a server that has the status:\n%s\nwant\n%s", got, want)
+	}
+	// As a 1.36 server writes it: without field 3, the status.
+	older := protobufWithout(t, raw, 3)
+	got, err = tr.Object(gvk, older)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(got, &m); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m["status"]; ok || m["spec"] == nil {
+		t.Fatalf("as written by a server without the status: %s", got)
+	}
+}
+
+// sameObject reports whether the JSON objects got, less its kind and apiVersion, and
+// want are equal.
+func sameObject(t *testing.T, got, want []byte) bool {
+	t.Helper()
+	var g, w map[string]any
+	if err := json.Unmarshal(got, &g); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(want, &w); err != nil {
+		t.Fatal(err)
+	}
+	delete(g, "kind")
+	delete(g, "apiVersion")
+	return reflect.DeepEqual(g, w)
+}
+
+// protobufWithout returns the message raw without its fields of number num.
+func protobufWithout(t *testing.T, raw []byte, num uint64) []byte {
+	t.Helper()
+	var out []byte
+	for b := raw; len(b) > 0; {
+		tag, n := binary.Uvarint(b)
+		if n <= 0 || tag&7 != 2 {
+			t.Fatalf("not a length-delimited field at %x", b)
+		}
+		size, m := binary.Uvarint(b[n:])
+		end := n + m + int(size)
+		if tag>>3 != num {
+			out = append(out, b[:end]...)
+		}
+		b = b[end:]
+	}
+	return out
 }
