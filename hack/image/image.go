@@ -20,17 +20,17 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
-// BinaryPath is where the image has the binary, its entrypoint; DefaultCommand is its
-// default command, so that the image also runs "version" and "snapshot inspect|verify".
 const (
+	// BinaryPath is where the image has the binary, its entrypoint.
 	BinaryPath = "/usr/local/bin/fleetwatch"
-	// User is the user and group the image runs as.
+	// User is the user and group the image runs as, nonroot's (nonrootID).
 	User = "65532:65532"
 	// Source is the repository the image is built from, its source label.
 	Source = "https://github.com/fleetwatch/fleetwatch"
 )
 
-// DefaultCommand is the image's CMD: the daemon.
+// DefaultCommand is the image's CMD, the daemon; the entrypoint being the binary, the
+// image runs "version" and "snapshot inspect|verify" too.
 var DefaultCommand = []string{"serve"}
 
 // DefaultPlatforms are the platforms make image builds.
@@ -142,12 +142,12 @@ func layer(entries []entry, mtime time.Time) (v1.Layer, error) {
 // Compile builds cmd/fleetwatch of the module at repo, static, for p into dir, as make
 // build does, and with what makes it the same wherever it is built: no cgo, -trimpath,
 // stripped, the baseline instruction set of the architecture, none of the environment's
-// GOFLAGS, and the commit stamped (-buildvcs=true fails where git cannot tell it, rather
-// than leave it out on one machine and not on another; "fleetwatch version" prints it).
-// The Go toolchain is the one that runs; another version makes another binary.
+// GOFLAGS, and no VCS stamp, which the go command leaves out in a git worktree and writes
+// in a clone of the same commit (the revision label says the commit). The Go toolchain
+// is the one that runs; another version makes another binary.
 func Compile(ctx context.Context, repo, version string, p v1.Platform, dir string) (Binary, error) {
 	out := filepath.Join(dir, p.OS+"-"+p.Architecture, "fleetwatch")
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=true",
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false",
 		"-ldflags", "-s -w -X main.version="+version, "-o", out, "./cmd/fleetwatch")
 	cmd.Dir = repo
 	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=", "CGO_ENABLED=0",
