@@ -6,8 +6,6 @@ GO        ?= go
 BIN       ?= bin
 # The root module's tags are vX.Y.Z; mcprovider's, mcprovider/vX.Y.Z, are not the binary's.
 VERSION   ?= $(shell git describe --tags --match 'v[0-9]*' --always --dirty 2>/dev/null || echo dev)
-IMAGE     ?= fleetwatch:$(VERSION)
-DOCKER    ?= docker
 # The root module is built, vetted and unit-tested alone (GOWORK=off), with the versions
 # of its go.mod, which are those its users get; the modules nested in it require it by
 # version and build against the work tree through the workspace (go.work).
@@ -25,6 +23,15 @@ NESTED_MODULES = mcprovider examples/multicluster-runtime
 # and Kubernetes' client once more, with -trimpath (a few minutes on 2 cores), later
 # runs only what changed.
 RELEASE_DIR = hack/release
+# The container image builder (hack/image): a module of its own outside the workspace, so
+# that go-containerregistry stays out of fleetwatch's go.mod. make image writes the image,
+# for IMAGE_PLATFORMS, as an OCI image layout in IMAGE_LAYOUT, without Docker.
+IMAGE_DIR        = hack/image
+IMAGE_LAYOUT    ?= $(BIN)/image
+IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
+# The modules outside the workspace, built, linted and tidied with GOWORK=off and the
+# versions of their own go.mod.
+OUTSIDE_MODULES = $(RELEASE_DIR) $(IMAGE_DIR)
 # The API check of make lint: apidiff of the public packages against the last release
 # (hack/release/apicheck.sh).
 APIDIFF ?= golang.org/x/exp/cmd/apidiff@v0.0.0-20261113113407-e3970619a1a4
@@ -55,16 +62,19 @@ all: lint build test
 build:
 	$(ROOT_GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/fleetwatch ./cmd/fleetwatch
 
-## image: the container image (Dockerfile) as IMAGE; needs a Docker daemon, which nothing else does
+## image: the container image for linux/amd64 and linux/arm64, as an OCI image layout in
+## IMAGE_LAYOUT (bin/image), built from Go without Docker (hack/image); docs/deploy.md
+## says how to push it
 image:
-	$(DOCKER) build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
+	cd $(IMAGE_DIR) && GOWORK=off $(GO) run . -out $(abspath $(IMAGE_LAYOUT)) -repo $(CURDIR) -version $(VERSION) -platforms $(IMAGE_PLATFORMS)
 
 ## tools: build (once) the kube-apiserver, etcd and kubectl that tests and the demo use
 tools:
 	@hack/build-tools.sh
 
-## test: unit tests (with -race), end-to-end tests against real local clusters, and the
-## web page in a real headless Chromium, and the benchmark harness's smoke test
+## test: unit tests (with -race), end-to-end tests against real local clusters (the
+## container image's binary among them), the web page in a real headless Chromium, and
+## the benchmark harness's smoke test
 test: tools test-unit test-e2e test-browser test-bench
 
 test-unit:
@@ -76,9 +86,14 @@ test-unit:
 		echo "test-unit $$m"; (cd $$m && $(GO) test -race -count=1 $$($(GO) list ./... | grep -v /test/e2e)) || exit 1; \
 	done
 	cd $(RELEASE_DIR) && GOWORK=off $(GO) test -count=1 -timeout 30m ./...
+	cd $(IMAGE_DIR) && GOWORK=off $(GO) test -count=1 ./...
 
-test-e2e: tools
+## test-e2e: the end-to-end tests; the image that make image builds is among what they
+## run (TestImage), and hack/image's TestLayout checks it
+test-e2e: tools image
 	@eval "$$(hack/build-tools.sh --print)" && export FLEETWATCH_KUBE_APISERVER FLEETWATCH_ETCD FLEETWATCH_KUBECTL && \
+		export FLEETWATCH_IMAGE_LAYOUT=$(abspath $(IMAGE_LAYOUT)) && \
+		(cd $(IMAGE_DIR) && GOWORK=off $(GO) test -count=1 -run '^TestLayout$$' ./...) && \
 		$(GO) test -count=1 $(E2E_FLAGS) $(E2E_PKGS) && \
 		FLEETWATCH_CACHE_ENCODING=objects $(GO) test -count=1 $(E2E_FLAGS) -run '^TestDaemonWithKubectl$$' ./test/e2e/ && \
 		cd mcprovider && $(GO) test -count=1 $(E2E_FLAGS) ./test/e2e/...
@@ -109,7 +124,10 @@ lint:
 		echo "lint $$m"; (cd $$m && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && \
 			$(RELEASE_TIDY) -diff) || exit 1; \
 	done
-	@echo "lint $(RELEASE_DIR)"; cd $(RELEASE_DIR) && GOWORK=off $(GO) vet ./... && GOWORK=off $(GO) run $(STATICCHECK) ./... && GOWORK=off $(GO) mod tidy -diff
+	@for m in $(OUTSIDE_MODULES); do \
+		echo "lint $$m"; (cd $$m && GOWORK=off $(GO) vet ./... && GOWORK=off $(GO) run $(STATICCHECK) ./... && \
+			GOWORK=off $(GO) mod tidy -diff) || exit 1; \
+	done
 	@APIDIFF=$(APIDIFF) hack/release/apicheck.sh
 
 fmt:
@@ -123,7 +141,9 @@ tidy:
 	for m in $(NESTED_MODULES) $(BROWSER_DIR); do \
 		echo "tidy $$m"; (cd $$m && $(RELEASE_TIDY)) || exit 1; \
 	done
-	cd $(RELEASE_DIR) && GOWORK=off $(GO) mod tidy
+	@for m in $(OUTSIDE_MODULES); do \
+		echo "tidy $$m"; (cd $$m && GOWORK=off $(GO) mod tidy) || exit 1; \
+	done
 
 ## demo: 3 local clusters with sample workloads and fleetwatch serving them (Ctrl-C stops everything)
 demo: tools build

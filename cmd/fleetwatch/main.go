@@ -10,8 +10,8 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// version is set at build time with -ldflags "-X main.version=..." (make build and the
-// Dockerfile set git describe). When it is not set, the module version from the build
+// version is set at build time with -ldflags "-X main.version=..." (make build and
+// make image set git describe). When it is not set, the module version from the build
 // info is used: go install github.com/fleetwatch/fleetwatch/cmd/fleetwatch@v0.1.0
 // reports v0.1.0.
 var version = ""
