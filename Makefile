@@ -25,6 +25,10 @@ NESTED_MODULES = mcprovider examples/multicluster-runtime
 # and Kubernetes' client once more, with -trimpath (a few minutes on 2 cores), later
 # runs only what changed.
 RELEASE_DIR = hack/release
+# The Helm chart's module (deploy/helm): its tests lint and render the chart with Helm's
+# Go module and compare it with the kustomize manifests, outside the workspace, so that
+# Helm stays out of every other go.mod. test-e2e applies its renderings (test/e2e).
+HELM_DIR = deploy/helm
 # The API check of make lint: apidiff of the public packages against the last release
 # (hack/release/apicheck.sh).
 APIDIFF ?= golang.org/x/exp/cmd/apidiff@v0.0.0-20261113113407-e3970619a1a4
@@ -76,6 +80,7 @@ test-unit:
 		echo "test-unit $$m"; (cd $$m && $(GO) test -race -count=1 $$($(GO) list ./... | grep -v /test/e2e)) || exit 1; \
 	done
 	cd $(RELEASE_DIR) && GOWORK=off $(GO) test -count=1 -timeout 30m ./...
+	cd $(HELM_DIR) && GOWORK=off $(GO) test -count=1 ./...
 
 test-e2e: tools
 	@eval "$$(hack/build-tools.sh --print)" && export FLEETWATCH_KUBE_APISERVER FLEETWATCH_ETCD FLEETWATCH_KUBECTL && \
@@ -97,7 +102,8 @@ test-bench: tools
 		$(GO) run ./test/bench $(BENCH_SMOKE_FLAGS) >/dev/null
 
 ## lint: vet, staticcheck, gofmt and tidy go.mod files in every module, and the API
-## check against the last release (hack/release/apicheck.sh)
+## check against the last release (hack/release/apicheck.sh); `helm lint` of the chart is
+## a test of deploy/helm (make test-unit)
 lint:
 	$(ROOT_GO) vet ./...
 	$(ROOT_GO) run $(STATICCHECK) ./...
@@ -109,7 +115,9 @@ lint:
 		echo "lint $$m"; (cd $$m && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && \
 			$(RELEASE_TIDY) -diff) || exit 1; \
 	done
-	@echo "lint $(RELEASE_DIR)"; cd $(RELEASE_DIR) && GOWORK=off $(GO) vet ./... && GOWORK=off $(GO) run $(STATICCHECK) ./... && GOWORK=off $(GO) mod tidy -diff
+	@for m in $(RELEASE_DIR) $(HELM_DIR); do \
+		echo "lint $$m"; (cd $$m && GOWORK=off $(GO) vet ./... && GOWORK=off $(GO) run $(STATICCHECK) ./... && GOWORK=off $(GO) mod tidy -diff) || exit 1; \
+	done
 	@APIDIFF=$(APIDIFF) hack/release/apicheck.sh
 
 fmt:
@@ -124,6 +132,7 @@ tidy:
 		echo "tidy $$m"; (cd $$m && $(RELEASE_TIDY)) || exit 1; \
 	done
 	cd $(RELEASE_DIR) && GOWORK=off $(GO) mod tidy
+	cd $(HELM_DIR) && GOWORK=off $(GO) mod tidy
 
 ## demo: 3 local clusters with sample workloads and fleetwatch serving them (Ctrl-C stops everything)
 demo: tools build
