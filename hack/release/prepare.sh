@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # prepare.sh VERSION readies the work tree for the release VERSION (vX.Y.Z) of the root
 # module and of mcprovider (mcprovider/vX.Y.Z): the modules that require fleetwatch's,
-# go.work, and the Helm chart (version X.Y.Z, appVersion VERSION) name VERSION, and their go.sum files hold the sums of VERSION as the work
-# tree has it. The work tree must already be what VERSION is to be, CHANGELOG.md
+# go.work, and the Helm chart (version X.Y.Z, appVersion VERSION) name VERSION, and the
+# modules' go.sum files hold the sums of VERSION as the work tree has it. The work tree must already be what VERSION is to be, CHANGELOG.md
 # included: the sums are of its files (those git tracks or would add). What follows is in
 # docs/design.md, "Versions and depending on fleetwatch": commit, record the commit in
 # hack/release/releases.txt, tag.
