@@ -29,9 +29,13 @@ RELEASE_DIR = hack/release
 IMAGE_DIR        = hack/image
 IMAGE_LAYOUT    ?= $(BIN)/image
 IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
+# The Helm chart's module (deploy/helm): its tests lint and render the chart with Helm's
+# Go module and compare it with the kustomize manifests, outside the workspace, so that
+# Helm stays out of every other go.mod. test-e2e applies its renderings (test/e2e).
+HELM_DIR = deploy/helm
 # The modules outside the workspace, built, linted and tidied with GOWORK=off and the
 # versions of their own go.mod.
-OUTSIDE_MODULES = $(RELEASE_DIR) $(IMAGE_DIR)
+OUTSIDE_MODULES = $(RELEASE_DIR) $(IMAGE_DIR) $(HELM_DIR)
 # The API check of make lint: apidiff of the public packages against the last release
 # (hack/release/apicheck.sh).
 APIDIFF ?= golang.org/x/exp/cmd/apidiff@v0.0.0-20261113113407-e3970619a1a4
@@ -87,6 +91,7 @@ test-unit:
 	done
 	cd $(RELEASE_DIR) && GOWORK=off $(GO) test -count=1 -timeout 30m ./...
 	cd $(IMAGE_DIR) && GOWORK=off $(GO) test -count=1 ./...
+	cd $(HELM_DIR) && GOWORK=off $(GO) test -count=1 ./...
 
 ## test-e2e: the end-to-end tests; the image that make image builds is among what they
 ## run (TestImage), and hack/image's TestLayout checks it
@@ -112,7 +117,8 @@ test-bench: tools
 		$(GO) run ./test/bench $(BENCH_SMOKE_FLAGS) >/dev/null
 
 ## lint: vet, staticcheck, gofmt and tidy go.mod files in every module, and the API
-## check against the last release (hack/release/apicheck.sh)
+## check against the last release (hack/release/apicheck.sh); `helm lint` of the chart is
+## a test of deploy/helm (make test-unit)
 lint:
 	$(ROOT_GO) vet ./...
 	$(ROOT_GO) run $(STATICCHECK) ./...

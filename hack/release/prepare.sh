@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # prepare.sh VERSION readies the work tree for the release VERSION (vX.Y.Z) of the root
 # module and of mcprovider (mcprovider/vX.Y.Z): the modules that require fleetwatch's,
-# and go.work, name VERSION, and their go.sum files hold the sums of VERSION as the work
-# tree has it. The work tree must already be what VERSION is to be, CHANGELOG.md
+# go.work, and the Helm chart (version X.Y.Z, appVersion VERSION) name VERSION, and the
+# modules' go.sum files hold the sums of VERSION as the work tree has it. The work tree must already be what VERSION is to be, CHANGELOG.md
 # included: the sums are of its files (those git tracks or would add). What follows is in
 # docs/design.md, "Versions and depending on fleetwatch": commit, record the commit in
 # hack/release/releases.txt, tag.
@@ -29,6 +29,10 @@ for m in "${requiring_mc[@]}"; do (cd "$m" && go mod edit -require="$mc@$version
 sed -i -E "s#^(\s*)($root|$mc) v[^ ]+ => #\1\2 $version => #" go.work
 grep -q "^\s*$root $version => ./$" go.work && grep -q "^\s*$mc $version => ./mcprovider$" go.work ||
   { echo "prepare.sh: go.work has no replace lines of $root and $mc to move to $version" >&2; exit 1; }
+chart=deploy/helm/fleetwatch/Chart.yaml
+sed -i -E "s/^version: .*/version: ${version#v}/; s/^appVersion: .*/appVersion: $version/" "$chart"
+grep -q "^version: ${version#v}$" "$chart" && grep -q "^appVersion: $version$" "$chart" ||
+  { echo "prepare.sh: $chart has no version and appVersion to move to $version" >&2; exit 1; }
 
 tmp=$(mktemp -d)
 trap 'chmod -R u+w "$tmp"; rm -rf "$tmp"' EXIT

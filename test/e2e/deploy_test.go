@@ -54,9 +54,6 @@ import (
 // replicas there.
 func TestDeployManifests(t *testing.T) {
 	env := testenv.New(t, testenv.Options{Clusters: 1})
-	cs := env.Clusters[0].Clientset()
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(cs.Discovery()))
-
 	for _, tc := range []struct {
 		dir string
 		// watchesHome is whether the configuration watches the home cluster, the one
@@ -105,122 +102,157 @@ func TestDeployManifests(t *testing.T) {
 					t.Errorf("%s renders Secret %s/%s; the Secrets are only referenced", dir, s.GetNamespace(), s.GetName())
 				}
 			}
-			deploy, sts := m.workload(t)
-			cfg := m.config(t, deploy)
-			checkDeployment(t, m, deploy, sts, cfg)
-			if on, lacking := cfg.WarmHandover(); on != tc.handover {
-				t.Errorf("%s: warm handover on: %t (lacking %q), want %t", dir, on, lacking, tc.handover)
-			}
-			if certs := m.of("Certificate"); len(certs) > 0 || slices.Contains(tc.components, "components/cert-manager") {
-				checkCertificates(t, m, deploy, sts, cfg)
-			}
-			if tc.crds != "" {
-				kubectlIn(t, nil, "--kubeconfig", env.Kubeconfig, "apply", "-f", tc.crds)
-				kubectlIn(t, nil, "--kubeconfig", env.Kubeconfig, "wait", "--for=condition=Established", "--timeout=60s", "-f", tc.crds)
-			}
-
-			// With --dry-run=server the Namespace is not created, and every namespaced
-			// object in it would fail with "namespaces not found". So the Namespace is
-			// created for real first, from the rendered manifests, and then everything is
-			// applied with --dry-run=server. The namespace warns on the restricted Pod
-			// Security Standard, so a pod template that breaks it shows as a warning.
-			var ns bytes.Buffer
-			for _, o := range m.of("Namespace") {
-				b, err := o.MarshalJSON()
-				if err != nil {
-					t.Fatal(err)
-				}
-				ns.Write(b)
-			}
-			kubectlIn(t, &ns, "--kubeconfig", env.Kubeconfig, "apply", "-f", "-")
-			stderr := kubectlIn(t, nil, "--kubeconfig", env.Kubeconfig, "apply", "--dry-run=server", "-k", path)
-			if strings.Contains(stderr, "Warning") {
-				t.Errorf("kubectl apply --dry-run=server -k %s warned:\n%s", dir, stderr)
-			}
-
-			// Bound for real, the ServiceAccount may read every resource cached on the
-			// home cluster when it is one of the watched ones, else none, and write none.
-			// Only components/home-cluster grants cluster-wide reads, and only delegated
-			// authentication binds system:auth-delegator.
-			if !tc.watchesHome && len(m.of("ClusterRole")) > 0 {
-				t.Errorf("%s renders a ClusterRole, but does not watch the home cluster", dir)
-			}
-			for _, o := range m.of("ClusterRoleBinding") {
-				role, _, _ := unstructured.NestedString(o.Object, "roleRef", "name")
-				if delegator := role == "system:auth-delegator"; delegator && !cfg.Server.Auth.Delegated.Enabled || !delegator && !tc.watchesHome {
-					t.Errorf("ClusterRoleBinding %s binds %s; want system:auth-delegator only with server.auth.delegated.enabled, and others only when the home cluster is watched", o.GetName(), role)
-				}
-			}
-			kubectlIn(t, nil, "--kubeconfig", env.Kubeconfig, "apply", "-k", path)
-			sa := "system:serviceaccount:" + deploy.Namespace + ":" + deploy.Spec.Template.Spec.ServiceAccountName
-			for _, r := range cfg.Resources {
-				gvr, err := resourceFor(mapper, r.Name)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, verb := range []string{"get", "list", "watch", "create", "update", "patch", "delete"} {
-					want := tc.watchesHome && (verb == "get" || verb == "list" || verb == "watch")
-					if got := allowed(t, cs, sa, deploy.Namespace, authorizationv1.ResourceAttributes{Verb: verb, Group: gvr.Group, Resource: gvr.Resource}); got != want {
-						t.Errorf("%s may %s %s: %t, want %t", sa, verb, r.Name, got, want)
-					}
-				}
-			}
-			// Delegated authentication reviews tokens and access in the home cluster.
-			for _, r := range []string{"tokenreviews", "subjectaccessreviews"} {
-				group := "authentication.k8s.io"
-				if r == "subjectaccessreviews" {
-					group = "authorization.k8s.io"
-				}
-				if got := allowed(t, cs, sa, deploy.Namespace, authorizationv1.ResourceAttributes{Verb: "create", Group: group, Resource: r}); got != cfg.Server.Auth.Delegated.Enabled {
-					t.Errorf("%s may create %s: %t, want %t (server.auth.delegated.enabled)", sa, r, got, cfg.Server.Auth.Delegated.Enabled)
-				}
-			}
-			// A replica of a sharded fleet works the Leases of its own namespace, and of
-			// no other; without sharding there is no Lease to work.
-			for _, verb := range []string{"get", "list", "create", "update", "watch", "patch", "delete"} {
-				for _, ns := range []string{deploy.Namespace, metav1.NamespaceDefault} {
-					want := sts != nil && ns == deploy.Namespace && verb != "watch" && verb != "patch" && verb != "delete"
-					attrs := authorizationv1.ResourceAttributes{Verb: verb, Group: "coordination.k8s.io", Resource: "leases", Namespace: ns}
-					if got := allowed(t, cs, sa, deploy.Namespace, attrs); got != want {
-						t.Errorf("%s may %s leases in %s: %t, want %t", sa, verb, ns, got, want)
-					}
-				}
-			}
-			// A replica reads the states handed over to it from the other replicas,
-			// which authorize it as get on clusters/state in their namespace (its
-			// acknowledgement, a DELETE, too), and may do nothing else with them.
-			for _, verb := range []string{"get", "list", "watch", "create", "update", "patch", "delete"} {
-				for _, ns := range []string{deploy.Namespace, metav1.NamespaceDefault} {
-					want := sts != nil && ns == deploy.Namespace && verb == "get"
-					attrs := authorizationv1.ResourceAttributes{Verb: verb, Group: server.GroupName, Resource: "clusters", Subresource: server.StateSubresource, Name: "prod-eu", Namespace: ns}
-					if got := allowed(t, cs, sa, deploy.Namespace, attrs); got != want {
-						t.Errorf("%s may %s clusters/%s in %s: %t, want %t", sa, verb, server.StateSubresource, ns, got, want)
-					}
-				}
-			}
-			// cluster.ReadIdentity reads the UID of kube-system.
-			if got := allowed(t, cs, sa, deploy.Namespace, authorizationv1.ResourceAttributes{Verb: "get", Resource: "namespaces", Name: metav1.NamespaceSystem}); got != tc.watchesHome {
-				t.Errorf("%s may get namespace %s: %t, want %t", sa, metav1.NamespaceSystem, got, tc.watchesHome)
-			}
-			// And nothing more: what RBAC lists for the ServiceAccount in its namespace
-			// (cluster-wide grants included) beyond what it lists for any
-			// ServiceAccount. With the home cluster watched, components/home-cluster
-			// adds its reads, which the checks above cover.
-			if !tc.watchesHome {
-				var want []string
-				if sts != nil {
-					want = append(want, "create coordination.k8s.io/leases", "get coordination.k8s.io/leases", "list coordination.k8s.io/leases", "update coordination.k8s.io/leases",
-						"get "+server.GroupName+"/clusters/"+server.StateSubresource)
-				}
-				if cfg.Server.Auth.Delegated.Enabled {
-					want = append(want, "create authentication.k8s.io/tokenreviews", "create authorization.k8s.io/subjectaccessreviews")
-				}
-				slices.Sort(want)
-				if got := grantedRules(t, env.Clusters[0].RESTConfig(), deploy.Namespace, deploy.Spec.Template.Spec.ServiceAccountName); !slices.Equal(got, want) {
-					t.Errorf("%s may, beyond any ServiceAccount:\n  %s\nwant:\n  %s", sa, strings.Join(got, "\n  "), strings.Join(want, "\n  "))
-				}
-			}
+			checkManifests(t, env, dir, out, m, deployWant{watchesHome: tc.watchesHome, handover: tc.handover, certificates: slices.Contains(tc.components, "components/cert-manager"), crds: tc.crds})
 		})
+	}
+}
+
+// deployWant is what a rendering of the manifests, kustomize's or the Helm chart's, is to
+// install.
+type deployWant struct {
+	// watchesHome is whether the configuration watches the home cluster, the one the
+	// manifests are applied to.
+	watchesHome bool
+	// handover is whether the replicas hand the clusters that move over warm.
+	handover bool
+	// certificates is whether cert-manager issues the serving certificate.
+	certificates bool
+	// crds are applied first, for kinds that the apiserver does not serve.
+	crds string
+}
+
+// checkManifests checks that the objects m of the rendering out, named name, fit
+// together, and applies out to env's cluster, with --dry-run=server first and then for
+// real, to check what its ServiceAccount may do there (TestDeployManifests).
+func checkManifests(t *testing.T, env *testenv.Env, name, out string, m manifests, want deployWant) {
+	t.Helper()
+	cs := env.Clusters[0].Clientset()
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(cs.Discovery()))
+	deploy, sts := m.workload(t)
+	cfg := m.config(t, deploy)
+	checkDeployment(t, m, deploy, sts, cfg)
+	if on, lacking := cfg.WarmHandover(); on != want.handover {
+		t.Errorf("%s: warm handover on: %t (lacking %q), want %t", name, on, lacking, want.handover)
+	}
+	if certs := m.of("Certificate"); len(certs) > 0 || want.certificates {
+		checkCertificates(t, m, deploy, sts, cfg)
+	}
+	if want.crds != "" {
+		kubectlIn(t, nil, "--kubeconfig", env.Kubeconfig, "apply", "-f", want.crds)
+		kubectlIn(t, nil, "--kubeconfig", env.Kubeconfig, "wait", "--for=condition=Established", "--timeout=60s", "-f", want.crds)
+	}
+
+	// With --dry-run=server the Namespace is not created, and every namespaced
+	// object in it would fail with "namespaces not found". So the Namespace is
+	// created for real first, from the rendered manifests, or, when they have none
+	// (a Helm chart's release namespace), as docs/deploy.md has it created, and then
+	// everything is applied with --dry-run=server. The namespace warns on the
+	// restricted Pod Security Standard, so a pod template that breaks it shows as a
+	// warning.
+	namespaces := m.of("Namespace")
+	if len(namespaces) == 0 {
+		ns := &unstructured.Unstructured{}
+		ns.SetAPIVersion("v1")
+		ns.SetKind("Namespace")
+		ns.SetName(deploy.Namespace)
+		ns.SetLabels(map[string]string{"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/warn": "restricted"})
+		namespaces = append(namespaces, ns)
+	}
+	var ns bytes.Buffer
+	for _, o := range namespaces {
+		b, err := o.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ns.Write(b)
+	}
+	kubectlIn(t, &ns, "--kubeconfig", env.Kubeconfig, "apply", "-f", "-")
+	stderr := kubectlIn(t, strings.NewReader(out), "--kubeconfig", env.Kubeconfig, "apply", "--dry-run=server", "-f", "-")
+	if strings.Contains(stderr, "Warning") {
+		t.Errorf("kubectl apply --dry-run=server of %s warned:\n%s", name, stderr)
+	}
+
+	// Bound for real, the ServiceAccount may read every resource cached on the
+	// home cluster when it is one of the watched ones, else none, and write none.
+	// Only components/home-cluster grants cluster-wide reads, and only delegated
+	// authentication binds system:auth-delegator.
+	if !want.watchesHome && len(m.of("ClusterRole")) > 0 {
+		t.Errorf("%s renders a ClusterRole, but does not watch the home cluster", name)
+	}
+	for _, o := range m.of("ClusterRoleBinding") {
+		role, _, _ := unstructured.NestedString(o.Object, "roleRef", "name")
+		if delegator := role == "system:auth-delegator"; delegator && !cfg.Server.Auth.Delegated.Enabled || !delegator && !want.watchesHome {
+			t.Errorf("ClusterRoleBinding %s binds %s; want system:auth-delegator only with server.auth.delegated.enabled, and others only when the home cluster is watched", o.GetName(), role)
+		}
+	}
+	kubectlIn(t, strings.NewReader(out), "--kubeconfig", env.Kubeconfig, "apply", "-f", "-")
+	sa := "system:serviceaccount:" + deploy.Namespace + ":" + deploy.Spec.Template.Spec.ServiceAccountName
+	for _, r := range cfg.Resources {
+		gvr, err := resourceFor(mapper, r.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, verb := range []string{"get", "list", "watch", "create", "update", "patch", "delete"} {
+			want := want.watchesHome && (verb == "get" || verb == "list" || verb == "watch")
+			if got := allowed(t, cs, sa, deploy.Namespace, authorizationv1.ResourceAttributes{Verb: verb, Group: gvr.Group, Resource: gvr.Resource}); got != want {
+				t.Errorf("%s may %s %s: %t, want %t", sa, verb, r.Name, got, want)
+			}
+		}
+	}
+	// Delegated authentication reviews tokens and access in the home cluster.
+	for _, r := range []string{"tokenreviews", "subjectaccessreviews"} {
+		group := "authentication.k8s.io"
+		if r == "subjectaccessreviews" {
+			group = "authorization.k8s.io"
+		}
+		if got := allowed(t, cs, sa, deploy.Namespace, authorizationv1.ResourceAttributes{Verb: "create", Group: group, Resource: r}); got != cfg.Server.Auth.Delegated.Enabled {
+			t.Errorf("%s may create %s: %t, want %t (server.auth.delegated.enabled)", sa, r, got, cfg.Server.Auth.Delegated.Enabled)
+		}
+	}
+	// A replica of a sharded fleet works the Leases of its own namespace, and of
+	// no other; without sharding there is no Lease to work.
+	for _, verb := range []string{"get", "list", "create", "update", "watch", "patch", "delete"} {
+		for _, ns := range []string{deploy.Namespace, metav1.NamespaceDefault} {
+			want := sts != nil && ns == deploy.Namespace && verb != "watch" && verb != "patch" && verb != "delete"
+			attrs := authorizationv1.ResourceAttributes{Verb: verb, Group: "coordination.k8s.io", Resource: "leases", Namespace: ns}
+			if got := allowed(t, cs, sa, deploy.Namespace, attrs); got != want {
+				t.Errorf("%s may %s leases in %s: %t, want %t", sa, verb, ns, got, want)
+			}
+		}
+	}
+	// A replica reads the states handed over to it from the other replicas,
+	// which authorize it as get on clusters/state in their namespace (its
+	// acknowledgement, a DELETE, too), and may do nothing else with them.
+	for _, verb := range []string{"get", "list", "watch", "create", "update", "patch", "delete"} {
+		for _, ns := range []string{deploy.Namespace, metav1.NamespaceDefault} {
+			want := sts != nil && ns == deploy.Namespace && verb == "get"
+			attrs := authorizationv1.ResourceAttributes{Verb: verb, Group: server.GroupName, Resource: "clusters", Subresource: server.StateSubresource, Name: "prod-eu", Namespace: ns}
+			if got := allowed(t, cs, sa, deploy.Namespace, attrs); got != want {
+				t.Errorf("%s may %s clusters/%s in %s: %t, want %t", sa, verb, server.StateSubresource, ns, got, want)
+			}
+		}
+	}
+	// cluster.ReadIdentity reads the UID of kube-system.
+	if got := allowed(t, cs, sa, deploy.Namespace, authorizationv1.ResourceAttributes{Verb: "get", Resource: "namespaces", Name: metav1.NamespaceSystem}); got != want.watchesHome {
+		t.Errorf("%s may get namespace %s: %t, want %t", sa, metav1.NamespaceSystem, got, want.watchesHome)
+	}
+	// And nothing more: what RBAC lists for the ServiceAccount in its namespace
+	// (cluster-wide grants included) beyond what it lists for any
+	// ServiceAccount. With the home cluster watched, components/home-cluster
+	// adds its reads, which the checks above cover.
+	if !want.watchesHome {
+		var want []string
+		if sts != nil {
+			want = append(want, "create coordination.k8s.io/leases", "get coordination.k8s.io/leases", "list coordination.k8s.io/leases", "update coordination.k8s.io/leases",
+				"get "+server.GroupName+"/clusters/"+server.StateSubresource)
+		}
+		if cfg.Server.Auth.Delegated.Enabled {
+			want = append(want, "create authentication.k8s.io/tokenreviews", "create authorization.k8s.io/subjectaccessreviews")
+		}
+		slices.Sort(want)
+		if got := grantedRules(t, env.Clusters[0].RESTConfig(), deploy.Namespace, deploy.Spec.Template.Spec.ServiceAccountName); !slices.Equal(got, want) {
+			t.Errorf("%s may, beyond any ServiceAccount:\n  %s\nwant:\n  %s", sa, strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+		}
 	}
 }
 
