@@ -74,7 +74,9 @@
 // schema.go, with a test. Version 3 drops the stored Secrets that hold values, which
 // versions 1 and 2 kept in the last-applied annotation of kubectl apply (migrateToV3).
 // Version 5 drops the stored StatefulSets, which earlier builds took from protobuf
-// without their volumeClaimTemplates' apiVersion and kind (migrateToV5).
+// without their volumeClaimTemplates' apiVersion and kind (migrateToV5). Version 6 drops
+// the stored CSINodes, which earlier builds stored with a status of {} that an apiserver
+// before Kubernetes 1.37 does not serve (migrateToV6).
 //
 // bbolt keeps what a transaction deletes in the file's free pages until they are
 // reused. A migration that deletes what must not stay in the file at all (values of

@@ -33,13 +33,18 @@ import (
 // refuses a state that has one ("an unknown frame"); a state without one reads as ever.
 // Version 2 is version 1 from a build whose StatefulSets are exact: the StatefulSets of
 // a version 1 state (lossyResource) are left out, as migrateToV5 drops them from a
-// file, and listed again. A build before version 2 refuses a version 2 state, and its
-// cluster starts cold.
+// file, and listed again. Version 3 is version 2 from a build whose CSINodes are exact:
+// the CSINodes of a version 1 or 2 state (skewedResource) are left out, as migrateToV6
+// drops them. A build refuses a state of a later version than its own, and that cluster
+// starts cold.
 const (
 	stateMagic   = "FWCS"
-	stateVersion = 2
+	stateVersion = 3
 	// stateVersionLossy is the version of states whose lossyResources are left out.
 	stateVersionLossy = 1
+	// stateVersionSkewed is the last version of states whose skewedResources are left
+	// out.
+	stateVersionSkewed = 2
 
 	frameIdentity byte = 'i'
 	frameResource byte = 'r'
@@ -123,9 +128,10 @@ func (s *Store) ImportCluster(cluster string, r io.Reader) (*ClusterSnapshot, er
 	if err != nil {
 		return nil, err
 	}
-	if st.version == stateVersionLossy {
-		st.resources = slices.DeleteFunc(st.resources, func(res *stateResource) bool { return lossyResource(ResourceKey(res.key)) })
-	}
+	st.resources = slices.DeleteFunc(st.resources, func(res *stateResource) bool {
+		key := ResourceKey(res.key)
+		return st.version <= stateVersionLossy && lossyResource(key) || st.version <= stateVersionSkewed && skewedResource(key)
+	})
 	cs := &ClusterSnapshot{Resources: make(map[ResourceKey]*ResourceSnapshot, len(st.resources))}
 	if st.identity != nil {
 		data, err := unsealBytes(identitySum(cluster), string(keyIdentity), st.identity)
@@ -357,7 +363,7 @@ func readFrames(r io.Reader) (*state, error) {
 		return nil, errors.New("not a cluster state")
 	}
 	version := head[len(stateMagic)]
-	if version != stateVersion && version != stateVersionLossy {
+	if version < stateVersionLossy || version > stateVersion {
 		return nil, fmt.Errorf("format version %d, not %d", version, stateVersion)
 	}
 	st := &state{version: version}

@@ -74,18 +74,23 @@ func TestExportImportCluster(t *testing.T) {
 	}
 }
 
-// TestImportClusterVersion1 imports the state of a build before version 2, whose
-// StatefulSets were stored from protobuf without their volumeClaimTemplates' apiVersion
-// and kind: they are left out, to be listed again, and the rest is imported. The same
-// state as version 2 imports whole.
-func TestImportClusterVersion1(t *testing.T) {
+// TestImportClusterOlderVersions imports the states of older builds: of a build before
+// version 2, whose StatefulSets were stored from protobuf without their
+// volumeClaimTemplates' apiVersion and kind, and of one before version 3, whose CSINodes
+// were stored with a status of {} that an apiserver before 1.37 does not serve. Those
+// are left out, to be listed again, and the rest is imported. The same state as version
+// 3 imports whole; a later version is refused.
+func TestImportClusterOlderVersions(t *testing.T) {
 	statefulSets := ResourceKey("apps/v1/statefulsets?spec=")
+	csiNodes := ResourceKey("storage.k8s.io/v1/csinodes?spec=")
 	src := openTest(t, testPath(t), Options{})
 	w := src.NewWriter(WriterOptions{})
 	w.Upsert("a", pods, object("ns", "p1", "1"))
 	w.Checkpoint("a", pods, "100")
 	w.Upsert("a", statefulSets, object("ns", "web", "2"))
 	w.Checkpoint("a", statefulSets, "101")
+	w.Upsert("a", csiNodes, object("", "node-1", "3"))
+	w.Checkpoint("a", csiNodes, "102")
 	if err := w.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -99,21 +104,32 @@ func TestImportClusterVersion1(t *testing.T) {
 	}
 	// The end frame: 'e', the number of frames, the CRC-32C of every byte before it.
 	end := bytes.LastIndexByte(state[:len(state)-4], frameEnd)
-	v1 := slices.Clone(state)
-	v1[len(stateMagic)] = stateVersionLossy
-	binary.BigEndian.PutUint32(v1[len(v1)-4:], crc32.Checksum(v1[:end], castagnoli))
+	as := func(version byte) []byte {
+		b := slices.Clone(state)
+		b[len(stateMagic)] = version
+		binary.BigEndian.PutUint32(b[len(b)-4:], crc32.Checksum(b[:end], castagnoli))
+		return b
+	}
 
 	for _, tt := range []struct {
 		name  string
 		state []byte
 		want  []ResourceKey
 	}{
-		{"version 1", v1, []ResourceKey{pods}},
-		{"version 2", state, []ResourceKey{pods, statefulSets}},
+		{"version 1", as(1), []ResourceKey{pods}},
+		{"version 2", as(2), []ResourceKey{pods, statefulSets}},
+		{"version 3", state, []ResourceKey{pods, statefulSets, csiNodes}},
+		{"version 4", as(4), nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			dst := openTest(t, testPath(t), Options{})
 			cs, err := dst.ImportCluster("a", bytes.NewReader(tt.state))
+			if tt.want == nil {
+				if !errors.Is(err, ErrCorrupt) {
+					t.Fatalf("ImportCluster: %v, want ErrCorrupt", err)
+				}
+				return
+			}
 			if err != nil {
 				t.Fatalf("ImportCluster: %v", err)
 			}

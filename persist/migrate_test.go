@@ -423,6 +423,59 @@ func TestMigrateToV5(t *testing.T) {
 	}
 }
 
+// TestMigrateToV6 reads a version 5 file with CSINodes, of any version and qualifier,
+// and other resources: the migration drops those of CSINodes and keeps the others.
+func TestMigrateToV6(t *testing.T) {
+	var (
+		csiNodes     = ResourceKey("storage.k8s.io/v1/csinodes?spec=")
+		csiNodesMeta = ResourceKey("storage.k8s.io/v1/csinodes?spec=metadataOnly%3Dtrue")
+		csiDrivers   = ResourceKey("storage.k8s.io/v1/csidrivers?spec=")
+		widgets      = ResourceKey("example.com/v1/csinodes")
+	)
+	path := testPath(t)
+	s, err := Open(path, Options{migrations: migrations[:5]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := s.NewWriter(WriterOptions{})
+	for i, key := range []ResourceKey{csiNodes, csiNodesMeta, csiDrivers, pods, widgets} {
+		w.Upsert("prod", key, object("", fmt.Sprint("o-", i), fmt.Sprint(10+i)))
+		w.Checkpoint("prod", key, fmt.Sprint(50+i))
+	}
+	if err := w.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetIdentity("prod", Identity{UID: "u", Server: "https://prod"}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	s = openTest(t, path, Options{migrations: migrations[:6]})
+	info, err := s.Inspect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.SchemaVersion != 6 {
+		t.Errorf("schema version %d after the migration, want 6", info.SchemaVersion)
+	}
+	var resources []ResourceKey
+	for _, r := range info.Clusters[0].Resources {
+		resources = append(resources, r.Resource)
+	}
+	slices.Sort(resources)
+	want := []ResourceKey{pods, widgets, csiDrivers}
+	slices.Sort(want)
+	if !reflect.DeepEqual(resources, want) {
+		t.Errorf("resources after the migration: %v, want %v", resources, want)
+	}
+	if cs := mustLoad(t, s).Clusters["prod"]; cs == nil || cs.Identity.UID != "u" || cs.Resources[pods] == nil || cs.Resources[pods].ResourceVersion != "53" {
+		t.Fatalf("the cluster, its identity or its pods are lost: %+v", cs)
+	}
+	if err := s.Verify(); err != nil {
+		t.Error(err)
+	}
+}
+
 // TestLossyResource requires lossyResource to be the resources of the listable kinds
 // whose protobuf loses members (pbjson.Lossy): if a new k8s.io/api makes another kind
 // lossy, this fails, and the stored objects of that kind need a migration of their own

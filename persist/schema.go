@@ -132,6 +132,7 @@ var migrations = []migration{
 	{name: "drop the stored Secrets that hold values", migrate: migrateToV3, scrubs: true},
 	{name: "seal every value", migrate: migrateToV4},
 	{name: "drop the stored StatefulSets, which protobuf left without their volumeClaimTemplates' apiVersion and kind", migrate: migrateToV5},
+	{name: "drop the stored CSINodes, which protobuf from apiservers before 1.37 left with a status of {}", migrate: migrateToV6},
 }
 
 // migrateToV1 lays out an empty file: version 0 is a bbolt file without any bucket.
@@ -542,6 +543,21 @@ func forEachResource(cluster string, cb *bolt.Bucket, fn func(resource string, r
 // It reads no identity: within a chain of migrations from before version 4, the
 // version that says that values are sealed is not recorded yet.
 func migrateToV5(tx *bolt.Tx, _ time.Time) error {
+	return dropResources(tx, lossyResource)
+}
+
+// migrateToV6 drops every stored resource of CSINodes (skewedResource). Versions 1 to 5
+// were written by builds that transcoded the protobuf of an apiserver before Kubernetes
+// 1.37, whose CSINode has no status, with the types of k8s.io/api v0.37, whose CSINode
+// has one, which encoding/json writes even when empty: they stored each with a status
+// of {} that the apiserver's JSON does not have. Later builds leave a struct absent from
+// protobuf out (package pbjson). A dropped resource is listed again by its informer.
+func migrateToV6(tx *bolt.Tx, _ time.Time) error {
+	return dropResources(tx, skewedResource)
+}
+
+// dropResources deletes, in every cluster, the stored resources whose key drop reports.
+func dropResources(tx *bolt.Tx, drop func(ResourceKey) bool) error {
 	clusters := getClustersBucket(tx)
 	if clusters == nil {
 		return fmt.Errorf("%w: no %q bucket", ErrCorrupt, bucketClusters)
@@ -552,17 +568,17 @@ func migrateToV5(tx *bolt.Tx, _ time.Time) error {
 	}
 	for _, name := range names {
 		// Buckets are not deleted while a cursor walks their parent: collect, then delete.
-		var drop [][]byte
+		var dropped [][]byte
 		err := forEachResource(string(name), clusters.Bucket(name), func(resource string, _ *bolt.Bucket) error {
-			if lossyResource(ResourceKey(resource)) {
-				drop = append(drop, []byte(resource))
+			if drop(ResourceKey(resource)) {
+				dropped = append(dropped, []byte(resource))
 			}
 			return nil
 		})
 		if err != nil {
 			return err
 		}
-		for _, resource := range drop {
+		for _, resource := range dropped {
 			if err := clusters.Bucket(name).Bucket(bucketResources).DeleteBucket(resource); err != nil {
 				return fmt.Errorf("cluster %q, resource %q: %w", name, resource, err)
 			}
@@ -580,6 +596,15 @@ func migrateToV5(tx *bolt.Tx, _ time.Time) error {
 func lossyResource(key ResourceKey) bool {
 	gvr := key.GroupVersionResource()
 	return gvr.Group == "apps" && gvr.Resource == "statefulsets"
+}
+
+// skewedResource reports whether key is of a resource whose objects the builds before
+// schema version 6 (and cluster state version 3) stored with a member that an older
+// apiserver's JSON does not have: the CSINodes of the group storage.k8s.io, any version,
+// any qualifier. It must not change: another such kind needs a migration of its own.
+func skewedResource(key ResourceKey) bool {
+	gvr := key.GroupVersionResource()
+	return gvr.Group == "storage.k8s.io" && gvr.Resource == "csinodes"
 }
 
 // bucketNames returns the names of the buckets in b, copied out of the transaction, for
