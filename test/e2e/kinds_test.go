@@ -42,7 +42,8 @@ import (
 // apiserver serves it, field for field and number for number: in a list, a GET of each
 // object, the initial events of a watch and a Table with includeObject=Object, in every
 // cache encoding, and metadata-only (PartialObjectMetadata, as the apiserver serves it
-// to `as=PartialObjectMetadata`), cold and after a warm restart from the snapshot.
+// to `as=PartialObjectMetadata`, and in a Table with includeObject=Metadata), cold and
+// after a warm restart from the snapshot.
 // docs/design.md ("Fidelity") lists what it covers.
 func TestEveryKindFidelity(t *testing.T) {
 	env := testenv.New(t, testenv.Options{Clusters: 1})
@@ -346,8 +347,14 @@ func checkFidelity(t *testing.T, c *testenv.Cluster, base string, r fidResource,
 				report("list: %s is missing", key)
 			}
 		}
-		if !metadata {
-			table, err := fetchJSON(ctx, base+r.listPath()+"?includeObject=Object", acceptTable)
+		// A Table's rows hold the objects (includeObject=Object), or, metadata-only, their
+		// metadata as PartialObjectMetadata (includeObject=Metadata).
+		{
+			include := "Object"
+			if metadata {
+				include = "Metadata"
+			}
+			table, err := fetchJSON(ctx, base+r.listPath()+"?includeObject="+include, acceptTable)
 			if err != nil {
 				return err.Error()
 			}
