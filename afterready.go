@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -268,26 +269,16 @@ func (m *Manager) drainIdentities(ctx context.Context) {
 	defer cancel()
 	var g errgroup.Group
 	g.SetLimit(identityWorkers)
+	var unread atomic.Int32
 	for _, mb := range current {
 		g.Go(func() error {
 			// A cluster that does not answer in time is saved without its identity.
-			_, _ = m.tryIdentity(dctx, mb)
+			if _, err := m.tryIdentity(dctx, mb); err != nil {
+				unread.Add(1)
+			}
 			return nil
 		})
 	}
 	_ = g.Wait()
-	klog.FromContext(ctx).V(2).Info("Read the identities still unread at the stop", "clusters", len(current), "unread", len(current)-m.countIdentified(current))
-}
-
-// countIdentified returns how many of mbs have their identity read.
-func (m *Manager) countIdentified(mbs []*member) int {
-	n := 0
-	for _, mb := range mbs {
-		mb.mu.Lock()
-		if !mb.identity.IsZero() {
-			n++
-		}
-		mb.mu.Unlock()
-	}
-	return n
+	klog.FromContext(ctx).V(2).Info("Read the identities still unread at the stop", "clusters", len(current), "unread", unread.Load())
 }

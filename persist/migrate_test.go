@@ -367,45 +367,11 @@ func TestMigrateToV5(t *testing.T) {
 	widget.SetAPIVersion("example.com/v1")
 	pod := testPod(t, "shop", "api")
 
-	path := testPath(t)
-	s, err := Open(path, Options{migrations: migrations[:4]})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := s.NewWriter(WriterOptions{})
-	for i, key := range []ResourceKey{statefulSets, statefulSetsShop, statefulSetsMeta, pods, widgets} {
-		switch key {
-		case pods:
-			w.Upsert("prod", key, pod)
-		case widgets:
-			w.Upsert("prod", key, widget)
-		default:
-			w.Upsert("prod", key, sts)
-		}
-		w.Checkpoint("prod", key, fmt.Sprint(50+i))
-	}
-	if err := w.Flush(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.SetIdentity("prod", Identity{UID: "u", Server: "https://prod"}); err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
-
-	s = openTest(t, path, Options{migrations: migrations[:5]})
-	info, err := s.Inspect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info.SchemaVersion != 5 {
-		t.Errorf("schema version %d after the migration, want 5", info.SchemaVersion)
-	}
-	var resources []ResourceKey
-	for _, r := range info.Clusters[0].Resources {
-		resources = append(resources, r.Resource)
-	}
+	s, resources := migrateFile(t, 5, []storedObject{
+		{statefulSets, sts}, {statefulSetsShop, sts}, {statefulSetsMeta, sts}, {pods, pod}, {widgets, widget},
+	})
 	// The custom resource "statefulsets" stays: it is not of apps.
-	if want := []ResourceKey{pods, widgets}; !reflect.DeepEqual(resources, want) {
+	if want := []ResourceKey{pods, widgets}; !slices.Equal(resources, want) {
 		t.Errorf("resources after the migration: %v, want %v", resources, want)
 	}
 	snap := mustLoad(t, s)
@@ -432,15 +398,46 @@ func TestMigrateToV6(t *testing.T) {
 		csiDrivers   = ResourceKey("storage.k8s.io/v1/csidrivers?spec=")
 		widgets      = ResourceKey("example.com/v1/csinodes")
 	)
+	var stored []storedObject
+	for i, key := range []ResourceKey{csiNodes, csiNodesMeta, csiDrivers, pods, widgets} {
+		stored = append(stored, storedObject{key, object("", fmt.Sprint("o-", i), fmt.Sprint(10+i))})
+	}
+	s, resources := migrateFile(t, 6, stored)
+	slices.Sort(resources)
+	want := []ResourceKey{pods, widgets, csiDrivers}
+	slices.Sort(want)
+	if !slices.Equal(resources, want) {
+		t.Errorf("resources after the migration: %v, want %v", resources, want)
+	}
+	if cs := mustLoad(t, s).Clusters["prod"]; cs == nil || cs.Identity.UID != "u" || cs.Resources[pods] == nil || cs.Resources[pods].ResourceVersion != "53" {
+		t.Fatalf("the cluster, its identity or its pods are lost: %+v", cs)
+	}
+	if err := s.Verify(); err != nil {
+		t.Error(err)
+	}
+}
+
+// storedObject is an object stored under a resource's key.
+type storedObject struct {
+	key ResourceKey
+	obj *unstructured.Unstructured
+}
+
+// migrateFile writes a file at schema version version−1 that holds, for cluster prod,
+// each of stored under its key, checkpointed at resourceVersion 50, 51, ... in their
+// order, and the identity of UID "u"; then opens it at version, which migrates it. It
+// returns the Store and the resources the file holds of prod then.
+func migrateFile(t *testing.T, version int, stored []storedObject) (*Store, []ResourceKey) {
+	t.Helper()
 	path := testPath(t)
-	s, err := Open(path, Options{migrations: migrations[:5]})
+	s, err := Open(path, Options{migrations: migrations[:version-1]})
 	if err != nil {
 		t.Fatal(err)
 	}
 	w := s.NewWriter(WriterOptions{})
-	for i, key := range []ResourceKey{csiNodes, csiNodesMeta, csiDrivers, pods, widgets} {
-		w.Upsert("prod", key, object("", fmt.Sprint("o-", i), fmt.Sprint(10+i)))
-		w.Checkpoint("prod", key, fmt.Sprint(50+i))
+	for i, o := range stored {
+		w.Upsert("prod", o.key, o.obj)
+		w.Checkpoint("prod", o.key, fmt.Sprint(50+i))
 	}
 	if err := w.Flush(t.Context()); err != nil {
 		t.Fatal(err)
@@ -450,30 +447,19 @@ func TestMigrateToV6(t *testing.T) {
 	}
 	s.Close()
 
-	s = openTest(t, path, Options{migrations: migrations[:6]})
+	s = openTest(t, path, Options{migrations: migrations[:version]})
 	info, err := s.Inspect()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.SchemaVersion != 6 {
-		t.Errorf("schema version %d after the migration, want 6", info.SchemaVersion)
+	if info.SchemaVersion != uint64(version) {
+		t.Errorf("schema version %d after the migration, want %d", info.SchemaVersion, version)
 	}
 	var resources []ResourceKey
 	for _, r := range info.Clusters[0].Resources {
 		resources = append(resources, r.Resource)
 	}
-	slices.Sort(resources)
-	want := []ResourceKey{pods, widgets, csiDrivers}
-	slices.Sort(want)
-	if !reflect.DeepEqual(resources, want) {
-		t.Errorf("resources after the migration: %v, want %v", resources, want)
-	}
-	if cs := mustLoad(t, s).Clusters["prod"]; cs == nil || cs.Identity.UID != "u" || cs.Resources[pods] == nil || cs.Resources[pods].ResourceVersion != "53" {
-		t.Fatalf("the cluster, its identity or its pods are lost: %+v", cs)
-	}
-	if err := s.Verify(); err != nil {
-		t.Error(err)
-	}
+	return s, resources
 }
 
 // TestLossyResource requires lossyResource to be the resources of the listable kinds

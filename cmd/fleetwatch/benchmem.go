@@ -72,36 +72,29 @@ func init() {
 // startCPUProfile starts a CPU profile of the process into path, if not empty, and
 // returns its file; nil if there is none.
 func startCPUProfile(path string) *os.File {
-	if path == "" {
-		return nil
-	}
-	f, err := os.Create(path)
-	if err == nil {
-		if err = pprof.StartCPUProfile(f); err != nil {
-			_ = f.Close()
-		}
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "cpu profile: %v\n", err)
-		return nil
-	}
-	return f
+	return startRecording("cpu profile", path, func(f *os.File) error { return pprof.StartCPUProfile(f) })
 }
 
 // startTrace starts an execution trace of the process into path, if not empty, and
 // returns its file; nil if there is none.
 func startTrace(path string) *os.File {
+	return startRecording("trace", path, func(f *os.File) error { return trace.Start(f) })
+}
+
+// startRecording creates path, if not empty, and starts the recording of what into it;
+// it returns the file, or nil, having said why on stderr, if it could not.
+func startRecording(what, path string, start func(*os.File) error) *os.File {
 	if path == "" {
 		return nil
 	}
 	f, err := os.Create(path)
 	if err == nil {
-		if err = trace.Start(f); err != nil {
+		if err = start(f); err != nil {
 			_ = f.Close()
 		}
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "trace: %v\n", err)
+		fmt.Fprintf(os.Stderr, "%s: %v\n", what, err)
 		return nil
 	}
 	return f
