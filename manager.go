@@ -1058,7 +1058,10 @@ var replayWait = 5 * time.Second
 
 // handlersReplayed returns a channel that is closed once every handler that the fleet
 // has at the first call has been delivered the fleet's state as it was when the
-// handler was added (aggregate.Registration.Replayed), or replayWait after that call.
+// handler was added (aggregate.Registration.Replayed), and then every event queued for
+// it up to that moment (CaughtUp): a handler added before the snapshot was loaded (the
+// server's cache, which the API serves while the snapshot loads) has then taken the
+// snapshot's state too. It is closed replayWait after the first call at the latest.
 func (m *Manager) handlersReplayed() <-chan struct{} {
 	m.replayedOnce.Do(func() {
 		m.replayed = make(chan struct{})
@@ -1068,10 +1071,12 @@ func (m *Manager) handlersReplayed() <-chan struct{} {
 			timeout := time.NewTimer(replayWait)
 			defer timeout.Stop()
 			for _, r := range handlers {
-				select {
-				case <-r.Replayed():
-				case <-timeout.C:
-					return
+				for _, done := range []func() <-chan struct{}{r.Replayed, r.CaughtUp} {
+					select {
+					case <-done():
+					case <-timeout.C:
+						return
+					}
 				}
 			}
 		}()

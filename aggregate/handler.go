@@ -3,6 +3,7 @@ package aggregate
 import (
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -149,6 +150,9 @@ type Registration struct {
 	replayTarget uint64
 	replaySet    bool
 	replayed     chan struct{}
+	// catchUps are the channels that CaughtUp returned and has not closed yet, each
+	// with the value of lastSeq at its call.
+	catchUps []catchUp
 	// stats
 	delivered   uint64
 	coalesced   uint64
@@ -218,6 +222,29 @@ func (r *Registration) wants(gvr schema.GroupVersionResource) bool {
 // handler was removed), whether or not the stores it waits for have synced. A consumer
 // that counts state loaded from a snapshot as synced waits for it rather than HasSynced.
 func (r *Registration) Replayed() <-chan struct{} { return r.replayed }
+
+// CaughtUp returns a channel that is closed once every event queued for the handler
+// before the call has been delivered (or merged into a delivered event, or cancelled),
+// or the handler was removed. Unlike Replayed, it counts the events that the fleet
+// queued after AddHandler: a handler added to an empty fleet that a snapshot then
+// fills has caught up once it was delivered what was loaded up to the call.
+func (r *Registration) CaughtUp() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ch := make(chan struct{})
+	if r.stopped || r.doneThrough >= r.lastSeq {
+		close(ch)
+		return ch
+	}
+	r.catchUps = append(r.catchUps, catchUp{through: r.lastSeq, ch: ch})
+	return ch
+}
+
+// catchUp is a channel returned by CaughtUp, to close once doneThrough reaches through.
+type catchUp struct {
+	through uint64
+	ch      chan struct{}
+}
 
 // markReplayed records that AddHandler has queued the current state.
 func (r *Registration) markReplayed() {
@@ -316,6 +343,10 @@ func (r *Registration) stop() {
 		r.replaySet = false
 		close(r.replayed)
 	}
+	for _, c := range r.catchUps {
+		close(c.ch)
+	}
+	r.catchUps = nil
 	r.cond.Broadcast()
 }
 
@@ -454,6 +485,13 @@ func (r *Registration) advanceLocked() {
 		r.replaySet = false
 		close(r.replayed)
 	}
+	r.catchUps = slices.DeleteFunc(r.catchUps, func(c catchUp) bool {
+		if r.doneThrough < c.through {
+			return false
+		}
+		close(c.ch)
+		return true
+	})
 }
 
 // run delivers queued events, one at a time, until the registration is stopped. It

@@ -751,3 +751,74 @@ func TestHandlerCluster(t *testing.T) {
 		t.Error("Replayed is not closed for a handler without initial state")
 	}
 }
+
+// TestHandlerCaughtUp checks CaughtUp against Replayed: a handler added to an empty
+// fleet has replayed at once, but has caught up only once it was delivered the events
+// queued before the call, and the events queued after the call are not waited for.
+func TestHandlerCaughtUp(t *testing.T) {
+	f := aggregate.New(aggregate.Options{})
+	startFleet(t, f)
+	rec := aggregatetest.NewRecorder()
+	g := newGate(rec)
+	reg, err := f.AddHandler(g, aggregate.HandlerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-reg.Replayed():
+	case <-time.After(waitTimeout):
+		t.Fatal("a handler added to an empty fleet has not replayed")
+	}
+	select {
+	case <-reg.CaughtUp():
+	default:
+		t.Fatal("CaughtUp is not closed for a handler with nothing queued")
+	}
+	s := f.ClusterStore("prod", aggregatetest.Pods)
+	for i := range 3 {
+		mustApply(t, s, aggregatetest.Pod("ns", fmt.Sprint("p", i), "1", nil), true)
+	}
+	caughtUp := reg.CaughtUp()
+	mustApply(t, s, aggregatetest.Pod("ns", "later", "2", nil), false)
+	<-g.entered
+	select {
+	case <-caughtUp:
+		t.Fatal("caught up while the first event is being delivered")
+	default:
+	}
+	// The event queued after the call is not waited for: a handler that blocks on it
+	// has caught up.
+	later := make(chan struct{})
+	g.next = aggregate.HandlerFunc(func(e aggregate.Event) {
+		rec.OnEvent(e)
+		if e.Key().Name == "later" {
+			<-later
+		}
+	})
+	close(g.open)
+	select {
+	case <-caughtUp:
+	case <-time.After(waitTimeout):
+		t.Fatal("not caught up after the events queued before the call were delivered")
+	}
+	if n := len(rec.Events()); n < 3 {
+		t.Errorf("caught up after %d events, want 3", n)
+	}
+	close(later)
+
+	// Removed, a handler counts as caught up.
+	h := newGate(aggregatetest.NewRecorder())
+	reg, err = f.AddHandler(h, aggregate.HandlerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-h.entered
+	caughtUp = reg.CaughtUp()
+	close(h.open)
+	reg.Remove()
+	select {
+	case <-caughtUp:
+	case <-time.After(waitTimeout):
+		t.Fatal("CaughtUp is not closed once the handler was removed")
+	}
+}

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -570,5 +571,70 @@ func TestLoadOfTheSameBytes(t *testing.T) {
 	}
 	if len(after) != 3 || after[2] != more[2] {
 		t.Error("the same bytes again after a failed load were built again, or differ")
+	}
+}
+
+// TestLoadManyContexts: the clusters of many contexts, made on several cores, come back
+// sorted by name, and the errors of the bad ones in the order of their files and
+// contexts, among the duplicates found between files, every time.
+func TestLoadManyContexts(t *testing.T) {
+	dir := t.TempDir()
+	var a, b []clustertest.Context
+	for i := range 300 {
+		a = append(a, kctx(fmt.Sprintf("a%03d", i)))
+	}
+	b = append(b, kctx("a150"), kctx("b000"))
+	clustertest.WriteKubeconfig(t, filepath.Join(dir, "a.yaml"), a...)
+	clustertest.WriteKubeconfig(t, filepath.Join(dir, "b.yaml"), b...)
+	opts := Options{Kubeconfigs: []string{filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml")}}
+	clusters, err := Load(opts)
+	if !errors.Is(err, ErrDuplicateContext) {
+		t.Fatalf("Load() = %d clusters, %v; want %v", len(clusters), err, ErrDuplicateContext)
+	}
+
+	// Bad contexts among good ones: a missing cluster, an alias that is not a name.
+	var kc strings.Builder
+	kc.WriteString("apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://c.example:6443\ncontexts:\n")
+	var want []string
+	for i := range 300 {
+		switch name := fmt.Sprintf("c%03d", i); {
+		case i%37 == 5:
+			fmt.Fprintf(&kc, "- name: %s\n  context:\n    cluster: missing-%s\n", name, name)
+			want = append(want, fmt.Sprintf("context %q: cluster %q is not defined", name, "missing-"+name))
+		default:
+			fmt.Fprintf(&kc, "- name: %s\n  context:\n    cluster: c\n", name)
+		}
+	}
+	writeFile(t, filepath.Join(dir, "c.yaml"), kc.String())
+	opts = Options{Kubeconfigs: []string{filepath.Join(dir, "c.yaml")}}
+	for range 3 {
+		clusters, err := Load(opts)
+		if err == nil {
+			t.Fatalf("Load() = %d clusters, want an error", len(clusters))
+		}
+		msg, last := err.Error(), -1
+		for _, w := range want {
+			at := strings.Index(msg, w)
+			if at < 0 {
+				t.Fatalf("Load() error = %q\nwant it to contain %q", msg, w)
+			}
+			if at < last {
+				t.Errorf("Load() error = %q\nnames %q out of the contexts' order", msg, w)
+			}
+			last = at
+		}
+	}
+	writeFile(t, filepath.Join(dir, "c.yaml"), strings.ReplaceAll(kc.String(), "cluster: missing-", "cluster: c\n    namespace: n"))
+	clusters, err = Load(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(clusters) != 300 || !slices.IsSortedFunc(clusters, func(x, y *Cluster) int { return strings.Compare(x.Name, y.Name) }) {
+		t.Errorf("Load() = %d clusters, sorted %v; want 300, sorted", len(clusters), slices.IsSortedFunc(clusters, func(x, y *Cluster) int { return strings.Compare(x.Name, y.Name) }))
+	}
+	for _, c := range clusters {
+		if c.Config == nil || c.Config.Host != "https://c.example:6443" {
+			t.Fatalf("cluster %s: config %+v", c.Name, c.Config)
+		}
 	}
 }
