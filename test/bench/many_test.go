@@ -40,8 +40,10 @@ func TestMarkdownMany(t *testing.T) {
 	for _, want := range []string{
 		"### Many clusters: contexts over 3 apiservers",
 		// RSS beyond objects: (20 MiB − 200 × 1 KiB) / 10 = 2028.8 KiB; (40 MiB − 200 KiB) / 10.
-		"| 10 | 20 | 200 | 1.00 / 40 (80) | 2.00 / 20 (40) | 0.50 / 20 (40) | 2.00, 0.50 | 0.25 | 15.0, 10.0 | 2028, 4076 | 4.0, 4.1, 0.0 | 0 |",
-		"| 10000 | 3 | 30000 | 100.00 / 3000 (6000) | not synced in 900 s (12000 objects) / 500 (600) | — | —, — | — | 1.0, 4.0 | 48, 304 | 3.0, —, 0.0 | — |",
+		// Beyond the first row: (500 MiB − 20 MiB − 29,800 KiB) / 9,990 = 46.2 KiB;
+		// (3,000 MiB − 40 MiB − 29,800 KiB) / 9,990 = 300.4 KiB.
+		"| 10 | 20 | 200 | 1.00 / 40 (80) | 2.00 / 20 (40) | 0.50 / 20 (40) | 2.00, 0.50 | 0.25 | 15.0, 10.0 | 2028, 4076 | —, — | 4.0, 4.1, 0.0 | 0 |",
+		"| 10000 | 3 | 30000 | 100.00 / 3000 (6000) | not synced in 900 s (12000 objects) / 500 (600) | — | —, — | — | 1.0, 4.0 | 48, 304 | 46, 300 | 3.0, —, 0.0 | — |",
 		"| 10000 | fleetwatch serve, cold | not synced in 900 s | 12000 |",
 		"| 10000 | fleetwatch serve, warm | skipped: the cold run did not sync |",
 	} {

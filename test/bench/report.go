@@ -1071,11 +1071,12 @@ func (rep *report) manyMarkdown() string {
 	p("Synced is process start → every informer and handler synced (typed), `/readyz` 200 and the watch cache holding every object (fleetwatch); RSS is after GC, the peak in parentheses, measured once idle: the typed informers at once, fleetwatch once its snapshot has committed what the sync listed and its goroutines held steady for a second (its clusters' identity reads and first probes wait for the fleet to be ready), which took it the seconds of the raw table's *idle after* column. ")
 	p("A contender not synced in %.0f s is recorded so, with its figures of that moment, and the warm run is skipped after a cold one that did not sync. ", manyRowTimeout.Seconds())
 	p("Goroutines are counted then. *RSS beyond objects* is (RSS after GC − objects × %.0f B) / contexts: what a context costs beyond its objects' JSON, the process's fixed share included (it dominates at few contexts). ", podBytes)
+	p("*Beyond the first row* is what each context past the first row's costs: (RSS − the first row's RSS − the objects past the first row's × %.0f B) / the contexts past the first row's, the process's fixed cost left out. ", podBytes)
 	p("*Requests beyond lists and watches* are the apiservers' `apiserver_request_total` over the process's life, per context, less the LISTs and WATCHes of pods and configmaps and less the apiservers' own requests (their Lease renewals, their OpenAPI aggregation): discovery, identity lookups, health probes (fleetwatch probes each cluster every 30 s, so this grows with the process's life). ")
 	p("*Objects re-sent* are those the apiservers handed out as lists or initial events during the warm run (0 when every watch resumes).\n\n")
-	p("| contexts | pods per apiserver | objects | typed: synced (s) / RSS (MiB) | fleetwatch cold: synced (s) / RSS (MiB) | fleetwatch warm: synced (s) / RSS (MiB) | cold / typed: time, RSS | warm / cold: time | goroutines per context: fleetwatch, typed | RSS beyond objects per context (KiB): fleetwatch, typed | requests per context beyond lists and watches: cold, warm, typed | objects re-sent, warm |\n")
-	p("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-	for _, r := range rep.Many {
+	p("| contexts | pods per apiserver | objects | typed: synced (s) / RSS (MiB) | fleetwatch cold: synced (s) / RSS (MiB) | fleetwatch warm: synced (s) / RSS (MiB) | cold / typed: time, RSS | warm / cold: time | goroutines per context: fleetwatch, typed | RSS beyond objects per context (KiB): fleetwatch, typed | RSS per context beyond the first row (KiB): fleetwatch, typed | requests per context beyond lists and watches: cold, warm, typed | objects re-sent, warm |\n")
+	p("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for i, r := range rep.Many {
 		n := float64(r.Contexts)
 		perContext := func(x *Result, format string, f func(*Result) float64) string {
 			if x == nil {
@@ -1085,6 +1086,14 @@ func (rep *report) manyMarkdown() string {
 		}
 		beyond := func(x *Result) float64 {
 			return (float64(x.RSSAfterGC) - float64(r.Objects)*podBytes) / 1024
+		}
+		first := rep.Many[0]
+		marginal := func(x, base *Result) string {
+			if i == 0 || x == nil || base == nil || r.Contexts == first.Contexts {
+				return "—"
+			}
+			rss := float64(x.RSSAfterGC) - float64(base.RSSAfterGC) - float64(r.Objects-first.Objects)*podBytes
+			return fmt.Sprintf("%.0f", rss/1024/float64(r.Contexts-first.Contexts))
 		}
 		requests := func(x *Result, l listCounters) string {
 			if x == nil {
@@ -1096,7 +1105,7 @@ func (rep *report) manyMarkdown() string {
 		if r.Warm != nil {
 			resent = fmt.Sprintf("%.0f", r.WarmList.Objects)
 		}
-		p("%s %s | %s | %s | %s, %s | %s | %s, %s | %s, %s | %s, %s, %s | %s |\n", manyRowStart(r.Contexts),
+		p("%s %s | %s | %s | %s, %s | %s | %s, %s | %s, %s | %s, %s | %s, %s, %s | %s |\n", manyRowStart(r.Contexts),
 			manyCell(r.Typed), manyCell(r.Cold), manyCell(r.Warm),
 			manyRatio(r.Cold, r.Typed, func(x *Result) float64 { return x.SyncedSec }),
 			manyRatio(r.Cold, r.Typed, func(x *Result) float64 { return float64(x.RSSAfterGC) }),
@@ -1104,6 +1113,7 @@ func (rep *report) manyMarkdown() string {
 			perContext(r.Cold, "%.1f", func(x *Result) float64 { return float64(x.Goroutines) }),
 			perContext(r.Typed, "%.1f", func(x *Result) float64 { return float64(x.Goroutines) }),
 			perContext(r.Cold, "%.0f", beyond), perContext(r.Typed, "%.0f", beyond),
+			marginal(r.Cold, first.Cold), marginal(r.Typed, first.Typed),
 			requests(r.Cold, r.ColdList), requests(r.Warm, r.WarmList), requests(r.Typed, r.TypedList), resent)
 	}
 	p("\nRaw measurements of the rows: time from process start to synced, cached objects, CPU time up to sync, how long after synced it was idle, heap and RSS after GC once idle, peak RSS, goroutines, and the apiservers' figures during the process's life: requests beyond lists and watches, LIST requests, objects handed out as lists or initial events.\n\n")
