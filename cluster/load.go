@@ -293,7 +293,7 @@ func (l *loader) load() ([]*Cluster, loadStats, error) {
 	}
 	// The contexts in order, each with the error that it found or the cluster it makes:
 	// the clusters are made on every core (a client configuration each, which clientcmd
-	// merges field by field: a fifth of a second per 1,000 contexts), and the errors
+	// merges field by field by reflection, about 65 µs a context), and the errors are
 	// reported in the order of the files and their contexts.
 	type item struct {
 		err     error
