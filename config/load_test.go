@@ -974,10 +974,10 @@ func TestValidate(t *testing.T) {
 			`shard.identity: "Fleetwatch_0" does not make a Lease name: use lower case letters, digits, '-' and '.', beginning and ending with a letter or digit, at most 234 in all`,
 		}},
 		{"shard renew deadline not shorter than the lease", func(c *config.Config) { c.Shard.RenewDeadline = c.Shard.LeaseDuration }, []string{
-			"shard.renewDeadline: must be shorter than LeaseDuration (15s), got 15s",
+			"shard.renewDeadline: must be shorter than shard.leaseDuration (15s), got 15s",
 		}},
 		{"shard retry period too long for the renew deadline", func(c *config.Config) { c.Shard.RetryPeriod = 9 * time.Second }, []string{
-			"shard.retryPeriod: must be shorter than RenewDeadline (10s) / 1.2, got 9s",
+			"shard.retryPeriod: must be shorter than shard.renewDeadline (10s) / 1.2, got 9s",
 		}},
 		{"no parallel receives", func(c *config.Config) { c.Shard.ParallelReceives = 0 }, []string{
 			"shard.parallelReceives: must be at least 1, got 0",

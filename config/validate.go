@@ -233,7 +233,7 @@ func (v *validator) shard(s Shard) {
 		for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
 			var te *shard.TimingError
 			if errors.As(e, &te) {
-				v.add(keys[te.Field], "%w", te.Err)
+				v.add(keys[te.Field], "%s", te.Reason(func(field string) string { return keys[field] }))
 			}
 		}
 	}
