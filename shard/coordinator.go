@@ -65,6 +65,22 @@ type Options struct {
 	// of the attempts to take a cluster. Default DefaultRetryPeriod.
 	RetryPeriod time.Duration
 
+	// Replicas is how many replicas the fleet runs (a StatefulSet's replicas). A replica
+	// that starts takes no cluster until it sees that many members, itself included, or
+	// until StartTimeout has passed since it joined. Replicas started together (a fresh
+	// install, or a full restart of a StatefulSet with podManagementPolicy Parallel) thus
+	// each list their own share once, instead of the first to join taking every cluster
+	// and handing most of them over a moment later. A replica that starts while the
+	// others run (a rolling update, a restart after a crash) waits for nothing once it
+	// sees one of them renew a Lease that says it is done waiting (StartedAnnotation);
+	// neither does one that joins again after it lost its Lease. Default 0: not known,
+	// no wait.
+	Replicas int
+	// StartTimeout bounds the wait for Replicas: past it, a replica takes its share
+	// among the members it sees, as if the missing ones had failed. Default
+	// DefaultStartTimeout.
+	StartTimeout time.Duration
+
 	// ParallelReceives bounds how many states of clusters handed over to this replica
 	// a Receiver fetches at once. Default DefaultParallelReceives.
 	ParallelReceives int
@@ -85,6 +101,11 @@ type Options struct {
 	// Clock defaults to the real clock.
 	Clock clock.WithTicker
 }
+
+// DefaultStartTimeout is the default of Options.StartTimeout: long enough for the pods
+// of a StatefulSet started in parallel to pull their image and join, short enough that
+// a replica that cannot be scheduled delays the others' start by no more.
+const DefaultStartTimeout = time.Minute
 
 // DefaultParallelReceives is the default of Options.ParallelReceives: a replica that
 // gains many clusters at once (a scale down) fetches their states a few at a time, so
@@ -150,6 +171,11 @@ type Coordinator struct {
 	// the last successful renewal was sent.
 	joined    bool
 	lastRenew time.Time
+	// starting is set until this replica, joined, has seen Options.Replicas members or
+	// waited StartTimeout since joinedAt, the time it first joined: meanwhile it takes
+	// no cluster (see Options.Replicas).
+	starting bool
+	joinedAt time.Time
 	// self and peers are the replica Leases as observed, by Lease name.
 	self  *observed
 	peers map[string]*observed
@@ -229,7 +255,9 @@ type observed struct {
 	address  string
 	// description is DescriptionAnnotation, written with the spec.
 	description string
-	duration    time.Duration
+	// started is StartedAnnotation, written with the spec.
+	started  bool
+	duration time.Duration
 }
 
 // liveAt reports whether the Lease is held at now.
@@ -244,12 +272,19 @@ func New(opts Options, aware cluster.Aware) (*Coordinator, error) {
 	opts.RenewDeadline = cmp.Or(opts.RenewDeadline, DefaultRenewDeadline)
 	opts.RetryPeriod = cmp.Or(opts.RetryPeriod, DefaultRetryPeriod)
 	opts.ParallelReceives = cmp.Or(opts.ParallelReceives, DefaultParallelReceives)
+	opts.StartTimeout = cmp.Or(opts.StartTimeout, DefaultStartTimeout)
 	var errs []error
 	if err := ValidateIdentity(opts.Identity); err != nil {
 		errs = append(errs, fmt.Errorf("shard: Identity: %w", err))
 	}
 	if opts.ParallelReceives < 0 {
 		errs = append(errs, fmt.Errorf("shard: ParallelReceives is %d, below 0", opts.ParallelReceives))
+	}
+	if opts.Replicas < 0 {
+		errs = append(errs, fmt.Errorf("shard: Replicas is %d, below 0", opts.Replicas))
+	}
+	if opts.StartTimeout < 0 {
+		errs = append(errs, fmt.Errorf("shard: StartTimeout is %s, below 0", opts.StartTimeout))
 	}
 	if opts.Namespace == "" {
 		errs = append(errs, errors.New("shard: Namespace is empty"))
@@ -276,6 +311,7 @@ func New(opts Options, aware cluster.Aware) (*Coordinator, error) {
 		aware:         aware,
 		leases:        opts.Client.CoordinationV1().Leases(opts.Namespace),
 		instance:      hex.EncodeToString(b),
+		starting:      opts.Replicas > 1,
 		poke:          make(chan struct{}, 1),
 		selected:      map[string]*candidate{},
 		owned:         map[string]*owned{},
@@ -294,12 +330,13 @@ func (c *Coordinator) Joined() bool {
 	return c.joined
 }
 
-// Settled reports whether this replica is a member and owns every selected cluster
-// assigned to it: the others have handed them over.
+// Settled reports whether this replica is a member, done waiting for the others to
+// join (Options.Replicas), and owns every selected cluster assigned to it: the others
+// have handed them over.
 func (c *Coordinator) Settled() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.joined {
+	if !c.joined || c.starting {
 		return false
 	}
 	for name := range c.selected {
@@ -532,6 +569,9 @@ func (c *Coordinator) renew(ctx context.Context) bool {
 		logger.Info("Joined the replicas: holding this replica's Lease", "lease", ReplicaLeaseName(c.opts.Identity), "namespace", c.opts.Namespace)
 		c.joined = true
 		c.members = insertSorted(c.members, c.opts.Identity)
+		if c.joinedAt.IsZero() {
+			c.joinedAt = start
+		}
 	}
 	c.lastRenew = start
 	return true
@@ -589,6 +629,14 @@ func (c *Coordinator) holdReplica(l *coordinationv1.Lease, now time.Time) {
 	} else {
 		delete(l.Annotations, AddressAnnotation)
 	}
+	c.mu.Lock()
+	started := !c.starting
+	c.mu.Unlock()
+	if started {
+		l.Annotations[StartedAnnotation] = "true"
+	} else {
+		delete(l.Annotations, StartedAnnotation)
+	}
 	delete(l.Annotations, DescriptionAnnotation)
 	if c.opts.Describe != nil {
 		if d := c.opts.Describe(); len(d) > MaxDescription {
@@ -629,6 +677,7 @@ func observe(prev *observed, l *coordinationv1.Lease, now time.Time, fallback ti
 		instance:    l.Annotations[InstanceAnnotation],
 		address:     l.Annotations[AddressAnnotation],
 		description: l.Annotations[DescriptionAnnotation],
+		started:     l.Annotations[StartedAnnotation] != "",
 		duration:    d,
 	}
 }
@@ -685,6 +734,10 @@ func (c *Coordinator) assign(ctx context.Context) {
 	}
 	var steps []step
 	c.mu.Lock()
+	if c.waitingLocked(logger) {
+		c.mu.Unlock()
+		return
+	}
 	var assigned []string
 	for _, name := range slices.Sorted(maps.Keys(c.selected)) {
 		mine := Owner(name, c.members) == c.opts.Identity
@@ -729,6 +782,42 @@ func (c *Coordinator) assign(ctx context.Context) {
 		}
 	}
 	c.take(ctx, take)
+}
+
+// waitingLocked reports whether this replica, just started, still waits for the
+// others to join before it takes clusters (Options.Replicas). mu is held.
+func (c *Coordinator) waitingLocked(logger klog.Logger) bool {
+	if !c.starting {
+		return false
+	}
+	switch waited := c.opts.Clock.Since(c.joinedAt); {
+	case len(c.members) >= c.opts.Replicas:
+		logger.Info("The replicas have joined; taking this replica's share", "members", len(c.members), "waited", waited)
+	case c.runningLocked():
+		logger.Info("Joined replicas that run already; taking this replica's share", "members", c.members, "replicas", c.opts.Replicas)
+	case waited >= c.opts.StartTimeout:
+		logger.Info("Not every replica joined within the start timeout; taking this replica's share among those that did",
+			"members", c.members, "replicas", c.opts.Replicas, "startTimeout", c.opts.StartTimeout)
+	default:
+		logger.V(2).Info("Waiting for the replicas to join before taking clusters", "members", len(c.members), "replicas", c.opts.Replicas)
+		return true
+	}
+	c.starting = false
+	return false
+}
+
+// runningLocked reports whether another member, seen renewing since this replica
+// started, is done waiting for the others (StartedAnnotation): this replica joins a
+// fleet that runs, as in a rolling update, and the others do not wait for it. A Lease
+// left by a process that is gone is not seen renewing. mu is held.
+func (c *Coordinator) runningLocked() bool {
+	now := c.opts.Clock.Now()
+	for _, o := range c.peers {
+		if o.holder != c.opts.Identity && o.proven && o.started && o.liveAt(now) {
+			return true
+		}
+	}
+	return false
 }
 
 // take acquires the Leases of the clusters of names that are free, then engages them

@@ -42,6 +42,12 @@ const (
 	// absent if it publishes nothing.
 	DescriptionAnnotation = "fleetwatch.io/description"
 
+	// StartedAnnotation, on a replica Lease, says that the replica is done waiting for
+	// the others to join (Options.Replicas) and takes its clusters: a replica that
+	// starts and sees it on another's live Lease joins a fleet that runs, and waits for
+	// no one.
+	StartedAnnotation = "fleetwatch.io/started"
+
 	replicaLeasePrefix = "fleetwatch-replica-"
 	clusterLeasePrefix = "fleetwatch-cluster-"
 )
