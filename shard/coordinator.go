@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -17,8 +18,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -46,8 +50,8 @@ type Options struct {
 	Identity string
 	// Namespace holds the Leases in the home cluster. Required.
 	Namespace string
-	// Client reaches the home cluster. It needs get, list, create and update on Leases
-	// in Namespace, nothing else. Required.
+	// Client reaches the home cluster. It needs get, list, watch, create and update on
+	// Leases in Namespace, nothing else. Required.
 	Client kubernetes.Interface
 	// Address is how peers reach this replica's API, published on its Lease as
 	// AddressAnnotation. Default: none published.
@@ -181,8 +185,12 @@ type Coordinator struct {
 	peers map[string]*observed
 	// members are the live replicas, this one included while joined, sorted.
 	members []string
-	// clusterLeases are the cluster Leases by cluster name, as last listed.
+	// clusterLeases are the cluster Leases by cluster name, as the informer of
+	// clusterInformer and this replica's own writes last had them (storeClusterLease).
 	clusterLeases map[string]*coordinationv1.Lease
+	// clusterInformer watches the cluster Leases, which change only when clusters move:
+	// a replica reads them once, then only their changes. Set by Start.
+	clusterInformer cache.SharedIndexInformer
 	// unproven is set while a member counts as live only because this replica has not
 	// seen its Lease long enough to tell (see observed): it may be gone.
 	unproven bool
@@ -432,18 +440,15 @@ func (c *Coordinator) wake() {
 func (c *Coordinator) Start(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithName("shard").WithValues("replica", c.opts.Identity)
 	ctx = klog.NewContext(ctx, logger)
+	if err := c.newClusterInformer(); err != nil {
+		return err
+	}
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Go(func() { c.clusterInformer.RunWithContext(ctx) })
 	// Renewals run apart from the rounds of assignment, which wait for clusters to stop
 	// and may take long: they must never hold a renewal back.
-	go func() {
-		defer wg.Done()
-		c.renewLoop(ctx)
-	}()
-	go func() {
-		defer wg.Done()
-		c.watchdog(ctx)
-	}()
+	wg.Go(func() { c.renewLoop(ctx) })
+	wg.Go(func() { c.watchdog(ctx) })
 	tick := c.opts.Clock.NewTicker(c.opts.RetryPeriod)
 	defer tick.Stop()
 	for ctx.Err() == nil {
@@ -519,7 +524,9 @@ func (c *Coordinator) round(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	before := c.summary()
 	c.disengageLost(ctx)
-	if c.Joined() {
+	// Until the informer has listed the cluster Leases, this replica would take their
+	// clusters for free.
+	if c.Joined() && c.clusterInformer.HasSynced() {
 		switch err := c.observe(ctx); {
 		case err != nil && err.Error() != c.lastErr:
 			logger.Error(err, "Reading the Leases of the home cluster failed; trying again", "retryPeriod", c.opts.RetryPeriod)
@@ -682,15 +689,13 @@ func observe(prev *observed, l *coordinationv1.Lease, now time.Time, fallback ti
 	}
 }
 
-// observe reads the Leases of the replicas and of the clusters, and sets the members.
+// observe reads the Leases of the replicas, and sets the members. It lists them at
+// every round, as client-go's leaderelection reads its lock: a member is live only while
+// this replica reads its renewals, never on a watch's word, which may lag.
 func (c *Coordinator) observe(ctx context.Context) error {
 	replicas, err := c.leases.List(ctx, metav1.ListOptions{LabelSelector: labels.Set{LeaseLabel: LeaseReplica}.String()})
 	if err != nil {
 		return fmt.Errorf("listing replica Leases: %w", err)
-	}
-	clusters, err := c.leases.List(ctx, metav1.ListOptions{LabelSelector: labels.Set{LeaseLabel: LeaseCluster}.String()})
-	if err != nil {
-		return fmt.Errorf("listing cluster Leases: %w", err)
 	}
 	now := c.opts.Clock.Now()
 	c.mu.Lock()
@@ -713,14 +718,74 @@ func (c *Coordinator) observe(ctx context.Context) error {
 	}
 	slices.Sort(members)
 	c.members = members
-	c.clusterLeases = make(map[string]*coordinationv1.Lease, len(clusters.Items))
-	for i := range clusters.Items {
-		l := &clusters.Items[i]
-		if name, ok := l.Annotations[ClusterAnnotation]; ok && l.Name == ClusterLeaseName(name) {
-			c.clusterLeases[name] = l
-		}
+	return nil
+}
+
+// newClusterInformer makes the informer of the cluster Leases.
+func (c *Coordinator) newClusterInformer() error {
+	selector := labels.Set{LeaseLabel: LeaseCluster}.String()
+	// The informer lists as a watch does (WatchList) where the client supports it, as
+	// client-go's generated informers decide (a fake clientset does not).
+	c.clusterInformer = cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = selector
+			return c.leases.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = selector
+			return c.leases.Watch(ctx, o)
+		},
+	}, c.opts.Client), &coordinationv1.Lease{}, 0, cache.Indexers{})
+	if _, err := c.clusterInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.storeClusterLease(obj) },
+		UpdateFunc: func(_, obj any) { c.storeClusterLease(obj) },
+		DeleteFunc: c.forgetClusterLease,
+	}); err != nil {
+		return fmt.Errorf("shard: watching the cluster Leases: %w", err)
 	}
 	return nil
+}
+
+// storeClusterLease records obj, a cluster Lease, unless the one recorded is newer: the
+// informer's events and this replica's own writes both record, in either order, and a
+// write must not be undone by the event of an earlier change that arrives after it.
+func (c *Coordinator) storeClusterLease(obj any) {
+	l, ok := obj.(*coordinationv1.Lease)
+	if !ok {
+		return
+	}
+	name, ok := l.Annotations[ClusterAnnotation]
+	if !ok || l.Name != ClusterLeaseName(name) {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cur := c.clusterLeases[name]; cur != nil && newerVersion(cur.ResourceVersion, l.ResourceVersion) {
+		return
+	}
+	c.clusterLeases[name] = l
+}
+
+func (c *Coordinator) forgetClusterLease(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if l, ok := obj.(*coordinationv1.Lease); ok {
+		c.mu.Lock()
+		if name := l.Annotations[ClusterAnnotation]; c.clusterLeases[name] != nil && c.clusterLeases[name].Name == l.Name {
+			delete(c.clusterLeases, name)
+		}
+		c.mu.Unlock()
+	}
+}
+
+// newerVersion reports whether the resourceVersion a is newer than b. They are opaque to
+// clients, but etcd's revisions, which grow, are what every apiserver serves; one that
+// is not a number is taken as no newer.
+func newerVersion(a, b string) bool {
+	x, errA := strconv.ParseUint(a, 10, 64)
+	y, errB := strconv.ParseUint(b, 10, 64)
+	return errA == nil && errB == nil && x > y
 }
 
 // assign takes the clusters assigned to this replica that are free, and hands over
@@ -923,10 +988,12 @@ func (c *Coordinator) acquire(ctx context.Context, name string, l *coordinationv
 			Annotations: map[string]string{ClusterAnnotation: name},
 		}}
 		c.holdCluster(l, now)
-		if _, err := c.leases.Create(rctx, l, metav1.CreateOptions{}); err != nil {
+		created, err := c.leases.Create(rctx, l, metav1.CreateOptions{})
+		if err != nil {
 			logger.V(2).Info("Creating the cluster's Lease failed; trying again", "err", err)
 			return false
 		}
+		c.storeClusterLease(created)
 		return true
 	}
 	holder := ptr.Deref(l.Spec.HolderIdentity, "")
@@ -947,10 +1014,12 @@ func (c *Coordinator) acquire(ctx context.Context, name string, l *coordinationv
 		l.Spec.LeaseTransitions = ptr.To(ptr.Deref(l.Spec.LeaseTransitions, 0) + 1)
 	}
 	c.holdCluster(l, now)
-	if _, err := c.leases.Update(rctx, l, metav1.UpdateOptions{}); err != nil {
+	updated, err := c.leases.Update(rctx, l, metav1.UpdateOptions{})
+	if err != nil {
 		logger.V(2).Info("Taking the cluster's Lease failed; trying again", "err", err)
 		return false
 	}
+	c.storeClusterLease(updated)
 	return true
 }
 
@@ -1061,8 +1130,11 @@ func (c *Coordinator) releaseLease(ctx context.Context, name string, handover bo
 	l.Spec.HolderIdentity = nil
 	l.Spec.LeaseDurationSeconds = ptr.To[int32](1)
 	l.Spec.RenewTime = &metav1.MicroTime{Time: c.opts.Clock.Now()}
-	_, err = c.leases.Update(ctx, l, metav1.UpdateOptions{})
-	return err
+	if l, err = c.leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
+		return err
+	}
+	c.storeClusterLease(l)
+	return nil
 }
 
 // shutdown releases the Leases of the owned clusters, whose watches have stopped, and

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -18,8 +19,9 @@ import (
 // over six members, as a fresh install or a full restart of the StatefulSet
 // (podManagementPolicy Parallel) does, with shard.replicas 3. Each member's configmaps
 // are handed out once, as its apiserver's list figures count them (lists and initial
-// events), every watch of them that it served was its owner's, and no replica handed a
-// cluster over: no replica took the fleet to give most of it back a moment later.
+// events), every watch of them that it served was its owner's, and each was taken once,
+// by its owner, as the replicas log it: no replica took the fleet to give most of it
+// back a moment later (without shard.replicas, the first to join takes most of them).
 func TestShardedStartTogether(t *testing.T) {
 	f := newShardedFleet(t, 6)
 	f.expect = 3
@@ -82,6 +84,8 @@ func TestShardedStartTogether(t *testing.T) {
 		}
 	}
 	t.Logf("the members handed out %v configmaps for the %v they hold", total, totalWant)
+	// The replicas' logs say so too: each took only the clusters it owns, once.
+	took := map[string][]string{}
 	for _, id := range ids {
 		b, err := os.ReadFile(f.replicas[id].log.Name())
 		if err != nil {
@@ -89,6 +93,18 @@ func TestShardedStartTogether(t *testing.T) {
 		}
 		if n := strings.Count(string(b), "Handing cluster over"); n > 0 {
 			t.Errorf("%s handed %d clusters over", id, n)
+		}
+		for line := range strings.Lines(string(b)) {
+			if strings.Contains(line, `"Took over cluster"`) {
+				_, c, _ := strings.Cut(line, `cluster="`)
+				c, _, _ = strings.Cut(c, `"`)
+				took[c] = append(took[c], id)
+			}
+		}
+	}
+	for _, m := range f.members {
+		if !slices.Equal(took[m.Name], []string{assigned[m.Name]}) {
+			t.Errorf("%s was taken by %v, want once by its owner %s", m.Name, took[m.Name], assigned[m.Name])
 		}
 	}
 }
