@@ -46,6 +46,8 @@ const (
 	DefaultShardLeaseDuration = shard.DefaultLeaseDuration
 	DefaultShardRenewDeadline = shard.DefaultRenewDeadline
 	DefaultShardRetryPeriod   = shard.DefaultRetryPeriod
+	// DefaultShardStartTimeout is the library's shard.DefaultStartTimeout.
+	DefaultShardStartTimeout = shard.DefaultStartTimeout
 	// DefaultShardHandoverTimeout is the library's fleetwatch.DefaultHandoverTimeout.
 	DefaultShardHandoverTimeout = 10 * time.Second
 	// DefaultShardParallelReceives is the library's shard.DefaultParallelReceives.
@@ -351,6 +353,14 @@ type Shard struct {
 	LeaseDuration time.Duration `yaml:"leaseDuration" mapstructure:"leaseDuration"`
 	RenewDeadline time.Duration `yaml:"renewDeadline" mapstructure:"renewDeadline"`
 	RetryPeriod   time.Duration `yaml:"retryPeriod" mapstructure:"retryPeriod"`
+	// Replicas is how many replicas the fleet runs (the StatefulSet's replicas): a
+	// replica that starts takes no cluster until it sees that many, so that replicas
+	// started together list each cluster once, by its owner (shard.Options.Replicas).
+	// Default 0: not known, no wait.
+	Replicas int `yaml:"replicas" mapstructure:"replicas"`
+	// StartTimeout bounds that wait: past it, a replica takes its share among the
+	// replicas that joined. Default DefaultShardStartTimeout.
+	StartTimeout time.Duration `yaml:"startTimeout" mapstructure:"startTimeout"`
 	// HandoverTimeout bounds the fetch and import of a moved cluster's state from its
 	// old owner (warm handover); past it the cluster starts cold. 0 turns the warm
 	// handover off. Default DefaultShardHandoverTimeout.
@@ -415,6 +425,7 @@ func Default() Config {
 			LeaseDuration: DefaultShardLeaseDuration,
 			RenewDeadline: DefaultShardRenewDeadline,
 			RetryPeriod:   DefaultShardRetryPeriod,
+			StartTimeout:  DefaultShardStartTimeout,
 
 			HandoverTimeout:  DefaultShardHandoverTimeout,
 			ParallelReceives: DefaultShardParallelReceives,

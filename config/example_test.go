@@ -123,6 +123,8 @@ func ExampleConfig_String() {
 	//   leaseDuration: 15s
 	//   renewDeadline: 10s
 	//   retryPeriod: 2s
+	//   replicas: 0
+	//   startTimeout: 1m
 	//   handoverTimeout: 10s
 	//   parallelReceives: 4
 	//   peerCaFile: ""

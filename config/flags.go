@@ -60,6 +60,8 @@ var usages = map[string]string{
 	"shard.leaseDuration":              "time after the last renewal of a replica's Lease that the others see before they take its clusters",
 	"shard.renewDeadline":              "time after its last successful renewal at which a replica stops watching its clusters; shorter than shard.leaseDuration",
 	"shard.retryPeriod":                "interval of a replica's renewals and of its attempts to take clusters",
+	"shard.replicas":                   "how many replicas the fleet runs: a replica that starts takes no cluster until it sees that many, so that replicas started together list each cluster once; 0 means not known",
+	"shard.startTimeout":               "longest time a replica that starts waits for shard.replicas replicas before it takes its share among those that joined",
 	"shard.handoverTimeout":            "time a replica waits for a moved cluster's state from its old owner before it starts the cluster cold; 0 turns the warm handover off",
 	"shard.parallelReceives":           "how many moved clusters' states a replica fetches from their old owners at once",
 	"shard.peerCaFile":                 "PEM CAs of the other replicas' serving certificates, trusted to ask them for their clusters and their handed-over states; empty means server.tls.certFile's certificates and the system's roots",

@@ -103,7 +103,7 @@ func full() config.Config {
 			Enabled: true, Identity: "fleetwatch-0", Namespace: "fleetwatch", HomeKubeconfig: "/etc/fleetwatch/home/kubeconfig",
 			Address:       "https://fleetwatch-0.fleetwatch-peers.fleetwatch.svc:8443",
 			LeaseDuration: 20 * time.Second, RenewDeadline: 12 * time.Second, RetryPeriod: 3 * time.Second,
-			HandoverTimeout: 15 * time.Second, ParallelReceives: 8, PeerCAFile: "/etc/fleetwatch/peers/ca.crt",
+			Replicas: 3, StartTimeout: 90 * time.Second, HandoverTimeout: 15 * time.Second, ParallelReceives: 8, PeerCAFile: "/etc/fleetwatch/peers/ca.crt",
 		},
 		Log: config.Log{Verbosity: 2, Format: config.LogFormatJSON},
 	}
@@ -974,10 +974,16 @@ func TestValidate(t *testing.T) {
 			`shard.identity: "Fleetwatch_0" does not make a Lease name: use lower case letters, digits, '-' and '.', beginning and ending with a letter or digit, at most 234 in all`,
 		}},
 		{"shard renew deadline not shorter than the lease", func(c *config.Config) { c.Shard.RenewDeadline = c.Shard.LeaseDuration }, []string{
-			"shard.renewDeadline: must be shorter than LeaseDuration (15s), got 15s",
+			"shard.renewDeadline: must be shorter than shard.leaseDuration (15s), got 15s",
 		}},
 		{"shard retry period too long for the renew deadline", func(c *config.Config) { c.Shard.RetryPeriod = 9 * time.Second }, []string{
-			"shard.retryPeriod: must be shorter than RenewDeadline (10s) / 1.2, got 9s",
+			"shard.retryPeriod: must be shorter than shard.renewDeadline (10s) / 1.2, got 9s",
+		}},
+		{"negative shard replicas", func(c *config.Config) { c.Shard.Replicas = -1 }, []string{
+			"shard.replicas: must not be negative, got -1",
+		}},
+		{"no shard start timeout", func(c *config.Config) { c.Shard.StartTimeout = 0 }, []string{
+			"shard.startTimeout: must be positive, got 0s",
 		}},
 		{"no parallel receives", func(c *config.Config) { c.Shard.ParallelReceives = 0 }, []string{
 			"shard.parallelReceives: must be at least 1, got 0",

@@ -222,6 +222,12 @@ func (v *validator) shard(s Shard) {
 			v.add("shard.identity", "%w", err)
 		}
 	}
+	if s.Replicas < 0 {
+		v.add("shard.replicas", "must not be negative, got %d", s.Replicas)
+	}
+	if s.StartTimeout <= 0 {
+		v.add("shard.startTimeout", "must be positive, got %s", formatDuration(s.StartTimeout))
+	}
 	if s.HandoverTimeout < 0 {
 		v.add("shard.handoverTimeout", "must not be negative, got %v", s.HandoverTimeout)
 	}
@@ -233,7 +239,7 @@ func (v *validator) shard(s Shard) {
 		for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
 			var te *shard.TimingError
 			if errors.As(e, &te) {
-				v.add(keys[te.Field], "%w", te.Err)
+				v.add(keys[te.Field], "%s", te.Reason(func(field string) string { return keys[field] }))
 			}
 		}
 	}

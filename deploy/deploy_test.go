@@ -205,8 +205,8 @@ func TestShardedComponent(t *testing.T) {
 		t.Errorf("Role rule %+v: want leases of coordination.k8s.io only", r)
 	}
 	for _, v := range r.Verbs {
-		if v != "get" && v != "list" && v != "create" && v != "update" {
-			t.Errorf("Role grants %q on leases; package shard needs only get, list, create and update", v)
+		if v != "get" && v != "list" && v != "watch" && v != "create" && v != "update" {
+			t.Errorf("Role grants %q on leases; package shard needs only get, list, watch, create and update", v)
 		}
 	}
 }

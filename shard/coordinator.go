@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -17,8 +18,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -46,8 +50,8 @@ type Options struct {
 	Identity string
 	// Namespace holds the Leases in the home cluster. Required.
 	Namespace string
-	// Client reaches the home cluster. It needs get, list, create and update on Leases
-	// in Namespace, nothing else. Required.
+	// Client reaches the home cluster. It needs get, list, watch, create and update on
+	// Leases in Namespace, nothing else. Required.
 	Client kubernetes.Interface
 	// Address is how peers reach this replica's API, published on its Lease as
 	// AddressAnnotation. Default: none published.
@@ -64,6 +68,22 @@ type Options struct {
 	// RetryPeriod is the interval of renewals, of the reads of the others' Leases, and
 	// of the attempts to take a cluster. Default DefaultRetryPeriod.
 	RetryPeriod time.Duration
+
+	// Replicas is how many replicas the fleet runs (a StatefulSet's replicas). A replica
+	// that starts takes no cluster until it sees that many members, itself included, or
+	// until StartTimeout has passed since it joined. Replicas started together (a fresh
+	// install, or a full restart of a StatefulSet with podManagementPolicy Parallel) thus
+	// each list their own share once, instead of the first to join taking every cluster
+	// and handing most of them over a moment later. A replica that starts while the
+	// others run (a rolling update, a restart after a crash) waits for nothing once it
+	// sees one of them renew a Lease that says it is done waiting (StartedAnnotation);
+	// neither does one that joins again after it lost its Lease. Default 0: not known,
+	// no wait.
+	Replicas int
+	// StartTimeout bounds the wait for Replicas: past it, a replica takes its share
+	// among the members it sees, as if the missing ones had failed. Default
+	// DefaultStartTimeout.
+	StartTimeout time.Duration
 
 	// ParallelReceives bounds how many states of clusters handed over to this replica
 	// a Receiver fetches at once. Default DefaultParallelReceives.
@@ -85,6 +105,11 @@ type Options struct {
 	// Clock defaults to the real clock.
 	Clock clock.WithTicker
 }
+
+// DefaultStartTimeout is the default of Options.StartTimeout: long enough for the pods
+// of a StatefulSet started in parallel to pull their image and join, short enough that
+// a replica that cannot be scheduled delays the others' start by no more.
+const DefaultStartTimeout = time.Minute
 
 // DefaultParallelReceives is the default of Options.ParallelReceives: a replica that
 // gains many clusters at once (a scale down) fetches their states a few at a time, so
@@ -150,13 +175,22 @@ type Coordinator struct {
 	// the last successful renewal was sent.
 	joined    bool
 	lastRenew time.Time
+	// starting is set until this replica, joined, has seen Options.Replicas members or
+	// waited StartTimeout since joinedAt, the time it first joined: meanwhile it takes
+	// no cluster (see Options.Replicas).
+	starting bool
+	joinedAt time.Time
 	// self and peers are the replica Leases as observed, by Lease name.
 	self  *observed
 	peers map[string]*observed
 	// members are the live replicas, this one included while joined, sorted.
 	members []string
-	// clusterLeases are the cluster Leases by cluster name, as last listed.
+	// clusterLeases are the cluster Leases by cluster name, as the informer of
+	// clusterInformer and this replica's own writes last had them (storeClusterLease).
 	clusterLeases map[string]*coordinationv1.Lease
+	// clusterInformer watches the cluster Leases, which change only when clusters move:
+	// a replica reads them once, then only their changes. Set by Start.
+	clusterInformer cache.SharedIndexInformer
 	// unproven is set while a member counts as live only because this replica has not
 	// seen its Lease long enough to tell (see observed): it may be gone.
 	unproven bool
@@ -229,7 +263,9 @@ type observed struct {
 	address  string
 	// description is DescriptionAnnotation, written with the spec.
 	description string
-	duration    time.Duration
+	// started is StartedAnnotation, written with the spec.
+	started  bool
+	duration time.Duration
 }
 
 // liveAt reports whether the Lease is held at now.
@@ -244,12 +280,19 @@ func New(opts Options, aware cluster.Aware) (*Coordinator, error) {
 	opts.RenewDeadline = cmp.Or(opts.RenewDeadline, DefaultRenewDeadline)
 	opts.RetryPeriod = cmp.Or(opts.RetryPeriod, DefaultRetryPeriod)
 	opts.ParallelReceives = cmp.Or(opts.ParallelReceives, DefaultParallelReceives)
+	opts.StartTimeout = cmp.Or(opts.StartTimeout, DefaultStartTimeout)
 	var errs []error
 	if err := ValidateIdentity(opts.Identity); err != nil {
 		errs = append(errs, fmt.Errorf("shard: Identity: %w", err))
 	}
 	if opts.ParallelReceives < 0 {
 		errs = append(errs, fmt.Errorf("shard: ParallelReceives is %d, below 0", opts.ParallelReceives))
+	}
+	if opts.Replicas < 0 {
+		errs = append(errs, fmt.Errorf("shard: Replicas is %d, below 0", opts.Replicas))
+	}
+	if opts.StartTimeout < 0 {
+		errs = append(errs, fmt.Errorf("shard: StartTimeout is %s, below 0", opts.StartTimeout))
 	}
 	if opts.Namespace == "" {
 		errs = append(errs, errors.New("shard: Namespace is empty"))
@@ -276,6 +319,7 @@ func New(opts Options, aware cluster.Aware) (*Coordinator, error) {
 		aware:         aware,
 		leases:        opts.Client.CoordinationV1().Leases(opts.Namespace),
 		instance:      hex.EncodeToString(b),
+		starting:      opts.Replicas > 1,
 		poke:          make(chan struct{}, 1),
 		selected:      map[string]*candidate{},
 		owned:         map[string]*owned{},
@@ -294,12 +338,13 @@ func (c *Coordinator) Joined() bool {
 	return c.joined
 }
 
-// Settled reports whether this replica is a member and owns every selected cluster
-// assigned to it: the others have handed them over.
+// Settled reports whether this replica is a member, done waiting for the others to
+// join (Options.Replicas), and owns every selected cluster assigned to it: the others
+// have handed them over.
 func (c *Coordinator) Settled() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.joined {
+	if !c.joined || c.starting {
 		return false
 	}
 	for name := range c.selected {
@@ -395,18 +440,15 @@ func (c *Coordinator) wake() {
 func (c *Coordinator) Start(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithName("shard").WithValues("replica", c.opts.Identity)
 	ctx = klog.NewContext(ctx, logger)
+	if err := c.newClusterInformer(); err != nil {
+		return err
+	}
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Go(func() { c.clusterInformer.RunWithContext(ctx) })
 	// Renewals run apart from the rounds of assignment, which wait for clusters to stop
 	// and may take long: they must never hold a renewal back.
-	go func() {
-		defer wg.Done()
-		c.renewLoop(ctx)
-	}()
-	go func() {
-		defer wg.Done()
-		c.watchdog(ctx)
-	}()
+	wg.Go(func() { c.renewLoop(ctx) })
+	wg.Go(func() { c.watchdog(ctx) })
 	tick := c.opts.Clock.NewTicker(c.opts.RetryPeriod)
 	defer tick.Stop()
 	for ctx.Err() == nil {
@@ -482,7 +524,9 @@ func (c *Coordinator) round(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	before := c.summary()
 	c.disengageLost(ctx)
-	if c.Joined() {
+	// Until the informer has listed the cluster Leases, this replica would take their
+	// clusters for free.
+	if c.Joined() && c.clusterInformer.HasSynced() {
 		switch err := c.observe(ctx); {
 		case err != nil && err.Error() != c.lastErr:
 			logger.Error(err, "Reading the Leases of the home cluster failed; trying again", "retryPeriod", c.opts.RetryPeriod)
@@ -532,6 +576,9 @@ func (c *Coordinator) renew(ctx context.Context) bool {
 		logger.Info("Joined the replicas: holding this replica's Lease", "lease", ReplicaLeaseName(c.opts.Identity), "namespace", c.opts.Namespace)
 		c.joined = true
 		c.members = insertSorted(c.members, c.opts.Identity)
+		if c.joinedAt.IsZero() {
+			c.joinedAt = start
+		}
 	}
 	c.lastRenew = start
 	return true
@@ -589,6 +636,14 @@ func (c *Coordinator) holdReplica(l *coordinationv1.Lease, now time.Time) {
 	} else {
 		delete(l.Annotations, AddressAnnotation)
 	}
+	c.mu.Lock()
+	started := !c.starting
+	c.mu.Unlock()
+	if started {
+		l.Annotations[StartedAnnotation] = "true"
+	} else {
+		delete(l.Annotations, StartedAnnotation)
+	}
 	delete(l.Annotations, DescriptionAnnotation)
 	if c.opts.Describe != nil {
 		if d := c.opts.Describe(); len(d) > MaxDescription {
@@ -629,19 +684,18 @@ func observe(prev *observed, l *coordinationv1.Lease, now time.Time, fallback ti
 		instance:    l.Annotations[InstanceAnnotation],
 		address:     l.Annotations[AddressAnnotation],
 		description: l.Annotations[DescriptionAnnotation],
+		started:     l.Annotations[StartedAnnotation] != "",
 		duration:    d,
 	}
 }
 
-// observe reads the Leases of the replicas and of the clusters, and sets the members.
+// observe reads the Leases of the replicas, and sets the members. It lists them at
+// every round, as client-go's leaderelection reads its lock: a member is live only while
+// this replica reads its renewals, never on a watch's word, which may lag.
 func (c *Coordinator) observe(ctx context.Context) error {
 	replicas, err := c.leases.List(ctx, metav1.ListOptions{LabelSelector: labels.Set{LeaseLabel: LeaseReplica}.String()})
 	if err != nil {
 		return fmt.Errorf("listing replica Leases: %w", err)
-	}
-	clusters, err := c.leases.List(ctx, metav1.ListOptions{LabelSelector: labels.Set{LeaseLabel: LeaseCluster}.String()})
-	if err != nil {
-		return fmt.Errorf("listing cluster Leases: %w", err)
 	}
 	now := c.opts.Clock.Now()
 	c.mu.Lock()
@@ -664,14 +718,74 @@ func (c *Coordinator) observe(ctx context.Context) error {
 	}
 	slices.Sort(members)
 	c.members = members
-	c.clusterLeases = make(map[string]*coordinationv1.Lease, len(clusters.Items))
-	for i := range clusters.Items {
-		l := &clusters.Items[i]
-		if name, ok := l.Annotations[ClusterAnnotation]; ok && l.Name == ClusterLeaseName(name) {
-			c.clusterLeases[name] = l
-		}
+	return nil
+}
+
+// newClusterInformer makes the informer of the cluster Leases.
+func (c *Coordinator) newClusterInformer() error {
+	selector := labels.Set{LeaseLabel: LeaseCluster}.String()
+	// The informer lists as a watch does (WatchList) where the client supports it, as
+	// client-go's generated informers decide (a fake clientset does not).
+	c.clusterInformer = cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = selector
+			return c.leases.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = selector
+			return c.leases.Watch(ctx, o)
+		},
+	}, c.opts.Client), &coordinationv1.Lease{}, 0, cache.Indexers{})
+	if _, err := c.clusterInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.storeClusterLease(obj) },
+		UpdateFunc: func(_, obj any) { c.storeClusterLease(obj) },
+		DeleteFunc: c.forgetClusterLease,
+	}); err != nil {
+		return fmt.Errorf("shard: watching the cluster Leases: %w", err)
 	}
 	return nil
+}
+
+// storeClusterLease records obj, a cluster Lease, unless the one recorded is newer: the
+// informer's events and this replica's own writes both record, in either order, and a
+// write must not be undone by the event of an earlier change that arrives after it.
+func (c *Coordinator) storeClusterLease(obj any) {
+	l, ok := obj.(*coordinationv1.Lease)
+	if !ok {
+		return
+	}
+	name, ok := l.Annotations[ClusterAnnotation]
+	if !ok || l.Name != ClusterLeaseName(name) {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cur := c.clusterLeases[name]; cur != nil && newerVersion(cur.ResourceVersion, l.ResourceVersion) {
+		return
+	}
+	c.clusterLeases[name] = l
+}
+
+func (c *Coordinator) forgetClusterLease(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if l, ok := obj.(*coordinationv1.Lease); ok {
+		c.mu.Lock()
+		if name := l.Annotations[ClusterAnnotation]; c.clusterLeases[name] != nil && c.clusterLeases[name].Name == l.Name {
+			delete(c.clusterLeases, name)
+		}
+		c.mu.Unlock()
+	}
+}
+
+// newerVersion reports whether the resourceVersion a is newer than b. They are opaque to
+// clients, but etcd's revisions, which grow, are what every apiserver serves; one that
+// is not a number is taken as no newer.
+func newerVersion(a, b string) bool {
+	x, errA := strconv.ParseUint(a, 10, 64)
+	y, errB := strconv.ParseUint(b, 10, 64)
+	return errA == nil && errB == nil && x > y
 }
 
 // assign takes the clusters assigned to this replica that are free, and hands over
@@ -685,6 +799,10 @@ func (c *Coordinator) assign(ctx context.Context) {
 	}
 	var steps []step
 	c.mu.Lock()
+	if c.waitingLocked(logger) {
+		c.mu.Unlock()
+		return
+	}
 	var assigned []string
 	for _, name := range slices.Sorted(maps.Keys(c.selected)) {
 		mine := Owner(name, c.members) == c.opts.Identity
@@ -729,6 +847,42 @@ func (c *Coordinator) assign(ctx context.Context) {
 		}
 	}
 	c.take(ctx, take)
+}
+
+// waitingLocked reports whether this replica, just started, still waits for the
+// others to join before it takes clusters (Options.Replicas). mu is held.
+func (c *Coordinator) waitingLocked(logger klog.Logger) bool {
+	if !c.starting {
+		return false
+	}
+	switch waited := c.opts.Clock.Since(c.joinedAt); {
+	case len(c.members) >= c.opts.Replicas:
+		logger.Info("The replicas have joined; taking this replica's share", "members", len(c.members), "waited", waited)
+	case c.runningLocked():
+		logger.Info("Joined replicas that run already; taking this replica's share", "members", c.members, "replicas", c.opts.Replicas)
+	case waited >= c.opts.StartTimeout:
+		logger.Info("Not every replica joined within the start timeout; taking this replica's share among those that did",
+			"members", c.members, "replicas", c.opts.Replicas, "startTimeout", c.opts.StartTimeout)
+	default:
+		logger.V(2).Info("Waiting for the replicas to join before taking clusters", "members", len(c.members), "replicas", c.opts.Replicas)
+		return true
+	}
+	c.starting = false
+	return false
+}
+
+// runningLocked reports whether another member, seen renewing since this replica
+// started, is done waiting for the others (StartedAnnotation): this replica joins a
+// fleet that runs, as in a rolling update, and the others do not wait for it. A Lease
+// left by a process that is gone is not seen renewing. mu is held.
+func (c *Coordinator) runningLocked() bool {
+	now := c.opts.Clock.Now()
+	for _, o := range c.peers {
+		if o.holder != c.opts.Identity && o.proven && o.started && o.liveAt(now) {
+			return true
+		}
+	}
+	return false
 }
 
 // take acquires the Leases of the clusters of names that are free, then engages them
@@ -834,10 +988,12 @@ func (c *Coordinator) acquire(ctx context.Context, name string, l *coordinationv
 			Annotations: map[string]string{ClusterAnnotation: name},
 		}}
 		c.holdCluster(l, now)
-		if _, err := c.leases.Create(rctx, l, metav1.CreateOptions{}); err != nil {
+		created, err := c.leases.Create(rctx, l, metav1.CreateOptions{})
+		if err != nil {
 			logger.V(2).Info("Creating the cluster's Lease failed; trying again", "err", err)
 			return false
 		}
+		c.storeClusterLease(created)
 		return true
 	}
 	holder := ptr.Deref(l.Spec.HolderIdentity, "")
@@ -858,10 +1014,12 @@ func (c *Coordinator) acquire(ctx context.Context, name string, l *coordinationv
 		l.Spec.LeaseTransitions = ptr.To(ptr.Deref(l.Spec.LeaseTransitions, 0) + 1)
 	}
 	c.holdCluster(l, now)
-	if _, err := c.leases.Update(rctx, l, metav1.UpdateOptions{}); err != nil {
+	updated, err := c.leases.Update(rctx, l, metav1.UpdateOptions{})
+	if err != nil {
 		logger.V(2).Info("Taking the cluster's Lease failed; trying again", "err", err)
 		return false
 	}
+	c.storeClusterLease(updated)
 	return true
 }
 
@@ -972,8 +1130,11 @@ func (c *Coordinator) releaseLease(ctx context.Context, name string, handover bo
 	l.Spec.HolderIdentity = nil
 	l.Spec.LeaseDurationSeconds = ptr.To[int32](1)
 	l.Spec.RenewTime = &metav1.MicroTime{Time: c.opts.Clock.Now()}
-	_, err = c.leases.Update(ctx, l, metav1.UpdateOptions{})
-	return err
+	if l, err = c.leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
+		return err
+	}
+	c.storeClusterLease(l)
+	return nil
 }
 
 // shutdown releases the Leases of the owned clusters, whose watches have stopped, and

@@ -28,9 +28,17 @@ type watchers struct {
 	mu sync.Mutex
 	// by is the replica watching each cluster.
 	by map[string]string
+	// engaged are the replicas that engaged each cluster, in order, one entry per Engage.
+	engaged map[string][]string
 }
 
 func (w *watchers) aware(replica string) *recorder { return &recorder{w: w, replica: replica} }
+
+func (w *watchers) engagements() map[string][]string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return maps.Clone(w.engaged)
+}
 
 func (w *watchers) snapshot() map[string]string {
 	w.mu.Lock()
@@ -57,6 +65,10 @@ func (r *recorder) Engage(ctx context.Context, c *cluster.Cluster) error {
 		r.w.t.Errorf("cluster %s engaged by %s while %s watches it", c.Name, r.replica, other)
 	}
 	r.w.by[c.Name] = r.replica
+	if r.w.engaged == nil {
+		r.w.engaged = map[string][]string{}
+	}
+	r.w.engaged[c.Name] = append(r.w.engaged[c.Name], r.replica)
 	go func() {
 		<-ctx.Done()
 		// Stopping is not instant: the Coordinator must wait for Disengage.
@@ -270,6 +282,81 @@ func TestCoordinatorsDivideClustersAndHandOver(t *testing.T) {
 	// A replica that joins takes only its share, handed over by the others.
 	startReplica(t, client, w, "r3", clusters)
 	waitAssigned(t, w, clusters, []string{"r0", "r2", "r3"}, settle)
+}
+
+// TestCoordinatorsStartTogether: replicas that expect each other (Options.Replicas)
+// take no cluster until all have joined, then each takes its own share: every cluster
+// is engaged once, by its final owner, and nothing is handed over. One that joins
+// while the others are missing waits for them.
+func TestCoordinatorsStartTogether(t *testing.T) {
+	t.Parallel()
+	client := newClient()
+	w := &watchers{t: t, by: map[string]string{}}
+	clusters := names("cluster", 24)
+	ids := []string{"r0", "r1", "r2"}
+	expect := func(o *Options) { o.Replicas, o.StartTimeout = len(ids), time.Hour }
+	var replicas []*replica
+	for _, id := range ids[:2] {
+		replicas = append(replicas, startReplicaWith(t, client, w, id, clusters, w.aware(id), expect))
+	}
+	// r0 and r1 see each other, and wait for the third.
+	deadline := time.Now().Add(settle)
+	for _, r := range replicas {
+		for {
+			all := true
+			for _, p := range r.coord.Placements() {
+				all = all && p.Assigned == Owner(p.Cluster, ids[:2])
+			}
+			if all {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s does not see both replicas: %+v", r.coord.Identity(), r.coord.Placements())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if r.coord.Settled() {
+			t.Errorf("%s is settled while it waits for the others", r.coord.Identity())
+		}
+	}
+	if got := w.snapshot(); len(got) > 0 {
+		t.Fatalf("2 of 3 replicas joined, and clusters are engaged: %v", got)
+	}
+	startReplicaWith(t, client, w, ids[2], clusters, w.aware(ids[2]), expect)
+	waitAssigned(t, w, clusters, ids, settle)
+	for _, c := range clusters {
+		if got := w.engagements()[c]; !slices.Equal(got, []string{Owner(c, ids)}) {
+			t.Errorf("cluster %s was engaged by %v, want once by its owner %s", c, got, Owner(c, ids))
+		}
+	}
+}
+
+// TestCoordinatorStopsWaitingAfterStartTimeout: replicas that expect more than join take
+// their shares among those that did once StartTimeout has passed.
+func TestCoordinatorStopsWaitingAfterStartTimeout(t *testing.T) {
+	t.Parallel()
+	client := newClient()
+	w := &watchers{t: t, by: map[string]string{}}
+	clusters := names("cluster", 12)
+	for _, id := range []string{"r0", "r1"} {
+		startReplicaWith(t, client, w, id, clusters, w.aware(id), func(o *Options) { o.Replicas, o.StartTimeout = 3, time.Second })
+	}
+	waitAssigned(t, w, clusters, []string{"r0", "r1"}, settle)
+}
+
+// TestCoordinatorJoinsARunningFleet: a replica that starts while the others run (a
+// rolling update) waits for no one, also if it expects more replicas than there are.
+func TestCoordinatorJoinsARunningFleet(t *testing.T) {
+	t.Parallel()
+	client := newClient()
+	w := &watchers{t: t, by: map[string]string{}}
+	clusters := names("cluster", 12)
+	for _, id := range []string{"r0", "r1"} {
+		startReplicaWith(t, client, w, id, clusters, w.aware(id), func(o *Options) { o.Replicas = 2 })
+	}
+	waitAssigned(t, w, clusters, []string{"r0", "r1"}, settle)
+	startReplicaWith(t, client, w, "r2", clusters, w.aware("r2"), func(o *Options) { o.Replicas, o.StartTimeout = 5, time.Hour })
+	waitAssigned(t, w, clusters, []string{"r0", "r1", "r2"}, settle)
 }
 
 // TestCoordinatorGivesUpBeforeItsLeaseExpires: a replica whose renewals fail stops

@@ -17,9 +17,12 @@
 // membership moves about 1/N of the clusters. A cluster's owner takes its cluster Lease
 // before it engages the cluster, and releases it only after the cluster was disengaged.
 // A cluster Lease is held for as long as its holder's replica Lease is renewed: it is
-// written only when a cluster changes hands, never renewed on its own. A replica that
-// cannot renew its Lease within RenewDeadline disengages every cluster before its
-// Lease can expire for the others (LeaseDuration).
+// written only when a cluster changes hands, never renewed on its own, and watched by
+// the replicas, which list the replica Leases at every round. Replicas started together
+// wait for each other (Options.Replicas) before they take clusters, so that each cluster
+// is taken once, by its owner. A replica that cannot renew its Lease within
+// RenewDeadline disengages every cluster before its Lease can expire for the others
+// (LeaseDuration).
 //
 // Of fleetwatch it imports only cluster.
 package shard

@@ -42,6 +42,12 @@ const (
 	// absent if it publishes nothing.
 	DescriptionAnnotation = "fleetwatch.io/description"
 
+	// StartedAnnotation, on a replica Lease, says that the replica is done waiting for
+	// the others to join (Options.Replicas) and takes its clusters: a replica that
+	// starts and sees it on another's live Lease joins a fleet that runs, and waits for
+	// no one.
+	StartedAnnotation = "fleetwatch.io/started"
+
 	replicaLeasePrefix = "fleetwatch-replica-"
 	clusterLeasePrefix = "fleetwatch-cluster-"
 )
@@ -103,11 +109,28 @@ func ValidateIdentity(identity string) error {
 type TimingError struct {
 	// Field is LeaseDuration, RenewDeadline or RetryPeriod.
 	Field string
-	Err   error
+	// Err is the reason, which names the other durations by their fields of Options.
+	Err error
+	// reason is the reason with the durations named by name.
+	reason func(name func(field string) string) string
 }
 
 func (e *TimingError) Error() string { return e.Field + ": " + e.Err.Error() }
 func (e *TimingError) Unwrap() error { return e.Err }
+
+// Reason is Err's text with each duration it refers to named by name(field), so that a
+// caller reports the bound by the name its user set it by (a configuration key, a flag),
+// not by the field of Options.
+func (e *TimingError) Reason(name func(field string) string) string {
+	if e.reason == nil {
+		return e.Err.Error()
+	}
+	return e.reason(name)
+}
+
+func newTimingError(field string, reason func(name func(field string) string) string) *TimingError {
+	return &TimingError{Field: field, Err: errors.New(reason(func(f string) string { return f })), reason: reason}
+}
 
 // ValidateTiming checks the durations as client-go's leaderelection does: each positive,
 // LeaseDuration longer than RenewDeadline (the time in which a replica that cannot renew
@@ -121,17 +144,21 @@ func ValidateTiming(leaseDuration, renewDeadline, retryPeriod time.Duration) err
 		d     time.Duration
 	}{{"LeaseDuration", leaseDuration}, {"RenewDeadline", renewDeadline}, {"RetryPeriod", retryPeriod}} {
 		if d.d <= 0 {
-			errs = append(errs, &TimingError{d.field, fmt.Errorf("must be positive, got %s", d.d)})
+			errs = append(errs, newTimingError(d.field, func(func(string) string) string { return fmt.Sprintf("must be positive, got %s", d.d) }))
 		}
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
 	if leaseDuration <= renewDeadline {
-		errs = append(errs, &TimingError{"RenewDeadline", fmt.Errorf("must be shorter than LeaseDuration (%s), got %s", leaseDuration, renewDeadline)})
+		errs = append(errs, newTimingError("RenewDeadline", func(name func(string) string) string {
+			return fmt.Sprintf("must be shorter than %s (%s), got %s", name("LeaseDuration"), leaseDuration, renewDeadline)
+		}))
 	}
 	if float64(renewDeadline) <= jitterFactor*float64(retryPeriod) {
-		errs = append(errs, &TimingError{"RetryPeriod", fmt.Errorf("must be shorter than RenewDeadline (%s) / %.1f, got %s", renewDeadline, jitterFactor, retryPeriod)})
+		errs = append(errs, newTimingError("RetryPeriod", func(name func(string) string) string {
+			return fmt.Sprintf("must be shorter than %s (%s) / %.1f, got %s", name("RenewDeadline"), renewDeadline, jitterFactor, retryPeriod)
+		}))
 	}
 	return errors.Join(errs...)
 }

@@ -86,6 +86,8 @@ func shardOptions(cfg *config.Config) (*shard.Options, *rest.Config, error) {
 		LeaseDuration: cfg.Shard.LeaseDuration,
 		RenewDeadline: cfg.Shard.RenewDeadline,
 		RetryPeriod:   cfg.Shard.RetryPeriod,
+		Replicas:      cfg.Shard.Replicas,
+		StartTimeout:  cfg.Shard.StartTimeout,
 
 		ParallelReceives: cfg.Shard.ParallelReceives,
 	}, rc, nil

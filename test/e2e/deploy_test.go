@@ -213,7 +213,7 @@ func checkManifests(t *testing.T, env *testenv.Env, name, out string, m manifest
 	// no other; without sharding there is no Lease to work.
 	for _, verb := range []string{"get", "list", "create", "update", "watch", "patch", "delete"} {
 		for _, ns := range []string{deploy.Namespace, metav1.NamespaceDefault} {
-			want := sts != nil && ns == deploy.Namespace && verb != "watch" && verb != "patch" && verb != "delete"
+			want := sts != nil && ns == deploy.Namespace && verb != "patch" && verb != "delete"
 			attrs := authorizationv1.ResourceAttributes{Verb: verb, Group: "coordination.k8s.io", Resource: "leases", Namespace: ns}
 			if got := allowed(t, cs, sa, deploy.Namespace, attrs); got != want {
 				t.Errorf("%s may %s leases in %s: %t, want %t", sa, verb, ns, got, want)

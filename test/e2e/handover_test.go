@@ -108,7 +108,7 @@ func newSecureShardedFleet(t *testing.T, members int) *shardedFleet {
 		return tok
 	}
 	replicaToken := account("fleetwatch",
-		rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "create", "update"}},
+		rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch", "create", "update"}},
 		rbacv1.PolicyRule{APIGroups: []string{"fleetwatch.io"}, Resources: []string{"clusters/state"}, Verbs: []string{"get"}})
 	s.readerToken = clusterReader("reader")
 	s.prodToken = clusterReader("prod-reader", f.members[0].Name)

@@ -74,6 +74,8 @@ type shardedFleet struct {
 	// warm, if set, has the replicas serve HTTPS with delegated authentication, and
 	// hand their clusters over warm (see newSecureShardedFleet).
 	warm *secureFleet
+	// expect, if set, is the replicas' shard.replicas.
+	expect int
 }
 
 // secure has the replicas started from now on authenticate with tokens (a file of
@@ -172,8 +174,9 @@ shard:
   leaseDuration: %s
   renewDeadline: %s
   retryPeriod: %s
+  replicas: %d
 `, filepath.Join(f.dir, "members.kubeconfig"), filepath.Join(f.dir, id+".db"), port, tlsCfg, id,
-		home, base, f.certFile, shardLease, shardRenew, shardRetry)
+		home, base, f.certFile, shardLease, shardRenew, shardRetry, f.expect)
 	path := filepath.Join(f.dir, id+".yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
