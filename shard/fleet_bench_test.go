@@ -289,7 +289,7 @@ func BenchmarkFleet(b *testing.B) {
 			replicas[id] = h.start(id)
 		}
 		took := h.settle(ids, start)
-		engaged, disengaged, overlaps := h.fleet.counts()
+		engaged, disengaged, _ := h.fleet.counts()
 		row(fmt.Sprintf("start of %d replicas together over %d clusters", n, total),
 			fmt.Sprintf("settled in %.1fs; %d clusters engaged (%d of them more than once), %d handed over; home: %s",
 				took.Seconds(), engaged, engaged-len(h.fleet.owners()), disengaged, before.to(h.figures())))
@@ -353,7 +353,7 @@ func BenchmarkFleet(b *testing.B) {
 		b.ReportMetric(worst, "moved-per-change/(C/N)")
 		b.ReportMetric(rolling.reads, "rolling-reads/s")
 		b.ReportMetric(rolling.writes, "rolling-writes/s")
-		_, _, overlaps = h.fleet.counts()
+		_, _, overlaps := h.fleet.counts()
 		if overlaps > 0 {
 			b.Errorf("%d clusters were engaged by a replica while another had them engaged", overlaps)
 		}

@@ -111,8 +111,11 @@ type TimingError struct {
 	Field string
 	// Err is the reason, which names the other durations by their fields of Options.
 	Err error
-	// reason is the reason with the durations named by name.
-	reason func(name func(field string) string) string
+	// bound is the field that Field must be shorter than (empty where the reason names
+	// none), boundValue its value divided by over, and value Field's.
+	bound             string
+	boundValue, value time.Duration
+	over              float64
 }
 
 func (e *TimingError) Error() string { return e.Field + ": " + e.Err.Error() }
@@ -122,14 +125,27 @@ func (e *TimingError) Unwrap() error { return e.Err }
 // caller reports the bound by the name its user set it by (a configuration key, a flag),
 // not by the field of Options.
 func (e *TimingError) Reason(name func(field string) string) string {
-	if e.reason == nil {
+	if e.bound == "" {
 		return e.Err.Error()
 	}
-	return e.reason(name)
+	return e.shorterThan(name(e.bound))
 }
 
-func newTimingError(field string, reason func(name func(field string) string) string) *TimingError {
-	return &TimingError{Field: field, Err: errors.New(reason(func(f string) string { return f })), reason: reason}
+// shorterThan is the reason of an error of a duration not shorter than its bound, named
+// bound.
+func (e *TimingError) shorterThan(bound string) string {
+	if e.over != 1 {
+		return fmt.Sprintf("must be shorter than %s (%s) / %.1f, got %s", bound, e.boundValue, e.over, e.value)
+	}
+	return fmt.Sprintf("must be shorter than %s (%s), got %s", bound, e.boundValue, e.value)
+}
+
+// notShorter returns the error of field, of the given value, not shorter than bound,
+// of boundValue, divided by over.
+func notShorter(field string, value time.Duration, bound string, boundValue time.Duration, over float64) *TimingError {
+	e := &TimingError{Field: field, bound: bound, boundValue: boundValue, value: value, over: over}
+	e.Err = errors.New(e.shorterThan(bound))
+	return e
 }
 
 // ValidateTiming checks the durations as client-go's leaderelection does: each positive,
@@ -144,21 +160,17 @@ func ValidateTiming(leaseDuration, renewDeadline, retryPeriod time.Duration) err
 		d     time.Duration
 	}{{"LeaseDuration", leaseDuration}, {"RenewDeadline", renewDeadline}, {"RetryPeriod", retryPeriod}} {
 		if d.d <= 0 {
-			errs = append(errs, newTimingError(d.field, func(func(string) string) string { return fmt.Sprintf("must be positive, got %s", d.d) }))
+			errs = append(errs, &TimingError{Field: d.field, Err: fmt.Errorf("must be positive, got %s", d.d)})
 		}
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
 	if leaseDuration <= renewDeadline {
-		errs = append(errs, newTimingError("RenewDeadline", func(name func(string) string) string {
-			return fmt.Sprintf("must be shorter than %s (%s), got %s", name("LeaseDuration"), leaseDuration, renewDeadline)
-		}))
+		errs = append(errs, notShorter("RenewDeadline", renewDeadline, "LeaseDuration", leaseDuration, 1))
 	}
 	if float64(renewDeadline) <= jitterFactor*float64(retryPeriod) {
-		errs = append(errs, newTimingError("RetryPeriod", func(name func(string) string) string {
-			return fmt.Sprintf("must be shorter than %s (%s) / %.1f, got %s", name("RenewDeadline"), renewDeadline, jitterFactor, retryPeriod)
-		}))
+		errs = append(errs, notShorter("RetryPeriod", retryPeriod, "RenewDeadline", renewDeadline, jitterFactor))
 	}
 	return errors.Join(errs...)
 }
