@@ -243,7 +243,7 @@ func checkManifests(t *testing.T, env *testenv.Env, name, out string, m manifest
 	if !want.watchesHome {
 		var want []string
 		if sts != nil {
-			want = append(want, "create coordination.k8s.io/leases", "get coordination.k8s.io/leases", "list coordination.k8s.io/leases", "update coordination.k8s.io/leases",
+			want = append(want, "create coordination.k8s.io/leases", "get coordination.k8s.io/leases", "list coordination.k8s.io/leases", "update coordination.k8s.io/leases", "watch coordination.k8s.io/leases",
 				"get "+server.GroupName+"/clusters/"+server.StateSubresource)
 		}
 		if cfg.Server.Auth.Delegated.Enabled {

@@ -504,15 +504,7 @@ func TestShardedReplicas(t *testing.T) {
 	f := newSecureShardedFleet(t, 6)
 	// Objects that never change: a cold start lists them again, a warm one does not.
 	const unchanged = 100
-	var wg sync.WaitGroup
-	for _, m := range f.members {
-		wg.Go(func() {
-			for i := range unchanged {
-				createConfigMap(t, m.Clientset(), "shop", fmt.Sprintf("unchanged-%d", i), m.Name)
-			}
-		})
-	}
-	wg.Wait()
+	createConfigMaps(t, f.members, "unchanged", unchanged)
 	churn := startChurn(t, f.members)
 
 	ids := []string{"fleetwatch-0", "fleetwatch-1", "fleetwatch-2", "fleetwatch-3"}
@@ -831,4 +823,19 @@ func TestShardedReplicas(t *testing.T) {
 		checkOverlaps("a library shard", from, "", time.Time{})
 	})
 	t.Logf("the whole test took %v", time.Since(begin))
+}
+
+// createConfigMaps creates n configmaps named prefix-0 … in namespace shop of each
+// member, the members at once.
+func createConfigMaps(t *testing.T, members []*testenv.Cluster, prefix string, n int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for _, m := range members {
+		wg.Go(func() {
+			for i := range n {
+				createConfigMap(t, m.Clientset(), "shop", fmt.Sprintf("%s-%d", prefix, i), m.Name)
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -6,7 +6,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,15 +25,7 @@ func TestShardedStartTogether(t *testing.T) {
 	f := newShardedFleet(t, 6)
 	f.expect = 3
 	const objects = 200
-	var wg sync.WaitGroup
-	for _, m := range f.members {
-		wg.Go(func() {
-			for i := range objects {
-				createConfigMap(t, m.Clientset(), "shop", fmt.Sprintf("object-%d", i), m.Name)
-			}
-		})
-	}
-	wg.Wait()
+	createConfigMaps(t, f.members, "object", objects)
 	// What each member holds, listed before the figures are read.
 	want := map[string]float64{}
 	names := make([]string, len(f.members))
