@@ -175,3 +175,40 @@ func BenchmarkCheckPages(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/10000, "ns/object")
 	b.ReportMetric(float64(fi.Size())/(1<<20), "MiB")
 }
+
+// BenchmarkLoadManyClusters measures LoadEach of 1,000 clusters of 20 realistic pods: a
+// fleet of many small clusters, whose load is bound by handing each cluster through the
+// pipeline of the walk, the decoders and fn, not by decoding.
+func BenchmarkLoadManyClusters(b *testing.B) {
+	const clusters, perCluster = 1000, 20
+	s := openTest(b, testPath(b), Options{})
+	w := s.NewWriter(WriterOptions{})
+	objs := benchPods(b, perCluster)
+	for i := range clusters {
+		name := fmt.Sprintf("cluster-%04d", i)
+		for _, obj := range objs {
+			w.Upsert(name, pods, obj)
+		}
+		w.Checkpoint(name, pods, "1")
+	}
+	if err := w.Flush(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	objs = nil
+	for b.Loop() {
+		n := 0
+		err := s.LoadEach(LoadOptions{}, func(_ string, cs *ClusterSnapshot) error {
+			for _, rs := range cs.Resources {
+				n += len(rs.Objects)
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if n != clusters*perCluster {
+			b.Fatalf("%d objects", n)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/clusters, "ns/cluster")
+}

@@ -235,14 +235,14 @@ func (r *cborReader) value(depth int) (any, bool) {
 			return r.container(major, arg, depth)
 		}
 		enc := r.data[start:sp.end]
-		slot := r.shared.slot(enc)
-		if slot.v != nil && slot.enc == enc {
+		i := r.shared.slot(enc)
+		if slot := &r.shared.slots[i]; slot.v != nil && slot.enc == enc {
 			r.off, r.next = int(sp.end), int(sp.after)
 			return slot.v, true
 		}
 		v, ok := r.container(major, arg, depth)
-		if ok && r.off == int(sp.end) {
-			*slot = sharedValue{enc: enc, v: v}
+		if ok && r.off == int(sp.end) && v != nil {
+			r.shared.set(i, enc, v)
 		}
 		return v, ok
 	case cborSimple:
@@ -336,6 +336,10 @@ type sharedValues struct {
 	// picks, the last one decoded with that slot: a cache, not a set, so that it stays
 	// small and each lookup costs one hash and one comparison.
 	slots [1 << sharedBits]sharedValue
+	// used has the index of each slot set since the last reset, which clears those
+	// only: a load of thousands of small clusters resets the table at each cluster,
+	// and clearing every slot was most of its CPU.
+	used []uint16
 }
 
 type sharedValue struct {
@@ -348,13 +352,26 @@ const sharedBits = 14
 
 var sharedSeed = maphash.MakeSeed()
 
-// slot returns the slot of enc.
-func (t *sharedValues) slot(enc string) *sharedValue {
-	return &t.slots[maphash.String(sharedSeed, enc)>>(64-sharedBits)]
+// slot returns the index of the slot of enc.
+func (t *sharedValues) slot(enc string) uint16 {
+	return uint16(maphash.String(sharedSeed, enc) >> (64 - sharedBits))
+}
+
+// set puts enc and its decoding v in slot i.
+func (t *sharedValues) set(i uint16, enc string, v any) {
+	if t.slots[i].v == nil {
+		t.used = append(t.used, i)
+	}
+	t.slots[i] = sharedValue{enc: enc, v: v}
 }
 
 // reset empties t.
-func (t *sharedValues) reset() { clear(t.slots[:]) }
+func (t *sharedValues) reset() {
+	for _, i := range t.used {
+		t.slots[i] = sharedValue{}
+	}
+	t.used = t.used[:0]
+}
 
 // container reads an array or a map, whose head the reader has read, with its argument.
 func (r *cborReader) container(major byte, arg uint64, depth int) (any, bool) {

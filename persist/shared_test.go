@@ -155,3 +155,40 @@ func TestSharedValuesEndWithTheLoad(t *testing.T) {
 		}
 	}
 }
+
+// TestSharedValuesResetClearsEverySlot: a reset, at each cluster of a load, leaves no
+// slot set, so that the table keeps no view of pages that the load then evicts; it
+// clears only the slots set since the last reset, and the next cluster's values are
+// shared again.
+func TestSharedValuesResetClearsEverySlot(t *testing.T) {
+	d := fastDecoder{shared: new(sharedValues)}
+	set := func() int {
+		n := 0
+		for _, sv := range d.shared.slots {
+			if sv.v != nil || sv.enc != "" {
+				n++
+			}
+		}
+		return n
+	}
+	for round := range 3 {
+		for i := range 50 {
+			obj := map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": map[string]any{"name": fmt.Sprint("p", i)},
+				"spec": map[string]any{"containers": []any{map[string]any{"name": "c", "image": fmt.Sprint("image-", round, "-", i%7)}}}}
+			enc, err := direct.Marshal(obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := d.decode(string(enc)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := set(); n == 0 || n != len(d.shared.used) {
+			t.Fatalf("round %d: %d slots set, %d recorded as used", round, n, len(d.shared.used))
+		}
+		d.shared.reset()
+		if n := set(); n != 0 || len(d.shared.used) != 0 {
+			t.Fatalf("round %d: after reset, %d slots set, %d recorded as used", round, n, len(d.shared.used))
+		}
+	}
+}
