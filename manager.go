@@ -101,21 +101,18 @@ type Options struct {
 	// collector that was already off is left alone. DisableGCTuning turns this off.
 	Snapshot *persist.Store
 	// LoadSnapshotInBackground, with Snapshot, has NewManager start loading the
-	// snapshot and return at once, and has Start engage each cluster that the snapshot
-	// holds as soon as that cluster is loaded, while the next ones load: a program that
-	// works on clusters as they are engaged (AddAware, ClusterSynced; mcprovider's
-	// controllers) starts on the first one without waiting for the whole file. Until
-	// SnapshotLoaded is closed, the fleet holds part of the snapshot, and part of the
-	// cluster being loaded (filed as it is decoded): a cluster's objects are complete
-	// once ClusterHasSynced reports it, as they are without this option;
-	// reads of the whole fleet wait for SnapshotLoaded. The clusters' informers start
-	// once the whole snapshot is loaded. If the file turns out unreadable part of the way
-	// through, the clusters already engaged from it drop their saved objects (Deleted
-	// events, as when a cluster's identity changed) and sync cold, like the others.
-	// The garbage collector's tuning (see Snapshot) lasts the load, which now runs
-	// beside the program's first work: its garbage waits too, so the peak heap is
-	// higher. Not with Shard. Default false: NewManager loads the whole snapshot before
-	// it returns.
+	// snapshot and return at once: the kubeconfig files are read, the clusters made
+	// and a program's API served while the file loads. Start engages the clusters once
+	// the load has ended, and the fleet is Ready then, before they are engaged: those
+	// the snapshot holds are served from it (engaging thousands of clusters would
+	// otherwise compete with the load for the CPU). Until SnapshotLoaded is closed, the
+	// fleet holds part of the snapshot, and part of the cluster being loaded (filed as
+	// it is decoded); reads of the whole fleet wait for SnapshotLoaded. If the file
+	// turns out unreadable part of the way through, what it seeded is taken back
+	// (Deleted events) and every cluster syncs cold. The garbage collector's tuning
+	// (see Snapshot) lasts the load, which now runs beside the program's first work:
+	// its garbage waits too, so the peak heap is higher. Not with Shard. Default false:
+	// NewManager loads the whole snapshot before it returns.
 	LoadSnapshotInBackground bool
 	// DisableGCTuning leaves the garbage collector's settings alone while the snapshot
 	// loads. They are process-wide: a program that manages them itself sets this.
@@ -204,6 +201,9 @@ type Manager struct {
 	// (handlersReplayed), made by the first call, under replayedOnce.
 	replayed     chan struct{}
 	replayedOnce sync.Once
+	// resuming holds a slot for each cluster served from the snapshot that is
+	// confirming its identity and launching its informers (resumeWorkers at once).
+	resuming chan struct{}
 
 	// wg counts the goroutines of engaged clusters, so that Start returns after them.
 	wg sync.WaitGroup
@@ -217,13 +217,10 @@ type Manager struct {
 	// fields of opts that Reconfigure changes, and those of a background load below.
 	mu sync.Mutex
 	// While the snapshot loads in the background (Options.LoadSnapshotInBackground),
-	// loading is set, lastLoaded is the name of the last cluster loaded (the load goes
-	// in name order), progress is closed and replaced after each cluster, and
-	// selection holds the names that Selected last got, applied once the load ends.
-	loading    bool
-	lastLoaded string
-	progress   chan struct{}
-	selection  []string
+	// loading is set, and selection holds the names that Selected last got, applied
+	// once the load ends.
+	loading   bool
+	selection []string
 	// unengaged holds the clusters that Selected last got and that were not engaged then,
 	// until Engage has had them: readiness waits for them. engageGate, while not nil, is
 	// closed once unengaged is empty: the informers and probes of the clusters engaged
@@ -396,6 +393,7 @@ func NewManager(opts Options) (*Manager, error) {
 		releaseSync: fleet.HoldSync(),
 		members:     map[string]*member{},
 		saved:       map[string]*saved{},
+		resuming:    make(chan struct{}, resumeWorkers),
 		status: aggregate.NewStatusBoard(opts.Clock, func(c string, gvr schema.GroupVersionResource) int {
 			return fleet.Indexer(gvr).ClusterLen(c)
 		}),
@@ -429,7 +427,7 @@ func NewManager(opts Options) (*Manager, error) {
 	case opts.Snapshot == nil:
 		close(m.loaded)
 	case opts.LoadSnapshotInBackground:
-		m.loading, m.progress = true, make(chan struct{})
+		m.loading = true
 		go m.loadSnapshot()
 	default:
 		m.loadSnapshot()
@@ -586,35 +584,20 @@ func (m *Manager) loadSnapshot() {
 		m.status.Set(aggregate.ClusterStatus{Name: name, Server: s.identity.Server, UID: s.identity.UID, Phase: aggregate.PhaseStale})
 		m.mu.Lock()
 		m.saved[name] = s
-		if m.loading {
-			m.lastLoaded = name
-			close(m.progress)
-			m.progress = make(chan struct{})
-		}
 		m.mu.Unlock()
 		if testHookSeeded != nil {
 			return testHookSeeded(name)
 		}
 		return nil
 	})
-	var dropped []*member
 	if err != nil {
 		// The file was found unreadable part of the way through (and moved aside, when it
-		// could be): what was seeded from it goes, and the fleet starts cold; so do the
-		// clusters that a background load let Engage take already.
+		// could be): what was seeded from it goes, and the fleet starts cold. No cluster
+		// was engaged from it: Engage waits for the load's end.
 		klog.Background().Error(err, "Snapshot unusable; starting cold", "path", m.opts.Snapshot.Path())
-		// Engage holds reconfigureMu from taking a cluster's saved state until the
-		// cluster is a member.
-		m.reconfigureMu.Lock()
 		m.mu.Lock()
-		for _, mb := range m.members {
-			if mb.saved != nil {
-				dropped = append(dropped, mb)
-			}
-		}
 		m.saved, stale = map[string]*saved{}, nil
 		m.mu.Unlock()
-		m.reconfigureMu.Unlock()
 		for name := range seeded {
 			m.fleet.RemoveCluster(name)
 			m.status.Remove(name)
@@ -628,24 +611,14 @@ func (m *Manager) loadSnapshot() {
 	m.writer = m.opts.Snapshot.NewWriter(m.opts.SnapshotWriter)
 	m.holdCommitsLocked()
 	selection := m.selection
-	loading := m.loading
 	m.loading, m.selection = false, nil
-	if loading {
-		close(m.progress)
-	}
 	m.mu.Unlock()
-	for _, mb := range dropped {
-		// Their informers wait for loaded: they start cold.
-		mb.saved = nil
-		mb.mu.Lock()
-		mb.stale = false
-		mb.mu.Unlock()
-		m.refresh(mb)
-	}
 	if selection != nil {
 		m.dropUnselected(ctx, selection)
 	}
 	close(m.loaded)
+	// The selected clusters that the snapshot holds are served now, engaged or not.
+	m.releaseIfReady()
 }
 
 // snapshotWriter returns the writer of Options.Snapshot: nil without a snapshot, and
@@ -659,25 +632,6 @@ func (m *Manager) snapshotWriter() *persist.Writer {
 // testHookSeeded is called by loadSnapshot after it seeded each cluster, so that a test
 // holds a background load there, or fails it as an unreadable file would.
 var testHookSeeded func(cluster string) error
-
-// awaitSaved waits until the snapshot is known to hold name or not, a background load
-// having passed it; it returns false if ctx ended first.
-func (m *Manager) awaitSaved(ctx context.Context, name string) bool {
-	for {
-		m.mu.Lock()
-		settled := !m.loading || (m.lastLoaded != "" && m.lastLoaded >= name)
-		progress := m.progress
-		m.mu.Unlock()
-		if settled {
-			return true
-		}
-		select {
-		case <-progress:
-		case <-ctx.Done():
-			return false
-		}
-	}
-}
 
 // awaitLoaded waits until the snapshot is loaded; it returns false if ctx ended first.
 func (m *Manager) awaitLoaded(ctx context.Context) bool {
@@ -803,7 +757,8 @@ func (m *Manager) placedStatus(p shard.Placement) aggregate.ClusterStatus {
 // served from the snapshot (phase Stale, while its identity is verified and its watches
 // resume in the background), or it failed to sync within SyncTimeout and serves its
 // last known state. A warm start is so ready as soon as the snapshot is loaded, without
-// waiting for a round trip to any cluster; a cluster whose identity turns out changed
+// waiting for a round trip to any cluster, nor for its clusters to be engaged (a
+// selected cluster that the snapshot holds is served before its Engage); a cluster whose identity turns out changed
 // drops its saved objects and holds readiness back again until it has synced. A Manager
 // without clusters is not ready, unless it runs as a shard (Options.Shard): then it is
 // ready once it is a member, owns every cluster assigned to it (which may be none), and
@@ -825,9 +780,10 @@ func (m *Manager) ready(stale bool) bool {
 	for _, mb := range m.members {
 		members = append(members, mb)
 	}
-	unengaged := len(m.unengaged)
+	selected := len(members) + len(m.unengaged)
+	unengaged := m.unengagedLocked(stale)
 	m.mu.Unlock()
-	if len(members) == 0 && m.shard == nil || unengaged > 0 {
+	if selected == 0 && m.shard == nil || unengaged {
 		return false
 	}
 	for _, mb := range members {
@@ -841,15 +797,32 @@ func (m *Manager) ready(stale bool) bool {
 	return true
 }
 
+// unengagedLocked reports whether a selected cluster that is not engaged yet holds
+// readiness back: with stale, one whose state the loaded snapshot holds does not, since
+// the fleet serves it already (its informers start once it is engaged, which at
+// thousands of clusters goes on after the load).
+func (m *Manager) unengagedLocked(stale bool) bool {
+	if !stale || m.loading {
+		return len(m.unengaged) > 0
+	}
+	for name := range m.unengaged {
+		// A cluster being engaged is a member once its informers are made; until then
+		// its saved state stays in saved.
+		if m.saved[name] == nil && m.members[name] == nil {
+			return true
+		}
+	}
+	return false
+}
+
 // Selected implements cluster.SelectionObserver: it removes the snapshot's clusters
 // that the kubeconfig files no longer select (with Options.Shard: that are not assigned
 // to this replica), so that their objects are not served as ghosts. The others stay
 // until they are engaged.
 func (m *Manager) Selected(ctx context.Context, names []string) {
 	m.mu.Lock()
-	// The selected clusters not engaged yet hold readiness back until they are: a warm
-	// start is ready once every cluster is engaged, and the Provider engages them one
-	// after the other.
+	// The selected clusters not engaged yet hold readiness back until they are, but for
+	// those the loaded snapshot holds: the Provider engages them one after the other.
 	m.unengaged = map[string]bool{}
 	for _, name := range names {
 		if m.members[name] == nil {
@@ -861,6 +834,8 @@ func (m *Manager) Selected(ctx context.Context, names []string) {
 	}
 	m.openGateLocked()
 	m.holdCommitsLocked()
+	// A warm start is ready once its clusters are selected, engaged or not.
+	defer m.releaseIfReady()
 	if m.loading {
 		// The clusters loaded next are not in saved yet: the load's end drops them all.
 		m.selection = names
@@ -894,8 +869,10 @@ func (m *Manager) dropUnselected(ctx context.Context, names []string) {
 
 // Engage implements cluster.Aware: it starts the cluster's informer set, health probe
 // and identity read, bound to ctx. While the snapshot loads in the background
-// (Options.LoadSnapshotInBackground), it first waits until the load has passed the
-// cluster, so that a cluster the snapshot holds is engaged with its objects.
+// (Options.LoadSnapshotInBackground), it first waits until the load has ended, so that
+// a cluster the snapshot holds is engaged with its objects, and so that engaging
+// thousands of clusters does not compete with the load for the CPU: the fleet is ready
+// once the load has ended, whether its clusters are engaged yet or not (Ready).
 func (m *Manager) Engage(ctx context.Context, c *cluster.Cluster) error {
 	// Engaged or failed (the Provider retries at its next reload, and readiness does not
 	// wait for that), it no longer holds readiness back as not engaged yet.
@@ -905,13 +882,14 @@ func (m *Manager) Engage(ctx context.Context, c *cluster.Cluster) error {
 		m.openGateLocked()
 		m.mu.Unlock()
 	}()
-	if !m.awaitSaved(ctx, c.Name) {
+	if !m.awaitLoaded(ctx) {
 		return fmt.Errorf("cluster %s: %w", c.Name, context.Cause(ctx))
 	}
 	m.reconfigureMu.Lock()
 	m.mu.Lock()
+	// The saved state leaves saved when the cluster becomes a member, so that a
+	// cluster being engaged is served from it all along (unengagedLocked).
 	sv := m.saved[c.Name]
-	delete(m.saved, c.Name)
 	setOpts := informer.Options{
 		Cluster:            c.Name,
 		Config:             c.Config,
@@ -940,6 +918,7 @@ func (m *Manager) Engage(ctx context.Context, c *cluster.Cluster) error {
 	}
 	mb.set = set
 	m.mu.Lock()
+	delete(m.saved, c.Name)
 	m.members[c.Name] = mb
 	m.holdCommitsLocked()
 	awares := slices.Clone(m.awares)
@@ -972,12 +951,8 @@ func (m *Manager) Engage(ctx context.Context, c *cluster.Cluster) error {
 				m.wg.Done()
 			}
 		}()
-		if !m.awaitLoaded(ctx) {
-			return
-		}
-		// The clusters selected with this one are engaged first, so that a warm
-		// start of thousands is ready (served from the snapshot) without their
-		// informers and probes contending with the engaging for the CPU.
+		// The clusters selected with this one are engaged first, so that their
+		// informers and probes do not contend with the engaging for the CPU.
 		if gate != nil {
 			select {
 			case <-ctx.Done():
@@ -995,6 +970,15 @@ func (m *Manager) Engage(ctx context.Context, c *cluster.Cluster) error {
 				return
 			case <-m.handlersReplayed():
 			}
+			// The resumes of thousands of clusters take turns: all at once, they
+			// would be thousands of goroutines in the scheduler's queue, ahead of
+			// every request to the API that serves their snapshot meanwhile.
+			select {
+			case <-ctx.Done():
+				return
+			case m.resuming <- struct{}{}:
+			}
+			defer func() { <-m.resuming }()
 			mb.firstProbe.run()
 		}
 		mb.sink.setWriter(m.writer)
@@ -1050,6 +1034,10 @@ func (m *Manager) Engage(ctx context.Context, c *cluster.Cluster) error {
 	}
 	return nil
 }
+
+// resumeWorkers is how many clusters served from the snapshot confirm their identity
+// and launch their informers at once.
+const resumeWorkers = 32
 
 // replayWait bounds how long the clusters served from the snapshot wait for the fleet's
 // handlers to take its state before they resume: a slow handler holds them back no
@@ -1300,7 +1288,7 @@ func (m *Manager) releaseIfReady() {
 			m.releaseSync()
 			m.runDeferred()
 			m.mu.Lock()
-			clusters := len(m.members)
+			clusters := len(m.members) + len(m.unengaged)
 			m.mu.Unlock()
 			klog.Background().Info("Fleet ready", "clusters", clusters, "since", time.Since(m.created).Round(time.Millisecond))
 		}

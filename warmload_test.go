@@ -174,12 +174,12 @@ type awareFunc func(ctx context.Context, c *cluster.Cluster) error
 func (f awareFunc) Engage(ctx context.Context, c *cluster.Cluster) error { return f(ctx, c) }
 
 // TestLoadSnapshotInBackground: with Options.LoadSnapshotInBackground, NewManager
-// returns before the snapshot is loaded, and Start engages a cluster of the snapshot as
-// soon as it is loaded, before the next ones are: an Aware engaged with it finds it
-// synced and its objects complete in the fleet. A snapshot cluster that the kubeconfig
-// no longer selects is dropped once the load ends. A load that fails after a cluster was
-// engaged from it (a file found unreadable) takes that cluster's objects back: it syncs
-// cold, as the others do.
+// returns before the snapshot is loaded; while it loads, no cluster is engaged and the
+// fleet is not ready. Once the load has ended, the fleet is ready before its clusters
+// are engaged (the snapshot serves them), and each is engaged with its objects complete
+// and synced. A snapshot cluster that the kubeconfig no longer selects is dropped. A
+// load that fails (a file found unreadable) takes back what it seeded: every cluster
+// syncs cold.
 func TestLoadSnapshotInBackground(t *testing.T) {
 	configMaps := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 	resources := []informer.Resource{{Name: "configmaps"}}
@@ -202,18 +202,15 @@ func TestLoadSnapshotInBackground(t *testing.T) {
 			store := writeConfigMapSnapshot(t, key, ids, perCluster)
 			t.Cleanup(func() { store.Close() })
 
-			// The load waits after a until a is engaged; with fail, it then fails as
-			// on a file found unreadable.
-			aEngaged := make(chan struct{})
+			// The load waits after a until the test has looked; with fail, it then
+			// fails as on a file found unreadable.
+			seededA, resume := make(chan struct{}), make(chan struct{})
 			testHookSeeded = func(name string) error {
 				if name != "a" {
 					return nil
 				}
-				select {
-				case <-aEngaged:
-				case <-time.After(10 * time.Second):
-					t.Error("a was not engaged before the next cluster was loaded")
-				}
+				close(seededA)
+				<-resume
 				if fail {
 					return fmt.Errorf("%w: as if b did not decode", persist.ErrCorrupt)
 				}
@@ -231,25 +228,37 @@ func TestLoadSnapshotInBackground(t *testing.T) {
 				t.Fatal(err)
 			}
 			type engaged struct {
-				synced, loaded bool
-				objects        int
+				synced, loaded, ready bool
+				objects               int
 			}
 			var mu sync.Mutex
 			seen := map[string]engaged{}
 			err = m.AddAware(awareFunc(func(_ context.Context, c *cluster.Cluster) error {
-				e := engaged{synced: m.ClusterHasSynced(c.Name), loaded: isClosed(m.SnapshotLoaded()), objects: m.fleet.Indexer(configMaps).ClusterLen(c.Name)}
+				e := engaged{synced: m.ClusterHasSynced(c.Name), loaded: isClosed(m.SnapshotLoaded()), ready: m.Ready(), objects: m.fleet.Indexer(configMaps).ClusterLen(c.Name)}
 				mu.Lock()
 				seen[c.Name] = e
 				mu.Unlock()
-				if c.Name == "a" {
-					close(aEngaged)
-				}
 				return nil
 			}))
 			if err != nil {
 				t.Fatal(err)
 			}
 			runManager(t, m)
+			select {
+			case <-seededA:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the load did not reach a")
+			}
+			// The kubeconfig is read and its clusters selected meanwhile; none is engaged
+			// before the load ends.
+			time.Sleep(200 * time.Millisecond)
+			mu.Lock()
+			early := len(seen)
+			mu.Unlock()
+			if early != 0 || m.Ready() {
+				t.Errorf("while the snapshot loads: %d clusters engaged, ready %v; want none, not ready", early, m.Ready())
+			}
+			close(resume)
 			select {
 			case <-m.SnapshotLoaded():
 			case <-time.After(10 * time.Second):
@@ -271,34 +280,27 @@ func TestLoadSnapshotInBackground(t *testing.T) {
 			})
 			mu.Lock()
 			defer mu.Unlock()
-			if a := seen["a"]; !a.synced || a.loaded || a.objects != perCluster {
-				t.Errorf("when a was engaged: synced %v, whole snapshot loaded %v, %d objects; want synced, not loaded, %d objects", a.synced, a.loaded, a.objects, perCluster)
-			}
 			if fail {
-				// a syncs cold: the fake servers serve no discovery, so it never does.
-				waitFor(t, "a's saved objects taken back", func() string {
-					if n := m.fleet.Indexer(configMaps).ClusterLen("a"); n != 0 || m.ClusterHasSynced("a") {
-						return fmt.Sprintf("%d objects, synced %v", n, m.ClusterHasSynced("a"))
-					}
-					return ""
-				})
-				for _, name := range []string{"b", "c"} {
-					if e := seen[name]; e.synced || e.objects != 0 {
-						t.Errorf("cluster %s, after a failed load: synced %v with %d objects, want a cold cluster", name, e.synced, e.objects)
+				// The clusters sync cold: the fake servers serve no discovery, so they
+				// never do.
+				for _, name := range []string{"a", "b", "c"} {
+					if e := seen[name]; e.synced || e.objects != 0 || e.ready {
+						t.Errorf("cluster %s, after a failed load: synced %v, ready %v, with %d objects; want a cold cluster", name, e.synced, e.ready, e.objects)
 					}
 				}
 				return
 			}
-			for _, name := range []string{"b", "c"} {
-				if e := seen[name]; !e.synced || e.objects != perCluster {
-					t.Errorf("when %s was engaged: synced %v, %d objects; want synced, %d objects", name, e.synced, e.objects, perCluster)
+			for _, name := range []string{"a", "b", "c"} {
+				// a, engaged first, finds the fleet ready: b and c are served from the
+				// snapshot before they are engaged.
+				if e := seen[name]; !e.synced || !e.loaded || !e.ready || e.objects != perCluster {
+					t.Errorf("when %s was engaged: synced %v, snapshot loaded %v, ready %v, %d objects; want synced, loaded, ready, %d objects", name, e.synced, e.loaded, e.ready, e.objects, perCluster)
 				}
 			}
 		})
 	}
 }
 
-// waitFor polls cond until it returns "", failing the test with its last answer after
 // runManager runs m.Start until the end of the test, which fails if Start returns an
 // error.
 func runManager(t *testing.T, m *Manager) {
@@ -314,6 +316,7 @@ func runManager(t *testing.T, m *Manager) {
 	})
 }
 
+// waitFor polls cond until it returns "", failing the test with its last answer after
 // 15 seconds.
 func waitFor(t *testing.T, what string, cond func() string) {
 	t.Helper()

@@ -9,9 +9,9 @@
 // manager once the cluster's objects are complete in the fleet: loaded from the snapshot
 // or listed. A cluster that leaves the fleet is disengaged: the context given to Engage
 // ends, and the controllers' sources stop. Over a Manager whose snapshot loads in the
-// background (fleetwatch.Options.LoadSnapshotInBackground), each cluster of the snapshot
-// is engaged as soon as the load has it, so that the first cluster's controllers start
-// while the others load; its cache is complete all the same.
+// background (fleetwatch.Options.LoadSnapshotInBackground), the clusters of the snapshot
+// are engaged once the load has ended, before any apiserver answers, each with a
+// complete cache.
 //
 //	kubeconfig files ─► fleetwatch.Manager ─► aggregate.Fleet (one copy of each object)
 //	                          │ AddAware                  ▲ Get, List, handlers

@@ -32,7 +32,7 @@ func Example() {
 		Clusters:  cluster.Options{Kubeconfigs: []string{"/path/to/kubeconfig"}},
 		Resources: []informer.Resource{{Name: "configmaps"}},
 		Snapshot:  store,
-		// Each cluster is engaged as soon as the snapshot's load has it.
+		// The kubeconfig is read, and the API served, while the snapshot loads.
 		LoadSnapshotInBackground: true,
 	})
 	if err != nil {

@@ -41,7 +41,7 @@ type Options struct {
 //
 // A cluster is engaged once the Manager has engaged it and its objects are complete in
 // the fleet (fleetwatch.Manager.ClusterHasSynced): at once for a cluster the snapshot
-// held, before its apiserver answers (as soon as the snapshot's load has it, with
+// held, before its apiserver answers (once the snapshot's load has ended, with
 // fleetwatch.Options.LoadSnapshotInBackground); after its initial lists for another. It is
 // disengaged, the context given to Engage ending, when it leaves the fleet; a cluster
 // replaced because its connection changed in the kubeconfig files is disengaged, then

@@ -32,7 +32,7 @@ func (f awareFunc) Engage(ctx context.Context, name multicluster.ClusterName, cl
 // is engaged with a cache that, from the moment Engage is called, finds every object the
 // snapshot holds of it: no Get answers NotFound, and the typed objects are the saved ones.
 // The clusters' servers answer the identity read, not discovery: nothing is listed. The
-// first cluster is small and the others large, so that it is engaged while they load.
+// first cluster is small and the others large.
 func TestProviderEngagesAsTheSnapshotLoads(t *testing.T) {
 	names := []string{"a", "b", "c"}
 	perCluster := map[string]int{"a": 100, "b": 5000, "c": 5000}
