@@ -2,9 +2,45 @@ package shard
 
 import (
 	"cmp"
+	"context"
+	"fmt"
+	"maps"
 	"math/bits"
 	"slices"
+	"strconv"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 )
+
+// Balance is what the placement of the clusters balances among the replicas (see
+// Options.Balance).
+type Balance string
+
+const (
+	// BalanceCount places by rendezvous hashing (Owner): each replica gets about as
+	// many clusters, whatever they hold.
+	BalanceCount Balance = "count"
+	// BalanceObjects places by the clusters' objects (AssignByCost over the costs on
+	// their Leases, CostAnnotation): each replica holds at most 1.25 times the mean.
+	BalanceObjects Balance = "objects"
+)
+
+// validateBalance checks Options.Balance and Options.Cost.
+func validateBalance(opts Options) []error {
+	switch opts.Balance {
+	case BalanceCount:
+	case BalanceObjects:
+		if opts.Cost == nil {
+			return []error{fmt.Errorf("shard: Balance is %q, and Cost is nil", opts.Balance)}
+		}
+	default:
+		return []error{fmt.Errorf("shard: Balance is %q, want %q or %q", opts.Balance, BalanceCount, BalanceObjects)}
+	}
+	return nil
+}
 
 // Load bound of AssignByCost: a cluster goes to its highest ranked replica whose load,
 // the cluster's cost added, stays within LoadBoundNum/LoadBoundDen of the mean load
@@ -124,4 +160,134 @@ func nextFit(weights []uint64, rank []int, load []int64, cost int64, fits func(i
 		}
 	}
 	return least
+}
+
+// placement is the owner of each selected cluster as last computed, and what it was
+// computed from: it is computed again only when the members, the selected clusters or
+// their costs change.
+type placement struct {
+	weighted bool
+	members  []string
+	// costs are the selected clusters' costs (all 1 unless weighted).
+	costs  map[string]int64
+	owners map[string]string
+}
+
+// ownersLocked returns the owner of each selected cluster among the members. The
+// caller must not modify it. mu is held.
+func (c *Coordinator) ownersLocked() map[string]string {
+	weighted := c.weightedLocked()
+	costs := make(map[string]int64, len(c.selected))
+	for name := range c.selected {
+		costs[name] = 1
+		if weighted {
+			costs[name] = leaseCost(c.clusterLeases[name])
+		}
+	}
+	p := &c.placement
+	if p.owners != nil && p.weighted == weighted && slices.Equal(p.members, c.members) && maps.Equal(p.costs, costs) {
+		return p.owners
+	}
+	if p.owners != nil && p.weighted != weighted {
+		klog.Background().Info("The replicas place the clusters by another measure", "replica", c.opts.Identity, "byObjects", weighted, "members", c.members)
+	}
+	var owners map[string]string
+	if weighted {
+		owners = AssignByCost(costs, c.members)
+	} else {
+		owners = make(map[string]string, len(costs))
+		for name := range costs {
+			owners[name] = Owner(name, c.members)
+		}
+	}
+	*p = placement{weighted: weighted, members: slices.Clone(c.members), costs: costs, owners: owners}
+	return owners
+}
+
+// weightedLocked reports whether the members place by objects: this replica and every
+// other member publishes BalanceObjects. A member of an earlier release publishes
+// nothing and places by count, and so do the others while it is a member. mu is held.
+func (c *Coordinator) weightedLocked() bool {
+	if c.opts.Balance != BalanceObjects {
+		return false
+	}
+	for _, m := range c.members {
+		if m == c.opts.Identity {
+			continue
+		}
+		if o := c.peers[ReplicaLeaseName(m)]; o == nil || o.balance != string(BalanceObjects) {
+			return false
+		}
+	}
+	return true
+}
+
+// leaseCost is the cost published on the cluster Lease l (nil if none): 1 if none is,
+// as for a cluster whose objects no holder knew yet.
+func leaseCost(l *coordinationv1.Lease) int64 {
+	if l == nil {
+		return 1
+	}
+	if v, err := strconv.ParseInt(l.Annotations[CostAnnotation], 10, 64); err == nil && v > 0 {
+		return v
+	}
+	return 1
+}
+
+// publishCosts writes on the Lease of each cluster this replica holds its cost
+// (Options.Cost, Requantize), where it changed. In a steady fleet nothing changes and
+// nothing is written; the write is conditional on the Lease's resourceVersion, so it
+// never undoes another's, and a write that fails is tried at the next round.
+func (c *Coordinator) publishCosts(ctx context.Context) {
+	if c.opts.Balance != BalanceObjects {
+		return
+	}
+	logger := klog.FromContext(ctx)
+	c.mu.Lock()
+	var held []string
+	for name, o := range c.owned {
+		l := c.clusterLeases[name]
+		if !o.lost && l != nil && ptr.Deref(l.Spec.HolderIdentity, "") == c.opts.Identity {
+			held = append(held, name)
+		}
+	}
+	c.mu.Unlock()
+	slices.Sort(held)
+	for _, name := range held {
+		if ctx.Err() != nil {
+			return
+		}
+		objects, ok := c.opts.Cost(name)
+		if !ok {
+			continue
+		}
+		c.mu.Lock()
+		l := c.clusterLeases[name]
+		c.mu.Unlock()
+		if l == nil || ptr.Deref(l.Spec.HolderIdentity, "") != c.opts.Identity {
+			continue
+		}
+		var published int64
+		if v, err := strconv.ParseInt(l.Annotations[CostAnnotation], 10, 64); err == nil {
+			published = v
+		}
+		cost := Requantize(published, objects)
+		if cost == published {
+			continue
+		}
+		l = l.DeepCopy()
+		if l.Annotations == nil {
+			l.Annotations = map[string]string{}
+		}
+		l.Annotations[CostAnnotation] = strconv.FormatInt(cost, 10)
+		wctx, cancel := context.WithTimeout(ctx, c.opts.RenewDeadline)
+		updated, err := c.leases.Update(wctx, l, metav1.UpdateOptions{})
+		cancel()
+		if err != nil {
+			logger.V(2).Info("Publishing the cluster's cost failed; trying again", "cluster", name, "err", err)
+			continue
+		}
+		c.storeClusterLease(updated)
+		logger.V(1).Info("Published the cluster's cost", "cluster", name, "objects", objects, "cost", cost, "was", published)
+	}
 }
