@@ -140,6 +140,8 @@ type Options struct {
 	// Shard.OnChange is called too. The Manager publishes the resources its clusters
 	// resolved as Shard.Describe (a Describe given is replaced), and the statuses of
 	// the others' clusters have the resources their owners publish, without a State.
+	// With Shard.Balance shard.BalanceObjects and no Shard.Cost, the Manager's Cost is
+	// the objects it holds of a cluster once it is synced (see clusterObjects).
 	// Default nil: every selected cluster is engaged.
 	Shard *shard.Options
 	// Handover, with Shard and Snapshot, hands clusters over warm on planned moves: the
@@ -412,6 +414,9 @@ func NewManager(opts Options) (*Manager, error) {
 			so.Clock = opts.Clock
 		}
 		so.Describe = func() string { return describe(m.status.List(), shard.MaxDescription) }
+		if so.Balance == shard.BalanceObjects && so.Cost == nil {
+			so.Cost = m.clusterObjects
+		}
 		coord, err := shard.New(so, m)
 		if err != nil {
 			return nil, fmt.Errorf("fleetwatch: Options.Shard: %w", err)

@@ -52,6 +52,8 @@ const (
 	DefaultShardHandoverTimeout = 10 * time.Second
 	// DefaultShardParallelReceives is the library's shard.DefaultParallelReceives.
 	DefaultShardParallelReceives = shard.DefaultParallelReceives
+	// DefaultShardBalance is the library's default of shard.Options.Balance.
+	DefaultShardBalance = string(shard.BalanceCount)
 )
 
 // Values of Cache.Encoding.
@@ -369,6 +371,11 @@ type Shard struct {
 	// their old owners at once (shard.Options.ParallelReceives). Default
 	// DefaultShardParallelReceives.
 	ParallelReceives int `yaml:"parallelReceives" mapstructure:"parallelReceives"`
+	// Balance is what the placement balances among the replicas: "count" (each about as
+	// many clusters) or "objects" (each at most 1.25 times the mean of the clusters'
+	// objects, see shard.Options.Balance). The replicas place by objects only while
+	// every one of them is configured so. Default DefaultShardBalance.
+	Balance string `yaml:"balance" mapstructure:"balance"`
 	// PeerCAFile is a PEM bundle of the CAs that sign the other replicas' serving
 	// certificates, trusted when this replica asks them for the clusters they watch
 	// (forwarding the caller's token) and when it fetches a cluster's state from its old
@@ -429,6 +436,7 @@ func Default() Config {
 
 			HandoverTimeout:  DefaultShardHandoverTimeout,
 			ParallelReceives: DefaultShardParallelReceives,
+			Balance:          DefaultShardBalance,
 		},
 		Log: Log{Format: DefaultLogFormat},
 	}

@@ -127,6 +127,7 @@ func ExampleConfig_String() {
 	//   startTimeout: 1m
 	//   handoverTimeout: 10s
 	//   parallelReceives: 4
+	//   balance: count
 	//   peerCaFile: ""
 	// log:
 	//   verbosity: 0

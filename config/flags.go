@@ -64,6 +64,7 @@ var usages = map[string]string{
 	"shard.startTimeout":               "longest time a replica that starts waits for shard.replicas replicas before it takes its share among those that joined",
 	"shard.handoverTimeout":            "time a replica waits for a moved cluster's state from its old owner before it starts the cluster cold; 0 turns the warm handover off",
 	"shard.parallelReceives":           "how many moved clusters' states a replica fetches from their old owners at once",
+	"shard.balance":                    "what the placement balances among the replicas: count (clusters) or objects (the clusters' objects, as their owners publish them on the cluster Leases); objects only while every replica says objects",
 	"shard.peerCaFile":                 "PEM CAs of the other replicas' serving certificates, trusted to ask them for their clusters and their handed-over states; empty means server.tls.certFile's certificates and the system's roots",
 	"log.verbosity":                    "log verbosity, as klog's -v",
 	"log.format":                       "log format: text or json",

@@ -103,7 +103,7 @@ func full() config.Config {
 			Enabled: true, Identity: "fleetwatch-0", Namespace: "fleetwatch", HomeKubeconfig: "/etc/fleetwatch/home/kubeconfig",
 			Address:       "https://fleetwatch-0.fleetwatch-peers.fleetwatch.svc:8443",
 			LeaseDuration: 20 * time.Second, RenewDeadline: 12 * time.Second, RetryPeriod: 3 * time.Second,
-			Replicas: 3, StartTimeout: 90 * time.Second, HandoverTimeout: 15 * time.Second, ParallelReceives: 8, PeerCAFile: "/etc/fleetwatch/peers/ca.crt",
+			Replicas: 3, StartTimeout: 90 * time.Second, HandoverTimeout: 15 * time.Second, ParallelReceives: 8, Balance: "objects", PeerCAFile: "/etc/fleetwatch/peers/ca.crt",
 		},
 		Log: config.Log{Verbosity: 2, Format: config.LogFormatJSON},
 	}
@@ -987,6 +987,9 @@ func TestValidate(t *testing.T) {
 		}},
 		{"no parallel receives", func(c *config.Config) { c.Shard.ParallelReceives = 0 }, []string{
 			"shard.parallelReceives: must be at least 1, got 0",
+		}},
+		{"unknown shard balance", func(c *config.Config) { c.Shard.Balance = "bytes" }, []string{
+			`shard.balance: "bytes" is neither "count" nor "objects"`,
 		}},
 		{"negative shard lease duration", func(c *config.Config) { c.Shard.LeaseDuration = -time.Second }, []string{
 			"shard.leaseDuration: must be positive, got -1s",

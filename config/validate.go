@@ -234,6 +234,9 @@ func (v *validator) shard(s Shard) {
 	if s.ParallelReceives < 1 {
 		v.add("shard.parallelReceives", "must be at least 1, got %d", s.ParallelReceives)
 	}
+	if b := shard.Balance(s.Balance); b != shard.BalanceCount && b != shard.BalanceObjects {
+		v.add("shard.balance", "%q is neither %q nor %q", s.Balance, shard.BalanceCount, shard.BalanceObjects)
+	}
 	keys := map[string]string{"LeaseDuration": "shard.leaseDuration", "RenewDeadline": "shard.renewDeadline", "RetryPeriod": "shard.retryPeriod"}
 	if err := shard.ValidateTiming(s.LeaseDuration, s.RenewDeadline, s.RetryPeriod); err != nil {
 		for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {

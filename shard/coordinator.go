@@ -98,6 +98,22 @@ type Options struct {
 	// goroutine and must return promptly. Default: nothing published.
 	Describe func() string
 
+	// Balance is what the placement balances among the replicas: BalanceCount,
+	// rendezvous hashing (Owner), each replica about as many clusters; or
+	// BalanceObjects, AssignByCost over the costs that the clusters' holders publish
+	// (Cost), each replica at most 1.25 times the mean of the objects. It is published
+	// on the replica's Lease (BalanceAnnotation), and the replicas place by objects only
+	// while every member publishes BalanceObjects, else by count, as releases before it
+	// place: the replicas must agree on the placement. Default BalanceCount.
+	Balance Balance
+	// Cost returns the objects that this replica holds of a cluster it owns, and
+	// whether they are known (false, for instance, until the cluster has synced): its
+	// holder publishes them on the cluster's Lease (CostAnnotation), quantized
+	// (Requantize), when the quantized value changes. Required with BalanceObjects. It
+	// is called from Start's goroutine, without the Coordinator's locks, once per owned
+	// cluster and round, and must return promptly.
+	Cost func(cluster string) (objects int64, ok bool)
+
 	// OnChange, if set, is called after each round in which this replica's membership,
 	// the clusters it owns or the placement of the others changed. It must return
 	// promptly.
@@ -132,8 +148,9 @@ type Placement struct {
 	// Description is what Holder publishes (Options.Describe), if another replica holds
 	// the cluster.
 	Description string
-	// Assigned is the replica that rendezvous hashing assigns the cluster to among the
-	// members this replica sees; it takes the cluster once Holder released it.
+	// Assigned is the replica that the placement (Options.Balance) assigns the cluster
+	// to among the members this replica sees; it takes the cluster once Holder released
+	// it.
 	Assigned string
 }
 
@@ -197,6 +214,8 @@ type Coordinator struct {
 	// assigned are the selected clusters assigned to this replica, sorted, as last told
 	// to a SelectionObserver.
 	assigned []string
+	// placement is the last placement of the selected clusters (see ownersLocked).
+	placement placement
 	// lastErr is the last error of reading the Leases, logged once while it lasts. Only
 	// Start's goroutine uses it.
 	lastErr string
@@ -264,7 +283,9 @@ type observed struct {
 	// description is DescriptionAnnotation, written with the spec.
 	description string
 	// started is StartedAnnotation, written with the spec.
-	started  bool
+	started bool
+	// balance is BalanceAnnotation, written with the spec.
+	balance  string
 	duration time.Duration
 }
 
@@ -281,7 +302,8 @@ func New(opts Options, aware cluster.Aware) (*Coordinator, error) {
 	opts.RetryPeriod = cmp.Or(opts.RetryPeriod, DefaultRetryPeriod)
 	opts.ParallelReceives = cmp.Or(opts.ParallelReceives, DefaultParallelReceives)
 	opts.StartTimeout = cmp.Or(opts.StartTimeout, DefaultStartTimeout)
-	var errs []error
+	opts.Balance = cmp.Or(opts.Balance, BalanceCount)
+	errs := validateBalance(opts)
 	if err := ValidateIdentity(opts.Identity); err != nil {
 		errs = append(errs, fmt.Errorf("shard: Identity: %w", err))
 	}
@@ -347,8 +369,9 @@ func (c *Coordinator) Settled() bool {
 	if !c.joined || c.starting {
 		return false
 	}
+	owners := c.ownersLocked()
 	for name := range c.selected {
-		if Owner(name, c.members) == c.opts.Identity && c.owned[name] == nil {
+		if owners[name] == c.opts.Identity && c.owned[name] == nil {
 			return false
 		}
 	}
@@ -373,8 +396,9 @@ func (c *Coordinator) Placements() []Placement {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]Placement, 0, len(c.selected))
+	owners := c.ownersLocked()
 	for _, name := range slices.Sorted(maps.Keys(c.selected)) {
-		p := Placement{Cluster: name, Assigned: Owner(name, c.members)}
+		p := Placement{Cluster: name, Assigned: owners[name]}
 		if o := c.owned[name]; o != nil && !o.lost {
 			p.Holder, p.Address = c.opts.Identity, c.opts.Address
 		} else if l := c.clusterLeases[name]; l != nil {
@@ -539,6 +563,7 @@ func (c *Coordinator) round(ctx context.Context) {
 				c.lastErr = ""
 			}
 			c.assign(ctx)
+			c.publishCosts(ctx)
 		}
 	}
 	if after := c.summary(); after != before && c.opts.OnChange != nil {
@@ -644,6 +669,7 @@ func (c *Coordinator) holdReplica(l *coordinationv1.Lease, now time.Time) {
 	} else {
 		delete(l.Annotations, StartedAnnotation)
 	}
+	l.Annotations[BalanceAnnotation] = string(c.opts.Balance)
 	delete(l.Annotations, DescriptionAnnotation)
 	if c.opts.Describe != nil {
 		if d := c.opts.Describe(); len(d) > MaxDescription {
@@ -685,6 +711,7 @@ func observe(prev *observed, l *coordinationv1.Lease, now time.Time, fallback ti
 		address:     l.Annotations[AddressAnnotation],
 		description: l.Annotations[DescriptionAnnotation],
 		started:     l.Annotations[StartedAnnotation] != "",
+		balance:     l.Annotations[BalanceAnnotation],
 		duration:    d,
 	}
 }
@@ -804,8 +831,9 @@ func (c *Coordinator) assign(ctx context.Context) {
 		return
 	}
 	var assigned []string
+	owners := c.ownersLocked()
 	for _, name := range slices.Sorted(maps.Keys(c.selected)) {
-		mine := Owner(name, c.members) == c.opts.Identity
+		mine := owners[name] == c.opts.Identity
 		if mine {
 			assigned = append(assigned, name)
 		}

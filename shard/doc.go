@@ -14,7 +14,9 @@
 //
 // Each replica renews a Lease of its own; the replicas whose Leases are renewed are the
 // members, and Owner assigns each cluster to one of them (HRW), so that a change of
-// membership moves about 1/N of the clusters. A cluster's owner takes its cluster Lease
+// membership moves about 1/N of the clusters; with Options.Balance BalanceObjects,
+// AssignByCost does, bounding each replica's share of the objects that the clusters'
+// holders publish on their Leases (CostAnnotation). A cluster's owner takes its cluster Lease
 // before it engages the cluster, and releases it only after the cluster was disengaged.
 // A cluster Lease is held for as long as its holder's replica Lease is renewed: it is
 // written only when a cluster changes hands, never renewed on its own, and watched by

@@ -371,26 +371,60 @@ func BenchmarkFleet(b *testing.B) {
 
 // BenchmarkPlacementSpread reports the memory per replica of an uneven fleet, as the
 // placement divides it among -sim-replicas replicas: -sim-clusters clusters of which 1%
-// hold 100,000 objects, 9% 10,000 and the rest 100 to 1,000, the largest replica's
-// share against the mean.
+// hold 100,000 objects, 9% 10,000 and the rest 100 to 1,000, the largest and the
+// smallest replica's objects against the mean, by count (Assign, BalanceCount) and by
+// objects (AssignByCost over the quantized costs, BalanceObjects); and, by objects, the
+// clusters and objects that move when a replica joins or leaves, in units of 1/N.
 func BenchmarkPlacementSpread(b *testing.B) {
 	clusters := names("arn:aws:eks:eu-west-1:123456789012:cluster/prod", *simClusters)
 	replicas := names("fleetwatch", *simReplicas)
-	cost := unevenCosts(clusters)
-	for range b.N {
+	objects := unevenCosts(clusters)
+	costs := make(map[string]int64, len(objects))
+	for c, o := range objects {
+		costs[c] = Quantize(int64(o))
+	}
+	spread := func(owners map[string]string) (most, least float64) {
 		load := map[string]float64{}
-		for c, r := range Assign(clusters, replicas) {
-			load[r] += cost[c]
+		for c, r := range owners {
+			load[r] += objects[c]
 		}
-		var sum, most float64
-		least := math.Inf(1)
-		for _, l := range load {
-			sum += l
-			most, least = max(most, l), min(least, l)
+		var sum float64
+		least = math.Inf(1)
+		for _, r := range replicas {
+			sum += load[r]
+			most, least = max(most, load[r]), min(least, load[r])
 		}
 		mean := sum / float64(len(replicas))
-		b.ReportMetric(most/mean, "max/mean")
-		b.ReportMetric(least/mean, "min/mean")
+		return most / mean, least / mean
+	}
+	// movedPerN is the share of the clusters and of the objects whose owner differs,
+	// times n.
+	movedPerN := func(before, after map[string]string, n int) (clusters, objs float64) {
+		var moved, total float64
+		for c, r := range before {
+			total += objects[c]
+			if after[c] != r {
+				clusters++
+				moved += objects[c]
+			}
+		}
+		return clusters / float64(len(before)) * float64(n), moved / total * float64(n)
+	}
+	for range b.N {
+		most, least := spread(Assign(clusters, replicas))
+		b.ReportMetric(most, "count-max/mean")
+		b.ReportMetric(least, "count-min/mean")
+		weighted := AssignByCost(costs, replicas)
+		most, least = spread(weighted)
+		b.ReportMetric(most, "objects-max/mean")
+		b.ReportMetric(least, "objects-min/mean")
+		n := len(replicas)
+		c, o := movedPerN(weighted, AssignByCost(costs, append(slices.Clone(replicas), "fleetwatch-new")), n+1)
+		b.ReportMetric(c, "join-moved-clusters/(C/N)")
+		b.ReportMetric(o, "join-moved-objects/(O/N)")
+		c, o = movedPerN(weighted, AssignByCost(costs, replicas[1:]), n)
+		b.ReportMetric(c, "leave-moved-clusters/(C/N)")
+		b.ReportMetric(o, "leave-moved-objects/(O/N)")
 	}
 }
 

@@ -48,6 +48,16 @@ const (
 	// no one.
 	StartedAnnotation = "fleetwatch.io/started"
 
+	// BalanceAnnotation, on a replica Lease, is the replica's Options.Balance: the
+	// replicas place by cost only while every member's says BalanceObjects (see
+	// Options.Balance).
+	BalanceAnnotation = "fleetwatch.io/balance"
+	// CostAnnotation, on a cluster Lease, is the cluster's cost as its holder last
+	// published it with BalanceObjects: its objects, quantized (Requantize), a decimal
+	// integer. It stays on the Lease as the cluster moves; absent until a holder knew
+	// the cluster's objects.
+	CostAnnotation = "fleetwatch.io/cost"
+
 	replicaLeasePrefix = "fleetwatch-replica-"
 	clusterLeasePrefix = "fleetwatch-cluster-"
 )

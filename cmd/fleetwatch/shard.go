@@ -90,6 +90,7 @@ func shardOptions(cfg *config.Config) (*shard.Options, *rest.Config, error) {
 		StartTimeout:  cfg.Shard.StartTimeout,
 
 		ParallelReceives: cfg.Shard.ParallelReceives,
+		Balance:          shard.Balance(cfg.Shard.Balance),
 	}, rc, nil
 }
 
