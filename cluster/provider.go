@@ -301,23 +301,33 @@ func (p *Provider) apply(ctx context.Context, logger klog.Logger, next []*Cluste
 		p.disengage(ctx, logger, r[0], ErrClusterReplaced)
 		p.engage(ctx, logger, r[1])
 	}
+	engaged := 0
 	for _, c := range added {
-		p.engage(ctx, logger, c)
+		if p.engage(ctx, logger, c) {
+			engaged++
+		}
+	}
+	// One line for what a reload changed, at every verbosity: at thousands of clusters,
+	// a line per cluster engaged is for higher ones.
+	if len(removed)+len(replaced)+len(added) > 0 {
+		logger.Info("Clusters changed", "engaged", engaged, "failed", len(added)-engaged, "replaced", len(replaced), "removed", len(removed), "clusters", len(next))
 	}
 }
 
-func (p *Provider) engage(ctx context.Context, logger klog.Logger, c *Cluster) {
+// engage engages c, and reports whether it did.
+func (p *Provider) engage(ctx context.Context, logger klog.Logger, c *Cluster) bool {
 	cctx, cancel := context.WithCancelCause(klog.NewContext(NewContext(ctx, c.Name), klog.FromContext(ctx).WithValues("cluster", c.Name)))
 	if err := p.aware.Engage(cctx, c); err != nil {
 		cancel(err)
 		logger.Error(err, "Engaging cluster failed; retrying at the next reload", clusterKeys(c)...)
-		return
+		return false
 	}
 	p.mu.Lock()
 	p.clusters[c.Name] = c
 	p.cancels[c.Name] = cancel
 	p.mu.Unlock()
-	logger.Info("Engaged cluster", clusterKeys(c)...)
+	logger.V(2).Info("Engaged cluster", clusterKeys(c)...)
+	return true
 }
 
 func (p *Provider) disengage(ctx context.Context, logger klog.Logger, c *Cluster, cause error) {
