@@ -180,9 +180,15 @@ type Coordinator struct {
 	// no cluster (see Options.Replicas).
 	starting bool
 	joinedAt time.Time
-	// self and peers are the replica Leases as observed, by Lease name.
-	self  *observed
-	peers map[string]*observed
+	// self and peers are the replica Leases as observed, by Lease name; observedAt is
+	// when observe last read the peers.
+	self       *observed
+	peers      map[string]*observed
+	observedAt time.Time
+	// checked is when checkRenewed last ran: a watchdog that does not run (the process
+	// starved of CPU) cannot give the clusters up in time, and the simulation tells
+	// such a stall by it.
+	checked time.Time
 	// members are the live replicas, this one included while joined, sorted.
 	members []string
 	// clusterLeases are the cluster Leases by cluster name, as the informer of
@@ -501,6 +507,7 @@ func (c *Coordinator) checkRenewed(ctx context.Context) {
 	now := c.opts.Clock.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.checked = now
 	if c.joined && now.Sub(c.lastRenew) > c.opts.RenewDeadline {
 		c.loseLocked(ctx, now)
 	}
@@ -713,6 +720,7 @@ func (c *Coordinator) observe(ctx context.Context) error {
 		}
 	}
 	c.peers = peers
+	c.observedAt = now
 	if c.joined {
 		members = append(members, c.opts.Identity)
 	}
@@ -1001,12 +1009,18 @@ func (c *Coordinator) acquire(ctx context.Context, name string, l *coordinationv
 		c.mu.Lock()
 		peer := c.peers[ReplicaLeaseName(holder)]
 		live := peer.liveAt(now)
+		var changed time.Time
+		if peer != nil {
+			changed = peer.at
+		}
+		read := c.observedAt
 		c.mu.Unlock()
 		if live {
 			logger.V(2).Info("Waiting for the cluster's holder to hand it over", "holder", holder)
 			return false
 		}
-		logger.Info("Taking the cluster of a replica whose Lease expired", "holder", holder)
+		logger.Info("Taking the cluster of a replica whose Lease expired", "holder", holder, "resourceVersion", l.ResourceVersion,
+			"holderLeaseChanged", changed, "replicaLeasesRead", read)
 	}
 	l = l.DeepCopy()
 	delete(l.Annotations, HandoverAnnotation)
