@@ -180,8 +180,9 @@ type Coordinator struct {
 	// no cluster (see Options.Replicas).
 	starting bool
 	joinedAt time.Time
-	// self and peers are the replica Leases as observed, by Lease name; observedAt is
-	// when observe last read the peers.
+	// self and peers are the replica Leases as observed, by Lease name. observedAt is
+	// when observe last sent its read of the peers: a peer is live or gone as of then,
+	// however long ago, since what it did after is not known (holderLocked).
 	self       *observed
 	peers      map[string]*observed
 	observedAt time.Time
@@ -192,8 +193,10 @@ type Coordinator struct {
 	// members are the live replicas, this one included while joined, sorted.
 	members []string
 	// clusterLeases are the cluster Leases by cluster name, as the informer of
-	// clusterInformer and this replica's own writes last had them (storeClusterLease).
+	// clusterInformer and this replica's own writes last had them (storeClusterLease),
+	// and clusterSeen when each was first seen at that resourceVersion.
 	clusterLeases map[string]*coordinationv1.Lease
+	clusterSeen   map[string]time.Time
 	// clusterInformer watches the cluster Leases, which change only when clusters move:
 	// a replica reads them once, then only their changes. Set by Start.
 	clusterInformer cache.SharedIndexInformer
@@ -279,6 +282,21 @@ func (o *observed) liveAt(now time.Time) bool {
 	return o != nil && o.holder != "" && now.Before(o.at.Add(o.duration))
 }
 
+// holderLocked returns the Lease of the replica holder, which holds the Lease of the
+// cluster name, as last observed, and whether holder counts as live. It is gone only
+// once this replica has read its replica Lease unchanged (or released, or missing) for
+// LeaseDuration since it saw either change: never because the time since that read
+// has grown (a round that takes many clusters may outlast a Lease while the others
+// renew unseen), nor on a read older than the cluster Lease (its holder joined, or
+// joined again, and took it since). mu is held.
+func (c *Coordinator) holderLocked(name, holder string) (*observed, bool) {
+	o := c.peers[ReplicaLeaseName(holder)]
+	if o != nil && o.holder == holder && o.liveAt(c.observedAt) {
+		return o, true
+	}
+	return o, c.observedAt.Before(c.clusterSeen[name].Add(c.opts.LeaseDuration))
+}
+
 // New returns a Coordinator that engages with aware the clusters this replica owns. It
 // fails if opts are invalid. Nothing runs until Start.
 func New(opts Options, aware cluster.Aware) (*Coordinator, error) {
@@ -331,6 +349,7 @@ func New(opts Options, aware cluster.Aware) (*Coordinator, error) {
 		owned:         map[string]*owned{},
 		peers:         map[string]*observed{},
 		clusterLeases: map[string]*coordinationv1.Lease{},
+		clusterSeen:   map[string]time.Time{},
 	}, nil
 }
 
@@ -375,7 +394,6 @@ func (c *Coordinator) Selected(name string) (*cluster.Cluster, bool) {
 
 // Placements returns where each selected cluster is watched, sorted by cluster name.
 func (c *Coordinator) Placements() []Placement {
-	now := c.opts.Clock.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]Placement, 0, len(c.selected))
@@ -385,7 +403,7 @@ func (c *Coordinator) Placements() []Placement {
 			p.Holder, p.Address = c.opts.Identity, c.opts.Address
 		} else if l := c.clusterLeases[name]; l != nil {
 			holder := ptr.Deref(l.Spec.HolderIdentity, "")
-			if peer := c.peers[ReplicaLeaseName(holder)]; holder != c.opts.Identity && peer.liveAt(now) {
+			if peer := c.peers[ReplicaLeaseName(holder)]; holder != c.opts.Identity && peer.liveAt(c.observedAt) {
 				p.Holder, p.Address, p.Description = holder, peer.address, peer.description
 			}
 		}
@@ -700,6 +718,10 @@ func observe(prev *observed, l *coordinationv1.Lease, now time.Time, fallback ti
 // every round, as client-go's leaderelection reads its lock: a member is live only while
 // this replica reads its renewals, never on a watch's word, which may lag.
 func (c *Coordinator) observe(ctx context.Context) error {
+	// The Leases are read at some moment between sending the request and its answer:
+	// one unchanged is known unchanged since it was seen to change until the request
+	// was sent, a change is known from the answer on.
+	sent := c.opts.Clock.Now()
 	replicas, err := c.leases.List(ctx, metav1.ListOptions{LabelSelector: labels.Set{LeaseLabel: LeaseReplica}.String()})
 	if err != nil {
 		return fmt.Errorf("listing replica Leases: %w", err)
@@ -714,13 +736,13 @@ func (c *Coordinator) observe(ctx context.Context) error {
 		l := &replicas.Items[i]
 		o := observe(c.peers[l.Name], l, now, c.opts.LeaseDuration)
 		peers[l.Name] = o
-		if o.holder != c.opts.Identity && l.Name == ReplicaLeaseName(o.holder) && o.liveAt(now) {
+		if o.holder != c.opts.Identity && l.Name == ReplicaLeaseName(o.holder) && o.liveAt(sent) {
 			members = append(members, o.holder)
 			c.unproven = c.unproven || !o.proven
 		}
 	}
 	c.peers = peers
-	c.observedAt = now
+	c.observedAt = sent
 	if c.joined {
 		members = append(members, c.opts.Identity)
 	}
@@ -766,10 +788,15 @@ func (c *Coordinator) storeClusterLease(obj any) {
 	if !ok || l.Name != ClusterLeaseName(name) {
 		return
 	}
+	now := c.opts.Clock.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if cur := c.clusterLeases[name]; cur != nil && newerVersion(cur.ResourceVersion, l.ResourceVersion) {
+	cur := c.clusterLeases[name]
+	if cur != nil && newerVersion(cur.ResourceVersion, l.ResourceVersion) {
 		return
+	}
+	if cur == nil || cur.ResourceVersion != l.ResourceVersion {
+		c.clusterSeen[name] = now
 	}
 	c.clusterLeases[name] = l
 }
@@ -782,6 +809,7 @@ func (c *Coordinator) forgetClusterLease(obj any) {
 		c.mu.Lock()
 		if name := l.Annotations[ClusterAnnotation]; c.clusterLeases[name] != nil && c.clusterLeases[name].Name == l.Name {
 			delete(c.clusterLeases, name)
+			delete(c.clusterSeen, name)
 		}
 		c.mu.Unlock()
 	}
@@ -884,9 +912,8 @@ func (c *Coordinator) waitingLocked(logger klog.Logger) bool {
 // fleet that runs, as in a rolling update, and the others do not wait for it. A Lease
 // left by a process that is gone is not seen renewing. mu is held.
 func (c *Coordinator) runningLocked() bool {
-	now := c.opts.Clock.Now()
 	for _, o := range c.peers {
-		if o.holder != c.opts.Identity && o.proven && o.started && o.liveAt(now) {
+		if o.holder != c.opts.Identity && o.proven && o.started && o.liveAt(c.observedAt) {
 			return true
 		}
 	}
@@ -1007,20 +1034,19 @@ func (c *Coordinator) acquire(ctx context.Context, name string, l *coordinationv
 	holder := ptr.Deref(l.Spec.HolderIdentity, "")
 	if holder != "" && holder != c.opts.Identity {
 		c.mu.Lock()
-		peer := c.peers[ReplicaLeaseName(holder)]
-		live := peer.liveAt(now)
+		peer, live := c.holderLocked(name, holder)
 		var changed time.Time
 		if peer != nil {
 			changed = peer.at
 		}
-		read := c.observedAt
+		read, seen := c.observedAt, c.clusterSeen[name]
 		c.mu.Unlock()
 		if live {
 			logger.V(2).Info("Waiting for the cluster's holder to hand it over", "holder", holder)
 			return false
 		}
 		logger.Info("Taking the cluster of a replica whose Lease expired", "holder", holder, "resourceVersion", l.ResourceVersion,
-			"holderLeaseChanged", changed, "replicaLeasesRead", read)
+			"clusterLeaseSeen", seen, "holderLeaseChanged", changed, "replicaLeasesRead", read)
 	}
 	l = l.DeepCopy()
 	delete(l.Annotations, HandoverAnnotation)
