@@ -172,9 +172,11 @@ type Coordinator struct {
 	// owned are the clusters engaged with aware, by name.
 	owned map[string]*owned
 	// joined is set while this replica holds its Lease; lastRenew is the time at which
-	// the last successful renewal was sent.
+	// the last successful renewal was sent. losses counts the times it lost its Lease
+	// (loseLocked): a cluster whose Engage spans one is given up as it returns.
 	joined    bool
 	lastRenew time.Time
+	losses    int
 	// starting is set until this replica, joined, has seen Options.Replicas members or
 	// waited StartTimeout since joinedAt, the time it first joined: meanwhile it takes
 	// no cluster (see Options.Replicas).
@@ -514,21 +516,30 @@ func (c *Coordinator) watchdog(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick.C():
-			c.checkRenewed(ctx)
+			_ = c.checkRenewed(ctx)
 		}
 	}
 }
 
 // checkRenewed gives up every cluster if RenewDeadline has passed since the last
-// renewal.
-func (c *Coordinator) checkRenewed(ctx context.Context) {
-	now := c.opts.Clock.Now()
+// renewal, and reports whether this replica still holds its Lease. The watchdog calls
+// it, and so does every step that takes or engages a cluster, right before: a process
+// starved of CPU may run one step late while its watchdog waits, and the others may
+// take its clusters LeaseDuration after its last renewal.
+func (c *Coordinator) checkRenewed(ctx context.Context) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.checkRenewedLocked(ctx)
+}
+
+// checkRenewedLocked is checkRenewed with mu held.
+func (c *Coordinator) checkRenewedLocked(ctx context.Context) bool {
+	now := c.opts.Clock.Now()
 	c.checked = now
 	if c.joined && now.Sub(c.lastRenew) > c.opts.RenewDeadline {
 		c.loseLocked(ctx, now)
 	}
+	return c.joined
 }
 
 // loseLocked leaves the membership and stops every owned cluster at once, by cancelling
@@ -537,6 +548,7 @@ func (c *Coordinator) loseLocked(ctx context.Context, now time.Time) {
 	klog.FromContext(ctx).Info("Lost this replica's Lease: not renewed within the renew deadline; stopping every cluster",
 		"lastRenew", c.lastRenew, "since", now.Sub(c.lastRenew), "renewDeadline", c.opts.RenewDeadline, "clusters", len(c.owned))
 	c.joined = false
+	c.losses++
 	c.members = slices.DeleteFunc(c.members, func(m string) bool { return m == c.opts.Identity })
 	for _, o := range c.owned {
 		o.lost = true
@@ -548,6 +560,7 @@ func (c *Coordinator) loseLocked(ctx context.Context, now time.Time) {
 func (c *Coordinator) round(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	before := c.summary()
+	_ = c.checkRenewed(ctx)
 	c.disengageLost(ctx)
 	// Until the informer has listed the cluster Leases, this replica would take their
 	// clusters for free.
@@ -584,13 +597,13 @@ func (c *Coordinator) summary() string {
 func (c *Coordinator) renew(ctx context.Context) bool {
 	logger := klog.FromContext(ctx)
 	start := c.opts.Clock.Now()
-	c.checkRenewed(ctx)
+	_ = c.checkRenewed(ctx)
 	rctx, cancel := context.WithTimeout(ctx, c.opts.RenewDeadline)
 	defer cancel()
 	err := c.tryRenew(rctx, start)
 	// A renewal that returns past the deadline of the one before (the process was
 	// paused in between) cannot vouch for the time in between.
-	c.checkRenewed(ctx)
+	_ = c.checkRenewed(ctx)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err != nil {
@@ -942,6 +955,9 @@ func (c *Coordinator) take(ctx context.Context, names []string) {
 		if c.frozen || cand == nil || busy || cand.ctx.Err() != nil || ctx.Err() != nil {
 			continue
 		}
+		if !c.checkRenewed(ctx) {
+			break
+		}
 		if !c.acquire(ctx, name, l) {
 			continue
 		}
@@ -976,9 +992,17 @@ func (c *Coordinator) take(ctx context.Context, names []string) {
 }
 
 // engage engages a cluster whose Lease this replica took, or releases the Lease if the
-// Aware fails. engageMu is held.
+// Aware fails or this replica no longer holds its own. engageMu is held.
 func (c *Coordinator) engage(ctx context.Context, name string, cand *candidate) {
 	logger := klog.FromContext(ctx).WithValues("cluster", name)
+	c.mu.Lock()
+	held, losses := c.checkRenewedLocked(ctx), c.losses
+	c.mu.Unlock()
+	if !held {
+		logger.Info("Not engaging a cluster taken before this replica lost its Lease; releasing it")
+		c.release(ctx, name)
+		return
+	}
 	cctx, cancel := context.WithCancelCause(cand.ctx)
 	if err := c.aware.Engage(cctx, cand.c); err != nil {
 		cancel(err)
@@ -987,7 +1011,13 @@ func (c *Coordinator) engage(ctx context.Context, name string, cand *candidate) 
 		return
 	}
 	c.mu.Lock()
-	c.owned[name] = &owned{c: cand.c, ctx: cctx, cancel: cancel}
+	o := &owned{c: cand.c, ctx: cctx, cancel: cancel}
+	c.owned[name] = o
+	// Lost meanwhile, the cluster stops at once, as those owned then did.
+	if !c.checkRenewedLocked(ctx) || c.losses != losses {
+		o.lost = true
+		cancel(ErrLeaseLost)
+	}
 	c.mu.Unlock()
 	logger.Info("Took over cluster")
 }

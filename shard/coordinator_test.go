@@ -777,3 +777,72 @@ func TestCoordinatorWaitsForAHolderItHasNotRead(t *testing.T) {
 		t.Errorf("r1 gone, cluster %s is watched by %q, want r0", name, got)
 	}
 }
+
+// stallingAware is a recorder whose Engage of the cluster stall steps the fake clock by
+// step, as a process starved of CPU, or an Engage that waits, lets time pass.
+type stallingAware struct {
+	*recorder
+	clk   *clocktesting.FakeClock
+	stall string
+	step  time.Duration
+}
+
+func (a *stallingAware) Engage(ctx context.Context, c *cluster.Cluster) error {
+	if c.Name == a.stall {
+		a.clk.Step(a.step)
+	}
+	return a.recorder.Engage(ctx, c)
+}
+
+// TestCoordinatorFencesItself: a replica whose last renewal is older than
+// RenewDeadline takes and engages nothing, and a cluster whose Engage outlasted it
+// stops as Engage returns, with every other, whether or not its watchdog runs: the
+// others may take its clusters LeaseDuration after its last renewal.
+func TestCoordinatorFencesItself(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		// writeStep is how much the fake clock moves at each cluster Lease created,
+		// engageStep at the Engage of the last cluster.
+		writeStep, engageStep time.Duration
+	}{
+		{name: "takes past the deadline", writeStep: time.Second},
+		{name: "engage past the deadline", engageStep: fastTiming.RenewDeadline + time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			client := newClient()
+			clk := clocktesting.NewFakeClock(time.Now())
+			w := &watchers{t: t, by: map[string]string{}}
+			ctx := t.Context()
+			clusters := slices.Sorted(slices.Values(names("cluster", 8)))
+			opts := fastTiming
+			opts.Identity, opts.Namespace, opts.Client, opts.Clock = "r0", "fleetwatch", client, clk
+			aware := &stallingAware{recorder: w.aware("r0"), clk: clk, stall: clusters[len(clusters)-1], step: tc.engageStep}
+			r0, err := New(opts, aware)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, name := range clusters {
+				if err := r0.Engage(ctx, &cluster.Cluster{Name: name}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !r0.renew(ctx) || r0.observe(ctx) != nil {
+				t.Fatal("r0 does not join")
+			}
+			client.PrependReactor("create", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+				clk.Step(tc.writeStep)
+				return false, nil, nil
+			})
+			// The watchdog does not run: starved, it might run only once the others
+			// have taken the clusters.
+			r0.assign(ctx)
+			time.Sleep(100 * time.Millisecond) // the recorder stops a cluster 20 ms after its context ends
+			deadline := r0.lastRenew.Add(fastTiming.RenewDeadline)
+			for name, by := range w.snapshot() {
+				t.Errorf("cluster %s is still watched by %s, %v past its renew deadline", name, by, clk.Since(deadline))
+			}
+		})
+	}
+}
