@@ -188,9 +188,9 @@ type Coordinator struct {
 	self       *observed
 	peers      map[string]*observed
 	observedAt time.Time
-	// checked is when checkRenewed last ran: a watchdog that does not run (the process
-	// starved of CPU) cannot give the clusters up in time, and the simulation tells
-	// such a stall by it.
+	// checked is when checkRenewed last ran (the watchdog, a round, a take): a replica
+	// that does not run (starved of CPU) cannot give its clusters up in time, and the
+	// simulation tells such a stall by it.
 	checked time.Time
 	// members are the live replicas, this one included while joined, sorted.
 	members []string

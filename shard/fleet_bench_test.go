@@ -55,12 +55,14 @@ type simFleet struct {
 	// took is what each replica logged last of each cluster it took from an expired
 	// holder, by replica and cluster.
 	took map[[2]string]string
-	// engaged counts the calls to Engage, disengaged those to Disengage, stopping the
-	// Engages of a cluster whose engagement by another replica had its context ended
-	// but had not been disengaged yet.
-	engaged, disengaged, stopping int
-	// overlaps are the Engages of a cluster that another replica watched.
-	overlaps []simOverlap
+	// phase is the part of the simulation that runs, for the stories.
+	phase string
+	// engaged counts the calls to Engage, disengaged those to Disengage.
+	engaged, disengaged int
+	// overlaps are the Engages of a cluster that another replica watched; stopping
+	// those of a cluster whose engagement by another replica had its context ended (its
+	// watches stop) but had not been disengaged yet.
+	overlaps, stopping []simOverlap
 }
 
 func newSimFleet(timing Options) *simFleet {
@@ -75,16 +77,33 @@ type simEngagement struct {
 	at      time.Time
 	// ended is when the context given to Engage ended; zero while it runs.
 	ended time.Time
+	// disengaged is when Disengage was called; zero before.
+	disengaged time.Time
 }
 
 // simOverlap is a cluster engaged by a replica while another watched it.
 type simOverlap struct {
 	// starved is set when the old owner's goroutines verifiably stalled past the
-	// margin of the protocol (LeaseDuration − RenewDeadline): its watchdog did not run
-	// between its renew deadline and the takeover, which came at least LeaseDuration
-	// after its last renewal. Any other overlap is the protocol's.
+	// margin of the protocol (LeaseDuration − RenewDeadline): it did not check its
+	// deadline (watchdog, round, take) between that deadline and the takeover, which
+	// came at least LeaseDuration after its last renewal. Any other overlap is the
+	// protocol's.
 	starved bool
 	story   string
+	// prev is the old owner's engagement, at the time of the takeover.
+	prev *simEngagement
+	at   time.Time
+}
+
+// String is the story, with when the old owner disengaged the cluster.
+func (o simOverlap) String(f *simFleet) string {
+	f.mu.Lock()
+	d := o.prev.disengaged
+	f.mu.Unlock()
+	if d.IsZero() {
+		return o.story + " The old owner never disengaged it (stopped with its replica)."
+	}
+	return o.story + fmt.Sprintf(" The old owner disengaged it at %.1fs, %.1fs after the takeover.", d.Sub(f.begin).Seconds(), d.Sub(o.at).Seconds())
 }
 
 // simAware is the Aware of one replica of a simFleet: it watches nothing, and counts.
@@ -115,8 +134,9 @@ func (a *simAware) Engage(ctx context.Context, c *cluster.Cluster) error {
 	switch {
 	case prev == nil || prev.replica == a.replica:
 	case !prevEnded.IsZero():
+		o := a.f.overlap(c.Name, prev, e)
 		a.f.mu.Lock()
-		a.f.stopping++
+		a.f.stopping = append(a.f.stopping, o)
 		a.f.mu.Unlock()
 	default:
 		o := a.f.overlap(c.Name, prev, e)
@@ -131,6 +151,7 @@ func (a *simAware) Disengage(_ context.Context, c *cluster.Cluster, _ error) err
 	a.f.mu.Lock()
 	defer a.f.mu.Unlock()
 	if e := a.f.owner[c.Name]; e != nil && e.replica == a.replica {
+		e.disengaged = time.Now()
 		delete(a.f.owner, c.Name)
 	}
 	a.f.disengaged++
@@ -166,24 +187,28 @@ func (f *simFleet) overlap(name string, prev, next *simEngagement) simOverlap {
 	nw.mu.Unlock()
 	f.mu.Lock()
 	took := f.took[[2]string{next.replica, name}]
+	phase, ended := f.phase, prev.ended
 	f.mu.Unlock()
 
 	t := next.at
 	deadline := lastRenew.Add(f.timing.RenewDeadline)
 	starved := !t.Before(lastRenew.Add(f.timing.LeaseDuration)) && checked.Before(deadline)
 	kind := "protocol"
-	if starved {
+	switch {
+	case !ended.IsZero():
+		kind = fmt.Sprintf("no overlap (its context ended %.1fs before, not disengaged yet):", t.Sub(ended).Seconds())
+	case starved:
 		kind = "starvation"
 	}
-	story := fmt.Sprintf("%s overlap of %s at %s: %s engaged it while %s watched it (since %s).\n"+
-		"  old owner %s: last renewal sent at %s (%.1fs before), renew deadline %s, watchdog last ran at %s, joined %v, cluster given up %v, replica Leases read at %s.\n"+
+	story := fmt.Sprintf("%s: %s overlap of %s at %s: %s engaged it while %s watched it (since %s).\n"+
+		"  old owner %s: last renewal sent at %s (%.1fs before), renew deadline %s, deadline last checked at %s, joined %v, cluster given up %v, replica Leases read at %s.\n"+
 		"  new owner %s: its Lease of the cluster now at resourceVersion %s, it saw %s's Lease change at %s, read the replica Leases at %s (%.1fs before), renewed at %s; it logged: %s.\n"+
 		"  process: goroutines up to %v late from the old owner's renewal to the takeover (%v in the last second).",
-		kind, name, since(t), next.replica, prev.replica, since(prev.at),
+		phase, kind, name, since(t), next.replica, prev.replica, since(prev.at),
 		prev.replica, since(lastRenew), t.Sub(lastRenew).Seconds(), since(deadline), since(checked), joined, lost, since(oldObserved),
 		next.replica, rv, prev.replica, since(peerChanged), since(observedAt), t.Sub(observedAt).Seconds(), since(newRenew), cmp.Or(took, "nothing"),
 		f.lag.max(lastRenew, t).Round(time.Millisecond), f.lag.max(t.Add(-time.Second), t).Round(time.Millisecond))
-	return simOverlap{starved: starved, story: story}
+	return simOverlap{starved: starved, story: story, prev: prev, at: t}
 }
 
 // stop drops every cluster of replica, as a Manager's informers stop before its
@@ -192,6 +217,12 @@ func (f *simFleet) stop(replica string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	maps.DeleteFunc(f.owner, func(_ string, e *simEngagement) bool { return e.replica == replica })
+}
+
+func (f *simFleet) setPhase(phase string) {
+	f.mu.Lock()
+	f.phase = phase
+	f.mu.Unlock()
 }
 
 func (f *simFleet) owners() map[string]string {
@@ -493,6 +524,7 @@ func BenchmarkFleet(b *testing.B) {
 	share := float64(total) / float64(n)
 	for range b.N {
 		// A start of every replica at once.
+		h.fleet.setPhase("start")
 		before := h.figures()
 		start := time.Now()
 		replicas := map[string]*simReplica{}
@@ -507,6 +539,7 @@ func BenchmarkFleet(b *testing.B) {
 		b.ReportMetric(took.Seconds(), "start-s")
 
 		// The steady state.
+		h.fleet.setPhase("steady state")
 		before = h.figures()
 		time.Sleep(*simSteady)
 		steady := before.to(h.figures())
@@ -517,6 +550,7 @@ func BenchmarkFleet(b *testing.B) {
 
 		// A replica lost: its Lease expires for the others, who take its clusters.
 		victim := ids[n/2]
+		h.fleet.setPhase(victim + " lost")
 		owners := h.fleet.owners()
 		before = h.figures()
 		lost := time.Now()
@@ -528,6 +562,7 @@ func BenchmarkFleet(b *testing.B) {
 			took.Seconds(), DefaultLeaseDuration, m, float64(m)/share, before.to(h.figures())))
 		b.ReportMetric(took.Seconds(), "lost-settle-s")
 		h.stop(replicas[victim])
+		h.fleet.setPhase(victim + " back")
 		owners = h.fleet.owners()
 		back := time.Now()
 		replicas[victim] = h.start(victim)
@@ -547,12 +582,14 @@ func BenchmarkFleet(b *testing.B) {
 			live := slices.DeleteFunc(slices.Clone(ids), func(x string) bool { return x == id })
 			owners := h.fleet.owners()
 			at := time.Now()
+			h.fleet.setPhase("rolling update: " + id + " stops")
 			h.stop(replicas[id])
 			stops += h.settle(live, at)
 			m := float64(moved(owners, h.fleet.owners())) / share
 			worst, sum = max(worst, m), sum+m
 			owners = h.fleet.owners()
 			at = time.Now()
+			h.fleet.setPhase("rolling update: " + id + " starts")
 			replicas[id] = h.start(id)
 			starts += h.settle(ids, at)
 			m = float64(moved(owners, h.fleet.owners())) / share
@@ -565,7 +602,7 @@ func BenchmarkFleet(b *testing.B) {
 		b.ReportMetric(rolling.reads, "rolling-reads/s")
 		b.ReportMetric(rolling.writes, "rolling-writes/s")
 		h.fleet.mu.Lock()
-		overlaps, stopping := slices.Clone(h.fleet.overlaps), h.fleet.stopping
+		overlaps, stopping := slices.Clone(h.fleet.overlaps), slices.Clone(h.fleet.stopping)
 		h.fleet.mu.Unlock()
 		var starved, protocol int
 		for i, o := range overlaps {
@@ -575,11 +612,16 @@ func BenchmarkFleet(b *testing.B) {
 				protocol++
 			}
 			if i < 40 {
-				b.Log(o.story)
+				b.Log(o.String(h.fleet))
+			}
+		}
+		for i, o := range stopping {
+			if i < 5 || i == len(stopping)-1 {
+				b.Log(o.String(h.fleet))
 			}
 		}
 		row("exclusivity", fmt.Sprintf("%d clusters engaged while another replica watched them: %d after that replica's goroutines stalled past the margin (LeaseDuration − RenewDeadline), %d of the protocol; %d engaged after the other had stopped them but before it had disengaged them",
-			len(overlaps), starved, protocol, stopping))
+			len(overlaps), starved, protocol, len(stopping)))
 		b.ReportMetric(float64(starved), "starved-overlaps")
 		b.ReportMetric(float64(protocol), "protocol-overlaps")
 		if protocol > 0 {
