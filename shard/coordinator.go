@@ -1121,35 +1121,33 @@ func (c *Coordinator) handOver(ctx context.Context, name string, cause error) {
 }
 
 // disengageLost disengages the clusters given up when this replica lost its Lease, and
-// releases what it can.
+// releases what it can. Every one is disengaged before any is released: the releases
+// are requests to the home cluster, paced by the client's rate limit (a second for 50
+// clusters by the daemon's), and a Disengage among them would wait for those before
+// it, past the takeover by the others. Only Start's goroutine takes clusters, so none
+// is taken again between its Disengage and its release.
 func (c *Coordinator) disengageLost(ctx context.Context) {
+	c.engageMu.Lock()
 	c.mu.Lock()
-	var lost []string
+	lost := map[string]*owned{}
 	for name, o := range c.owned {
 		if o.lost {
-			lost = append(lost, name)
+			lost[name] = o
+			delete(c.owned, name)
 		}
 	}
 	c.mu.Unlock()
-	for _, name := range lost {
-		c.engageMu.Lock()
-		c.mu.Lock()
-		o := c.owned[name]
-		if o != nil && o.lost {
-			delete(c.owned, name)
-		} else {
-			o = nil
+	names := slices.Sorted(maps.Keys(lost))
+	for _, name := range names {
+		if err := c.disengageLocked(ctx, lost[name], ErrLeaseLost); err != nil {
+			klog.FromContext(ctx).Error(err, "Disengaging a cluster failed", "cluster", name)
 		}
-		c.mu.Unlock()
-		if o != nil {
-			if err := c.disengageLocked(ctx, o, ErrLeaseLost); err != nil {
-				klog.FromContext(ctx).Error(err, "Disengaging a cluster failed", "cluster", name)
-			}
-			// Its informers have stopped: releasing hands it over at once if the home
-			// cluster can be reached, and is harmless if another holds it already.
-			c.release(ctx, name)
-		}
-		c.engageMu.Unlock()
+	}
+	c.engageMu.Unlock()
+	// Their informers have stopped: releasing hands them over at once if the home
+	// cluster can be reached, and is harmless if another holds them already.
+	for _, name := range names {
+		c.release(ctx, name)
 	}
 }
 

@@ -846,3 +846,55 @@ func TestCoordinatorFencesItself(t *testing.T) {
 		})
 	}
 }
+
+// TestCoordinatorDisengagesLostClustersBeforeReleasing: a replica that lost its Lease
+// disengages every cluster it gave up before it releases any: the releases are
+// requests to the home cluster, paced by the client's rate limit or failing slowly, and
+// the others take the clusters LeaseDuration after the last renewal.
+func TestCoordinatorDisengagesLostClustersBeforeReleasing(t *testing.T) {
+	t.Parallel()
+	client := newClient()
+	clk := clocktesting.NewFakeClock(time.Now())
+	w := &watchers{t: t, by: map[string]string{}}
+	ctx := t.Context()
+	opts := fastTiming
+	opts.Identity, opts.Namespace, opts.Client, opts.Clock = "r0", "fleetwatch", client, clk
+	aware := w.aware("r0")
+	r0, err := New(opts, aware)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clusters := names("cluster", 5)
+	for _, name := range clusters {
+		if err := r0.Engage(ctx, &cluster.Cluster{Name: name}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !r0.renew(ctx) || r0.observe(ctx) != nil {
+		t.Fatal("r0 does not join")
+	}
+	r0.take(ctx, clusters)
+	if got := len(w.snapshot()); got != len(clusters) {
+		t.Fatalf("r0 watches %d clusters, want %d", got, len(clusters))
+	}
+	var releases, early atomic.Int32
+	client.PrependReactor("get", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if strings.HasPrefix(a.(k8stesting.GetAction).GetName(), clusterLeasePrefix) {
+			releases.Add(1)
+			w.mu.Lock()
+			if len(aware.causes) < len(clusters) {
+				early.Add(1)
+			}
+			w.mu.Unlock()
+		}
+		return false, nil, nil
+	})
+	clk.Step(fastTiming.RenewDeadline + time.Second)
+	if r0.checkRenewed(ctx) {
+		t.Fatal("r0 holds its Lease past its renew deadline")
+	}
+	r0.disengageLost(ctx)
+	if releases.Load() != int32(len(clusters)) || early.Load() > 0 {
+		t.Errorf("r0 released %d clusters, %d of them before it had disengaged every one; want %d, none early", releases.Load(), early.Load(), len(clusters))
+	}
+}
