@@ -47,8 +47,9 @@ type simFleet struct {
 	begin time.Time
 
 	mu sync.Mutex
-	// owner is the engagement of each cluster: from Engage until its context ends (the
-	// Manager's informers stop with it) or Disengage returns.
+	// owner is the engagement of each cluster, from Engage until Disengage. One whose
+	// context ended watches no more (a Manager's informers stop with it): an Engage by
+	// another replica then is no overlap, and is counted apart (stopping).
 	owner map[string]*simEngagement
 	// coords are the replicas' Coordinators, by identity.
 	coords map[string]*Coordinator
@@ -95,8 +96,8 @@ type simOverlap struct {
 	at   time.Time
 }
 
-// String is the story, with when the old owner disengaged the cluster.
-func (o simOverlap) String(f *simFleet) string {
+// tell is the story, with when the old owner disengaged the cluster.
+func (o simOverlap) tell(f *simFleet) string {
 	f.mu.Lock()
 	d := o.prev.disengaged
 	f.mu.Unlock()
@@ -612,12 +613,12 @@ func BenchmarkFleet(b *testing.B) {
 				protocol++
 			}
 			if i < 40 {
-				b.Log(o.String(h.fleet))
+				b.Log(o.tell(h.fleet))
 			}
 		}
 		for i, o := range stopping {
 			if i < 5 || i == len(stopping)-1 {
-				b.Log(o.String(h.fleet))
+				b.Log(o.tell(h.fleet))
 			}
 		}
 		row("exclusivity", fmt.Sprintf("%d clusters engaged while another replica watched them: %d after that replica's goroutines stalled past the margin (LeaseDuration − RenewDeadline), %d of the protocol; %d engaged after the other had stopped them but before it had disengaged them",
