@@ -189,22 +189,33 @@ type Coordinator struct {
 	// owned are the clusters engaged with aware, by name.
 	owned map[string]*owned
 	// joined is set while this replica holds its Lease; lastRenew is the time at which
-	// the last successful renewal was sent.
+	// the last successful renewal was sent. losses counts the times it lost its Lease
+	// (loseLocked): a cluster whose Engage spans one is given up as it returns.
 	joined    bool
 	lastRenew time.Time
+	losses    int
 	// starting is set until this replica, joined, has seen Options.Replicas members or
 	// waited StartTimeout since joinedAt, the time it first joined: meanwhile it takes
 	// no cluster (see Options.Replicas).
 	starting bool
 	joinedAt time.Time
-	// self and peers are the replica Leases as observed, by Lease name.
-	self  *observed
-	peers map[string]*observed
+	// self and peers are the replica Leases as observed, by Lease name. observedAt is
+	// when observe last sent its read of the peers: a peer is live or gone as of then,
+	// however long ago, since what it did after is not known (holderLocked).
+	self       *observed
+	peers      map[string]*observed
+	observedAt time.Time
+	// checked is when checkRenewed last ran (the watchdog, a round, a take): a replica
+	// that does not run (starved of CPU) cannot give its clusters up in time, and the
+	// simulation tells such a stall by it.
+	checked time.Time
 	// members are the live replicas, this one included while joined, sorted.
 	members []string
 	// clusterLeases are the cluster Leases by cluster name, as the informer of
-	// clusterInformer and this replica's own writes last had them (storeClusterLease).
+	// clusterInformer and this replica's own writes last had them (storeClusterLease),
+	// and clusterSeen when each was first seen at that resourceVersion.
 	clusterLeases map[string]*coordinationv1.Lease
+	clusterSeen   map[string]time.Time
 	// clusterInformer watches the cluster Leases, which change only when clusters move:
 	// a replica reads them once, then only their changes. Set by Start.
 	clusterInformer cache.SharedIndexInformer
@@ -294,6 +305,21 @@ func (o *observed) liveAt(now time.Time) bool {
 	return o != nil && o.holder != "" && now.Before(o.at.Add(o.duration))
 }
 
+// holderLocked returns the Lease of the replica holder, which holds the Lease of the
+// cluster name, as last observed, and whether holder counts as live. It is gone only
+// once this replica has read its replica Lease unchanged (or released, or missing) for
+// LeaseDuration since it saw either change: never because the time since that read
+// has grown (a round that takes many clusters may outlast a Lease while the others
+// renew unseen), nor on a read older than the cluster Lease (its holder joined, or
+// joined again, and took it since). mu is held.
+func (c *Coordinator) holderLocked(name, holder string) (*observed, bool) {
+	o := c.peers[ReplicaLeaseName(holder)]
+	if o != nil && o.holder == holder && o.liveAt(c.observedAt) {
+		return o, true
+	}
+	return o, c.observedAt.Before(c.clusterSeen[name].Add(c.opts.LeaseDuration))
+}
+
 // New returns a Coordinator that engages with aware the clusters this replica owns. It
 // fails if opts are invalid. Nothing runs until Start.
 func New(opts Options, aware cluster.Aware) (*Coordinator, error) {
@@ -347,6 +373,7 @@ func New(opts Options, aware cluster.Aware) (*Coordinator, error) {
 		owned:         map[string]*owned{},
 		peers:         map[string]*observed{},
 		clusterLeases: map[string]*coordinationv1.Lease{},
+		clusterSeen:   map[string]time.Time{},
 	}, nil
 }
 
@@ -392,7 +419,6 @@ func (c *Coordinator) Selected(name string) (*cluster.Cluster, bool) {
 
 // Placements returns where each selected cluster is watched, sorted by cluster name.
 func (c *Coordinator) Placements() []Placement {
-	now := c.opts.Clock.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]Placement, 0, len(c.selected))
@@ -403,7 +429,7 @@ func (c *Coordinator) Placements() []Placement {
 			p.Holder, p.Address = c.opts.Identity, c.opts.Address
 		} else if l := c.clusterLeases[name]; l != nil {
 			holder := ptr.Deref(l.Spec.HolderIdentity, "")
-			if peer := c.peers[ReplicaLeaseName(holder)]; holder != c.opts.Identity && peer.liveAt(now) {
+			if peer := c.peers[ReplicaLeaseName(holder)]; holder != c.opts.Identity && peer.liveAt(c.observedAt) {
 				p.Holder, p.Address, p.Description = holder, peer.address, peer.description
 			}
 		}
@@ -514,20 +540,30 @@ func (c *Coordinator) watchdog(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick.C():
-			c.checkRenewed(ctx)
+			_ = c.checkRenewed(ctx)
 		}
 	}
 }
 
 // checkRenewed gives up every cluster if RenewDeadline has passed since the last
-// renewal.
-func (c *Coordinator) checkRenewed(ctx context.Context) {
-	now := c.opts.Clock.Now()
+// renewal, and reports whether this replica still holds its Lease. The watchdog calls
+// it, and so does every step that takes or engages a cluster, right before: a process
+// starved of CPU may run one step late while its watchdog waits, and the others may
+// take its clusters LeaseDuration after its last renewal.
+func (c *Coordinator) checkRenewed(ctx context.Context) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.checkRenewedLocked(ctx)
+}
+
+// checkRenewedLocked is checkRenewed with mu held.
+func (c *Coordinator) checkRenewedLocked(ctx context.Context) bool {
+	now := c.opts.Clock.Now()
+	c.checked = now
 	if c.joined && now.Sub(c.lastRenew) > c.opts.RenewDeadline {
 		c.loseLocked(ctx, now)
 	}
+	return c.joined
 }
 
 // loseLocked leaves the membership and stops every owned cluster at once, by cancelling
@@ -536,6 +572,7 @@ func (c *Coordinator) loseLocked(ctx context.Context, now time.Time) {
 	klog.FromContext(ctx).Info("Lost this replica's Lease: not renewed within the renew deadline; stopping every cluster",
 		"lastRenew", c.lastRenew, "since", now.Sub(c.lastRenew), "renewDeadline", c.opts.RenewDeadline, "clusters", len(c.owned))
 	c.joined = false
+	c.losses++
 	c.members = slices.DeleteFunc(c.members, func(m string) bool { return m == c.opts.Identity })
 	for _, o := range c.owned {
 		o.lost = true
@@ -547,6 +584,7 @@ func (c *Coordinator) loseLocked(ctx context.Context, now time.Time) {
 func (c *Coordinator) round(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	before := c.summary()
+	_ = c.checkRenewed(ctx)
 	c.disengageLost(ctx)
 	// Until the informer has listed the cluster Leases, this replica would take their
 	// clusters for free.
@@ -584,13 +622,13 @@ func (c *Coordinator) summary() string {
 func (c *Coordinator) renew(ctx context.Context) bool {
 	logger := klog.FromContext(ctx)
 	start := c.opts.Clock.Now()
-	c.checkRenewed(ctx)
+	_ = c.checkRenewed(ctx)
 	rctx, cancel := context.WithTimeout(ctx, c.opts.RenewDeadline)
 	defer cancel()
 	err := c.tryRenew(rctx, start)
 	// A renewal that returns past the deadline of the one before (the process was
 	// paused in between) cannot vouch for the time in between.
-	c.checkRenewed(ctx)
+	_ = c.checkRenewed(ctx)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err != nil {
@@ -720,6 +758,10 @@ func observe(prev *observed, l *coordinationv1.Lease, now time.Time, fallback ti
 // every round, as client-go's leaderelection reads its lock: a member is live only while
 // this replica reads its renewals, never on a watch's word, which may lag.
 func (c *Coordinator) observe(ctx context.Context) error {
+	// The Leases are read at some moment between sending the request and its answer:
+	// one unchanged is known unchanged since it was seen to change until the request
+	// was sent, a change is known from the answer on.
+	sent := c.opts.Clock.Now()
 	replicas, err := c.leases.List(ctx, metav1.ListOptions{LabelSelector: labels.Set{LeaseLabel: LeaseReplica}.String()})
 	if err != nil {
 		return fmt.Errorf("listing replica Leases: %w", err)
@@ -734,12 +776,13 @@ func (c *Coordinator) observe(ctx context.Context) error {
 		l := &replicas.Items[i]
 		o := observe(c.peers[l.Name], l, now, c.opts.LeaseDuration)
 		peers[l.Name] = o
-		if o.holder != c.opts.Identity && l.Name == ReplicaLeaseName(o.holder) && o.liveAt(now) {
+		if o.holder != c.opts.Identity && l.Name == ReplicaLeaseName(o.holder) && o.liveAt(sent) {
 			members = append(members, o.holder)
 			c.unproven = c.unproven || !o.proven
 		}
 	}
 	c.peers = peers
+	c.observedAt = sent
 	if c.joined {
 		members = append(members, c.opts.Identity)
 	}
@@ -785,10 +828,15 @@ func (c *Coordinator) storeClusterLease(obj any) {
 	if !ok || l.Name != ClusterLeaseName(name) {
 		return
 	}
+	now := c.opts.Clock.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if cur := c.clusterLeases[name]; cur != nil && newerVersion(cur.ResourceVersion, l.ResourceVersion) {
+	cur := c.clusterLeases[name]
+	if cur != nil && newerVersion(cur.ResourceVersion, l.ResourceVersion) {
 		return
+	}
+	if cur == nil || cur.ResourceVersion != l.ResourceVersion {
+		c.clusterSeen[name] = now
 	}
 	c.clusterLeases[name] = l
 }
@@ -801,6 +849,7 @@ func (c *Coordinator) forgetClusterLease(obj any) {
 		c.mu.Lock()
 		if name := l.Annotations[ClusterAnnotation]; c.clusterLeases[name] != nil && c.clusterLeases[name].Name == l.Name {
 			delete(c.clusterLeases, name)
+			delete(c.clusterSeen, name)
 		}
 		c.mu.Unlock()
 	}
@@ -904,9 +953,8 @@ func (c *Coordinator) waitingLocked(logger klog.Logger) bool {
 // fleet that runs, as in a rolling update, and the others do not wait for it. A Lease
 // left by a process that is gone is not seen renewing. mu is held.
 func (c *Coordinator) runningLocked() bool {
-	now := c.opts.Clock.Now()
 	for _, o := range c.peers {
-		if o.holder != c.opts.Identity && o.proven && o.started && o.liveAt(now) {
+		if o.holder != c.opts.Identity && o.proven && o.started && o.liveAt(c.observedAt) {
 			return true
 		}
 	}
@@ -934,6 +982,9 @@ func (c *Coordinator) take(ctx context.Context, names []string) {
 		c.mu.Unlock()
 		if c.frozen || cand == nil || busy || cand.ctx.Err() != nil || ctx.Err() != nil {
 			continue
+		}
+		if !c.checkRenewed(ctx) {
+			break
 		}
 		if !c.acquire(ctx, name, l) {
 			continue
@@ -969,9 +1020,17 @@ func (c *Coordinator) take(ctx context.Context, names []string) {
 }
 
 // engage engages a cluster whose Lease this replica took, or releases the Lease if the
-// Aware fails. engageMu is held.
+// Aware fails or this replica no longer holds its own. engageMu is held.
 func (c *Coordinator) engage(ctx context.Context, name string, cand *candidate) {
 	logger := klog.FromContext(ctx).WithValues("cluster", name)
+	c.mu.Lock()
+	held, losses := c.checkRenewedLocked(ctx), c.losses
+	c.mu.Unlock()
+	if !held {
+		logger.Info("Not engaging a cluster taken before this replica lost its Lease; releasing it")
+		c.release(ctx, name)
+		return
+	}
 	cctx, cancel := context.WithCancelCause(cand.ctx)
 	if err := c.aware.Engage(cctx, cand.c); err != nil {
 		cancel(err)
@@ -980,7 +1039,13 @@ func (c *Coordinator) engage(ctx context.Context, name string, cand *candidate) 
 		return
 	}
 	c.mu.Lock()
-	c.owned[name] = &owned{c: cand.c, ctx: cctx, cancel: cancel}
+	o := &owned{c: cand.c, ctx: cctx, cancel: cancel}
+	c.owned[name] = o
+	// Lost meanwhile, the cluster stops at once, as those owned then did.
+	if !c.checkRenewedLocked(ctx) || c.losses != losses {
+		o.lost = true
+		cancel(ErrLeaseLost)
+	}
 	c.mu.Unlock()
 	logger.Info("Took over cluster")
 }
@@ -1027,14 +1092,19 @@ func (c *Coordinator) acquire(ctx context.Context, name string, l *coordinationv
 	holder := ptr.Deref(l.Spec.HolderIdentity, "")
 	if holder != "" && holder != c.opts.Identity {
 		c.mu.Lock()
-		peer := c.peers[ReplicaLeaseName(holder)]
-		live := peer.liveAt(now)
+		peer, live := c.holderLocked(name, holder)
+		var changed time.Time
+		if peer != nil {
+			changed = peer.at
+		}
+		read, seen := c.observedAt, c.clusterSeen[name]
 		c.mu.Unlock()
 		if live {
 			logger.V(2).Info("Waiting for the cluster's holder to hand it over", "holder", holder)
 			return false
 		}
-		logger.Info("Taking the cluster of a replica whose Lease expired", "holder", holder)
+		logger.Info("Taking the cluster of a replica whose Lease expired", "holder", holder, "resourceVersion", l.ResourceVersion,
+			"clusterLeaseSeen", seen, "holderLeaseChanged", changed, "replicaLeasesRead", read)
 	}
 	l = l.DeepCopy()
 	delete(l.Annotations, HandoverAnnotation)
@@ -1079,35 +1149,33 @@ func (c *Coordinator) handOver(ctx context.Context, name string, cause error) {
 }
 
 // disengageLost disengages the clusters given up when this replica lost its Lease, and
-// releases what it can.
+// releases what it can. Every one is disengaged before any is released: the releases
+// are requests to the home cluster, paced by the client's rate limit (a second for 50
+// clusters by the daemon's), and a Disengage among them would wait for those before
+// it, past the takeover by the others. Only Start's goroutine takes clusters, so none
+// is taken again between its Disengage and its release.
 func (c *Coordinator) disengageLost(ctx context.Context) {
+	c.engageMu.Lock()
 	c.mu.Lock()
-	var lost []string
+	lost := map[string]*owned{}
 	for name, o := range c.owned {
 		if o.lost {
-			lost = append(lost, name)
+			lost[name] = o
+			delete(c.owned, name)
 		}
 	}
 	c.mu.Unlock()
-	for _, name := range lost {
-		c.engageMu.Lock()
-		c.mu.Lock()
-		o := c.owned[name]
-		if o != nil && o.lost {
-			delete(c.owned, name)
-		} else {
-			o = nil
+	names := slices.Sorted(maps.Keys(lost))
+	for _, name := range names {
+		if err := c.disengageLocked(ctx, lost[name], ErrLeaseLost); err != nil {
+			klog.FromContext(ctx).Error(err, "Disengaging a cluster failed", "cluster", name)
 		}
-		c.mu.Unlock()
-		if o != nil {
-			if err := c.disengageLocked(ctx, o, ErrLeaseLost); err != nil {
-				klog.FromContext(ctx).Error(err, "Disengaging a cluster failed", "cluster", name)
-			}
-			// Its informers have stopped: releasing hands it over at once if the home
-			// cluster can be reached, and is harmless if another holds it already.
-			c.release(ctx, name)
-		}
-		c.engageMu.Unlock()
+	}
+	c.engageMu.Unlock()
+	// Their informers have stopped: releasing hands them over at once if the home
+	// cluster can be reached, and is harmless if another holds them already.
+	for _, name := range names {
+		c.release(ctx, name)
 	}
 }
 

@@ -11,11 +11,13 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/fleetwatch/fleetwatch/cluster"
@@ -575,5 +577,324 @@ func TestCoordinatorPublishesDescription(t *testing.T) {
 	}
 	if _, ok := l.Annotations[DescriptionAnnotation]; ok {
 		t.Errorf("r1's Lease has a description longer than MaxDescription")
+	}
+}
+
+// TestCoordinatorJudgesExpiryWhenItReads: a round that takes many clusters, one
+// request each, may last longer than a Lease: a replica must not count another gone
+// because the time since it last read that one's Lease has grown, only because it read
+// it unchanged for LeaseDuration. Here r1's round takes free clusters, each write
+// taking a second of the fake clock while r0 renews every other second; the last
+// cluster of the round is held by r0, which r1 saw renew just before the round.
+func TestCoordinatorJudgesExpiryWhenItReads(t *testing.T) {
+	t.Parallel()
+	client := newClient()
+	clk := clocktesting.NewFakeClock(time.Now())
+	w := &watchers{t: t, by: map[string]string{}}
+	ctx := t.Context()
+	coords := map[string]*Coordinator{}
+	for _, id := range []string{"r0", "r1"} {
+		opts := fastTiming
+		opts.Identity, opts.Namespace, opts.Client, opts.Clock = id, "fleetwatch", client, clk
+		c, err := New(opts, w.aware(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		coords[id] = c
+	}
+	r0, r1 := coords["r0"], coords["r1"]
+	// r1's share among both, in the order of its rounds; r0 holds the last.
+	var share []string
+	for _, name := range slices.Sorted(slices.Values(names("cluster", 60))) {
+		if Owner(name, []string{"r0", "r1"}) == "r1" {
+			share = append(share, name)
+		}
+	}
+	held := share[len(share)-1]
+	if !r0.renew(ctx) || r0.observe(ctx) != nil {
+		t.Fatal("r0 does not join")
+	}
+	if err := r0.Engage(ctx, &cluster.Cluster{Name: held}); err != nil {
+		t.Fatal(err)
+	}
+	r0.take(ctx, []string{held})
+	if got := w.snapshot()[held]; got != "r0" {
+		t.Fatalf("cluster %s is watched by %q, want r0", held, got)
+	}
+
+	for _, name := range share {
+		if err := r1.Engage(ctx, &cluster.Cluster{Name: name}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := client.CoordinationV1().Leases("fleetwatch").Get(ctx, ClusterLeaseName(held), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1.storeClusterLease(l)
+	if !r1.renew(ctx) || r1.observe(ctx) != nil {
+		t.Fatal("r1 does not join")
+	}
+	// Each cluster Lease that r1 creates takes a second; r0 writes its Lease every other
+	// one, straight in the tracker (a reactor cannot call the client).
+	var slow atomic.Bool
+	slow.Store(true)
+	client.PrependReactor("create", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if !slow.Load() {
+			return false, nil, nil
+		}
+		clk.Step(time.Second)
+		if clk.Now().Unix()%2 == 0 { // r0 renews its Lease every other second
+			gvr := coordinationv1.SchemeGroupVersion.WithResource("leases")
+			obj, err := client.Tracker().Get(gvr, "fleetwatch", ReplicaLeaseName("r0"))
+			if err != nil {
+				return true, nil, err
+			}
+			own := obj.(*coordinationv1.Lease).DeepCopy()
+			own.Spec.RenewTime = &metav1.MicroTime{Time: clk.Now()}
+			own.ResourceVersion = ""
+			if err := client.Tracker().Update(gvr, own, "fleetwatch"); err != nil {
+				return true, nil, err
+			}
+		}
+		// Both renew, as their renewLoops would.
+		for _, c := range coords {
+			c.mu.Lock()
+			c.lastRenew = clk.Now()
+			c.mu.Unlock()
+		}
+		return false, nil, nil
+	})
+	r1.assign(ctx)
+	slow.Store(false)
+	if took := fastTiming.LeaseDuration; clk.Since(r1.observedAt) < took {
+		t.Fatalf("r1's round took %v, less than a Lease (%v): the test proves nothing", clk.Since(r1.observedAt), took)
+	}
+	if got := w.snapshot()[held]; got != "r0" {
+		t.Errorf("after a round longer than a Lease, cluster %s is watched by %q; r0, which renews, still holds it", held, got)
+	}
+
+	// Read again, r0's Lease has changed: r0 is live, and keeps the cluster until it
+	// hands it over. Once r1 has read r0's Lease unchanged for LeaseDuration, it takes
+	// the cluster, which r0, whose watchdog ran meanwhile, has stopped.
+	if r1.observe(ctx) != nil {
+		t.Fatal("r1 cannot read the Leases")
+	}
+	r1.assign(ctx)
+	if got := w.snapshot()[held]; got != "r0" {
+		t.Errorf("cluster %s is watched by %q, want r0", held, got)
+	}
+	for range 2 {
+		clk.Step(fastTiming.LeaseDuration / 2)
+		_ = r1.renew(ctx)
+	}
+	r0.checkRenewed(ctx)
+	for w.snapshot()[held] == "r0" {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !r1.renew(ctx) || r1.observe(ctx) != nil {
+		t.Fatal("r1 cannot renew")
+	}
+	r1.assign(ctx)
+	if got := w.snapshot()[held]; got != "r1" {
+		t.Errorf("r0 gone, cluster %s is watched by %q, want r1", held, got)
+	}
+}
+
+// TestCoordinatorWaitsForAHolderItHasNotRead: a cluster Lease seen held by a replica
+// whose Lease this replica has not read since (it joined, or joined again, after the
+// last read) does not make the cluster free: its holder is gone only once its Lease has
+// been read unchanged, or missing, for LeaseDuration since the cluster Lease was seen.
+func TestCoordinatorWaitsForAHolderItHasNotRead(t *testing.T) {
+	t.Parallel()
+	client := newClient()
+	clk := clocktesting.NewFakeClock(time.Now())
+	w := &watchers{t: t, by: map[string]string{}}
+	ctx := t.Context()
+	coords := map[string]*Coordinator{}
+	for _, id := range []string{"r0", "r1"} {
+		opts := fastTiming
+		opts.Identity, opts.Namespace, opts.Client, opts.Clock = id, "fleetwatch", client, clk
+		c, err := New(opts, w.aware(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		coords[id] = c
+	}
+	r0, r1 := coords["r0"], coords["r1"]
+	var name string
+	for _, n := range names("cluster", 20) {
+		if Owner(n, []string{"r0", "r1"}) == "r1" {
+			name = n
+			break
+		}
+	}
+	for _, c := range coords {
+		if err := c.Engage(ctx, &cluster.Cluster{Name: name}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// r0 joins and reads the replica Leases, alone; then r1 joins and takes the cluster.
+	if !r0.renew(ctx) || r0.observe(ctx) != nil {
+		t.Fatal("r0 does not join")
+	}
+	if !r1.renew(ctx) || r1.observe(ctx) != nil {
+		t.Fatal("r1 does not join")
+	}
+	r1.assign(ctx)
+	if got := w.snapshot()[name]; got != "r1" {
+		t.Fatalf("cluster %s is watched by %q, want r1", name, got)
+	}
+	// r0's informer brings r1's cluster Lease before r0 reads the replica Leases again.
+	l, err := client.CoordinationV1().Leases("fleetwatch").Get(ctx, ClusterLeaseName(name), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r0.storeClusterLease(l)
+	r0.assign(ctx) // r0 counts itself alone: the cluster is its own, if free.
+	if got := w.snapshot()[name]; got != "r1" {
+		t.Errorf("r0, which has not read r1's Lease, took cluster %s: watched by %q, want r1", name, got)
+	}
+	// Once r1's Lease has been read unchanged for LeaseDuration, r1 is gone, and r0
+	// takes the cluster, which r1, whose watchdog ran meanwhile, has stopped.
+	for range 3 {
+		_ = r0.renew(ctx)
+		if err := r0.observe(ctx); err != nil {
+			t.Fatal(err)
+		}
+		clk.Step(fastTiming.LeaseDuration / 2)
+	}
+	r1.checkRenewed(ctx)
+	for w.snapshot()[name] == "r1" {
+		time.Sleep(5 * time.Millisecond)
+	}
+	_ = r0.renew(ctx)
+	if err := r0.observe(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r0.assign(ctx)
+	if got := w.snapshot()[name]; got != "r0" {
+		t.Errorf("r1 gone, cluster %s is watched by %q, want r0", name, got)
+	}
+}
+
+// stallingAware is a recorder whose Engage of the cluster stall steps the fake clock by
+// step, as a process starved of CPU, or an Engage that waits, lets time pass.
+type stallingAware struct {
+	*recorder
+	clk   *clocktesting.FakeClock
+	stall string
+	step  time.Duration
+}
+
+func (a *stallingAware) Engage(ctx context.Context, c *cluster.Cluster) error {
+	if c.Name == a.stall {
+		a.clk.Step(a.step)
+	}
+	return a.recorder.Engage(ctx, c)
+}
+
+// TestCoordinatorFencesItself: a replica whose last renewal is older than
+// RenewDeadline takes and engages nothing, and a cluster whose Engage outlasted it
+// stops as Engage returns, with every other, whether or not its watchdog runs: the
+// others may take its clusters LeaseDuration after its last renewal.
+func TestCoordinatorFencesItself(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		// writeStep is how much the fake clock moves at each cluster Lease created,
+		// engageStep at the Engage of the last cluster.
+		writeStep, engageStep time.Duration
+	}{
+		{name: "takes past the deadline", writeStep: time.Second},
+		{name: "engage past the deadline", engageStep: fastTiming.RenewDeadline + time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			client := newClient()
+			clk := clocktesting.NewFakeClock(time.Now())
+			w := &watchers{t: t, by: map[string]string{}}
+			ctx := t.Context()
+			clusters := slices.Sorted(slices.Values(names("cluster", 8)))
+			opts := fastTiming
+			opts.Identity, opts.Namespace, opts.Client, opts.Clock = "r0", "fleetwatch", client, clk
+			aware := &stallingAware{recorder: w.aware("r0"), clk: clk, stall: clusters[len(clusters)-1], step: tc.engageStep}
+			r0, err := New(opts, aware)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, name := range clusters {
+				if err := r0.Engage(ctx, &cluster.Cluster{Name: name}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !r0.renew(ctx) || r0.observe(ctx) != nil {
+				t.Fatal("r0 does not join")
+			}
+			client.PrependReactor("create", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+				clk.Step(tc.writeStep)
+				return false, nil, nil
+			})
+			// The watchdog does not run: starved, it might run only once the others
+			// have taken the clusters.
+			r0.assign(ctx)
+			time.Sleep(100 * time.Millisecond) // the recorder stops a cluster 20 ms after its context ends
+			deadline := r0.lastRenew.Add(fastTiming.RenewDeadline)
+			for name, by := range w.snapshot() {
+				t.Errorf("cluster %s is still watched by %s, %v past its renew deadline", name, by, clk.Since(deadline))
+			}
+		})
+	}
+}
+
+// TestCoordinatorDisengagesLostClustersBeforeReleasing: a replica that lost its Lease
+// disengages every cluster it gave up before it releases any: the releases are
+// requests to the home cluster, paced by the client's rate limit or failing slowly, and
+// the others take the clusters LeaseDuration after the last renewal.
+func TestCoordinatorDisengagesLostClustersBeforeReleasing(t *testing.T) {
+	t.Parallel()
+	client := newClient()
+	clk := clocktesting.NewFakeClock(time.Now())
+	w := &watchers{t: t, by: map[string]string{}}
+	ctx := t.Context()
+	opts := fastTiming
+	opts.Identity, opts.Namespace, opts.Client, opts.Clock = "r0", "fleetwatch", client, clk
+	aware := w.aware("r0")
+	r0, err := New(opts, aware)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clusters := names("cluster", 5)
+	for _, name := range clusters {
+		if err := r0.Engage(ctx, &cluster.Cluster{Name: name}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !r0.renew(ctx) || r0.observe(ctx) != nil {
+		t.Fatal("r0 does not join")
+	}
+	r0.take(ctx, clusters)
+	if got := len(w.snapshot()); got != len(clusters) {
+		t.Fatalf("r0 watches %d clusters, want %d", got, len(clusters))
+	}
+	var releases, early atomic.Int32
+	client.PrependReactor("get", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if strings.HasPrefix(a.(k8stesting.GetAction).GetName(), clusterLeasePrefix) {
+			releases.Add(1)
+			w.mu.Lock()
+			if len(aware.causes) < len(clusters) {
+				early.Add(1)
+			}
+			w.mu.Unlock()
+		}
+		return false, nil, nil
+	})
+	clk.Step(fastTiming.RenewDeadline + time.Second)
+	if r0.checkRenewed(ctx) {
+		t.Fatal("r0 holds its Lease past its renew deadline")
+	}
+	r0.disengageLost(ctx)
+	if releases.Load() != int32(len(clusters)) || early.Load() > 0 {
+		t.Errorf("r0 released %d clusters, %d of them before it had disengaged every one; want %d, none early", releases.Load(), early.Load(), len(clusters))
 	}
 }

@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -38,14 +39,72 @@ const (
 )
 
 // simFleet is where the clusters of a simulated fleet are watched, as the Awares of its
-// Coordinators report it.
+// Coordinators report it, and the story of every overlap.
 type simFleet struct {
+	timing Options
+	lag    *lagProbe
+	// begin is when the simulation started: the stories' times are since then.
+	begin time.Time
+
 	mu sync.Mutex
-	// owner is the replica that has each cluster engaged.
-	owner map[string]string
-	// engaged counts the calls to Engage, disengaged those to Disengage, overlaps the
-	// Engages of a cluster another replica had engaged.
-	engaged, disengaged, overlaps int
+	// owner is the engagement of each cluster, from Engage until Disengage. One whose
+	// context ended watches no more (a Manager's informers stop with it): an Engage by
+	// another replica then is no overlap, and is counted apart (stopping).
+	owner map[string]*simEngagement
+	// coords are the replicas' Coordinators, by identity.
+	coords map[string]*Coordinator
+	// took is what each replica logged last of each cluster it took from an expired
+	// holder, by replica and cluster.
+	took map[[2]string]string
+	// phase is the part of the simulation that runs, for the stories.
+	phase string
+	// engaged counts the calls to Engage, disengaged those to Disengage.
+	engaged, disengaged int
+	// overlaps are the Engages of a cluster that another replica watched; stopping
+	// those of a cluster whose engagement by another replica had its context ended (its
+	// watches stop) but had not been disengaged yet.
+	overlaps, stopping []simOverlap
+}
+
+func newSimFleet(timing Options) *simFleet {
+	return &simFleet{timing: timing, lag: newLagProbe(), begin: time.Now(), owner: map[string]*simEngagement{},
+		coords: map[string]*Coordinator{}, took: map[[2]string]string{}}
+}
+
+// simEngagement is a cluster engaged by a replica.
+type simEngagement struct {
+	replica string
+	coord   *Coordinator
+	at      time.Time
+	// ended is when the context given to Engage ended; zero while it runs.
+	ended time.Time
+	// disengaged is when Disengage was called; zero before.
+	disengaged time.Time
+}
+
+// simOverlap is a cluster engaged by a replica while another watched it.
+type simOverlap struct {
+	// starved is set when the old owner's goroutines verifiably stalled past the
+	// margin of the protocol (LeaseDuration − RenewDeadline): it did not check its
+	// deadline (watchdog, round, take) between that deadline and the takeover, which
+	// came at least LeaseDuration after its last renewal. Any other overlap is the
+	// protocol's.
+	starved bool
+	story   string
+	// prev is the old owner's engagement, at the time of the takeover.
+	prev *simEngagement
+	at   time.Time
+}
+
+// tell is the story, with when the old owner disengaged the cluster.
+func (o simOverlap) tell(f *simFleet) string {
+	f.mu.Lock()
+	d := o.prev.disengaged
+	f.mu.Unlock()
+	if d.IsZero() {
+		return o.story + " The old owner never disengaged it (stopped with its replica)."
+	}
+	return o.story + fmt.Sprintf(" The old owner disengaged it at %.1fs, %.1fs after the takeover.", d.Sub(f.begin).Seconds(), d.Sub(o.at).Seconds())
 }
 
 // simAware is the Aware of one replica of a simFleet: it watches nothing, and counts.
@@ -56,25 +115,101 @@ type simAware struct {
 
 var _ cluster.Disengager = (*simAware)(nil)
 
-func (a *simAware) Engage(_ context.Context, c *cluster.Cluster) error {
+func (a *simAware) Engage(ctx context.Context, c *cluster.Cluster) error {
+	now := time.Now()
 	a.f.mu.Lock()
-	defer a.f.mu.Unlock()
-	if o, ok := a.f.owner[c.Name]; ok && o != a.replica {
-		a.f.overlaps++
-	}
-	a.f.owner[c.Name] = a.replica
+	prev := a.f.owner[c.Name]
+	e := &simEngagement{replica: a.replica, coord: a.f.coords[a.replica], at: now}
+	a.f.owner[c.Name] = e
 	a.f.engaged++
+	var prevEnded time.Time
+	if prev != nil {
+		prevEnded = prev.ended
+	}
+	a.f.mu.Unlock()
+	context.AfterFunc(ctx, func() {
+		a.f.mu.Lock()
+		e.ended = time.Now()
+		a.f.mu.Unlock()
+	})
+	switch {
+	case prev == nil || prev.replica == a.replica:
+	case !prevEnded.IsZero():
+		o := a.f.overlap(c.Name, prev, e)
+		a.f.mu.Lock()
+		a.f.stopping = append(a.f.stopping, o)
+		a.f.mu.Unlock()
+	default:
+		o := a.f.overlap(c.Name, prev, e)
+		a.f.mu.Lock()
+		a.f.overlaps = append(a.f.overlaps, o)
+		a.f.mu.Unlock()
+	}
 	return nil
 }
 
 func (a *simAware) Disengage(_ context.Context, c *cluster.Cluster, _ error) error {
 	a.f.mu.Lock()
 	defer a.f.mu.Unlock()
-	if a.f.owner[c.Name] == a.replica {
+	if e := a.f.owner[c.Name]; e != nil && e.replica == a.replica {
+		e.disengaged = time.Now()
 		delete(a.f.owner, c.Name)
 	}
 	a.f.disengaged++
 	return nil
+}
+
+// overlap tells the story of cluster, engaged by next while prev watched it: what each
+// Coordinator holds of it at that moment, what next logged of its takeover, and how late
+// the process's goroutines ran meanwhile. Neither mu is held.
+func (f *simFleet) overlap(name string, prev, next *simEngagement) simOverlap {
+	since := func(t time.Time) string {
+		if t.IsZero() {
+			return "never"
+		}
+		return fmt.Sprintf("%.1fs", t.Sub(f.begin).Seconds())
+	}
+	old, nw := prev.coord, next.coord
+	old.mu.Lock()
+	lastRenew, checked, joined := old.lastRenew, old.checked, old.joined
+	lost := old.owned[name] != nil && old.owned[name].lost
+	oldObserved := old.observedAt
+	old.mu.Unlock()
+	nw.mu.Lock()
+	var rv string
+	if l := nw.clusterLeases[name]; l != nil {
+		rv = l.ResourceVersion
+	}
+	var peerChanged time.Time
+	if p := nw.peers[ReplicaLeaseName(prev.replica)]; p != nil {
+		peerChanged = p.at
+	}
+	observedAt, newRenew := nw.observedAt, nw.lastRenew
+	nw.mu.Unlock()
+	f.mu.Lock()
+	took := f.took[[2]string{next.replica, name}]
+	phase, ended := f.phase, prev.ended
+	f.mu.Unlock()
+
+	t := next.at
+	deadline := lastRenew.Add(f.timing.RenewDeadline)
+	starved := !t.Before(lastRenew.Add(f.timing.LeaseDuration)) && checked.Before(deadline)
+	kind := "protocol"
+	switch {
+	case !ended.IsZero():
+		kind = fmt.Sprintf("no overlap (its context ended %.1fs before, not disengaged yet):", t.Sub(ended).Seconds())
+	case starved:
+		kind = "starvation"
+	}
+	story := fmt.Sprintf("%s: %s overlap of %s at %s: %s engaged it while %s watched it (since %s).\n"+
+		"  old owner %s: last renewal sent at %s (%.1fs before), renew deadline %s, deadline last checked at %s, joined %v, cluster given up %v, replica Leases read at %s.\n"+
+		"  new owner %s: its Lease of the cluster now at resourceVersion %s, it saw %s's Lease change at %s, read the replica Leases at %s (%.1fs before), renewed at %s; it logged: %s.\n"+
+		"  process: goroutines up to %v late from the old owner's renewal to the takeover (%v in the last second).",
+		phase, kind, name, since(t), next.replica, prev.replica, since(prev.at),
+		prev.replica, since(lastRenew), t.Sub(lastRenew).Seconds(), since(deadline), since(checked), joined, lost, since(oldObserved),
+		next.replica, rv, prev.replica, since(peerChanged), since(observedAt), t.Sub(observedAt).Seconds(), since(newRenew), cmp.Or(took, "nothing"),
+		f.lag.max(lastRenew, t).Round(time.Millisecond), f.lag.max(t.Add(-time.Second), t).Round(time.Millisecond))
+	return simOverlap{starved: starved, story: story, prev: prev, at: t}
 }
 
 // stop drops every cluster of replica, as a Manager's informers stop before its
@@ -82,19 +217,122 @@ func (a *simAware) Disengage(_ context.Context, c *cluster.Cluster, _ error) err
 func (f *simFleet) stop(replica string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	maps.DeleteFunc(f.owner, func(_, o string) bool { return o == replica })
+	maps.DeleteFunc(f.owner, func(_ string, e *simEngagement) bool { return e.replica == replica })
+}
+
+func (f *simFleet) setPhase(phase string) {
+	f.mu.Lock()
+	f.phase = phase
+	f.mu.Unlock()
 }
 
 func (f *simFleet) owners() map[string]string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return maps.Clone(f.owner)
+	out := make(map[string]string, len(f.owner))
+	for c, e := range f.owner {
+		out[c] = e.replica
+	}
+	return out
 }
 
-func (f *simFleet) counts() (engaged, disengaged, overlaps int) {
+func (f *simFleet) counts() (engaged, disengaged int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.engaged, f.disengaged, f.overlaps
+	return f.engaged, f.disengaged
+}
+
+// takeLog is a logr.LogSink that records, for the simFleet's stories, what a replica
+// logs when it takes a cluster from an expired holder.
+type takeLog struct {
+	f       *simFleet
+	replica string
+	values  []any
+}
+
+var _ logr.LogSink = (*takeLog)(nil)
+
+func (l *takeLog) Init(logr.RuntimeInfo)       {}
+func (l *takeLog) Enabled(level int) bool      { return level == 0 }
+func (l *takeLog) Error(error, string, ...any) {}
+
+func (l *takeLog) Info(_ int, msg string, kv ...any) {
+	if !strings.HasPrefix(msg, "Taking the cluster of a replica whose Lease expired") {
+		return
+	}
+	kv = append(slices.Clone(l.values), kv...)
+	var name string
+	var sb strings.Builder
+	sb.WriteString(msg)
+	for i := 0; i+1 < len(kv); i += 2 {
+		switch v := kv[i+1].(type) {
+		case time.Time:
+			fmt.Fprintf(&sb, " %v=%.1fs", kv[i], v.Sub(l.f.begin).Seconds())
+		default:
+			fmt.Fprintf(&sb, " %v=%v", kv[i], v)
+		}
+		if kv[i] == "cluster" {
+			name, _ = kv[i+1].(string)
+		}
+	}
+	fmt.Fprintf(&sb, " (at %.1fs)", time.Since(l.f.begin).Seconds())
+	l.f.mu.Lock()
+	l.f.took[[2]string{l.replica, name}] = sb.String()
+	l.f.mu.Unlock()
+}
+
+func (l *takeLog) WithValues(kv ...any) logr.LogSink {
+	return &takeLog{f: l.f, replica: l.replica, values: append(slices.Clone(l.values), kv...)}
+}
+
+func (l *takeLog) WithName(string) logr.LogSink { return l }
+
+// lagProbe measures how late the process's goroutines run: one that wakes every
+// lagPeriod records by how much it woke late.
+type lagProbe struct {
+	mu sync.Mutex
+	// lates are the lateness of each wake, in order.
+	lates []lagSample
+	stop  chan struct{}
+}
+
+type lagSample struct {
+	at   time.Time
+	late time.Duration
+}
+
+const lagPeriod = 100 * time.Millisecond
+
+func newLagProbe() *lagProbe {
+	p := &lagProbe{stop: make(chan struct{})}
+	go func() {
+		next := time.Now().Add(lagPeriod)
+		for {
+			select {
+			case <-p.stop:
+				return
+			case <-time.After(time.Until(next)):
+			}
+			now := time.Now()
+			p.mu.Lock()
+			p.lates = append(p.lates, lagSample{at: now, late: now.Sub(next)})
+			p.mu.Unlock()
+			next = now.Add(lagPeriod)
+		}
+	}()
+	return p
+}
+
+// max returns the largest lateness of the wakes from a to b.
+func (p *lagProbe) max(a, b time.Time) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	i, _ := slices.BinarySearchFunc(p.lates, a, func(s lagSample, t time.Time) int { return s.at.Compare(t) })
+	var m time.Duration
+	for ; i < len(p.lates) && !p.lates[i].at.After(b); i++ {
+		m = max(m, p.lates[i].late)
+	}
+	return m
 }
 
 // severable is a RoundTripper that fails every request once severed: the replica is
@@ -198,7 +436,10 @@ func (h *simHome) start(id string) *simReplica {
 	if err != nil {
 		h.b.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logr.Discard()))
+	h.fleet.mu.Lock()
+	h.fleet.coords[id] = coord
+	h.fleet.mu.Unlock()
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logr.New(&takeLog{f: h.fleet, replica: id})))
 	for _, name := range h.clusters {
 		if err := coord.Engage(ctx, &cluster.Cluster{Name: name}); err != nil {
 			h.b.Fatal(err)
@@ -271,8 +512,10 @@ func BenchmarkFleet(b *testing.B) {
 	if _, err := home.Clientset().CoreV1().Namespaces().Create(b.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "fleetwatch"}}, metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}
-	h := &simHome{b: b, c: home, clusters: names("arn:aws:eks:eu-west-1:123456789012:cluster/prod", total), fleet: &simFleet{owner: map[string]string{}},
-		opts: Options{Namespace: "fleetwatch", Replicas: n}}
+	h := &simHome{b: b, c: home, clusters: names("arn:aws:eks:eu-west-1:123456789012:cluster/prod", total),
+		fleet: newSimFleet(Options{LeaseDuration: DefaultLeaseDuration, RenewDeadline: DefaultRenewDeadline, RetryPeriod: DefaultRetryPeriod}),
+		opts:  Options{Namespace: "fleetwatch", Replicas: n}}
+	defer close(h.fleet.lag.stop)
 	ids := names("fleetwatch", n)
 	var rows [][2]string
 	row := func(what, value string) {
@@ -282,6 +525,7 @@ func BenchmarkFleet(b *testing.B) {
 	share := float64(total) / float64(n)
 	for range b.N {
 		// A start of every replica at once.
+		h.fleet.setPhase("start")
 		before := h.figures()
 		start := time.Now()
 		replicas := map[string]*simReplica{}
@@ -289,13 +533,14 @@ func BenchmarkFleet(b *testing.B) {
 			replicas[id] = h.start(id)
 		}
 		took := h.settle(ids, start)
-		engaged, disengaged, _ := h.fleet.counts()
+		engaged, disengaged := h.fleet.counts()
 		row(fmt.Sprintf("start of %d replicas together over %d clusters", n, total),
 			fmt.Sprintf("settled in %.1fs; %d clusters engaged (%d of them more than once), %d handed over; home: %s",
 				took.Seconds(), engaged, engaged-len(h.fleet.owners()), disengaged, before.to(h.figures())))
 		b.ReportMetric(took.Seconds(), "start-s")
 
 		// The steady state.
+		h.fleet.setPhase("steady state")
 		before = h.figures()
 		time.Sleep(*simSteady)
 		steady := before.to(h.figures())
@@ -306,6 +551,7 @@ func BenchmarkFleet(b *testing.B) {
 
 		// A replica lost: its Lease expires for the others, who take its clusters.
 		victim := ids[n/2]
+		h.fleet.setPhase(victim + " lost")
 		owners := h.fleet.owners()
 		before = h.figures()
 		lost := time.Now()
@@ -317,6 +563,7 @@ func BenchmarkFleet(b *testing.B) {
 			took.Seconds(), DefaultLeaseDuration, m, float64(m)/share, before.to(h.figures())))
 		b.ReportMetric(took.Seconds(), "lost-settle-s")
 		h.stop(replicas[victim])
+		h.fleet.setPhase(victim + " back")
 		owners = h.fleet.owners()
 		back := time.Now()
 		replicas[victim] = h.start(victim)
@@ -336,12 +583,14 @@ func BenchmarkFleet(b *testing.B) {
 			live := slices.DeleteFunc(slices.Clone(ids), func(x string) bool { return x == id })
 			owners := h.fleet.owners()
 			at := time.Now()
+			h.fleet.setPhase("rolling update: " + id + " stops")
 			h.stop(replicas[id])
 			stops += h.settle(live, at)
 			m := float64(moved(owners, h.fleet.owners())) / share
 			worst, sum = max(worst, m), sum+m
 			owners = h.fleet.owners()
 			at = time.Now()
+			h.fleet.setPhase("rolling update: " + id + " starts")
 			replicas[id] = h.start(id)
 			starts += h.settle(ids, at)
 			m = float64(moved(owners, h.fleet.owners())) / share
@@ -353,9 +602,31 @@ func BenchmarkFleet(b *testing.B) {
 		b.ReportMetric(worst, "moved-per-change/(C/N)")
 		b.ReportMetric(rolling.reads, "rolling-reads/s")
 		b.ReportMetric(rolling.writes, "rolling-writes/s")
-		_, _, overlaps := h.fleet.counts()
-		if overlaps > 0 {
-			b.Errorf("%d clusters were engaged by a replica while another had them engaged", overlaps)
+		h.fleet.mu.Lock()
+		overlaps, stopping := slices.Clone(h.fleet.overlaps), slices.Clone(h.fleet.stopping)
+		h.fleet.mu.Unlock()
+		var starved, protocol int
+		for i, o := range overlaps {
+			if o.starved {
+				starved++
+			} else {
+				protocol++
+			}
+			if i < 40 {
+				b.Log(o.tell(h.fleet))
+			}
+		}
+		for i, o := range stopping {
+			if i < 5 || i == len(stopping)-1 {
+				b.Log(o.tell(h.fleet))
+			}
+		}
+		row("exclusivity", fmt.Sprintf("%d clusters engaged while another replica watched them: %d after that replica's goroutines stalled past the margin (LeaseDuration − RenewDeadline), %d of the protocol; %d engaged after the other had stopped them but before it had disengaged them",
+			len(overlaps), starved, protocol, len(stopping)))
+		b.ReportMetric(float64(starved), "starved-overlaps")
+		b.ReportMetric(float64(protocol), "protocol-overlaps")
+		if protocol > 0 {
+			b.Errorf("%d clusters were engaged by a replica while another watched them, not explained by a stall", protocol)
 		}
 		for _, r := range replicas {
 			h.stop(r)
