@@ -53,6 +53,13 @@ type Options struct {
 	// Client reaches the home cluster. It needs get, list, watch, create and update on
 	// Leases in Namespace, nothing else. Required.
 	Client kubernetes.Interface
+	// RenewClient, if set, is the client of this replica's own Lease (get, create and
+	// update), with a rate limiter of its own: the renewals then never wait behind the
+	// requests of the cluster Leases, which a replica sends by the hundred when it
+	// starts, takes over a lost replica's clusters or releases its own, and which would
+	// otherwise eat into the margin between RenewDeadline and LeaseDuration. Default
+	// Client.
+	RenewClient kubernetes.Interface
 	// Address is how peers reach this replica's API, published on its Lease as
 	// AddressAnnotation. Default: none published.
 	Address string
@@ -169,9 +176,11 @@ type Placement struct {
 // stops its watches before Disengage returns (a fleetwatch.Manager waits for its
 // informers).
 type Coordinator struct {
-	opts     Options
-	aware    cluster.Aware
-	leases   coordinationclient.LeaseInterface
+	opts   Options
+	aware  cluster.Aware
+	leases coordinationclient.LeaseInterface
+	// own is the client of this replica's Lease (Options.RenewClient).
+	own      coordinationclient.LeaseInterface
 	instance string
 	// poke asks Start's goroutine for a round now.
 	poke chan struct{}
@@ -360,9 +369,14 @@ func New(opts Options, aware cluster.Aware) (*Coordinator, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
+	own := opts.RenewClient
+	if own == nil {
+		own = opts.Client
+	}
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
 	return &Coordinator{
+		own:           own.CoordinationV1().Leases(opts.Namespace),
 		opts:          opts,
 		aware:         aware,
 		leases:        opts.Client.CoordinationV1().Leases(opts.Namespace),
@@ -650,11 +664,11 @@ func (c *Coordinator) renew(ctx context.Context) bool {
 // tryRenew writes this replica's Lease, as of now.
 func (c *Coordinator) tryRenew(ctx context.Context, now time.Time) error {
 	name := ReplicaLeaseName(c.opts.Identity)
-	l, err := c.leases.Get(ctx, name, metav1.GetOptions{})
+	l, err := c.own.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.opts.Namespace}}
 		c.holdReplica(l, now)
-		l, err = c.leases.Create(ctx, l, metav1.CreateOptions{})
+		l, err = c.own.Create(ctx, l, metav1.CreateOptions{})
 		if err == nil {
 			c.observeSelf(l, now)
 		}
@@ -677,7 +691,7 @@ func (c *Coordinator) tryRenew(ctx context.Context, now time.Time) error {
 		l.Spec.LeaseTransitions = ptr.To(ptr.Deref(l.Spec.LeaseTransitions, 0) + 1)
 	}
 	c.holdReplica(l, now)
-	l, err = c.leases.Update(ctx, l, metav1.UpdateOptions{})
+	l, err = c.own.Update(ctx, l, metav1.UpdateOptions{})
 	if err == nil {
 		c.observeSelf(l, now)
 	}

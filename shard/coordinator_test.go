@@ -15,7 +15,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
@@ -896,5 +898,101 @@ func TestCoordinatorDisengagesLostClustersBeforeReleasing(t *testing.T) {
 	r0.disengageLost(ctx)
 	if releases.Load() != int32(len(clusters)) || early.Load() > 0 {
 		t.Errorf("r0 released %d clusters, %d of them before it had disengaged every one; want %d, none early", releases.Load(), early.Load(), len(clusters))
+	}
+}
+
+// stallingClient is a home cluster client whose Lease gets, creates and updates wait
+// while stalled is set, as requests wait behind a rate limiter that hundreds of cluster
+// Leases' requests saturate.
+type stallingClient struct {
+	kubernetes.Interface
+	stalled *atomic.Bool
+}
+
+// IsWatchListSemanticsUnSupported is the fake clientset's: its watches send no initial
+// events (cache.ToListWatcherWithWatchListSemantics).
+func (c stallingClient) IsWatchListSemanticsUnSupported() bool { return true }
+
+func (c stallingClient) CoordinationV1() coordinationclient.CoordinationV1Interface {
+	return stallingCoordination{c.Interface.CoordinationV1(), c.stalled}
+}
+
+type stallingCoordination struct {
+	coordinationclient.CoordinationV1Interface
+	stalled *atomic.Bool
+}
+
+func (c stallingCoordination) Leases(namespace string) coordinationclient.LeaseInterface {
+	return stallingLeases{c.CoordinationV1Interface.Leases(namespace), c.stalled}
+}
+
+type stallingLeases struct {
+	coordinationclient.LeaseInterface
+	stalled *atomic.Bool
+}
+
+func (l stallingLeases) wait(ctx context.Context) error {
+	for l.stalled.Load() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+func (l stallingLeases) Get(ctx context.Context, name string, opts metav1.GetOptions) (*coordinationv1.Lease, error) {
+	if err := l.wait(ctx); err != nil {
+		return nil, err
+	}
+	return l.LeaseInterface.Get(ctx, name, opts)
+}
+
+func (l stallingLeases) Create(ctx context.Context, lease *coordinationv1.Lease, opts metav1.CreateOptions) (*coordinationv1.Lease, error) {
+	if err := l.wait(ctx); err != nil {
+		return nil, err
+	}
+	return l.LeaseInterface.Create(ctx, lease, opts)
+}
+
+func (l stallingLeases) Update(ctx context.Context, lease *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error) {
+	if err := l.wait(ctx); err != nil {
+		return nil, err
+	}
+	return l.LeaseInterface.Update(ctx, lease, opts)
+}
+
+// TestCoordinatorRenewsThroughItsOwnClient: with Options.RenewClient, a replica renews
+// its Lease while the requests of its Client wait, for longer than RenewDeadline; it
+// keeps its clusters. Without, its renewals wait with the rest, and it gives them up.
+func TestCoordinatorRenewsThroughItsOwnClient(t *testing.T) {
+	t.Parallel()
+	for _, own := range []bool{true, false} {
+		t.Run(fmt.Sprintf("renewClient=%v", own), func(t *testing.T) {
+			t.Parallel()
+			home := newClient()
+			stalled := new(atomic.Bool)
+			w := &watchers{t: t, by: map[string]string{}}
+			clusters := names("cluster", 6)
+			r := startReplicaWith(t, home, w, "r0", clusters, w.aware("r0"), func(o *Options) {
+				o.Client = stallingClient{home, stalled}
+				if own {
+					o.RenewClient = home
+				}
+			})
+			waitAssigned(t, w, clusters, []string{"r0"}, settle)
+			stalled.Store(true)
+			time.Sleep(fastTiming.RenewDeadline + 2*time.Second)
+			watched := len(w.snapshot())
+			stalled.Store(false)
+			if own && watched != len(clusters) {
+				t.Errorf("with its own renewal client, the replica watches %d of %d clusters while its Client stalls", watched, len(clusters))
+			}
+			if !own && watched != 0 {
+				t.Errorf("without its own renewal client, the replica still watches %d clusters past its RenewDeadline", watched)
+			}
+			r.stop()
+		})
 	}
 }

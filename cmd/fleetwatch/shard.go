@@ -51,6 +51,13 @@ const (
 	homeBurst = 100
 )
 
+// renewQPS and renewBurst bound the requests of the replica's own Lease: a get and an
+// update per shard.retryPeriod.
+const (
+	renewQPS   = 5
+	renewBurst = 10
+)
+
 // shardOptions returns the Manager's shard options for a configuration that
 // resolveShard went through, or nil when sharding is off. The home cluster is reached
 // through shard.homeKubeconfig, else server.auth.delegated.kubeconfig, else the pod's
@@ -78,10 +85,19 @@ func shardOptions(cfg *config.Config) (*shard.Options, *rest.Config, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("shard.homeKubeconfig: %w", err)
 	}
+	// The replica's own Lease has a rate limiter of its own: its renewals never wait
+	// behind the cluster Leases' requests.
+	renew := rest.CopyConfig(rc)
+	renew.QPS, renew.Burst = renewQPS, renewBurst
+	renewClient, err := kubernetes.NewForConfig(renew)
+	if err != nil {
+		return nil, nil, fmt.Errorf("shard.homeKubeconfig: %w", err)
+	}
 	return &shard.Options{
 		Identity:      cfg.Shard.Identity,
 		Namespace:     cfg.Shard.Namespace,
 		Client:        client,
+		RenewClient:   renewClient,
 		Address:       cfg.Shard.Address,
 		LeaseDuration: cfg.Shard.LeaseDuration,
 		RenewDeadline: cfg.Shard.RenewDeadline,
