@@ -726,6 +726,28 @@ func (m *Manager) Status() []aggregate.ClusterStatus {
 	return sts
 }
 
+// NotSynced returns the statuses of the first limit clusters by name that have not
+// synced, how many there are, and how many clusters Status has, without building every
+// cluster's status unless the Manager runs as a shard (server.NotSyncedSource: what a
+// failed /readyz names).
+func (m *Manager) NotSynced(limit int) (first []aggregate.ClusterStatus, notSynced, all int) {
+	if m.shard == nil {
+		return m.status.NotSynced(limit)
+	}
+	// A replica's statuses include the clusters that others watch (Status).
+	for _, st := range m.Status() {
+		all++
+		switch st.Phase {
+		case aggregate.PhaseSynced, aggregate.PhaseRemote, aggregate.PhaseMoving:
+			continue
+		}
+		if notSynced++; len(first) < limit {
+			first = append(first, st)
+		}
+	}
+	return first, notSynced, all
+}
+
 // ClusterStatus returns the status of one cluster (see Status).
 func (m *Manager) ClusterStatus(name string) (aggregate.ClusterStatus, bool) {
 	st, ok := m.status.Get(name)

@@ -161,6 +161,40 @@ func (b *StatusBoard) Get(name string) (ClusterStatus, bool) {
 	return st, true
 }
 
+// NotSynced returns a copy of the statuses of the first limit clusters by name whose
+// phase is not Synced (nor Remote or Moving: other replicas watch those), how many
+// such clusters there are, and how many clusters in all. Unlike List, it copies and
+// counts the objects of those limit clusters only: a /readyz probe of a fleet of
+// thousands asks it while they sync.
+func (b *StatusBoard) NotSynced(limit int) (first []ClusterStatus, notSynced, all int) {
+	b.mu.RLock()
+	all = len(b.clusters)
+	var names []string // the first limit names, sorted
+	for name, st := range b.clusters {
+		switch st.Phase {
+		case PhaseSynced, PhaseRemote, PhaseMoving:
+			continue
+		}
+		notSynced++
+		i, _ := slices.BinarySearch(names, name)
+		if i < limit {
+			if len(names) == limit {
+				names = names[:limit-1]
+			}
+			names = slices.Insert(names, i, name)
+		}
+	}
+	first = make([]ClusterStatus, len(names))
+	for i, name := range names {
+		first[i] = cloneStatus(*b.clusters[name])
+	}
+	b.mu.RUnlock()
+	for i := range first {
+		b.fillCounts(&first[i])
+	}
+	return first, notSynced, all
+}
+
 // List returns a copy of every cluster's status, sorted by name.
 func (b *StatusBoard) List() []ClusterStatus {
 	b.mu.RLock()

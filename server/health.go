@@ -22,8 +22,12 @@ func (s *Server) serveReadyz(w http.ResponseWriter, r *http.Request) {
 		err  string
 	}
 	checks := []check{{name: "fleet"}, {name: "cache"}}
+	withhold := s.authenticates() && principalFrom(r) == nil
 	if !s.src.Ready() {
-		checks[0].err = s.notReadyReason(r)
+		checks[0].err = "not ready"
+		if !withhold {
+			checks[0].err = s.notReadyReason(r)
+		}
 	}
 	select {
 	case <-s.cache.primed:
@@ -36,7 +40,6 @@ func (s *Server) serveReadyz(w http.ResponseWriter, r *http.Request) {
 		writeBody(w, http.StatusOK, "text/plain; charset=utf-8", []byte("ok"))
 		return
 	}
-	withhold := s.authenticates() && principalFrom(r) == nil
 	var b strings.Builder
 	for _, c := range checks {
 		switch {
@@ -62,6 +65,19 @@ func (s *Server) serveReadyz(w http.ResponseWriter, r *http.Request) {
 // clusters that hold readiness back and that the client may read. Which those are is
 // decided first, as for any read; if that cannot be decided, the reason is withheld.
 func (s *Server) notReadyReason(r *http.Request) string {
+	if ns, ok := s.src.(NotSyncedSource); ok {
+		if p := principalFrom(r); p == nil || p.access == nil {
+			first, notSynced, all := ns.NotSynced(maxNotReadyNames)
+			if all == 0 {
+				return notReadyReason(nil, nil)
+			}
+			names := make([]string, len(first))
+			for i, st := range first {
+				names[i] = fmt.Sprintf("%q (%s)", st.Name, st.Phase)
+			}
+			return formatNotReady(names, notSynced-len(first), false)
+		}
+	}
 	statuses := s.src.Status()
 	var allow func(string) bool
 	var names []string
@@ -98,6 +114,12 @@ func notReadyReason(statuses []aggregate.ClusterStatus, allow func(string) bool)
 			names = append(names, fmt.Sprintf("%q (%s)", st.Name, st.Phase))
 		}
 	}
+	return formatNotReady(names, more, hidden)
+}
+
+// formatNotReady says that the clusters of names, and more, hold readiness back, and
+// with hidden, clusters that the client may not read.
+func formatNotReady(names []string, more int, hidden bool) string {
 	switch {
 	case len(names) == 0 && hidden:
 		return "clusters that you may not read are not synced"

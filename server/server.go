@@ -47,6 +47,17 @@ type Source interface {
 	Ready() bool
 }
 
+// NotSyncedSource is a Source that tells which clusters hold readiness back without
+// the status of every cluster: a failed /readyz names the first of them, and at
+// thousands of clusters building every status at each probe cost more than the rest of
+// the probe. Sources that do not implement it are asked Status.
+type NotSyncedSource interface {
+	// NotSynced returns the statuses of the first limit clusters by name whose phase
+	// is not Synced (nor Remote or Moving), how many such clusters there are, and how
+	// many clusters in all (as Status has them, but for those other replicas watch).
+	NotSynced(limit int) (first []aggregate.ClusterStatus, notSynced, all int)
+}
+
 // Defaults of Options.
 const (
 	DefaultAddress           = "127.0.0.1:8080"

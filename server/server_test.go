@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -454,5 +456,67 @@ func replaceFile(t *testing.T, from, to string) {
 	}
 	if err := os.Rename(from, to); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// notSyncedSource is a fakeSource that is a NotSyncedSource, whose Status is not to be
+// asked.
+type notSyncedSource struct {
+	*fakeSource
+	statusAsk atomic.Int32
+}
+
+func (s *notSyncedSource) Status() []aggregate.ClusterStatus {
+	s.statusAsk.Add(1)
+	return s.fakeSource.Status()
+}
+
+func (s *notSyncedSource) NotSynced(limit int) (first []aggregate.ClusterStatus, notSynced, all int) {
+	for _, st := range s.fakeSource.Status() {
+		all++
+		if st.Phase == aggregate.PhaseSynced {
+			continue
+		}
+		if notSynced++; len(first) < limit {
+			first = append(first, st)
+		}
+	}
+	return first, notSynced, all
+}
+
+// TestReadyzAsksNotSynced: a failed /readyz of a NotSyncedSource names the first
+// clusters it returns, and how many more, without asking every cluster's status; but
+// for a client that may read some clusters only, whose reason is filtered from them.
+func TestReadyzAsksNotSynced(t *testing.T) {
+	tokens := writeFile(t, t.TempDir(), "tokens", "all-s3cret\nprod-s3cret user=p clusters=prod\n")
+	fleet := aggregate.New(aggregate.Options{Codec: testCodec()})
+	src := &notSyncedSource{fakeSource: &fakeSource{fleet: fleet, statuses: map[string]aggregate.ClusterStatus{}}}
+	for i := range 25 {
+		src.setStatus(clusterStatus(fmt.Sprintf("c-%02d", i), aggregate.PhaseSyncing, false))
+	}
+	src.setStatus(clusterStatus(prod, aggregate.PhaseSynced, false))
+	s, err := New(src, Options{TokenFile: tokens})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := s.Handler()
+	get := func(token string) response {
+		req, _ := http.NewRequest(http.MethodGet, "/readyz", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		rec := newRecorder()
+		h.ServeHTTP(rec, req)
+		return response{code: rec.code, header: rec.Header(), body: rec.buf}
+	}
+	rec := get("all-s3cret")
+	want := `clusters not synced: "c-00" (Syncing), "c-01" (Syncing), "c-02" (Syncing), "c-03" (Syncing), "c-04" (Syncing), "c-05" (Syncing), "c-06" (Syncing), "c-07" (Syncing), "c-08" (Syncing), "c-09" (Syncing), and 15 more`
+	if rec.code != http.StatusServiceUnavailable || !strings.Contains(string(rec.body), want) {
+		t.Errorf("readyz: %d %s, want %q", rec.code, rec.body, want)
+	}
+	if n := src.statusAsk.Load(); n != 0 {
+		t.Errorf("Status asked %d times", n)
+	}
+	rec = get("prod-s3cret")
+	if want := "clusters that you may not read are not synced"; rec.code != http.StatusServiceUnavailable || !strings.Contains(string(rec.body), want) {
+		t.Errorf("readyz, for prod only: %d %s, want %q", rec.code, rec.body, want)
 	}
 }

@@ -188,6 +188,10 @@ func newLogger(cfg config.Log) (logr.Logger, func(verbosity int)) {
 	}
 }
 
+// A failed /readyz of a fleet of thousands names the clusters that hold it back without
+// building every cluster's status.
+var _ server.NotSyncedSource = (*fleetwatch.Manager)(nil)
+
 // runDaemon serves the inventory API, runs the manager and follows the config file with
 // rl (if not nil) until ctx is done. The server runs under the manager, which stops it
 // last, after the clusters (sources), the snapshot writer's final flush and the
