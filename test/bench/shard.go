@@ -430,10 +430,16 @@ func (f *shardFleet) settle(ctx context.Context, live []string) (time.Duration, 
 	start := time.Now()
 	assigned := shard.Assign(f.clusters, live)
 	deadline := start.Add(5 * time.Minute)
-	last := ""
+	last, kind := "", ""
 	for {
 		if last = f.settled(ctx, live, assigned); last == "" {
 			return time.Since(start), nil
+		}
+		// What holds the settling back, logged when it changes, without the cluster's
+		// name: which replica is waited for, and for what.
+		if k := settleKind(last); k != kind {
+			log.Printf("settle: %.2fs: %s", time.Since(start).Seconds(), k)
+			kind = k
 		}
 		if time.Now().After(deadline) {
 			return 0, fmt.Errorf("not settled on %v after 5 minutes: %s", live, last)
@@ -444,6 +450,21 @@ func (f *shardFleet) settle(ctx context.Context, live []string) (time.Duration, 
 		case <-time.After(max(20*time.Millisecond, time.Since(start)/100)):
 		}
 	}
+}
+
+// settleKind is what settled's reason says without the cluster it names, if it names
+// one: "fleetwatch-0 says ctx-07 is Remote by "fleetwatch-1"" is "fleetwatch-0 says a
+// cluster is Remote by "fleetwatch-1"".
+func settleKind(reason string) string {
+	w := strings.Fields(reason)
+	if len(w) == 7 && w[1] == "says" {
+		w[2] = "a cluster"
+		return strings.Join(w, " ")
+	}
+	if len(w) > 3 {
+		w = w[:3]
+	}
+	return strings.Join(w, " ")
 }
 
 func (f *shardFleet) settled(ctx context.Context, live []string, assigned map[string]string) string {
