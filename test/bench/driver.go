@@ -85,6 +85,9 @@ type driverOptions struct {
 	// manyOnly skips everything but the many-clusters section, whose table alone is
 	// printed; the bench's clusters are not even started.
 	manyOnly bool
+	// manyShards is the number of replicas of the sharded many-clusters rows
+	// (manyshard.go); 0: none.
+	manyShards int
 }
 
 // syncUnitNames are the sync contenders of a run, in the order of the first run, as
@@ -189,6 +192,7 @@ func runDriver(args []string) error {
 		o.many, err = parseCounts(v)
 		return err
 	})
+	fs.IntVar(&o.manyShards, "many-shards", 0, fmt.Sprintf("after each row of --many of at most %d contexts, run this many replicas of the fleetwatch binary, sharded, over its kubeconfig (at least 2): started together, a minute of steady state, restarted together (default: none)", manyShardsMaxContexts))
 	fs.BoolVar(&o.manyOnly, "many-only", false, "skip everything else: print the many-clusters table alone (not written to --out), without starting the bench's clusters")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -198,6 +202,12 @@ func runDriver(args []string) error {
 	}
 	if o.shards == 1 || o.shards < 0 {
 		return errors.New("--shards must be 0 (none) or at least 2")
+	}
+	if o.manyShards == 1 || o.manyShards < 0 {
+		return errors.New("--many-shards must be 0 (none) or at least 2")
+	}
+	if o.manyShards > 0 && !slices.ContainsFunc(o.many, func(n int) bool { return n <= manyShardsMaxContexts }) {
+		return fmt.Errorf("--many-shards needs a row of --many of at most %d contexts", manyShardsMaxContexts)
 	}
 	if o.scaleNamespaces < 0 || o.scaleNamespaces > benchNamespaces {
 		return fmt.Errorf("--scale-namespaces must be from 0 to %d", benchNamespaces)
@@ -713,7 +723,7 @@ func writeContexts(env *testenv.Env, n int, path string) error {
 	cfg.AuthInfos = all.AuthInfos
 	cfg.Clusters = all.Clusters
 	for i := range n {
-		name := fmt.Sprintf("ctx-%02d", i)
+		name := contextName(i)
 		cfg.Contexts[name] = &clientcmdapi.Context{Cluster: env.Clusters[i%len(env.Clusters)].Name, AuthInfo: "admin"}
 		if cfg.CurrentContext == "" {
 			cfg.CurrentContext = name
@@ -721,6 +731,9 @@ func writeContexts(env *testenv.Env, n int, path string) error {
 	}
 	return clientcmd.WriteToFile(*cfg, path)
 }
+
+// contextName is the name of writeContexts' context i.
+func contextName(i int) string { return fmt.Sprintf("ctx-%02d", i) }
 
 // contend runs one contender process and returns its result and the list figures of
 // the apiservers during its life.

@@ -59,6 +59,9 @@ type manyResult struct {
 	WarmList  listCounters `json:"warmList"`
 	// SnapshotBytes is the size of the snapshot file the cold run left.
 	SnapshotBytes int64 `json:"snapshotBytes,omitempty"`
+	// Sharded is the row's replicas with --many-shards (manyshard.go); nil without it,
+	// beyond manyShardsMaxContexts, or if Cold did not sync.
+	Sharded *manyShardResult `json:"sharded,omitempty"`
 }
 
 // manyPodsPerAPIServer is the number of pods each apiserver holds for a row of n
@@ -85,9 +88,25 @@ func (d *driver) manyPhase(ctx context.Context, rep *report) error {
 	// A driver of its own: its contenders, and the apiservers' figures around them,
 	// are this env's.
 	md := &driver{opts: d.opts, env: env, exe: d.exe, workDir: d.workDir, logDir: d.logDir, serveBin: d.serveBin}
+	// The sharded rows' home apiserver, started afresh: a start together finds no
+	// Lease.
+	var home *shardHome
+	if d.opts.manyShards > 0 {
+		dir := filepath.Join(d.workDir, "many-shards")
+		if err := os.RemoveAll(dir); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return err
+		}
+		if home, err = startShardHome(ctx, dir); err != nil {
+			return err
+		}
+		defer home.Close()
+	}
 	for _, n := range d.opts.many {
 		log.Printf("many: %d contexts, %d pods per apiserver", n, manyPodsPerAPIServer(n))
-		r, err := md.manyRow(ctx, n)
+		r, err := md.manyRow(ctx, n, home)
 		if err != nil {
 			return fmt.Errorf("%d contexts: %w", n, err)
 		}
@@ -104,8 +123,9 @@ func (d *driver) manyPhase(ctx context.Context, rep *report) error {
 }
 
 // manyRow makes each apiserver hold the row's pods, and runs its contenders one after
-// the other.
-func (d *driver) manyRow(ctx context.Context, n int) (manyResult, error) {
+// the other; with home, and at most manyShardsMaxContexts contexts, the sharded
+// replicas last.
+func (d *driver) manyRow(ctx context.Context, n int, home *shardHome) (manyResult, error) {
 	r := manyResult{Contexts: n, PodsPerAPIServer: manyPodsPerAPIServer(n)}
 	r.Objects = n * r.PodsPerAPIServer
 	if err := setManyPods(ctx, d.env, r.PodsPerAPIServer); err != nil {
@@ -142,8 +162,13 @@ func (d *driver) manyRow(ctx context.Context, n int) (manyResult, error) {
 	if st, err := os.Stat(snapshot); err == nil {
 		r.SnapshotBytes = st.Size()
 	}
-	r.Warm, r.WarmList, err = d.serveContend(ctx, name("serve-warm"), so)
-	return r, err
+	if r.Warm, r.WarmList, err = d.serveContend(ctx, name("serve-warm"), so); err != nil {
+		return r, err
+	}
+	if home != nil && n <= manyShardsMaxContexts {
+		r.Sharded = d.manyShards(ctx, home, r, kubeconfig)
+	}
+	return r, nil
 }
 
 // setManyPods makes every cluster of env hold exactly pods pods in manyNamespace:

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -74,5 +75,97 @@ func TestMissingManyRows(t *testing.T) {
 	rep.Many = nil
 	if missing := rep.missingRows(rep.markdown()); len(missing) != 3 {
 		t.Errorf("without a many-clusters section, missing = %q", missing)
+	}
+}
+
+func TestHandovers(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		before, after map[string]int32
+		want          int
+	}{
+		{"created once each", nil, map[string]int32{"a": 0, "b": 0}, 0},
+		{"created, then taken by another", nil, map[string]int32{"a": 1, "b": 0}, 1},
+		{"taken again after a release", map[string]int32{"a": 3, "b": 0}, map[string]int32{"a": 4, "b": 1}, 0},
+		{"taken twice after a release", map[string]int32{"a": 3}, map[string]int32{"a": 5}, 1},
+		{"kept by its holder", map[string]int32{"a": 3}, map[string]int32{"a": 3}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := handovers(tc.before, tc.after); got != tc.want {
+				t.Errorf("handovers(%v, %v) = %d, want %d", tc.before, tc.after, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestLeaseRates(t *testing.T) {
+	l := leaseCounters{Reads: 180, Writes: 96, Listed: 270, WatchEvents: 12}
+	if got, want := l.rates(60), "3.0 reads/s (4 Leases listed/s), 1.6 writes/s, 0 watch events/s"; got != want {
+		t.Errorf("rates = %q, want %q", got, want)
+	}
+}
+
+func TestSettleKind(t *testing.T) {
+	for reason, want := range map[string]string{
+		`fleetwatch-0 says ctx-07 is Remote by "fleetwatch-1"`:     `fleetwatch-0 says a cluster is Remote by "fleetwatch-1"`,
+		"fleetwatch-2 /readyz: 503 not ready: 12 clusters syncing": "fleetwatch-2 /readyz: 503",
+		"fleetwatch-1 lists 999 clusters":                          "fleetwatch-1 lists 999",
+	} {
+		if got := settleKind(reason); got != want {
+			t.Errorf("settleKind(%q) = %q, want %q", reason, got, want)
+		}
+	}
+}
+
+// manyShardsReport is manyReport with a sharded row of 3 replicas at 10 contexts.
+func manyShardsReport() *report {
+	rep := manyReport()
+	rep.Options.manyShards = 3
+	replicas := func(rss ...uint64) []replicaFigures {
+		var out []replicaFigures
+		for i, r := range rss {
+			out = append(out, replicaFigures{ID: fmt.Sprintf("fleetwatch-%d", i), Clusters: 3 + i, CPUSec: 1, PeakRSS: 2 * r << 20,
+				IdleSec: 1, HeapAfterGC: r << 19, RSSAfterGC: r << 20, Goroutines: 50})
+		}
+		return out
+	}
+	rep.Many[0].Sharded = &manyShardResult{Replicas: 3,
+		Cold: &manyShardStart{Seconds: 2, Replicas: replicas(10, 12, 14), Lists: listCounters{Objects: 200},
+			Leases: leaseCounters{Reads: 8, Writes: 20, Listed: 6, WatchEvents: 30}},
+		Warm:   &manyShardStart{Seconds: 1, Replicas: replicas(11, 12, 13), Leases: leaseCounters{Reads: 6, Writes: 10, Listed: 36, WatchEvents: 60}, Handovers: 1},
+		Steady: leaseCounters{Reads: 180, Writes: 96, Listed: 270}, SteadySec: 60}
+	return rep
+}
+
+func TestMarkdownManyShards(t *testing.T) {
+	md := manyShardsReport().markdown()
+	for _, want := range []string{
+		"#### Many clusters, sharded",
+		// RSS summed 36 MiB against the cold daemon's 20 MiB; Lease rates over the
+		// start's 2 s and the steady state's 60 s.
+		"| 10 | 200 | 3 | 2.00 | 3–5 | 200 (1.00) | 0 | 10–14 | 36 / 1.80 | 4.0, 10.0 | 3.0, 1.6 | 1.00 | 0 | 1 |",
+		"| 10 | together | fleetwatch-2 | 5 | 1.00 | 28 | 1.0 | 7 | 14 | 50 |",
+		"| 10 | restart | fleetwatch-0 | 3 |",
+		"| 10 | steady state | 60.0 | 180 | 96 | 270 | 0 | 3.0 reads/s (4 Leases listed/s), 1.6 writes/s, 0 watch events/s |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the report has no line with %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Log(md)
+	}
+	rep := manyShardsReport()
+	if missing := rep.missingRows(rep.markdown()); len(missing) > 0 {
+		t.Fatalf("a full report lacks rows:\n%s", strings.Join(missing, "\n"))
+	}
+	rep.Many[0].Sharded = nil
+	if missing := rep.missingRows(rep.markdown()); len(missing) != 1 || missing[0] != "| 10 | 200 | 3 |" {
+		t.Errorf("without the sharded row, missing = %q", missing)
+	}
+	rep = manyShardsReport()
+	rep.Many[0].Sharded = &manyShardResult{Replicas: 3, Error: "not settled"}
+	if md := rep.markdown(); !strings.Contains(md, "| 10 | 200 | 3 | failed: not settled |") {
+		t.Errorf("a failed row is not in the report:\n%s", md)
 	}
 }

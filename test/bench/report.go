@@ -858,6 +858,9 @@ func (rep *report) missingRows(md string) []string {
 	}
 	for _, n := range rep.Options.many {
 		row(manyRowStart(n))
+		if rep.Options.manyShards > 0 && n <= manyShardsMaxContexts {
+			row(manyShardsRowStart(n, rep.Options.manyShards))
+		}
 	}
 	for i, r := range rep.Runs {
 		for _, c := range r.syncRows() {
@@ -1138,8 +1141,97 @@ func (rep *report) manyMarkdown() string {
 				c.list.Others, c.list.Requests, c.list.Objects)
 		}
 	}
+	rep.manyShardsMarkdown(p)
 	return b.String()
 }
+
+// manyShardsHeading is the heading of the sharded many-clusters table.
+const manyShardsHeading = "#### Many clusters, sharded"
+
+// manyShardsRowStart is how the sharded many-clusters table's row of n contexts
+// starts.
+func manyShardsRowStart(n, replicas int) string {
+	return fmt.Sprintf("| %d | %d | %d |", n, n*manyPodsPerAPIServer(n), replicas)
+}
+
+// manyShardsMarkdown renders the sharded rows of the many-clusters section
+// (--many-shards); nothing without them.
+func (rep *report) manyShardsMarkdown(p func(string, ...any)) {
+	rows := slices.DeleteFunc(slices.Clone(rep.Many), func(r manyResult) bool { return r.Sharded == nil })
+	if len(rows) == 0 {
+		return
+	}
+	p("\n%s\n\n", manyShardsHeading)
+	p("Issue #33: after the row's contenders, `--many-shards N` runs N replicas of the real `fleetwatch serve` binary over the row's kubeconfig (rows of at most %d contexts), sharded, their Leases in a home apiserver of their own (a namespace per row), as the sharded phase runs them (HTTPS, delegated authentication, the warm handover on), with `shard.replicas: N`, `--resources pods` and a snapshot each, and `sync.timeout` %v. ", manyShardsMaxContexts, 2*manyRowTimeout)
+	p("*Start together*: the N processes started at once (a StatefulSet with `podManagementPolicy: Parallel`), with no snapshot and no Lease; *settled* is from the first start to every replica answering `/readyz` 200 and listing every context `Synced` by the replica that rendezvous hashing assigns it, which also gives the clusters per replica. ")
+	p("*Objects listed* are what the member apiservers handed out as lists or initial events during the start, against the row's objects (each context listed once: 1.00×). *Handovers* are the cluster Leases' takes beyond the first of each during the start (their `leaseTransitions`; 0 expected). ")
+	p("*RSS* is each replica's after GC once idle, as for the daemon above; the sum is set against the row's `fleetwatch serve`, cold. ")
+	p("*Home Leases* are the home apiserver's `apiserver_request_total` on leases, as the Lease protocol's simulation counts them: reads (GET, LIST) and writes per second, during the start and during %.0f s of steady state after it (the home apiserver's own identity Lease included, renewed every 10 s). ", manyShardsSteady.Seconds())
+	p("*Restart together*: every replica stopped with SIGTERM at once and started again at once, on its snapshot; objects re-sent are what the member apiservers handed out meanwhile (0 when every watch resumes).\n\n")
+	p("| contexts | objects | replicas | start together: settled (s) | clusters per replica | objects listed (× objects) | handovers | RSS per replica (MiB) | RSS summed (MiB) / one `fleetwatch serve` | home Leases, start: reads/s, writes/s | home Leases, steady: reads/s, writes/s | restart together: settled (s) | objects re-sent | handovers, restart |\n")
+	p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range rows {
+		s := r.Sharded
+		start := manyShardsRowStart(r.Contexts, s.Replicas)
+		if s.Cold == nil {
+			p("%s failed: %s | | | | | | | | | | |\n", start, s.Error)
+			continue
+		}
+		c := s.Cold
+		lo, hi := c.clusterRange()
+		rlo, rhi, sum := c.rssRange()
+		one := "—"
+		if r.Cold != nil && r.Cold.NotSyncedSec == 0 {
+			one = formatRatio(float64(sum) / float64(r.Cold.RSSAfterGC))
+		}
+		steady := "—"
+		if s.SteadySec > 0 {
+			steady = fmt.Sprintf("%.1f, %.1f", s.Steady.Reads/s.SteadySec, s.Steady.Writes/s.SteadySec)
+		}
+		warm := "—, —, —"
+		if w := s.Warm; w != nil {
+			warm = fmt.Sprintf("%.2f | %.0f | %d", w.Seconds, w.Lists.Objects, w.Handovers)
+		} else {
+			warm = "failed: " + s.Error + " | | "
+		}
+		p("%s %.2f | %d–%d | %.0f (%s) | %d | %.0f–%.0f | %.0f / %s | %.1f, %.1f | %s | %s |\n", start,
+			c.Seconds, lo, hi, c.Lists.Objects, formatRatio(c.Lists.Objects/float64(r.Objects)), c.Handovers,
+			mibf(rlo), mibf(rhi), mibf(sum), one, c.Leases.Reads/c.Seconds, c.Leases.Writes/c.Seconds, steady, warm)
+	}
+	p("\nRaw measurements of each replica at each start: the clusters it owns, its CPU time and peak RSS when the fleet settled, how long after that it was idle, its heap and RSS after GC and its goroutines then; and the home apiserver's Lease figures of each window.\n\n")
+	p("| contexts | start | replica | clusters | CPU to settled (s) | peak RSS (MiB) | idle after (s) | heap (MiB) | RSS (MiB) | goroutines |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range rows {
+		for _, st := range []struct {
+			name string
+			s    *manyShardStart
+		}{{"together", r.Sharded.Cold}, {"restart", r.Sharded.Warm}} {
+			if st.s == nil {
+				continue
+			}
+			for _, x := range st.s.Replicas {
+				p("| %d | %s | %s | %d | %.2f | %.0f | %.1f | %.0f | %.0f | %d |\n", r.Contexts, st.name, x.ID, x.Clusters, x.CPUSec,
+					mibf(x.PeakRSS), x.IdleSec, mibf(x.HeapAfterGC), mibf(x.RSSAfterGC), x.Goroutines)
+			}
+		}
+	}
+	p("\n| contexts | window | seconds | Lease reads | Lease writes | Leases listed | Lease watch events | per second |\n|---|---|---|---|---|---|---|---|\n")
+	for _, r := range rows {
+		s := r.Sharded
+		for _, w := range []struct {
+			name string
+			l    leaseCounters
+			sec  float64
+		}{{"start together", s.start(false).Leases, s.start(false).Seconds}, {"steady state", s.Steady, s.SteadySec}, {"restart together", s.start(true).Leases, s.start(true).Seconds}} {
+			if w.sec == 0 {
+				continue
+			}
+			p("| %d | %s | %.1f | %.0f | %.0f | %.0f | %.0f | %s |\n", r.Contexts, w.name, w.sec, w.l.Reads, w.l.Writes, w.l.Listed, w.l.WatchEvents, w.l.rates(w.sec))
+		}
+	}
+}
+
+// mibf is b in MiB.
+func mibf(b uint64) float64 { return float64(b) / (1 << 20) }
 
 // manyCell is a contender's cell of the many-clusters table: time to synced and RSS
 // after GC, with the peak RSS; or how long it did not sync, with its objects then.

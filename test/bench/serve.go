@@ -129,11 +129,8 @@ func (d *driver) serveOnce(ctx context.Context, name string, o serveOptions) (*R
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
-			var m [6]uint64
-			if s, ok := strings.CutPrefix(sc.Text(), "memstats "); ok {
-				if _, err := fmt.Sscan(s, &m[0], &m[1], &m[2], &m[3], &m[4], &m[5]); err == nil {
-					memstats <- m
-				}
+			if m, ok := parseMemstats(sc.Text()); ok {
+				memstats <- m
 			}
 		}
 	}()
@@ -174,7 +171,7 @@ func (d *driver) serveOnce(ctx context.Context, name string, o serveOptions) (*R
 	res.InitialEvents = res.Total
 	if o.idle && res.NotSyncedSec == 0 {
 		synced := time.Now()
-		serveIdle(ctx, base)
+		serveIdle(ctx, func(path string) (string, bool) { return serveGet(ctx, base, path) })
 		res.IdleSec = time.Since(synced).Seconds()
 	}
 	if m, ok := serveGet(ctx, base, "/metrics"); ok {
@@ -203,15 +200,28 @@ func (d *driver) serveOnce(ctx context.Context, name string, o serveOptions) (*R
 	return res, nil
 }
 
+// parseMemstats parses the daemon's answer to SIGUSR1 (benchmem.go), "memstats HEAP RSS
+// INUSE IDLE RELEASED SYS", and reports whether line is one.
+func parseMemstats(line string) ([6]uint64, bool) {
+	var m [6]uint64
+	s, ok := strings.CutPrefix(line, "memstats ")
+	if !ok {
+		return m, false
+	}
+	_, err := fmt.Sscan(s, &m[0], &m[1], &m[2], &m[3], &m[4], &m[5])
+	return m, err == nil
+}
+
 // serveIdle waits, at most a minute, until the daemon is idle after its sync: its
 // snapshot has committed every change (fleetwatch_snapshot_pending_changes is 0) and its
 // goroutines held steady for a second (the identity reads and first health probes that
 // wait for the fleet to be ready are done). What an idle cluster costs is measured then.
-func serveIdle(ctx context.Context, base string) {
+// get is a GET from the daemon, as serveGet.
+func serveIdle(ctx context.Context, get func(path string) (string, bool)) {
 	deadline := time.Now().Add(time.Minute)
 	last := -1.0
 	for time.Now().Before(deadline) && ctx.Err() == nil {
-		m, ok := serveGet(ctx, base, "/metrics")
+		m, ok := get("/metrics")
 		if ok {
 			g := sumMetric(m, "go_goroutines ")
 			if sumMetric(m, "fleetwatch_snapshot_pending_changes ") == 0 && g == last {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -15,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -62,23 +64,88 @@ type moveResult struct {
 	Lists listCounters `json:"lists"`
 }
 
-// shardFleet is the replicas of one sharded setup.
-type shardFleet struct {
-	d                 *driver
-	bin, dir          string
-	home              *testenv.Env
-	members           string
+// shardHome is the home apiserver of sharded replicas, of the bench's own: it holds
+// their Leases and answers their delegated authentication, and the replicas use its
+// admin credential for both. The replicas serve HTTPS with certFile, which is also
+// their shard.peerCaFile; client trusts it, and token is what the driver's requests
+// present (delegated authentication admits the admin token).
+type shardHome struct {
+	env               *testenv.Env
 	certFile, keyFile string
 	client            *http.Client
 	token             string
-	warm              bool
-	replicas          map[string]*shardReplica
+}
+
+// startShardHome starts a home apiserver in dir/home, with a serving certificate for
+// the replicas in dir.
+func startShardHome(ctx context.Context, dir string) (*shardHome, error) {
+	log.Printf("shards: starting the home apiserver")
+	env, err := testenv.Start(ctx, testenv.Options{Names: []string{"home"}, Dir: filepath.Join(dir, "home")})
+	if err != nil {
+		return nil, err
+	}
+	h := &shardHome{env: env, token: env.Token()}
+	if h.certFile, h.keyFile, err = testcert.Generate(dir, "replicas"); err != nil {
+		env.Close()
+		return nil, err
+	}
+	pem, err := os.ReadFile(h.certFile)
+	if err != nil {
+		env.Close()
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		env.Close()
+		return nil, fmt.Errorf("no certificate in %s", h.certFile)
+	}
+	h.client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, MaxIdleConnsPerHost: 4}}
+	return h, nil
+}
+
+// createNamespace creates the namespace of a fleet's Leases.
+func (h *shardHome) createNamespace(ctx context.Context, name string) error {
+	_, err := h.env.Clusters[0].Clientset().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	return err
+}
+
+func (h *shardHome) Close() {
+	h.client.CloseIdleConnections()
+	h.env.Close()
+}
+
+// shardFleet is the replicas of one sharded setup.
+type shardFleet struct {
+	d    *driver
+	bin  string
+	home *shardHome
+	// dir holds the replicas' configurations and snapshots; logPrefix starts the names
+	// of their logs.
+	dir, logPrefix string
+	// namespace is shard.namespace, members the kubeconfig of the member clusters, and
+	// clusters their names (its contexts).
+	namespace string
+	members   string
+	clusters  []string
+	// resources are the resources each replica caches.
+	resources []string
+	// replicas is shard.replicas: 0 for replicas that come and go one at a time.
+	replicas int
+	// syncTimeout is sync.timeout; empty: the default.
+	syncTimeout string
+	// warm is the warm handover (shard.handoverTimeout 10s, else 0s).
+	warm bool
+	// running are the replicas started and not stopped, by identity.
+	running map[string]*shardReplica
 }
 
 type shardReplica struct {
 	id, base string
 	cmd      *exec.Cmd
 	done     chan error
+	// memstats has the daemon's answers to SIGUSR1 (benchmem.go): HeapAlloc, VmRSS,
+	// HeapInuse, HeapIdle, HeapReleased and Sys.
+	memstats chan [6]uint64
 }
 
 // shards runs the sharded phase with n replicas.
@@ -93,54 +160,35 @@ func (d *driver) shards(ctx context.Context, n int) (*shardResult, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	bin := filepath.Join(dir, "fleetwatch")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/fleetwatch")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		return nil, fmt.Errorf("building fleetwatch: %w", err)
-	}
-	log.Printf("shards: starting the home apiserver")
-	home, err := testenv.Start(ctx, testenv.Options{Names: []string{"home"}, Dir: filepath.Join(dir, "home")})
+	home, err := startShardHome(ctx, dir)
 	if err != nil {
 		return nil, err
 	}
 	defer home.Close()
-	if _, err := home.Clusters[0].Clientset().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "fleetwatch"}}, metav1.CreateOptions{}); err != nil {
+	if err := home.createNamespace(ctx, "fleetwatch"); err != nil {
 		return nil, err
 	}
-	certFile, keyFile, err := testcert.Generate(dir, "replicas")
-	if err != nil {
-		return nil, err
-	}
-	pem, err := os.ReadFile(certFile)
-	if err != nil {
-		return nil, err
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("no certificate in %s", certFile)
-	}
-	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, MaxIdleConnsPerHost: 4}
-	defer tr.CloseIdleConnections()
 	members := filepath.Join(dir, "members.kubeconfig")
 	if err := d.env.WriteKubeconfig(members, d.env.Clusters...); err != nil {
 		return nil, err
 	}
-	res := &shardResult{Replicas: n, Clusters: len(d.env.Clusters)}
-	// The replicas' names, as a StatefulSet's; the last one is the one that comes and
-	// goes.
-	ids := make([]string, n)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("fleetwatch-%d", i)
+	names := make([]string, len(d.env.Clusters))
+	for i, c := range d.env.Clusters {
+		names[i] = c.Name
 	}
+	res := &shardResult{Replicas: n, Clusters: len(d.env.Clusters)}
+	ids := replicaIDs(n)
 	for _, warm := range []bool{true, false} {
-		f := &shardFleet{d: d, bin: bin, dir: filepath.Join(dir, fmt.Sprintf("warm-%t", warm)), home: home, members: members,
-			certFile: certFile, keyFile: keyFile, client: &http.Client{Transport: tr}, token: home.Token(), warm: warm, replicas: map[string]*shardReplica{}}
+		f := &shardFleet{d: d, bin: d.serveBin, home: home, dir: filepath.Join(dir, fmt.Sprintf("warm-%t", warm)),
+			logPrefix: fmt.Sprintf("shards-warm-%t-", warm), namespace: "fleetwatch", members: members, clusters: names,
+			resources: []string{"pods", "configmaps"}, warm: warm, running: map[string]*shardReplica{}}
 		if err := os.MkdirAll(f.dir, 0o700); err != nil {
 			return nil, err
 		}
 		moves, err := f.measure(ctx, ids, res, warm)
-		f.stopAll()
+		if err := f.stopAll(); err != nil {
+			log.Printf("shards: %v", err)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -151,6 +199,16 @@ func (d *driver) shards(ctx context.Context, n int) (*shardResult, error) {
 		}
 	}
 	return res, nil
+}
+
+// replicaIDs are the identities of n replicas, as a StatefulSet names its pods; the
+// last one is the one that comes and goes in the planned moves.
+func replicaIDs(n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("fleetwatch-%d", i)
+	}
+	return ids
 }
 
 // measure starts N-1 replicas, scales to N and back, and, with the warm handover, times
@@ -183,8 +241,8 @@ func (f *shardFleet) measure(ctx context.Context, ids []string, res *shardResult
 			return err
 		}
 		m := moveResult{From: len(before), To: len(after), Seconds: time.Since(start).Seconds(), Lists: lists1.minus(lists0)}
-		for _, c := range f.d.env.Clusters {
-			if shard.Owner(c.Name, before) != shard.Owner(c.Name, after) {
+		for _, c := range f.clusters {
+			if shard.Owner(c, before) != shard.Owner(c, after) {
 				m.Moved++
 			}
 		}
@@ -201,12 +259,8 @@ func (f *shardFleet) measure(ctx context.Context, ids []string, res *shardResult
 	// is the same replica owning every cluster.
 	via := ""
 	if latency {
-		names := make([]string, len(f.d.env.Clusters))
-		for i, c := range f.d.env.Clusters {
-			names[i] = c.Name
-		}
 		owned := map[string]int{}
-		for _, owner := range shard.Assign(names, ids) {
+		for _, owner := range shard.Assign(f.clusters, ids) {
 			owned[owner]++
 		}
 		for _, id := range ids[:n-1] {
@@ -219,7 +273,7 @@ func (f *shardFleet) measure(ctx context.Context, ids []string, res *shardResult
 		}
 		res.Via, res.ViaOwns = via, owned[via]
 		var err error
-		if res.FanoutPage, res.FanoutFull, err = f.lists(ctx, f.replicas[via].base); err != nil {
+		if res.FanoutPage, res.FanoutFull, err = f.lists(ctx, f.running[via].base); err != nil {
 			return nil, err
 		}
 	}
@@ -239,7 +293,7 @@ func (f *shardFleet) measure(ctx context.Context, ids []string, res *shardResult
 			return nil, err
 		}
 		var err error
-		if res.SinglePage, res.SingleFull, err = f.lists(ctx, f.replicas[via].base); err != nil {
+		if res.SinglePage, res.SingleFull, err = f.lists(ctx, f.running[via].base); err != nil {
 			return nil, err
 		}
 	}
@@ -255,55 +309,92 @@ func (f *shardFleet) start(ctx context.Context, id string) error {
 		return err
 	}
 	base := fmt.Sprintf("https://127.0.0.1:%d", port)
+	path := filepath.Join(f.dir, id+".yaml")
+	if err := os.WriteFile(path, []byte(f.config(id, port, base)), 0o600); err != nil {
+		return err
+	}
+	out, err := os.OpenFile(filepath.Join(f.d.logDir, f.logPrefix+id+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, f.bin, "serve", "--config", path)
+	cmd.Stderr = out
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		out.Close()
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		out.Close()
+		return err
+	}
+	r := &shardReplica{id: id, base: base, cmd: cmd, done: make(chan error, 1), memstats: make(chan [6]uint64, 1)}
+	go func() {
+		// The daemon's stdout goes to its log, but for its memstats lines; Wait is
+		// called once it is read to its end, as StdoutPipe requires.
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if m, ok := parseMemstats(sc.Text()); ok {
+				r.memstats <- m
+				continue
+			}
+			fmt.Fprintln(out, sc.Text())
+		}
+		r.done <- cmd.Wait()
+		out.Close()
+	}()
+	f.running[id] = r
+	return nil
+}
+
+// config is the configuration of the replica id, serving on port at base.
+func (f *shardFleet) config(id string, port int, base string) string {
 	handover := "10s"
 	if !f.warm {
 		handover = "0s"
 	}
-	cfg := fmt.Sprintf(`kubeconfig: [%s]
-resources: [{name: pods}, {name: configmaps}]
+	var resources []string
+	for _, r := range f.resources {
+		resources = append(resources, "{name: "+r+"}")
+	}
+	var sync string
+	if f.syncTimeout != "" {
+		sync = fmt.Sprintf("sync: {timeout: %s}\n", f.syncTimeout)
+	}
+	return fmt.Sprintf(`kubeconfig: [%s]
+resources: [%s]
 snapshot: {path: %s}
-server:
+%sserver:
   address: "127.0.0.1:%d"
   tls: {certFile: %q, keyFile: %q}
   auth: {delegated: {enabled: true, kubeconfig: %q}}
 shard:
   enabled: true
   identity: %s
-  namespace: fleetwatch
+  namespace: %s
   homeKubeconfig: %s
   address: %s
   peerCaFile: %q
   handoverTimeout: %s
-`, f.members, filepath.Join(f.dir, id+".db"), port, f.certFile, f.keyFile, f.home.Kubeconfig, id, f.home.Kubeconfig, base, f.certFile, handover)
-	path := filepath.Join(f.dir, id+".yaml")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		return err
-	}
-	out, err := os.OpenFile(filepath.Join(f.d.logDir, fmt.Sprintf("shards-warm-%t-%s.log", f.warm, id)), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	cmd := exec.CommandContext(ctx, f.bin, "serve", "--config", path)
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		out.Close()
-		return err
-	}
-	r := &shardReplica{id: id, base: base, cmd: cmd, done: make(chan error, 1)}
-	go func() { r.done <- cmd.Wait(); out.Close() }()
-	f.replicas[id] = r
-	return nil
+  replicas: %d
+`, f.members, strings.Join(resources, ", "), filepath.Join(f.dir, id+".db"), sync, port, f.home.certFile, f.home.keyFile,
+		f.home.env.Kubeconfig, id, f.namespace, f.home.env.Kubeconfig, base, f.home.certFile, handover, f.replicas)
 }
 
 // stop stops the replica id with SIGTERM, as a scale-down does, and waits for it.
 func (f *shardFleet) stop(id string) error {
-	r := f.replicas[id]
-	if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := f.running[id].cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		return err
 	}
+	return f.wait(id)
+}
+
+// wait waits, at most 2 minutes, for the replica id to exit.
+func (f *shardFleet) wait(id string) error {
+	r := f.running[id]
 	select {
 	case err := <-r.done:
-		delete(f.replicas, id)
+		delete(f.running, id)
 		if err != nil {
 			return fmt.Errorf("%s exited with %w", id, err)
 		}
@@ -314,29 +405,41 @@ func (f *shardFleet) stop(id string) error {
 	}
 }
 
-func (f *shardFleet) stopAll() {
-	for id := range f.replicas {
-		if err := f.stop(id); err != nil {
-			log.Printf("shards: %v", err)
+// stopAll stops every running replica together, as a full restart of the StatefulSet
+// does: SIGTERM to each, then it waits for each.
+func (f *shardFleet) stopAll() error {
+	var errs []error
+	for _, r := range f.running {
+		if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			errs = append(errs, err)
 		}
 	}
+	for id := range f.running {
+		errs = append(errs, f.wait(id))
+	}
+	return errors.Join(errs...)
 }
 
 // settle waits until every replica of live is ready and says that each cluster is
 // synced by the replica that rendezvous hashing assigns it to, and returns how long
-// that took.
+// that took. It looks every hundredth of the time so far, at least every 20 ms: a look
+// lists every cluster through every replica, and each replica asks the others for the
+// status of theirs, which at a thousand clusters costs the replicas what they are
+// being timed for.
 func (f *shardFleet) settle(ctx context.Context, live []string) (time.Duration, error) {
 	start := time.Now()
-	names := make([]string, len(f.d.env.Clusters))
-	for i, c := range f.d.env.Clusters {
-		names[i] = c.Name
-	}
-	assigned := shard.Assign(names, live)
+	assigned := shard.Assign(f.clusters, live)
 	deadline := start.Add(5 * time.Minute)
-	last := ""
+	last, kind := "", ""
 	for {
 		if last = f.settled(ctx, live, assigned); last == "" {
 			return time.Since(start), nil
+		}
+		// What holds the settling back, logged when it changes, without the cluster's
+		// name: which replica is waited for, and for what.
+		if k := settleKind(last); k != kind {
+			log.Printf("settle: %.2fs: %s", time.Since(start).Seconds(), k)
+			kind = k
 		}
 		if time.Now().After(deadline) {
 			return 0, fmt.Errorf("not settled on %v after 5 minutes: %s", live, last)
@@ -344,14 +447,29 @@ func (f *shardFleet) settle(ctx context.Context, live []string) (time.Duration, 
 		select {
 		case <-ctx.Done():
 			return 0, ctx.Err()
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(max(20*time.Millisecond, time.Since(start)/100)):
 		}
 	}
 }
 
+// settleKind is what settled's reason says without the cluster it names, if it names
+// one: "fleetwatch-0 says ctx-07 is Remote by "fleetwatch-1"" is "fleetwatch-0 says a
+// cluster is Remote by "fleetwatch-1"".
+func settleKind(reason string) string {
+	w := strings.Fields(reason)
+	if len(w) == 7 && w[1] == "says" {
+		w[2] = "a cluster"
+		return strings.Join(w, " ")
+	}
+	if len(w) > 3 {
+		w = w[:3]
+	}
+	return strings.Join(w, " ")
+}
+
 func (f *shardFleet) settled(ctx context.Context, live []string, assigned map[string]string) string {
 	for _, id := range live {
-		r := f.replicas[id]
+		r := f.running[id]
 		if code, body, _ := f.get(ctx, r.base+"/readyz"); code != http.StatusOK {
 			return fmt.Sprintf("%s /readyz: %d %s", id, code, body)
 		}
@@ -424,8 +542,8 @@ func (f *shardFleet) get(ctx context.Context, u string) (int, []byte, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	req.Header.Set("Authorization", "Bearer "+f.token)
-	res, err := f.client.Do(req)
+	req.Header.Set("Authorization", "Bearer "+f.home.token)
+	res, err := f.home.client.Do(req)
 	if err != nil {
 		return 0, []byte(err.Error()), err
 	}
