@@ -987,7 +987,7 @@ func (c *Coordinator) take(ctx context.Context, names []string) {
 	}
 	c.engageMu.Lock()
 	defer c.engageMu.Unlock()
-	var cold, warm []taken
+	var warm []taken
 	for _, name := range names {
 		c.mu.Lock()
 		cand := c.selected[name]
@@ -1010,9 +1010,9 @@ func (c *Coordinator) take(ctx context.Context, names []string) {
 				continue
 			}
 		}
-		cold = append(cold, t)
-	}
-	for _, t := range cold {
+		// A cold cluster is engaged as soon as its Lease is taken: the takes go at the
+		// home client's rate, hundreds of them when a replica starts, and the clusters
+		// taken first sync meanwhile.
 		c.engage(ctx, t.name, t.cand)
 	}
 	if len(warm) == 0 {

@@ -996,3 +996,57 @@ func TestCoordinatorRenewsThroughItsOwnClient(t *testing.T) {
 		})
 	}
 }
+
+// createCounter is an Aware that records how many cluster Leases were created when it
+// engaged its first cluster.
+type createCounter struct {
+	created *atomic.Int32
+	mu      sync.Mutex
+	atFirst int32
+	engaged int
+}
+
+func (a *createCounter) Engage(context.Context, *cluster.Cluster) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.engaged == 0 {
+		a.atFirst = a.created.Load()
+	}
+	a.engaged++
+	return nil
+}
+
+// TestCoordinatorEngagesAsItTakes: a replica engages each cold cluster as soon as it has
+// taken its Lease, not once it has taken them all: the clusters taken first sync while
+// the others' Leases are written.
+func TestCoordinatorEngagesAsItTakes(t *testing.T) {
+	t.Parallel()
+	client := newClient()
+	created := new(atomic.Int32)
+	client.PrependReactor("create", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if l := a.(k8stesting.CreateAction).GetObject().(*coordinationv1.Lease); l.Labels[LeaseLabel] == LeaseCluster {
+			created.Add(1)
+		}
+		return false, nil, nil
+	})
+	clusters := names("cluster", 20)
+	aware := &createCounter{created: created}
+	w := &watchers{t: t, by: map[string]string{}}
+	startReplicaWith(t, client, w, "r0", clusters, aware, nil)
+	for deadline := time.Now().Add(settle); ; time.Sleep(20 * time.Millisecond) {
+		aware.mu.Lock()
+		n := aware.engaged
+		aware.mu.Unlock()
+		if n == len(clusters) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d clusters engaged", n, len(clusters))
+		}
+	}
+	aware.mu.Lock()
+	defer aware.mu.Unlock()
+	if aware.atFirst != 1 {
+		t.Errorf("%d cluster Leases were created when the first cluster was engaged, want 1", aware.atFirst)
+	}
+}
