@@ -336,7 +336,6 @@ type historyTx struct {
 	last int64
 	// appended counts the records this transaction added.
 	appended int
-	buf      []byte
 }
 
 // openHistory returns the historyTx of a commit, nil if it writes nothing to the log.
@@ -426,8 +425,9 @@ func (h *historyTx) add(v []byte, typ ChangeType, t time.Time, cluster, resource
 // marker appends the record of a resource's or a cluster's change, and ends the
 // coverage of what it drops: the resume index cannot say what changed across it.
 func (h *historyTx) marker(typ ChangeType, cluster, resource, rv string) error {
-	h.buf = appendRecord(h.buf[:0], cluster, resource, "", rv, "", 0, nil)
-	if err := h.add(h.buf, typ, h.now, cluster, resource, "", rv); err != nil {
+	// A buffer of its own: bbolt keeps the values it is given until the commit.
+	v := appendRecord(nil, cluster, resource, "", rv, "", 0, nil)
+	if err := h.add(v, typ, h.now, cluster, resource, "", rv); err != nil {
 		return err
 	}
 	return h.uncover(cluster, resource)

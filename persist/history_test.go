@@ -110,8 +110,12 @@ func TestHistoryRecordsEveryChange(t *testing.T) {
 	commitNow(t, w)
 	clock.Step(time.Second)
 	w.ReplaceCluster("dev")
-	w.DropCluster("gone") // not stored: no record
+	w.DropResource("prod", deployments) // two records in one commit, each its own
+	w.DropCluster("gone")               // not stored: no record
 	commitNow(t, w)
+	if err := s.Verify(); err != nil {
+		t.Fatal(err)
+	}
 
 	got := describe(t, allChanges(t, s, ChangesQuery{Limit: 3}))
 	// Within a commit, resources come in any order; each resource's records in theirs.
@@ -123,6 +127,7 @@ func TestHistoryRecordsEveryChange(t *testing.T) {
 		{"ResourceReset prod apps/v1/deployments   -", "Added prod apps/v1/deployments a/d2 20 1"},
 		{"Added dev /v1/pods /n1 5 1"},
 		{"ClusterReplaced dev    -"},
+		{"ResourceReset prod apps/v1/deployments   -"},
 	}
 	if !sameRecords(got, want) {
 		t.Fatalf("records:\n%s\nwant, each group in order:\n%v", strings.Join(got, "\n"), want)
