@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -19,10 +20,13 @@ import (
 const (
 	DefaultHistoryRetention = 24 * time.Hour
 	// DefaultHistoryMaxBytes holds 24 hours of 100 changes per second, 8,640,000
-	// records, of pods of about 1.5 KB in the snapshot's compact encoding: a record of
-	// one costs about 1.7 KB of the file, its encoding, its header and its two index
-	// keys, and the pages they fill (BenchmarkHistoryRecordSize).
-	DefaultHistoryMaxBytes = 16 << 30
+	// records, of objects of 3.9 KiB in the compact encoding, the pods of the
+	// benchmark harness (docs/benchmarks.md): a record counts its object's encoding
+	// plus about 140 bytes (header, key, two index keys), and takes about 8% more of the
+	// file than it counts (BenchmarkHistoryRecordSize), so the log's part of the file
+	// stays near 39 GiB. Records of the larger pod of testdata/pod.json (6.9 KB) fill it
+	// in about 15 hours.
+	DefaultHistoryMaxBytes = 36 << 30
 )
 
 // HistoryOptions configures the change log. The zero value keeps it, with the defaults.
@@ -336,6 +340,11 @@ type historyTx struct {
 	last int64
 	// appended counts the records this transaction added.
 	appended int
+	// keys are the index keys of the records added, put in key order at the end
+	// (finish): bbolt splits nodes at the commit only, and inserting thousands of keys
+	// at random places of one node, as a cold start's list does, moves the node's
+	// elements at each insert.
+	keys []op
 }
 
 // openHistory returns the historyTx of a commit, nil if it writes nothing to the log.
@@ -354,6 +363,9 @@ func openHistory(tx *bolt.Tx, mode historyMode, opts HistoryOptions, now time.Ti
 	if k, _ := changes.Cursor().First(); mode == historyMarkers && k == nil {
 		return nil, nil
 	}
+	// Records are appended at the end: full pages, rather than bbolt's half-full
+	// ones of a split, halve the pages of small records. (Not stored: per transaction.)
+	changes.FillPercent = 1
 	h := &historyTx{mode: mode, opts: opts, now: now, changes: changes, index: index}
 	h.bytes, _ = getUint64(hist, keyBytes)
 	if k, v := changes.Cursor().Last(); k != nil {
@@ -404,19 +416,15 @@ func (h *historyTx) add(v []byte, typ ChangeType, t time.Time, cluster, resource
 	size := len(k) + len(v)
 	if key != "" {
 		ok := append(indexPrefix(indexObject, cluster, resource, key), k...)
-		if err := h.index.Put(ok, nil); err != nil {
-			return err
-		}
+		h.keys = append(h.keys, op{key: ok, value: []byte{}})
 		size += len(ok)
 	}
 	rk := append(indexPrefix(indexResource, cluster, resource, ""), k...)
-	var rvv []byte
+	rvv := []byte{}
 	if n, ok := parseRV([]byte(rv)); ok {
 		rvv = binary.BigEndian.AppendUint64(nil, n)
 	}
-	if err := h.index.Put(rk, rvv); err != nil {
-		return err
-	}
+	h.keys = append(h.keys, op{key: rk, value: rvv})
 	h.bytes += uint64(size + len(rk) + len(rvv))
 	h.appended++
 	return nil
@@ -542,6 +550,12 @@ func (h *historyTx) finish(tx *bolt.Tx) error {
 	if h == nil {
 		return nil
 	}
+	slices.SortFunc(h.keys, func(a, b op) int { return bytes.Compare(a.key, b.key) })
+	for _, k := range h.keys {
+		if err := h.index.Put(k.key, k.value); err != nil {
+			return err
+		}
+	}
 	hist := tx.Bucket(bucketHistory)
 	if h.mode != historyOn {
 		return putUint64(hist, keyBytes, h.bytes)
@@ -622,6 +636,15 @@ func (r *records) prepare(enc *cborEncoder, cluster string, resource ResourceKey
 	secret := isSecret(resource)
 	var stored map[string][]byte
 	out := make([]prepared, 0, len(gb.log))
+	if r.buf == nil {
+		// One allocation for the batch's records, most of which are an encoding of
+		// about the size of the stored one.
+		size := 0
+		for _, o := range list {
+			size += len(o.value) + 64
+		}
+		r.buf = make([]byte, 0, size+len(gb.log)*(64+len(cluster)+len(resource)))
+	}
 	for i := range gb.log {
 		e := &gb.log[i]
 		var object []byte
