@@ -360,8 +360,12 @@ func openHistory(tx *bolt.Tx, mode historyMode, opts HistoryOptions, now time.Ti
 	if changes == nil || index == nil {
 		return nil, fmt.Errorf("%w: bucket %q lacks %q or %q", ErrCorrupt, bucketHistory, bucketChanges, bucketIndex)
 	}
-	if k, _ := changes.Cursor().First(); mode == historyMarkers && k == nil {
-		return nil, nil
+	if mode == historyMarkers {
+		k, _ := changes.Cursor().First()
+		i, _ := index.Cursor().First()
+		if k == nil && i == nil {
+			return nil, nil
+		}
 	}
 	// Records are appended at the end: full pages, rather than bbolt's half-full
 	// ones of a split, halve the pages of small records. (Not stored: per transaction.)

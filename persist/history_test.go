@@ -684,3 +684,32 @@ func FuzzDecodeChange(f *testing.F) {
 		}
 	})
 }
+
+// TestHistoryImportCluster imports a cluster's state over the one a file holds: the log
+// records the replacement and no longer covers the cluster's resources.
+func TestHistoryImportCluster(t *testing.T) {
+	src, w, _ := historyWriter(t, testPath(t), HistoryOptions{})
+	w.Upsert("prod", pods, object("a", "p1", "new"))
+	w.Checkpoint("prod", pods, "900")
+	commitNow(t, w)
+	var state bytes.Buffer
+	if err := src.ExportCluster("prod", &state); err != nil {
+		t.Fatal(err)
+	}
+	dst, w2, _ := historyWriter(t, testPath(t), HistoryOptions{})
+	w2.Upsert("prod", pods, object("a", "p1", "old"))
+	w2.Checkpoint("prod", pods, "10")
+	commitNow(t, w2)
+	if _, err := dst.ImportCluster("prod", &state); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dst.ChangesAfter("prod", pods, "10"); !errors.Is(err, ErrTooOld) {
+		t.Errorf("after an import: %v, want ErrTooOld", err)
+	}
+	if got := describe(t, allChanges(t, dst, ChangesQuery{})); !slices.Equal(got, []string{
+		"Added prod /v1/pods a/p1 10 old", "ClusterReplaced prod    -",
+	}) {
+		t.Errorf("records: %q", got)
+	}
+	checkIndex(t, dst)
+}
