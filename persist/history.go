@@ -2,6 +2,7 @@ package persist
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"slices"
@@ -340,8 +341,16 @@ type historyTx struct {
 	last int64
 	// appended counts the records this transaction added.
 	appended int
+	// staged are the commit's records, appended by flush; covers the coverages it
+	// records then; markers the index in staged of the last drop's record of each
+	// resource ("cluster\x00resource") and cluster ("cluster\x00").
+	staged  []staged
+	covers  []coverage
+	markers map[string]int
+	// before is the log's sequence before the commit.
+	before uint64
 	// keys are the index keys of the records added, put in key order at the end
-	// (finish): bbolt splits nodes at the commit only, and inserting thousands of keys
+	// (flush): bbolt splits nodes at the commit only, and inserting thousands of keys
 	// at random places of one node, as a cold start's list does, moves the node's
 	// elements at each insert.
 	keys []op
@@ -372,6 +381,7 @@ func openHistory(tx *bolt.Tx, mode historyMode, opts HistoryOptions, now time.Ti
 	changes.FillPercent = 1
 	h := &historyTx{mode: mode, opts: opts, now: now, changes: changes, index: index}
 	h.bytes, _ = getUint64(hist, keyBytes)
+	h.before = changes.Sequence()
 	if k, v := changes.Cursor().Last(); k != nil {
 		h.last, _ = recordTime(v)
 	}
@@ -404,45 +414,120 @@ func createHistoryBucket(tx *bolt.Tx) error {
 	return err
 }
 
-// add appends a record, made by appendRecord in v, and its index keys.
-func (h *historyTx) add(v []byte, typ ChangeType, t time.Time, cluster, resource, key, rv string) error {
-	seq, err := h.changes.NextSequence()
-	if err != nil {
-		return err
+// staged is a record of the commit, appended at its end (flush) in the order of time.
+type staged struct {
+	v                          []byte
+	typ                        ChangeType
+	t                          int64 // 0 for a drop's record: the oldest change's time
+	cluster, resource, key, rv string
+	seq                        uint64
+}
+
+// coverage is a resource whose coverage the commit records if it has none (cover).
+type coverage struct {
+	cluster, resource string
+	from              []byte
+	// marker is the index in staged of the drop's record that the coverage follows,
+	// -1 if none: the coverage starts after it, else after the log before the commit.
+	marker int
+}
+
+// add stages a record, made by appendRecord in v, for flush.
+func (h *historyTx) add(v []byte, typ ChangeType, t int64, cluster, resource, key, rv string) {
+	h.staged = append(h.staged, staged{v: v, typ: typ, t: t, cluster: cluster, resource: resource, key: key, rv: rv})
+}
+
+// flush appends the staged records and their index keys, and records the coverages.
+// The records are put in the order of their times, each resource's in its order (the
+// Writer's order, in which their times do not decrease), so that the log's times do
+// not decrease along its sequence, as the queries by time need; a drop's record takes
+// the time of the commit's oldest change, and comes before the changes that follow it.
+func (h *historyTx) flush() error {
+	oldest := h.now.UnixNano()
+	for _, r := range h.staged {
+		if r.t != 0 {
+			oldest = min(oldest, r.t)
+		}
 	}
-	nanos := max(t.UnixNano(), h.last)
-	h.last = nanos
-	finishRecord(v, seq, typ, nanos)
-	k := seqKey(seq)
-	if err := h.changes.Put(k, v); err != nil {
-		return err
+	order := make([]int, len(h.staged))
+	for i := range order {
+		order[i] = i
+		if h.staged[i].t == 0 {
+			h.staged[i].t = oldest
+		}
 	}
-	size := len(k) + len(v)
-	if key != "" {
-		ok := append(indexPrefix(indexObject, cluster, resource, key), k...)
-		h.keys = append(h.keys, op{key: ok, value: []byte{}})
-		size += len(ok)
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(h.staged[a].t, h.staged[b].t) })
+	for _, i := range order {
+		r := &h.staged[i]
+		seq, err := h.changes.NextSequence()
+		if err != nil {
+			return err
+		}
+		r.seq = seq
+		nanos := max(r.t, h.last)
+		h.last = nanos
+		finishRecord(r.v, seq, r.typ, nanos)
+		k := seqKey(seq)
+		if err := h.changes.Put(k, r.v); err != nil {
+			return err
+		}
+		size := len(k) + len(r.v)
+		if r.key != "" {
+			ok := append(indexPrefix(indexObject, r.cluster, r.resource, r.key), k...)
+			h.keys = append(h.keys, op{key: ok, value: []byte{}})
+			size += len(ok)
+		}
+		rk := append(indexPrefix(indexResource, r.cluster, r.resource, ""), k...)
+		rvv := []byte{}
+		if n, ok := parseRV([]byte(r.rv)); ok {
+			rvv = binary.BigEndian.AppendUint64(nil, n)
+		}
+		h.keys = append(h.keys, op{key: rk, value: rvv})
+		h.bytes += uint64(size + len(rk) + len(rvv))
+		h.appended++
 	}
-	rk := append(indexPrefix(indexResource, cluster, resource, ""), k...)
-	rvv := []byte{}
-	if n, ok := parseRV([]byte(rv)); ok {
-		rvv = binary.BigEndian.AppendUint64(nil, n)
+	slices.SortFunc(h.keys, func(a, b op) int { return bytes.Compare(a.key, b.key) })
+	for _, k := range h.keys {
+		if err := h.index.Put(k.key, k.value); err != nil {
+			return err
+		}
 	}
-	h.keys = append(h.keys, op{key: rk, value: rvv})
-	h.bytes += uint64(size + len(rk) + len(rvv))
-	h.appended++
+	for _, c := range h.covers {
+		after := h.before
+		if c.marker >= 0 {
+			after = h.staged[c.marker].seq
+		}
+		if err := h.cover(c.cluster, c.resource, c.from, after); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
-// marker appends the record of a resource's or a cluster's change, and ends the
+// marker stages the record of a resource's or a cluster's change, and ends the
 // coverage of what it drops: the resume index cannot say what changed across it.
 func (h *historyTx) marker(typ ChangeType, cluster, resource, rv string) error {
 	// A buffer of its own: bbolt keeps the values it is given until the commit.
 	v := appendRecord(nil, cluster, resource, "", rv, "", 0, nil)
-	if err := h.add(v, typ, h.now, cluster, resource, "", rv); err != nil {
-		return err
+	h.add(v, typ, 0, cluster, resource, "", rv)
+	if h.markers == nil {
+		h.markers = make(map[string]int)
 	}
+	h.markers[cluster+"\x00"+resource] = len(h.staged) - 1
 	return h.uncover(cluster, resource)
+}
+
+// lastMarker returns the index in staged of the last drop's record of (cluster,
+// resource) or of cluster, -1 if the commit has none.
+func (h *historyTx) lastMarker(cluster, resource string) int {
+	i, ok := h.markers[cluster+"\x00"+resource]
+	if !ok {
+		i = -1
+	}
+	if j, ok := h.markers[cluster+"\x00"]; ok {
+		i = max(i, j)
+	}
+	return i
 }
 
 // uncover deletes the coverage of (cluster, resource), of every resource of cluster if
@@ -554,11 +639,8 @@ func (h *historyTx) finish(tx *bolt.Tx) error {
 	if h == nil {
 		return nil
 	}
-	slices.SortFunc(h.keys, func(a, b op) int { return bytes.Compare(a.key, b.key) })
-	for _, k := range h.keys {
-		if err := h.index.Put(k.key, k.value); err != nil {
-			return err
-		}
+	if err := h.flush(); err != nil {
+		return err
 	}
 	hist := tx.Bucket(bucketHistory)
 	if h.mode != historyOn {
@@ -587,11 +669,10 @@ func (h *historyTx) logGroup(rb, objects *bolt.Bucket, cluster, resource string,
 			from, _ = unsealBytes(rvSum(cluster, resource), string(keyRV), prev)
 		}
 	}
-	if err := h.cover(cluster, resource, from, h.changes.Sequence()); err != nil {
-		return err
-	}
+	h.covers = append(h.covers, coverage{cluster: cluster, resource: resource, from: bytes.Clone(from), marker: h.lastMarker(cluster, resource)})
 	// exists says whether an object is stored, as of the records so far.
 	var exists map[string]bool
+	var t int64
 	for _, p := range recs {
 		e := p.e
 		typ := e.typ
@@ -609,9 +690,9 @@ func (h *historyTx) logGroup(rb, objects *bolt.Bucket, cluster, resource string,
 			exists = make(map[string]bool, len(recs))
 		}
 		exists[e.key] = typ == ChangeAdded || typ == ChangeModified
-		if err := h.add(p.v, typ, e.time, cluster, resource, e.key, e.rv); err != nil {
-			return err
-		}
+		// Within a resource, times do not decrease, whatever the wall clock does.
+		t = max(t, e.time.UnixNano())
+		h.add(p.v, typ, t, cluster, resource, e.key, e.rv)
 	}
 	return nil
 }

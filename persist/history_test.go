@@ -218,6 +218,7 @@ func TestHistoryFilters(t *testing.T) {
 		{"since", ChangesQuery{Since: start.Add(3 * time.Minute)}, 15},
 		{"since, cluster", ChangesQuery{Since: start.Add(3 * time.Minute), Cluster: "c0", Limit: 2}, 5},
 		{"since the future", ChangesQuery{Since: start.Add(time.Hour)}, 0},
+		{"since, between commits", ChangesQuery{Since: start.Add(3*time.Minute + time.Second)}, 10},
 		{"filter", ChangesQuery{Filter: func(c *Change) bool { return c.Name == "o7" }}, 1},
 		{"unknown cluster", ChangesQuery{Cluster: "nope"}, 0},
 	} {
@@ -712,4 +713,29 @@ func TestHistoryImportCluster(t *testing.T) {
 		t.Errorf("records: %q", got)
 	}
 	checkIndex(t, dst)
+}
+
+// TestHistoryTimesInOrder commits the changes of several resources handed over a span
+// of time together: the records are in the order of their times, so that a query by
+// time finds exactly those since.
+func TestHistoryTimesInOrder(t *testing.T) {
+	s, w, clock := historyWriter(t, testPath(t), HistoryOptions{})
+	start := clock.Now()
+	for i := range 1000 {
+		c := fmt.Sprint("cluster-", i%10)
+		w.Upsert(c, pods, object("ns", fmt.Sprint("o", i%100), "1"))
+		w.Checkpoint(c, pods, fmt.Sprint(10+i))
+		clock.Step(time.Minute)
+		if i%200 == 199 {
+			commitNow(t, w)
+		}
+	}
+	since := start.Add(900 * time.Minute)
+	if got := allChanges(t, s, ChangesQuery{Since: since}); len(got) != 100 || !got[0].Time.Equal(since) {
+		t.Errorf("since minute 900: %d records, the first of %v", len(got), got[0].Time)
+	}
+	if got := allChanges(t, s, ChangesQuery{Since: since, Cluster: "cluster-3"}); len(got) != 10 {
+		t.Errorf("since minute 900, one cluster: %d records", len(got))
+	}
+	checkIndex(t, s)
 }
