@@ -649,9 +649,11 @@ func (h *historyTx) finish(tx *bolt.Tx) error {
 	return h.prune(hist, pruneBudget(h.appended))
 }
 
-// logGroup appends the records of a resource's changes, recs, in the transaction that
-// writes them to objects, before it does, and keeps the coverage of the resource. rb is
-// the resource's bucket, which holds its resourceVersion before the commit.
+// logGroup stages the records of a resource's changes, recs, in the transaction that
+// writes them to objects, before it does (whether an upsert adds or modifies is read
+// from objects), and the coverage of the resource; flush appends them at the end of the
+// transaction. rb is the resource's bucket, which holds its resourceVersion before the
+// commit.
 func (h *historyTx) logGroup(rb, objects *bolt.Bucket, cluster, resource string, gb *groupBatch, recs []prepared, sealed bool) error {
 	// A resource that was not stored is covered from its first checkpoint on.
 	from := []byte(gb.rv)
