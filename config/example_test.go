@@ -96,6 +96,10 @@ func ExampleConfig_String() {
 	//   interval: 5s
 	//   maxPending: 5000
 	//   keepCorrupt: 3
+	// history:
+	//   enabled: false
+	//   retention: 24h
+	//   maxBytes: 38654705664
 	// server:
 	//   address: 127.0.0.1:8080
 	//   acceptHosts: []

@@ -90,6 +90,7 @@ func full() config.Config {
 		Health:   config.Health{Path: "/livez", Interval: 10 * time.Second, Timeout: 2 * time.Second},
 		Cache:    config.Cache{Encoding: config.CacheEncodingCompact, KeepManagedFields: true, KeepSecretData: true, JSONOnly: true},
 		Snapshot: config.Snapshot{Path: "/var/lib/fleetwatch/fleetwatch.db", Interval: 250 * time.Millisecond, MaxPending: 1000, KeepCorrupt: 1},
+		History:  config.History{Enabled: true, Retention: 12 * time.Hour, MaxBytes: 1 << 30},
 		Server: config.Server{
 			Address:     "0.0.0.0:8443",
 			AcceptHosts: []string{`fleetwatch\.example\.com`, `fleetwatch\.fleetwatch\.svc(\.cluster\.local)?`},
@@ -891,6 +892,12 @@ func TestValidate(t *testing.T) {
 		}},
 		{"negative snapshot.keepCorrupt", func(c *config.Config) { c.Snapshot.KeepCorrupt = -1 }, []string{
 			"snapshot.keepCorrupt: must not be negative, got -1",
+		}},
+		{"zero history.retention", func(c *config.Config) { c.History.Retention = 0 }, []string{
+			"history.retention: must be positive, got 0s",
+		}},
+		{"history.maxBytes in GiB", func(c *config.Config) { c.History.MaxBytes = 36 }, []string{
+			"history.maxBytes: must be at least 1048576 (1 MiB), got 36: it counts bytes",
 		}},
 		{"no port", func(c *config.Config) { c.Server.Address = "127.0.0.1" }, []string{
 			`server.address: "127.0.0.1": missing port in address`,

@@ -92,6 +92,12 @@ func (c *Config) validate() []*FieldError {
 	if c.Snapshot.KeepCorrupt < 0 {
 		v.add("snapshot.keepCorrupt", "must not be negative, got %d", c.Snapshot.KeepCorrupt)
 	}
+	if c.History.Retention <= 0 {
+		v.add("history.retention", "must be positive, got %s", formatDuration(c.History.Retention))
+	}
+	if c.History.MaxBytes < MinHistoryMaxBytes {
+		v.add("history.maxBytes", "must be at least %d (1 MiB), got %d: it counts bytes", MinHistoryMaxBytes, c.History.MaxBytes)
+	}
 	v.server(c.Server)
 	v.shard(c.Shard)
 	if c.Log.Verbosity < 0 {

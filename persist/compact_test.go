@@ -11,22 +11,24 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// writeSecrets stores 50 Secrets that hold secretValue under pods, and a pod under
-// deployments, and drops pods: enough pages that some stay free, holding the value,
-// after the commits that follow.
+// writeSecrets stores 50 Secrets that hold secretValue, as with cache.keepSecretData,
+// and a pod under deployments, and drops the Secrets: enough pages that some stay free,
+// holding the value, after the commits that follow. The change log never holds a
+// Secret's values (TestHistoryNeverHoldsSecretValues), so only free pages can.
 func writeSecrets(t *testing.T, s *Store) {
 	t.Helper()
+	secrets := ResourceKey("/v1/secrets")
 	w := s.NewWriter(WriterOptions{})
 	for i := range 50 {
-		w.Upsert("prod", pods, testSecret(fmt.Sprint("s-", i), false))
+		w.Upsert("prod", secrets, testSecret(fmt.Sprint("s-", i), false))
 	}
 	w.Upsert("prod", deployments, testPod(t, "shop", "api"))
-	w.Checkpoint("prod", pods, "5")
+	w.Checkpoint("prod", secrets, "5")
 	w.Checkpoint("prod", deployments, "5")
 	if err := w.Flush(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.DropResource("prod", pods); err != nil {
+	if err := s.DropResource("prod", secrets); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -68,8 +68,9 @@ func crashObject(g int, key, version string) runtime.Object {
 
 // TestCrashConsistency kills a process that writes to a snapshot with SIGKILL at random
 // moments, 20 times, and checks after each kill that the snapshot opens without a
-// recovery, and that each stored resource is exactly its state at its stored
-// resourceVersion.
+// recovery, that each stored resource is exactly its state at its stored
+// resourceVersion, and that the change log agrees: replayed, it gives each stored
+// resource, and it holds no change beyond the stored resourceVersion.
 func TestCrashConsistency(t *testing.T) {
 	if path := os.Getenv(crashChildEnv); path != "" {
 		crashChild(t, path)
@@ -180,7 +181,54 @@ func checkCrashSnapshot(t *testing.T, path string) []int {
 			t.Fatalf("group %d (%s %s) at rv %d:\n got %v\nwant %v", g, cg.cluster, cg.resource, rv, got, want)
 		}
 	}
+	for g, cg := range crashGroups {
+		checkCrashLog(t, s, g, cg, rvs[g])
+	}
 	return rvs
+}
+
+// checkCrashLog checks that the change log of a group, replayed from its last reset,
+// gives its stored objects (none if it is not stored), and that no record is of a
+// resourceVersion beyond the stored one.
+func checkCrashLog(t *testing.T, s *Store, g int, cg crashGroup, rv int) {
+	t.Helper()
+	var changes []Change
+	for q := (ChangesQuery{Cluster: cg.cluster, Resource: cg.resource}); ; {
+		page, next, err := s.Changes(q)
+		if err != nil {
+			t.Fatalf("group %d: reading the log: %v", g, err)
+		}
+		changes = append(changes, page...)
+		if next == 0 {
+			break
+		}
+		q.After = next
+	}
+	replayed := map[string]string{}
+	for _, c := range changes {
+		key := objectKey(c.Namespace, c.Name)
+		switch c.Type {
+		case ChangeResourceReset:
+			clear(replayed)
+			continue
+		case ChangeAdded, ChangeModified:
+			obj, err := c.Decode()
+			if err != nil {
+				t.Fatalf("group %d: %v", g, err)
+			}
+			replayed[key] = versionOf(t, obj)
+		case ChangeDeleted:
+			delete(replayed, key)
+		default:
+			t.Fatalf("group %d: record %d of type %s", g, c.Seq, c.Type)
+		}
+		if n, err := strconv.Atoi(c.ResourceVersion); err != nil || n > rv || rv == 0 {
+			t.Fatalf("group %d stored at rv %d: record %d at rv %q", g, rv, c.Seq, c.ResourceVersion)
+		}
+	}
+	if want := crashState(g, rv); !reflect.DeepEqual(replayed, want) {
+		t.Fatalf("group %d (%s %s) at rv %d: the log replayed gives\n%v\nwant %v", g, cg.cluster, cg.resource, rv, replayed, want)
+	}
 }
 
 // crashChild continues each group from its stored resourceVersion, one step at a time
@@ -202,7 +250,7 @@ func crashChild(t *testing.T, path string) {
 			rvs[g], _ = strconv.Atoi(rs.ResourceVersion)
 		}
 	}
-	w := s.NewWriter(WriterOptions{Interval: 3 * time.Millisecond, MaxPending: 40})
+	w := s.NewWriter(WriterOptions{Interval: 3 * time.Millisecond, MaxPending: 40, History: HistoryOptions{Enabled: true}})
 	go w.Start(context.Background())
 	fmt.Println("ready")
 

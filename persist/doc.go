@@ -26,7 +26,7 @@
 //
 // # Layout
 //
-// Schema version 4:
+// Schema version 7:
 //
 //	meta/
 //	  version -> uint64, big-endian: the schema version
@@ -44,11 +44,40 @@
 //	        rv -> the sealed resourceVersion the objects are current at
 //	        objects/
 //	          <namespace>/<name> -> the sealed encoded object
+//	history/                       the change log
+//	  bytes  -> uint64, big-endian: the size of its records and index keys
+//	  changes/                     in the order of the bucket's sequence
+//	    <seq, 8 bytes big-endian> -> a sealed record
+//	  index/
+//	    'o' <cluster> <resource> <namespace/name> <seq> -> empty: one object's records
+//	    'r' <cluster> <resource> <seq> -> the record's resourceVersion as a uint64
+//	                                     (8 bytes), or empty if it is none or not one
+//	    'c' <cluster> <resource> -> from resourceVersion, from seq (8 bytes each): the
+//	                                log holds every change of the resource after that
+//	                                resourceVersion, in its records after that seq
 //
 // A sealed value is the byte 3, the CRC-32C of the names of its buckets below clusters,
 // its key and the value, big-endian, then the value (seal.go). Cluster and resource
 // buckets hold nothing else. Before bbolt reads the file, Open checks its page structure
 // (pages.go).
+//
+// In the index, a cluster, a resource and an object key are each a uvarint length and
+// the bytes: a prefix of them selects its records. A record is sealed as a value is,
+// its path "history", "changes": the byte 1 (the record's format), its type
+// (ChangeType), its time (int64 Unix nanoseconds, big-endian, never less than the
+// record before it), the cluster, resource, object key, the checkpoint's and the
+// object's resourceVersions (each a uvarint length and the bytes; the object key and
+// resource empty in the records of a resource's or a cluster's drop), and for an added
+// or modified object other than a Secret, its stored encoding, the bytes the objects
+// bucket holds after the seal. A Secret's record never holds its encoding.
+//
+// A commit appends the records of its changes in the order the Writer was handed them
+// per resource, and then drops the oldest: those older than HistoryOptions.Retention,
+// and while the log is larger than HistoryOptions.MaxBytes, at most pruneBudget of
+// them, so that a commit stays short. Open and Load do not read the log; Verify checks
+// every record. A record that does not pass its seal fails the reads that reach it with
+// ErrCorrupt, naming it, and is dropped with the oldest ones as any record: the file is
+// not moved aside for it, since the snapshot's objects are sound.
 //
 // A cluster-scoped object's key has an empty namespace: "/node-1". The first byte of an
 // object's encoding, within its seal, says what it decodes to: the head of a CBOR map
@@ -76,7 +105,8 @@
 // Version 5 drops the stored StatefulSets, which earlier builds took from protobuf
 // without their volumeClaimTemplates' apiVersion and kind (migrateToV5). Version 6 drops
 // the stored CSINodes, which earlier builds stored with a status of {} that an apiserver
-// before Kubernetes 1.37 does not serve (migrateToV6).
+// before Kubernetes 1.37 does not serve (migrateToV6). Version 7 adds the change log,
+// empty (migrateToV7).
 //
 // bbolt keeps what a transaction deletes in the file's free pages until they are
 // reused. A migration that deletes what must not stay in the file at all (values of

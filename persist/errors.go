@@ -36,6 +36,10 @@ var (
 	// ErrClosed means the Store has been closed.
 	ErrClosed = errors.New("persist: snapshot is closed")
 
+	// ErrTooOld means that the change log does not hold every change asked for
+	// (Store.ChangesAfter): a watch cannot resume from it, and lists again.
+	ErrTooOld = errors.New("persist: the change log does not reach back that far")
+
 	// ErrInvalid means a cluster name, resource key or object cannot be stored: an empty
 	// cluster name, a key that ParseResourceKey rejects, an object of another type than
 	// *unstructured.Unstructured or *metav1.PartialObjectMetadata, or an object without

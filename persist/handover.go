@@ -191,6 +191,22 @@ func (s *Store) ImportCluster(cluster string, r io.Reader) (*ClusterSnapshot, er
 		if err := putDictionaries(tx, dicts); err != nil {
 			return err
 		}
+		if len(s.opts.migrations) >= historyVersion {
+			// The cluster's records before the import do not lead to what it
+			// imports: the log says so, and no longer covers its resources.
+			h, err := openHistory(tx, historyMarkers, HistoryOptions{}, s.opts.Clock.Now())
+			if err != nil {
+				return err
+			}
+			if h != nil && clusters.Bucket([]byte(cluster)) != nil {
+				if err := h.marker(ChangeClusterReplaced, cluster, "", ""); err != nil {
+					return err
+				}
+			}
+			if err := h.finish(tx); err != nil {
+				return err
+			}
+		}
 		if err := deleteBucket(clusters, []byte(cluster)); err != nil {
 			return err
 		}

@@ -133,7 +133,8 @@ func corruptPagesContaining(t testing.TB, path string, marker []byte) {
 }
 
 // garbleObjectName changes the name of writeSample's marker object in its value, not in
-// its key: the file's pages are sound, and the object decodes, to another object.
+// its key: the file's pages are sound, and the object decodes, to another object. The
+// change log's record of it holds the same value, changed too.
 func garbleObjectName(t testing.TB, path string) {
 	t.Helper()
 	data, err := os.ReadFile(path)
@@ -150,7 +151,14 @@ func garbleObjectName(t testing.TB, path string) {
 	if i < 0 {
 		t.Fatal("the marker object's name is not in the file")
 	}
-	copy(data[key+i+1:], "MARKER")
+	for j := key + i; j >= 0; {
+		copy(data[j+1:], "MARKER")
+		k := bytes.Index(data[j:], name)
+		if k < 0 {
+			break
+		}
+		j += k
+	}
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}

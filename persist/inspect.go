@@ -93,7 +93,7 @@ var errRollback = errors.New("rollback")
 
 // Verify checks the whole file: the page structure as Open checks it, again (see
 // checkPages), bbolt's own consistency check of every page (tx.Check), the bucket tree,
-// the seals, and the decoding of every object. It reads the whole file, and holds back
+// the seals, the decoding of every object, and every record of the change log. It reads the whole file, and holds back
 // the Writer's commits while it runs. Problems are returned wrapping ErrCorrupt. Verify
 // never moves the file aside.
 func (s *Store) Verify() error {
@@ -125,7 +125,10 @@ func (s *Store) Verify() error {
 		if err := checkTree(tx); err != nil {
 			return err
 		}
-		return loadTx(tx, LoadOptions{}, func(string, *ClusterSnapshot) error { return nil })
+		if err := loadTx(tx, LoadOptions{}, func(string, *ClusterSnapshot) error { return nil }); err != nil {
+			return err
+		}
+		return verifyHistory(tx)
 	}
 	var err error
 	if s.opts.ReadOnly {

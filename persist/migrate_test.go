@@ -620,3 +620,29 @@ func TestReadOnlyDoesNotMigrate(t *testing.T) {
 		t.Errorf("got %v, want ErrSchemaTooNew", err)
 	}
 }
+
+// TestMigrateToV7 creates an empty change log: the stored resources keep their objects,
+// and the log records their changes from the first commit on, covering each resource
+// from its stored resourceVersion.
+func TestMigrateToV7(t *testing.T) {
+	s, resources := migrateFile(t, 7, []storedObject{{pods, object("ns", "p1", "1")}})
+	if !slices.Equal(resources, []ResourceKey{pods}) {
+		t.Fatalf("resources after the migration: %v", resources)
+	}
+	if changes, _, err := s.Changes(ChangesQuery{}); err != nil || len(changes) != 0 {
+		t.Fatalf("the log after the migration: %v, %v", changes, err)
+	}
+	w := s.NewWriter(WriterOptions{History: HistoryOptions{Enabled: true}})
+	w.Upsert("prod", pods, object("ns", "p1", "2"))
+	w.Checkpoint("prod", pods, "60")
+	if err := w.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	changes, err := s.ChangesAfter("prod", pods, "50")
+	if err != nil || len(changes) != 1 || changes[0].Type != ChangeModified || changes[0].ResourceVersion != "60" {
+		t.Fatalf("after the stored resourceVersion: %+v, %v", changes, err)
+	}
+	if err := s.Verify(); err != nil {
+		t.Error(err)
+	}
+}

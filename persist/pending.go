@@ -16,12 +16,29 @@ import (
 // checked changes and the resourceVersion. A drop discards everything pending before it,
 // so what follows a drop applies to an empty resource, as in an informer that starts
 // over.
+//
+// With history set, every change is also kept, in the order it arrived, for the change
+// log (history.go): the changes of a resource since its last checkpoint (uncheckedLog)
+// and those up to it (checkedLog), each with the resourceVersion of the checkpoint that
+// covers it. Those are not coalesced, so they are bounded apart: beyond maxPendingLog
+// of them, the log keeps none and records that it lost some (lost).
 type pending struct {
 	clusters map[string]*clusterPending
+	history  bool
+	// logLen is the number of log entries held, in uncheckedLog and checkedLog.
+	logLen int
 }
 
+// maxPendingLog bounds the log entries that a pending holds: about 100 bytes each, plus
+// the objects they keep alive, of which the informers' caches hold the latest anyway.
+// A relist of more objects than this in one resource, or commits that fail for long,
+// leave a ChangeLost record in the log instead of the changes.
+const maxPendingLog = 1 << 20
+
 type clusterPending struct {
-	drop     bool
+	drop bool
+	// replaced says that the drop is of a cluster whose identity changed.
+	replaced bool
 	identity *Identity
 	groups   map[ResourceKey]*groupPending
 }
@@ -38,11 +55,33 @@ type groupPending struct {
 	checked      map[string]objectState
 	rv           string
 	checkedSince time.Time
+
+	// uncheckedLog and checkedLog are the changes of unchecked and checked in the order
+	// they arrived, for the change log; lost says that some were not kept.
+	uncheckedLog []logEntry
+	checkedLog   []logEntry
+	lost         bool
+}
+
+// logEntry is one change for the change log.
+type logEntry struct {
+	// typ is ChangeDeleted or ChangeVanished for a deletion, 0 for an upsert: whether
+	// it added or modified the object is known at commit time, from the file.
+	typ ChangeType
+	key string
+	st  objectState
+	// objectRV is the object's resourceVersion, rv the one of the checkpoint that
+	// covers the change ("" until it comes).
+	objectRV, rv string
+	time         time.Time
 }
 
 func (g *groupPending) idle() bool {
-	return !g.drop && g.broken == nil && len(g.unchecked) == 0 && g.rv == ""
+	return !g.drop && g.broken == nil && len(g.unchecked) == 0 && g.rv == "" && !g.lost
 }
+
+// logs returns the number of log entries of g.
+func (g *groupPending) logs() int { return len(g.uncheckedLog) + len(g.checkedLog) }
 
 // cluster returns the pending state of a cluster, creating it if needed.
 func (p *pending) cluster(name string) *clusterPending {
@@ -58,9 +97,23 @@ func (p *pending) resetCluster(name string) *clusterPending {
 	if p.clusters == nil {
 		p.clusters = make(map[string]*clusterPending)
 	}
+	if old := p.clusters[name]; old != nil {
+		for _, g := range old.groups {
+			p.logLen -= g.logs()
+		}
+	}
 	c := &clusterPending{groups: make(map[ResourceKey]*groupPending)}
 	p.clusters[name] = c
 	return c
+}
+
+// resetGroup replaces the pending state of a resource with g.
+func (p *pending) resetGroup(cluster string, resource ResourceKey, g *groupPending) {
+	c := p.cluster(cluster)
+	if old := c.groups[resource]; old != nil {
+		p.logLen -= old.logs()
+	}
+	c.groups[resource] = g
 }
 
 func (p *pending) group(cluster string, resource ResourceKey) *groupPending {
@@ -77,17 +130,18 @@ func (p *pending) setIdentity(cluster string, id Identity) {
 	p.cluster(cluster).identity = &id
 }
 
-func (p *pending) dropCluster(cluster string) {
-	p.resetCluster(cluster).drop = true
+func (p *pending) dropCluster(cluster string, replaced bool) {
+	c := p.resetCluster(cluster)
+	c.drop, c.replaced = true, replaced
 }
 
 func (p *pending) dropResource(cluster string, resource ResourceKey) {
-	p.cluster(cluster).groups[resource] = &groupPending{drop: true}
+	p.resetGroup(cluster, resource, &groupPending{drop: true})
 }
 
 // breakResource drops the resource and ignores its changes until the next dropResource.
 func (p *pending) breakResource(cluster string, resource ResourceKey, err error) {
-	p.cluster(cluster).groups[resource] = &groupPending{drop: true, broken: err}
+	p.resetGroup(cluster, resource, &groupPending{drop: true, broken: err})
 }
 
 // objectState is the latest state of one object: encoded, the CBOR of its map, to be
@@ -98,8 +152,9 @@ type objectState struct {
 	encoded []byte
 }
 
-// change records the latest state of one object.
-func (p *pending) change(cluster string, resource ResourceKey, key string, st objectState, now time.Time) {
+// change records the latest state of one object, and e for the change log if p keeps
+// one (e's key, st and time are set here).
+func (p *pending) change(cluster string, resource ResourceKey, key string, st objectState, e logEntry, now time.Time) {
 	g := p.group(cluster, resource)
 	if g.broken != nil {
 		return
@@ -111,6 +166,29 @@ func (p *pending) change(cluster string, resource ResourceKey, key string, st ob
 		g.uncheckedSince = now
 	}
 	g.unchecked[key] = st
+	if !p.history || g.lost {
+		return
+	}
+	e.key, e.st, e.time = key, st, now
+	g.uncheckedLog = append(g.uncheckedLog, e)
+	p.logLen++
+	if p.logLen > maxPendingLog {
+		p.loseLog()
+	}
+}
+
+// loseLog discards every log entry held, and marks their resources lost. A resource
+// keeps the mark while it has unchecked changes, of which entries may be gone.
+func (p *pending) loseLog() {
+	for _, c := range p.clusters {
+		for _, g := range c.groups {
+			if g.logs() > 0 {
+				clear(g.uncheckedLog)
+				g.uncheckedLog, g.checkedLog, g.lost = g.uncheckedLog[:0], nil, true
+			}
+		}
+	}
+	p.logLen = 0
 }
 
 // checkpoint makes the unchecked changes of a resource ready to commit with rv, and
@@ -124,6 +202,14 @@ func (p *pending) checkpoint(cluster string, resource ResourceKey, rv string, no
 	since := now
 	if n > 0 {
 		since = g.uncheckedSince
+	}
+	if len(g.uncheckedLog) > 0 {
+		for i := range g.uncheckedLog {
+			g.uncheckedLog[i].rv = rv
+		}
+		g.checkedLog = append(g.checkedLog, g.uncheckedLog...)
+		clear(g.uncheckedLog)
+		g.uncheckedLog = g.uncheckedLog[:0]
 	}
 	if g.checked == nil {
 		g.checked, g.unchecked = g.unchecked, nil
@@ -150,6 +236,7 @@ type batch struct {
 
 type clusterBatch struct {
 	drop     bool
+	replaced bool
 	identity *Identity
 	groups   map[ResourceKey]*groupBatch
 }
@@ -161,6 +248,10 @@ type groupBatch struct {
 	rv      string
 	changes map[string]objectState
 	since   time.Time
+	// log is the changes in the order they arrived, for the change log; lost says that
+	// some were not kept.
+	log  []logEntry
+	lost bool
 }
 
 // since returns the time of the oldest change or checkpoint in b, or the zero time if
@@ -180,13 +271,15 @@ func (b *batch) since() time.Time {
 func (p *pending) take() *batch {
 	b := &batch{clusters: make(map[string]*clusterBatch)}
 	for name, c := range p.clusters {
-		cb := &clusterBatch{drop: c.drop, identity: c.identity, groups: make(map[ResourceKey]*groupBatch)}
-		c.drop, c.identity = false, nil
+		cb := &clusterBatch{drop: c.drop, replaced: c.replaced, identity: c.identity, groups: make(map[ResourceKey]*groupBatch)}
+		c.drop, c.replaced, c.identity = false, false, nil
 		for resource, g := range c.groups {
 			if g.drop || g.rv != "" {
-				cb.groups[resource] = &groupBatch{drop: g.drop, rv: g.rv, changes: g.checked, since: g.checkedSince}
+				cb.groups[resource] = &groupBatch{drop: g.drop, rv: g.rv, changes: g.checked, since: g.checkedSince, log: g.checkedLog, lost: g.lost}
 				b.changes += len(g.checked)
-				g.drop, g.rv, g.checked, g.checkedSince = false, "", nil, time.Time{}
+				p.logLen -= len(g.checkedLog)
+				g.drop, g.rv, g.checked, g.checkedSince, g.checkedLog = false, "", nil, time.Time{}, nil
+				g.lost = g.lost && len(g.unchecked) > 0
 			}
 			if g.idle() {
 				delete(c.groups, resource)
@@ -213,7 +306,7 @@ func (p *pending) restore(b *batch) {
 			continue
 		}
 		c := p.cluster(name)
-		c.drop = cb.drop
+		c.drop, c.replaced = cb.drop, cb.replaced
 		if c.identity == nil {
 			c.identity = cb.identity
 		}
@@ -223,8 +316,16 @@ func (p *pending) restore(b *batch) {
 				continue
 			}
 			g.drop = gb.drop
+			g.lost = g.lost || gb.lost
 			if gb.rv == "" {
 				continue
+			}
+			if len(gb.log) > 0 && !g.lost {
+				g.checkedLog = append(gb.log, g.checkedLog...)
+				p.logLen += len(gb.log)
+				if p.logLen > maxPendingLog {
+					p.loseLog()
+				}
 			}
 			if g.checked == nil {
 				g.checked = gb.changes

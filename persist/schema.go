@@ -133,6 +133,7 @@ var migrations = []migration{
 	{name: "seal every value", migrate: migrateToV4},
 	{name: "drop the stored StatefulSets, which protobuf left without their volumeClaimTemplates' apiVersion and kind", migrate: migrateToV5},
 	{name: "drop the stored CSINodes, which protobuf from apiservers before 1.37 left with a status of {}", migrate: migrateToV6},
+	{name: "create the change log", migrate: migrateToV7},
 }
 
 // migrateToV1 lays out an empty file: version 0 is a bbolt file without any bucket.
@@ -424,6 +425,9 @@ func checkTree(tx *bolt.Tx) error {
 	if clusters == nil {
 		return fmt.Errorf("%w: no %q bucket", ErrCorrupt, bucketClusters)
 	}
+	if err := checkHistoryTree(tx); err != nil {
+		return err
+	}
 	sealed := isSealed(tx)
 	return forEachCluster(tx, func(cluster string, cb *bolt.Bucket, _ Identity) error {
 		if err := checkKeys(cb, keyIdentity, bucketResources); err != nil {
@@ -617,3 +621,13 @@ func bucketNames(b *bolt.Bucket) ([][]byte, error) {
 	})
 	return names, err
 }
+
+// migrateToV7 creates the change log (history.go), empty: it records the changes from
+// the first commit on. The resources stored already are covered from their stored
+// resourceVersions on, once they are committed again.
+func migrateToV7(tx *bolt.Tx, _ time.Time) error {
+	return createHistoryBucket(tx)
+}
+
+// historyVersion is the first schema version with a change log.
+const historyVersion = 7

@@ -670,7 +670,7 @@ func (s *Store) DropCluster(cluster string) error {
 	if err := validateCluster(cluster); err != nil {
 		return err
 	}
-	return s.commit(func(p *pending) { p.dropCluster(cluster) })
+	return s.commit(func(p *pending) { p.dropCluster(cluster, false) })
 }
 
 // DropResource deletes the stored objects and resourceVersion of one resource key of

@@ -167,13 +167,17 @@ func TestCorruptFileIsMovedAside(t *testing.T) {
 		}},
 		{name: "garbled object key", damage: func(t *testing.T, path string) {
 			data, _ := os.ReadFile(path)
-			i := bytes.Index(data, []byte("marker-object"))
-			copy(data[i:], "MARKER")
+			// The key in the objects bucket, before its sealed value, and its copies
+			// in free pages; not the change log's index keys.
+			key := []byte("marker-object\x03")
+			for i := bytes.Index(data, key); i >= 0; i = bytes.Index(data, key) {
+				copy(data[i:], "MARKER")
+			}
 			os.WriteFile(path, data, 0o600)
 		}},
 		{name: "schema version damaged", damage: func(t *testing.T, path string) {
 			db, _ := bolt.Open(path, 0o600, nil)
-			db.Update(func(tx *bolt.Tx) error { return putUint64(tx.Bucket(bucketMeta), keyVersion, 7) })
+			db.Update(func(tx *bolt.Tx) error { return putUint64(tx.Bucket(bucketMeta), keyVersion, 2) })
 			db.Close()
 		}},
 		{name: "meta bucket renamed", damage: func(t *testing.T, path string) {
@@ -349,9 +353,9 @@ func TestOpenLeavesOtherFilesAlone(t *testing.T) {
 			})
 			db.Close()
 		}},
-		{name: "newer schema", want: ErrSchemaTooNew, message: fmt.Sprintf("version 7, this binary knows versions up to %d", len(migrations)), setup: func(t *testing.T, path string) {
+		{name: "newer schema", want: ErrSchemaTooNew, message: fmt.Sprintf("version %d, this binary knows versions up to %d", len(migrations)+1, len(migrations)), setup: func(t *testing.T, path string) {
 			writeSample(t, path)
-			setVersion(t, path, 7)
+			setVersion(t, path, uint64(len(migrations)+1))
 		}},
 	}
 	for _, tt := range tests {

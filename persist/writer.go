@@ -48,8 +48,13 @@ type WriterOptions struct {
 	// Default: 10s.
 	FinalFlushTimeout time.Duration
 
-	// Clock drives the interval and measures the lag. Default: the real clock.
+	// Clock drives the interval and measures the lag, and gives the changes their time
+	// in the change log. Default: the real clock.
 	Clock clock.WithTicker
+
+	// History configures the change log, which the commits write with the objects
+	// (history.go). It is kept by default.
+	History HistoryOptions
 }
 
 func (o WriterOptions) withDefaults() WriterOptions {
@@ -65,6 +70,7 @@ func (o WriterOptions) withDefaults() WriterOptions {
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
+	o.History = o.History.withDefaults()
 	return o
 }
 
@@ -76,6 +82,12 @@ func (o WriterOptions) withDefaults() WriterOptions {
 // state), so memory is bounded by the number of distinct objects, even while commits
 // fail. Objects passed to Upsert are kept by reference and encoded at commit time: they
 // must not be modified after the call, as for any object of an informer's cache.
+//
+// Unless WriterOptions.History disables it, every change is also a record of the change
+// log, committed in the same transaction as the objects and the resourceVersion it
+// leads to: two changes of one object between commits are two records. Until they are
+// committed, those records are not coalesced: up to maxPendingLog of them are held, and
+// beyond, the log records that it lost changes (ChangeLost).
 //
 // The consistency contract: for each (cluster, resource), the changes since its last
 // Checkpoint are not committed until the next Checkpoint of that (cluster, resource).
@@ -115,6 +127,9 @@ type Writer struct {
 	// yet.
 	inflight *batch
 	stats    Stats
+	// historyCleared says that a Writer with the change log disabled has deleted the
+	// log that the file held. Guarded by the Store's commitMu.
+	historyCleared bool
 }
 
 // Stats describes a Writer, for metrics. Durations and counts are as of the call.
@@ -164,6 +179,7 @@ func (s *Store) NewWriter(opts WriterOptions) *Writer {
 	}
 	opts = opts.withDefaults()
 	w := &Writer{store: s, opts: opts, clock: opts.Clock, kick: make(chan struct{}, 1), retime: make(chan struct{}, 1)}
+	w.state.history = opts.History.Enabled
 	s.writer = w
 	return w
 }
@@ -225,6 +241,10 @@ func (w *Writer) upsert(cluster string, resource ResourceKey, obj runtime.Object
 		return
 	}
 	st := objectState{obj: obj, encoded: encoded}
+	var e logEntry
+	if w.state.history {
+		e.objectRV = resourceVersionOf(obj)
+	}
 	if encoded != nil {
 		// The commit writes encoded and never reads obj, which may be much larger than
 		// what the caller keeps of it (a compact fleet keeps the encoding and drops the
@@ -232,12 +252,30 @@ func (w *Writer) upsert(cluster string, resource ResourceKey, obj runtime.Object
 		// an Interval after a cold start's lists, would keep every listed object alive.
 		st.obj = nil
 	}
-	w.state.change(cluster, resource, key, st, now)
+	w.state.change(cluster, resource, key, st, e, now)
+}
+
+// resourceVersionOf returns the resourceVersion of an object that keyOf accepted.
+func resourceVersionOf(obj runtime.Object) string {
+	if m, ok := obj.(metav1.Object); ok {
+		return m.GetResourceVersion()
+	}
+	return ""
 }
 
 // Delete records that an object is gone. It is committed with the next Checkpoint of
 // its (cluster, resource). namespace is empty for a cluster-scoped object.
 func (w *Writer) Delete(cluster string, resource ResourceKey, namespace, name string) {
+	w.delete(cluster, resource, namespace, name, ChangeDeleted)
+}
+
+// DeleteVanished is Delete of an object that a relist found gone, deleted while the
+// informer was away: the change log tells it apart (ChangeVanished).
+func (w *Writer) DeleteVanished(cluster string, resource ResourceKey, namespace, name string) {
+	w.delete(cluster, resource, namespace, name, ChangeVanished)
+}
+
+func (w *Writer) delete(cluster string, resource ResourceKey, namespace, name string, typ ChangeType) {
 	if err := validateGroup(cluster, resource); err != nil {
 		w.reject(err)
 		return
@@ -249,7 +287,7 @@ func (w *Writer) Delete(cluster string, resource ResourceKey, namespace, name st
 	now := w.clock.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.state.change(cluster, resource, objectKey(namespace, name), objectState{}, now)
+	w.state.change(cluster, resource, objectKey(namespace, name), objectState{}, logEntry{typ: typ}, now)
 }
 
 // Checkpoint says that the informer of (cluster, resource) holds, at resourceVersion,
@@ -339,15 +377,22 @@ func (w *Writer) SetIdentity(cluster string, id Identity) {
 
 // DropCluster discards what the Writer holds for cluster, and deletes the cluster from
 // the file, with its identity, at the next commit. Call it when a cluster leaves the
-// fleet, or before it starts over because its identity changed.
-func (w *Writer) DropCluster(cluster string) {
+// fleet; ReplaceCluster before it starts over because its identity changed.
+func (w *Writer) DropCluster(cluster string) { w.dropCluster(cluster, false) }
+
+// ReplaceCluster is DropCluster of a cluster whose identity changed, which starts over
+// as another cluster under the same name: the change log tells it apart
+// (ChangeClusterReplaced).
+func (w *Writer) ReplaceCluster(cluster string) { w.dropCluster(cluster, true) }
+
+func (w *Writer) dropCluster(cluster string, replaced bool) {
 	if err := validateCluster(cluster); err != nil {
 		w.reject(err)
 		return
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.state.dropCluster(cluster)
+	w.state.dropCluster(cluster, replaced)
 }
 
 // Start commits what is ready once per interval, or sooner when MaxPending changes are
@@ -468,7 +513,7 @@ func (s *Store) commit(mutate func(*pending)) error {
 		if b == nil {
 			return nil
 		}
-		_, err := s.write(b)
+		_, err := s.write(b, commitHistory{mode: historyMarkers, now: s.opts.Clock.Now()})
 		return err
 	}
 
@@ -484,7 +529,14 @@ func (s *Store) commit(mutate func(*pending)) error {
 		return nil
 	}
 	start := w.clock.Now()
-	broken, err := s.write(b)
+	ch := commitHistory{mode: historyOn, opts: w.opts.History, now: start}
+	if !w.opts.History.Enabled {
+		ch.mode, ch.clear = historyOff, !w.historyCleared
+	}
+	broken, err := s.write(b, ch)
+	if err == nil && ch.clear {
+		w.historyCleared = true
+	}
 	now := w.clock.Now()
 
 	w.mu.Lock()
@@ -518,13 +570,27 @@ type op struct {
 	key, value []byte
 }
 
-// write encodes a batch and commits it in one transaction. A resource with an object
-// that cannot be encoded is turned into a drop in b, and returned in broken: the file
-// must not keep a state of it that lacks a change.
-func (s *Store) write(b *batch) (broken []brokenResource, err error) {
+// commitHistory says what a commit writes to the change log.
+type commitHistory struct {
+	mode historyMode
+	opts HistoryOptions
+	// now is the time of the commit: of the records of drops, and the retention's.
+	now time.Time
+	// clear deletes the log (with historyOff).
+	clear bool
+}
+
+// write encodes a batch and commits it in one transaction, with its records in the
+// change log. A resource with an object that cannot be encoded is turned into a drop in
+// b, and returned in broken: the file must not keep a state of it that lacks a change.
+func (s *Store) write(b *batch, ch commitHistory) (broken []brokenResource, err error) {
 	ops := make(map[*groupBatch][]op)
 	sealed := s.sealed()
+	if len(s.opts.migrations) < historyVersion {
+		ch = commitHistory{} // a file without a change log, in tests
+	}
 	var enc cborEncoder
+	var recs records
 	// dicts are the dictionaries of the batch's values, which the transaction stores
 	// where the file does not have them yet.
 	dicts := make(map[uint64]*dictionary)
@@ -568,16 +634,32 @@ func (s *Store) write(b *batch) (broken []brokenResource, err error) {
 				}
 				list = append(list, o)
 			}
+			if ch.mode == historyOn && len(gb.log) > 0 {
+				recs.prepare(&enc, cluster, resource, gb, list, sealed, dicts)
+			}
 			// bbolt inserts faster in key order.
 			slices.SortFunc(list, func(a, b op) int { return bytes.Compare(a.key, b.key) })
 			ops[gb] = list
 		}
 	}
+	recs.seal()
 	err = s.update(func(tx *bolt.Tx) error {
 		if err := putDictionaries(tx, dicts); err != nil {
 			return err
 		}
-		return apply(tx, b, ops, sealed)
+		if ch.clear {
+			if err := clearHistory(tx); err != nil {
+				return err
+			}
+		}
+		h, err := openHistory(tx, ch.mode, ch.opts, ch.now)
+		if err != nil {
+			return err
+		}
+		if err := apply(tx, b, ops, sealed, h, &recs); err != nil {
+			return err
+		}
+		return h.finish(tx)
 	})
 	if err != nil {
 		return broken, fmt.Errorf("committing to snapshot %s: %w", s.path, err)
@@ -595,9 +677,10 @@ func (s *Store) write(b *batch) (broken []brokenResource, err error) {
 	return broken, nil
 }
 
-// apply writes a batch in tx, in the order that pending describes. The values of ops
-// are sealed already; apply seals the others if sealed.
-func apply(tx *bolt.Tx, b *batch, ops map[*groupBatch][]op, sealed bool) error {
+// apply writes a batch in tx, in the order that pending describes, and its records to
+// the change log if h is not nil. The values of ops are sealed already; apply seals the
+// others if sealed.
+func apply(tx *bolt.Tx, b *batch, ops map[*groupBatch][]op, sealed bool, h *historyTx, recs *records) error {
 	clusters := getClustersBucket(tx)
 	if clusters == nil {
 		return fmt.Errorf("%w: no %q bucket", ErrCorrupt, bucketClusters)
@@ -605,6 +688,15 @@ func apply(tx *bolt.Tx, b *batch, ops map[*groupBatch][]op, sealed bool) error {
 	for cluster, cb := range b.clusters {
 		name := []byte(cluster)
 		if cb.drop {
+			if h != nil && clusters.Bucket(name) != nil {
+				typ := ChangeClusterRemoved
+				if cb.replaced {
+					typ = ChangeClusterReplaced
+				}
+				if err := h.marker(typ, cluster, "", ""); err != nil {
+					return err
+				}
+			}
 			if err := deleteBucket(clusters, name); err != nil {
 				return err
 			}
@@ -638,6 +730,11 @@ func apply(tx *bolt.Tx, b *batch, ops map[*groupBatch][]op, sealed bool) error {
 		for resource, gb := range cb.groups {
 			key := []byte(resource)
 			if res := getBucket(tx, bucketClusters, name, bucketResources); gb.drop && res != nil {
+				if h != nil && res.Bucket(key) != nil {
+					if err := h.marker(ChangeResourceReset, cluster, string(resource), ""); err != nil {
+						return err
+					}
+				}
 				if err := deleteBucket(res, key); err != nil {
 					return err
 				}
@@ -652,6 +749,11 @@ func apply(tx *bolt.Tx, b *batch, ops map[*groupBatch][]op, sealed bool) error {
 			objects, err := rb.CreateBucketIfNotExists(bucketObjects)
 			if err != nil {
 				return err
+			}
+			if h != nil && h.mode == historyOn {
+				if err := h.logGroup(rb, objects, cluster, string(resource), gb, recs.of(gb), sealed); err != nil {
+					return err
+				}
 			}
 			for _, o := range ops[gb] {
 				if o.value == nil {

@@ -42,6 +42,11 @@ func managerOptions(cfg *config.Config) fleetwatch.Options {
 		SnapshotWriter: persist.WriterOptions{
 			Interval:   cfg.Snapshot.Interval,
 			MaxPending: cfg.Snapshot.MaxPending,
+			History: persist.HistoryOptions{
+				Enabled:   cfg.History.Enabled,
+				Retention: cfg.History.Retention,
+				MaxBytes:  int64(cfg.History.MaxBytes),
+			},
 		},
 		Fleet: aggregate.Options{Codec: fleetCodec(cfg.Cache.Encoding)},
 	}

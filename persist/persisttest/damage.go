@@ -111,7 +111,9 @@ func ReadLayout(path string) (*Layout, error) {
 			start := 16 + 16*i + int(pos) + int(ksize)
 			value := p[start : start+int(vsize)]
 			if flags == 0 {
-				l.Spans = append(l.Spans, Span{Value, base + int64(start), int64(vsize)})
+				if vsize > 0 { // an empty value, such as an index key's, has no bytes to damage
+					l.Spans = append(l.Spans, Span{Value, base + int64(start), int64(vsize)})
+				}
 				continue
 			}
 			if root := order.Uint64(value); root != 0 {
