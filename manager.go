@@ -586,7 +586,7 @@ func (m *Manager) loadSnapshot() {
 		s, stale = sd.finish(cs, stale)
 		objects += sd.n
 		delete(seeders, name)
-		m.status.Set(aggregate.ClusterStatus{Name: name, Server: s.identity.Server, UID: s.identity.UID, Phase: aggregate.PhaseStale})
+		m.status.Set(loadedStatus(name, s.identity))
 		m.mu.Lock()
 		m.saved[name] = s
 		m.mu.Unlock()

@@ -98,7 +98,7 @@ func clusterStatus(o observed) (st aggregate.ClusterStatus, synced bool) {
 	case o.syncTimedOut:
 		syncedCond.Reason, syncedCond.Message = "SyncTimeout", fmt.Sprintf("not synced within %v", o.syncTimeout)
 	case o.stale:
-		syncedCond.Reason, syncedCond.Message = ReasonServingSnapshot, "served from the snapshot while its identity is verified and its watches resume"
+		syncedCond.Reason, syncedCond.Message = ReasonServingSnapshot, servingSnapshotMessage
 	}
 	st.Conditions = []metav1.Condition{reachable, syncedCond}
 
@@ -115,4 +115,22 @@ func clusterStatus(o observed) (st aggregate.ClusterStatus, synced bool) {
 		st.Phase = aggregate.PhaseConnecting
 	}
 	return st, synced
+}
+
+const servingSnapshotMessage = "served from the snapshot while its identity is verified and its watches resume"
+
+// loadedStatus is the status of a cluster that the snapshot's load filed, until it is
+// engaged: Stale, served from the snapshot, not probed yet. A warm fleet is ready before
+// its clusters are engaged, so this is the status they are served with meanwhile.
+func loadedStatus(name string, id cluster.Identity) aggregate.ClusterStatus {
+	return aggregate.ClusterStatus{
+		Name:   name,
+		Server: id.Server,
+		UID:    id.UID,
+		Phase:  aggregate.PhaseStale,
+		Conditions: []metav1.Condition{
+			{Type: aggregate.ConditionReachable, Status: metav1.ConditionUnknown, Reason: "NotProbed"},
+			{Type: aggregate.ConditionSynced, Status: metav1.ConditionFalse, Reason: ReasonServingSnapshot, Message: servingSnapshotMessage},
+		},
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -233,11 +234,19 @@ func TestLoadSnapshotInBackground(t *testing.T) {
 			}
 			var mu sync.Mutex
 			seen := map[string]engaged{}
+			// others are the statuses of the clusters not engaged yet when the first is.
+			var others []aggregate.ClusterStatus
 			err = m.AddAware(awareFunc(func(_ context.Context, c *cluster.Cluster) error {
 				e := engaged{synced: m.ClusterHasSynced(c.Name), loaded: isClosed(m.SnapshotLoaded()), ready: m.Ready(), objects: m.fleet.Indexer(configMaps).ClusterLen(c.Name)}
 				mu.Lock()
+				defer mu.Unlock()
 				seen[c.Name] = e
-				mu.Unlock()
+				if c.Name == "a" {
+					for _, name := range []string{"b", "c"} {
+						st, _ := m.ClusterStatus(name)
+						others = append(others, st)
+					}
+				}
 				return nil
 			}))
 			if err != nil {
@@ -289,6 +298,12 @@ func TestLoadSnapshotInBackground(t *testing.T) {
 					}
 				}
 				return
+			}
+			// Meanwhile, b and c are served from the snapshot: Stale, and said so.
+			for _, st := range others {
+				if cond := meta.FindStatusCondition(st.Conditions, aggregate.ConditionSynced); st.Phase != aggregate.PhaseStale || cond == nil || cond.Reason != ReasonServingSnapshot {
+					t.Errorf("cluster %s, not engaged yet: phase %q, Synced condition %+v; want Stale, %s", st.Name, st.Phase, cond, ReasonServingSnapshot)
+				}
 			}
 			for _, name := range []string{"a", "b", "c"} {
 				// a, engaged first, finds the fleet ready: b and c are served from the
