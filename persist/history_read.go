@@ -250,7 +250,8 @@ func (s *Store) ChangesAfter(cluster string, resource ResourceKey, rv string) ([
 		prefix := indexPrefix(indexResource, cluster, string(resource), "")
 		var seqs []uint64
 		c := index.Cursor()
-		k, v := c.Seek(append(bytes.Clone(prefix), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff))
+		k, _ := c.Seek(append(bytes.Clone(prefix), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff))
+		var v []byte
 		if k == nil {
 			k, v = c.Last()
 		} else {
