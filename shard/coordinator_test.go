@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
@@ -582,6 +583,19 @@ func TestCoordinatorPublishesDescription(t *testing.T) {
 	}
 }
 
+// newOnClock returns a Coordinator of replica id, on clk, not started: a test drives its
+// rounds.
+func newOnClock(t *testing.T, client *fake.Clientset, clk clock.WithTicker, w *watchers, id string) *Coordinator {
+	t.Helper()
+	opts := fastTiming
+	opts.Identity, opts.Namespace, opts.Client, opts.Clock = id, "fleetwatch", client, clk
+	c, err := New(opts, w.aware(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // TestCoordinatorJudgesExpiryWhenItReads: a round that takes many clusters, one
 // request each, may last longer than a Lease: a replica must not count another gone
 // because the time since it last read that one's Lease has grown, only because it read
@@ -594,17 +608,7 @@ func TestCoordinatorJudgesExpiryWhenItReads(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	w := &watchers{t: t, by: map[string]string{}}
 	ctx := t.Context()
-	coords := map[string]*Coordinator{}
-	for _, id := range []string{"r0", "r1"} {
-		opts := fastTiming
-		opts.Identity, opts.Namespace, opts.Client, opts.Clock = id, "fleetwatch", client, clk
-		c, err := New(opts, w.aware(id))
-		if err != nil {
-			t.Fatal(err)
-		}
-		coords[id] = c
-	}
-	r0, r1 := coords["r0"], coords["r1"]
+	r0, r1 := newOnClock(t, client, clk, w, "r0"), newOnClock(t, client, clk, w, "r1")
 	// r1's share among both, in the order of its rounds; r0 holds the last.
 	var share []string
 	for _, name := range slices.Sorted(slices.Values(names("cluster", 60))) {
@@ -660,7 +664,7 @@ func TestCoordinatorJudgesExpiryWhenItReads(t *testing.T) {
 			}
 		}
 		// Both renew, as their renewLoops would.
-		for _, c := range coords {
+		for _, c := range []*Coordinator{r0, r1} {
 			c.mu.Lock()
 			c.lastRenew = clk.Now()
 			c.mu.Unlock()
@@ -713,17 +717,7 @@ func TestCoordinatorWaitsForAHolderItHasNotRead(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	w := &watchers{t: t, by: map[string]string{}}
 	ctx := t.Context()
-	coords := map[string]*Coordinator{}
-	for _, id := range []string{"r0", "r1"} {
-		opts := fastTiming
-		opts.Identity, opts.Namespace, opts.Client, opts.Clock = id, "fleetwatch", client, clk
-		c, err := New(opts, w.aware(id))
-		if err != nil {
-			t.Fatal(err)
-		}
-		coords[id] = c
-	}
-	r0, r1 := coords["r0"], coords["r1"]
+	r0, r1 := newOnClock(t, client, clk, w, "r0"), newOnClock(t, client, clk, w, "r1")
 	var name string
 	for _, n := range names("cluster", 20) {
 		if Owner(n, []string{"r0", "r1"}) == "r1" {
@@ -731,7 +725,7 @@ func TestCoordinatorWaitsForAHolderItHasNotRead(t *testing.T) {
 			break
 		}
 	}
-	for _, c := range coords {
+	for _, c := range []*Coordinator{r0, r1} {
 		if err := c.Engage(ctx, &cluster.Cluster{Name: name}); err != nil {
 			t.Fatal(err)
 		}
