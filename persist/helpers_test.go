@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	bolt "go.etcd.io/bbolt"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -169,4 +170,13 @@ func sorted(s []string) []string {
 	s = slices.Clone(s)
 	slices.Sort(s)
 	return s
+}
+
+// capAtUsed caps s's file at the size its pages use, as a full disk would: the file has
+// room beyond them (growthStep), which a commit fills before it grows the file.
+func capAtUsed(t testing.TB, s *Store) {
+	t.Helper()
+	if err := s.view(func(tx *bolt.Tx) error { s.db.MaxSize = int(tx.Size()); return nil }); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -538,7 +538,7 @@ func TestHistoryFailedCommit(t *testing.T) {
 	w.Upsert("prod", pods, object("a", "p1", "1"))
 	w.Checkpoint("prod", pods, "10")
 	commitNow(t, w)
-	s.db.MaxSize = int(s.fileSize())
+	capAtUsed(t, s)
 	for i := range 200 {
 		w.Upsert("prod", pods, testPod(t, "a", fmt.Sprint("p", i%3)))
 		w.Checkpoint("prod", pods, fmt.Sprint(11+i))

@@ -2,5 +2,49 @@
 
 package persist
 
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	bolt "go.etcd.io/bbolt"
+)
+
 // mapsSupported is whether mapFile maps files here.
 const mapsSupported = true
+
+func TestWriterGrowsTheFileWithoutRemapping(t *testing.T) {
+	// A first commit of many clusters grows a new file from nothing to megabytes. Each
+	// remap within a commit copies out of the old map every key and value that the
+	// commit's nodes point at (bbolt counts them as node dereferences); a map as large as
+	// the file will grow makes none.
+	path := testPath(t)
+	s := openTest(t, path, Options{})
+	w := s.NewWriter(WriterOptions{})
+	for i := range 100 {
+		cluster := fmt.Sprintf("cluster-%03d", i)
+		for j := range 20 {
+			w.Upsert(cluster, pods, testPod(t, fmt.Sprintf("ns-%d", j%5), fmt.Sprintf("pod-%02d", j)))
+		}
+		w.Checkpoint(cluster, pods, "1")
+	}
+	if err := w.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st := s.db.Stats()
+	if n := st.TxStats.GetNodeDeref(); n != 0 {
+		t.Errorf("the commit remapped the file: %d nodes copied out of the old map", n)
+	}
+	// The file grows by growthStep beyond what the commit needs (bbolt's need counts one
+	// page more than the pages it uses), not by more.
+	var used int64
+	if err := s.view(func(tx *bolt.Tx) error { used = tx.Size(); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if size := s.fileSize(); used < 4<<20 || size < used || size > used+growthStep+int64(s.db.Info().PageSize) {
+		t.Errorf("file of %d bytes for %d used, want at most %d beyond", size, used, growthStep)
+	}
+	if got := len(mustLoad(t, s).Clusters); got != 100 {
+		t.Errorf("loaded %d clusters, want 100", got)
+	}
+}

@@ -153,8 +153,7 @@ func TestCorruptFileIsMovedAside(t *testing.T) {
 			f.Close()
 		}},
 		{name: "truncated to half", damage: func(t *testing.T, path string) {
-			fi, _ := os.Stat(path)
-			os.Truncate(path, fi.Size()/2)
+			os.Truncate(path, dataSize(t, path)/2)
 		}},
 		{name: "truncated by a page", damage: func(t *testing.T, path string) {
 			os.Truncate(path, dataSize(t, path)-int64(os.Getpagesize()))

@@ -448,7 +448,7 @@ func TestWriterKeepsChangesWhenCommitsFail(t *testing.T) {
 	w.Upsert("a", pods, object("ns", "p0", "1"))
 	w.Checkpoint("a", pods, "1")
 	flush(w)
-	s.db.MaxSize = int(s.fileSize())
+	capAtUsed(t, s)
 
 	w.Upsert("a", pods, testPod(t, "ns", "p1"))
 	w.Upsert("a", pods, testPod(t, "ns", "p2"))
