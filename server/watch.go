@@ -52,7 +52,7 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, res *apiReso
 			return err
 		}
 	}
-	from, zero, foreign, err := resolveResourceVersion(p.resourceVersion, s.cache.epoch, qr.scope)
+	from, zero, foreign, err := resolveResourceVersion(p.resourceVersion, s.cache, qr.scope)
 	if err != nil {
 		return err
 	}
@@ -76,28 +76,26 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, res *apiReso
 		ws.printer = s.printerIn(r.Context(), res, s.scopeClusters(qr.scope), false, opts)
 	}
 	var initialItems listing
+	var gaps []logGap
 	rc.mu.RLock()
 	switch {
 	case initial:
 		initialItems = rc.listLocked(qr, nil, 0)
-		ws.positions = rc.cursorLocked(s.cache.epoch, qr.scope).positions
+		ws.positions = rc.cursorLocked(s.cache, qr.scope).positions
 		ws.next = rc.nextSeq
 	case zero:
-		ws.positions = rc.cursorLocked(s.cache.epoch, qr.scope).positions
+		ws.positions = rc.cursorLocked(s.cache, qr.scope).positions
 		ws.next = rc.nextSeq
 	default:
-		if cl, old := rc.expiredLocked(from, qr.scope); old {
-			rc.mu.RUnlock()
-			return expired(fmt.Sprintf("too old resource version: the history of cluster %q no longer reaches back to %s; list again", cl, p.resourceVersion))
-		}
-		for cl, pos := range from.positions {
-			if qr.scope.includes(cl) {
-				ws.positions[cl] = pos
-			}
-		}
-		ws.next = rc.firstSeqLocked()
+		gaps, err = ws.resumeLocked(rc, from, p.resourceVersion)
 	}
 	rc.mu.RUnlock()
+	if err != nil {
+		return err
+	}
+	if err := s.cache.readGaps(res.gvr, gaps); err != nil {
+		return expired(fmt.Sprintf("too old resource version: %s: %v; list again", p.resourceVersion, err))
+	}
 	items, _ := initialItems.items()
 
 	timeout := s.opts.WatchTimeout
@@ -128,6 +126,11 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, res *apiReso
 			if err := ws.bookmark(map[string]string{metav1.InitialEventsAnnotationKey: "true"}); err != nil {
 				return nil
 			}
+		}
+	}
+	for _, g := range gaps {
+		if ws.sendGap(g) != nil {
+			return nil
 		}
 	}
 	if ws.flush() != nil {
@@ -208,7 +211,58 @@ type watchStream struct {
 }
 
 func (ws *watchStream) cursor() string {
-	return cursor{epoch: ws.s.cache.epoch, positions: ws.positions}.String()
+	c := cursor{epoch: ws.s.cache.epoch, positions: ws.positions}
+	cloned := false
+	for cl, p := range ws.positions {
+		if q := ws.s.cache.settled(cl, ws.res.gvr, p); q != p {
+			if !cloned {
+				c.positions, cloned = maps.Clone(ws.positions), true
+			}
+			c.positions[cl] = q
+		}
+	}
+	return c.String()
+}
+
+// resumeLocked starts the watch from cursor from, given as rv: at the positions of
+// from in the history, after the gaps that it returns, to read from the change log and
+// send first (see watchCache.resumeLocked). It fails with 410 if the history or the log
+// no longer reaches back to from.
+func (ws *watchStream) resumeLocked(rc *resourceCache, from cursor, rv string) ([]logGap, error) {
+	starts, gaps, err := ws.s.cache.resumeLocked(rc, from, ws.query.scope)
+	if err != nil {
+		return nil, expired(fmt.Sprintf("too old resource version: %s: %v; list again", rv, err))
+	}
+	if cl, old := rc.expiredLocked(cursor{positions: starts}, ws.query.scope); old {
+		return nil, expired(fmt.Sprintf("too old resource version: the history of cluster %q no longer reaches back to %s; list again", cl, rv))
+	}
+	ws.positions = starts
+	// Until its gap is sent, a cluster stands where the cursor has it.
+	for _, g := range gaps {
+		ws.positions[g.cluster] = g.from
+	}
+	ws.next = rc.firstSeqLocked()
+	return gaps, nil
+}
+
+// sendGap sends the changes of a gap read from the change log, then stands at its
+// base, where the history takes over.
+func (ws *watchStream) sendGap(g logGap) error {
+	for i, e := range g.changes {
+		if i%watchBatch == 0 {
+			ws.deadline()
+		}
+		en, ok := gapEntry(g.cluster, ws.positions[g.cluster], e)
+		if !ok {
+			ws.positions[g.cluster] = ws.positions[g.cluster].next("")
+			continue
+		}
+		if err := ws.applyEntry(en); err != nil {
+			return err
+		}
+	}
+	ws.positions[g.cluster] = position{rv: g.base}
+	return nil
 }
 
 // readLocked appends to buf the next changes to look at. If the history has moved past
@@ -227,6 +281,11 @@ func (ws *watchStream) readLocked(rc *resourceCache, buf []entry) (_ []entry, lo
 // apply sends what change e means to this watch, if anything.
 func (ws *watchStream) apply(e entry) error {
 	ws.next = e.seq + 1
+	return ws.applyEntry(e)
+}
+
+// applyEntry is apply of an entry of the history or of a gap.
+func (ws *watchStream) applyEntry(e entry) error {
 	if !ws.query.scope.includes(e.cluster) || e.pos.compare(ws.positions[e.cluster]) <= 0 {
 		return nil
 	}

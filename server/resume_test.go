@@ -1,0 +1,302 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/fleetwatch/fleetwatch/aggregate"
+)
+
+// fakeLog is a change log of prod's pods.
+type fakeLog struct {
+	epoch string
+
+	mu sync.Mutex
+	// base and objects are what the fleet loaded of prod's pods; base 0 if nothing.
+	base    uint64
+	objects int
+	// from is where the log's coverage starts: it holds every change after it.
+	from    uint64
+	records []loggedChange
+}
+
+var _ ChangeLogSource = (*logSource)(nil)
+
+// logSource is a fakeSource with a change log.
+type logSource struct {
+	*fakeSource
+	*fakeLog
+}
+
+func (l *fakeLog) ChangeLogEpoch() string { return l.epoch }
+
+func (l *fakeLog) ChangeLogBase(cluster string, gvr schema.GroupVersionResource) (uint64, int, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if cluster != prod || gvr != podsGVR || l.base == 0 {
+		return 0, 0, false
+	}
+	return l.base, l.objects, true
+}
+
+func (l *fakeLog) ChangesSince(cluster string, gvr schema.GroupVersionResource, rv, upTo uint64, fn func(uint64, aggregate.Event)) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if cluster != prod || gvr != podsGVR || rv < l.from {
+		return errors.New("too old")
+	}
+	for _, r := range l.records {
+		if r.at >= rv && r.at <= upTo {
+			fn(r.at, r.event)
+		}
+	}
+	return nil
+}
+
+// add appends a record at resourceVersion at.
+func (l *fakeLog) add(at uint64, typ aggregate.EventType, obj *unstructured.Unstructured, vanished bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.records = append(l.records, loggedChange{at: at, event: aggregate.Event{Cluster: prod, Resource: podsGVR, Type: typ, Object: obj, FinalStateUnknown: vanished}})
+}
+
+// newLogFixture starts a fleet of cluster prod whose pods are those that seed loads as
+// from a snapshot (an initial list), and a server of it that resumes from log.
+func newLogFixture(t *testing.T, log *fakeLog, seed ...*unstructured.Unstructured) *fixture {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	fleet := aggregate.New(aggregate.Options{Codec: testCodec()})
+	f := &fixture{t: t, ctx: ctx, fleet: fleet, src: &fakeSource{fleet: fleet, statuses: map[string]aggregate.ClusterStatus{}, ready: true}}
+	f.src.setStatus(clusterStatus(prod, aggregate.PhaseSynced, false))
+	for _, obj := range seed {
+		if err := fleet.ClusterStore(prod, podsGVR).Apply(obj, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fleet.ClusterStore(prod, podsGVR).MarkSynced()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = fleet.Start(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	s, err := New(logSource{f.src, log}, Options{Clock: clocktesting.NewFakePassiveClock(now), BookmarkInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.server = s
+	f.http = httptest.NewServer(s.Handler())
+	t.Cleanup(f.http.Close)
+	t.Cleanup(s.stop)
+	f.sync()
+	return f
+}
+
+// events reads n events that are not bookmarks, as "TYPE name@resourceVersion in its
+// cluster", and the cursor of the last.
+func events(w *watcher, n int) (got []string, last string) {
+	for range n {
+		e := w.nextNot("BOOKMARK")
+		got = append(got, e.Type+" "+e.Object.GetName()+"@"+e.Object.GetAnnotations()[ResourceVersionAnnotation])
+		last = e.Object.GetResourceVersion()
+	}
+	return got, last
+}
+
+// TestWatchResumesAcrossARestart: a cursor of a run of the server resumes in the next
+// run over the same change log, whether it is before the resourceVersion that the
+// snapshot was loaded at (the changes in between are the log's), or after it (the
+// changes after the last commit, lost in a crash, come again from the apiserver); a
+// cursor that the log does not reach back to, or of another log, gets 410.
+func TestWatchResumesAcrossARestart(t *testing.T) {
+	pods := clusterPath(allClusters) + "/api/v1/pods"
+	log := &fakeLog{epoch: "snap", from: 9}
+
+	// The first run: a and b added, a modified; the log holds them all.
+	run1 := newLogFixture(t, log)
+	w := run1.watch(pods + "?watch=1&resourceVersion=0")
+	changes := []struct {
+		typ aggregate.EventType
+		obj *unstructured.Unstructured
+	}{
+		{aggregate.Added, pod("default", "a", "10", web)},
+		{aggregate.Added, pod("default", "b", "11", web)},
+		{aggregate.Updated, pod("default", "a", "12", api)},
+	}
+	var cursors []string
+	for _, c := range changes {
+		run1.apply(prod, podsGVR, c.obj)
+		log.add(resourceVersionOf(c.obj), c.typ, c.obj, false)
+		_, last := events(w, 1)
+		cursors = append(cursors, last)
+	}
+	// b modified at 13 was sent, but not committed: the run is killed.
+	run1.apply(prod, podsGVR, pod("default", "b", "13", api))
+	_, at13 := events(w, 1)
+	w.stop()
+
+	// The second run loads a@12 and b@11, stored at 12, and its informer receives b@13
+	// again, then the changes after.
+	log.mu.Lock()
+	log.base, log.objects = 12, 2
+	log.mu.Unlock()
+	run2 := newLogFixture(t, log, pod("default", "a", "12", api), pod("default", "b", "11", web))
+	var l itemList
+	run2.getOK(pods, &l)
+	run2.apply(prod, podsGVR, pod("default", "b", "13", api))
+	run2.apply(prod, podsGVR, pod("default", "c", "14", nil))
+	run2.remove(prod, podsGVR, pod("default", "a", "15", api))
+	after := []string{"MODIFIED b@13", "ADDED c@14", "DELETED a@15"}
+
+	for _, tc := range []struct {
+		name, rv string
+		want     []string
+	}{
+		{"after a added", cursors[0], append([]string{"ADDED b@11", "MODIFIED a@12"}, after...)},
+		{"after b added", cursors[1], append([]string{"MODIFIED a@12"}, after...)},
+		{"at the base", cursors[2], after},
+		{"after the last commit", at13, after[1:]},
+		{"the second run's list", l.Metadata.ResourceVersion, after},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := run2.watch(pods + "?watch=1&resourceVersion=" + url.QueryEscape(tc.rv))
+			got, _ := events(w, len(tc.want))
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("events %q,\nwant %q", got, tc.want)
+			}
+			w.none(100 * time.Millisecond)
+		})
+	}
+
+	// A cursor in the middle of what the log sent resumes in this run too.
+	w = run2.watch(pods + "?watch=1&resourceVersion=" + url.QueryEscape(cursors[0]))
+	_, mid := events(w, 1)
+	w.stop()
+	w = run2.watch(pods + "?watch=1&resourceVersion=" + url.QueryEscape(mid))
+	if got, _ := events(w, 4); !slices.Equal(got, append([]string{"MODIFIED a@12"}, after...)) {
+		t.Errorf("from the middle of the log's changes: %q", got)
+	}
+
+	log.mu.Lock()
+	log.from = 11
+	log.mu.Unlock()
+	other := cursor{epoch: "other" + logEpochSep + "x", positions: map[string]position{prod: {rv: 12}}}.String()
+	for name, rv := range map[string]string{"older than the log": cursors[0], "of another log": other} {
+		if st := run2.get(pods+"?watch=1&resourceVersion="+url.QueryEscape(rv)).status(t, http.StatusGone); st.Reason != metav1.StatusReasonExpired {
+			t.Errorf("%s: Status %+v", name, st)
+		}
+	}
+}
+
+// TestWatchResumeNeedsTheLog: without a change log, or for a cluster that the run did
+// not load from it, a cursor of an earlier run gets 410, as before.
+func TestWatchResumeNeedsTheLog(t *testing.T) {
+	pods := clusterPath(allClusters) + "/api/v1/pods"
+	log := &fakeLog{epoch: "snap"}
+	run1 := newLogFixture(t, log)
+	run1.apply(prod, podsGVR, pod("default", "a", "10", web))
+	run1.sync()
+	var l itemList
+	run1.getOK(pods, &l)
+
+	run2 := newLogFixture(t, log) // prod was not loaded from the log
+	st := run2.get(pods+"?watch=1&resourceVersion="+url.QueryEscape(l.Metadata.ResourceVersion)).status(t, http.StatusGone)
+	if !strings.Contains(st.Message, "earlier run") {
+		t.Errorf("Status %+v", st)
+	}
+	plain := newFixture(t, nil)
+	plain.get(pods+"?watch=1&resourceVersion="+url.QueryEscape(l.Metadata.ResourceVersion)).status(t, http.StatusGone)
+}
+
+// TestSettledCursor: once every object loaded from the snapshot came, the cursors say
+// the base, which a later run places in the log; before, the position is of this run.
+func TestSettledCursor(t *testing.T) {
+	log := &fakeLog{epoch: "snap", base: 12, objects: 2}
+	f := newLogFixture(t, log, pod("default", "a", "12", api), pod("default", "b", "11", web))
+	rc := f.server.cache.lookup(podsGVR)
+	rc.mu.RLock()
+	c := rc.cursorLocked(f.server.cache, scope{cluster: allClusters})
+	raw := rc.positions[prod]
+	rc.mu.RUnlock()
+	if want := (position{rv: 12}); c.positions[prod] != want || raw != (position{n: 2}) {
+		t.Errorf("cursor %v (history at %v), want %v", c.positions[prod], raw, want)
+	}
+	if p := f.server.cache.settled(prod, podsGVR, position{n: 1}); p != (position{n: 1}) {
+		t.Errorf("half-way: %v", p)
+	}
+	// The first change is placed after the base, whatever its resourceVersion.
+	f.remove(prod, podsGVR, pod("default", "b", "11", web))
+	f.sync()
+	rc.mu.RLock()
+	defer rc.mu.RUnlock()
+	if p := rc.positions[prod]; p != (position{rv: 12, n: 1}) {
+		t.Errorf("after a deletion found by a relist: %v", p)
+	}
+}
+
+// TestChangesAfter places positions among the changes that the log holds, with a
+// relist (objects out of resourceVersion order, deletions with their last known
+// resourceVersion) after a watch event.
+func TestChangesAfter(t *testing.T) {
+	obj := func(name, rv string) *unstructured.Unstructured { return pod("default", name, rv, nil) }
+	logged := []loggedChange{
+		{at: 100, event: aggregate.Event{Type: aggregate.Updated, Object: obj("w", "100")}},
+		// A relist at 200: p2 is at the list's resourceVersion.
+		{at: 200, event: aggregate.Event{Type: aggregate.Updated, Object: obj("p1", "150")}},
+		{at: 200, event: aggregate.Event{Type: aggregate.Added, Object: obj("p2", "200")}},
+		{at: 200, event: aggregate.Event{Type: aggregate.Updated, Object: obj("p3", "120")}},
+		{at: 200, event: aggregate.Event{Type: aggregate.Deleted, Object: obj("gone", "90"), FinalStateUnknown: true}},
+		{at: 210, event: aggregate.Event{Type: aggregate.Deleted, Object: obj("p1", "210")}},
+	}
+	// Where the history of the run that saw them put each, from (100, 0) on.
+	pos := position{rv: 100}
+	var positions []position
+	for _, c := range logged[1:] {
+		pos = pos.next(c.event.Object.(*unstructured.Unstructured).GetResourceVersion())
+		positions = append(positions, pos)
+	}
+	names := func(es []aggregate.Event) []string {
+		var out []string
+		for _, e := range es {
+			out = append(out, e.Object.(*unstructured.Unstructured).GetName())
+		}
+		return out
+	}
+	all := []string{"p1", "p2", "p3", "gone", "p1"}
+	for i, p := range append([]position{{rv: 100}}, positions...) {
+		t.Run(p.String(), func(t *testing.T) {
+			var since []loggedChange
+			for _, c := range logged {
+				if c.at >= p.rv {
+					since = append(since, c)
+				}
+			}
+			got, err := changesAfter(p, since)
+			if err != nil || !slices.Equal(names(got), all[i:]) {
+				t.Errorf("after %s: %q, %v; want %q", p, names(got), err, all[i:])
+			}
+		})
+	}
+	if _, err := changesAfter(position{rv: 210, n: 1}, logged[5:]); err == nil {
+		t.Error("a position past the log's changes: no error")
+	}
+	if got, err := changesAfter(position{rv: 300}, nil); err != nil || len(got) != 0 {
+		t.Errorf("after the log: %v, %v", got, err)
+	}
+}
