@@ -1,11 +1,16 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -28,6 +33,10 @@ type ChangeLogSource interface {
 	// daemon that keep its file; "" if there is none, and then a cursor resumes in the
 	// run of the server that handed it out only.
 	ChangeLogEpoch() string
+	// SnapshotLoaded returns a channel that is closed once the fleet holds what the
+	// snapshot held, and ChangeLogBase knows of it: a watch from a cursor of an earlier
+	// run waits for it.
+	SnapshotLoaded() <-chan struct{}
 	// ChangeLogBase returns where the objects of cluster's resource gvr that the fleet
 	// loaded from the snapshot stand in the change log: the resourceVersion they were
 	// stored at (0 while it is not known yet), and how many were loaded. ok is false if
@@ -63,6 +72,23 @@ func (wc *watchCache) accepts(epoch string) bool {
 func (wc *watchCache) sameLog(epoch string) bool {
 	log, _, ok := strings.Cut(epoch, logEpochSep)
 	return ok && wc.logEpoch != "" && log == wc.logEpoch
+}
+
+// waitLoaded waits until the fleet holds the snapshot, before a watch from a cursor of
+// an earlier run is placed in the change log, at most primeWait: then 503 with
+// Retry-After.
+func (wc *watchCache) waitLoaded(ctx context.Context) error {
+	t := time.NewTimer(primeWait)
+	defer t.Stop()
+	select {
+	case <-wc.log.SnapshotLoaded():
+		return nil
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	se := apierrors.NewServiceUnavailable("the server's cache of the fleet is loading its snapshot")
+	se.ErrStatus.Details = &metav1.StatusDetails{RetryAfterSeconds: 1}
+	return se
 }
 
 // logGap is what a watch resumed from a cursor reads from the change log for one

@@ -43,6 +43,11 @@ type logSource struct {
 
 func (l *fakeLog) ChangeLogEpoch() string { return l.epoch }
 
+// loadedChan is closed: the fake fleet is loaded before its server starts.
+var loadedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+func (l *fakeLog) SnapshotLoaded() <-chan struct{} { return loadedChan }
+
 func (l *fakeLog) ChangeLogBase(cluster string, gvr schema.GroupVersionResource) (uint64, int, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

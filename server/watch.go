@@ -68,6 +68,11 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, res *apiReso
 		return expired(fmt.Sprintf("too old resource version: %s is not a resourceVersion of this server's view of the fleet "+
 			"(it is a cluster's own, or from before the server started); list again", p.resourceVersion))
 	}
+	if !initial && !zero && s.cache.sameLog(from.epoch) && from.epoch != s.cache.epoch {
+		if err := s.cache.waitLoaded(r.Context()); err != nil {
+			return err
+		}
+	}
 
 	rc := s.cache.resource(res.gvr)
 	ws := &watchStream{s: s, res: res, query: qr, format: f, opts: opts, positions: map[string]position{}}
