@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/klog/v2"
 
 	"github.com/fleetwatch/fleetwatch/aggregate"
 )
@@ -140,7 +141,7 @@ func (wc *watchCache) resumeLocked(rc *resourceCache, c cursor, sc scope) (map[s
 }
 
 // readGaps reads the changes of each gap from the change log.
-func (wc *watchCache) readGaps(gvr schema.GroupVersionResource, gaps []logGap) error {
+func (wc *watchCache) readGaps(ctx context.Context, gvr schema.GroupVersionResource, gaps []logGap) error {
 	for i := range gaps {
 		g := &gaps[i]
 		var logged []loggedChange
@@ -153,6 +154,7 @@ func (wc *watchCache) readGaps(gvr schema.GroupVersionResource, gaps []logGap) e
 		if err != nil {
 			return fmt.Errorf("cluster %q: %w", g.cluster, err)
 		}
+		klog.FromContext(ctx).V(4).Info("Resuming a watch from the change log", "cluster", g.cluster, "resource", gvr, "from", g.from, "base", g.base, "changes", len(g.changes))
 	}
 	return nil
 }

@@ -98,7 +98,7 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, res *apiReso
 	if err != nil {
 		return err
 	}
-	if err := s.cache.readGaps(res.gvr, gaps); err != nil {
+	if err := s.cache.readGaps(r.Context(), res.gvr, gaps); err != nil {
 		return expired(fmt.Sprintf("too old resource version: %s: %v; list again", p.resourceVersion, err))
 	}
 	items, _ := initialItems.items()
