@@ -28,7 +28,9 @@ const watchBatch = 256
 //     the current state, as client-go's streaming lists expect.
 //   - a cursor (the resourceVersion of a list, an event or a bookmark): the changes after
 //     it, from the history; 410 Gone if the history no longer reaches back to it for
-//     some cluster, or if it is not from this server's watch cache.
+//     some cluster, or if it is not from this server's watch cache. A cursor of an
+//     earlier run of the server over the same change log resumes too, from the log up to
+//     where the snapshot was loaded (resume.go).
 //   - sendInitialEvents=false without resourceVersion: the changes from now on.
 //
 // Streaming lists (sendInitialEvents=true) are refused in the scope of every cluster,
