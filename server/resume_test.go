@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
@@ -20,12 +21,13 @@ import (
 	"github.com/fleetwatch/fleetwatch/aggregate"
 )
 
-// fakeLog is a change log of prod's pods.
+// fakeLog is a change log of the pods of one cluster, prod unless cluster is set.
 type fakeLog struct {
-	epoch string
+	epoch   string
+	cluster string
 
 	mu sync.Mutex
-	// base and objects are what the fleet loaded of prod's pods; base 0 if nothing.
+	// base and objects are what the fleet loaded of the pods; base 0 if nothing.
 	base    uint64
 	objects int
 	// from is where the log's coverage starts: it holds every change after it.
@@ -51,7 +53,7 @@ func (l *fakeLog) SnapshotLoaded() <-chan struct{} { return loadedChan }
 func (l *fakeLog) ChangeLogBase(cluster string, gvr schema.GroupVersionResource) (uint64, int, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if cluster != prod || gvr != podsGVR || l.base == 0 {
+	if cluster != cmp.Or(l.cluster, prod) || gvr != podsGVR || l.base == 0 {
 		return 0, 0, false
 	}
 	return l.base, l.objects, true
@@ -60,7 +62,7 @@ func (l *fakeLog) ChangeLogBase(cluster string, gvr schema.GroupVersionResource)
 func (l *fakeLog) ChangesSince(cluster string, gvr schema.GroupVersionResource, rv, upTo uint64, fn func(uint64, aggregate.Event)) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if cluster != prod || gvr != podsGVR || rv < l.from {
+	if cluster != cmp.Or(l.cluster, prod) || gvr != podsGVR || rv < l.from {
 		return errors.New("too old")
 	}
 	for _, r := range l.records {
@@ -75,23 +77,33 @@ func (l *fakeLog) ChangesSince(cluster string, gvr schema.GroupVersionResource, 
 func (l *fakeLog) add(at uint64, typ aggregate.EventType, obj *unstructured.Unstructured, vanished bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.records = append(l.records, loggedChange{at: at, event: aggregate.Event{Cluster: prod, Resource: podsGVR, Type: typ, Object: obj, FinalStateUnknown: vanished}})
+	l.records = append(l.records, loggedChange{at: at, event: aggregate.Event{Cluster: cmp.Or(l.cluster, prod), Resource: podsGVR, Type: typ, Object: obj, FinalStateUnknown: vanished}})
 }
 
 // newLogFixture starts a fleet of cluster prod whose pods are those that seed loads as
 // from a snapshot (an initial list), and a server of it that resumes from log.
 func newLogFixture(t *testing.T, log *fakeLog, seed ...*unstructured.Unstructured) *fixture {
 	t.Helper()
+	return newLogReplica(t, log, "", seed...)
+}
+
+// newLogReplica is newLogFixture of log's cluster, as the replica named replica ("" if
+// not sharded).
+func newLogReplica(t *testing.T, log *fakeLog, replica string, seed ...*unstructured.Unstructured) *fixture {
+	t.Helper()
+	cluster := cmp.Or(log.cluster, prod)
 	ctx, cancel := context.WithCancel(context.Background())
 	fleet := aggregate.New(aggregate.Options{Codec: testCodec()})
 	f := &fixture{t: t, ctx: ctx, fleet: fleet, src: &fakeSource{fleet: fleet, statuses: map[string]aggregate.ClusterStatus{}, ready: true}}
-	f.src.setStatus(clusterStatus(prod, aggregate.PhaseSynced, false))
+	st := clusterStatus(cluster, aggregate.PhaseSynced, false)
+	st.Replica = replica
+	f.src.setStatus(st)
 	for _, obj := range seed {
-		if err := fleet.ClusterStore(prod, podsGVR).Apply(obj, true); err != nil {
+		if err := fleet.ClusterStore(cluster, podsGVR).Apply(obj, true); err != nil {
 			t.Fatal(err)
 		}
 	}
-	fleet.ClusterStore(prod, podsGVR).MarkSynced()
+	fleet.ClusterStore(cluster, podsGVR).MarkSynced()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -101,7 +113,7 @@ func newLogFixture(t *testing.T, log *fakeLog, seed ...*unstructured.Unstructure
 		cancel()
 		<-done
 	})
-	s, err := New(logSource{f.src, log}, Options{Clock: clocktesting.NewFakePassiveClock(now), BookmarkInterval: 50 * time.Millisecond})
+	s, err := New(logSource{f.src, log}, Options{Clock: clocktesting.NewFakePassiveClock(now), BookmarkInterval: 50 * time.Millisecond, Replica: replica})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,5 +315,66 @@ func TestChangesAfter(t *testing.T) {
 	}
 	if got, err := changesAfter(position{rv: 300}, nil); err != nil || len(got) != 0 {
 		t.Errorf("after the log: %v, %v", got, err)
+	}
+}
+
+// TestFanOutWatchResumesAcrossARestart: in a sharded fleet, a merged cursor handed out
+// before a replica restarted resumes after it, through that replica or another one:
+// the restarted replica's part from its change log, up to where its snapshot was
+// loaded, then from its history.
+func TestFanOutWatchResumesAcrossARestart(t *testing.T) {
+	all := clusterPath(allClusters) + "/api/v1/pods"
+	log := &fakeLog{epoch: "snap", cluster: "far", from: 400}
+	far := []*unstructured.Unstructured{pod("default", "far-1", "401", web), pod("default", "far-2", "402", web)}
+	for _, p := range far {
+		log.add(resourceVersionOf(p), aggregate.Added, p, false)
+	}
+	log.base, log.objects = 402, 2
+	// replicas starts fleetwatch-1, which watches far, from the log, and points
+	// fleetwatch-0 (local), which watches the fixture's clusters, at it and back.
+	replicas := func(local *fixture, seed ...*unstructured.Unstructured) *fixture {
+		peer := newLogReplica(t, log, "fleetwatch-1", seed...)
+		for _, cl := range []string{prod, staging, edge} {
+			peer.src.setStatus(aggregate.ClusterStatus{Name: cl, Phase: aggregate.PhaseRemote, Replica: "fleetwatch-0", ReplicaAddress: local.http.URL})
+		}
+		local.src.setStatus(aggregate.ClusterStatus{Name: "far", Phase: aggregate.PhaseRemote, Replica: "fleetwatch-1", ReplicaAddress: peer.http.URL})
+		return peer
+	}
+	local := newFixture(t, func(o *Options) { o.Replica = "fleetwatch-0" })
+	peer := replicas(local, far...)
+	var l unstructured.UnstructuredList
+	local.getOK(all, &l)
+	w := local.watch(all + "?watch=true&resourceVersion=" + url.QueryEscape(l.GetResourceVersion()))
+	far3 := pod("default", "far-3", "403", web)
+	peer.apply("far", podsGVR, far3)
+	log.add(403, aggregate.Added, far3, false)
+	_, last := events(w, 1)
+	w.stop()
+
+	// far-4 is committed, then fleetwatch-1 restarts from its snapshot (far-1 to far-4,
+	// at 404), and its informer receives far-5.
+	far4 := pod("default", "far-4", "404", web)
+	peer.apply("far", podsGVR, far4)
+	log.add(404, aggregate.Added, far4, false)
+	log.mu.Lock()
+	log.base, log.objects = 404, 4
+	log.mu.Unlock()
+	peer = replicas(local, append(far, far3, far4)...)
+	peer.apply("far", podsGVR, pod("default", "far-5", "405", web))
+	local.apply(prod, podsGVR, pod("default", "web-9", "109", web))
+	peer.sync()
+	local.sync()
+
+	want := []string{"ADDED far-4@404", "ADDED far-5@405", "ADDED web-9@109"}
+	for name, through := range map[string]*fixture{"through fleetwatch-0": local, "through the restarted fleetwatch-1": peer} {
+		t.Run(name, func(t *testing.T) {
+			w := through.watch(all + "?watch=true&resourceVersion=" + url.QueryEscape(last))
+			got, _ := events(w, len(want))
+			slices.Sort(got)
+			if !slices.Equal(got, want) {
+				t.Errorf("events %q, want %q", got, want)
+			}
+			w.none(200 * time.Millisecond)
+		})
 	}
 }
