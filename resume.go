@@ -36,9 +36,12 @@ type logBase struct {
 	// cluster ends; objects is how many were loaded.
 	rv      uint64
 	objects int
-	// shared: the resource was saved in more than one scope (one informer per
-	// namespace), whose positions the server's cursors merge.
-	shared bool
+	// none: there is no base: the resource was saved in more than one scope (one
+	// informer per namespace), whose positions the server's cursors merge, or at a
+	// resourceVersion that is not an integer.
+	none bool
+	// stale: the objects no longer stand for the log (forget).
+	stale bool
 }
 
 // loading records that the objects of scope, saved under key, are being loaded into the
@@ -57,8 +60,8 @@ func (b *logBases) loading(cluster string, scope informer.Scope, key persist.Res
 		res = map[schema.GroupVersionResource]*logBase{}
 		b.clusters[cluster] = res
 	}
-	if lb := res[scope.Resource]; lb != nil && lb.key != key {
-		lb.shared = true
+	if lb := res[scope.Resource]; lb != nil && !lb.stale && lb.key != key {
+		lb.none = true
 		return
 	}
 	res[scope.Resource] = &logBase{key: key}
@@ -79,7 +82,7 @@ func (b *logBases) loaded(cluster string, scope informer.Scope, resourceVersion 
 	}
 	if err != nil {
 		// The log cannot place a position before or at it.
-		delete(b.clusters[cluster], scope.Resource)
+		lb.none = true
 		return
 	}
 	lb.rv, lb.objects = rv, objects
@@ -87,21 +90,22 @@ func (b *logBases) loaded(cluster string, scope informer.Scope, resourceVersion 
 
 // forget records that what the fleet loaded of cluster (of its resource gvr, if not
 // empty) no longer stands for the log: the cluster's identity changed, it left, or the
-// resource was dropped.
+// resource was dropped. The base is kept, stale: the server still places the changes
+// that follow the loaded objects after it.
 func (b *logBases) forget(cluster string, gvr schema.GroupVersionResource) {
 	if b == nil {
 		return
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if gvr.Empty() {
-		delete(b.clusters, cluster)
-		return
+	for r, lb := range b.clusters[cluster] {
+		if gvr.Empty() || r == gvr {
+			lb.stale = true
+		}
 	}
-	delete(b.clusters[cluster], gvr)
 }
 
-// get returns the base of (cluster, gvr), if it can be resumed from.
+// get returns the base of (cluster, gvr), and whether it can be resumed from.
 func (b *logBases) get(cluster string, gvr schema.GroupVersionResource) (logBase, bool) {
 	if b == nil {
 		return logBase{}, false
@@ -109,10 +113,10 @@ func (b *logBases) get(cluster string, gvr schema.GroupVersionResource) (logBase
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	lb := b.clusters[cluster][gvr]
-	if lb == nil || lb.shared {
+	if lb == nil || lb.none {
 		return logBase{}, false
 	}
-	return *lb, true
+	return *lb, !lb.stale
 }
 
 // ChangeLogEpoch implements server.ChangeLogSource: the snapshot's identity, if it keeps

@@ -294,7 +294,9 @@ func (rc *resourceCache) apply(e aggregate.Event) *compactObject {
 func (rc *resourceCache) positionLocked(cluster string, initial bool, rv string) position {
 	cur := rc.positions[cluster]
 	if cur.rv == 0 && rc.log != nil {
-		if base, _, ok := rc.log.ChangeLogBase(cluster, rc.resource); ok {
+		// A base that no longer stands for the log (ok false) still places the
+		// changes after the objects it came with.
+		if base, _, ok := rc.log.ChangeLogBase(cluster, rc.resource); ok || base > 0 {
 			switch {
 			case initial:
 				return position{n: cur.n + 1}
@@ -313,7 +315,7 @@ func (wc *watchCache) settled(cluster string, gvr schema.GroupVersionResource, p
 	if p.rv != 0 || p.n == 0 || wc.log == nil {
 		return p
 	}
-	if base, objects, ok := wc.log.ChangeLogBase(cluster, gvr); ok && base > 0 && int(p.n) == objects {
+	if base, objects, _ := wc.log.ChangeLogBase(cluster, gvr); base > 0 && int(p.n) == objects {
 		return position{rv: base}
 	}
 	return p

@@ -41,9 +41,10 @@ type ChangeLogSource interface {
 	// ChangeLogBase returns where the objects of cluster's resource gvr that the fleet
 	// loaded from the snapshot stand in the change log: the resourceVersion they were
 	// stored at (0 while it is not known yet), and how many were loaded. ok is false if
-	// none of the resource was loaded from it, if what was no longer stands for the log
-	// (the cluster's identity changed, the resource was dropped), or if one informer
-	// per namespace watches the resource. It is called with the watch cache's locks
+	// none of the resource was loaded from it (rv 0), if one informer per namespace
+	// watches the resource (rv 0), or if what was loaded no longer stands for the log
+	// (the cluster's identity changed, it left, the resource was dropped): then rv and
+	// objects are still those of the load. It is called with the watch cache's locks
 	// held, so it does no I/O.
 	ChangeLogBase(cluster string, gvr schema.GroupVersionResource) (rv uint64, objects int, ok bool)
 	// ChangesSince calls fn with each change of cluster's resource gvr that the change

@@ -30,6 +30,8 @@ type fakeLog struct {
 	// base and objects are what the fleet loaded of the pods; base 0 if nothing.
 	base    uint64
 	objects int
+	// stale: what was loaded no longer stands for the log.
+	stale bool
 	// from is where the log's coverage starts: it holds every change after it.
 	from    uint64
 	records []loggedChange
@@ -56,7 +58,7 @@ func (l *fakeLog) ChangeLogBase(cluster string, gvr schema.GroupVersionResource)
 	if cluster != cmp.Or(l.cluster, prod) || gvr != podsGVR || l.base == 0 {
 		return 0, 0, false
 	}
-	return l.base, l.objects, true
+	return l.base, l.objects, !l.stale
 }
 
 func (l *fakeLog) ChangesSince(cluster string, gvr schema.GroupVersionResource, rv, upTo uint64, fn func(uint64, aggregate.Event)) error {
@@ -257,9 +259,18 @@ func TestSettledCursor(t *testing.T) {
 	if p := f.server.cache.settled(prod, podsGVR, position{n: 1}); p != (position{n: 1}) {
 		t.Errorf("half-way: %v", p)
 	}
-	// The first change is placed after the base, whatever its resourceVersion.
-	f.remove(prod, podsGVR, pod("default", "b", "11", web))
-	f.sync()
+	// The cluster's identity changed: its objects go, and the settled cursor of this
+	// run still sees them go, placed after the base whatever their resourceVersions.
+	log.mu.Lock()
+	log.stale = true
+	log.mu.Unlock()
+	w := f.watch(clusterPath(allClusters) + "/api/v1/pods?watch=1&resourceVersion=" + url.QueryEscape(c.String()))
+	if err := f.fleet.ClusterStore(prod, podsGVR).Delete(pod("default", "b", "11", web), true); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := events(w, 1); !slices.Equal(got, []string{"DELETED b@11"}) {
+		t.Errorf("after the cluster's identity changed: %q", got)
+	}
 	rc.mu.RLock()
 	defer rc.mu.RUnlock()
 	if p := rc.positions[prod]; p != (position{rv: 12, n: 1}) {

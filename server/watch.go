@@ -218,17 +218,12 @@ type watchStream struct {
 }
 
 func (ws *watchStream) cursor() string {
-	c := cursor{epoch: ws.s.cache.epoch, positions: ws.positions}
-	cloned := false
 	for cl, p := range ws.positions {
-		if q := ws.s.cache.settled(cl, ws.res.gvr, p); q != p {
-			if !cloned {
-				c.positions, cloned = maps.Clone(ws.positions), true
-			}
-			c.positions[cl] = q
-		}
+		// The history has nothing of cl between the two: the objects loaded from the
+		// snapshot are before, the changes after.
+		ws.positions[cl] = ws.s.cache.settled(cl, ws.res.gvr, p)
 	}
-	return c.String()
+	return cursor{epoch: ws.s.cache.epoch, positions: ws.positions}.String()
 }
 
 // resumeLocked starts the watch from cursor from, given as rv: at the positions of
