@@ -30,8 +30,10 @@ type fakeLog struct {
 	// base and objects are what the fleet loaded of the pods; base 0 if nothing.
 	base    uint64
 	objects int
-	// stale: what was loaded no longer stands for the log.
-	stale bool
+	// stale: what was loaded no longer stands for the log; loading: the snapshot is
+	// being loaded (loaded, if not nil, is closed once it is).
+	stale, loading bool
+	loaded         chan struct{}
 	// from is where the log's coverage starts: it holds every change after it.
 	from    uint64
 	records []loggedChange
@@ -50,13 +52,18 @@ func (l *fakeLog) ChangeLogEpoch() string { return l.epoch }
 // loadedChan is closed: the fake fleet is loaded before its server starts.
 var loadedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-func (l *fakeLog) SnapshotLoaded() <-chan struct{} { return loadedChan }
+func (l *fakeLog) SnapshotLoaded() <-chan struct{} {
+	if l.loaded != nil {
+		return l.loaded
+	}
+	return loadedChan
+}
 
 func (l *fakeLog) ChangeLogBase(cluster string, gvr schema.GroupVersionResource) (uint64, int, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if cluster != cmp.Or(l.cluster, prod) || gvr != podsGVR || l.base == 0 {
-		return 0, 0, false
+		return 0, 0, l.loading
 	}
 	return l.base, l.objects, !l.stale
 }
@@ -387,5 +394,32 @@ func TestFanOutWatchResumesAcrossARestart(t *testing.T) {
 			}
 			w.none(200 * time.Millisecond)
 		})
+	}
+}
+
+// TestWatchResumeWaitsForTheLoad: a cursor of an earlier run that comes while the
+// snapshot loads waits for the load, rather than getting 410 for clusters that are not
+// loaded yet.
+func TestWatchResumeWaitsForTheLoad(t *testing.T) {
+	log := &fakeLog{epoch: "snap", from: 9, loading: true, loaded: make(chan struct{})}
+	log.add(10, aggregate.Added, pod("default", "a", "10", web), false)
+	log.add(11, aggregate.Added, pod("default", "b", "11", web), false)
+	log.add(12, aggregate.Updated, pod("default", "a", "12", api), false)
+	f := newLogFixture(t, log, pod("default", "a", "12", api), pod("default", "b", "11", web))
+	earlier := cursor{epoch: "snap" + logEpochSep + "earlier", positions: map[string]position{prod: {rv: 10}}}
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		log.mu.Lock()
+		log.loading, log.base, log.objects = false, 12, 2
+		log.mu.Unlock()
+		close(log.loaded)
+	}()
+	start := time.Now()
+	w := f.watch(clusterPath(allClusters) + "/api/v1/pods?watch=1&resourceVersion=" + url.QueryEscape(earlier.String()))
+	if waited := time.Since(start); waited < 100*time.Millisecond {
+		t.Errorf("the watch started after %v, before the load ended", waited)
+	}
+	if got, _ := events(w, 2); !slices.Equal(got, []string{"ADDED b@11", "MODIFIED a@12"}) {
+		t.Errorf("events %q", got)
 	}
 }
