@@ -12,6 +12,7 @@ import (
 	"slices"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 
@@ -246,9 +247,10 @@ func (m *Manager) receive(ctx context.Context, h shard.Handover) (*saved, int, e
 	m.mu.Lock()
 	delete(m.saved, h.Cluster)
 	m.mu.Unlock()
+	m.logBases.forget(h.Cluster, schema.GroupVersionResource{})
 	m.fleet.RemoveCluster(h.Cluster)
 	snap := &persist.Snapshot{Clusters: map[string]*persist.ClusterSnapshot{h.Cluster: cs}}
-	sv := seed(ctx, m.fleet, snap, specs, m.opts.Snapshot)[h.Cluster]
+	sv := seed(ctx, m.fleet, snap, specs, m.opts.Snapshot, m.logBases)[h.Cluster]
 	n := 0
 	for _, s := range sv.scopes {
 		n += len(s.objects)

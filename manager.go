@@ -173,6 +173,10 @@ type Manager struct {
 	described descriptions
 	// writer keeps Options.Snapshot up to date; nil without a snapshot.
 	writer *persist.Writer
+	// logEpoch identifies the snapshot's change log, and logBases where the objects
+	// loaded from the snapshot stand in it (resume.go); "" and nil without a log.
+	logEpoch string
+	logBases *logBases
 	// saved is what the snapshot held, by cluster; mu guards it. Entries are taken by
 	// Engage.
 	saved map[string]*saved
@@ -400,6 +404,13 @@ func NewManager(opts Options) (*Manager, error) {
 			return fleet.Indexer(gvr).ClusterLen(c)
 		}),
 	}
+	if opts.Snapshot != nil && opts.SnapshotWriter.History.Enabled {
+		if id, err := opts.Snapshot.ID(); err != nil {
+			klog.Background().Error(err, "Watches will not resume from the change log across a restart")
+		} else {
+			m.logEpoch, m.logBases = id, &logBases{}
+		}
+	}
 	var aware cluster.Aware = m
 	if opts.Shard != nil {
 		so := *opts.Shard
@@ -567,7 +578,7 @@ func (m *Manager) loadSnapshot() {
 	seeder := func(name string) *clusterSeeder {
 		sd := seeders[name]
 		if sd == nil {
-			sd = newClusterSeeder(ctx, m.fleet, name, specs)
+			sd = newClusterSeeder(ctx, m.fleet, name, specs, m.logBases)
 			seeders[name] = sd
 			seeded[name] = true
 		}
@@ -604,6 +615,7 @@ func (m *Manager) loadSnapshot() {
 		m.saved, stale = map[string]*saved{}, nil
 		m.mu.Unlock()
 		for name := range seeded {
+			m.logBases.forget(name, schema.GroupVersionResource{})
 			m.fleet.RemoveCluster(name)
 			m.status.Remove(name)
 		}
@@ -888,6 +900,7 @@ func (m *Manager) dropUnselected(ctx context.Context, names []string) {
 	slices.Sort(drop)
 	for _, name := range drop {
 		klog.FromContext(ctx).Info("Dropping a snapshot cluster that is no longer selected (by the kubeconfig files, or, as a shard, by the assignment)", "cluster", name)
+		m.logBases.forget(name, schema.GroupVersionResource{})
 		m.fleet.RemoveCluster(name)
 		m.status.Remove(name)
 		m.writer.DropCluster(name)
@@ -935,7 +948,7 @@ func (m *Manager) Engage(ctx context.Context, c *cluster.Cluster) error {
 	m.mu.Unlock()
 	mb := &member{cluster: c, done: make(chan struct{}), synced: make(chan struct{}), informersSynced: make(chan struct{}), saved: sv, stale: sv != nil, syncTimeout: setOpts.SyncTimeout}
 	// The writer is the sink's once the snapshot is loaded, before the informers start.
-	mb.sink = &sink{fleet: m.fleet, cluster: c.Name, snapshot: m.opts.Snapshot, compact: snapshotEncoded(m.opts.Fleet.Codec)}
+	mb.sink = &sink{fleet: m.fleet, cluster: c.Name, snapshot: m.opts.Snapshot, compact: snapshotEncoded(m.opts.Fleet.Codec), bases: m.logBases}
 	setOpts.Sink = mb.sink
 	setOpts.OnChange = func() { m.refresh(mb) }
 	set, err := informer.New(setOpts)
@@ -1146,8 +1159,10 @@ func (m *Manager) confirmIdentity(ctx context.Context, mb *member) bool {
 	if !id.Equal(mb.saved.identity) {
 		klog.FromContext(ctx).Info("Cluster identity changed since the snapshot; dropping its saved objects and syncing cold",
 			"cluster", name, "saved", mb.saved.identity.String(), "now", id.String())
+		m.logBases.forget(name, schema.GroupVersionResource{})
 		m.fleet.RemoveCluster(name)
-		m.writer.DropCluster(name)
+		// Another cluster under the same name: the change log says so.
+		m.writer.ReplaceCluster(name)
 		m.writer.SetIdentity(name, persist.Identity{UID: id.UID, Server: id.Server})
 		mb.saved = nil
 		mb.mu.Lock()
@@ -1213,6 +1228,7 @@ func (m *Manager) Disengage(ctx context.Context, c *cluster.Cluster, cause error
 	if errors.Is(cause, shard.ErrMoved) {
 		m.keepHandoff(ctx, c.Name)
 	}
+	m.logBases.forget(c.Name, schema.GroupVersionResource{})
 	m.fleet.RemoveCluster(c.Name)
 	m.status.Remove(c.Name)
 	if w := m.snapshotWriter(); w != nil {

@@ -673,3 +673,72 @@ func TestManagerAddAware(t *testing.T) {
 		t.Error("a's context ended")
 	}
 }
+
+// TestManagerLogsAReplacedCluster: with the change log on, the objects loaded from the
+// snapshot have a base in it that a watch resumes from, until their cluster's identity
+// turns out changed: the log then records the cluster as replaced, not removed, and the
+// base no longer resumes anything.
+func TestManagerLogsAReplacedCluster(t *testing.T) {
+	kubeconfig, servers := fleetOf(t, "a")
+	snapshot := filepath.Join(t.TempDir(), "fleetwatch.db")
+	store, err := persist.Open(snapshot, persist.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := persist.ResourceKey(informer.Scope{Resource: configMaps, Spec: (&informer.Options{}).Spec(informer.Resource{Name: "configmaps"})}.String())
+	history := persist.HistoryOptions{Enabled: true}
+	w := store.NewWriter(persist.WriterOptions{History: history})
+	if err := store.SetIdentity("a", persist.Identity{UID: "other-uid", Server: "https://a"}); err != nil {
+		t.Fatal(err)
+	}
+	w.Upsert("a", key, configMap("cm"))
+	w.Checkpoint("a", key, "7")
+	if err := w.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if store, err = persist.Open(snapshot, persist.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	opts := options(kubeconfig)
+	opts.Snapshot = store
+	opts.DisableGCTuning = true
+	opts.SnapshotWriter.History = history
+	m, err := fleetwatch.NewManager(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, err := store.ID(); err != nil || m.ChangeLogEpoch() != id {
+		t.Errorf("ChangeLogEpoch %q, want the snapshot's ID %q (%v)", m.ChangeLogEpoch(), id, err)
+	}
+	if rv, n, ok := m.ChangeLogBase("a", configMaps); rv != 7 || n != 1 || !ok {
+		t.Errorf("loaded: base %d, %d objects, %v; want 7, 1, true", rv, n, ok)
+	}
+	stop := start(t, m)
+	eventually(t, "a's identity confirmed", func() string {
+		if st, _ := m.ClusterStatus("a"); st.UID != servers["a"].UID() {
+			return fmt.Sprintf("UID %q", st.UID)
+		}
+		return ""
+	})
+	if _, _, ok := m.ChangeLogBase("a", configMaps); ok {
+		t.Error("a replaced cluster's base still resumes watches")
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	changes, _, err := store.Changes(persist.ChangesQuery{Cluster: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []persist.ChangeType
+	for _, c := range changes {
+		types = append(types, c.Type)
+	}
+	if !slices.Contains(types, persist.ChangeClusterReplaced) || slices.Contains(types, persist.ChangeClusterRemoved) {
+		t.Errorf("the log of a: %v, want the cluster replaced", types)
+	}
+}

@@ -55,12 +55,14 @@ type savedScope struct {
 // form of every object whose resourceVersion did not change. Such a scope is dropped
 // from snapshot at once, which must not have a Writer yet, and if it held values of
 // Secrets, the file is compacted, so that no free page keeps them.
-func seed(ctx context.Context, fleet *aggregate.Fleet, snap *persist.Snapshot, specs map[string]bool, snapshot *persist.Store) map[string]*saved {
+//
+// bases, if not nil, records where the loaded objects stand in the change log.
+func seed(ctx context.Context, fleet *aggregate.Fleet, snap *persist.Snapshot, specs map[string]bool, snapshot *persist.Store, bases *logBases) map[string]*saved {
 	out := map[string]*saved{}
 	var stale []staleScope
 	for name, cs := range snap.Clusters {
 		var s *saved
-		s, stale = seedCluster(ctx, fleet, name, cs, specs, stale)
+		s, stale = seedCluster(ctx, fleet, name, cs, specs, stale, bases)
 		out[name] = s
 	}
 	dropStale(ctx, snapshot, stale)
@@ -77,8 +79,8 @@ type staleScope struct {
 
 // seedCluster loads the snapshot of one cluster into the fleet, as seed does, and
 // returns what it loaded, with stale extended by the scopes it left out.
-func seedCluster(ctx context.Context, fleet *aggregate.Fleet, name string, cs *persist.ClusterSnapshot, specs map[string]bool, stale []staleScope) (*saved, []staleScope) {
-	sd := newClusterSeeder(ctx, fleet, name, specs)
+func seedCluster(ctx context.Context, fleet *aggregate.Fleet, name string, cs *persist.ClusterSnapshot, specs map[string]bool, stale []staleScope, bases *logBases) (*saved, []staleScope) {
+	sd := newClusterSeeder(ctx, fleet, name, specs, bases)
 	for key, rs := range cs.Resources {
 		sd.add(key, rs.Objects, rs.Encoded)
 	}
@@ -93,6 +95,8 @@ type clusterSeeder struct {
 	fleet *aggregate.Fleet
 	name  string
 	specs map[string]bool
+	// bases is nil, or records where the loaded objects stand in the change log.
+	bases *logBases
 	// scopes has each resource key met so far.
 	scopes map[persist.ResourceKey]*seedScope
 	n      int
@@ -108,8 +112,8 @@ type seedScope struct {
 	names       []cache.ObjectName
 }
 
-func newClusterSeeder(ctx context.Context, fleet *aggregate.Fleet, name string, specs map[string]bool) *clusterSeeder {
-	return &clusterSeeder{ctx: ctx, fleet: fleet, name: name, specs: specs, scopes: map[persist.ResourceKey]*seedScope{}}
+func newClusterSeeder(ctx context.Context, fleet *aggregate.Fleet, name string, specs map[string]bool, bases *logBases) *clusterSeeder {
+	return &clusterSeeder{ctx: ctx, fleet: fleet, name: name, specs: specs, bases: bases, scopes: map[persist.ResourceKey]*seedScope{}}
 }
 
 // scope returns the seedScope of key, reading the key the first time.
@@ -130,6 +134,8 @@ func (sd *clusterSeeder) scope(key persist.ResourceKey) *seedScope {
 	default:
 		sc.scope = scope
 		sc.store = sd.fleet.ClusterStore(sd.name, scope.Resource)
+		// Before the objects reach the fleet's handlers: the server places them.
+		sd.bases.loading(sd.name, scope, key)
 	}
 	sd.scopes[key] = sc
 	return sc
@@ -180,6 +186,7 @@ func (sd *clusterSeeder) finish(cs *persist.ClusterSnapshot, stale []staleScope)
 			continue
 		}
 		s.scopes[sc.scope] = savedScope{key: key, resourceVersion: rs.ResourceVersion, objects: sc.names}
+		sd.bases.loaded(sd.name, sc.scope, rs.ResourceVersion, len(sc.names))
 	}
 	klog.FromContext(sd.ctx).V(1).Info("Loaded cluster from snapshot", "cluster", sd.name, "scopes", len(s.scopes), "objects", sd.n)
 	return s, stale
@@ -215,6 +222,8 @@ type sink struct {
 	// compact is set when the fleet keeps its objects in the snapshot's encoding (see
 	// snapshotEncoded).
 	compact bool
+	// bases is the Manager's, nil without a change log.
+	bases *logBases
 
 	// mu guards writer, seeds and requested.
 	mu sync.Mutex
@@ -277,6 +286,7 @@ func (s *sink) Store(scope informer.Scope) informer.Store {
 }
 
 func (s *sink) RemoveResource(gvr schema.GroupVersionResource) {
+	s.bases.forget(s.cluster, gvr)
 	s.fleet.RemoveClusterResource(s.cluster, gvr)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -326,6 +336,7 @@ func (s *sink) dropUnrequested(ctx context.Context, all map[informer.Scope]saved
 	s.mu.Unlock()
 	for _, scope := range stale {
 		saved := all[scope]
+		s.bases.forget(s.cluster, scope.Resource)
 		store := s.fleet.ClusterStore(s.cluster, scope.Resource)
 		for _, name := range saved.objects {
 			// An object that a watched scope covers is that informer's business: its list
@@ -443,6 +454,11 @@ func (p *persistingStore) Delete(obj runtime.Object, finalStateUnknown bool) err
 	a, err := meta.Accessor(obj)
 	if err != nil {
 		return fmt.Errorf("delete from snapshot: %w", err)
+	}
+	if finalStateUnknown {
+		// A relist found it gone: deleted while the informer was away.
+		p.writer.DeleteVanished(p.cluster, p.key, a.GetNamespace(), a.GetName())
+		return nil
 	}
 	p.writer.Delete(p.cluster, p.key, a.GetNamespace(), a.GetName())
 	return nil

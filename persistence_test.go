@@ -82,7 +82,7 @@ func TestSeedDropsScopesConfiguredDifferently(t *testing.T) {
 			for _, r := range []string{"secrets", "pods"} {
 				specs[tt.now.Spec(informer.Resource{Name: r})] = true
 			}
-			saved := seed(context.Background(), fleet, snap, specs, store)
+			saved := seed(context.Background(), fleet, snap, specs, store, nil)
 
 			if got, _ := fleet.Lister(secrets).List(labels.Everything()); len(got) != tt.wantSecrets {
 				t.Errorf("%d Secrets loaded, want %d", len(got), tt.wantSecrets)

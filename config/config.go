@@ -266,10 +266,11 @@ type Snapshot struct {
 // sees, retained by age and by size, oldest dropped first (persist.HistoryOptions). It
 // needs a snapshot (Snapshot.Path). Changes take effect at the next start.
 type History struct {
-	// Enabled keeps the change log. Turned off, commits cost what they cost without it,
-	// and the log that the file holds is deleted. Default false, until the log has its
-	// readers (the history API, the watches that resume from it): it costs each commit
-	// 1.6 to 1.9 times its CPU.
+	// Enabled keeps the change log, from which a fleet watch resumes across a restart
+	// of the daemon (its cursor of an earlier run; without the log, 410 Gone). Turned
+	// off, commits cost what they cost without it, and the log that the file holds is
+	// deleted. Default false, until the log has all its readers (the history API): it
+	// costs each commit 1.6 to 1.9 times its CPU.
 	Enabled bool `yaml:"enabled" mapstructure:"enabled"`
 	// Retention is how long a change is kept. Default DefaultHistoryRetention.
 	Retention time.Duration `yaml:"retention" mapstructure:"retention"`

@@ -34,9 +34,9 @@ const (
 type HistoryOptions struct {
 	// Enabled keeps the change log. Off, commits cost what they cost without it, and a
 	// log that the file holds is deleted at the first commit: it would not say what
-	// changed while it was off. Default false: until the log has its readers (the
-	// history API, the watches that resume from it), it costs each commit 1.6 to 1.9
-	// times its CPU (BenchmarkSteadyCommit) and the file its size.
+	// changed while it was off. Default false: until the log has all its readers (the
+	// history API; the watches of the daemon's server resume from it), it costs each
+	// commit 1.6 to 1.9 times its CPU (BenchmarkSteadyCommit) and the file its size.
 	Enabled bool
 
 	// Retention is how long a change is kept: older ones are dropped, oldest first.

@@ -228,6 +228,21 @@ func (s *Store) ObjectHistory(cluster string, resource ResourceKey, namespace, n
 // as the server's cursors compare them; a caller must know that the cluster is the one
 // its rv is of (a cluster replaced under its name starts its resourceVersions over).
 func (s *Store) ChangesAfter(cluster string, resource ResourceKey, rv string) ([]Change, error) {
+	return s.changesFrom(cluster, resource, rv, false)
+}
+
+// ChangesSince is ChangesAfter with the records at resourceVersion rv too: those of a
+// list at rv, among which a watcher that saw part of the list finds where it stands
+// (an object's resourceVersion can be the list's). It fails with ErrTooOld where
+// ChangesAfter would, and also when rv is where the log's coverage starts: the log
+// need not hold every record at rv then.
+func (s *Store) ChangesSince(cluster string, resource ResourceKey, rv string) ([]Change, error) {
+	return s.changesFrom(cluster, resource, rv, true)
+}
+
+// changesFrom returns the records of (cluster, resource) after resourceVersion rv, and
+// at rv too if inclusive.
+func (s *Store) changesFrom(cluster string, resource ResourceKey, rv string, inclusive bool) ([]Change, error) {
 	after, ok := parseRV([]byte(rv))
 	if !ok {
 		return nil, fmt.Errorf("%w: cluster %q, resource %q: resourceVersion %q is not an integer", ErrTooOld, cluster, resource, rv)
@@ -243,10 +258,14 @@ func (s *Store) ChangesAfter(cluster string, resource ResourceKey, rv string) ([
 			return fmt.Errorf("%w: cluster %q, resource %q: the change log does not cover it", ErrTooOld, cluster, resource)
 		}
 		from, fromSeq := binary.BigEndian.Uint64(cov), binary.BigEndian.Uint64(cov[8:])
-		if after < from {
-			return fmt.Errorf("%w: cluster %q, resource %q: the change log holds its changes after resourceVersion %d, not after %d", ErrTooOld, cluster, resource, from, after)
+		if after < from || inclusive && after == from {
+			return fmt.Errorf("%w: cluster %q, resource %q: the change log holds its changes after resourceVersion %d, not from %d", ErrTooOld, cluster, resource, from, after)
 		}
-		// From the end back to the first record at or before rv.
+		// From the end back to the first record before the range.
+		before := func(v uint64) bool { return v <= after }
+		if inclusive {
+			before = func(v uint64) bool { return v < after }
+		}
 		prefix := indexPrefix(indexResource, cluster, string(resource), "")
 		var seqs []uint64
 		c := index.Cursor()
@@ -259,7 +278,7 @@ func (s *Store) ChangesAfter(cluster string, resource ResourceKey, rv string) ([
 		}
 		for ; k != nil && bytes.HasPrefix(k, prefix) && len(k) == len(prefix)+8; k, v = c.Prev() {
 			seq := binary.BigEndian.Uint64(k[len(prefix):])
-			if seq <= fromSeq || len(v) == 8 && binary.BigEndian.Uint64(v) <= after {
+			if seq <= fromSeq || len(v) == 8 && before(binary.BigEndian.Uint64(v)) {
 				break
 			}
 			seqs = append(seqs, seq)

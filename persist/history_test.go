@@ -288,6 +288,75 @@ func TestHistoryChangesAfter(t *testing.T) {
 	}
 }
 
+// TestHistoryChangesSince: the records at a list's resourceVersion come with those
+// after it, so that a watcher who saw part of the list finds where it stands.
+func TestHistoryChangesSince(t *testing.T) {
+	s, w, _ := historyWriter(t, testPath(t), HistoryOptions{Enabled: true})
+	w.Upsert("prod", pods, object("a", "p1", "5"))
+	w.Checkpoint("prod", pods, "10")
+	commitNow(t, w)
+	// A list at 20, one of whose objects has the list's resourceVersion.
+	w.Upsert("prod", pods, object("a", "p2", "20"))
+	w.Upsert("prod", pods, object("a", "p3", "15"))
+	w.DeleteVanished("prod", pods, "a", "p1")
+	w.Checkpoint("prod", pods, "20")
+	w.Upsert("prod", pods, object("a", "p2", "21"))
+	w.Checkpoint("prod", pods, "21")
+	commitNow(t, w)
+	versions := func(since bool, rv string) ([]string, error) {
+		get := s.ChangesAfter
+		if since {
+			get = s.ChangesSince
+		}
+		changes, err := get("prod", pods, rv)
+		var out []string
+		for _, c := range changes {
+			out = append(out, c.Type.String()+" "+c.Name+" "+c.ResourceVersion)
+		}
+		return out, err
+	}
+	list := []string{"Added p2 20", "Added p3 20", "Vanished p1 20", "Modified p2 21"}
+	for _, tc := range []struct {
+		since bool
+		rv    string
+		want  []string
+	}{
+		{false, "10", list},
+		{false, "20", list[3:]},
+		{true, "20", list},
+		{true, "15", list},
+		{true, "21", list[3:]},
+		{true, "22", nil},
+	} {
+		if got, err := versions(tc.since, tc.rv); err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("since %v %s: %v, %v; want %v", tc.since, tc.rv, got, err, tc.want)
+		}
+	}
+	// The log holds the changes after 10, not every one at 10.
+	if _, err := versions(true, "10"); !errors.Is(err, ErrTooOld) {
+		t.Errorf("since the coverage's start: %v, want ErrTooOld", err)
+	}
+}
+
+func TestStoreID(t *testing.T) {
+	path := testPath(t)
+	s := openTest(t, path, Options{})
+	id, err := s.ID()
+	if err != nil || id == "" {
+		t.Fatalf("ID: %q, %v", id, err)
+	}
+	if err := s.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := s.ID(); err != nil || again != id {
+		t.Errorf("after a compaction: %q, %v; want %q", again, err, id)
+	}
+	other := openTest(t, testPath(t), Options{})
+	if o, err := other.ID(); err != nil || o == id {
+		t.Errorf("another file: %q, %v; want other than %q", o, err, id)
+	}
+}
+
 func TestHistoryRetention(t *testing.T) {
 	t.Run("age", func(t *testing.T) {
 		s, w, clock := historyWriter(t, testPath(t), HistoryOptions{Enabled: true, Retention: time.Hour})

@@ -125,6 +125,29 @@ func Open(path string, opts Options) (*Store, error) {
 // Path returns the path of the file.
 func (s *Store) Path() string { return s.path }
 
+// ID identifies the file: its creation time (meta/created) in base 36, which its
+// migrations and compactions keep. A file moved aside and started again has another.
+// The server's cursors carry it, so that a watch of another file is told apart.
+func (s *Store) ID() (string, error) {
+	var id string
+	err := s.view(func(tx *bolt.Tx) error {
+		meta := getMetaBucket(tx)
+		if meta == nil {
+			return fmt.Errorf("%w: no %q bucket", ErrCorrupt, bucketMeta)
+		}
+		created, ok := getUint64(meta, keyCreated)
+		if !ok {
+			return fmt.Errorf("%w: no creation time", ErrCorrupt)
+		}
+		id = strconv.FormatUint(created, 36)
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("reading the identity of snapshot %s: %w", s.path, err)
+	}
+	return id, nil
+}
+
 // Recovered reports whether Open or Load found the file unreadable (cause, which wraps
 // ErrCorrupt, says why), moved it to movedTo and started an empty snapshot in its place.
 // The daemon logs it once and starts cold. cause is nil if nothing was recovered from;

@@ -36,8 +36,13 @@ type watchCache struct {
 	// view keeps; nil under a plain fleet.
 	codec aggregate.Codec
 	// epoch identifies this watch cache in cursors: positions of another epoch (the
-	// server was restarted) cannot be compared with ours.
+	// server was restarted) cannot be compared with ours, unless both are of logEpoch.
 	epoch string
+	// log is the change log of the fleet's snapshot, nil without one; logEpoch is its
+	// ChangeLogEpoch, which starts epoch: a cursor of another run of the server over
+	// the same log resumes from it (resume.go).
+	log      ChangeLogSource
+	logEpoch string
 
 	// reg is the fleet registration, set once AddHandler has returned.
 	reg atomic.Pointer[aggregate.Registration]
@@ -59,13 +64,26 @@ type watchCache struct {
 
 var _ aggregate.Handler = (*watchCache)(nil)
 
-func newWatchCache(historySize int, codec aggregate.Codec) *watchCache {
+// newWatchCache returns an empty watch cache; log is nil, or the change log that a watch
+// resumes from across a restart.
+func newWatchCache(historySize int, codec aggregate.Codec, log ChangeLogSource) *watchCache {
 	var b [9]byte
 	_, _ = rand.Read(b[:]) // never fails
+	epoch := base64.RawURLEncoding.EncodeToString(b[:])
+	var logEpoch string
+	if log != nil {
+		if logEpoch = log.ChangeLogEpoch(); logEpoch != "" {
+			epoch = logEpoch + logEpochSep + epoch
+		} else {
+			log = nil
+		}
+	}
 	return &watchCache{
 		historySize: historySize,
 		codec:       codec,
-		epoch:       base64.RawURLEncoding.EncodeToString(b[:]),
+		epoch:       epoch,
+		log:         log,
+		logEpoch:    logEpoch,
 		primed:      make(chan struct{}),
 		index:       search.New(search.Options{ShortNames: shortNames}),
 		resources:   make(map[schema.GroupVersionResource]*resourceCache),
@@ -121,6 +139,7 @@ func (wc *watchCache) resource(gvr schema.GroupVersionResource) *resourceCache {
 	defer wc.mu.Unlock()
 	if rc = wc.resources[gvr]; rc == nil {
 		rc = newResourceCache(gvr, wc.historySize, wc.codec)
+		rc.log = wc.log
 		wc.resources[gvr] = rc
 	}
 	return rc
@@ -144,8 +163,9 @@ func (wc *watchCache) all() []*resourceCache {
 type resourceCache struct {
 	resource    schema.GroupVersionResource
 	historySize int
-	// codec is the watch cache's.
+	// codec and log are the watch cache's.
 	codec aggregate.Codec
+	log   ChangeLogSource
 
 	// mu guards every field below.
 	mu sync.RWMutex
@@ -256,12 +276,49 @@ func (rc *resourceCache) apply(e aggregate.Event) *compactObject {
 	rc.events[e.Cluster]++
 	rc.appendLocked(entry{
 		cluster: e.Cluster,
-		pos:     rc.positions[e.Cluster].next(m.GetResourceVersion()),
+		pos:     rc.positionLocked(e.Cluster, e.InitialList, m.GetResourceVersion()),
 		typ:     typ,
 		obj:     obj,
 		old:     prev,
 	})
 	return stored
+}
+
+// positionLocked returns the position of the next change of cluster, whose object has
+// resourceVersion rv. With a change log, the objects loaded from the snapshot, which
+// come in key order, each take the position after the one before without a
+// resourceVersion, (0, n); once they all came, the cluster stands at their base, the
+// resourceVersion they were stored at (ChangeLogSource.ChangeLogBase): cursors say so
+// (settled), and the first change after them is placed after (base, 0). A cursor at or
+// after the base resumes in a later run of the server from the log.
+func (rc *resourceCache) positionLocked(cluster string, initial bool, rv string) position {
+	cur := rc.positions[cluster]
+	if cur.rv == 0 && rc.log != nil {
+		// A base that no longer stands for the log (ok false) still places the
+		// changes after the objects it came with.
+		if base, _, ok := rc.log.ChangeLogBase(cluster, rc.resource); ok || base > 0 {
+			switch {
+			case initial:
+				return position{n: cur.n + 1}
+			case base > 0:
+				cur = position{rv: base}
+			}
+		}
+	}
+	return cur.next(rv)
+}
+
+// settled returns p, the position of cluster in the history of gvr, or if p is where
+// the last of the objects loaded from the snapshot put it, their base (see
+// positionLocked).
+func (wc *watchCache) settled(cluster string, gvr schema.GroupVersionResource, p position) position {
+	if p.rv != 0 || p.n == 0 || wc.log == nil {
+		return p
+	}
+	if base, objects, _ := wc.log.ChangeLogBase(cluster, gvr); base > 0 && int(p.n) == objects {
+		return position{rv: base}
+	}
+	return p
 }
 
 // storedForm returns what the view keeps of the event's object: the object itself,
@@ -349,12 +406,12 @@ func (rc *resourceCache) readLocked(seq uint64, max int, buf []entry) []entry {
 	return buf
 }
 
-// cursorLocked returns the current cursor of the clusters in sc.
-func (rc *resourceCache) cursorLocked(epoch string, sc scope) cursor {
-	c := cursor{epoch: epoch, positions: make(map[string]position)}
+// cursorLocked returns the current cursor of the clusters in sc, in wc.
+func (rc *resourceCache) cursorLocked(wc *watchCache, sc scope) cursor {
+	c := cursor{epoch: wc.epoch, positions: make(map[string]position)}
 	for cl, p := range rc.positions {
 		if sc.includes(cl) {
-			c.positions[cl] = p
+			c.positions[cl] = wc.settled(cl, rc.resource, p)
 		}
 	}
 	return c

@@ -175,7 +175,7 @@ func TestResourceCacheHistory(t *testing.T) {
 	if _, old := rc.expiredLocked(cursor{positions: map[string]position{"a": {rv: 6}}}, scope{cluster: "a"}); old {
 		t.Errorf("cluster a is expired though only b lost changes")
 	}
-	if c := rc.cursorLocked("e", every); !reflect.DeepEqual(c.positions, map[string]position{"a": {rv: 8, n: 1}, "b": {rv: 9}}) {
+	if c := rc.cursorLocked(&watchCache{epoch: "e"}, every); !reflect.DeepEqual(c.positions, map[string]position{"a": {rv: 8, n: 1}, "b": {rv: 9}}) {
 		t.Errorf("cursor %+v", c)
 	}
 	items, more := rc.listLocked(&query{scope: every}, nil, 0).items()

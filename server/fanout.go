@@ -385,7 +385,7 @@ func (s *Server) serveFanOutList(w http.ResponseWriter, r *http.Request, res *ap
 	}
 	rc := s.cache.resource(res.gvr)
 	rc.mu.RLock()
-	current := rc.cursorLocked(s.cache.epoch, qr.scope)
+	current := rc.cursorLocked(s.cache, qr.scope)
 	found := rc.listLocked(qr, after, limit)
 	rc.mu.RUnlock()
 	items, more := found.items()

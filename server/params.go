@@ -356,8 +356,10 @@ func parseTableOptions(q url.Values) (tableOptions, error) {
 // scope sc: zero is "" or "0" (no cursor); a cursor of this server's watch cache; or, in
 // the scope of one cluster, that cluster's own resourceVersion. foreign is set for a
 // well-formed resourceVersion that cannot be compared with this watch cache's: a cursor
-// of another epoch, or a cluster's resourceVersion in the scope of every cluster.
-func resolveResourceVersion(rv, epoch string, sc scope) (c cursor, zero, foreign bool, err error) {
+// of another epoch that wc does not accept, or a cluster's resourceVersion in the scope
+// of every cluster.
+func resolveResourceVersion(rv string, wc *watchCache, sc scope) (c cursor, zero, foreign bool, err error) {
+	epoch := wc.epoch
 	if rv == "" || rv == "0" {
 		return cursor{}, true, false, nil
 	}
@@ -371,7 +373,7 @@ func resolveResourceVersion(rv, epoch string, sc scope) (c cursor, zero, foreign
 		return cursor{epoch: epoch, positions: map[string]position{sc.cluster: {rv: v}}}, false, false, nil
 	case err != nil:
 		return cursor{}, false, false, badParameter("resourceVersion", err)
-	case c.epoch != epoch:
+	case !wc.accepts(c.epoch):
 		return c, false, true, nil
 	}
 	return c, false, false, nil

@@ -188,7 +188,7 @@ func (s *Server) serveList(w http.ResponseWriter, r *http.Request, res *apiResou
 			return err
 		}
 	}
-	want, _, foreign, err := resolveResourceVersion(p.resourceVersion, s.cache.epoch, qr.scope)
+	want, _, foreign, err := resolveResourceVersion(p.resourceVersion, s.cache, qr.scope)
 	if err != nil {
 		return err
 	}
@@ -206,7 +206,7 @@ func (s *Server) serveList(w http.ResponseWriter, r *http.Request, res *apiResou
 
 	rc := s.cache.resource(res.gvr)
 	rc.mu.RLock()
-	current := rc.cursorLocked(s.cache.epoch, qr.scope)
+	current := rc.cursorLocked(s.cache, qr.scope)
 	if p.rvMatch == metav1.ResourceVersionMatchExact && (foreign || !equalIn(want, current, qr.scope)) {
 		rc.mu.RUnlock()
 		return expired(fmt.Sprintf("resourceVersion %s: only the current state is kept, at resourceVersion %s; list without resourceVersionMatch=Exact", p.resourceVersion, current))

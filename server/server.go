@@ -378,7 +378,7 @@ func New(src Source, opts Options) (*Server, error) {
 		src:      src,
 		opts:     opts,
 		clock:    opts.Clock,
-		cache:    newWatchCache(opts.HistorySize, src.Fleet().Codec()),
+		cache:    newWatchCache(opts.HistorySize, src.Fleet().Codec(), changeLogOf(src)),
 		hosts:    newHostFilter(opts),
 		openAPI:  newOpenAPIProxy(src),
 		crds:     newCRDColumns(src),

@@ -28,7 +28,9 @@ const watchBatch = 256
 //     the current state, as client-go's streaming lists expect.
 //   - a cursor (the resourceVersion of a list, an event or a bookmark): the changes after
 //     it, from the history; 410 Gone if the history no longer reaches back to it for
-//     some cluster, or if it is not from this server's watch cache.
+//     some cluster, or if it is not from this server's watch cache. A cursor of an
+//     earlier run of the server over the same change log resumes too, from the log up to
+//     where the snapshot was loaded (resume.go).
 //   - sendInitialEvents=false without resourceVersion: the changes from now on.
 //
 // Streaming lists (sendInitialEvents=true) are refused in the scope of every cluster,
@@ -52,7 +54,7 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, res *apiReso
 			return err
 		}
 	}
-	from, zero, foreign, err := resolveResourceVersion(p.resourceVersion, s.cache.epoch, qr.scope)
+	from, zero, foreign, err := resolveResourceVersion(p.resourceVersion, s.cache, qr.scope)
 	if err != nil {
 		return err
 	}
@@ -68,6 +70,11 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, res *apiReso
 		return expired(fmt.Sprintf("too old resource version: %s is not a resourceVersion of this server's view of the fleet "+
 			"(it is a cluster's own, or from before the server started); list again", p.resourceVersion))
 	}
+	if !initial && !zero && s.cache.sameLog(from.epoch) && from.epoch != s.cache.epoch {
+		if err := s.cache.waitLoaded(r.Context()); err != nil {
+			return err
+		}
+	}
 
 	rc := s.cache.resource(res.gvr)
 	ws := &watchStream{s: s, res: res, query: qr, format: f, opts: opts, positions: map[string]position{}}
@@ -76,28 +83,26 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, res *apiReso
 		ws.printer = s.printerIn(r.Context(), res, s.scopeClusters(qr.scope), false, opts)
 	}
 	var initialItems listing
+	var gaps []logGap
 	rc.mu.RLock()
 	switch {
 	case initial:
 		initialItems = rc.listLocked(qr, nil, 0)
-		ws.positions = rc.cursorLocked(s.cache.epoch, qr.scope).positions
+		ws.positions = rc.cursorLocked(s.cache, qr.scope).positions
 		ws.next = rc.nextSeq
 	case zero:
-		ws.positions = rc.cursorLocked(s.cache.epoch, qr.scope).positions
+		ws.positions = rc.cursorLocked(s.cache, qr.scope).positions
 		ws.next = rc.nextSeq
 	default:
-		if cl, old := rc.expiredLocked(from, qr.scope); old {
-			rc.mu.RUnlock()
-			return expired(fmt.Sprintf("too old resource version: the history of cluster %q no longer reaches back to %s; list again", cl, p.resourceVersion))
-		}
-		for cl, pos := range from.positions {
-			if qr.scope.includes(cl) {
-				ws.positions[cl] = pos
-			}
-		}
-		ws.next = rc.firstSeqLocked()
+		gaps, err = ws.resumeLocked(rc, from, p.resourceVersion)
 	}
 	rc.mu.RUnlock()
+	if err != nil {
+		return err
+	}
+	if err := s.cache.readGaps(r.Context(), res.gvr, gaps); err != nil {
+		return expired(fmt.Sprintf("too old resource version: %s: %v; list again", p.resourceVersion, err))
+	}
 	items, _ := initialItems.items()
 
 	timeout := s.opts.WatchTimeout
@@ -128,6 +133,11 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, res *apiReso
 			if err := ws.bookmark(map[string]string{metav1.InitialEventsAnnotationKey: "true"}); err != nil {
 				return nil
 			}
+		}
+	}
+	for _, g := range gaps {
+		if ws.sendGap(g) != nil {
+			return nil
 		}
 	}
 	if ws.flush() != nil {
@@ -208,7 +218,53 @@ type watchStream struct {
 }
 
 func (ws *watchStream) cursor() string {
+	for cl, p := range ws.positions {
+		// The history has nothing of cl between the two: the objects loaded from the
+		// snapshot are before, the changes after.
+		ws.positions[cl] = ws.s.cache.settled(cl, ws.res.gvr, p)
+	}
 	return cursor{epoch: ws.s.cache.epoch, positions: ws.positions}.String()
+}
+
+// resumeLocked starts the watch from cursor from, given as rv: at the positions of
+// from in the history, after the gaps that it returns, to read from the change log and
+// send first (see watchCache.resumeLocked). It fails with 410 if the history or the log
+// no longer reaches back to from.
+func (ws *watchStream) resumeLocked(rc *resourceCache, from cursor, rv string) ([]logGap, error) {
+	starts, gaps, err := ws.s.cache.resumeLocked(rc, from, ws.query.scope)
+	if err != nil {
+		return nil, expired(fmt.Sprintf("too old resource version: %s: %v; list again", rv, err))
+	}
+	if cl, old := rc.expiredLocked(cursor{positions: starts}, ws.query.scope); old {
+		return nil, expired(fmt.Sprintf("too old resource version: the history of cluster %q no longer reaches back to %s; list again", cl, rv))
+	}
+	ws.positions = starts
+	// Until its gap is sent, a cluster stands where the cursor has it.
+	for _, g := range gaps {
+		ws.positions[g.cluster] = g.from
+	}
+	ws.next = rc.firstSeqLocked()
+	return gaps, nil
+}
+
+// sendGap sends the changes of a gap read from the change log, then stands at its
+// base, where the history takes over.
+func (ws *watchStream) sendGap(g logGap) error {
+	for i, e := range g.changes {
+		if i%watchBatch == 0 {
+			ws.deadline()
+		}
+		en, ok := gapEntry(g.cluster, ws.positions[g.cluster], e)
+		if !ok {
+			ws.positions[g.cluster] = ws.positions[g.cluster].next("")
+			continue
+		}
+		if err := ws.applyEntry(en); err != nil {
+			return err
+		}
+	}
+	ws.positions[g.cluster] = position{rv: g.base}
+	return nil
 }
 
 // readLocked appends to buf the next changes to look at. If the history has moved past
@@ -227,6 +283,11 @@ func (ws *watchStream) readLocked(rc *resourceCache, buf []entry) (_ []entry, lo
 // apply sends what change e means to this watch, if anything.
 func (ws *watchStream) apply(e entry) error {
 	ws.next = e.seq + 1
+	return ws.applyEntry(e)
+}
+
+// applyEntry is apply of an entry of the history or of a gap.
+func (ws *watchStream) applyEntry(e entry) error {
 	if !ws.query.scope.includes(e.cluster) || e.pos.compare(ws.positions[e.cluster]) <= 0 {
 		return nil
 	}

@@ -192,6 +192,9 @@ func newLogger(cfg config.Log) (logr.Logger, func(verbosity int)) {
 // building every cluster's status.
 var _ server.NotSyncedSource = (*fleetwatch.Manager)(nil)
 
+// With history.enabled, a fleet watch resumes across a restart from the change log.
+var _ server.ChangeLogSource = (*fleetwatch.Manager)(nil)
+
 // runDaemon serves the inventory API, runs the manager and follows the config file with
 // rl (if not nil) until ctx is done. The server runs under the manager, which stops it
 // last, after the clusters (sources), the snapshot writer's final flush and the

@@ -1,0 +1,256 @@
+package fleetwatch
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/klog/v2"
+
+	"github.com/fleetwatch/fleetwatch/aggregate"
+	"github.com/fleetwatch/fleetwatch/informer"
+	"github.com/fleetwatch/fleetwatch/persist"
+)
+
+// The Manager is the HTTP server's change log (server.ChangeLogSource): with the
+// snapshot's change log on, a fleet watch resumes across a restart from the log, which
+// holds the changes between a cursor and the resourceVersions the fleet was loaded at.
+
+// logBases records where the objects that the fleet loaded from the snapshot stand in
+// its change log, by cluster and resource, until they no longer stand for it.
+type logBases struct {
+	// mu guards clusters.
+	mu       sync.Mutex
+	clusters map[string]map[schema.GroupVersionResource]*logBase
+}
+
+// logBase is what the fleet loaded of one resource of a cluster.
+type logBase struct {
+	key persist.ResourceKey
+	// rv is the resourceVersion the objects were stored at, 0 until the load of the
+	// cluster ends; objects is how many were loaded.
+	rv      uint64
+	objects int
+	// none: there is no base: the resource was saved in more than one scope (one
+	// informer per namespace), whose positions the server's cursors merge, or at a
+	// resourceVersion that is not an integer.
+	none bool
+	// stale: the objects no longer stand for the log (forget).
+	stale bool
+}
+
+// loading records that the objects of scope, saved under key, are being loaded into the
+// fleet, before they are. b may be nil (no change log).
+func (b *logBases) loading(cluster string, scope informer.Scope, key persist.ResourceKey) {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.clusters == nil {
+		b.clusters = map[string]map[schema.GroupVersionResource]*logBase{}
+	}
+	res := b.clusters[cluster]
+	if res == nil {
+		res = map[schema.GroupVersionResource]*logBase{}
+		b.clusters[cluster] = res
+	}
+	if lb := res[scope.Resource]; lb != nil && !lb.stale && lb.key != key {
+		lb.none = true
+		return
+	}
+	res[scope.Resource] = &logBase{key: key}
+}
+
+// loaded records the resourceVersion and the number of objects of a scope that loading
+// recorded, once they are in the fleet.
+func (b *logBases) loaded(cluster string, scope informer.Scope, resourceVersion string, objects int) {
+	if b == nil {
+		return
+	}
+	rv, err := strconv.ParseUint(resourceVersion, 10, 64)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	lb := b.clusters[cluster][scope.Resource]
+	if lb == nil {
+		return
+	}
+	if err != nil {
+		// The log cannot place a position before or at it.
+		lb.none = true
+		return
+	}
+	lb.rv, lb.objects = rv, objects
+}
+
+// forget records that what the fleet loaded of cluster (of its resource gvr, if not
+// empty) no longer stands for the log: the cluster's identity changed, it left, or the
+// resource was dropped. The base is kept, stale: the server still places the changes
+// that follow the loaded objects after it.
+func (b *logBases) forget(cluster string, gvr schema.GroupVersionResource) {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for r, lb := range b.clusters[cluster] {
+		if gvr.Empty() || r == gvr {
+			lb.stale = true
+		}
+	}
+}
+
+// get returns the base of (cluster, gvr), and whether it can be resumed from.
+func (b *logBases) get(cluster string, gvr schema.GroupVersionResource) (logBase, bool) {
+	if b == nil {
+		return logBase{}, false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	lb := b.clusters[cluster][gvr]
+	if lb == nil || lb.none {
+		return logBase{}, false
+	}
+	return *lb, !lb.stale
+}
+
+// ChangeLogEpoch implements server.ChangeLogSource: the snapshot's identity, if it keeps
+// a change log.
+func (m *Manager) ChangeLogEpoch() string { return m.logEpoch }
+
+// ChangeLogBase implements server.ChangeLogSource.
+func (m *Manager) ChangeLogBase(cluster string, gvr schema.GroupVersionResource) (uint64, int, bool) {
+	lb, ok := m.logBases.get(cluster, gvr)
+	return lb.rv, lb.objects, ok
+}
+
+// errNotInLog: the change log cannot give what a resumed watch needs.
+var errNotInLog = errors.New("the change log does not hold it")
+
+// ChangesSince implements server.ChangeLogSource, from the snapshot's change log.
+func (m *Manager) ChangesSince(cluster string, gvr schema.GroupVersionResource, rv, upTo uint64, fn func(at uint64, e aggregate.Event)) error {
+	lb, ok := m.logBases.get(cluster, gvr)
+	if !ok || m.logEpoch == "" {
+		return fmt.Errorf("%w: cluster %q, resource %s was not loaded from the snapshot", errNotInLog, cluster, gvr)
+	}
+	store := m.opts.Snapshot
+	changes, err := store.ChangesSince(cluster, lb.key, strconv.FormatUint(rv, 10))
+	if errors.Is(err, persist.ErrTooOld) {
+		// The coverage may start at rv: the log holds every change after it.
+		changes, err = store.ChangesAfter(cluster, lb.key, strconv.FormatUint(rv, 10))
+	}
+	if err != nil {
+		return err
+	}
+	h := logHistory{store: store, cluster: cluster, key: lb.key, last: map[string]runtime.Object{}}
+	for i := range changes {
+		c := &changes[i]
+		at, err := strconv.ParseUint(c.ResourceVersion, 10, 64)
+		if err != nil {
+			return fmt.Errorf("%w: change %d has resourceVersion %q", errNotInLog, c.Seq, c.ResourceVersion)
+		}
+		if at > upTo {
+			break
+		}
+		e, err := h.event(c)
+		if err != nil {
+			return err
+		}
+		e.Cluster, e.Resource = cluster, gvr
+		fn(at, e)
+	}
+	return nil
+}
+
+// logHistory turns the records of one resource of the change log into the fleet's
+// events, with the states before them.
+type logHistory struct {
+	store   *persist.Store
+	cluster string
+	key     persist.ResourceKey
+	// last is each object's state after the records so far, nil if it was deleted, by
+	// namespace/name.
+	last map[string]runtime.Object
+}
+
+// event returns the fleet's event of record c.
+func (h *logHistory) event(c *persist.Change) (aggregate.Event, error) {
+	name := c.Namespace + "/" + c.Name
+	switch c.Type {
+	case persist.ChangeAdded, persist.ChangeModified:
+		if c.Object == nil {
+			// A Secret: the log never holds its values, so it cannot be sent.
+			return aggregate.Event{}, fmt.Errorf("%w: change %d of %s has no object", errNotInLog, c.Seq, name)
+		}
+		obj, err := c.Decode()
+		if err != nil {
+			return aggregate.Event{}, err
+		}
+		e := aggregate.Event{Type: aggregate.Added, Object: obj}
+		if c.Type == persist.ChangeModified {
+			e.Type = aggregate.Updated
+			if e.OldObject, err = h.before(c); err != nil {
+				return aggregate.Event{}, err
+			}
+		}
+		h.last[name] = obj
+		return e, nil
+	case persist.ChangeDeleted, persist.ChangeVanished:
+		old, err := h.before(c)
+		if err != nil {
+			return aggregate.Event{}, err
+		}
+		obj := old
+		if obj == nil {
+			u := &unstructured.Unstructured{}
+			u.SetNamespace(c.Namespace)
+			u.SetName(c.Name)
+			obj = u
+		} else {
+			obj = obj.DeepCopyObject()
+		}
+		if c.Type == persist.ChangeDeleted {
+			// A watched deletion has its own resourceVersion, which is its record's.
+			if a, err := meta.Accessor(obj); err == nil {
+				a.SetResourceVersion(c.ResourceVersion)
+			}
+		}
+		h.last[name] = nil
+		return aggregate.Event{Type: aggregate.Deleted, Object: obj, FinalStateUnknown: c.Type == persist.ChangeVanished}, nil
+	}
+	return aggregate.Event{}, fmt.Errorf("%w: change %d is a %s", errNotInLog, c.Seq, c.Type)
+}
+
+// before returns the state of c's object before c: the last record of the object
+// before it, nil if that is a deletion or if the log no longer has one.
+func (h *logHistory) before(c *persist.Change) (runtime.Object, error) {
+	name := c.Namespace + "/" + c.Name
+	if obj, ok := h.last[name]; ok {
+		return obj, nil
+	}
+	records, err := h.store.ObjectHistory(h.cluster, h.key, c.Namespace, c.Name)
+	if err != nil {
+		return nil, err
+	}
+	var prev *persist.Change
+	for i := range records {
+		if records[i].Seq >= c.Seq {
+			break
+		}
+		prev = &records[i]
+	}
+	if prev == nil || prev.Object == nil {
+		return nil, nil
+	}
+	obj, err := prev.Decode()
+	if err != nil {
+		klog.Background().V(2).Info("Cannot decode an object's earlier state in the change log", "cluster", h.cluster, "resource", h.key, "object", name, "err", err)
+		return nil, nil
+	}
+	return obj, nil
+}

@@ -1,0 +1,147 @@
+package fleetwatch
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/fleetwatch/fleetwatch/aggregate"
+	"github.com/fleetwatch/fleetwatch/informer"
+	"github.com/fleetwatch/fleetwatch/persist"
+)
+
+// TestChangesSinceFromTheLog: the changes that the persisting stores hand the snapshot's
+// writer come back from its change log as the fleet's events, with the states before
+// them; a deletion that a relist found is Vanished in the log, and FinalStateUnknown
+// again.
+func TestChangesSinceFromTheLog(t *testing.T) {
+	pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	sc := informer.Scope{Resource: pods}
+	key := persist.ResourceKey(sc.String())
+	store, err := persist.Open(filepath.Join(t.TempDir(), "snapshot.db"), persist.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	w := store.NewWriter(persist.WriterOptions{Interval: time.Hour, History: persist.HistoryOptions{Enabled: true}})
+	fleet := aggregate.New(aggregate.Options{})
+	ps := &persistingStore{ClusterStore: fleet.ClusterStore("prod", pods), writer: w, cluster: "prod", key: key}
+	obj := func(name, rv, app string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Pod"}}
+		u.SetNamespace("shop")
+		u.SetName(name)
+		u.SetResourceVersion(rv)
+		u.SetLabels(map[string]string{"app": app})
+		return u
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Watch events from 10 to 13, then a relist at 20.
+	must(ps.Apply(obj("a", "10", "one"), false))
+	ps.Checkpoint("10")
+	must(w.Flush(t.Context()))
+	must(ps.Apply(obj("b", "11", "one"), false))
+	ps.Checkpoint("11")
+	must(ps.Apply(obj("a", "12", "two"), false))
+	ps.Checkpoint("12")
+	must(ps.Delete(obj("b", "13", "one"), false))
+	ps.Checkpoint("13")
+	must(ps.Apply(obj("c", "14", "one"), false))
+	must(ps.Delete(obj("a", "12", "two"), true))
+	ps.Checkpoint("20")
+	must(w.Flush(t.Context()))
+
+	m := &Manager{opts: Options{Snapshot: store}, logEpoch: "e", logBases: &logBases{}}
+	m.logBases.loading("prod", sc, key)
+	m.logBases.loaded("prod", sc, "20", 1)
+	if rv, n, ok := m.ChangeLogBase("prod", pods); rv != 20 || n != 1 || !ok {
+		t.Errorf("ChangeLogBase: %d, %d, %v", rv, n, ok)
+	}
+	describe := func(o runtime.Object) string {
+		if o == nil {
+			return "-"
+		}
+		a, _ := meta.Accessor(o)
+		return a.GetName() + "@" + a.GetResourceVersion() + "/" + a.GetLabels()["app"]
+	}
+	since := func(rv, upTo uint64) ([]string, error) {
+		var out []string
+		err := m.ChangesSince("prod", pods, rv, upTo, func(at uint64, e aggregate.Event) {
+			out = append(out, fmt.Sprintf("%d %s %s old %s unknown %v", at, e.Type, describe(e.Object), describe(e.OldObject), e.FinalStateUnknown))
+		})
+		return out, err
+	}
+	all := []string{
+		"11 Added b@11/one old - unknown false",
+		"12 Updated a@12/two old a@10/one unknown false",
+		"13 Deleted b@13/one old - unknown false",
+		"20 Added c@14/one old - unknown false",
+		"20 Deleted a@12/two old - unknown true",
+	}
+	for _, tc := range []struct {
+		rv, upTo uint64
+		want     []string
+	}{
+		{10, 20, all}, // where the coverage starts: the changes after it
+		{11, 20, all},
+		{12, 20, all[1:]},
+		{14, 20, all[3:]},
+		{11, 12, all[:2]},
+	} {
+		got, err := since(tc.rv, tc.upTo)
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("since %d up to %d: %v\n%q,\nwant %q", tc.rv, tc.upTo, err, got, tc.want)
+		}
+	}
+	if _, err := since(9, 20); !errors.Is(err, persist.ErrTooOld) {
+		t.Errorf("before the log: %v, want ErrTooOld", err)
+	}
+	m.logBases.forget("prod", schema.GroupVersionResource{})
+	if _, _, ok := m.ChangeLogBase("prod", pods); ok {
+		t.Error("a forgotten cluster has a base")
+	}
+	if _, err := since(11, 20); !errors.Is(err, errNotInLog) {
+		t.Errorf("a forgotten cluster: %v, want errNotInLog", err)
+	}
+}
+
+// TestLogBases: a resource saved in more than one scope (one informer per namespace)
+// has no base, nor one whose resourceVersion is not an integer.
+func TestLogBases(t *testing.T) {
+	pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	nodes := schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
+	var b logBases
+	for _, ns := range []string{"a", "b"} {
+		sc := informer.Scope{Resource: pods, Namespace: ns}
+		b.loading("prod", sc, persist.ResourceKey(sc.String()))
+		b.loaded("prod", sc, "5", 1)
+	}
+	sc := informer.Scope{Resource: nodes}
+	b.loading("prod", sc, persist.ResourceKey(sc.String()))
+	if lb, ok := b.get("prod", nodes); !ok || lb.rv != 0 {
+		t.Errorf("while loading: %+v, %v", lb, ok)
+	}
+	b.loaded("prod", sc, "x", 1)
+	for _, gvr := range []schema.GroupVersionResource{pods, nodes} {
+		if lb, ok := b.get("prod", gvr); ok {
+			t.Errorf("%s: %+v", gvr.Resource, lb)
+		}
+	}
+	var none *logBases
+	none.loading("prod", sc, "k")
+	if _, ok := none.get("prod", nodes); ok {
+		t.Error("no change log, a base")
+	}
+}

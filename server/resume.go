@@ -1,0 +1,240 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/klog/v2"
+
+	"github.com/fleetwatch/fleetwatch/aggregate"
+)
+
+// ChangeLogSource is a Source whose fleet is loaded from a snapshot that keeps a change
+// log: a watch then resumes from a cursor that an earlier run of the server handed out,
+// across a restart, reading what it missed from the log. *fleetwatch.Manager implements
+// it.
+//
+// The log must hold the changes of each resource in the order in which the fleet sent
+// them to the server, one record each: a cursor's position counts changes (see
+// resumeGap).
+type ChangeLogSource interface {
+	// ChangeLogEpoch identifies the change log, the same across restarts of the
+	// daemon that keep its file; "" if there is none, and then a cursor resumes in the
+	// run of the server that handed it out only.
+	ChangeLogEpoch() string
+	// SnapshotLoaded returns a channel that is closed once the fleet holds what the
+	// snapshot held, and ChangeLogBase knows of it: a watch from a cursor of an earlier
+	// run waits for it.
+	SnapshotLoaded() <-chan struct{}
+	// ChangeLogBase returns where the objects of cluster's resource gvr that the fleet
+	// loaded from the snapshot stand in the change log: the resourceVersion they were
+	// stored at (0 while it is not known yet), and how many were loaded. ok is false if
+	// none of the resource was loaded from it (rv 0), if one informer per namespace
+	// watches the resource (rv 0), or if what was loaded no longer stands for the log
+	// (the cluster's identity changed, it left, the resource was dropped): then rv and
+	// objects are still those of the load. It is called with the watch cache's locks
+	// held, so it does no I/O.
+	ChangeLogBase(cluster string, gvr schema.GroupVersionResource) (rv uint64, objects int, ok bool)
+	// ChangesSince calls fn with each change of cluster's resource gvr that the change
+	// log holds at resourceVersion rv or after it, up to upTo (a base of
+	// ChangeLogBase), oldest first: at is the change's resourceVersion in the log (a
+	// watch event's own, a list's for the changes of a list), e the event that the
+	// fleet sent for it: Added, Updated (OldObject is the state before, nil if the log
+	// no longer has it) or Deleted (Object is the last state that the log has, or holds
+	// the name only; FinalStateUnknown for an object that a relist found gone), each
+	// Object with the resourceVersion it had in the fleet (a watched deletion's own). It
+	// may leave out the changes at rv where the log's coverage starts at rv. It fails
+	// if the log does not hold every change after rv: the watch gets 410 Gone.
+	ChangesSince(cluster string, gvr schema.GroupVersionResource, rv, upTo uint64, fn func(at uint64, e aggregate.Event)) error
+}
+
+// logEpochSep separates, in a watch cache's epoch, the change log's epoch from the
+// run's: neither a base-36 nor a base64url string holds it.
+const logEpochSep = ":"
+
+// accepts reports whether a cursor of epoch can be resumed here: it is this run's, or
+// of an earlier run over the same change log.
+func (wc *watchCache) accepts(epoch string) bool {
+	return epoch == wc.epoch || wc.sameLog(epoch)
+}
+
+// sameLog reports whether epoch is of a run of the server over this change log.
+func (wc *watchCache) sameLog(epoch string) bool {
+	log, _, ok := strings.Cut(epoch, logEpochSep)
+	return ok && wc.logEpoch != "" && log == wc.logEpoch
+}
+
+// waitLoaded waits until the fleet holds the snapshot, before a watch from a cursor of
+// an earlier run is placed in the change log, at most primeWait: then 503 with
+// Retry-After.
+func (wc *watchCache) waitLoaded(ctx context.Context) error {
+	t := time.NewTimer(primeWait)
+	defer t.Stop()
+	select {
+	case <-wc.log.SnapshotLoaded():
+		return nil
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	se := apierrors.NewServiceUnavailable("the server's cache of the fleet is loading its snapshot")
+	se.ErrStatus.Details = &metav1.StatusDetails{RetryAfterSeconds: 1}
+	return se
+}
+
+// logGap is what a watch resumed from a cursor reads from the change log for one
+// cluster before it reads the history: the changes after the cursor's position (from)
+// up to the base of the objects loaded from the snapshot, after which the history
+// holds every change.
+type logGap struct {
+	cluster string
+	from    position
+	base    uint64
+	changes []aggregate.Event
+}
+
+// resumeLocked returns where a watch resumed from cursor c starts in the history of rc
+// for each cluster of sc that c has a position of, and the gaps to read from the change
+// log first. A position of this run resumes from the history, unless it is at or
+// before the base of the cluster's objects loaded from the snapshot: the changes in
+// between are the log's, which the history does not hold. A position of an earlier run
+// resumes from the log up to the base, or from the history if it is after the base
+// (its changes after the last commit were lost in a crash, and the restarted informer
+// received them again with the same resourceVersions). Any other position of an
+// earlier run fails: the history of this run cannot place it.
+func (wc *watchCache) resumeLocked(rc *resourceCache, c cursor, sc scope) (map[string]position, []logGap, error) {
+	thisRun := c.epoch == wc.epoch
+	starts := make(map[string]position, len(c.positions))
+	var gaps []logGap
+	for _, cl := range slices.Sorted(maps.Keys(c.positions)) {
+		if !sc.includes(cl) {
+			continue
+		}
+		p := c.positions[cl]
+		var base uint64
+		var loaded bool
+		if wc.log != nil {
+			base, _, loaded = wc.log.ChangeLogBase(cl, rc.resource)
+			loaded = loaded && base > 0
+		}
+		switch {
+		case loaded && p.rv > 0 && p.compare(position{rv: base}) <= 0:
+			gaps = append(gaps, logGap{cluster: cl, from: p, base: base})
+			starts[cl] = position{rv: base}
+		case thisRun, loaded && p.rv > 0:
+			starts[cl] = p
+		default:
+			return nil, nil, fmt.Errorf("the position %s of cluster %q is of an earlier run of the server, which the change log cannot place", p, cl)
+		}
+	}
+	return starts, gaps, nil
+}
+
+// readGaps reads the changes of each gap from the change log.
+func (wc *watchCache) readGaps(ctx context.Context, gvr schema.GroupVersionResource, gaps []logGap) error {
+	for i := range gaps {
+		g := &gaps[i]
+		var logged []loggedChange
+		err := wc.log.ChangesSince(g.cluster, gvr, g.from.rv, g.base, func(at uint64, e aggregate.Event) {
+			logged = append(logged, loggedChange{at: at, event: e})
+		})
+		if err == nil {
+			g.changes, err = changesAfter(g.from, logged)
+		}
+		if err != nil {
+			return fmt.Errorf("cluster %q: %w", g.cluster, err)
+		}
+		klog.FromContext(ctx).V(4).Info("Resuming a watch from the change log", "cluster", g.cluster, "resource", gvr, "from", g.from, "base", g.base, "changes", len(g.changes))
+	}
+	return nil
+}
+
+// loggedChange is a change of the change log, at its resourceVersion there.
+type loggedChange struct {
+	at    uint64
+	event aggregate.Event
+}
+
+// changesAfter returns the changes that follow position p, from those of the log at
+// p's resourceVersion and after it, in the order of the log. Position (rv, n) stands n
+// changes after the change whose object's resourceVersion is rv (a list's object, or a
+// watch event, whose change is the only one at its resourceVersion), or if there is
+// none among them, n changes after those at rv: the history places each change after
+// the one before, moving to its object's resourceVersion if it is greater
+// (position.next), which is the order of the log.
+func changesAfter(p position, logged []loggedChange) ([]aggregate.Event, error) {
+	start := -1
+	for i, c := range logged {
+		if c.at > p.rv && start < 0 {
+			start = i
+		}
+		if !c.event.FinalStateUnknown && resourceVersionOf(c.event.Object) == p.rv {
+			start = i + 1
+			break
+		}
+	}
+	if start < 0 {
+		start = len(logged)
+	}
+	if start+int(p.n) > len(logged) {
+		return nil, fmt.Errorf("the change log holds %d changes after %s, fewer than the cursor counts", len(logged)-start, p)
+	}
+	out := make([]aggregate.Event, 0, len(logged)-start-int(p.n))
+	for _, c := range logged[start+int(p.n):] {
+		out = append(out, c.event)
+	}
+	return out, nil
+}
+
+// resourceVersionOf returns obj's resourceVersion as an integer, 0 if it is none.
+func resourceVersionOf(obj runtime.Object) uint64 {
+	m, err := meta.Accessor(obj)
+	if obj == nil || err != nil {
+		return 0
+	}
+	v, _ := strconv.ParseUint(m.GetResourceVersion(), 10, 64)
+	return v
+}
+
+// gapEntry returns the history entry of a change read from the change log, at the
+// position after pos; ok is false for an event without an object.
+func gapEntry(cluster string, pos position, e aggregate.Event) (entry, bool) {
+	m, err := meta.Accessor(e.Object)
+	if e.Object == nil || err != nil {
+		return entry{}, false
+	}
+	en := entry{cluster: cluster, pos: pos.next(m.GetResourceVersion()), obj: e.Object, old: e.OldObject}
+	switch e.Type {
+	case aggregate.Added:
+		en.typ = watch.Added
+	case aggregate.Deleted:
+		en.typ, en.old = watch.Deleted, e.Object
+	default:
+		en.typ = watch.Modified
+		if en.old == nil {
+			// The state before is gone from the log: the change is taken as one that
+			// does not move the object in or out of the watch's selection.
+			en.old = e.Object
+		}
+	}
+	return en, true
+}
+
+// changeLogOf returns src as a ChangeLogSource, or nil if it is none.
+func changeLogOf(src Source) ChangeLogSource {
+	if l, ok := src.(ChangeLogSource); ok {
+		return l
+	}
+	return nil
+}

@@ -1,0 +1,425 @@
+package server
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/fleetwatch/fleetwatch/aggregate"
+)
+
+// fakeLog is a change log of the pods of one cluster, prod unless cluster is set.
+type fakeLog struct {
+	epoch   string
+	cluster string
+
+	mu sync.Mutex
+	// base and objects are what the fleet loaded of the pods; base 0 if nothing.
+	base    uint64
+	objects int
+	// stale: what was loaded no longer stands for the log; loading: the snapshot is
+	// being loaded (loaded, if not nil, is closed once it is).
+	stale, loading bool
+	loaded         chan struct{}
+	// from is where the log's coverage starts: it holds every change after it.
+	from    uint64
+	records []loggedChange
+}
+
+var _ ChangeLogSource = (*logSource)(nil)
+
+// logSource is a fakeSource with a change log.
+type logSource struct {
+	*fakeSource
+	*fakeLog
+}
+
+func (l *fakeLog) ChangeLogEpoch() string { return l.epoch }
+
+// loadedChan is closed: the fake fleet is loaded before its server starts.
+var loadedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+func (l *fakeLog) SnapshotLoaded() <-chan struct{} {
+	if l.loaded != nil {
+		return l.loaded
+	}
+	return loadedChan
+}
+
+func (l *fakeLog) ChangeLogBase(cluster string, gvr schema.GroupVersionResource) (uint64, int, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if cluster != cmp.Or(l.cluster, prod) || gvr != podsGVR || l.base == 0 {
+		return 0, 0, l.loading
+	}
+	return l.base, l.objects, !l.stale
+}
+
+func (l *fakeLog) ChangesSince(cluster string, gvr schema.GroupVersionResource, rv, upTo uint64, fn func(uint64, aggregate.Event)) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if cluster != cmp.Or(l.cluster, prod) || gvr != podsGVR || rv < l.from {
+		return errors.New("too old")
+	}
+	for _, r := range l.records {
+		if r.at >= rv && r.at <= upTo {
+			fn(r.at, r.event)
+		}
+	}
+	return nil
+}
+
+// add appends a record at resourceVersion at.
+func (l *fakeLog) add(at uint64, typ aggregate.EventType, obj *unstructured.Unstructured, vanished bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.records = append(l.records, loggedChange{at: at, event: aggregate.Event{Cluster: cmp.Or(l.cluster, prod), Resource: podsGVR, Type: typ, Object: obj, FinalStateUnknown: vanished}})
+}
+
+// newLogFixture starts a fleet of cluster prod whose pods are those that seed loads as
+// from a snapshot (an initial list), and a server of it that resumes from log.
+func newLogFixture(t *testing.T, log *fakeLog, seed ...*unstructured.Unstructured) *fixture {
+	t.Helper()
+	return newLogReplica(t, log, "", seed...)
+}
+
+// newLogReplica is newLogFixture of log's cluster, as the replica named replica ("" if
+// not sharded).
+func newLogReplica(t *testing.T, log *fakeLog, replica string, seed ...*unstructured.Unstructured) *fixture {
+	t.Helper()
+	cluster := cmp.Or(log.cluster, prod)
+	ctx, cancel := context.WithCancel(context.Background())
+	fleet := aggregate.New(aggregate.Options{Codec: testCodec()})
+	f := &fixture{t: t, ctx: ctx, fleet: fleet, src: &fakeSource{fleet: fleet, statuses: map[string]aggregate.ClusterStatus{}, ready: true}}
+	st := clusterStatus(cluster, aggregate.PhaseSynced, false)
+	st.Replica = replica
+	f.src.setStatus(st)
+	for _, obj := range seed {
+		if err := fleet.ClusterStore(cluster, podsGVR).Apply(obj, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fleet.ClusterStore(cluster, podsGVR).MarkSynced()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = fleet.Start(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	s, err := New(logSource{f.src, log}, Options{Clock: clocktesting.NewFakePassiveClock(now), BookmarkInterval: 50 * time.Millisecond, Replica: replica})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.server = s
+	f.http = httptest.NewServer(s.Handler())
+	t.Cleanup(f.http.Close)
+	t.Cleanup(s.stop)
+	f.sync()
+	return f
+}
+
+// events reads n events that are not bookmarks, as "TYPE name@resourceVersion in its
+// cluster", and the cursor of the last.
+func events(w *watcher, n int) (got []string, last string) {
+	for range n {
+		e := w.nextNot("BOOKMARK")
+		got = append(got, e.Type+" "+e.Object.GetName()+"@"+e.Object.GetAnnotations()[ResourceVersionAnnotation])
+		last = e.Object.GetResourceVersion()
+	}
+	return got, last
+}
+
+// TestWatchResumesAcrossARestart: a cursor of a run of the server resumes in the next
+// run over the same change log, whether it is before the resourceVersion that the
+// snapshot was loaded at (the changes in between are the log's), or after it (the
+// changes after the last commit, lost in a crash, come again from the apiserver); a
+// cursor that the log does not reach back to, or of another log, gets 410.
+func TestWatchResumesAcrossARestart(t *testing.T) {
+	pods := clusterPath(allClusters) + "/api/v1/pods"
+	log := &fakeLog{epoch: "snap", from: 9}
+
+	// The first run: a and b added, a modified; the log holds them all.
+	run1 := newLogFixture(t, log)
+	w := run1.watch(pods + "?watch=1&resourceVersion=0")
+	changes := []struct {
+		typ aggregate.EventType
+		obj *unstructured.Unstructured
+	}{
+		{aggregate.Added, pod("default", "a", "10", web)},
+		{aggregate.Added, pod("default", "b", "11", web)},
+		{aggregate.Updated, pod("default", "a", "12", api)},
+	}
+	var cursors []string
+	for _, c := range changes {
+		run1.apply(prod, podsGVR, c.obj)
+		log.add(resourceVersionOf(c.obj), c.typ, c.obj, false)
+		_, last := events(w, 1)
+		cursors = append(cursors, last)
+	}
+	// b modified at 13 was sent, but not committed: the run is killed.
+	run1.apply(prod, podsGVR, pod("default", "b", "13", api))
+	_, at13 := events(w, 1)
+	w.stop()
+
+	// The second run loads a@12 and b@11, stored at 12, and its informer receives b@13
+	// again, then the changes after.
+	log.mu.Lock()
+	log.base, log.objects = 12, 2
+	log.mu.Unlock()
+	run2 := newLogFixture(t, log, pod("default", "a", "12", api), pod("default", "b", "11", web))
+	var l itemList
+	run2.getOK(pods, &l)
+	run2.apply(prod, podsGVR, pod("default", "b", "13", api))
+	run2.apply(prod, podsGVR, pod("default", "c", "14", nil))
+	run2.remove(prod, podsGVR, pod("default", "a", "15", api))
+	after := []string{"MODIFIED b@13", "ADDED c@14", "DELETED a@15"}
+
+	for _, tc := range []struct {
+		name, rv string
+		want     []string
+	}{
+		{"after a added", cursors[0], append([]string{"ADDED b@11", "MODIFIED a@12"}, after...)},
+		{"after b added", cursors[1], append([]string{"MODIFIED a@12"}, after...)},
+		{"at the base", cursors[2], after},
+		{"after the last commit", at13, after[1:]},
+		{"the second run's list", l.Metadata.ResourceVersion, after},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := run2.watch(pods + "?watch=1&resourceVersion=" + url.QueryEscape(tc.rv))
+			got, _ := events(w, len(tc.want))
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("events %q,\nwant %q", got, tc.want)
+			}
+			w.none(100 * time.Millisecond)
+		})
+	}
+
+	// A cursor in the middle of what the log sent resumes in this run too.
+	w = run2.watch(pods + "?watch=1&resourceVersion=" + url.QueryEscape(cursors[0]))
+	_, mid := events(w, 1)
+	w.stop()
+	w = run2.watch(pods + "?watch=1&resourceVersion=" + url.QueryEscape(mid))
+	if got, _ := events(w, 4); !slices.Equal(got, append([]string{"MODIFIED a@12"}, after...)) {
+		t.Errorf("from the middle of the log's changes: %q", got)
+	}
+
+	log.mu.Lock()
+	log.from = 11
+	log.mu.Unlock()
+	other := cursor{epoch: "other" + logEpochSep + "x", positions: map[string]position{prod: {rv: 12}}}.String()
+	for name, rv := range map[string]string{"older than the log": cursors[0], "of another log": other} {
+		if st := run2.get(pods+"?watch=1&resourceVersion="+url.QueryEscape(rv)).status(t, http.StatusGone); st.Reason != metav1.StatusReasonExpired {
+			t.Errorf("%s: Status %+v", name, st)
+		}
+	}
+}
+
+// TestWatchResumeNeedsTheLog: without a change log, or for a cluster that the run did
+// not load from it, a cursor of an earlier run gets 410, as before.
+func TestWatchResumeNeedsTheLog(t *testing.T) {
+	pods := clusterPath(allClusters) + "/api/v1/pods"
+	log := &fakeLog{epoch: "snap"}
+	run1 := newLogFixture(t, log)
+	run1.apply(prod, podsGVR, pod("default", "a", "10", web))
+	run1.sync()
+	var l itemList
+	run1.getOK(pods, &l)
+
+	run2 := newLogFixture(t, log) // prod was not loaded from the log
+	st := run2.get(pods+"?watch=1&resourceVersion="+url.QueryEscape(l.Metadata.ResourceVersion)).status(t, http.StatusGone)
+	if !strings.Contains(st.Message, "earlier run") {
+		t.Errorf("Status %+v", st)
+	}
+	plain := newFixture(t, nil)
+	plain.get(pods+"?watch=1&resourceVersion="+url.QueryEscape(l.Metadata.ResourceVersion)).status(t, http.StatusGone)
+}
+
+// TestSettledCursor: once every object loaded from the snapshot came, the cursors say
+// the base, which a later run places in the log; before, the position is of this run.
+func TestSettledCursor(t *testing.T) {
+	log := &fakeLog{epoch: "snap", base: 12, objects: 2}
+	f := newLogFixture(t, log, pod("default", "a", "12", api), pod("default", "b", "11", web))
+	rc := f.server.cache.lookup(podsGVR)
+	rc.mu.RLock()
+	c := rc.cursorLocked(f.server.cache, scope{cluster: allClusters})
+	raw := rc.positions[prod]
+	rc.mu.RUnlock()
+	if want := (position{rv: 12}); c.positions[prod] != want || raw != (position{n: 2}) {
+		t.Errorf("cursor %v (history at %v), want %v", c.positions[prod], raw, want)
+	}
+	if p := f.server.cache.settled(prod, podsGVR, position{n: 1}); p != (position{n: 1}) {
+		t.Errorf("half-way: %v", p)
+	}
+	// The cluster's identity changed: its objects go, and the settled cursor of this
+	// run still sees them go, placed after the base whatever their resourceVersions.
+	log.mu.Lock()
+	log.stale = true
+	log.mu.Unlock()
+	w := f.watch(clusterPath(allClusters) + "/api/v1/pods?watch=1&resourceVersion=" + url.QueryEscape(c.String()))
+	if err := f.fleet.ClusterStore(prod, podsGVR).Delete(pod("default", "b", "11", web), true); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := events(w, 1); !slices.Equal(got, []string{"DELETED b@11"}) {
+		t.Errorf("after the cluster's identity changed: %q", got)
+	}
+	rc.mu.RLock()
+	defer rc.mu.RUnlock()
+	if p := rc.positions[prod]; p != (position{rv: 12, n: 1}) {
+		t.Errorf("after a deletion found by a relist: %v", p)
+	}
+}
+
+// TestChangesAfter places positions among the changes that the log holds, with a
+// relist (objects out of resourceVersion order, deletions with their last known
+// resourceVersion) after a watch event.
+func TestChangesAfter(t *testing.T) {
+	obj := func(name, rv string) *unstructured.Unstructured { return pod("default", name, rv, nil) }
+	logged := []loggedChange{
+		{at: 100, event: aggregate.Event{Type: aggregate.Updated, Object: obj("w", "100")}},
+		// A relist at 200: p2 is at the list's resourceVersion.
+		{at: 200, event: aggregate.Event{Type: aggregate.Updated, Object: obj("p1", "150")}},
+		{at: 200, event: aggregate.Event{Type: aggregate.Added, Object: obj("p2", "200")}},
+		{at: 200, event: aggregate.Event{Type: aggregate.Updated, Object: obj("p3", "120")}},
+		{at: 200, event: aggregate.Event{Type: aggregate.Deleted, Object: obj("gone", "90"), FinalStateUnknown: true}},
+		{at: 210, event: aggregate.Event{Type: aggregate.Deleted, Object: obj("p1", "210")}},
+	}
+	// Where the history of the run that saw them put each, from (100, 0) on.
+	pos := position{rv: 100}
+	var positions []position
+	for _, c := range logged[1:] {
+		pos = pos.next(c.event.Object.(*unstructured.Unstructured).GetResourceVersion())
+		positions = append(positions, pos)
+	}
+	names := func(es []aggregate.Event) []string {
+		var out []string
+		for _, e := range es {
+			out = append(out, e.Object.(*unstructured.Unstructured).GetName())
+		}
+		return out
+	}
+	all := []string{"p1", "p2", "p3", "gone", "p1"}
+	for i, p := range append([]position{{rv: 100}}, positions...) {
+		t.Run(p.String(), func(t *testing.T) {
+			var since []loggedChange
+			for _, c := range logged {
+				if c.at >= p.rv {
+					since = append(since, c)
+				}
+			}
+			got, err := changesAfter(p, since)
+			if err != nil || !slices.Equal(names(got), all[i:]) {
+				t.Errorf("after %s: %q, %v; want %q", p, names(got), err, all[i:])
+			}
+		})
+	}
+	if _, err := changesAfter(position{rv: 210, n: 1}, logged[5:]); err == nil {
+		t.Error("a position past the log's changes: no error")
+	}
+	if got, err := changesAfter(position{rv: 300}, nil); err != nil || len(got) != 0 {
+		t.Errorf("after the log: %v, %v", got, err)
+	}
+}
+
+// TestFanOutWatchResumesAcrossARestart: in a sharded fleet, a merged cursor handed out
+// before a replica restarted resumes after it, through that replica or another one:
+// the restarted replica's part from its change log, up to where its snapshot was
+// loaded, then from its history.
+func TestFanOutWatchResumesAcrossARestart(t *testing.T) {
+	all := clusterPath(allClusters) + "/api/v1/pods"
+	log := &fakeLog{epoch: "snap", cluster: "far", from: 400}
+	far := []*unstructured.Unstructured{pod("default", "far-1", "401", web), pod("default", "far-2", "402", web)}
+	for _, p := range far {
+		log.add(resourceVersionOf(p), aggregate.Added, p, false)
+	}
+	log.base, log.objects = 402, 2
+	// replicas starts fleetwatch-1, which watches far, from the log, and points
+	// fleetwatch-0 (local), which watches the fixture's clusters, at it and back.
+	replicas := func(local *fixture, seed ...*unstructured.Unstructured) *fixture {
+		peer := newLogReplica(t, log, "fleetwatch-1", seed...)
+		for _, cl := range []string{prod, staging, edge} {
+			peer.src.setStatus(aggregate.ClusterStatus{Name: cl, Phase: aggregate.PhaseRemote, Replica: "fleetwatch-0", ReplicaAddress: local.http.URL})
+		}
+		local.src.setStatus(aggregate.ClusterStatus{Name: "far", Phase: aggregate.PhaseRemote, Replica: "fleetwatch-1", ReplicaAddress: peer.http.URL})
+		return peer
+	}
+	local := newFixture(t, func(o *Options) { o.Replica = "fleetwatch-0" })
+	peer := replicas(local, far...)
+	var l unstructured.UnstructuredList
+	local.getOK(all, &l)
+	w := local.watch(all + "?watch=true&resourceVersion=" + url.QueryEscape(l.GetResourceVersion()))
+	far3 := pod("default", "far-3", "403", web)
+	peer.apply("far", podsGVR, far3)
+	log.add(403, aggregate.Added, far3, false)
+	_, last := events(w, 1)
+	w.stop()
+
+	// far-4 is committed, then fleetwatch-1 restarts from its snapshot (far-1 to far-4,
+	// at 404), and its informer receives far-5.
+	far4 := pod("default", "far-4", "404", web)
+	peer.apply("far", podsGVR, far4)
+	log.add(404, aggregate.Added, far4, false)
+	log.mu.Lock()
+	log.base, log.objects = 404, 4
+	log.mu.Unlock()
+	peer = replicas(local, append(far, far3, far4)...)
+	peer.apply("far", podsGVR, pod("default", "far-5", "405", web))
+	local.apply(prod, podsGVR, pod("default", "web-9", "109", web))
+	peer.sync()
+	local.sync()
+
+	want := []string{"ADDED far-4@404", "ADDED far-5@405", "ADDED web-9@109"}
+	for name, through := range map[string]*fixture{"through fleetwatch-0": local, "through the restarted fleetwatch-1": peer} {
+		t.Run(name, func(t *testing.T) {
+			w := through.watch(all + "?watch=true&resourceVersion=" + url.QueryEscape(last))
+			got, _ := events(w, len(want))
+			slices.Sort(got)
+			if !slices.Equal(got, want) {
+				t.Errorf("events %q, want %q", got, want)
+			}
+			w.none(200 * time.Millisecond)
+		})
+	}
+}
+
+// TestWatchResumeWaitsForTheLoad: a cursor of an earlier run that comes while the
+// snapshot loads waits for the load, rather than getting 410 for clusters that are not
+// loaded yet.
+func TestWatchResumeWaitsForTheLoad(t *testing.T) {
+	log := &fakeLog{epoch: "snap", from: 9, loading: true, loaded: make(chan struct{})}
+	log.add(10, aggregate.Added, pod("default", "a", "10", web), false)
+	log.add(11, aggregate.Added, pod("default", "b", "11", web), false)
+	log.add(12, aggregate.Updated, pod("default", "a", "12", api), false)
+	f := newLogFixture(t, log, pod("default", "a", "12", api), pod("default", "b", "11", web))
+	earlier := cursor{epoch: "snap" + logEpochSep + "earlier", positions: map[string]position{prod: {rv: 10}}}
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		log.mu.Lock()
+		log.loading, log.base, log.objects = false, 12, 2
+		log.mu.Unlock()
+		close(log.loaded)
+	}()
+	start := time.Now()
+	w := f.watch(clusterPath(allClusters) + "/api/v1/pods?watch=1&resourceVersion=" + url.QueryEscape(earlier.String()))
+	if waited := time.Since(start); waited < 100*time.Millisecond {
+		t.Errorf("the watch started after %v, before the load ended", waited)
+	}
+	if got, _ := events(w, 2); !slices.Equal(got, []string{"ADDED b@11", "MODIFIED a@12"}) {
+		t.Errorf("events %q", got)
+	}
+}
