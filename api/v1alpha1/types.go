@@ -83,9 +83,9 @@ type ChangeList struct {
 type Change struct {
 	// Seq is the record's position in the log: it increases with each record, across
 	// restarts, and is never reused. The changes after one are those with after=Seq.
-	Seq  uint64      `json:"seq"`
+	Seq  uint64           `json:"seq"`
 	Time metav1.MicroTime `json:"time"`
-	Type string      `json:"type"`
+	Type string           `json:"type"`
 
 	Cluster   string `json:"cluster"`
 	Group     string `json:"group"`
