@@ -29,9 +29,6 @@ const (
 
 // Options configures a Log. The zero value is valid.
 type Options struct {
-	// ShortNames are more names that a kind term matches, by resource, as
-	// search.Options.ShortNames. Default: none.
-	ShortNames map[schema.GroupResource][]string
 	// MaxScan bounds the records that one page of Changes reads. Default
 	// DefaultMaxScan.
 	MaxScan int
@@ -72,6 +69,9 @@ type ChangesRequest struct {
 	// kind terms and the items' Kind. A resource that is not in it matches the kind
 	// terms by its resource names, and its items have no Kind.
 	Kinds map[schema.GroupVersionResource]string
+	// ShortNames are more names that a kind term matches, by resource, as
+	// search.Options.ShortNames.
+	ShortNames map[schema.GroupResource][]string
 	// Types, if not empty, selects changes of those types only.
 	Types []persist.ChangeType
 	// Since selects changes of that time or later; zero for all.
@@ -117,7 +117,7 @@ func (l *Log) Changes(req ChangesRequest) (*ChangesPage, error) {
 			return true
 		}
 		gvr := c.Resource.GroupVersionResource()
-		if !q.MatchKind(gvr, req.Kinds[gvr], l.opts.ShortNames[gvr.GroupResource()]) {
+		if !q.MatchKind(gvr, req.Kinds[gvr], req.ShortNames[gvr.GroupResource()]) {
 			return false
 		}
 		if c.Name == "" {

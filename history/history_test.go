@@ -27,6 +27,7 @@ var (
 	// secrets is qualified, as an informer that keeps their values stores them.
 	secrets = persist.ResourceKey("/v1/secrets?spec=secretData%3Dtrue")
 	kinds   = map[schema.GroupVersionResource]string{deploymentsGVR: "Deployment", podsGVR: "Pod", secretsGVR: "Secret"}
+	short   = map[schema.GroupResource][]string{deploymentsGVR.GroupResource(): {"deploy"}}
 )
 
 // secretValue is in the Secrets written to the log: it must never come out.
@@ -107,7 +108,7 @@ func testLog(t *testing.T) (*Log, *persist.Store, time.Time) {
 	commit(func() { w.Delete("prod-east", deployments, "shop", "payments") })
 	commit(func() { w.ReplaceCluster("dev") })
 	commit(func() { w.Upsert("prod-east", deployments, deployment("payments", 2, "pay:2")) })
-	return New(s, Options{ShortNames: map[schema.GroupResource][]string{deploymentsGVR.GroupResource(): {"deploy"}}}), s, start
+	return New(s, Options{}), s, start
 }
 
 // describeChanges returns "type cluster kind-or-resource ns/name" for each change.
@@ -201,14 +202,14 @@ func TestChanges(t *testing.T) {
 		{name: "unknown kind", req: ChangesRequest{Query: query("kind:Gadget")}, want: []string{"ClusterReplaced dev"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.req.Kinds = kinds
+			tc.req.Kinds, tc.req.ShortNames = kinds, short
 			got := describeChanges(allChanges(t, l, tc.req))
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("changes:\n got %q\nwant %q", got, tc.want)
 			}
 			// Page by page, and with pages that read one record each, the same.
 			for _, opts := range []Options{{}, {MaxScan: 1}} {
-				pl := New(store, Options{ShortNames: l.opts.ShortNames, MaxScan: opts.MaxScan})
+				pl := New(store, opts)
 				req := tc.req
 				req.Limit = 1
 				if got := describeChanges(allChanges(t, pl, req)); !slices.Equal(got, tc.want) {

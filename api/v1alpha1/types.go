@@ -106,15 +106,21 @@ type Change struct {
 type ObjectHistory struct {
 	metav1.TypeMeta `json:",inline"`
 	// Metadata holds the continue token of the next page, if there is one.
-	Metadata  metav1.ListMeta `json:"metadata"`
-	Cluster   string          `json:"cluster"`
-	Group     string          `json:"group"`
-	Version   string          `json:"version"`
-	Resource  string          `json:"resource"`
-	Kind      string          `json:"kind,omitempty"`
-	Namespace string          `json:"namespace,omitempty"`
-	Name      string          `json:"name"`
-	Items     []HistoryStep   `json:"items"`
+	Metadata metav1.ListMeta `json:"metadata"`
+	// Object is the object whose history it is.
+	Object ObjectReference `json:"object"`
+	Items  []HistoryStep   `json:"items"`
+}
+
+// ObjectReference names an object of the fleet. Kind is absent when not known.
+type ObjectReference struct {
+	Cluster   string `json:"cluster"`
+	Group     string `json:"group"`
+	Version   string `json:"version"`
+	Resource  string `json:"resource"`
+	Kind      string `json:"kind,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
 }
 
 // HistoryStep is one change of an object, with what it changed.
