@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/fleetwatch/fleetwatch/aggregate"
 	"github.com/fleetwatch/fleetwatch/api/v1alpha1"
 	"github.com/fleetwatch/fleetwatch/history"
 	"github.com/fleetwatch/fleetwatch/persist"
@@ -358,5 +359,134 @@ func TestObjectHistoryAPI(t *testing.T) {
 	f.getOK(historyPath(staging)+"?version=v1&resource=pods&namespace=default&name=web-1", &h)
 	if len(h.Items) != 0 || h.Items == nil {
 		t.Errorf("the history of an object without changes: %+v", h.Items)
+	}
+}
+
+// TestHistoryAPINeverShowsSecretValues asks for a Secret's history and for the changes
+// every way a client can, with the values of its data, stringData and last-applied
+// manifest as terms too, and looks for them in every answer.
+func TestHistoryAPINeverShowsSecretValues(t *testing.T) {
+	f := newFixture(t, nil)
+	f.withHistory()
+	var h v1alpha1.ObjectHistory
+	f.getOK(historyPath(prod)+"?version=v1&resource=secrets&namespace=default&name=creds", &h)
+	if len(h.Items) != 2 || h.Items[0].Type != "Added" || h.Items[1].Type != "Modified" {
+		t.Fatalf("a Secret's history: %+v; want its two steps", h.Items)
+	}
+	paths := []string{
+		historyPath(prod) + "?version=v1&resource=secrets&namespace=default&name=creds",
+		historyPath(prod) + "?version=v1&resource=secrets&namespace=default&name=creds&limit=1",
+		historyPath(prod) + "?group=&version=v1&resource=secrets&namespace=default&name=creds",
+		historyPath(prod) + "?group=core&version=v1&resource=secrets&namespace=default&name=creds",
+		historyPath(prod) + "?version=v1&resource=Secrets&namespace=default&name=creds",
+		historyPath(prod) + "?version=v1&resource=secrets%3Fspec%3D&namespace=default&name=creds",
+	}
+	for _, q := range []string{"", "creds", "kind:secrets", "kind:Secret", "l:app=web", "image:" + secretValue, secretValue, "password"} {
+		paths = append(paths, changesPath+"?q="+url.QueryEscape(q), clusterPath(prod)+"/apis/fleetwatch.io/v1alpha1/changes?q="+url.QueryEscape(q))
+	}
+	for _, p := range []string{"labelSelector=" + url.QueryEscape("password"), "name=" + secretValue, "type=Added,Modified", "since=3h", "after=0"} {
+		paths = append(paths, changesPath+"?"+p)
+	}
+	for _, p := range paths {
+		r := f.get(p)
+		for _, leak := range []string{secretValue, "password", "stringData", "last-applied"} {
+			if strings.Contains(string(r.body), leak) {
+				t.Errorf("GET %s: %q in the answer: %s", p, leak, r.body)
+			}
+		}
+	}
+	// Label and image terms read the objects, and the log holds no Secret's.
+	for _, q := range []string{"l:app=web kind:secrets", "image:" + secretValue} {
+		if got := f.changes(changesPath + "?q=" + url.QueryEscape(q)); len(got) != 0 {
+			t.Errorf("%q selected %q", q, changeRefs(got))
+		}
+	}
+}
+
+// TestHistoryAPIClusterLimited: a token limited to some clusters gets the changes and
+// histories of those only, whatever its query, parameters and continue token say.
+func TestHistoryAPIClusterLimited(t *testing.T) {
+	tokens := writeFile(t, t.TempDir(), "tokens", "admin-token user=admin\nci-token user=ci clusters=stag*\n")
+	f := newFixture(t, func(o *Options) { o.TokenFile = tokens })
+	all := f.withHistory()
+	ci := []string{"Authorization", "Bearer ci-token"}
+	admin := []string{"Authorization", "Bearer admin-token"}
+	for _, p := range []string{changesPath, historyPath(staging) + "?version=v1&resource=pods&namespace=default&name=api-1"} {
+		if r := f.get(p); r.code != http.StatusUnauthorized {
+			t.Errorf("%s without a token: %d", p, r.code)
+		}
+		if r := f.get(p, "Authorization", "Bearer wrong"); r.code != http.StatusUnauthorized {
+			t.Errorf("%s with a wrong token: %d", p, r.code)
+		}
+	}
+	if got := f.changes(changesPath+"?", admin...); len(got) != len(all) {
+		t.Errorf("admin: %d changes, want %d", len(got), len(all))
+	}
+	for _, q := range []string{
+		"q=", "q=" + url.QueryEscape("cluster:*"), "q=" + url.QueryEscape("cluster:prod"), "cluster=prod", "q=web", "limit=1", "type=Modified",
+	} {
+		for _, c := range f.changes(changesPath+"?"+q, ci...) {
+			if c.Cluster != staging {
+				t.Errorf("ci, %s: a change of %s: %+v", q, c.Cluster, c)
+			}
+		}
+	}
+	// A token of the admin's pages reads no other cluster for ci.
+	var page v1alpha1.ChangeList
+	f.getOK(changesPath+"?limit=1", &page, admin...)
+	for tok := page.Metadata.Continue; tok != ""; {
+		var next v1alpha1.ChangeList
+		f.getOK(changesPath+"?limit=1&continue="+url.QueryEscape(tok), &next, ci...)
+		for _, c := range next.Items {
+			if c.Cluster != staging {
+				t.Errorf("ci with the admin's token: a change of %s", c.Cluster)
+			}
+		}
+		tok = next.Metadata.Continue
+	}
+	for _, p := range []string{
+		clusterPath(prod) + "/apis/fleetwatch.io/v1alpha1/changes",
+		historyPath(prod) + "?group=apps&version=v1&resource=deployments&namespace=default&name=web",
+		historyPath(edge) + "?version=v1&resource=pods&namespace=default&name=web-3",
+	} {
+		f.get(p, ci...).status(t, http.StatusForbidden)
+	}
+	// A cluster that does not exist is forbidden as one that does, telling nothing.
+	f.get(historyPath("nope")+"?version=v1&resource=pods&namespace=default&name=x", ci...).status(t, http.StatusForbidden)
+	var h v1alpha1.ObjectHistory
+	f.getOK(historyPath(staging)+"?version=v1&resource=pods&namespace=default&name=api-1", &h, ci...)
+	if len(h.Items) != 2 {
+		t.Errorf("ci, the history of a pod of staging: %+v", h.Items)
+	}
+}
+
+// TestChangesAPIInAShardedFleet: a replica answers the changes of the clusters it
+// watches, and names in a Warning those that other replicas watch.
+func TestChangesAPIInAShardedFleet(t *testing.T) {
+	f := newFixture(t, nil)
+	f.withHistory()
+	st := clusterStatus(staging, aggregate.PhaseRemote, false)
+	st.Replica, st.ReplicaAddress = "fleetwatch-1", "http://127.0.0.1:1"
+	f.src.setStatus(st)
+	r := f.get(changesPath)
+	if r.code != http.StatusOK {
+		t.Fatalf("%d %s", r.code, r.body)
+	}
+	var page v1alpha1.ChangeList
+	if err := json.Unmarshal(r.body, &page); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range page.Items {
+		if c.Cluster == staging {
+			t.Errorf("a change of a cluster another replica watches: %+v", c)
+		}
+	}
+	if w := r.header.Get("Warning"); !strings.Contains(w, "clusters not included: staging") || !strings.Contains(w, `replica \"fleetwatch-1\" watches it`) {
+		t.Errorf("Warning %q does not name the cluster another replica watches", w)
+	}
+	// Forwarded from another replica: this one's own clusters, no warning.
+	r = f.get(changesPath, forwardedHeader, "fleetwatch-1")
+	if r.code != http.StatusOK || r.header.Get("Warning") != "" {
+		t.Errorf("forwarded: %d, Warning %q", r.code, r.header.Get("Warning"))
 	}
 }
