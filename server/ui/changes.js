@@ -64,7 +64,7 @@ export async function changesView(main, params, signal) {
       h('th', { scope: 'row' }, objectTypes.has(c.type) && c.name
         ? h('a', { href: objectURL({ ...c, kind: c.kind || c.resource }) }, c.name)
         : (c.name || '')),
-      h('td', {}, c.resourceVersion || ''))))));
+      h('td', {}, c.objectResourceVersion || c.resourceVersion || ''))))));
   const next = res.metadata?.continue;
   if (cont || next) {
     main.append(h('nav', { 'aria-label': 'Pages', class: 'pages' },
