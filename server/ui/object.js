@@ -60,7 +60,21 @@ export async function objectView(main, params, signal) {
   const yaml = h('pre', { id: 'yaml', tabindex: '0', 'aria-label': `YAML of ${title} in ${ref.cluster}` });
   const changes = h('ol', { id: 'changes', reversed: true });
   const history = h('ol', { id: 'history', reversed: true });
-  const historyState = h('p', { id: 'history-state' }, 'Reading the history…');
+  const historyState = h('p', { id: 'history-state' }, 'Its changes as the snapshot\'s change log holds them, with the fields each one changed.');
+  // The history is read when asked for: a daemon without a change log answers 404, a
+  // token that may not read the cluster 403, and neither should cost a request (nor a
+  // console error) to every object view.
+  let historyShown = false;
+  const showHistory = h('button', {
+    type: 'button', id: 'show-history', 'aria-controls': 'history', 'aria-expanded': 'false',
+    onclick: () => {
+      historyShown = true;
+      showHistory.setAttribute('aria-expanded', 'true');
+      showHistory.hidden = true;
+      setText(historyState, 'Reading the history…');
+      loadHistory();
+    },
+  }, 'Show its history');
   const watching = h('p', { id: 'watching' }, 'Connecting…');
   const others = h('tbody');
   const drift = h('section', { id: 'drift', 'aria-labelledby': 'drift-title', hidden: true });
@@ -77,10 +91,10 @@ export async function objectView(main, params, signal) {
     drift,
     h('section', { 'aria-labelledby': 'yaml-title' }, h('h3', { id: 'yaml-title' }, 'YAML'), yaml),
     h('section', { 'aria-labelledby': 'changes-title' }, h('h3', { id: 'changes-title' }, 'Changes'), watching, changes),
-    h('section', { 'aria-labelledby': 'history-title' }, h('h3', { id: 'history-title' }, 'History'), historyState, history));
+    h('section', { 'aria-labelledby': 'history-title' }, h('h3', { id: 'history-title' }, 'History'), historyState, showHistory, history));
 
   // The history, newest step first, read again after a change of this cluster's object
-  // (the log has it once the snapshot committed it).
+  // once shown (the log has it once the snapshot committed it).
   let historyTimer = 0;
   const loadHistory = async () => {
     try {
@@ -103,11 +117,11 @@ export async function objectView(main, params, signal) {
     }
   };
   const reloadHistory = () => {
+    if (!historyShown) return;
     clearTimeout(historyTimer);
     historyTimer = setTimeout(loadHistory, 1000);
   };
   signal.addEventListener('abort', () => clearTimeout(historyTimer), { once: true });
-  loadHistory();
 
   // copies holds the object of every cluster that has one, by cluster.
   let copies = new Map();

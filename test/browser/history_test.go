@@ -97,6 +97,8 @@ server:
 
 	t.Run("the object view shows its history with the fields each step changed", func(t *testing.T) {
 		page.do(t, chromedp.Click(chromedp.CSS(`#timeline tbody tr:last-child th a`)))
+		page.wait(t, 10*time.Second, "the object view", `return document.getElementById('object-cluster')?.textContent === 'prod-us' ? true : location.search;`)
+		page.do(t, chromedp.Click(chromedp.ID("show-history")))
 		page.wait(t, 10*time.Second, "the object's history", `
 			if (document.getElementById('object-cluster')?.textContent !== 'prod-us') return 'not the object: ' + location.search;
 			const steps = [...document.querySelectorAll('#history > li')];
@@ -127,6 +129,8 @@ server:
 		}
 		q := url.Values{"view": {"object"}, "cluster": {"prod-eu"}, "version": {"v1"}, "resource": {"secrets"}, "kind": {"Secret"}, "namespace": {"shop"}, "name": {"db-credentials"}}
 		page.navigate(t, d.base+"/?"+q.Encode())
+		page.wait(t, 10*time.Second, "the Secret's view", `return document.getElementById('show-history') ? true : 'no history button';`)
+		page.do(t, chromedp.Click(chromedp.ID("show-history")))
 		page.wait(t, 15*time.Second, "the Secret's two steps, without fields", `
 			const steps = [...document.querySelectorAll('#history > li')];
 			const got = steps.map(s => s.querySelector('strong').textContent + ' ' + s.querySelectorAll('tbody tr').length).join(', ');
