@@ -17,6 +17,10 @@ var (
 	// ErrShutdownTimeout means Start stopped waiting for parts of the fleet that were
 	// still stopping when Options.GracefulShutdownTimeout was spent.
 	ErrShutdownTimeout = errors.New("fleetwatch: graceful shutdown timed out")
+
+	// ErrHistoryOff means the change log is not kept: the Manager has no snapshot, or
+	// its writer keeps no log (Options.SnapshotWriter.History.Enabled).
+	ErrHistoryOff = errors.New("fleetwatch: the change log is off")
 )
 
 // TransientError is an error of a StateFetcher, or of reading the stream it returned,

@@ -14,17 +14,18 @@ import (
 func TestImports(t *testing.T) {
 	const module = "github.com/fleetwatch/fleetwatch"
 	allowed := map[string][]string{
-		".":                  {"aggregate", "cluster", "informer", "internal/gctune", "persist", "shard"},
+		".":                  {"aggregate", "cluster", "history", "informer", "internal/gctune", "persist", "shard"},
 		"aggregate":          nil,
 		"api/v1alpha1":       nil,
 		"client":             {"aggregate", "api/v1alpha1"},
 		"cluster":            {"internal/dialgate", "internal/filewatch"},
 		"config":             {"cluster", "informer", "persist", "server", "shard"},
+		"history":            {"api/v1alpha1", "persist", "search"},
 		"informer":           {"internal/intern", "internal/weakmap", "internal/wire"},
 		"metrics":            {"aggregate", "cluster", "persist"},
 		"persist":            {"internal/intern", "internal/metaenc"},
 		"search":             {"aggregate", "cluster"},
-		"server":             {"aggregate", "api/v1alpha1", "cluster", "internal/filewatch", "metrics", "search"},
+		"server":             {"aggregate", "api/v1alpha1", "cluster", "history", "internal/filewatch", "metrics", "search"},
 		"shard":              {"cluster"},
 		"internal/dialgate":  {"internal/weakmap"},
 		"internal/filewatch": nil,

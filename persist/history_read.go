@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -21,10 +22,19 @@ type ChangesQuery struct {
 	Cluster  string
 	Resource ResourceKey
 	// Filter, if not nil, selects among the others; it sees a Change without its
-	// Object, which it must not keep.
+	// Object (with it if FilterObject is set), which it must not keep.
 	Filter func(*Change) bool
+	// FilterObject has Filter see the Object of the records that hold one, for filters
+	// that decode it (Change.Decode copies what it reads). Default false: decoding is
+	// left to the caller, for the records selected.
+	FilterObject bool
 	// Limit bounds the records returned; zero or less means DefaultChangesLimit.
 	Limit int
+	// MaxScan, if positive, bounds the records read, selected or not, so that a filter
+	// that selects few records does not read the whole log in one transaction: past
+	// it, Changes returns what it found with the sequence number of the last record
+	// read as the After of the next page. Default (0): no bound.
+	MaxScan int
 }
 
 // DefaultChangesLimit is the default of ChangesQuery.Limit.
@@ -70,11 +80,17 @@ func (s *Store) Changes(q ChangesQuery) (changes []Change, next uint64, err erro
 		} else {
 			seqs = resourceSeqs(index, q.Cluster, string(q.Resource), start)
 		}
+		scanned := 0
 		for seq := range seqs {
 			if len(changes) == limit {
 				next = changes[len(changes)-1].Seq
 				return nil
 			}
+			if q.MaxScan > 0 && scanned == q.MaxScan {
+				next = seq - 1
+				return nil
+			}
+			scanned++
 			v := log.Get(seqKey(seq))
 			if v == nil {
 				continue // an index key of a record that was dropped as unreadable
@@ -87,9 +103,13 @@ func (s *Store) Changes(q ChangesQuery) (changes []Change, next uint64, err erro
 				continue
 			}
 			c := r.change(seq, false)
+			if q.FilterObject {
+				c.Object = r.object
+			}
 			if q.Filter != nil && !q.Filter(&c) {
 				continue
 			}
+			c.Object = nil
 			if r.object != nil {
 				c.Object = bytes.Clone(r.object)
 			}
@@ -183,6 +203,38 @@ func resourceSeqs(index *bolt.Bucket, cluster, resource string, start uint64) fu
 			advance(min, k)
 		}
 	}
+}
+
+// HistoryResources returns the resources of cluster that the change log holds records
+// of, sorted: each ResourceKey under which an object's history can be read
+// (ObjectHistory), qualified ones included.
+func (s *Store) HistoryResources(cluster string) ([]ResourceKey, error) {
+	var keys []ResourceKey
+	err := s.view(func(tx *bolt.Tx) error {
+		_, index := historyBuckets(tx)
+		if index == nil {
+			return nil
+		}
+		all := appendString([]byte{indexResource}, cluster)
+		c := index.Cursor()
+		for k, _ := c.Seek(all); k != nil && bytes.HasPrefix(k, all); {
+			res, _, ok := readString(k[len(all):])
+			if !ok {
+				return nil
+			}
+			if len(res) > 0 {
+				keys = append(keys, ResourceKey(res))
+			}
+			// Past the last key of this resource.
+			k, _ = c.Seek(append(appendString(bytes.Clone(all), string(res)), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading the change log of snapshot %s: %w", s.path, err)
+	}
+	slices.Sort(keys)
+	return keys, nil
 }
 
 // ObjectHistory returns the records of one object, oldest first: its changes, without

@@ -220,11 +220,31 @@ func TestHistoryFilters(t *testing.T) {
 		{"since the future", ChangesQuery{Since: start.Add(time.Hour)}, 0},
 		{"since, between commits", ChangesQuery{Since: start.Add(3*time.Minute + time.Second)}, 10},
 		{"filter", ChangesQuery{Filter: func(c *Change) bool { return c.Name == "o7" }}, 1},
+		{"filter without objects", ChangesQuery{Filter: func(c *Change) bool { return c.Object == nil }}, 30},
+		{"filter with objects", ChangesQuery{FilterObject: true, Filter: func(c *Change) bool {
+			obj, err := c.Decode()
+			return err == nil && versionOf(t, obj) == "1"
+		}}, 30},
+		{"a page's reads bounded", ChangesQuery{MaxScan: 4, Limit: 3}, 30},
+		{"a page's reads bounded, filtered", ChangesQuery{MaxScan: 4, Filter: func(c *Change) bool { return c.Name == "o29" }}, 1},
+		{"a cluster's page's reads bounded", ChangesQuery{MaxScan: 1, Cluster: "c2"}, 10},
 		{"unknown cluster", ChangesQuery{Cluster: "nope"}, 0},
 	} {
 		if got := count(tc.q); got != tc.want {
 			t.Errorf("%s: %d records, want %d", tc.name, got, tc.want)
 		}
+	}
+	// A page that reads MaxScan records without selecting any is empty, and says where
+	// the next starts.
+	page, next, err := s.Changes(ChangesQuery{MaxScan: 4, Filter: func(c *Change) bool { return c.Name == "o29" }})
+	if err != nil || len(page) != 0 || next != 4 {
+		t.Errorf("a bounded page that selects nothing: %d records, next %d, err %v; want 0, next 4", len(page), next, err)
+	}
+	if keys, err := s.HistoryResources("c1"); err != nil || !slices.Equal(keys, []ResourceKey{pods, deployments}) {
+		t.Errorf("HistoryResources(c1) = %q, %v; want %q", keys, err, []ResourceKey{pods, deployments})
+	}
+	if keys, err := s.HistoryResources("nope"); err != nil || len(keys) != 0 {
+		t.Errorf("HistoryResources(nope) = %q, %v; want none", keys, err)
 	}
 	got := allChanges(t, s, ChangesQuery{Cluster: "c2"})
 	if !slices.IsSortedFunc(got, func(a, b Change) int { return int(a.Seq) - int(b.Seq) }) {

@@ -13,6 +13,8 @@
 //	fleet events ──► Index.OnEvent ──► sets (cluster, resource, namespace, label),
 //	                                   texts (names, images) with their trigrams
 //	Parse(q) ──► Query ──► Index.Search(Request) ──► Result
+//	                  └──► Query.MatchCluster, MatchKind, MatchObject: one at a time
+//	                       (the change log's records, package history)
 //
 // The server serves it at /apis/fleetwatch.io/v1alpha1/search (docs/search.md).
 package search

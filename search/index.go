@@ -365,7 +365,7 @@ func (x *Index) Search(req Request) *Result {
 	// The scope: the clusters allowed and matched.
 	var parts []*roaring.Bitmap
 	for id, name := range x.clusterNames {
-		if (req.Allow == nil || req.Allow(name)) && q.matchCluster(name) {
+		if (req.Allow == nil || req.Allow(name)) && q.MatchCluster(name) {
 			parts = append(parts, x.clusterDocs[id])
 		}
 	}
@@ -474,25 +474,9 @@ func (x *Index) keyLocked(id uint32, kinds []string) Key {
 	}
 }
 
-// kindMatches reports whether a kind term names a resource: its kind, its resource
-// name, singular name or a short name, each alone or followed by .group (the resource
-// name also by .version.group), without regard to case.
+// kindMatches reports whether a kind term names a resource (see kindMatches).
 func (x *Index) kindMatches(term string, gvr schema.GroupVersionResource, kind string) bool {
-	names := []string{kind, gvr.Resource, strings.ToLower(kind)}
-	names = append(names, x.opts.ShortNames[gvr.GroupResource()]...)
-	for _, n := range names {
-		if n == "" {
-			continue
-		}
-		if strings.EqualFold(term, n) {
-			return true
-		}
-		if gvr.Group != "" && strings.EqualFold(term, n+"."+gvr.Group) {
-			return true
-		}
-	}
-	return strings.EqualFold(term, gvr.Resource+"."+gvr.Version+"."+gvr.Group) ||
-		gvr.Group == "" && strings.EqualFold(term, gvr.Resource+"."+gvr.Version)
+	return kindMatches(term, gvr, kind, x.opts.ShortNames[gvr.GroupResource()])
 }
 
 // selectLocked keeps in set the documents whose labels match sel: the requirements that

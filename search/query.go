@@ -169,13 +169,3 @@ func (q *Query) String() string {
 	slices.Sort(terms)
 	return strings.Join(terms, " ")
 }
-
-// matchCluster reports whether a cluster matches every cluster term.
-func (q *Query) matchCluster(name string) bool {
-	for _, g := range q.clusterGlobs {
-		if !g.Match(name) {
-			return false
-		}
-	}
-	return true
-}

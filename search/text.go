@@ -115,12 +115,7 @@ func (t *textIndex) remove(text string, doc uint32) {
 // match returns the documents with a text that contains term (or starts with it, for a
 // prefix). term is lower case.
 func (t *textIndex) match(term TextTerm) *roaring.Bitmap {
-	ok := func(s string) bool {
-		if term.Prefix {
-			return strings.HasPrefix(s, term.Value)
-		}
-		return strings.Contains(s, term.Value)
-	}
+	ok := term.matches
 	var found []*roaring.Bitmap
 	if len(term.Value) < 3 {
 		for id, s := range t.texts {

@@ -94,8 +94,8 @@ func (s *Server) authorize(r *http.Request, rt route) (func(cluster string) bool
 		return nil, nil
 	}
 	clusterObject := rt.kind == routeResource && rt.groupVersion() == SchemeGroupVersion && rt.resource == "clusters"
-	// A search outside /clusters/ reads every cluster.
-	searching := rt.kind == routeResource && rt.groupVersion() == SchemeGroupVersion && rt.resource == searchResource
+	// A search or the changes outside /clusters/ read every cluster.
+	searching := rt.kind == routeResource && rt.groupVersion() == SchemeGroupVersion && (rt.resource == searchResource || rt.resource == changesResource)
 	var named []string // the clusters rt names
 	if rt.cluster != "" && rt.cluster != allClusters {
 		named = append(named, rt.cluster)

@@ -3,14 +3,17 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fleetwatch/fleetwatch/aggregate"
+	"github.com/fleetwatch/fleetwatch/history"
 )
 
 func FuzzParseCursor(f *testing.F) {
@@ -131,5 +134,60 @@ func FuzzListParameters(f *testing.F) {
 				t.Fatalf("?%s: 400 names %q, which was not sent: %s", q.Encode(), param, st.Message)
 			}
 		}
+	})
+}
+
+func FuzzParseHistoryContinue(f *testing.F) {
+	f.Add(historyContinue{Digest: "0123456789abcdef", After: 7}.String(), "0123456789abcdef")
+	f.Add("", "")
+	f.Add("e30", "")
+	f.Add(`eyJxIjoiIiwiYSI6MX0`, "")
+	f.Fuzz(func(t *testing.T, s, digest string) {
+		after, err := parseHistoryContinue(s, digest)
+		if err != nil {
+			return
+		}
+		if after == 0 {
+			t.Fatalf("token %q parses to no position", s)
+		}
+		again, err := parseHistoryContinue(historyContinue{Digest: digest, After: after}.String(), digest)
+		if err != nil || again != after {
+			t.Fatalf("token %q does not round-trip: %d, %v", s, again, err)
+		}
+	})
+}
+
+// FuzzHistoryParameters parses arbitrary parameters of the changes and of an object's
+// history: never a panic, and every error is a 400 Status naming a parameter.
+func FuzzHistoryParameters(f *testing.F) {
+	for _, q := range []string{
+		"q=web&limit=2", "since=1h&type=Added,Deleted", "after=12&cluster=prod-*", "since=2026-12-01T10:00:00Z",
+		"continue=eyJxIjoiIiwiYSI6MX0", "version=v1&resource=pods&name=a&namespace=b&group=", "type=,", "limit=99999999999999999999",
+	} {
+		f.Add(q)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		q, err := url.ParseQuery(raw)
+		if err != nil {
+			return
+		}
+		check := func(err error) {
+			t.Helper()
+			if err == nil {
+				return
+			}
+			var se *apierrors.StatusError
+			if !errors.As(err, &se) || se.ErrStatus.Code != http.StatusBadRequest || se.ErrStatus.Details == nil ||
+				len(se.ErrStatus.Details.Causes) == 0 || se.ErrStatus.Details.Causes[0].Field == "" {
+				t.Fatalf("%q: %v is not a 400 naming a parameter", raw, err)
+			}
+		}
+		req, _, err := parseChanges(q, allClusters, now)
+		check(err)
+		if err == nil && (req.Limit < 1 || req.Limit > history.MaxLimit) {
+			t.Fatalf("%q: limit %d", raw, req.Limit)
+		}
+		_, _, err = parseObjectHistory(q, prod)
+		check(err)
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/fleetwatch/fleetwatch/aggregate"
 	"github.com/fleetwatch/fleetwatch/aggregate/aggregatetest"
+	"github.com/fleetwatch/fleetwatch/history"
 	"github.com/fleetwatch/fleetwatch/persist"
 )
 
@@ -65,12 +67,24 @@ type fakeSource struct {
 	ready    bool
 	// states are the handed-over states, by cluster.
 	states map[string][]byte
+	// log is the change log, nil for a fleet that keeps none.
+	log *history.Log
 }
 
 var (
-	_ Source      = (*fakeSource)(nil)
-	_ StateSource = (*fakeSource)(nil)
+	_ Source        = (*fakeSource)(nil)
+	_ StateSource   = (*fakeSource)(nil)
+	_ HistorySource = (*fakeSource)(nil)
 )
+
+func (f *fakeSource) History() (*history.Log, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.log == nil {
+		return nil, errors.New("the fake fleet keeps no change log")
+	}
+	return f.log, nil
+}
 
 func (f *fakeSource) HandoverState(name string) ([]byte, bool) {
 	f.mu.Lock()

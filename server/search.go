@@ -113,6 +113,27 @@ type searchRequest struct {
 // parseSearch reads a search's parameters: q and the parameters that add terms, limit
 // and continue. A bad one gets a 400 Status that names it.
 func parseSearch(q url.Values) (*searchRequest, error) {
+	query, err := parseQuery(q)
+	if err != nil {
+		return nil, err
+	}
+	req := &searchRequest{query: query, digest: queryDigest(query)}
+	if req.limit, err = parseLimit(q, search.DefaultLimit, search.MaxLimit); err != nil {
+		return nil, err
+	}
+	if v := q.Get("continue"); v != "" {
+		k, err := parseSearchContinue(v, req.digest)
+		if err != nil {
+			return nil, badParameter("continue", err)
+		}
+		req.after = &k
+	}
+	return req, nil
+}
+
+// parseQuery reads a query of the search grammar: q and the parameters that add terms
+// (searchParams). A bad term gets a 400 Status that names its parameter.
+func parseQuery(q url.Values) (*search.Query, error) {
 	query, err := search.Parse(q.Get("q"))
 	if err != nil {
 		return nil, badSearch("q", err)
@@ -124,24 +145,24 @@ func parseSearch(q url.Values) (*searchRequest, error) {
 			}
 		}
 	}
-	req := &searchRequest{query: query, digest: queryDigest(query), limit: search.DefaultLimit}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			return nil, badParameter("limit", fmt.Errorf("%q is not a non-negative integer", v))
-		}
-		if n > 0 {
-			req.limit = min(n, search.MaxLimit)
-		}
+	return query, nil
+}
+
+// parseLimit reads the limit parameter of a page: def if it is absent or 0, at most
+// maxLimit; a negative or non-numeric one gets a 400 Status.
+func parseLimit(q url.Values, def, maxLimit int) (int, error) {
+	v := q.Get("limit")
+	if v == "" {
+		return def, nil
 	}
-	if v := q.Get("continue"); v != "" {
-		k, err := parseSearchContinue(v, req.digest)
-		if err != nil {
-			return nil, badParameter("continue", err)
-		}
-		req.after = &k
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, badParameter("limit", fmt.Errorf("%q is not a non-negative integer", v))
 	}
-	return req, nil
+	if n == 0 {
+		return def, nil
+	}
+	return min(n, maxLimit), nil
 }
 
 // searchPart is one replica's answer to a search.

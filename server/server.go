@@ -669,6 +669,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, info *requestInfo
 			}
 			return s.serveSearch(w, r, sc)
 		}
+		if (rt.resource == changesResource || rt.resource == historyResource) && !rt.hasNamespace && !rt.hasName {
+			return s.serveHistory(w, r, rt, sc, info)
+		}
 		if rt.resource != "clusters" || rt.hasNamespace || rt.subresource != "" {
 			return notFound(schema.GroupResource{Group: GroupName, Resource: rt.resource}, "")
 		}
@@ -691,6 +694,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, info *requestInfo
 // rootPaths are listed at /, as the apiserver lists its own.
 var rootPaths = []string{
 	"/api", "/apis", "/apis/" + GroupName, "/apis/" + SchemeGroupVersion.String(), "/apis/" + SchemeGroupVersion.String() + "/" + searchResource,
+	"/apis/" + SchemeGroupVersion.String() + "/" + changesResource, "/clusters/{cluster}/apis/" + SchemeGroupVersion.String() + "/" + historyResource,
 	"/clusters/{cluster}/api", "/clusters/{cluster}/apis", "/clusters/*/api", "/clusters/*/apis",
 	"/healthz", "/livez", "/metrics", "/readyz", "/version",
 }

@@ -66,3 +66,81 @@ type SearchItem struct {
 	Images            []string          `json:"images,omitempty"`
 	CreationTimestamp *metav1.Time      `json:"creationTimestamp,omitempty"`
 }
+
+// ChangeList is a page of the fleet's change log (kind ChangeList,
+// fleetwatch.io/v1alpha1): what changed, oldest first (docs/history.md).
+type ChangeList struct {
+	metav1.TypeMeta `json:",inline"`
+	// Metadata holds the continue token of the next page, if there is one.
+	Metadata metav1.ListMeta `json:"metadata"`
+	Items    []Change        `json:"items"`
+}
+
+// Change is one record of the change log: an object's change (Added, Modified, Deleted,
+// Vanished), or a resource's or cluster's (ResourceReset, Lost, ClusterRemoved,
+// ClusterReplaced), which has no namespace or name, and for a cluster's no resource. It
+// never holds an object's contents.
+type Change struct {
+	// Seq is the record's position in the log: it increases with each record, across
+	// restarts, and is never reused. The changes after one are those with after=Seq.
+	Seq  uint64           `json:"seq"`
+	Time metav1.MicroTime `json:"time"`
+	Type string           `json:"type"`
+
+	Cluster   string `json:"cluster"`
+	Group     string `json:"group"`
+	Version   string `json:"version,omitempty"`
+	Resource  string `json:"resource,omitempty"`
+	Kind      string `json:"kind,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name,omitempty"`
+	// ResourceVersion is the position of the change in its resource's stream: the
+	// resource's resourceVersion after it. ObjectResourceVersion is the object's own,
+	// for Added and Modified.
+	ResourceVersion       string `json:"resourceVersion,omitempty"`
+	ObjectResourceVersion string `json:"objectResourceVersion,omitempty"`
+}
+
+// ObjectHistory is one object's history (kind ObjectHistory, fleetwatch.io/v1alpha1):
+// its changes, oldest first, each with the fields it changed.
+type ObjectHistory struct {
+	metav1.TypeMeta `json:",inline"`
+	// Metadata holds the continue token of the next page, if there is one.
+	Metadata metav1.ListMeta `json:"metadata"`
+	// Object is the object whose history it is.
+	Object ObjectReference `json:"object"`
+	Items  []HistoryStep   `json:"items"`
+}
+
+// ObjectReference names an object of the fleet. Kind is absent when not known.
+type ObjectReference struct {
+	Cluster   string `json:"cluster"`
+	Group     string `json:"group"`
+	Version   string `json:"version"`
+	Resource  string `json:"resource"`
+	Kind      string `json:"kind,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+}
+
+// HistoryStep is one change of an object, with what it changed.
+type HistoryStep struct {
+	Change `json:",inline"`
+	// Fields are the fields the change set, changed or removed, in path order: for Added
+	// every field of the object, for Modified those that differ from the object the
+	// step before. Empty for Deleted and Vanished, and for the steps whose object the
+	// log does not hold (a Secret's, whose values it never holds).
+	Fields []FieldChange `json:"fields,omitempty"`
+	// BaseMissing is set on a Modified step whose step before the log no longer holds
+	// (retention dropped it, or the log began after it): its Fields are not known.
+	BaseMissing bool `json:"baseMissing,omitempty"`
+}
+
+// FieldChange is one field that a change set, changed or removed. Path is JSON-path
+// like: .spec.replicas, .metadata.labels["app.kubernetes.io/name"],
+// .spec.containers[0].image. Old is absent for a field set, New for one removed.
+type FieldChange struct {
+	Path string `json:"path"`
+	Old  any    `json:"old,omitempty"`
+	New  any    `json:"new,omitempty"`
+}

@@ -2,18 +2,22 @@
 // the server wants one. Every view runs until the next navigation aborts its signal.
 
 import { Unauthorized, setToken, token } from './api.js';
-import { h, setText } from './dom.js';
+import { changesView } from './changes.js';
+import { h, setText, viewURL } from './dom.js';
 import { fleetView } from './fleet.js';
 import { objectView } from './object.js';
 import { searchView } from './search.js';
 
-const views = { fleet: fleetView, search: searchView, object: objectView };
+const views = { fleet: fleetView, search: searchView, changes: changesView, object: objectView };
 
 const main = document.getElementById('main');
 const status = document.getElementById('status');
 const query = document.getElementById('q');
 const signOut = document.getElementById('sign-out');
 let current = null;
+// currentView is the name of the view shown: the search box filters the changes view,
+// and searches from any other.
+let currentView = '';
 
 function askToken(err) {
   const input = h('input', { type: 'password', id: 'token', name: 'token', autocomplete: 'off', required: true, 'aria-describedby': 'token-help' });
@@ -43,7 +47,8 @@ async function route() {
   const params = new URLSearchParams(window.location.search);
   const name = params.get('view') || 'fleet';
   const view = views[name];
-  query.value = name === 'search' ? params.get('q') || '' : '';
+  currentView = name;
+  query.value = name === 'search' || name === 'changes' ? params.get('q') || '' : '';
   signOut.hidden = token() === '';
   setText(status, '');
   document.querySelectorAll('nav a').forEach((a) => {
@@ -87,6 +92,11 @@ document.addEventListener('click', (e) => {
 document.getElementById('search-form').addEventListener('submit', (e) => {
   e.preventDefault();
   const q = query.value.trim();
+  if (currentView === 'changes') {
+    const since = new URLSearchParams(window.location.search).get('since');
+    navigate(viewURL({ view: 'changes', q, since }));
+    return;
+  }
   navigate(q ? `/?${new URLSearchParams({ view: 'search', q })}` : '/?view=search');
 });
 

@@ -5,15 +5,46 @@
 // Secret's values never reach the page, even from a server that keeps them.
 
 import { getJSON, watch, collectionPath, clusterOf, inCluster, APIError, Unauthorized } from './api.js';
+import { historyOff } from './changes.js';
 import { diff, intent, change } from './diff.js';
 import { h, setText, sleep, timeEl, viewURL } from './dom.js';
 import { toYAML } from './yaml.js';
 
 const maxChanges = 50;
 const maxChangedFields = 30;
+// maxHistoryPages bounds the pages of an object's history that the view reads.
+const maxHistoryPages = 10;
+const maxHistoryFields = 100;
 
 function show(v) {
   return v === undefined ? '(absent)' : v;
+}
+
+// value shows a value of the history's field diffs.
+function value(v) {
+  if (v === undefined) return '(absent)';
+  return typeof v === 'string' ? v : JSON.stringify(v);
+}
+
+// historyPath is the path of the history of the object ref (docs/history.md).
+function historyPath(ref) {
+  const p = new URLSearchParams({ group: ref.group, version: ref.version, resource: ref.resource, namespace: ref.namespace, name: ref.name, limit: '500' });
+  return `/clusters/${encodeURIComponent(ref.cluster)}/apis/fleetwatch.io/v1alpha1/history?${p}`;
+}
+
+// historyStep is one step of an object's history with the fields it changed.
+function historyStep(st) {
+  const fields = st.fields || [];
+  return h('li', { 'data-seq': String(st.seq) },
+    h('p', {}, h('strong', {}, st.type), st.objectResourceVersion ? ` at resourceVersion ${st.objectResourceVersion} ` : ' ',
+      h('time', { datetime: st.time, title: st.time }, new Date(st.time).toLocaleString())),
+    st.baseMissing ? h('p', { class: 'help' }, 'What it changed is not known: the step before is no longer in the log.') : null,
+    fields.length ? h('table', {},
+      h('caption', {}, `${fields.length} ${fields.length === 1 ? 'field' : 'fields'} ${st.type === 'Added' ? 'set' : 'changed'}`),
+      h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'Field'), h('th', { scope: 'col' }, 'Before'), h('th', { scope: 'col' }, 'After'))),
+      h('tbody', {}, fields.slice(0, maxHistoryFields).map((f) => h('tr', {},
+        h('th', { scope: 'row' }, h('code', {}, f.path)), h('td', { class: 'old' }, value(f.old)), h('td', { class: 'new' }, value(f.new)))),
+      fields.length > maxHistoryFields ? h('tr', {}, h('td', { colspan: '3' }, `and ${fields.length - maxHistoryFields} more`)) : null)) : null);
 }
 
 export async function objectView(main, params, signal) {
@@ -28,6 +59,22 @@ export async function objectView(main, params, signal) {
 
   const yaml = h('pre', { id: 'yaml', tabindex: '0', 'aria-label': `YAML of ${title} in ${ref.cluster}` });
   const changes = h('ol', { id: 'changes', reversed: true });
+  const history = h('ol', { id: 'history', reversed: true });
+  const historyState = h('p', { id: 'history-state' }, 'Its changes as the snapshot\'s change log holds them, with the fields each one changed.');
+  // The history is read when asked for: a daemon without a change log answers 404, a
+  // token that may not read the cluster 403, and neither should cost a request (nor a
+  // console error) to every object view.
+  let historyShown = false;
+  const showHistory = h('button', {
+    type: 'button', id: 'show-history', 'aria-controls': 'history', 'aria-expanded': 'false',
+    onclick: () => {
+      historyShown = true;
+      showHistory.setAttribute('aria-expanded', 'true');
+      showHistory.hidden = true;
+      setText(historyState, 'Reading the history…');
+      loadHistory();
+    },
+  }, 'Show its history');
   const watching = h('p', { id: 'watching' }, 'Connecting…');
   const others = h('tbody');
   const drift = h('section', { id: 'drift', 'aria-labelledby': 'drift-title', hidden: true });
@@ -43,7 +90,38 @@ export async function objectView(main, params, signal) {
         others)),
     drift,
     h('section', { 'aria-labelledby': 'yaml-title' }, h('h3', { id: 'yaml-title' }, 'YAML'), yaml),
-    h('section', { 'aria-labelledby': 'changes-title' }, h('h3', { id: 'changes-title' }, 'Changes'), watching, changes));
+    h('section', { 'aria-labelledby': 'changes-title' }, h('h3', { id: 'changes-title' }, 'Changes'), watching, changes),
+    h('section', { 'aria-labelledby': 'history-title' }, h('h3', { id: 'history-title' }, 'History'), historyState, showHistory, history));
+
+  // The history, newest step first, read again after a change of this cluster's object
+  // once shown (the log has it once the snapshot committed it).
+  let historyTimer = 0;
+  const loadHistory = async () => {
+    try {
+      const steps = [];
+      let cont = '';
+      for (let i = 0; i < maxHistoryPages; i++) {
+        const res = await getJSON(historyPath(ref) + (cont ? `&continue=${encodeURIComponent(cont)}` : ''), { signal });
+        steps.push(...(res.items || []));
+        cont = res.metadata?.continue || '';
+        if (!cont) break;
+      }
+      setText(historyState, steps.length
+        ? `${steps.length} ${steps.length === 1 ? 'step' : 'steps'} in the change log${cont ? ' (the oldest shown; there are more)' : ''}, newest first.`
+        : 'The change log holds no change of it.');
+      history.replaceChildren(...steps.reverse().map(historyStep));
+    } catch (e) {
+      if (e instanceof Unauthorized || e.name === 'AbortError' || signal.aborted) return;
+      if (e instanceof APIError && e.code === 404) historyState.replaceWith(historyOff(e));
+      else setText(historyState, `Reading the history failed (${e.message}).`);
+    }
+  };
+  const reloadHistory = () => {
+    if (!historyShown) return;
+    clearTimeout(historyTimer);
+    historyTimer = setTimeout(loadHistory, 1000);
+  };
+  signal.addEventListener('abort', () => clearTimeout(historyTimer), { once: true });
 
   // copies holds the object of every cluster that has one, by cluster.
   let copies = new Map();
@@ -124,7 +202,10 @@ export async function objectView(main, params, signal) {
           const before = copies.get(c);
           if (ev.type === 'DELETED') copies.delete(c);
           else copies.set(c, o);
-          if (c === ref.cluster) record(ev.type, before, ev.type === 'DELETED' ? undefined : o, o.metadata?.resourceVersion);
+          if (c === ref.cluster) {
+            record(ev.type, before, ev.type === 'DELETED' ? undefined : o, o.metadata?.resourceVersion);
+            reloadHistory();
+          }
           renderOthers();
           renderDrift();
         }, { signal, accept: watchAccept });
