@@ -184,7 +184,7 @@ bench-small: tools
 		$(GO) run ./test/bench --small-only --small-pods 5000 --dir $(BENCH_DIR)
 
 ## bench-go: the Go micro-benchmarks of the federated cache, next to client-go's indexer, of
-## the server's list pages and of the search index
+## the server's list pages and its heap beyond the fleet, and of the search index
 bench-go:
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) -count $(COUNT) -benchmem ./aggregate/... ./server/... ./search/...
 
