@@ -407,10 +407,9 @@ func describeSummary(co *compactObject) string {
 		co.GetResourceVersion(), co.GetCreationTimestamp().UTC(), co.GetLabels(), co.ContainerImages())
 }
 
-// TestCompactObjectTexts checks the summary's texts, two strings (its own, and the
-// interned one it shares) with their ends at their tails: each text where it was put,
-// empty ones and long ones, no labels or no images, a zero compactObject, and the
-// timestamp as unstructured reads it.
+// TestCompactObjectTexts checks the summary's texts, one string with their ends at its
+// tail: each text where it was put, empty ones and long ones, no labels or no images, a
+// zero compactObject, and the timestamp as unstructured reads it.
 func TestCompactObjectTexts(t *testing.T) {
 	long := strings.Repeat("x", 70000) // ends beyond 16 bits
 	for name, sum := range map[string]summary{
@@ -457,24 +456,6 @@ func TestCompactObjectTexts(t *testing.T) {
 	var zero compactObject
 	if zero.GetName() != "" || zero.GetLabels() != nil || zero.ContainerImages() != nil || !ptrTime(zero.GetCreationTimestamp()).IsZero() || !zero.GroupVersionKind().Empty() {
 		t.Errorf("a zero compactObject reads %s", describeSummary(&zero))
-	}
-}
-
-// TestCompactObjectSharesTexts checks that objects of one kind with the same labels and
-// images hold one copy of them, and that others do not read it.
-func TestCompactObjectSharesTexts(t *testing.T) {
-	pods := schema.GroupResource{Resource: "pods"}
-	web1 := newCompactObject(pods, aggregatetest.RealisticPod("shop", "web-1", "41", map[string]string{"app": "web"}), nil)
-	web2 := newCompactObject(pods, aggregatetest.RealisticPod("shop", "web-2", "42", map[string]string{"app": "web"}), nil)
-	api := newCompactObject(pods, aggregatetest.RealisticPod("shop", "api-1", "43", map[string]string{"app": "api"}), nil)
-	if web1.shared != web2.shared {
-		t.Errorf("two pods with the same labels and images hold two copies of them")
-	}
-	if web1.shared == api.shared || api.GetLabels()["app"] != "api" || web2.GetLabels()["app"] != "web" {
-		t.Errorf("pods with other labels share them: %v, %v", web2.GetLabels(), api.GetLabels())
-	}
-	if web2.GetName() != "web-2" || web2.GetResourceVersion() != "42" || !slices.Equal(web1.ContainerImages(), api.ContainerImages()) {
-		t.Errorf("web-2 reads %s", describeSummary(web2))
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"unique"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -75,28 +74,22 @@ func keepScratch(bp *[]byte, cbor, data []byte) {
 // (meta.Accessor): apiVersion, kind, and the metadata name, namespace, uid,
 // resourceVersion, creationTimestamp and labels, and the images of a pod spec. It is
 // what the search index keeps of the object, so both share it. A daemon keeps one per
-// object, so it is small: its own texts are one string, those it has in common with
-// other objects another, interned, and the struct holds no field that it does not set
-// (a metav1.ObjectMeta took 232 bytes, mostly empty).
+// object, so it is small: its texts are one string, and the struct holds no field that
+// it does not set (a metav1.ObjectMeta took 232 bytes, mostly empty).
 type compactObject struct {
-	// text holds the object's own texts one after the other, in the order of the text*
-	// constants up to textAPIVersion (name, namespace, uid, resourceVersion), then the
-	// end of each text in text, 4 bytes each, little-endian. Empty for a zero
-	// compactObject.
+	// text holds the summary's texts one after the other, in the order of the text*
+	// constants: name, namespace, uid, resourceVersion, apiVersion, kind, then the
+	// labels' keys and values in turn, sorted by key, then the images; then the end of
+	// each text in text, 4 bytes each, little-endian. Empty for a zero compactObject.
 	text string
-	// shared holds the texts that objects have in common, laid out as text is:
-	// apiVersion, kind, then the labels' keys and values in turn, sorted by key, then
-	// the images; then their ends; then the number of label pairs and of images, 4 bytes
-	// each. It is interned, so the objects of one kind with the same labels and images
-	// (the pods of a ReplicaSet) hold one copy. The zero Handle for a zero
-	// compactObject.
-	shared unique.Handle[string]
 	// data is the encoding, shared with the fleet; never modified.
 	data []byte
 	// createdSec and createdNsec are the creationTimestamp, as time.Unix takes it;
 	// createdNsec is -1 for the zero time (none, or one that does not parse).
 	createdSec  int64
 	createdNsec int32
+	// labels counts the label pairs, images the images, in text.
+	labels, images uint32
 }
 
 // The texts of a compactObject's text, in order; the labels follow them, then the
@@ -118,46 +111,21 @@ var (
 	_ search.ImageLister = (*compactObject)(nil)
 )
 
-// ownTexts is the number of texts in a compactObject's text; the others are in shared.
-const ownTexts = textAPIVersion
-
 // at returns the i-th text of o.
 func (o *compactObject) at(i int) string {
-	if i < ownTexts {
-		return textAt(o.text, ownTexts, i)
-	}
-	s, labels, images := o.sharedTexts()
-	return textAt(s, textLabels-ownTexts+2*labels+images, i-ownTexts)
-}
-
-// sharedTexts returns o's shared texts with their ends, and the number of its label
-// pairs and images.
-func (o *compactObject) sharedTexts() (s string, labels, images int) {
-	if o.shared == (unique.Handle[string]{}) {
-		return "", 0, 0
-	}
-	s = o.shared.Value()
-	n := len(s) - 8
-	return s[:n], int(le32(s[n:])), int(le32(s[n+4:]))
-}
-
-// textAt returns the i-th of the n texts of s, which holds them one after the other,
-// then the end of each, 4 bytes each, little-endian; "" if s is empty.
-func textAt(s string, n, i int) string {
-	if s == "" {
+	if o.text == "" {
 		return ""
 	}
-	ends := len(s) - 4*n
+	ends := len(o.text) - 4*(textLabels+2*int(o.labels)+int(o.images))
+	end := func(i int) int {
+		b := o.text[ends+4*i:]
+		return int(uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24)
+	}
 	start := 0
 	if i > 0 {
-		start = int(le32(s[ends+4*(i-1):]))
+		start = end(i - 1)
 	}
-	return s[start:le32(s[ends+4*i:])]
-}
-
-// le32 returns the little-endian number of the first 4 bytes of b.
-func le32(b string) uint32 {
-	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+	return o.text[start:end(i)]
 }
 
 // DeepCopyObject returns o: it is immutable.
@@ -187,12 +155,11 @@ func (o *compactObject) GetCreationTimestamp() metav1.Time {
 
 // GetLabels returns the labels as a new map, nil if there are none.
 func (o *compactObject) GetLabels() map[string]string {
-	_, labels, _ := o.sharedTexts()
-	if labels == 0 {
+	if o.labels == 0 {
 		return nil
 	}
-	m := make(map[string]string, labels)
-	for i := range labels {
+	m := make(map[string]string, o.labels)
+	for i := range int(o.labels) {
 		m[o.at(textLabels+2*i)] = o.at(textLabels + 2*i + 1)
 	}
 	return m
@@ -240,7 +207,7 @@ type pairLabels struct{ o *compactObject }
 
 // Lookup returns the value of key and whether the labels have it.
 func (l pairLabels) Lookup(key string) (string, bool) {
-	_, n, _ := l.o.sharedTexts()
+	n := int(l.o.labels)
 	i, found := sort.Find(n, func(i int) int { return strings.Compare(key, l.o.at(textLabels+2*i)) })
 	if !found {
 		return "", false
@@ -256,13 +223,12 @@ func (l pairLabels) Get(key string) string {
 
 // ContainerImages returns the images of the object's pod spec.
 func (o *compactObject) ContainerImages() []string {
-	_, labels, images := o.sharedTexts()
-	if images == 0 {
+	if o.images == 0 {
 		return nil
 	}
-	out := make([]string, images)
+	out := make([]string, o.images)
 	for i := range out {
-		out[i] = o.at(textLabels + 2*labels + i)
+		out[i] = o.at(textLabels + 2*int(o.labels) + i)
 	}
 	return out
 }
@@ -337,19 +303,32 @@ type summary struct {
 }
 
 // build returns the compactObject of the summary of an object encoded in data. The
-// summary's texts are copied into two strings, the object's own and the interned one
-// it shares, so that it does not keep alive, here and there, the pages of the objects or
-// encodings it was read from (which made the RSS of a compact daemon twice its heap).
+// summary's texts are copied into one string, so that it does not keep alive, here and
+// there, the pages of the objects or encodings it was read from (which made the RSS of
+// a compact daemon twice its heap).
 func (sum *summary) build(data []byte) *compactObject {
 	sum.labels = sortPairs(sum.labels)
-	shared := make([][]byte, 0, textLabels-ownTexts+len(sum.labels)+len(sum.images))
-	shared = append(shared, sum.apiVersion, sum.kind)
-	shared = append(shared, sum.labels...)
-	shared = append(shared, sum.images...)
-	b := appendTexts(nil, shared)
-	b = append(b, byte(len(sum.labels)/2), byte(len(sum.labels)/2>>8), byte(len(sum.labels)/2>>16), byte(len(sum.labels)/2>>24),
-		byte(len(sum.images)), byte(len(sum.images)>>8), byte(len(sum.images)>>16), byte(len(sum.images)>>24))
-	co := &compactObject{text: string(appendTexts(nil, sum.meta[:ownTexts])), shared: unique.Make(string(b)), data: data, createdNsec: -1}
+	texts := make([][]byte, 0, textLabels+len(sum.labels)+len(sum.images))
+	for i := range creationTimestamp {
+		texts = append(texts, sum.meta[i]) // nil where the object has none
+	}
+	texts = append(texts, sum.apiVersion, sum.kind)
+	texts = append(texts, sum.labels...)
+	texts = append(texts, sum.images...)
+	size := 4 * len(texts)
+	for _, t := range texts {
+		size += len(t)
+	}
+	b := make([]byte, 0, size)
+	for _, t := range texts {
+		b = append(b, t...)
+	}
+	end := 0
+	for _, t := range texts {
+		end += len(t)
+		b = append(b, byte(end), byte(end>>8), byte(end>>16), byte(end>>24))
+	}
+	co := &compactObject{text: string(b), data: data, createdNsec: -1, labels: uint32(len(sum.labels) / 2), images: uint32(len(sum.images))}
 	if sum.has[creationTimestamp] {
 		// As unstructured's GetCreationTimestamp reads it: the zero time if it does not
 		// parse.
@@ -359,25 +338,6 @@ func (sum *summary) build(data []byte) *compactObject {
 		}
 	}
 	return co
-}
-
-// appendTexts appends to b the texts one after the other, then the end of each, 4 bytes
-// each, little-endian, as compactObject.text holds them.
-func appendTexts(b []byte, texts [][]byte) []byte {
-	size := 4 * len(texts)
-	for _, t := range texts {
-		size += len(t)
-	}
-	b = slices.Grow(b, size)
-	for _, t := range texts {
-		b = append(b, t...)
-	}
-	end := 0
-	for _, t := range texts {
-		end += len(t)
-		b = append(b, byte(end), byte(end>>8), byte(end>>16), byte(end>>24))
-	}
-	return b
 }
 
 // sortPairs sorts keys and values in turn by key, keeping each value after its key,
