@@ -18,18 +18,19 @@ type textIndex struct {
 	// ids maps each text to its id; texts, docs and free are by id.
 	ids   map[string]uint32
 	texts []string
-	docs  []textDocs
+	docs  []docSet
 	// free are the ids of texts that no document has any more, to reuse.
 	free []uint32
 	// grams maps each trigram of a text to the ids of the texts that hold it.
 	grams map[uint32]*roaring.Bitmap
 }
 
-// textDocs is the set of documents that have one text. Most texts are the name of one
-// object, so a single document is held inline, and a bitmap is made only for a second:
-// a roaring.Bitmap of one number took about 150 bytes per distinct name, 40% of the
-// index (docs/benchmarks.md, "What the daemon holds beyond the fleet").
-type textDocs struct {
+// docSet is the set of documents that have one text, or one label value. Most names,
+// and label values such as a StatefulSet pod's name, are one object's, so a single
+// document is held inline, and a bitmap is made only for a second: a roaring.Bitmap of
+// one number took about 150 bytes per distinct name, 40% of the index
+// (docs/benchmarks.md, "What the daemon holds beyond the fleet").
+type docSet struct {
 	// many holds the documents when there are two or more; nil otherwise.
 	many *roaring.Bitmap
 	// one is the document when many is nil and has is set.
@@ -37,7 +38,7 @@ type textDocs struct {
 	has bool
 }
 
-func (d *textDocs) add(doc uint32) {
+func (d *docSet) add(doc uint32) {
 	switch {
 	case d.many != nil:
 		d.many.Add(doc)
@@ -50,7 +51,7 @@ func (d *textDocs) add(doc uint32) {
 }
 
 // remove removes doc, and reports whether the set is empty then.
-func (d *textDocs) remove(doc uint32) (empty bool) {
+func (d *docSet) remove(doc uint32) (empty bool) {
 	if d.many == nil {
 		if d.has && d.one == doc {
 			d.one, d.has = 0, false
@@ -70,7 +71,7 @@ func (d *textDocs) remove(doc uint32) (empty bool) {
 }
 
 // empty reports whether no document has the text (a free id).
-func (d *textDocs) empty() bool { return d.many == nil && !d.has }
+func (d *docSet) empty() bool { return d.many == nil && !d.has }
 
 func newTextIndex() *textIndex {
 	return &textIndex{ids: make(map[string]uint32), grams: make(map[uint32]*roaring.Bitmap)}
@@ -118,7 +119,7 @@ func (t *textIndex) add(text string, doc uint32) {
 		} else {
 			id = uint32(len(t.texts))
 			t.texts = append(t.texts, text)
-			t.docs = append(t.docs, textDocs{})
+			t.docs = append(t.docs, docSet{})
 		}
 		t.ids[text] = id
 		trigrams(text, func(g uint32) {
@@ -197,14 +198,14 @@ func (t *textIndex) match(term TextTerm) *roaring.Bitmap {
 	return found.union()
 }
 
-// docsFound gathers the document sets of the texts that a term matched.
+// docsFound gathers document sets to unite.
 type docsFound struct {
 	// ones are the documents of the texts with one; sets those of the others.
 	ones []uint32
 	sets []*roaring.Bitmap
 }
 
-func (f *docsFound) add(d *textDocs) {
+func (f *docsFound) add(d *docSet) {
 	if d.many != nil {
 		f.sets = append(f.sets, d.many)
 	} else if d.has {

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // TestTextIndexModel adds and removes documents of a few texts at random, so that texts
@@ -57,5 +59,52 @@ func TestTextIndexModel(t *testing.T) {
 	x.add("fresh", 9)
 	if got := fmt.Sprint(x.match(TextTerm{Value: "fresh"}).ToArray()); got != "[9]" {
 		t.Errorf("fresh: %s", got)
+	}
+}
+
+// TestLabelValuesModel puts, relabels and deletes objects at random, so that label values
+// go from one object (held inline) to several (a bitmap) and back, and checks each
+// selector's answer against the objects a plain map says match it.
+func TestLabelValuesModel(t *testing.T) {
+	selectors := []string{"app=a", "app in (a,b)", "app!=a", "app notin (b,c)", "app", "!app", "pod=p1", "pod in (p1,p2),app=a", "pod"}
+	rng := rand.New(rand.NewPCG(3, 5))
+	x := New(Options{})
+	model := map[string]map[string]string{} // name -> labels
+	for step := range 3000 {
+		name := fmt.Sprintf("p%d", rng.IntN(5))
+		if _, ok := model[name]; ok && rng.IntN(4) == 0 {
+			del(x, "east", podsGVR, object(podsGVR, "Pod", "shop", name, nil))
+			delete(model, name)
+		} else {
+			l := map[string]string{}
+			if v := rng.IntN(4); v > 0 {
+				l["app"] = string(rune('a' + v - 1))
+			}
+			if rng.IntN(2) == 0 {
+				l["pod"] = name // a value of one object's
+			}
+			put(x, "east", podsGVR, object(podsGVR, "Pod", "shop", name, l))
+			model[name] = l
+		}
+		for _, sel := range selectors {
+			s, err := labels.Parse(sel)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []string
+			for name, l := range model {
+				if s.Matches(labels.Set(l)) {
+					want = append(want, "east/Pod/shop/"+name)
+				}
+			}
+			slices.Sort(want)
+			q := &Query{}
+			if err := q.Add("labelSelector", sel); err != nil {
+				t.Fatal(err)
+			}
+			if got := refs(x.Search(Request{Query: q, Limit: MaxLimit}).Items); !slices.Equal(got, want) && len(got)+len(want) > 0 {
+				t.Fatalf("step %d: %q finds %q, want %q", step, sel, got, want)
+			}
+		}
 	}
 }
