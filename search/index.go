@@ -36,10 +36,11 @@ type Options struct {
 // the fleet, from the replay of its current state (a warm start from a snapshot included)
 // through every change, relist and removal of a cluster, as Deleted events.
 //
-// Every object is a document with a number. The index keeps, for each cluster, resource,
-// namespace and label key=value, the set of its documents as a compressed bitmap
-// (roaring), and for names and container images a textIndex: the distinct texts with
-// their documents and a trigram index over them. A search is set algebra over those sets,
+// Every object is a document with a number. The index keeps, for each cluster, resource
+// and namespace, the set of its documents as a compressed bitmap (roaring), for each
+// label key=value a docSet (the one document inline, a bitmap from the second), and for
+// names and container images a textIndex: the distinct texts with their documents and a
+// trigram index over them. A search is set algebra over those sets,
 // then a pass over the documents found to take the page asked for: it never reads every
 // object.
 //

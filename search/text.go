@@ -28,7 +28,7 @@ type textIndex struct {
 // docSet is the set of documents that have one text, or one label value. Most names,
 // and label values such as a StatefulSet pod's name, are one object's, so a single
 // document is held inline, and a bitmap is made only for a second: a roaring.Bitmap of
-// one number took about 150 bytes per distinct name, 40% of the index
+// one number took about 150 bytes per distinct name, over a third of the index
 // (docs/benchmarks.md, "What the daemon holds beyond the fleet").
 type docSet struct {
 	// many holds the documents when there are two or more; nil otherwise.
