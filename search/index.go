@@ -36,10 +36,11 @@ type Options struct {
 // the fleet, from the replay of its current state (a warm start from a snapshot included)
 // through every change, relist and removal of a cluster, as Deleted events.
 //
-// Every object is a document with a number. The index keeps, for each cluster, resource,
-// namespace and label key=value, the set of its documents as a compressed bitmap
-// (roaring), and for names and container images a textIndex: the distinct texts with
-// their documents and a trigram index over them. A search is set algebra over those sets,
+// Every object is a document with a number. The index keeps, for each cluster, resource
+// and namespace, the set of its documents as a compressed bitmap (roaring), for each
+// label key=value a docSet (the one document inline, a bitmap from the second), and for
+// names and container images a textIndex: the distinct texts with their documents and a
+// trigram index over them. A search is set algebra over those sets,
 // then a pass over the documents found to take the page asked for: it never reads every
 // object.
 //
@@ -67,7 +68,7 @@ type Index struct {
 	resources    []resourceInfo
 	namespaces   map[string]*roaring.Bitmap
 	// labels maps key to value to documents.
-	labels map[string]map[string]*roaring.Bitmap
+	labels map[string]map[string]docSet
 	names  *textIndex
 	images *textIndex
 }
@@ -103,7 +104,7 @@ func New(opts Options) *Index {
 		clusterIDs:  make(map[string]uint32),
 		resourceIDs: make(map[schema.GroupVersionResource]uint32),
 		namespaces:  make(map[string]*roaring.Bitmap),
-		labels:      make(map[string]map[string]*roaring.Bitmap),
+		labels:      make(map[string]map[string]docSet),
 		names:       newTextIndex(),
 		images:      newTextIndex(),
 	}
@@ -238,28 +239,27 @@ func (x *Index) removeLocked(k docKey) {
 func (x *Index) labelLocked(key, value string, id uint32) {
 	values := x.labels[key]
 	if values == nil {
-		values = make(map[string]*roaring.Bitmap)
+		values = make(map[string]docSet)
 		x.labels[key] = values
 	}
-	b := values[value]
-	if b == nil {
-		b = roaring.New()
-		values[value] = b
-	}
-	b.Add(id)
+	d := values[value]
+	d.add(id)
+	values[value] = d
 }
 
 func (x *Index) unlabelLocked(key, value string, id uint32) {
 	values := x.labels[key]
-	b := values[value]
-	if b == nil {
+	d, ok := values[value]
+	if !ok {
 		return
 	}
-	if b.Remove(id); b.IsEmpty() {
-		delete(values, value)
-		if len(values) == 0 {
-			delete(x.labels, key)
-		}
+	if !d.remove(id) {
+		values[value] = d
+		return
+	}
+	delete(values, value)
+	if len(values) == 0 {
+		delete(x.labels, key)
 	}
 }
 
@@ -490,20 +490,20 @@ func (x *Index) selectLocked(set *roaring.Bitmap, sel labels.Selector) {
 		}
 		values := x.labels[r.Key()]
 		withValues := func() *roaring.Bitmap {
-			var parts []*roaring.Bitmap
+			var found docsFound
 			for v := range r.Values() {
-				if b := values[v]; b != nil {
-					parts = append(parts, b)
+				if d, ok := values[v]; ok {
+					found.add(&d)
 				}
 			}
-			return roaring.FastOr(parts...)
+			return found.union()
 		}
 		withKey := func() *roaring.Bitmap {
-			parts := make([]*roaring.Bitmap, 0, len(values))
-			for _, b := range values {
-				parts = append(parts, b)
+			var found docsFound
+			for _, d := range values {
+				found.add(&d)
 			}
-			return roaring.FastOr(parts...)
+			return found.union()
 		}
 		switch r.Operator() {
 		case selection.Equals, selection.DoubleEquals, selection.In:

@@ -18,12 +18,60 @@ type textIndex struct {
 	// ids maps each text to its id; texts, docs and free are by id.
 	ids   map[string]uint32
 	texts []string
-	docs  []*roaring.Bitmap
+	docs  []docSet
 	// free are the ids of texts that no document has any more, to reuse.
 	free []uint32
 	// grams maps each trigram of a text to the ids of the texts that hold it.
 	grams map[uint32]*roaring.Bitmap
 }
+
+// docSet is the set of documents that have one text, or one label value. Most names,
+// and label values such as a StatefulSet pod's name, are one object's, so a single
+// document is held inline, and a bitmap is made only for a second: a roaring.Bitmap of
+// one number took about 150 bytes per distinct name, over a third of the index
+// (docs/benchmarks.md, "What the daemon holds beyond the fleet").
+type docSet struct {
+	// many holds the documents when there are two or more; nil otherwise.
+	many *roaring.Bitmap
+	// one is the document when many is nil and has is set.
+	one uint32
+	has bool
+}
+
+func (d *docSet) add(doc uint32) {
+	switch {
+	case d.many != nil:
+		d.many.Add(doc)
+	case !d.has:
+		d.one, d.has = doc, true
+	case d.one != doc:
+		d.many = roaring.BitmapOf(d.one, doc)
+		d.one, d.has = 0, false
+	}
+}
+
+// remove removes doc, and reports whether the set is empty then.
+func (d *docSet) remove(doc uint32) (empty bool) {
+	if d.many == nil {
+		if d.has && d.one == doc {
+			d.one, d.has = 0, false
+		}
+		return !d.has
+	}
+	d.many.Remove(doc)
+	switch d.many.GetCardinality() {
+	case 0:
+		d.many = nil
+		return true
+	case 1:
+		d.one, d.has = d.many.Minimum(), true
+		d.many = nil
+	}
+	return false
+}
+
+// empty reports whether no document has the text (a free id).
+func (d *docSet) empty() bool { return d.many == nil && !d.has }
 
 func newTextIndex() *textIndex {
 	return &textIndex{ids: make(map[string]uint32), grams: make(map[uint32]*roaring.Bitmap)}
@@ -68,11 +116,10 @@ func (t *textIndex) add(text string, doc uint32) {
 			id = t.free[n-1]
 			t.free = t.free[:n-1]
 			t.texts[id] = text
-			t.docs[id] = roaring.New()
 		} else {
 			id = uint32(len(t.texts))
 			t.texts = append(t.texts, text)
-			t.docs = append(t.docs, roaring.New())
+			t.docs = append(t.docs, docSet{})
 		}
 		t.ids[text] = id
 		trigrams(text, func(g uint32) {
@@ -84,7 +131,7 @@ func (t *textIndex) add(text string, doc uint32) {
 			b.Add(id)
 		})
 	}
-	t.docs[id].Add(doc)
+	t.docs[id].add(doc)
 }
 
 // remove records that doc no longer has text.
@@ -93,9 +140,7 @@ func (t *textIndex) remove(text string, doc uint32) {
 	if !ok {
 		return
 	}
-	d := t.docs[id]
-	d.Remove(doc)
-	if !d.IsEmpty() {
+	if !t.docs[id].remove(doc) {
 		return
 	}
 	trigrams(text, func(g uint32) {
@@ -108,7 +153,6 @@ func (t *textIndex) remove(text string, doc uint32) {
 	})
 	delete(t.ids, text)
 	t.texts[id] = ""
-	t.docs[id] = nil
 	t.free = append(t.free, id)
 }
 
@@ -116,14 +160,14 @@ func (t *textIndex) remove(text string, doc uint32) {
 // prefix). term is lower case.
 func (t *textIndex) match(term TextTerm) *roaring.Bitmap {
 	ok := term.matches
-	var found []*roaring.Bitmap
+	var found docsFound
 	if len(term.Value) < 3 {
 		for id, s := range t.texts {
-			if t.docs[id] != nil && ok(s) {
-				found = append(found, t.docs[id])
+			if !t.docs[id].empty() && ok(s) {
+				found.add(&t.docs[id])
 			}
 		}
-		return union(found)
+		return found.union()
 	}
 	var sets []*roaring.Bitmap
 	missing := false
@@ -143,25 +187,43 @@ func (t *textIndex) match(term TextTerm) *roaring.Bitmap {
 	for it.HasNext() {
 		id := it.Next()
 		if ok(t.texts[id]) {
-			found = append(found, t.docs[id])
+			found.add(&t.docs[id])
 		}
 	}
-	return union(found)
+	return found.union()
 }
 
-// union returns the union of sets. Many small sets (a substring that most names hold,
-// each name the object of a few clusters) are gathered as numbers and added at once,
-// which is much faster than a union of thousands of bitmaps.
-func union(sets []*roaring.Bitmap) *roaring.Bitmap {
-	if len(sets) < 64 {
-		return roaring.FastOr(sets...)
+// docsFound gathers document sets to unite.
+type docsFound struct {
+	// ones are the documents of the texts with one; sets those of the others.
+	ones []uint32
+	sets []*roaring.Bitmap
+}
+
+func (f *docsFound) add(d *docSet) {
+	if d.many != nil {
+		f.sets = append(f.sets, d.many)
+	} else if d.has {
+		f.ones = append(f.ones, d.one)
 	}
-	var n uint64
-	for _, b := range sets {
+}
+
+// union returns the union of the sets found. Many small sets (a substring that most
+// names hold, each name the object of one or a few clusters) are gathered as numbers
+// and added at once, which is much faster than a union of thousands of bitmaps.
+func (f *docsFound) union() *roaring.Bitmap {
+	if len(f.sets) < 64 {
+		out := roaring.FastOr(f.sets...)
+		out.AddMany(slices.Sorted(slices.Values(f.ones)))
+		return out
+	}
+	n := uint64(len(f.ones))
+	for _, b := range f.sets {
 		n += b.GetCardinality()
 	}
 	ids := make([]uint32, 0, n)
-	for _, b := range sets {
+	ids = append(ids, f.ones...)
+	for _, b := range f.sets {
 		it := b.Iterator()
 		for it.HasNext() {
 			ids = append(ids, it.Next())

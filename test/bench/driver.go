@@ -88,6 +88,12 @@ type driverOptions struct {
 	// manyShards is the number of replicas of the sharded many-clusters rows
 	// (manyshard.go); 0: none.
 	manyShards int
+	// smallPods is the number of small pods per cluster of the small-pods section
+	// (small.go); 0: no such section.
+	smallPods int
+	// smallOnly skips everything but the small-pods section, whose table alone is
+	// printed; the bench's clusters are not even started.
+	smallOnly bool
 }
 
 // syncUnitNames are the sync contenders of a run, in the order of the first run, as
@@ -194,6 +200,8 @@ func runDriver(args []string) error {
 	})
 	fs.IntVar(&o.manyShards, "many-shards", 0, fmt.Sprintf("after each row of --many of at most %d contexts, run this many replicas of the fleetwatch binary, sharded, over its kubeconfig (at least 2): started together, a minute of steady state, restarted together (default: none)", manyShardsMaxContexts))
 	fs.BoolVar(&o.manyOnly, "many-only", false, "skip everything else: print the many-clusters table alone (not written to --out), without starting the bench's clusters")
+	fs.IntVar(&o.smallPods, "small-pods", 0, "small pods (about 1 KB of JSON) per cluster of the small-pods section, in clusters of their own: typed informers against the library's plain and compact fleets and fleetwatch serve (default: no such section)")
+	fs.BoolVar(&o.smallOnly, "small-only", false, "skip everything else: print the small-pods table alone (not written to --out), without starting the bench's clusters")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -217,6 +225,12 @@ func runDriver(args []string) error {
 	}
 	if o.manyOnly && (len(o.many) == 0 || o.out != "" || o.check || o.scaleOnly) {
 		return errors.New("--many-only needs --many, and prints to stdout only: not with --out, --check or --scale-only")
+	}
+	if o.smallPods < 0 {
+		return errors.New("--small-pods must not be negative")
+	}
+	if o.smallOnly && (o.smallPods == 0 || o.out != "" || o.check || o.scaleOnly || o.manyOnly) {
+		return errors.New("--small-only needs --small-pods, and prints to stdout only: not with --out, --check, --scale-only or --many-only")
 	}
 	command := "go run ./test/bench " + strings.Join(args, " ")
 	log.SetFlags(log.Ltime)
@@ -264,6 +278,18 @@ func runDriver(args []string) error {
 		fmt.Print(rep.manyOnlyMarkdown())
 		return d.saveReport(rep)
 	}
+	if o.smallOnly {
+		if d.serveBin, err = buildServe(d.workDir); err != nil {
+			return err
+		}
+		if err := d.smallPhase(ctx, rep); err != nil {
+			return fmt.Errorf("small: %w", err)
+		}
+		rep.Duration = time.Since(started)
+		rep.LoadAverage = loadBefore + " at start, " + loadAverage() + " at end"
+		fmt.Print(rep.smallOnlyMarkdown())
+		return d.saveReport(rep)
+	}
 
 	envDir := filepath.Join(d.workDir, fmt.Sprintf("env-%dc-%dp-%dcm", o.clusters, o.pods, o.configMaps))
 	log.Printf("starting %d clusters in %s", o.clusters, envDir)
@@ -275,7 +301,7 @@ func runDriver(args []string) error {
 	d.env = env
 
 	loadStart := time.Now()
-	if err := load(ctx, env, o.pods, o.configMaps, o.loadWorkers); err != nil {
+	if err := load(ctx, env, dataset{pods: o.pods, configMaps: o.configMaps}, o.loadWorkers); err != nil {
 		return err
 	}
 	loadTime := time.Since(loadStart)
@@ -324,6 +350,11 @@ func runDriver(args []string) error {
 			return fmt.Errorf("run %d: %w", r+1, err)
 		}
 		rep.Runs = append(rep.Runs, rr)
+	}
+	if o.smallPods > 0 {
+		if err := d.smallPhase(ctx, rep); err != nil {
+			return fmt.Errorf("small: %w", err)
+		}
 	}
 	for _, n := range o.scale {
 		log.Printf("scale: %d contexts", n)

@@ -60,14 +60,29 @@ func writeConfig(c *testenv.Cluster) *rest.Config {
 	return cfg
 }
 
-// load makes sure that every cluster holds pods and configmaps objects, with workers
+// dataset is what load writes to each cluster: pods and configmaps objects, the pods
+// large (applyPod) or small (smallPodApply).
+type dataset struct {
+	pods, configMaps int
+	smallPods        bool
+}
+
+// version is the dataset's in the load marker: datasetVersion, suffixed for small pods.
+func (ds dataset) version() string {
+	if ds.smallPods {
+		return datasetVersion + "-small"
+	}
+	return datasetVersion
+}
+
+// load makes sure that every cluster holds the dataset's objects, with workers
 // concurrent writers per cluster. A cluster whose marker says it is loaded already (a
 // kept --dir) is skipped; otherwise only the missing objects are written.
-func load(ctx context.Context, env *testenv.Env, pods, configMaps, workers int) error {
+func load(ctx context.Context, env *testenv.Env, ds dataset, workers int) error {
 	g, ctx := errgroup.WithContext(ctx)
 	for _, c := range env.Clusters {
 		g.Go(func() error {
-			if err := loadCluster(ctx, c, pods, configMaps, workers); err != nil {
+			if err := loadCluster(ctx, c, ds, workers); err != nil {
 				return fmt.Errorf("loading %s: %w", c.Name, err)
 			}
 			return nil
@@ -76,13 +91,14 @@ func load(ctx context.Context, env *testenv.Env, pods, configMaps, workers int) 
 	return g.Wait()
 }
 
-func loadCluster(ctx context.Context, c *testenv.Cluster, pods, configMaps, workers int) error {
+func loadCluster(ctx context.Context, c *testenv.Cluster, ds dataset, workers int) error {
+	pods, configMaps := ds.pods, ds.configMaps
 	cfg := writeConfig(c)
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
 	}
-	want := map[string]string{"pods": strconv.Itoa(pods), "configmaps": strconv.Itoa(configMaps), "version": datasetVersion}
+	want := map[string]string{"pods": strconv.Itoa(pods), "configmaps": strconv.Itoa(configMaps), "version": ds.version()}
 	if m, err := cs.CoreV1().ConfigMaps(metav1.NamespaceDefault).Get(ctx, markerName, metav1.GetOptions{}); err == nil {
 		if fmt.Sprint(m.Data) == fmt.Sprint(want) {
 			log.Printf("%s: already loaded (%d pods, %d configmaps)", c.Name, pods, configMaps)
@@ -138,9 +154,14 @@ func loadCluster(ctx context.Context, c *testenv.Cluster, pods, configMaps, work
 		g.Go(func() error {
 			for j := range jobs {
 				var err error
-				if j.pod {
+				switch {
+				case j.pod && ds.smallPods:
+					ns := benchNamespace(j.i)
+					_, err = cs.CoreV1().Pods(ns).Apply(gctx, smallPodApply(ns, podName(j.i), j.i),
+						metav1.ApplyOptions{FieldManager: managerController, Force: true})
+				case j.pod:
 					err = applyPod(gctx, cs, j.i)
-				} else {
+				default:
 					_, err = cs.CoreV1().ConfigMaps(benchNamespace(j.i)).Apply(gctx, configMapApply(j.i),
 						metav1.ApplyOptions{FieldManager: managerController, Force: true})
 				}

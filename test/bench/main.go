@@ -9,7 +9,8 @@
 // metrics around each contender, drives the writes of the watch phase, and renders the
 // medians, spreads and per-run ratios as Markdown. With --many, it also starts 3
 // apiservers of its own and measures fleetwatch serve against typed informers at many
-// contexts over them (many.go).
+// contexts over them (many.go); with --small-pods, clusters of its own holding small
+// pods, and the default fleets against typed informers over them (small.go).
 //
 //	go run ./test/bench --pods 10000 --configmaps 3000 --clusters 3 --runs 3 --out docs/benchmarks.md
 //

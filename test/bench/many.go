@@ -211,7 +211,7 @@ func setClusterPods(ctx context.Context, c *testenv.Cluster, pods int) error {
 		if have[name] {
 			continue
 		}
-		if _, err := cs.CoreV1().Pods(manyNamespace).Apply(ctx, manyPodApply(name, i), apply); err != nil {
+		if _, err := cs.CoreV1().Pods(manyNamespace).Apply(ctx, smallPodApply(manyNamespace, name, i), apply); err != nil {
 			return err
 		}
 	}
@@ -229,11 +229,12 @@ func setClusterPods(ctx context.Context, c *testenv.Cluster, pods int) error {
 
 func manyPodName(i int) string { return "pod-" + strconv.Itoa(i) }
 
-// manyPodApply is a small pod, about 1 KB of JSON as served: one container with an
-// image, a port and resources, and a few labels; no node, no status.
-func manyPodApply(name string, i int) *corev1ac.PodApplyConfiguration {
+// smallPodApply is a small pod, about 1 KB of JSON as served: one container with an
+// image, a port and resources, and a few labels; no node, no status. The many-clusters
+// rows and the small-pods section (small.go) cache such pods.
+func smallPodApply(ns, name string, i int) *corev1ac.PodApplyConfiguration {
 	app := apps[i%len(apps)]
-	return corev1ac.Pod(name, manyNamespace).
+	return corev1ac.Pod(name, ns).
 		WithLabels(map[string]string{
 			"app.kubernetes.io/name":    app,
 			"app.kubernetes.io/part-of": "shop",

@@ -37,6 +37,10 @@ type report struct {
 	// size of its pods.
 	Many    []manyResult `json:"many,omitempty"`
 	ManyPod objectSizes  `json:"manyPod"`
+	// Small are the runs of the small-pods section (--small-pods), and SmallPod the
+	// JSON size of its pods.
+	Small    []*smallRun `json:"small,omitempty"`
+	SmallPod objectSizes `json:"smallPod"`
 }
 
 // scaleResult is one row of the scale table.
@@ -257,6 +261,8 @@ func (rep *report) markdown() string {
 		}
 		p("\n")
 	}
+
+	b.WriteString(rep.smallMarkdown())
 
 	if len(rep.Runs) > 0 && rep.Runs[0].MCRKubeconfig != nil {
 		rep.controllersMarkdown(p, header)
@@ -835,6 +841,10 @@ func (rep *report) missingRows(md string) []string {
 	}
 	if rep.Options.searches > 0 {
 		figures = append(figures, rep.searchFigures()...)
+	}
+	if rep.Options.smallPods > 0 {
+		row(smallHeading)
+		figures = append(figures, rep.smallFigures()...)
 	}
 	for _, f := range figures {
 		if !f.watch || hasWatch {
