@@ -2,6 +2,7 @@ package persist
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -201,4 +202,59 @@ func randomBytes(seed uint64, n int) []byte {
 	b := make([]byte, n)
 	rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8), byte(seed >> 16)}).Read(b)
 	return b
+}
+
+// TestLeafPagesEmptied sets the element count of each leaf page of a snapshot to 0 in
+// turn, as 2 bytes of zeros over the count do (a damage that TestRandomDamage drew): the
+// page's elements are all there, but neither checkPages' check that they are packed,
+// which starts at the first one, nor bbolt, which skips an empty page, nor the seals,
+// each of its own value, would see that they are gone. Each load must move the file
+// aside.
+func TestLeafPagesEmptied(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "fleetwatch.db")
+	writeDamageSample(t, path)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	layout, err := persisttest.ReadLayout(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaves := layout.Of(persisttest.Leaf)
+	if len(leaves) < 10 {
+		t.Fatalf("the sample has %d leaf pages", len(leaves))
+	}
+	var (
+		work = make(chan int)
+		wg   sync.WaitGroup
+	)
+	for range 4 {
+		wg.Go(func() {
+			for i := range work {
+				// The count, after the page's id (8 bytes) and flags (2).
+				d := persisttest.Damage{Region: persisttest.Leaf, Off: leaves[i].Off + 10, Data: make([]byte, 2)}
+				if binary.NativeEndian.Uint16(data[d.Off:]) == 0 {
+					t.Errorf("%v: the leaf page is empty in the sound file", d)
+					continue
+				}
+				got := loadCopy(t, filepath.Join(dir, fmt.Sprintf("d%d", i), "fleetwatch.db"), data, &d)
+				switch {
+				case got.snap == nil:
+					t.Errorf("%v: neither loaded nor recovered: %v", d, got.cause)
+				case got.moved == "":
+					t.Errorf("%v: loaded %d clusters, the file not moved aside", d, len(got.snap.Clusters))
+				case len(got.snap.Clusters) != 0:
+					t.Errorf("%v: recovered, and loaded %d clusters", d, len(got.snap.Clusters))
+				}
+			}
+		})
+	}
+	for i := range leaves {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	t.Logf("%d leaf pages emptied", len(leaves))
 }

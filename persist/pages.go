@@ -33,6 +33,15 @@ import (
 //     after the other from the end of the element headers, as bbolt writes them (so that
 //     a changed count, offset or size does not go unnoticed), keys non-empty and in
 //     order, bucket values of the form bbolt writes, inline buckets that fit their value;
+//   - no leaf page without elements but the database's root: the check of the packing
+//     starts at the first element, so a count of 0 would hide a page's elements from
+//     it, from bbolt and from the seals alike (each covers its own value and key, not
+//     the set of keys). bbolt never writes such a page: it removes a node it empties,
+//     and writes a bucket it empties inline. The root of a file that bbolt created and
+//     no migration filled is one. Emptied in a file that holds a cluster, the root
+//     leaves pages neither in use nor free (a bucket that holds a bucket, as the
+//     clusters bucket then does, is never inline); in one that holds none, it loads what
+//     was stored: no cluster;
 //   - every page below the mark is either reachable, once, or free, never both: what a
 //     later commit allocates from the freelist is not in use.
 //
@@ -131,7 +140,7 @@ func checkPages(f io.ReaderAt, size int64) (err error) {
 	case m.root < 2 || m.root >= m.hwm:
 		return fmt.Errorf("the root page %d is not below the high-water mark %d", m.root, m.hwm)
 	}
-	c := &pageChecker{f: f, pageSize: pageSize, hwm: m.hwm, used: newBitset(m.hwm), free: newBitset(m.hwm)}
+	c := &pageChecker{f: f, pageSize: pageSize, hwm: m.hwm, root: m.root, used: newBitset(m.hwm), free: newBitset(m.hwm)}
 	// A file is read through a read-only map of its own rather than a read and an
 	// allocation per page: the pages are then read from the page cache, where bbolt's map
 	// and Load find them again. Every access is still bounds-checked against the file's
@@ -221,6 +230,8 @@ type pageChecker struct {
 	pageSize int
 	// hwm is the high-water mark: the pages of the database are [0, hwm).
 	hwm uint64
+	// root is the root page of the database, the one leaf page that may be empty.
+	root uint64
 	// used are the pages reachable from the meta, free those of the freelist.
 	used, free bitset
 }
@@ -349,6 +360,9 @@ func (c *pageChecker) checkTree(id uint64, lo, hi []byte) error {
 		}
 		return nil
 	case boltLeafPage:
+		if count == 0 && id != c.root {
+			return fmt.Errorf("leaf page %d is empty", id)
+		}
 		if err := c.checkLeaf(p, count, lo, hi, true); err != nil {
 			return fmt.Errorf("leaf page %d: %w", id, err)
 		}

@@ -75,6 +75,7 @@ func TestCheckPages(t *testing.T) {
 		{"branch page emptied", u16(branch+10, 0), "branch page"},
 		{"leaf count decreased", u16(leaf+10, binary.NativeEndian.Uint16(data[leaf+10:])-1), "is at offset"},
 		{"leaf count increased", u16(leaf+10, binary.NativeEndian.Uint16(data[leaf+10:])+1), "is at offset"},
+		{"leaf page emptied", u16(leaf+10, 0), "is empty"},
 		{"key size grown", u32(leaf+16+8, 1<<31), "past the 4096 bytes of the page"},
 		{"value size grown", u32(leaf+16+12, 1<<31), "past the 4096 bytes of the page"},
 		{"overflow past the file", u32(leaf+12, 1<<30), "overflow pages go past"},
