@@ -86,7 +86,8 @@ func (m *Manager) keepHandoff(ctx context.Context, name string) {
 		return
 	}
 	var buf bytes.Buffer
-	if err := m.opts.Snapshot.ExportCluster(name, &buf); err != nil {
+	// The cluster's change log goes with it, so that a watch resumes on the new owner.
+	if err := m.opts.Snapshot.ExportCluster(name, &buf, persist.ExportOptions{LogOrigins: m.logBases.origins(name)}); err != nil {
 		logger.Error(err, "Exporting a moved cluster's state failed; its new owner starts it cold")
 		return
 	}
@@ -232,7 +233,7 @@ func (m *Manager) receive(ctx context.Context, h shard.Handover) (*saved, int, e
 	}
 	defer rc.Close()
 	specs := m.specs()
-	cs, err := m.opts.Snapshot.ImportCluster(h.Cluster, rc)
+	cs, err := m.opts.Snapshot.ImportCluster(h.Cluster, rc, persist.ImportOptions{Log: m.logEpoch != ""})
 	if err != nil {
 		return nil, 0, err
 	}
@@ -251,6 +252,7 @@ func (m *Manager) receive(ctx context.Context, h shard.Handover) (*saved, int, e
 	m.fleet.RemoveCluster(h.Cluster)
 	snap := &persist.Snapshot{Clusters: map[string]*persist.ClusterSnapshot{h.Cluster: cs}}
 	sv := seed(ctx, m.fleet, snap, specs, m.opts.Snapshot, m.logBases)[h.Cluster]
+	m.logBases.imported(h.Cluster, cs.LogOrigins)
 	n := 0
 	for _, s := range sv.scopes {
 		n += len(s.objects)

@@ -63,7 +63,7 @@ func TestReceiveImportsOrStartsCold(t *testing.T) {
 			t.Fatal(err)
 		}
 		var buf bytes.Buffer
-		if err := store.ExportCluster(cluster, &buf); err != nil {
+		if err := store.ExportCluster(cluster, &buf, persist.ExportOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		return buf.Bytes()
@@ -165,7 +165,7 @@ func TestHandoverStateKeptUntilReceived(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer into.Close()
-	cs, err := into.ImportCluster("prod", bytes.NewReader(state))
+	cs, err := into.ImportCluster("prod", bytes.NewReader(state), persist.ImportOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package fleetwatch
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -24,9 +25,13 @@ import (
 // logBases records where the objects that the fleet loaded from the snapshot stand in
 // its change log, by cluster and resource, until they no longer stand for it.
 type logBases struct {
-	// mu guards clusters.
+	// mu guards clusters and imports.
 	mu       sync.Mutex
 	clusters map[string]map[schema.GroupVersionResource]*logBase
+	// imports are, by cluster, the change logs of other replicas whose records of the
+	// cluster the snapshot's log holds, imported with it on a warm handover
+	// (persist.ClusterSnapshot.LogOrigins), until its base is forgotten.
+	imports map[string][]string
 }
 
 // logBase is what the fleet loaded of one resource of a cluster.
@@ -103,6 +108,34 @@ func (b *logBases) forget(cluster string, gvr schema.GroupVersionResource) {
 			lb.stale = true
 		}
 	}
+	if gvr.Empty() {
+		delete(b.imports, cluster)
+	}
+}
+
+// imported records that the log holds the records of cluster that the change logs
+// origins hold, which came with the cluster's state on a warm handover, once the fleet
+// holds the state.
+func (b *logBases) imported(cluster string, origins []string) {
+	if b == nil || len(origins) == 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.imports == nil {
+		b.imports = map[string][]string{}
+	}
+	b.imports[cluster] = slices.Clone(origins)
+}
+
+// origins returns the change logs whose records of cluster came with it, nil if none.
+func (b *logBases) origins(cluster string) []string {
+	if b == nil {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.imports[cluster])
 }
 
 // get returns the base of (cluster, gvr), and whether it can be resumed from.
@@ -127,6 +160,12 @@ func (m *Manager) ChangeLogEpoch() string { return m.logEpoch }
 func (m *Manager) ChangeLogBase(cluster string, gvr schema.GroupVersionResource) (uint64, int, bool) {
 	lb, ok := m.logBases.get(cluster, gvr)
 	return lb.rv, lb.objects, ok
+}
+
+// ChangeLogHolds implements server.ChangeLogSource: whether the records of cluster came
+// with it from the change log logEpoch on a warm handover.
+func (m *Manager) ChangeLogHolds(cluster, logEpoch string) bool {
+	return m.logEpoch != "" && slices.Contains(m.logBases.origins(cluster), logEpoch)
 }
 
 // errNotInLog: the change log cannot give what a resumed watch needs.

@@ -347,14 +347,14 @@ func TestHandoverDictionary(t *testing.T) {
 		t.Fatal(err)
 	}
 	var state bytes.Buffer
-	if err := from.ExportCluster("prod", &state); err != nil {
+	if err := from.ExportCluster("prod", &state, ExportOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
 	resetDictionaries() // the receiving process
 	toPath := testPath(t)
 	to := openTest(t, toPath, Options{})
-	cs, err := to.ImportCluster("prod", bytes.NewReader(state.Bytes()))
+	cs, err := to.ImportCluster("prod", bytes.NewReader(state.Bytes()), ImportOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +386,7 @@ func TestHandoverDictionary(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := openTest(t, testPath(t), Options{})
-	if _, err := other.ImportCluster("prod", &stripped); !errors.Is(err, ErrCorrupt) {
+	if _, err := other.ImportCluster("prod", &stripped, ImportOptions{}); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("importing a state without its dictionary: %v, want ErrCorrupt", err)
 	}
 }

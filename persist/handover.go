@@ -14,42 +14,58 @@ import (
 )
 
 // A cluster's state, as ExportCluster writes it and ImportCluster reads it, is what the
-// snapshot stores of the cluster, value by value, in the stored (sealed) form:
+// snapshot stores of the cluster, value by value, in the stored (sealed) form, and the
+// change log's records of it:
 //
-//	"FWCS" 2                          magic and format version
+//	"FWCS" 4                          magic and format version
 //	'i' <identity>                    the sealed identity, if one is stored
 //	'r' <resource key> <rv>           per resource: its key and sealed resourceVersion,
 //	'o' <object key> <object>         then its objects, each sealed
-//	'd' <id> <dictionary>             before the first object that uses it, a compression
-//	                                  dictionary (formatDict): its id, 8 bytes, and
-//	                                  what the snapshot stores of it
+//	'd' <id> <dictionary>             before the first object or record that uses it, a
+//	                                  compression dictionary (formatDict): its id, 8
+//	                                  bytes, and what the snapshot stores of it
+//	'g' <log id>                      once any 'l' follows: the change logs whose
+//	                                  positions the records below are (Store.ID), the
+//	                                  exporter's first
+//	'l' <resource key> <from rv>      per resource that the log covers: its records
+//	'c' <record>                      hold every change after resourceVersion from,
+//	                                  then each record, oldest first, without its seal
+//	                                  (a seal names the record's sequence number, which
+//	                                  the importer's log gives anew)
 //	'e' <frames> <crc>                the end: the number of frames before it (uvarint),
 //	                                  and the CRC-32C of every byte before its 'e'
 //
 // A field is its length (uvarint) then its bytes. The seals cover the cluster's name and
 // where each value is stored, so a state is only good for the cluster it was exported
-// from, and a value that changed on the way fails its seal. A stream that ends before
+// from, and a value that changed on the way fails its seal; a record, unsealed, is
+// checked by the checksum, and names its cluster and resource. A stream that ends before
 // its 'e' is truncated, and ImportCluster rejects it as such. A build before 'd' frames
 // refuses a state that has one ("an unknown frame"); a state without one reads as ever.
 // Version 2 is version 1 from a build whose StatefulSets are exact: the StatefulSets of
 // a version 1 state (lossyResource) are left out, as migrateToV5 drops them from a
 // file, and listed again. Version 3 is version 2 from a build whose CSINodes are exact:
 // the CSINodes of a version 1 or 2 state (skewedResource) are left out, as migrateToV6
-// drops them. A build refuses a state of a later version than its own, and that cluster
-// starts cold.
+// drops them. Version 4 adds the change log's frames ('g', 'l', 'c'); a state of an
+// earlier version imports without a log. A build refuses a state of a later version
+// than its own, and that cluster starts cold.
 const (
 	stateMagic   = "FWCS"
-	stateVersion = 3
+	stateVersion = 4
 	// stateVersionLossy is the version of states whose lossyResources are left out.
 	stateVersionLossy = 1
 	// stateVersionSkewed is the last version of states whose skewedResources are left
 	// out.
 	stateVersionSkewed = 2
+	// stateVersionLog is the first version whose states carry the change log.
+	stateVersionLog = 4
 
 	frameIdentity byte = 'i'
 	frameResource byte = 'r'
 	frameObject   byte = 'o'
 	frameDict     byte = 'd'
+	frameLogID    byte = 'g'
+	frameLog      byte = 'l'
+	frameRecord   byte = 'c'
 	frameEnd      byte = 'e'
 
 	// maxStateField bounds a field's length, so that a garbled length cannot make
@@ -61,14 +77,34 @@ const (
 // ErrNoState is returned by ExportCluster for a cluster that the Store holds nothing of.
 var ErrNoState = errors.New("persist: no stored state of the cluster")
 
+// ExportOptions configures ExportCluster.
+type ExportOptions struct {
+	// LogOrigins are the change logs (Store.ID) of other Stores whose records of the
+	// cluster this Store's log holds, since they came with the cluster
+	// (ClusterSnapshot.LogOrigins): the state names them after this Store's own, so that
+	// the importer places their positions too. Default none.
+	LogOrigins []string
+	// LogMaxBytes bounds the change log records that the state carries, the bytes of
+	// their frames: past it, the oldest are left out, and the state's log covers less.
+	// Default DefaultExportLogBytes; negative: no records.
+	LogMaxBytes int64
+}
+
+// DefaultExportLogBytes is the default of ExportOptions.LogMaxBytes. A replica keeps
+// the state of a cluster handed over in memory until the new owner has it, for every
+// cluster that moves at once: 16 MiB holds the last 4,000 changes of the pods of the
+// benchmarks (docs/benchmarks.md), more than an hour of a busy cluster's.
+const DefaultExportLogBytes = 16 << 20
+
 // ExportCluster writes what the Store holds of cluster to w, in one read transaction:
 // its identity and, per resource, its resourceVersion and its objects, each as
-// stored (see the state format above). The export is one consistent point of the
-// snapshot; what a Writer has not committed yet is not in it, so call Writer.Flush
-// first. A read transaction lasts as long as the writes to w: give it a writer that does
-// not block (a bytes.Buffer), not a network connection. It returns ErrNoState if the
-// Store has nothing of cluster.
-func (s *Store) ExportCluster(cluster string, w io.Writer) error {
+// stored, and the change log's records of each resource that the log covers, at most
+// opts.LogMaxBytes of them, the newest (see the state format above). The export is one
+// consistent point of the snapshot; what a Writer has not committed yet is not in it,
+// so call Writer.Flush first. A read transaction lasts as long as the writes to w: give
+// it a writer that does not block (a bytes.Buffer), not a network connection. It
+// returns ErrNoState if the Store has nothing of cluster.
+func (s *Store) ExportCluster(cluster string, w io.Writer, opts ExportOptions) error {
 	if err := validateCluster(cluster); err != nil {
 		return err
 	}
@@ -96,7 +132,7 @@ func (s *Store) ExportCluster(cluster string, w io.Writer) error {
 				if v == nil {
 					return fmt.Errorf("%w: cluster %q, resource %q: %q is a bucket, not an object", ErrCorrupt, cluster, resource, k)
 				}
-				if err := exportDictionary(tx, sw, sent, v); err != nil {
+				if err := exportDictionary(tx, sw, sent, v[min(sealSize, len(v)):]); err != nil {
 					return fmt.Errorf("cluster %q, resource %q, object %q: %w", cluster, resource, k, err)
 				}
 				sw.frame(frameObject, k, v)
@@ -106,21 +142,27 @@ func (s *Store) ExportCluster(cluster string, w io.Writer) error {
 		if err != nil {
 			return err
 		}
+		if err := s.exportLog(tx, sw, sent, cluster, cb, opts); err != nil {
+			return err
+		}
 		return sw.end()
 	})
 }
 
 // ImportCluster reads a state that ExportCluster wrote of cluster from r, checks it
-// whole (its end, its checksum, every seal, and that every object decodes and is stored
-// under its own key), and only then replaces what the Store holds of cluster with it,
-// in one transaction: its identity, and per resource its objects with the
-// resourceVersion they are current at, as a Writer stores them. It returns the state as
-// Load returns a cluster. A state that is truncated, corrupt or of another cluster is
-// an error wrapping ErrCorrupt, and leaves the Store as it was; an error of r other
-// than io.EOF is returned wrapped, not as ErrCorrupt (the stream broke, not the state).
-// No Writer of the Store may have changes of cluster pending (Writer.Flush first): they
-// would be committed over the import.
-func (s *Store) ImportCluster(cluster string, r io.Reader) (*ClusterSnapshot, error) {
+// whole (its end, its checksum, every seal, that every object decodes and is stored
+// under its own key, and that every record of the change log is of an object of the
+// cluster's resources), and only then replaces what the Store holds of cluster with it,
+// in one transaction: its identity, per resource its objects with the resourceVersion
+// they are current at, as a Writer stores them, and with opts.Log the change log's
+// records after the cluster's earlier ones, with their coverage. It returns the state
+// as Load returns a cluster, with the change logs whose positions the records are
+// (LogOrigins). A state that is truncated, corrupt or of another cluster is an error
+// wrapping ErrCorrupt, and leaves the Store as it was; an error of r other than io.EOF
+// is returned wrapped, not as ErrCorrupt (the stream broke, not the state). No Writer
+// of the Store may have changes of cluster pending (Writer.Flush first): they would be
+// committed over the import.
+func (s *Store) ImportCluster(cluster string, r io.Reader, opts ImportOptions) (*ClusterSnapshot, error) {
 	if err := validateCluster(cluster); err != nil {
 		return nil, err
 	}
@@ -180,6 +222,16 @@ func (s *Store) ImportCluster(cluster string, r io.Reader) (*ClusterSnapshot, er
 		}
 		cs.Resources[key] = &ResourceSnapshot{ResourceVersion: string(rv), Objects: c.objects}
 	}
+	if err := checkLogs(cluster, st); err != nil {
+		return nil, err
+	}
+	logs := st.logs
+	if !opts.Log || len(s.opts.migrations) < historyVersion {
+		logs = nil
+	}
+	if len(logs) > 0 {
+		cs.LogOrigins = st.logIDs
+	}
 	err = s.update(func(tx *bolt.Tx) error {
 		if !isSealed(tx) {
 			return fmt.Errorf("%w: the snapshot's values are not sealed", ErrInvalid)
@@ -193,13 +245,23 @@ func (s *Store) ImportCluster(cluster string, r io.Reader) (*ClusterSnapshot, er
 		}
 		if len(s.opts.migrations) >= historyVersion {
 			// The cluster's records before the import do not lead to what it
-			// imports: the log says so, and no longer covers its resources.
-			h, err := openHistory(tx, historyMarkers, HistoryOptions{}, s.opts.Clock.Now())
+			// imports: the log says so, and no longer covers its resources, but
+			// from the records that the state carries.
+			mode := historyMarkers
+			if len(logs) > 0 {
+				mode = historyImport
+			}
+			h, err := openHistory(tx, mode, HistoryOptions{}, s.opts.Clock.Now())
 			if err != nil {
 				return err
 			}
 			if h != nil && clusters.Bucket([]byte(cluster)) != nil {
 				if err := h.marker(ChangeClusterReplaced, cluster, "", ""); err != nil {
+					return err
+				}
+			}
+			if h != nil && len(logs) > 0 {
+				if err := h.importLog(cluster, logs); err != nil {
 					return err
 				}
 			}
@@ -298,6 +360,10 @@ type state struct {
 	identity  []byte
 	resources []*stateResource
 	dicts     []stateDict
+	// logIDs and logs are the change log's frames; the records are checked by the
+	// caller.
+	logIDs []string
+	logs   []*stateLog
 }
 
 type stateDict struct {
@@ -434,6 +500,41 @@ func readFrames(r io.Reader) (*state, error) {
 				return nil, err
 			}
 			st.dicts = append(st.dicts, stateDict{id, value})
+		case frameLogID:
+			if version < stateVersionLog || len(st.logs) > 0 {
+				return nil, errors.New("a change log's id out of place")
+			}
+			id, err := sr.field()
+			if err != nil {
+				return nil, err
+			}
+			if len(id) == 0 {
+				return nil, errors.New("an empty change log id")
+			}
+			st.logIDs = append(st.logIDs, string(id))
+		case frameLog:
+			if len(st.logIDs) == 0 {
+				return nil, errors.New("a change log without its id")
+			}
+			key, err := sr.field()
+			if err != nil {
+				return nil, err
+			}
+			from, err := sr.field()
+			if err != nil {
+				return nil, err
+			}
+			st.logs = append(st.logs, &stateLog{key: string(key), from: string(from)})
+		case frameRecord:
+			if len(st.logs) == 0 {
+				return nil, errors.New("a change log record before any change log")
+			}
+			record, err := sr.field()
+			if err != nil {
+				return nil, err
+			}
+			l := st.logs[len(st.logs)-1]
+			l.records = append(l.records, record)
 		case frameEnd:
 			n, err := binary.ReadUvarint(sr.r)
 			if err != nil {
@@ -475,14 +576,14 @@ func (er *errReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// exportDictionary writes the frame of the dictionary of v, a sealed object, if it is in
-// formatDict and its dictionary was not sent yet: from the file, where the values that
-// use it have it.
-func exportDictionary(tx *bolt.Tx, sw *stateWriter, sent map[uint64]bool, v []byte) error {
-	if len(v) <= sealSize || v[sealSize] != formatDict {
+// exportDictionary writes the frame of the dictionary of enc, an object's encoding, if it
+// is in formatDict and its dictionary was not sent yet: from the file, where the values
+// that use it have it.
+func exportDictionary(tx *bolt.Tx, sw *stateWriter, sent map[uint64]bool, enc []byte) error {
+	if first(enc) != formatDict {
 		return nil
 	}
-	id, err := dictIDOfEncoding(v[sealSize:])
+	id, err := dictIDOfEncoding(enc)
 	if err != nil || sent[id] {
 		return err
 	}

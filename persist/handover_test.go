@@ -31,7 +31,7 @@ func exportSample(t testing.TB) []byte {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	if err := s.ExportCluster("a", &buf); err != nil {
+	if err := s.ExportCluster("a", &buf, ExportOptions{}); err != nil {
 		t.Fatalf("ExportCluster: %v", err)
 	}
 	return buf.Bytes()
@@ -50,7 +50,7 @@ func TestExportImportCluster(t *testing.T) {
 	if err := w.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	cs, err := dst.ImportCluster("a", bytes.NewReader(state))
+	cs, err := dst.ImportCluster("a", bytes.NewReader(state), ImportOptions{})
 	if err != nil {
 		t.Fatalf("ImportCluster: %v", err)
 	}
@@ -79,7 +79,7 @@ func TestExportImportCluster(t *testing.T) {
 // volumeClaimTemplates' apiVersion and kind, and of one before version 3, whose CSINodes
 // were stored with a status of {} that an apiserver before 1.37 does not serve. Those
 // are left out, to be listed again, and the rest is imported. The same state as version
-// 3 imports whole; a later version is refused.
+// 3 and 4 imports whole; a later version is refused.
 func TestImportClusterOlderVersions(t *testing.T) {
 	statefulSets := ResourceKey("apps/v1/statefulsets?spec=")
 	csiNodes := ResourceKey("storage.k8s.io/v1/csinodes?spec=")
@@ -95,7 +95,7 @@ func TestImportClusterOlderVersions(t *testing.T) {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	if err := src.ExportCluster("a", &buf); err != nil {
+	if err := src.ExportCluster("a", &buf, ExportOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	state := buf.Bytes()
@@ -118,12 +118,13 @@ func TestImportClusterOlderVersions(t *testing.T) {
 	}{
 		{"version 1", as(1), []ResourceKey{pods}},
 		{"version 2", as(2), []ResourceKey{pods, statefulSets}},
-		{"version 3", state, []ResourceKey{pods, statefulSets, csiNodes}},
-		{"version 4", as(4), nil},
+		{"version 3", as(3), []ResourceKey{pods, statefulSets, csiNodes}},
+		{"version 4", state, []ResourceKey{pods, statefulSets, csiNodes}},
+		{"version 5", as(5), nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			dst := openTest(t, testPath(t), Options{})
-			cs, err := dst.ImportCluster("a", bytes.NewReader(tt.state))
+			cs, err := dst.ImportCluster("a", bytes.NewReader(tt.state), ImportOptions{})
 			if tt.want == nil {
 				if !errors.Is(err, ErrCorrupt) {
 					t.Fatalf("ImportCluster: %v, want ErrCorrupt", err)
@@ -148,7 +149,7 @@ func TestImportClusterOlderVersions(t *testing.T) {
 
 func TestExportClusterNotStored(t *testing.T) {
 	s := openTest(t, testPath(t), Options{})
-	if err := s.ExportCluster("none", &bytes.Buffer{}); !errors.Is(err, ErrNoState) {
+	if err := s.ExportCluster("none", &bytes.Buffer{}, ExportOptions{}); !errors.Is(err, ErrNoState) {
 		t.Errorf("got %v, want ErrNoState", err)
 	}
 }
@@ -184,7 +185,7 @@ func TestImportClusterRejectsBadState(t *testing.T) {
 			if err := w.Flush(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			_, err := dst.ImportCluster(tt.cluster, bytes.NewReader(tt.state))
+			_, err := dst.ImportCluster(tt.cluster, bytes.NewReader(tt.state), ImportOptions{})
 			if !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("got %v, want ErrCorrupt", err)
 			}
@@ -204,7 +205,7 @@ func FuzzImportCluster(f *testing.F) {
 	f.Add([]byte(stateMagic + "\x01r\xff\xff\xff\xff\x0f"))
 	s := openTest(f, testPath(f), Options{})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		cs, err := s.ImportCluster("a", bytes.NewReader(data))
+		cs, err := s.ImportCluster("a", bytes.NewReader(data), ImportOptions{})
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("error does not wrap ErrCorrupt: %v", err)

@@ -234,6 +234,11 @@ func parseRecord(seq uint64, v []byte) (record, error) {
 	if err != nil {
 		return record{}, fmt.Errorf("change log record %d: %w", seq, err)
 	}
+	return parseRecordValue(seq, value)
+}
+
+// parseRecordValue parses the record seq without its seal, value.
+func parseRecordValue(seq uint64, value []byte) (record, error) {
 	bad := func(what string) (record, error) {
 		return record{}, fmt.Errorf("%w: change log record %d: %s", ErrCorrupt, seq, what)
 	}
@@ -329,6 +334,9 @@ const (
 	historyMarkers
 	// historyOn writes every change, and enforces the retention.
 	historyOn
+	// historyImport writes the records of a cluster imported (ImportCluster), without
+	// the retention, which the Writer's next commit enforces as it configures it.
+	historyImport
 )
 
 // historyTx writes to the change log within one commit's transaction.

@@ -783,14 +783,14 @@ func TestHistoryImportCluster(t *testing.T) {
 	w.Checkpoint("prod", pods, "900")
 	commitNow(t, w)
 	var state bytes.Buffer
-	if err := src.ExportCluster("prod", &state); err != nil {
+	if err := src.ExportCluster("prod", &state, ExportOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	dst, w2, _ := historyWriter(t, testPath(t), HistoryOptions{Enabled: true})
 	w2.Upsert("prod", pods, object("a", "p1", "old"))
 	w2.Checkpoint("prod", pods, "10")
 	commitNow(t, w2)
-	if _, err := dst.ImportCluster("prod", &state); err != nil {
+	if _, err := dst.ImportCluster("prod", &state, ImportOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := dst.ChangesAfter("prod", pods, "10"); !errors.Is(err, ErrTooOld) {

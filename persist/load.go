@@ -28,6 +28,12 @@ type ClusterSnapshot struct {
 	Identity Identity
 	// Resources maps the key of each stored resource of the cluster to its snapshot.
 	Resources map[ResourceKey]*ResourceSnapshot
+	// LogOrigins, of a cluster that ImportCluster imported with its change log
+	// (ImportOptions.Log), are the change logs (Store.ID) whose records of the cluster
+	// the Store's log now holds, the exporter's first: a position in one of them is
+	// placed in this Store's log as there. Empty for a Load, and for a state that
+	// carried no log.
+	LogOrigins []string
 }
 
 // ResourceSnapshot is one resource of one cluster as its informer had it at

@@ -130,22 +130,27 @@ func (s *Store) Path() string { return s.path }
 // The server's cursors carry it, so that a watch of another file is told apart.
 func (s *Store) ID() (string, error) {
 	var id string
-	err := s.view(func(tx *bolt.Tx) error {
-		meta := getMetaBucket(tx)
-		if meta == nil {
-			return fmt.Errorf("%w: no %q bucket", ErrCorrupt, bucketMeta)
-		}
-		created, ok := getUint64(meta, keyCreated)
-		if !ok {
-			return fmt.Errorf("%w: no creation time", ErrCorrupt)
-		}
-		id = strconv.FormatUint(created, 36)
-		return nil
+	err := s.view(func(tx *bolt.Tx) (err error) {
+		id, err = storeID(tx)
+		return err
 	})
 	if err != nil {
 		return "", fmt.Errorf("reading the identity of snapshot %s: %w", s.path, err)
 	}
 	return id, nil
+}
+
+// storeID returns the ID of the file that tx reads.
+func storeID(tx *bolt.Tx) (string, error) {
+	meta := getMetaBucket(tx)
+	if meta == nil {
+		return "", fmt.Errorf("%w: no %q bucket", ErrCorrupt, bucketMeta)
+	}
+	created, ok := getUint64(meta, keyCreated)
+	if !ok {
+		return "", fmt.Errorf("%w: no creation time", ErrCorrupt)
+	}
+	return strconv.FormatUint(created, 36), nil
 }
 
 // Recovered reports whether Open or Load found the file unreadable (cause, which wraps

@@ -75,6 +75,12 @@ func parsePosition(s string) (position, error) {
 type cursor struct {
 	epoch     string
 	positions map[string]position
+	// origins are the epochs of the positions of clusters that are not of epoch: in a
+	// replica's part of a fan-out watch, the positions of the clusters that moved to it
+	// by a warm handover since another replica's part held them (carryMoved), which it
+	// places in the change log that came with them (ChangeLogSource.ChangeLogHolds).
+	// Empty in the cursors that a watch cache hands out.
+	origins map[string]string
 	// peers are, in a list that a replica of a sharded fleet merged from the other
 	// replicas (see fanout.go), the resourceVersion each of them returned, by replica
 	// identity: each one a cursor of that replica, without peers of its own.
@@ -93,6 +99,7 @@ type cursorJSON struct {
 	Epoch    string            `json:"e"`
 	Clusters map[string]string `json:"c,omitempty"`
 	Peers    map[string]string `json:"p,omitempty"`
+	Origins  map[string]string `json:"o,omitempty"`
 	Replica  string            `json:"r,omitempty"`
 }
 
@@ -107,6 +114,9 @@ func (c cursor) String() string {
 	}
 	if len(c.peers) > 0 {
 		j.Peers = c.peers
+	}
+	if len(c.origins) > 0 {
+		j.Origins = c.origins
 	}
 	j.Replica = c.replica
 	b, err := json.Marshal(j)
@@ -152,6 +162,15 @@ func parseCursor(s string) (cursor, error) {
 		}
 		c.positions[cl] = p
 	}
+	for cl, epoch := range j.Origins {
+		if _, ok := c.positions[cl]; !ok || epoch == "" {
+			return cursor{}, fmt.Errorf("not a resourceVersion handed out by this server (the epoch of cluster %q)", cl)
+		}
+		if c.origins == nil {
+			c.origins = make(map[string]string, len(j.Origins))
+		}
+		c.origins[cl] = epoch
+	}
 	for id, rv := range j.Peers {
 		pc, err := parseCursor(rv)
 		if id == "" || err != nil || pc.peers != nil || pc.replica != "" {
@@ -182,15 +201,28 @@ func (c cursor) rootedAt(self string) cursor {
 	if peers == nil {
 		peers = map[string]string{}
 	}
-	peers[c.replica] = cursor{epoch: c.epoch, positions: c.positions}.String()
+	peers[c.replica] = c.part().String()
 	out := cursor{peers: peers, replica: self}
 	if own, ok := peers[self]; ok {
 		delete(peers, self)
 		// Checked by parseCursor.
 		o, _ := parseCursor(own)
-		out.epoch, out.positions = o.epoch, o.positions
+		out.epoch, out.positions, out.origins = o.epoch, o.positions, o.origins
 	}
 	return out
+}
+
+// part returns the top level of c, a replica's own cursor, without its peers.
+func (c cursor) part() cursor {
+	return cursor{epoch: c.epoch, positions: c.positions, origins: c.origins}
+}
+
+// epochOf returns the epoch of the position of cluster cl.
+func (c cursor) epochOf(cl string) string {
+	if e, ok := c.origins[cl]; ok {
+		return e
+	}
+	return c.epoch
 }
 
 // continueToken is the continue parameter of a paged list: the resourceVersion of the

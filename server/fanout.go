@@ -585,7 +585,9 @@ func (pc *peerClient) getJSON(r *http.Request, p peer, path string, v any) error
 // that no replica can be asked for are named in a Warning, as in a list. A replica
 // absent from a resumed cursor (it had sent nothing yet) starts its part as a watch
 // from resourceVersion "" does. A cursor that holds the position of a cluster in the
-// scope in the part of a replica that no longer watches it gets 410 (movedSince).
+// scope in the part of a replica that no longer watches it has it carried to the part
+// of the replica that watches it now, which resumes it if the cluster came to it with
+// its change log, else answers 410 Gone (carryMoved).
 //
 // placed is the placement read before peers were chosen: a move after it ends the watch.
 func (s *Server) serveFanOutWatch(w http.ResponseWriter, r *http.Request, p *listParams, sc scope, placed placedAs, peers map[string]*peerPart, missing []string) error {
@@ -597,7 +599,9 @@ func (s *Server) serveFanOutWatch(w http.ResponseWriter, r *http.Request, p *lis
 		}
 		// Handed out by another replica: this one's part is among the peers.
 		from = c.rootedAt(s.opts.Replica)
-		if cl, moved := movedSince(from, s.opts.Replica, sc, placed.owners); moved {
+		var cl string
+		var ok bool
+		if from, cl, ok = carryMoved(from, s.opts.Replica, sc, placed.owners); !ok {
 			return expired(fmt.Sprintf("too old resource version: %s moved between replicas since %s; list again", cl, p.resourceVersion))
 		}
 	}
@@ -650,7 +654,7 @@ func (s *Server) serveFanOutWatch(w http.ResponseWriter, r *http.Request, p *lis
 	}()
 	local := ""
 	if from.epoch != "" {
-		local = cursor{epoch: from.epoch, positions: from.positions}.String()
+		local = from.part().String()
 	}
 	pr, pw := io.Pipe()
 	bodies = append(bodies, pr)
@@ -721,14 +725,14 @@ func (s *Server) serveFanOutWatch(w http.ResponseWriter, r *http.Request, p *lis
 	w.WriteHeader(http.StatusOK)
 	_ = rctl.Flush()
 
-	merged := cursor{epoch: from.epoch, positions: from.positions, peers: maps.Clone(from.peers), replica: s.opts.Replica}
+	merged := cursor{epoch: from.epoch, positions: from.positions, origins: from.origins, peers: maps.Clone(from.peers), replica: s.opts.Replica}
 	if merged.peers == nil {
 		merged.peers = map[string]string{}
 	}
 	sentColumns := false
 	// Each part answers for the clusters its replica owned when it started (ownedOnly):
 	// once a cluster of the scope moves, the watch ends, and the client watches again
-	// from its last cursor (which movedSince may refuse, and the client lists).
+	// from its last cursor (which carryMoved carries to the new owner's part).
 	gen, owners := placed.gen, inScope(placed.owners, sc)
 	moves := time.NewTicker(ownersCheckInterval)
 	defer moves.Stop()
@@ -769,7 +773,7 @@ func (s *Server) serveFanOutWatch(w http.ResponseWriter, r *http.Request, p *lis
 		rv := objectRV(e.Object)
 		if l.src == "" {
 			if c, err := parseCursor(rv); err == nil {
-				merged.epoch, merged.positions = c.epoch, c.positions
+				merged.epoch, merged.positions, merged.origins = c.epoch, c.positions, c.origins
 			}
 		} else {
 			if rv != "" {
@@ -874,38 +878,80 @@ func inScope(owners map[string]owner, sc scope) map[string]owner {
 	return out
 }
 
-// movedSince reports a cluster of the request's scope sc whose changes since from
-// cannot be sent in order: a part of from holds its position, but the replica that
-// watches it now (owners, if any) holds none, because the cluster moved there, or is
-// moving, or left the fleet, after that part streamed it. The part of its old owner
-// answers for the clusters that replica owns now only (ownedOnly), so it would not send
-// what the cluster lost in the move, and the new owner's part would replay the
-// cluster's whole history beside it. A watch resumed from such a cursor gets 410 Gone,
-// as one from a cursor too old does, and the client lists again. A part may hold the
-// position of a cluster that its replica no longer watches (its watch cache saw the
-// cluster leave), which matters only when the owner's part has none.
-func movedSince(from cursor, self string, sc scope, owners map[string]owner) (string, bool) {
-	parts := map[string]map[string]position{self: from.positions}
+// carryMoved returns from with the position of each cluster of the request's scope sc
+// that moved since from carried to the part of the replica that watches it now
+// (owners), or the first cluster that cannot be carried. A part of from holds the
+// position of such a cluster, but the replica that watches it now holds none, because
+// the cluster moved there after that part streamed it. The part of its old owner
+// answers for the clusters that replica owns now only (ownedOnly), so it would not
+// send what the cluster lost in the move; the new owner's part, given the position
+// with the old part's epoch (cursor.origins), sends the changes after it from the
+// change log that came with the cluster on a warm handover, or answers 410 Gone if
+// none did (a cold move, a log off, a position too old for what came), and the client
+// lists again. A cluster that is moving or left the fleet, or whose position more than
+// one other part holds (it moved more than once, and its positions of different
+// epochs cannot be ordered), cannot be carried. A part may hold the position of a
+// cluster that its replica no longer watches (its watch cache saw the cluster leave),
+// which matters only when the owner's part has none.
+func carryMoved(from cursor, self string, sc scope, owners map[string]owner) (cursor, string, bool) {
+	parts := map[string]cursor{self: from.part()}
 	for id, rv := range from.peers {
 		// Checked by parseCursor.
 		c, _ := parseCursor(rv)
-		parts[id] = c.positions
+		parts[id] = c
 	}
-	for _, positions := range parts {
-		for cl := range positions {
-			if !sc.includes(cl) {
-				continue
-			}
-			o, ok := owners[cl]
-			if !ok || o.moving {
-				return cl, true
-			}
-			if _, held := parts[o.replica][cl]; !held {
-				return cl, true
+	holders := map[string][]string{}
+	for id, c := range parts {
+		for cl := range c.positions {
+			if sc.includes(cl) {
+				holders[cl] = append(holders[cl], id)
 			}
 		}
 	}
-	return "", false
+	carried := false
+	for _, cl := range slices.Sorted(maps.Keys(holders)) {
+		ids := holders[cl]
+		o, ok := owners[cl]
+		switch {
+		case !ok || o.moving:
+			return from, cl, false
+		case slices.Contains(ids, o.replica):
+			continue
+		case len(ids) > 1:
+			return from, cl, false
+		}
+		src, dst := parts[ids[0]], parts[o.replica]
+		epoch := src.epochOf(cl)
+		if dst.epoch == "" {
+			dst.epoch = epoch
+		}
+		dst.positions = maps.Clone(dst.positions)
+		if dst.positions == nil {
+			dst.positions = map[string]position{}
+		}
+		dst.positions[cl] = src.positions[cl]
+		if epoch != dst.epoch {
+			dst.origins = maps.Clone(dst.origins)
+			if dst.origins == nil {
+				dst.origins = map[string]string{}
+			}
+			dst.origins[cl] = epoch
+		}
+		parts[o.replica] = dst
+		carried = true
+	}
+	if !carried {
+		return from, "", true
+	}
+	out := cursor{peers: map[string]string{}, replica: from.replica}
+	for id, c := range parts {
+		if id == self {
+			out.epoch, out.positions, out.origins = c.epoch, c.positions, c.origins
+			continue
+		}
+		out.peers[id] = c.String()
+	}
+	return out, "", true
 }
 
 // deadlineWriter bounds each write of a proxied watch by timeout.

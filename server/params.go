@@ -373,7 +373,7 @@ func resolveResourceVersion(rv string, wc *watchCache, sc scope) (c cursor, zero
 		return cursor{epoch: epoch, positions: map[string]position{sc.cluster: {rv: v}}}, false, false, nil
 	case err != nil:
 		return cursor{}, false, false, badParameter("resourceVersion", err)
-	case !wc.accepts(c.epoch):
+	case !wc.acceptsCursor(c):
 		return c, false, true, nil
 	}
 	return c, false, false, nil

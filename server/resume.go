@@ -58,6 +58,13 @@ type ChangeLogSource interface {
 	// may leave out the changes at rv where the log's coverage starts at rv. It fails
 	// if the log does not hold every change after rv: the watch gets 410 Gone.
 	ChangesSince(cluster string, gvr schema.GroupVersionResource, rv, upTo uint64, fn func(at uint64, e aggregate.Event)) error
+	// ChangeLogHolds reports whether the change log holds the changes of cluster as
+	// the change log logEpoch (another replica's ChangeLogEpoch) recorded them, in the
+	// same order: they came with the cluster's state when it was handed over from
+	// there, so a position of that replica's cursors is placed in this log as in its
+	// own (ChangeLogBase and ChangesSince serve it). It is called with the watch
+	// cache's locks held, so it does no I/O.
+	ChangeLogHolds(cluster, logEpoch string) bool
 }
 
 // logEpochSep separates, in a watch cache's epoch, the change log's epoch from the
@@ -68,6 +75,42 @@ const logEpochSep = ":"
 // of an earlier run over the same change log.
 func (wc *watchCache) accepts(epoch string) bool {
 	return epoch == wc.epoch || wc.sameLog(epoch)
+}
+
+// acceptsCursor reports whether cursor c can be resumed here: each of its positions is
+// of an epoch that accepts takes, or of a replica whose change log came with the position's
+// cluster on a warm handover (ChangeLogHolds); a cursor without positions, if its
+// epoch is accepted.
+func (wc *watchCache) acceptsCursor(c cursor) bool {
+	if len(c.positions) == 0 {
+		return wc.accepts(c.epoch)
+	}
+	return wc.unplaced(c) == ""
+}
+
+// unplaced returns the first cluster of c whose position acceptsCursor does not take,
+// "" if none.
+func (wc *watchCache) unplaced(c cursor) string {
+	for _, cl := range slices.Sorted(maps.Keys(c.positions)) {
+		if e := c.epochOf(cl); !wc.accepts(e) && !wc.heldLog(cl, e) {
+			return cl
+		}
+	}
+	return ""
+}
+
+// heldLog reports whether epoch is of a replica whose change log came with cluster on
+// a warm handover, and is held in this one.
+func (wc *watchCache) heldLog(cluster, epoch string) bool {
+	log, _, ok := strings.Cut(epoch, logEpochSep)
+	return ok && wc.log != nil && log != "" && wc.log.ChangeLogHolds(cluster, log)
+}
+
+// fromLog reports whether a watch from cursor c, which acceptsCursor accepted, has a
+// position of another run or replica, which it places in the change log once the
+// snapshot is loaded (waitLoaded).
+func (wc *watchCache) fromLog(c cursor) bool {
+	return wc.log != nil && (c.epoch != wc.epoch || len(c.origins) > 0)
 }
 
 // sameLog reports whether epoch is of a run of the server over this change log.
@@ -112,9 +155,10 @@ type logGap struct {
 // resumes from the log up to the base, or from the history if it is after the base
 // (its changes after the last commit were lost in a crash, and the restarted informer
 // received them again with the same resourceVersions). Any other position of an
-// earlier run fails: the history of this run cannot place it.
+// earlier run fails: the history of this run cannot place it. A position of another
+// replica's run, of a cluster handed over from it with its change log, is one of an
+// earlier run.
 func (wc *watchCache) resumeLocked(rc *resourceCache, c cursor, sc scope) (map[string]position, []logGap, error) {
-	thisRun := c.epoch == wc.epoch
 	starts := make(map[string]position, len(c.positions))
 	var gaps []logGap
 	for _, cl := range slices.Sorted(maps.Keys(c.positions)) {
@@ -122,6 +166,7 @@ func (wc *watchCache) resumeLocked(rc *resourceCache, c cursor, sc scope) (map[s
 			continue
 		}
 		p := c.positions[cl]
+		thisRun := c.epochOf(cl) == wc.epoch
 		var base uint64
 		var loaded bool
 		if wc.log != nil {

@@ -37,6 +37,9 @@ type fakeLog struct {
 	// from is where the log's coverage starts: it holds every change after it.
 	from    uint64
 	records []loggedChange
+	// holds are the change logs of other replicas whose records of the cluster came
+	// with it (ChangeLogHolds).
+	holds []string
 }
 
 var _ ChangeLogSource = (*logSource)(nil)
@@ -80,6 +83,12 @@ func (l *fakeLog) ChangesSince(cluster string, gvr schema.GroupVersionResource, 
 		}
 	}
 	return nil
+}
+
+func (l *fakeLog) ChangeLogHolds(cluster, logEpoch string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return cluster == cmp.Or(l.cluster, prod) && slices.Contains(l.holds, logEpoch)
 }
 
 // add appends a record at resourceVersion at.
@@ -395,6 +404,79 @@ func TestFanOutWatchResumesAcrossARestart(t *testing.T) {
 			w.none(200 * time.Millisecond)
 		})
 	}
+}
+
+// TestFanOutWatchResumesAcrossAHandover: a fan-out watch that saw cluster far through
+// its owner fleetwatch-1 resumes, through any replica, after far moved to fleetwatch-2
+// by a warm handover that brought far's change log: fleetwatch-2 places
+// fleetwatch-1's position of far in the log, and sends the change that the client had
+// not seen before the move and those after it, once each. Moved cold (fleetwatch-2's
+// log does not hold fleetwatch-1's records), the watch gets 410 Gone naming far.
+func TestFanOutWatchResumesAcrossAHandover(t *testing.T) {
+	all := clusterPath(allClusters) + "/api/v1/pods"
+	logA := &fakeLog{epoch: "snapA", cluster: "far", from: 400}
+	far := []*unstructured.Unstructured{pod("default", "far-1", "401", web), pod("default", "far-2", "402", web)}
+	for _, p := range far {
+		logA.add(resourceVersionOf(p), aggregate.Added, p, false)
+	}
+	logA.base, logA.objects = 402, 2
+	local := newFixture(t, func(o *Options) { o.Replica = "fleetwatch-0" })
+	a := newLogReplica(t, logA, "fleetwatch-1", far...)
+	for _, cl := range []string{prod, staging, edge} {
+		a.src.setStatus(aggregate.ClusterStatus{Name: cl, Phase: aggregate.PhaseRemote, Replica: "fleetwatch-0", ReplicaAddress: local.http.URL})
+	}
+	local.src.setStatus(aggregate.ClusterStatus{Name: "far", Phase: aggregate.PhaseRemote, Replica: "fleetwatch-1", ReplicaAddress: a.http.URL})
+	var l unstructured.UnstructuredList
+	local.getOK(all, &l)
+	w := local.watch(all + "?watch=true&resourceVersion=" + url.QueryEscape(l.GetResourceVersion()))
+	far3 := pod("default", "far-3", "403", web)
+	a.apply("far", podsGVR, far3)
+	logA.add(403, aggregate.Added, far3, false)
+	_, last := events(w, 1)
+	w.stop()
+
+	// far-4 is committed on fleetwatch-1, which hands far over with its log (far-1 to
+	// far-4, at 404) to fleetwatch-2, whose informer then receives far-5.
+	far4 := pod("default", "far-4", "404", web)
+	a.apply("far", podsGVR, far4)
+	logA.add(404, aggregate.Added, far4, false)
+	logB := &fakeLog{epoch: "snapB", cluster: "far", from: logA.from, records: slices.Clone(logA.records), holds: []string{"snapA"}}
+	logB.base, logB.objects = 404, 4
+	b := newLogReplica(t, logB, "fleetwatch-2", append(far, far3, far4)...)
+	moved := aggregate.ClusterStatus{Name: "far", Phase: aggregate.PhaseRemote, Replica: "fleetwatch-2", ReplicaAddress: b.http.URL}
+	local.src.setStatus(moved)
+	a.src.setStatus(moved)
+	for _, cl := range []string{prod, staging, edge} {
+		b.src.setStatus(aggregate.ClusterStatus{Name: cl, Phase: aggregate.PhaseRemote, Replica: "fleetwatch-0", ReplicaAddress: local.http.URL})
+	}
+	b.apply("far", podsGVR, pod("default", "far-5", "405", web))
+	local.apply(prod, podsGVR, pod("default", "web-9", "109", web))
+	b.sync()
+	local.sync()
+
+	want := []string{"ADDED far-4@404", "ADDED far-5@405", "ADDED web-9@109"}
+	for name, through := range map[string]*fixture{"through fleetwatch-0": local, "through the old owner": a, "through the new owner": b} {
+		t.Run(name, func(t *testing.T) {
+			w := through.watch(all + "?watch=true&resourceVersion=" + url.QueryEscape(last))
+			got, _ := events(w, len(want))
+			slices.Sort(got)
+			if !slices.Equal(got, want) {
+				t.Errorf("events %q, want %q", got, want)
+			}
+			w.none(200 * time.Millisecond)
+		})
+	}
+
+	logB.mu.Lock()
+	logB.holds = nil
+	logB.mu.Unlock()
+	t.Run("moved cold", func(t *testing.T) {
+		r := local.get(all + "?watch=true&timeoutSeconds=2&resourceVersion=" + url.QueryEscape(last))
+		r.status(t, http.StatusGone)
+		if !strings.Contains(string(r.body), `\"far\"`) {
+			t.Errorf("the 410 does not name the cluster that moved: %s", r.body)
+		}
+	})
 }
 
 // TestWatchResumeWaitsForTheLoad: a cursor of an earlier run that comes while the

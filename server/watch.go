@@ -67,10 +67,14 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, res *apiReso
 	}
 	initial := p.sendInitialEvents != nil && *p.sendInitialEvents || p.sendInitialEvents == nil && zero
 	if foreign && !initial {
+		if cl := s.cache.unplaced(from); cl != "" {
+			return expired(fmt.Sprintf("too old resource version: %s: the position of cluster %q is of another run or replica of the server, "+
+				"whose change log this one does not hold (it started without one, or the cluster moved here without it); list again", p.resourceVersion, cl))
+		}
 		return expired(fmt.Sprintf("too old resource version: %s is not a resourceVersion of this server's view of the fleet "+
 			"(it is a cluster's own, or from before the server started); list again", p.resourceVersion))
 	}
-	if !initial && !zero && s.cache.sameLog(from.epoch) && from.epoch != s.cache.epoch {
+	if !initial && !zero && s.cache.fromLog(from) {
 		if err := s.cache.waitLoaded(r.Context()); err != nil {
 			return err
 		}

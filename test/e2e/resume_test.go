@@ -137,6 +137,10 @@ func watchTruth(ctx context.Context, t *testing.T, c *testenv.Cluster, into *seq
 type fleetWatcher struct {
 	base string
 	seen sequences
+	// client and token, if set, are what the watch is sent with; default
+	// http.DefaultClient, without a token.
+	client *http.Client
+	token  string
 
 	mu sync.Mutex
 	// cursors are the resourceVersions of the events, in order; gone the answers 410.
@@ -200,7 +204,14 @@ func (fw *fleetWatcher) watchOnce(ctx context.Context, rv string) error {
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	if fw.token != "" {
+		req.Header.Set("Authorization", "Bearer "+fw.token)
+	}
+	client := fw.client
+	if client == nil {
+		client = http.DefaultClient
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return err
 	}

@@ -76,6 +76,8 @@ type shardedFleet struct {
 	warm *secureFleet
 	// expect, if set, is the replicas' shard.replicas.
 	expect int
+	// history, if set, has the replicas keep the change log (history.enabled).
+	history bool
 }
 
 // secure has the replicas started from now on authenticate with tokens (a file of
@@ -177,6 +179,9 @@ shard:
   replicas: %d
 `, filepath.Join(f.dir, "members.kubeconfig"), filepath.Join(f.dir, id+".db"), port, tlsCfg, id,
 		home, base, f.certFile, shardLease, shardRenew, shardRetry, f.expect)
+	if f.history {
+		cfg += "history: {enabled: true}\n"
+	}
 	path := filepath.Join(f.dir, id+".yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,192 @@
+package persist
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"strconv"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// The change log of a cluster handed over: ExportCluster writes the records of each
+// resource that the log covers, with where the coverage starts, and ImportCluster
+// appends them to the importer's log in the transaction that imports the objects, with
+// the same coverage. The importer's log then holds the cluster's changes as the
+// exporter's recorded them, in the same order: a position that a reader of the
+// exporter's log could place (the server's cursors), a reader of the importer's places
+// the same way.
+
+// ImportOptions configures ImportCluster.
+type ImportOptions struct {
+	// Log appends the change log records that the state carries to the Store's log,
+	// covering the cluster's resources as the exporter's log did: set it when the log is
+	// kept (HistoryOptions.Enabled). Default false: the records are checked with the
+	// rest and left out, and the log no longer covers the cluster's resources.
+	Log bool
+}
+
+// stateLog is the change log of one resource in a state, its records unsealed.
+type stateLog struct {
+	key     string
+	from    string
+	records [][]byte
+}
+
+// exportLog writes the change log's frames of cluster, whose bucket is cb: the records
+// of each of its resources that the log covers, after the coverage's start, at most
+// opts.LogMaxBytes of them, the newest. A resource whose records the log does not have
+// whole (one dropped as unreadable) is left out.
+func (s *Store) exportLog(tx *bolt.Tx, sw *stateWriter, sent map[uint64]bool, cluster string, cb *bolt.Bucket, opts ExportOptions) error {
+	maxBytes := cmp.Or(opts.LogMaxBytes, DefaultExportLogBytes)
+	log, index := historyBuckets(tx)
+	if log == nil || index == nil || maxBytes < 0 {
+		return nil
+	}
+	type rec struct {
+		res  int
+		seq  uint64
+		rv   uint64
+		size int64
+	}
+	var (
+		logs []*stateLog
+		from []uint64
+		recs []rec
+	)
+	err := forEachResource(cluster, cb, func(resource string, _ *bolt.Bucket) error {
+		cov := index.Get(indexPrefix(indexCoverage, cluster, resource, ""))
+		if len(cov) != 16 {
+			return nil
+		}
+		fromRV, fromSeq := binary.BigEndian.Uint64(cov), binary.BigEndian.Uint64(cov[8:])
+		prefix := indexPrefix(indexResource, cluster, resource, "")
+		var mine []rec
+		c := index.Cursor()
+		for k, v := c.Seek(append(bytes.Clone(prefix), seqKey(fromSeq+1)...)); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			if len(k) != len(prefix)+8 {
+				continue
+			}
+			seq := binary.BigEndian.Uint64(k[len(prefix):])
+			value := log.Get(seqKey(seq))
+			if value == nil || len(v) != 8 {
+				// Dropped as unreadable, or not at an integer resourceVersion: the
+				// coverage could not move past it.
+				return nil
+			}
+			mine = append(mine, rec{res: len(logs), seq: seq, rv: binary.BigEndian.Uint64(v), size: int64(len(value) - sealSize + 16)})
+		}
+		logs = append(logs, &stateLog{key: resource})
+		from = append(from, fromRV)
+		recs = append(recs, mine...)
+		return nil
+	})
+	if err != nil || len(logs) == 0 {
+		return err
+	}
+	// The newest records within the bound: the coverage of a resource whose oldest are
+	// left out starts at the last of them, as the retention's does.
+	slices.SortFunc(recs, func(a, b rec) int { return cmp.Compare(a.seq, b.seq) })
+	var total int64
+	for _, r := range recs {
+		total += r.size
+	}
+	for len(recs) > 0 && total > maxBytes {
+		r := recs[0]
+		from[r.res] = max(from[r.res], r.rv)
+		total -= r.size
+		recs = recs[1:]
+	}
+	id, err := storeID(tx)
+	if err != nil {
+		return err
+	}
+	for _, id := range slices.Concat([]string{id}, opts.LogOrigins) {
+		sw.frame(frameLogID, []byte(id))
+	}
+	for i, l := range logs {
+		sw.frame(frameLog, []byte(l.key), []byte(strconv.FormatUint(from[i], 10)))
+		for _, rc := range recs {
+			if rc.res != i {
+				continue
+			}
+			v := log.Get(seqKey(rc.seq))
+			r, err := parseRecord(rc.seq, v)
+			if err != nil {
+				return fmt.Errorf("cluster %q: %w", cluster, err)
+			}
+			if err := exportDictionary(tx, sw, sent, r.object); err != nil {
+				return fmt.Errorf("cluster %q, resource %q, change log: %w", cluster, l.key, err)
+			}
+			// Without the seal, which names the record's sequence number here.
+			sw.frame(frameRecord, v[sealSize:])
+		}
+	}
+	return sw.err
+}
+
+// checkLogs checks the change log of a state of cluster: each record parses, is of an
+// object of its resource, which the state holds, holds no Secret's encoding, and its
+// object decodes.
+func checkLogs(cluster string, st *state) error {
+	stored := make(map[string]bool, len(st.resources))
+	for _, res := range st.resources {
+		stored[res.key] = true
+	}
+	for _, l := range st.logs {
+		bad := func(format string, args ...any) error {
+			return fmt.Errorf("%w: the state of cluster %q, the change log of resource %q: %s", ErrCorrupt, cluster, l.key, fmt.Sprintf(format, args...))
+		}
+		if !stored[l.key] {
+			return bad("a resource the state does not hold")
+		}
+		if _, ok := parseRV([]byte(l.from)); !ok {
+			return bad("it starts at resourceVersion %q", l.from)
+		}
+		secret := isSecret(ResourceKey(l.key))
+		for i, body := range l.records {
+			r, err := parseRecordValue(0, body)
+			if err != nil {
+				return bad("record %d: %v", i, err)
+			}
+			switch {
+			case string(r.cluster) != cluster || string(r.resource) != l.key:
+				return bad("record %d is of cluster %q, resource %q", i, r.cluster, r.resource)
+			case !objectType(r.typ):
+				return bad("record %d is a %s", i, r.typ)
+			case secret && r.object != nil:
+				return bad("record %d holds a Secret's encoding", i)
+			}
+			if r.object != nil {
+				if _, err := decodeObject(r.object); err != nil {
+					return bad("record %d: %v", i, err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// importLog stages the records of the state's change log in h, the log of the
+// transaction that imports the cluster, after what h already staged of it (the record
+// of its replacement), and its coverage; the cluster's earlier coverage ends.
+func (h *historyTx) importLog(cluster string, logs []*stateLog) error {
+	if err := h.uncover(cluster, ""); err != nil {
+		return err
+	}
+	for _, l := range logs {
+		for _, body := range l.records {
+			r, err := parseRecordValue(0, body)
+			if err != nil {
+				return err
+			}
+			// A buffer of its own: bbolt keeps the values it is given until the commit.
+			v := append(make([]byte, sealSize, sealSize+len(body)), body...)
+			h.add(v, r.typ, r.time, cluster, l.key, string(r.key), string(r.rv))
+		}
+		h.covers = append(h.covers, coverage{cluster: cluster, resource: l.key, from: []byte(l.from), marker: h.lastMarker(cluster, l.key)})
+	}
+	return nil
+}
