@@ -239,6 +239,9 @@ type Coordinator struct {
 	// lastErr is the last error of reading the Leases, logged once while it lasts. Only
 	// Start's goroutine uses it.
 	lastErr string
+	// reported is what OnChange last reported, as of the end of a round. Only Start's
+	// goroutine uses it.
+	reported summary
 }
 
 var (
@@ -597,7 +600,6 @@ func (c *Coordinator) loseLocked(ctx context.Context, now time.Time) {
 // round is one pass: observe the others, then take and hand over clusters.
 func (c *Coordinator) round(ctx context.Context) {
 	logger := klog.FromContext(ctx)
-	before := c.summary()
 	_ = c.checkRenewed(ctx)
 	c.disengageLost(ctx)
 	// Until the informer has listed the cluster Leases, this replica would take their
@@ -618,14 +620,28 @@ func (c *Coordinator) round(ctx context.Context) {
 			c.publishCosts(ctx)
 		}
 	}
-	if after := c.summary(); after != before && c.opts.OnChange != nil {
-		c.opts.OnChange()
+	// Against the last round's end, not this one's start: what changed between two
+	// rounds (a renewal that joined) is reported too.
+	if now := c.summary(); !now.equal(c.reported) {
+		c.reported = now
+		if c.opts.OnChange != nil {
+			c.opts.OnChange()
+		}
 	}
 }
 
-// summary sums up what OnChange reports changes of.
-func (c *Coordinator) summary() string {
-	return fmt.Sprint(c.Joined(), c.Placements())
+// summary is what OnChange reports changes of.
+type summary struct {
+	joined     bool
+	placements []Placement
+}
+
+func (c *Coordinator) summary() summary {
+	return summary{joined: c.Joined(), placements: c.Placements()}
+}
+
+func (s summary) equal(o summary) bool {
+	return s.joined == o.joined && slices.Equal(s.placements, o.placements)
 }
 
 // renew renews this replica's Lease, taking it if it is free or expired, as client-go's
