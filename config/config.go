@@ -270,14 +270,14 @@ type History struct {
 	// of the daemon (its cursor of an earlier run; without the log, 410 Gone). Turned
 	// off, commits cost what they cost without it, and the log that the file holds is
 	// deleted. Default false, until the log has all its readers (the history API): it
-	// costs each commit 1.6 to 1.9 times its CPU.
+	// costs each commit 1.1 to 2.3 times its CPU (docs/benchmarks.md).
 	Enabled bool `yaml:"enabled" mapstructure:"enabled"`
 	// Retention is how long a change is kept. Default DefaultHistoryRetention.
 	Retention time.Duration `yaml:"retention" mapstructure:"retention"`
 	// MaxBytes bounds the bytes of the log's records and index keys; the file holds
 	// them in up to about twice as much disk (bbolt's pages, free pages kept for
 	// reuse). Default DefaultHistoryMaxBytes, 24 hours of 100 changes per second of
-	// pods of 3.9 KiB. At least MinHistoryMaxBytes.
+	// pods of 6.9 KB. At least MinHistoryMaxBytes.
 	MaxBytes int `yaml:"maxBytes" mapstructure:"maxBytes"`
 }
 

@@ -2,6 +2,7 @@ package persist
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"unsafe"
 
@@ -42,6 +43,26 @@ func compress(enc []byte) []byte {
 		return enc
 	}
 	return compressBlock(enc, compressedHead, s2.Encode)
+}
+
+// appendCompressed appends enc to dst as compress returns it, in dst's memory: the
+// change log's records are made in one buffer (records.prepare).
+func appendCompressed(dst, enc []byte) []byte {
+	if len(enc) < minCompressed || isCompressed(enc[0]) {
+		return append(dst, enc...)
+	}
+	n := s2.MaxEncodedLen(len(enc))
+	if n < 0 {
+		return append(dst, enc...)
+	}
+	start := len(dst)
+	dst = slices.Grow(dst, 1+n)
+	block := s2.Encode(dst[start+1:start+1+n], enc)
+	if 1+len(block) > len(enc)-len(enc)/8 {
+		return append(dst, enc...)
+	}
+	dst = append(dst, formatCompressed)
+	return dst[:start+1+len(block)]
 }
 
 // compressedHead is what precedes the S2 block of an encoding in formatCompressed.

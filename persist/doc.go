@@ -69,7 +69,8 @@
 // object's resourceVersions (each a uvarint length and the bytes; the object key and
 // resource empty in the records of a resource's or a cluster's drop), and for an added
 // or modified object other than a Secret, its stored encoding, the bytes the objects
-// bucket holds after the seal. A Secret's record never holds its encoding.
+// bucket holds after the seal, compressed (formatCompressed) where S2 shortens an
+// encoding that is not by an eighth. A Secret's record never holds its encoding.
 //
 // A commit appends the records of its changes in the order the Writer was handed them
 // per resource, and then drops the oldest: those older than HistoryOptions.Retention,

@@ -21,12 +21,12 @@ import (
 const (
 	DefaultHistoryRetention = 24 * time.Hour
 	// DefaultHistoryMaxBytes holds 24 hours of 100 changes per second, 8,640,000
-	// records, of objects of 3.9 KiB in the compact encoding, the pods of the
-	// benchmark harness (docs/benchmarks.md): a record counts its object's encoding
-	// plus about 140 bytes (header, key, two index keys), and takes about 8% more of the
-	// file than it counts (BenchmarkHistoryRecordSize), so the log's part of the file
-	// stays near 39 GiB. Records of the larger pod of testdata/pod.json (6.9 KB) fill it
-	// in about 15 hours.
+	// records, of the pod of testdata/pod.json (6.9 KB in the compact encoding): a
+	// record counts its object's encoding, compressed by S2 (3.4 KB), plus about 140
+	// bytes (header, key, two index keys), 28.6 GiB in all, and takes about 16% more of
+	// the file than it counts (BenchmarkHistoryRecordSize), 33 GiB. The pods of the
+	// benchmark harness (3.9 KiB) take less; objects that S2 does not shorten fill it
+	// in 15 hours from 6.9 KB, in 24 from 4.3 KB.
 	DefaultHistoryMaxBytes = 36 << 30
 )
 
@@ -36,7 +36,8 @@ type HistoryOptions struct {
 	// log that the file holds is deleted at the first commit: it would not say what
 	// changed while it was off. Default false: until the log has all its readers (the
 	// history API; the watches of the daemon's server resume from it), it costs each
-	// commit 1.6 to 1.9 times its CPU (BenchmarkSteadyCommit) and the file its size.
+	// commit 1.1 to 2.3 times its CPU (BenchmarkSteadyCommit, on a noisy machine), and
+	// the file about half of each changed object's compact encoding.
 	Enabled bool
 
 	// Retention is how long a change is kept: older ones are dropped, oldest first.
@@ -120,7 +121,8 @@ type Change struct {
 	// ObjectResourceVersion is the object's own resourceVersion, for Added and
 	// Modified.
 	ObjectResourceVersion string
-	// Object is the object's stored encoding, for Added and Modified (Decode); nil for
+	// Object is the object's encoding, for Added and Modified (Decode): the stored one,
+	// compressed as a Codec with Compress keeps it if it is not already; nil for
 	// the other types, and for every Secret: the log never holds a Secret's values,
 	// whatever the snapshot keeps.
 	Object []byte
@@ -200,7 +202,10 @@ type record struct {
 const headSize = sealSize + 2 + 8
 
 // appendRecord appends the stored form of a record to b, its type and seal not written
-// yet (finishRecord writes them).
+// yet (finishRecord writes them). The object is compressed where S2 shortens it by an
+// eighth, as a Codec with Compress keeps it: the object is most of what a record adds to
+// a commit and to the file, and a pod's takes half the bytes, for about 10 µs of S2
+// (BenchmarkHistoryRecordSize, BenchmarkSteadyCommit).
 func appendRecord(b []byte, cluster, resource, key, rv, objectRV string, t int64, object []byte) []byte {
 	b = append(b, make([]byte, sealSize)...)
 	b = append(b, recordFormat, 0)
@@ -208,7 +213,7 @@ func appendRecord(b []byte, cluster, resource, key, rv, objectRV string, t int64
 	for _, s := range [...]string{cluster, resource, key, rv, objectRV} {
 		b = appendString(b, s)
 	}
-	return append(b, object...)
+	return appendCompressed(b, object)
 }
 
 // finishRecord writes the type, time and seal of a record that appendRecord made.
@@ -710,11 +715,18 @@ func (h *historyTx) logGroup(rb, objects *bolt.Bucket, cluster, resource string,
 }
 
 // records are the change log records of a batch, made before its transaction, in one
-// buffer: bbolt keeps the values it is given until the commit.
+// buffer: bbolt keeps the values it is given until the commit. The buffer is the Store's
+// (recordBuf), reused by the next commit: a commit of 60 changed pods allocated 0.4 MB
+// less, which the collector would have paid for across the whole heap
+// (BenchmarkSteadyCommit).
 type records struct {
 	buf     []byte
 	byGroup map[*groupBatch][]prepared
 }
+
+// maxRecordBuf is the largest record buffer that the Store keeps for the next commit: a
+// cold start's first commit would keep its whole log's worth.
+const maxRecordBuf = 4 << 20
 
 // prepared is a record made for a log entry, at buf[off:end] and then v.
 type prepared struct {
@@ -733,14 +745,14 @@ func (r *records) prepare(enc *cborEncoder, cluster string, resource ResourceKey
 	secret := isSecret(resource)
 	var stored map[string][]byte
 	out := make([]prepared, 0, len(gb.log))
-	if r.buf == nil {
+	if len(r.buf) == 0 {
 		// One allocation for the batch's records, most of which are an encoding of
 		// about the size of the stored one.
 		size := 0
 		for _, o := range list {
 			size += len(o.value) + 64
 		}
-		r.buf = make([]byte, 0, size+len(gb.log)*(64+len(cluster)+len(resource)))
+		r.buf = slices.Grow(r.buf, size+len(gb.log)*(64+len(cluster)+len(resource)))
 	}
 	for i := range gb.log {
 		e := &gb.log[i]

@@ -828,3 +828,53 @@ func TestHistoryTimesInOrder(t *testing.T) {
 	}
 	checkIndex(t, s)
 }
+
+// TestHistoryRecordsCompressed checks that a record holds its object compressed where S2
+// shortens it by an eighth, and as it is otherwise, and that each decodes to the object.
+func TestHistoryRecordsCompressed(t *testing.T) {
+	pod := testPod(t, "a", "big")
+	plain, err := encodeObject(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := testPod(t, "a", "shortened")
+	otherPlain, err := encodeObject(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shortened := Codec{Compress: true}.Shorten(otherPlain)
+	s, w, _ := historyWriter(t, testPath(t), HistoryOptions{Enabled: true})
+	w.Upsert("prod", pods, pod)
+	w.Upsert("prod", pods, object("a", "small", "1"))
+	w.UpsertEncoded("prod", pods, other, shortened)
+	w.Checkpoint("prod", pods, "10")
+	w.Upsert("prod", pods, object("a", "big", "2")) // pod's record is encoded for the log alone
+	w.Checkpoint("prod", pods, "11")
+	commitNow(t, w)
+	for _, tc := range []struct {
+		name       string
+		compressed bool
+		maxLen     int
+	}{
+		{"big", true, len(plain) - len(plain)/8},
+		{"small", false, minCompressed},
+		{"shortened", true, len(shortened)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := mustObjectHistory(t, s, "prod", pods, "a", tc.name)[0]
+			if got := c.Object[0] == formatCompressed; got != tc.compressed || len(c.Object) > tc.maxLen {
+				t.Fatalf("record of %d bytes, compressed %v; want compressed %v, at most %d bytes", len(c.Object), got, tc.compressed, tc.maxLen)
+			}
+			obj, err := c.Decode()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if name := obj.(interface{ GetName() string }).GetName(); name != tc.name {
+				t.Fatalf("decoded %q", name)
+			}
+			if got, _ := encodeObject(obj); tc.name == "big" && !bytes.Equal(got, plain) {
+				t.Fatal("the compressed record does not decode to the object")
+			}
+		})
+	}
+}

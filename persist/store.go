@@ -87,9 +87,13 @@ type Store struct {
 	poisoned atomic.Bool
 
 	// commitMu serializes commits, so that batches reach the file in the order in which
-	// they were taken. It also guards writer.
+	// they were taken. It also guards writer and recordBuf.
 	commitMu sync.Mutex
 	writer   *Writer
+	// recordBuf is the buffer of the last commit's change log records, which the next
+	// reuses (records.prepare): bbolt holds the values it is given only until the
+	// commit ends.
+	recordBuf []byte
 }
 
 // Open opens the snapshot file at path, creating it with mode 0600 if it does not exist,

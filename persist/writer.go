@@ -590,7 +590,7 @@ func (s *Store) write(b *batch, ch commitHistory) (broken []brokenResource, err 
 		ch = commitHistory{} // a file without a change log, in tests
 	}
 	var enc cborEncoder
-	var recs records
+	recs := records{buf: s.recordBuf[:0]}
 	// dicts are the dictionaries of the batch's values, which the transaction stores
 	// where the file does not have them yet.
 	dicts := make(map[uint64]*dictionary)
@@ -661,6 +661,9 @@ func (s *Store) write(b *batch, ch commitHistory) (broken []brokenResource, err 
 		}
 		return h.finish(tx)
 	})
+	if cap(recs.buf) <= maxRecordBuf {
+		s.recordBuf = recs.buf[:0]
+	}
 	if err != nil {
 		return broken, fmt.Errorf("committing to snapshot %s: %w", s.path, err)
 	}
