@@ -881,18 +881,27 @@ func inScope(owners map[string]owner, sc scope) map[string]owner {
 // carryMoved returns from with the position of each cluster of the request's scope sc
 // that moved since from carried to the part of the replica that watches it now
 // (owners), or the first cluster that cannot be carried. A part of from holds the
-// position of such a cluster, but the replica that watches it now holds none, because
-// the cluster moved there after that part streamed it. The part of its old owner
-// answers for the clusters that replica owns now only (ownedOnly), so it would not
-// send what the cluster lost in the move; the new owner's part, given the position
-// with the old part's epoch (cursor.origins), sends the changes after it from the
-// change log that came with the cluster on a warm handover, or answers 410 Gone if
+// position of such a cluster, but the replica that watches it now holds none, or an
+// older one, because the cluster moved there after that part streamed it. The part of
+// its old owner answers for the clusters that replica owns now only (ownedOnly), so it
+// would not send what the cluster lost in the move; the new owner's part, given the
+// position with the old part's epoch (cursor.origins), sends the changes after it from
+// the change log that came with the cluster on a warm handover, or answers 410 Gone if
 // none did (a cold move, a log off, a position too old for what came), and the client
-// lists again. A cluster that is moving or left the fleet, or whose position more than
-// one other part holds (it moved more than once, and its positions of different
-// epochs cannot be ordered), cannot be carried. A part may hold the position of a
-// cluster that its replica no longer watches (its watch cache saw the cluster leave),
-// which matters only when the owner's part has none.
+// lists again. A cluster that is moving or left the fleet cannot be carried.
+//
+// A cluster that moved more than once (A to B to C, or back to A) can have positions
+// in several parts, those of its earlier owners left in their parts. The newest is the
+// one of the greatest resourceVersion: a warm handover continues the cluster's stream
+// of changes where the old owner stopped (its new owner starts at the resourceVersion
+// the old one committed last, and places the old positions in the log that came with
+// it), so along the owners the resourceVersions of one cluster's positions grow. The
+// changes counted after one resourceVersion (the n of rv.n) do not order positions of
+// different parts: an old owner counts the deletions of the cluster's objects as it
+// leaves. So among the positions of the greatest resourceVersion, the owner's is
+// taken if it has one, else the one position they all are, else the cluster cannot be
+// carried. A part may hold the position of a cluster that its replica no longer
+// watches (its watch cache saw the cluster leave).
 func carryMoved(from cursor, self string, sc scope, owners map[string]owner) (cursor, string, bool) {
 	parts := map[string]cursor{self: from.part()}
 	for id, rv := range from.peers {
@@ -910,17 +919,18 @@ func carryMoved(from cursor, self string, sc scope, owners map[string]owner) (cu
 	}
 	carried := false
 	for _, cl := range slices.Sorted(maps.Keys(holders)) {
-		ids := holders[cl]
 		o, ok := owners[cl]
-		switch {
-		case !ok || o.moving:
-			return from, cl, false
-		case slices.Contains(ids, o.replica):
-			continue
-		case len(ids) > 1:
+		if !ok || o.moving {
 			return from, cl, false
 		}
-		src, dst := parts[ids[0]], parts[o.replica]
+		newest, ok := newestHolder(parts, holders[cl], cl, o.replica)
+		switch {
+		case !ok:
+			return from, cl, false
+		case newest == o.replica:
+			continue
+		}
+		src, dst := parts[newest], parts[o.replica]
 		epoch := src.epochOf(cl)
 		if dst.epoch == "" {
 			dst.epoch = epoch
@@ -930,8 +940,9 @@ func carryMoved(from cursor, self string, sc scope, owners map[string]owner) (cu
 			dst.positions = map[string]position{}
 		}
 		dst.positions[cl] = src.positions[cl]
+		dst.origins = maps.Clone(dst.origins)
+		delete(dst.origins, cl)
 		if epoch != dst.epoch {
-			dst.origins = maps.Clone(dst.origins)
 			if dst.origins == nil {
 				dst.origins = map[string]string{}
 			}
@@ -952,6 +963,31 @@ func carryMoved(from cursor, self string, sc scope, owners map[string]owner) (cu
 		out.peers[id] = c.String()
 	}
 	return out, "", true
+}
+
+// newestHolder returns which of the parts ids holds the newest position of cluster cl
+// (see carryMoved), the owner's if it is as new; ok is false if that cannot be told.
+func newestHolder(parts map[string]cursor, ids []string, cl, owner string) (string, bool) {
+	var top uint64
+	for _, id := range ids {
+		top = max(top, parts[id].positions[cl].rv)
+	}
+	var at []string
+	for _, id := range ids {
+		if parts[id].positions[cl].rv == top {
+			at = append(at, id)
+		}
+	}
+	if slices.Contains(at, owner) {
+		return owner, true
+	}
+	slices.Sort(at)
+	for _, id := range at[1:] {
+		if parts[id].positions[cl] != parts[at[0]].positions[cl] {
+			return "", false
+		}
+	}
+	return at[0], true
 }
 
 // deadlineWriter bounds each write of a proxied watch by timeout.
