@@ -83,9 +83,13 @@ type ChangeList struct {
 type Change struct {
 	// Seq is the record's position in the log: it increases with each record, across
 	// restarts, and is never reused. The changes after one are those with after=Seq.
-	Seq  uint64           `json:"seq"`
-	Time metav1.MicroTime `json:"time"`
-	Type string           `json:"type"`
+	Seq uint64 `json:"seq"`
+	// Replica is, in a sharded fleet, the replica whose log Seq is a position of: each
+	// replica keeps a log of its own, so (Replica, Seq) names a record across the
+	// fleet. Empty for a daemon that is not sharded.
+	Replica string           `json:"replica,omitempty"`
+	Time    metav1.MicroTime `json:"time"`
+	Type    string           `json:"type"`
 
 	Cluster   string `json:"cluster"`
 	Group     string `json:"group"`
