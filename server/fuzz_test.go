@@ -140,7 +140,7 @@ func FuzzListParameters(f *testing.F) {
 
 func FuzzParseHistoryContinue(f *testing.F) {
 	f.Add(historyContinue{Digest: "0123456789abcdef", After: 7}.String(), "0123456789abcdef", false)
-	f.Add(historyContinue{Digest: "0123456789abcdef", Parts: changesPosition{"fleetwatch-0": 7}, Since: "2026-12-01T10:00:00Z"}.String(), "0123456789abcdef", true)
+	f.Add(historyContinue{Digest: "0123456789abcdef", Parts: changesPosition{"fleetwatch-0": {Seq: 7}}, Since: "2026-12-01T10:00:00Z"}.String(), "0123456789abcdef", true)
 	f.Add("", "", false)
 	f.Add("e30", "", true)
 	f.Add(`eyJxIjoiIiwiYSI6MX0`, "", false)

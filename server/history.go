@@ -42,8 +42,10 @@ var (
 	historyGR = schema.GroupResource{Group: GroupName, Resource: historyResource}
 )
 
-// maxHistoryTokenLen bounds a history's continue token: it holds a digest and a number.
-const maxHistoryTokenLen = 256
+// maxHistoryTokenLen bounds a history's continue token, and a position in a sharded
+// fleet's changes: they hold a digest, a time and, per replica, its identity, its log's
+// and a number, about 60 bytes a replica once encoded.
+const maxHistoryTokenLen = 64 << 10
 
 // serveHistory serves the history's endpoints, rt's resource: changes (of every cluster
 // outside /clusters/), and an object's history (under a cluster's prefix only).
@@ -108,6 +110,14 @@ func (s *Server) serveChanges(w http.ResponseWriter, r *http.Request, sc scope) 
 	req.ShortNames = shortNames
 	if fleet {
 		return s.serveFleetChanges(w, r, sc, log, req)
+	}
+	if forwarded(r) {
+		// The replica that asks places its position in this log.
+		id, err := log.ID()
+		if err != nil {
+			return apierrors.NewInternalError(fmt.Errorf("reading the change log: %w", err))
+		}
+		w.Header().Set(changeLogHeader, id)
 	}
 	page, err := s.localChanges(log, req.ChangesRequest)
 	if err != nil {
@@ -381,7 +391,7 @@ func parseHistoryContinue(s, digest string, fleet bool, self string) (historyCon
 		return t, badParameter("continue", err)
 	case t.Digest != digest:
 		return t, badParameter("continue", errors.New("the token is of another request: send the same parameters with it"))
-	case fleet && (len(t.Parts) == 0 || t.After != 0 || t.Replica != ""):
+	case fleet && (t.Parts.check() != nil || t.After != 0 || t.Replica != ""):
 		return t, badParameter("continue", errors.New("not a continue token of the changes of every cluster of this sharded fleet: no position of its replicas' logs"))
 	case !fleet && (t.After == 0 || len(t.Parts) > 0 || t.Since != ""):
 		return t, badParameter("continue", errors.New("not a continue token handed out by this server: no position"))

@@ -32,13 +32,25 @@ import (
 // part in the order of its log. The answer's position, and its continue token, hold
 // where each part stopped, so that every change is returned once over the pages.
 
-// changesPosition is where a sharded fleet's changes stand: the sequence number of the
-// last change returned of each replica's log, by replica identity. A replica absent
-// from it has had none of its log's changes returned.
-type changesPosition map[string]uint64
+// changeLogHeader names, in a replica's answer to a request of changes that another
+// replica forwarded, the log it read (history.Log.ID): a position in another log is not
+// one in it.
+const changeLogHeader = "X-Fleetwatch-Change-Log"
+
+// changesPosition is where a sharded fleet's changes stand: of each replica's log, by
+// replica identity, the last change returned. A replica absent from it has had none of
+// its log's changes returned.
+type changesPosition map[string]logPosition
+
+// logPosition is a position in one log: the log's identity (history.Log.ID), which a
+// replica keeps until its snapshot's file is replaced, and a sequence number.
+type logPosition struct {
+	Log string `json:"l"`
+	Seq uint64 `json:"s"`
+}
 
 // changesPositionJSON is the encoded form of a position, as base64url (no padding) of
-// its compact JSON: {"p":{"fleetwatch-0":812,"fleetwatch-1":40}}.
+// its compact JSON: {"p":{"fleetwatch-0":{"l":"sdk1v7ofk1s","s":812}}}.
 type changesPositionJSON struct {
 	Parts changesPosition `json:"p"`
 }
@@ -47,39 +59,48 @@ type changesPositionJSON struct {
 func (p changesPosition) String() string {
 	b, err := json.Marshal(changesPositionJSON{Parts: p})
 	if err != nil {
-		panic(fmt.Sprintf("encode changes position: %v", err)) // a map of numbers always marshals
+		panic(fmt.Sprintf("encode changes position: %v", err)) // strings and numbers always marshal
 	}
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
 // parseChangesPosition decodes the String form of a position.
 func parseChangesPosition(s string) (changesPosition, error) {
+	const what = "not a position handed out by this server (a ChangeList's metadata.resourceVersion)"
 	if len(s) > maxHistoryTokenLen {
 		return nil, fmt.Errorf("longer than %d bytes", maxHistoryTokenLen)
 	}
 	b, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil {
-		return nil, errors.New("not a position handed out by this server (a ChangeList's metadata.resourceVersion): not base64url")
+		return nil, fmt.Errorf("%s: not base64url", what)
 	}
 	var j changesPositionJSON
 	if err := decodeStrict(b, &j); err != nil {
-		return nil, fmt.Errorf("not a position handed out by this server (a ChangeList's metadata.resourceVersion): %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	for id, seq := range j.Parts {
-		if id == "" || seq == 0 {
-			return nil, fmt.Errorf("not a position handed out by this server (a ChangeList's metadata.resourceVersion): replica %q at %d", id, seq)
-		}
-	}
-	if len(j.Parts) == 0 {
-		return nil, errors.New("not a position handed out by this server (a ChangeList's metadata.resourceVersion): no replica's")
+	if err := j.Parts.check(); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return j.Parts, nil
 }
 
+// check says what makes p not a position that a replica hands out.
+func (p changesPosition) check() error {
+	if len(p) == 0 {
+		return errors.New("no replica's")
+	}
+	for id, lp := range p {
+		if id == "" || lp.Seq == 0 {
+			return fmt.Errorf("replica %q at %d", id, lp.Seq)
+		}
+	}
+	return nil
+}
+
 // changesPart is one replica's page of a sharded fleet's changes.
 type changesPart struct {
-	// replica is the replica whose log it is read from.
-	replica string
+	// replica is the replica whose log it is read from, and log that log's identity.
+	replica, log string
 	// items are its changes after its position, in the order of its log.
 	items []v1alpha1.Change
 	// next, if not 0, is where its log is read after for the changes after items: more
@@ -104,22 +125,14 @@ func (s *Server) serveFleetChanges(w http.ResponseWriter, r *http.Request, sc sc
 	parts := make([]changesPart, 1+len(ids))
 	var wg sync.WaitGroup
 	for i, id := range ids {
-		after, since := req.partStart(id)
-		wg.Go(func() { parts[1+i] = peers[id].changes(r.Context(), s.peers.client, r, after, since, req.Limit) })
+		wg.Go(func() { parts[1+i] = peers[id].changes(r.Context(), s.peers.client, r, req) })
 	}
-	local := req.ChangesRequest
-	// This replica answers for the clusters it owns, as its peers do: not for the
-	// changes of others that its log still holds (of a cluster before it moved).
-	allow := s.ownedOnly(nil)
-	local.Allow = func(cl string) bool { return sc.includes(cl) && allow(cl) }
-	local.After, local.Since = req.partStart(s.opts.Replica)
-	parts[0] = changesPart{replica: s.opts.Replica}
-	page, err := s.localChanges(log, local)
+	var err error
+	parts[0], err = s.localChangesPart(sc, log, req)
 	wg.Wait()
 	if err != nil {
 		return err
 	}
-	parts[0].items, parts[0].next = page.Items, page.Next
 	for i, id := range ids {
 		err := parts[1+i].err
 		var se *apierrors.StatusError
@@ -157,21 +170,56 @@ func (s *Server) serveFleetChanges(w http.ResponseWriter, r *http.Request, sc sc
 	return nil
 }
 
-// partStart returns where the log of replica id is read from for req: after its
-// position, with the first page's since on the first page; or, a log that the position
-// does not place, from the first page's since.
-func (req *changesRequest) partStart(id string) (after uint64, since time.Time) {
-	if seq, ok := req.positions[id]; ok {
-		return seq, req.Since
+// localChangesPart reads this replica's part of the sharded fleet's changes that req
+// asks for: of the clusters of sc that it owns, not the changes of others that its log
+// still holds (of a cluster before it moved), as its peers answer.
+func (s *Server) localChangesPart(sc scope, log *history.Log, req *changesRequest) (changesPart, error) {
+	id, err := log.ID()
+	if err != nil {
+		return changesPart{}, apierrors.NewInternalError(fmt.Errorf("reading the change log: %w", err))
+	}
+	local := req.ChangesRequest
+	owned := s.ownedOnly(nil)
+	local.Allow = func(cl string) bool { return sc.includes(cl) && owned(cl) }
+	local.After, local.Since = req.start(s.opts.Replica, id)
+	page, err := s.localChanges(log, local)
+	if err != nil {
+		return changesPart{}, err
+	}
+	return changesPart{replica: s.opts.Replica, log: id, items: page.Items, next: page.Next}, nil
+}
+
+// start returns where the log of replica id, whose identity is log, is read from for
+// req: after its position, with the first page's since on the first page; or, a log
+// that the position does not place (none, or another log of that replica), from the
+// first page's since.
+func (req *changesRequest) start(id, log string) (after uint64, since time.Time) {
+	if p, ok := req.positions[id]; ok && p.Log == log {
+		return p.Seq, req.Since
 	}
 	return 0, req.floor
 }
 
-// changes asks the peer for its page of the changes that r asks for, after its log's
-// sequence number after (if not 0), from since (if not zero), at most limit changes,
-// as a request forwarded with the caller's credentials, which the peer answers from its
-// own log, for the clusters it owns.
-func (pp *peerPart) changes(ctx context.Context, client *http.Client, r *http.Request, after uint64, since time.Time, limit int) changesPart {
+// changes asks the peer for its page of the changes that r and req ask for, as a
+// request forwarded with the caller's credentials, which the peer answers from its own
+// log, for the clusters it owns. Its log is read after its position in req; if the
+// peer answers from another log than the position's (its snapshot's file was replaced
+// since), it is asked again, from req's first page's since.
+func (pp *peerPart) changes(ctx context.Context, client *http.Client, r *http.Request, req *changesRequest) changesPart {
+	p, ok := req.positions[pp.id]
+	if !ok {
+		return pp.readChanges(ctx, client, r, 0, req.floor, req.Limit)
+	}
+	part := pp.readChanges(ctx, client, r, p.Seq, req.Since, req.Limit)
+	if part.err == nil && part.log != p.Log {
+		part = pp.readChanges(ctx, client, r, 0, req.floor, req.Limit)
+	}
+	return part
+}
+
+// readChanges asks the peer for a page of the changes that r asks for, after its log's
+// sequence number after (if not 0), from since (if not zero), at most limit changes.
+func (pp *peerPart) readChanges(ctx context.Context, client *http.Client, r *http.Request, after uint64, since time.Time, limit int) changesPart {
 	part := changesPart{replica: pp.id}
 	q := r.URL.Query()
 	for _, k := range []string{"continue", "after", "since", "limit"} {
@@ -184,11 +232,12 @@ func (pp *peerPart) changes(ctx context.Context, client *http.Client, r *http.Re
 	if !since.IsZero() {
 		q.Set("since", since.UTC().Format(time.RFC3339Nano))
 	}
-	body, err := pp.get(ctx, client, r, q)
+	body, header, err := pp.getWithHeader(ctx, client, r, q)
 	if err != nil {
 		part.err = err
 		return part
 	}
+	part.log = header.Get(changeLogHeader)
 	var l v1alpha1.ChangeList
 	if err := json.Unmarshal(body, &l); err != nil {
 		part.err = fmt.Errorf("decode the changes: %w", err)
@@ -254,9 +303,9 @@ func mergeChanges(parts []changesPart, from changesPosition, limit int) (items [
 		case p.err != nil:
 			continue
 		case taken[i] == len(p.items) && p.next != 0:
-			to[p.replica] = p.next
+			to[p.replica] = logPosition{Log: p.log, Seq: p.next}
 		case taken[i] > 0:
-			to[p.replica] = p.items[taken[i]-1].Seq
+			to[p.replica] = logPosition{Log: p.log, Seq: p.items[taken[i]-1].Seq}
 		}
 		more = more || taken[i] < len(p.items) || p.next != 0
 	}

@@ -51,14 +51,14 @@ func TestMergeChanges(t *testing.T) {
 		parts: []changesPart{{replica: "a", items: []v1alpha1.Change{a(1, 0), a(2, 2), a(5, 4)}}, {replica: "b", items: []v1alpha1.Change{b(7, 1), b(9, 3)}}},
 		limit: 10,
 		want:  "a:1 b:7 a:2 b:9 a:5",
-		to:    changesPosition{"a": 5, "b": 9},
+		to:    changesPosition{"a": {Seq: 5}, "b": {Seq: 9}},
 	}, {
 		name:  "cut by the limit: each part where its last change in the page is",
 		parts: []changesPart{{replica: "a", items: []v1alpha1.Change{a(1, 0), a(2, 2), a(5, 4)}}, {replica: "b", items: []v1alpha1.Change{b(7, 1), b(9, 3)}}},
-		from:  changesPosition{"c": 4},
+		from:  changesPosition{"c": {Seq: 4}},
 		limit: 3,
 		want:  "a:1 b:7 a:2",
-		to:    changesPosition{"a": 2, "b": 7, "c": 4},
+		to:    changesPosition{"a": {Seq: 2}, "b": {Seq: 7}, "c": {Seq: 4}},
 		more:  true,
 	}, {
 		name: "a part with more than it returned ends the page when it has none left",
@@ -68,7 +68,7 @@ func TestMergeChanges(t *testing.T) {
 		},
 		limit: 10,
 		want:  "a:1 b:7 a:2",
-		to:    changesPosition{"a": 2, "b": 7},
+		to:    changesPosition{"a": {Seq: 2}, "b": {Seq: 7}},
 		more:  true,
 	}, {
 		name: "a part that read its records for a page and found none: an empty page, and its log read further next",
@@ -76,10 +76,10 @@ func TestMergeChanges(t *testing.T) {
 			{replica: "a", next: 100_000},
 			{replica: "b", items: []v1alpha1.Change{b(7, 1)}},
 		},
-		from:  changesPosition{"a": 3},
+		from:  changesPosition{"a": {Seq: 3}},
 		limit: 10,
 		want:  "",
-		to:    changesPosition{"a": 100_000},
+		to:    changesPosition{"a": {Seq: 100_000}},
 		more:  true,
 	}, {
 		name: "a part that failed keeps its position",
@@ -87,28 +87,28 @@ func TestMergeChanges(t *testing.T) {
 			{replica: "a", err: errors.New("down")},
 			{replica: "b", items: []v1alpha1.Change{b(7, 1)}},
 		},
-		from:  changesPosition{"a": 3, "b": 6},
+		from:  changesPosition{"a": {Seq: 3}, "b": {Seq: 6}},
 		limit: 10,
 		want:  "b:7",
-		to:    changesPosition{"a": 3, "b": 7},
+		to:    changesPosition{"a": {Seq: 3}, "b": {Seq: 7}},
 	}, {
 		name:  "a part's order is its log's, whatever the times (changes that came with a cluster handed over)",
 		parts: []changesPart{{replica: "a", items: []v1alpha1.Change{a(1, 5), a(2, 0)}}, {replica: "b", items: []v1alpha1.Change{b(7, 1), b(8, 6)}}},
 		limit: 10,
 		want:  "b:7 a:1 a:2 b:8",
-		to:    changesPosition{"a": 2, "b": 8},
+		to:    changesPosition{"a": {Seq: 2}, "b": {Seq: 8}},
 	}, {
 		name:  "the same time: by replica, then sequence number",
 		parts: []changesPart{{replica: "b", items: []v1alpha1.Change{b(1, 0)}}, {replica: "a", items: []v1alpha1.Change{a(1, 0), a(2, 0)}}},
 		limit: 10,
 		want:  "a:1 a:2 b:1",
-		to:    changesPosition{"a": 2, "b": 1},
+		to:    changesPosition{"a": {Seq: 2}, "b": {Seq: 1}},
 	}, {
 		name:  "nothing after the position",
 		parts: []changesPart{{replica: "a"}, {replica: "b"}},
-		from:  changesPosition{"a": 3},
+		from:  changesPosition{"a": {Seq: 3}},
 		limit: 10,
-		to:    changesPosition{"a": 3},
+		to:    changesPosition{"a": {Seq: 3}},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			items, to, more := mergeChanges(tc.parts, tc.from, tc.limit)
@@ -210,7 +210,7 @@ func TestMergeChangesPagesAnyLimit(t *testing.T) {
 				}
 				parts := make([]changesPart, len(logs))
 				for i, l := range logs {
-					parts[i] = l.read(pos[l.replica], limit, maxScan)
+					parts[i] = l.read(pos[l.replica].Seq, limit, maxScan)
 				}
 				items, to, more := mergeChanges(parts, pos, limit)
 				if len(items) > limit {
@@ -375,9 +375,18 @@ func TestFleetChanges(t *testing.T) {
 	}
 	far.ReplicaAddress = peer.http.URL
 	local.src.setStatus(far)
-	got, _, warn = readChanges(t, local, "after="+url.QueryEscape(rv3), 2)
+	got, rv4, warn := readChanges(t, local, "after="+url.QueryEscape(rv3), 2)
 	if w := []string{"fleetwatch-1 far/down-p"}; !slices.Equal(got, w) || warn != "" {
 		t.Errorf("the peer back: %v, want %v; Warning %q", got, w, warn)
+	}
+
+	// The peer's snapshot replaced: its new log, whose sequence numbers start again, is
+	// read from its start, not after the old log's position.
+	addNew := peer.changeLog(now.Add(-time.Minute), time.Second)
+	addNew("far", "new-1", false)
+	got, _, _ = readChanges(t, local, "after="+url.QueryEscape(rv4), 2)
+	if w := []string{"fleetwatch-1 far/new-1"}; !slices.Equal(got, w) {
+		t.Errorf("the peer's new log: %v, want %v", got, w)
 	}
 
 	// Positions are of every replica's log: a seq is refused, a forwarded request reads
@@ -437,5 +446,23 @@ func TestObjectHistoryThroughAnyReplica(t *testing.T) {
 	st := local.get(historyPath("far")+q+"&continue="+url.QueryEscape(h.Metadata.Continue)).status(t, http.StatusGone)
 	if !strings.Contains(st.Message, `replica "fleetwatch-1"`) {
 		t.Errorf("a token of another replica's log: %+v", st)
+	}
+}
+
+// TestChangesPositionOfManyReplicas: a position, and a continue token that holds it, of
+// a fleet of many replicas with long identities are taken back.
+func TestChangesPositionOfManyReplicas(t *testing.T) {
+	pos := changesPosition{}
+	for i := range 300 {
+		pos[fmt.Sprintf("%s-%03d", strings.Repeat("r", 59), i)] = logPosition{Log: "dnar6pm9nkwy", Seq: uint64(1_000_000_000 + i)}
+	}
+	got, err := parseChangesPosition(pos.String())
+	if err != nil || !mapsEqual(got, pos) {
+		t.Fatalf("a position of %d replicas: %v", len(pos), err)
+	}
+	tok := historyContinue{Digest: "0123456789abcdef", Parts: pos, Since: now.Format(time.RFC3339Nano)}
+	back, err := parseHistoryContinue(tok.String(), "0123456789abcdef", true, "")
+	if err != nil || !mapsEqual(back.Parts, pos) {
+		t.Fatalf("a continue token of %d replicas, %d bytes: %v", len(pos), len(tok.String()), err)
 	}
 }
