@@ -69,19 +69,24 @@ func (s *Server) serveHistory(w http.ResponseWriter, r *http.Request, rt route, 
 	return s.serveChanges(w, r, sc)
 }
 
-// historyLog returns the Source's change log, or the 404 Status of a server without one.
-func (s *Server) historyLog(gr schema.GroupResource) (*history.Log, error) {
+// historyLog returns the Source's change log and its identity (history.Log.ID), or the
+// 404 Status of a server without one.
+func (s *Server) historyLog(gr schema.GroupResource) (*history.Log, string, error) {
 	hs, ok := s.src.(HistorySource)
 	var err error = errors.New("the fleet keeps no change log")
 	if ok {
 		var log *history.Log
 		if log, err = hs.History(); err == nil {
-			return log, nil
+			id, err := log.ID()
+			if err != nil {
+				return nil, "", apierrors.NewInternalError(fmt.Errorf("reading the change log: %w", err))
+			}
+			return log, id, nil
 		}
 	}
 	se := apierrors.NewNotFound(gr, "")
 	se.ErrStatus.Message = fmt.Sprintf("the history API is off: %v: set history.enabled in the daemon's config, with a snapshot (docs/history.md)", err)
-	return nil, se
+	return nil, "", se
 }
 
 // serveChanges answers a page of the changes of the clusters of sc (Server.authorize
@@ -90,12 +95,12 @@ func (s *Server) historyLog(gr schema.GroupResource) (*history.Log, error) {
 // log of every replica that owns clusters of sc (serveFleetChanges); any other, from
 // this replica's log.
 func (s *Server) serveChanges(w http.ResponseWriter, r *http.Request, sc scope) error {
-	log, err := s.historyLog(changesGR)
+	log, logID, err := s.historyLog(changesGR)
 	if err != nil {
 		return err
 	}
 	fleet := s.opts.Replica != "" && mayFanOut(r, sc)
-	req, err := parseChanges(r.URL.Query(), sc.cluster, s.clock.Now(), fleet, s.opts.Replica)
+	req, err := parseChanges(r.URL.Query(), sc.cluster, s.clock.Now(), fleet, logID)
 	if err != nil {
 		return err
 	}
@@ -109,15 +114,11 @@ func (s *Server) serveChanges(w http.ResponseWriter, r *http.Request, sc scope) 
 	}
 	req.ShortNames = shortNames
 	if fleet {
-		return s.serveFleetChanges(w, r, sc, log, req)
+		return s.serveFleetChanges(w, r, sc, log, logID, req)
 	}
 	if forwarded(r) {
 		// The replica that asks places its position in this log.
-		id, err := log.ID()
-		if err != nil {
-			return apierrors.NewInternalError(fmt.Errorf("reading the change log: %w", err))
-		}
-		w.Header().Set(changeLogHeader, id)
+		w.Header().Set(changeLogHeader, logID)
 	}
 	page, err := s.localChanges(log, req.ChangesRequest)
 	if err != nil {
@@ -141,7 +142,7 @@ func (s *Server) serveChanges(w http.ResponseWriter, r *http.Request, sc scope) 
 		out.Metadata.ResourceVersion = strconv.FormatUint(pos, 10)
 	}
 	if page.Next != 0 {
-		out.Metadata.Continue = historyContinue{Digest: req.digest, After: page.Next, Replica: s.opts.Replica}.String()
+		out.Metadata.Continue = historyContinue{Digest: req.digest, After: page.Next, Log: logID}.String()
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -180,9 +181,9 @@ type changesRequest struct {
 // parseChanges reads the parameters of a request of changes in the scope of cluster:
 // the query (q and the parameters that add terms), since, after, type, limit and
 // continue. fleet is set for a request of a sharded fleet's changes (whose positions
-// are of every replica's log), and self is this replica's identity. A bad parameter
-// gets a 400 Status that names it; the token of another replica's log, 410 Gone.
-func parseChanges(q url.Values, cluster string, now time.Time, fleet bool, self string) (*changesRequest, error) {
+// are of every replica's log), else logID is the identity of the log it reads. A bad
+// parameter gets a 400 Status that names it; the token of another log, 410 Gone.
+func parseChanges(q url.Values, cluster string, now time.Time, fleet bool, logID string) (*changesRequest, error) {
 	req := &changesRequest{}
 	var err error
 	if req.Query, err = parseQuery(q); err != nil {
@@ -227,7 +228,7 @@ func parseChanges(q url.Values, cluster string, now time.Time, fleet bool, self 
 	// now moves from page to page, and the token, not it, says where a page starts.
 	req.digest = tokenDigest("changes", cluster, req.Query.String(), strings.Join(types, ","), q.Get("since"), q.Get("after"))
 	if v := q.Get("continue"); v != "" {
-		t, err := parseHistoryContinue(v, req.digest, fleet, self)
+		t, err := parseHistoryContinue(v, req.digest, fleet, logID)
 		if err != nil {
 			return nil, err
 		}
@@ -259,11 +260,11 @@ func (s *Server) serveObjectHistory(w http.ResponseWriter, r *http.Request, sc s
 	if sc.all() {
 		return badParameter("cluster", errors.New("an object's history is of one cluster: ask under /clusters/{cluster}/, not /clusters/*/"))
 	}
-	log, err := s.historyLog(historyGR)
+	log, logID, err := s.historyLog(historyGR)
 	if err != nil {
 		return err
 	}
-	req, digest, err := parseObjectHistory(r.URL.Query(), sc.cluster, s.opts.Replica)
+	req, digest, err := parseObjectHistory(r.URL.Query(), sc.cluster, logID)
 	if err != nil {
 		return err
 	}
@@ -288,7 +289,7 @@ func (s *Server) serveObjectHistory(w http.ResponseWriter, r *http.Request, sc s
 		Items: page.Steps,
 	}
 	if page.Next != 0 {
-		out.Metadata.Continue = historyContinue{Digest: digest, After: page.Next, Replica: s.opts.Replica}.String()
+		out.Metadata.Continue = historyContinue{Digest: digest, After: page.Next, Log: logID}.String()
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -296,9 +297,8 @@ func (s *Server) serveObjectHistory(w http.ResponseWriter, r *http.Request, sc s
 
 // parseObjectHistory reads the parameters of an object's history in cluster: group,
 // version, resource, namespace and name, limit and continue. A bad one gets a 400
-// Status that names it; the token of another replica's log, 410 Gone. self is this
-// replica's identity.
-func parseObjectHistory(q url.Values, cluster, self string) (req history.ObjectRequest, digest string, err error) {
+// Status that names it; the token of another log than logID's, 410 Gone.
+func parseObjectHistory(q url.Values, cluster, logID string) (req history.ObjectRequest, digest string, err error) {
 	req.Cluster = cluster
 	req.Resource = schema.GroupVersionResource{Group: q.Get("group"), Version: q.Get("version"), Resource: q.Get("resource")}
 	req.Namespace, req.Name = q.Get("namespace"), q.Get("name")
@@ -322,7 +322,7 @@ func parseObjectHistory(q url.Values, cluster, self string) (req history.ObjectR
 	}
 	digest = tokenDigest("history", cluster, req.Resource.String(), req.Namespace, req.Name)
 	if v := q.Get("continue"); v != "" {
-		t, err := parseHistoryContinue(v, digest, false, self)
+		t, err := parseHistoryContinue(v, digest, false, logID)
 		if err != nil {
 			return req, "", err
 		}
@@ -344,15 +344,15 @@ func tokenDigest(parts ...string) string {
 // historyContinue is the continue token of the changes and of an object's history: its
 // request's digest and where the next page starts, as base64url (no padding) of its
 // compact JSON. Of a request that reads one log, that is a sequence number of the log
-// (After) and, in a sharded fleet, the replica whose log it is; of a request of a
+// (After) and the log's identity (history.Log.ID); of a request of a
 // sharded fleet's changes, a position of every replica's log (Parts) and the first
 // page's since, which the logs of replicas absent from Parts are read from.
 type historyContinue struct {
-	Digest  string          `json:"q"`
-	After   uint64          `json:"a,omitempty"`
-	Replica string          `json:"r,omitempty"`
-	Parts   changesPosition `json:"p,omitempty"`
-	Since   string          `json:"s,omitempty"`
+	Digest string          `json:"q"`
+	After  uint64          `json:"a,omitempty"`
+	Log    string          `json:"l,omitempty"`
+	Parts  changesPosition `json:"p,omitempty"`
+	Since  string          `json:"s,omitempty"`
 }
 
 func (t historyContinue) String() string {
@@ -381,22 +381,23 @@ func decodeHistoryContinue(s string) (historyContinue, error) {
 }
 
 // parseHistoryContinue reads the continue token s of the request of digest: of a sharded
-// fleet's changes if fleet is set, else of one log's, this replica's (self). A token that
+// fleet's changes if fleet is set, else of the log whose identity is logID. A token that
 // is not one, or of another request, gets a 400 Status naming continue; one of another
-// replica's log (the cluster moved since), 410 Gone.
-func parseHistoryContinue(s, digest string, fleet bool, self string) (historyContinue, error) {
+// log (the cluster moved to another replica since, or the snapshot's file was
+// replaced), 410 Gone.
+func parseHistoryContinue(s, digest string, fleet bool, logID string) (historyContinue, error) {
 	t, err := decodeHistoryContinue(s)
 	switch {
 	case err != nil:
 		return t, badParameter("continue", err)
 	case t.Digest != digest:
 		return t, badParameter("continue", errors.New("the token is of another request: send the same parameters with it"))
-	case fleet && (t.Parts.check() != nil || t.After != 0 || t.Replica != ""):
+	case fleet && (t.Parts.check() != nil || t.After != 0 || t.Log != ""):
 		return t, badParameter("continue", errors.New("not a continue token of the changes of every cluster of this sharded fleet: no position of its replicas' logs"))
 	case !fleet && (t.After == 0 || len(t.Parts) > 0 || t.Since != ""):
 		return t, badParameter("continue", errors.New("not a continue token handed out by this server: no position"))
-	case !fleet && t.Replica != self:
-		return t, expired(fmt.Sprintf("the continue token is a position in the log of replica %q, and this is %q: the cluster moved since, and its changes are read from its new owner's log; start from the first page", t.Replica, self))
+	case !fleet && t.Log != logID:
+		return t, expired("the continue token is a position in another change log than the one this replica keeps: the cluster moved to another replica since, or the snapshot's file was replaced; start from the first page")
 	}
 	if t.Since != "" {
 		if _, err := time.Parse(time.RFC3339Nano, t.Since); err != nil {

@@ -119,7 +119,7 @@ type changesPart struct {
 // without them, as a list is (serveFanOutList); the position of a replica that did not
 // answer is kept, so that the pages after it returns have what it missed. A replica
 // that refused the request (4xx) fails it with its Status.
-func (s *Server) serveFleetChanges(w http.ResponseWriter, r *http.Request, sc scope, log *history.Log, req *changesRequest) error {
+func (s *Server) serveFleetChanges(w http.ResponseWriter, r *http.Request, sc scope, log *history.Log, logID string, req *changesRequest) error {
 	peers, missing := s.fanOut(r, sc, nil)
 	ids := slices.Sorted(maps.Keys(peers))
 	parts := make([]changesPart, 1+len(ids))
@@ -128,7 +128,7 @@ func (s *Server) serveFleetChanges(w http.ResponseWriter, r *http.Request, sc sc
 		wg.Go(func() { parts[1+i] = peers[id].changes(r.Context(), s.peers.client, r, req) })
 	}
 	var err error
-	parts[0], err = s.localChangesPart(sc, log, req)
+	parts[0], err = s.localChangesPart(sc, log, logID, req)
 	wg.Wait()
 	if err != nil {
 		return err
@@ -172,12 +172,9 @@ func (s *Server) serveFleetChanges(w http.ResponseWriter, r *http.Request, sc sc
 
 // localChangesPart reads this replica's part of the sharded fleet's changes that req
 // asks for: of the clusters of sc that it owns, not the changes of others that its log
-// still holds (of a cluster before it moved), as its peers answer.
-func (s *Server) localChangesPart(sc scope, log *history.Log, req *changesRequest) (changesPart, error) {
-	id, err := log.ID()
-	if err != nil {
-		return changesPart{}, apierrors.NewInternalError(fmt.Errorf("reading the change log: %w", err))
-	}
+// still holds (of a cluster before it moved), as its peers answer. id is the log's
+// identity.
+func (s *Server) localChangesPart(sc scope, log *history.Log, id string, req *changesRequest) (changesPart, error) {
 	local := req.ChangesRequest
 	owned := s.ownedOnly(nil)
 	local.Allow = func(cl string) bool { return sc.includes(cl) && owned(cl) }

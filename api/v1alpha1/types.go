@@ -71,7 +71,10 @@ type SearchItem struct {
 // fleetwatch.io/v1alpha1): what changed, oldest first (docs/history.md).
 type ChangeList struct {
 	metav1.TypeMeta `json:",inline"`
-	// Metadata holds the continue token of the next page, if there is one.
+	// Metadata holds the continue token of the next page, if there is one, and as its
+	// resourceVersion the position after the page, which the parameter after takes: a
+	// Seq, or, for the changes of every cluster of a sharded fleet, an opaque position of
+	// every replica's log.
 	Metadata metav1.ListMeta `json:"metadata"`
 	Items    []Change        `json:"items"`
 }
