@@ -275,7 +275,7 @@ func (f *fixture) changeLog(start time.Time, step time.Duration) (add func(clust
 // Their changes alternate, one a second; each log also holds changes of a cluster the
 // other owns now, which neither may return. It returns the fleet's changes in order,
 // "replica cluster/name" each, and adders of more changes to each log.
-func fleetChangesPair(t *testing.T) (local, peer *fixture, want []string, addLocal, addPeer func(cluster, name string, del bool)) {
+func fleetChangesPair(t testing.TB) (local, peer *fixture, want []string, addLocal, addPeer func(cluster, name string, del bool)) {
 	local, peer, _ = fanOutPair(t)
 	for _, cl := range []string{prod, staging, edge} {
 		peer.src.setStatus(aggregate.ClusterStatus{Name: cl, Phase: aggregate.PhaseRemote, Replica: "fleetwatch-0", ReplicaAddress: local.http.URL})
@@ -465,5 +465,32 @@ func TestChangesPositionOfManyReplicas(t *testing.T) {
 	back, err := parseHistoryContinue(tok.String(), "0123456789abcdef", true, "")
 	if err != nil || !mapsEqual(back.Parts, pos) {
 		t.Fatalf("a continue token of %d replicas, %d bytes: %v", len(pos), len(tok.String()), err)
+	}
+}
+
+// BenchmarkChangesPage reads a page of 100 changes from one replica's log (a request
+// that another replica forwarded) and from a sharded fleet of two (this replica's log
+// merged with the other's, asked over loopback HTTP), each log of 1,000 changes.
+func BenchmarkChangesPage(b *testing.B) {
+	local, _, _, addLocal, addPeer := fleetChangesPair(b)
+	for i := range 1000 {
+		addLocal(prod, fmt.Sprintf("bench-%d", i), false)
+		addPeer("far", fmt.Sprintf("bench-%d", i), false)
+	}
+	for _, bc := range []struct {
+		name   string
+		header []string
+	}{
+		{"one log", []string{forwardedHeader, "1"}},
+		{"two replicas merged", nil},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				r := local.get(changesPath+"?limit=100&q=bench", bc.header...)
+				if r.code != http.StatusOK {
+					b.Fatalf("%d %s", r.code, r.body)
+				}
+			}
+		})
 	}
 }
