@@ -264,8 +264,9 @@ func (pp *peerPart) readChanges(ctx context.Context, client *http.Client, r *htt
 // page ends when a part whose log may have more changes than it returned has none
 // left: its next one may be older than the others'. It returns the position after the
 // page, which holds, for each part, its last change in the page, or where its log is
-// read after if the page has all it returned (its next), and keeps from's position of a
-// part that failed; more is set if any part may have changes after the page. Every
+// read after if the page has all it returned (its next), keeps from's position of a
+// part that failed, and drops from's position in another log than a part's that has
+// none of its changes in the page; more is set if any part may have changes after the page. Every
 // change is returned once over the pages read from each page's position, and the pages
 // are the same whatever their limit.
 func mergeChanges(parts []changesPart, from changesPosition, limit int) (items []v1alpha1.Change, to changesPosition, more bool) {
@@ -303,6 +304,10 @@ func mergeChanges(parts []changesPart, from changesPosition, limit int) (items [
 			to[p.replica] = logPosition{Log: p.log, Seq: p.next}
 		case taken[i] > 0:
 			to[p.replica] = logPosition{Log: p.log, Seq: p.items[taken[i]-1].Seq}
+		case from[p.replica].Log != p.log:
+			// None of a log that the position does not place is in the page: it is read
+			// from the first page's since again.
+			delete(to, p.replica)
 		}
 		more = more || taken[i] < len(p.items) || p.next != 0
 	}

@@ -104,6 +104,14 @@ func TestMergeChanges(t *testing.T) {
 		want:  "a:1 a:2 b:1",
 		to:    changesPosition{"a": {Seq: 2}, "b": {Seq: 1}},
 	}, {
+		name:  "another log than the position's, none of its changes in the page: read from since again",
+		parts: []changesPart{{replica: "a", log: "new", items: []v1alpha1.Change{a(1, 5)}}, {replica: "b", items: []v1alpha1.Change{b(7, 1)}, next: 7}},
+		from:  changesPosition{"a": {Log: "old", Seq: 9}},
+		limit: 10,
+		want:  "b:7",
+		to:    changesPosition{"b": {Seq: 7}},
+		more:  true,
+	}, {
 		name:  "nothing after the position",
 		parts: []changesPart{{replica: "a"}, {replica: "b"}},
 		from:  changesPosition{"a": {Seq: 3}},
