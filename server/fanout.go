@@ -238,6 +238,12 @@ type peerList struct {
 // its *apierrors.StatusError, as this replica would have refused it; any other failure
 // as an error.
 func (p peer) get(ctx context.Context, client *http.Client, r *http.Request, q url.Values) ([]byte, error) {
+	body, _, err := p.getWithHeader(ctx, client, r, q)
+	return body, err
+}
+
+// getWithHeader is get, which also returns the answer's header.
+func (p peer) getWithHeader(ctx context.Context, client *http.Client, r *http.Request, q url.Values) ([]byte, http.Header, error) {
 	u := *p.base
 	u.Path = p.base.Path + r.URL.Path
 	u.RawPath = p.base.EscapedPath() + r.URL.EscapedPath()
@@ -246,7 +252,7 @@ func (p peer) get(ctx context.Context, client *http.Client, r *http.Request, q u
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if a := r.Header.Get("Authorization"); a != "" {
 		req.Header.Set("Authorization", a)
@@ -256,21 +262,21 @@ func (p peer) get(ctx context.Context, client *http.Client, r *http.Request, q u
 	req.Header.Set(forwardedHeader, "1")
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
 		var st metav1.Status
 		if json.Unmarshal(body, &st) == nil && st.Kind == "Status" && st.Code != 0 && st.Code < 500 {
-			return nil, &apierrors.StatusError{ErrStatus: st}
+			return nil, nil, &apierrors.StatusError{ErrStatus: st}
 		}
-		return nil, fmt.Errorf("%s: %.200s", resp.Status, body)
+		return nil, nil, fmt.Errorf("%s: %.200s", resp.Status, body)
 	}
-	return body, nil
+	return body, resp.Header, nil
 }
 
 // list asks the peer for one page of the list that r asks for, after the key after
