@@ -20,7 +20,6 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
-	"github.com/fleetwatch/fleetwatch/internal/benchpods"
 	"github.com/fleetwatch/fleetwatch/internal/testenv"
 )
 
@@ -57,7 +56,7 @@ func writeConfig(c *testenv.Cluster) *rest.Config {
 }
 
 // dataset is what load writes to each cluster: pods and configmaps objects, the pods
-// large (benchpods.ApplyLarge) or small (benchpods.Small).
+// large (testenv.ApplyLargePod) or small (testenv.SmallPod).
 type dataset struct {
 	pods, configMaps int
 	smallPods        bool
@@ -153,10 +152,10 @@ func loadCluster(ctx context.Context, c *testenv.Cluster, ds dataset, workers in
 				switch {
 				case j.pod && ds.smallPods:
 					ns := benchNamespace(j.i)
-					_, err = cs.CoreV1().Pods(ns).Apply(gctx, benchpods.Small(ns, podName(j.i), j.i),
+					_, err = cs.CoreV1().Pods(ns).Apply(gctx, testenv.SmallPod(ns, podName(j.i), j.i),
 						metav1.ApplyOptions{FieldManager: managerController, Force: true})
 				case j.pod:
-					err = benchpods.ApplyLarge(gctx, cs, benchNamespace(j.i), podName(j.i), j.i, managerController, managerKubelet)
+					err = testenv.ApplyLargePod(gctx, cs, benchNamespace(j.i), podName(j.i), j.i, managerController, managerKubelet)
 				default:
 					_, err = cs.CoreV1().ConfigMaps(benchNamespace(j.i)).Apply(gctx, configMapApply(j.i),
 						metav1.ApplyOptions{FieldManager: managerController, Force: true})
@@ -203,14 +202,14 @@ func existing(ctx context.Context, md metadata.Interface, resource string) (map[
 }
 
 func configMapApply(i int) *corev1ac.ConfigMapApplyConfiguration {
-	app := benchpods.Apps[i%len(benchpods.Apps)]
+	app := testenv.BenchApps[i%len(testenv.BenchApps)]
 	ns := benchNamespace(i)
 	props := ""
 	for k := range 20 {
 		props += fmt.Sprintf("%s.setting.%02d=value-%d-%d\n", app, k, i, k)
 	}
 	return corev1ac.ConfigMap(configMapName(i), ns).
-		WithLabels(map[string]string{"app.kubernetes.io/name": app, "app.kubernetes.io/part-of": "shop", "tier": benchpods.Tier(app)}).
+		WithLabels(map[string]string{"app.kubernetes.io/name": app, "app.kubernetes.io/part-of": "shop", "tier": testenv.BenchTier(app)}).
 		WithAnnotations(map[string]string{"meta.helm.sh/release-name": app, "meta.helm.sh/release-namespace": ns}).
 		WithData(map[string]string{
 			"application.properties": props,

@@ -14,7 +14,6 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/fleetwatch/fleetwatch/internal/benchpods"
 	"github.com/fleetwatch/fleetwatch/internal/testenv"
 )
 
@@ -210,7 +209,7 @@ func setClusterPods(ctx context.Context, c *testenv.Cluster, pods int) error {
 		if have[name] {
 			continue
 		}
-		if _, err := cs.CoreV1().Pods(manyNamespace).Apply(ctx, benchpods.Small(manyNamespace, name, i), apply); err != nil {
+		if _, err := cs.CoreV1().Pods(manyNamespace).Apply(ctx, testenv.SmallPod(manyNamespace, name, i), apply); err != nil {
 			return err
 		}
 	}

@@ -1,10 +1,11 @@
-// Package benchpods writes the pods that fleetwatch's benchmarks cache, as apply
-// configurations: the large pods of make bench (Large, LargeStatus, ApplyLarge), which
-// carry what a Deployment's pod with a service-mesh sidecar does, and the small pods of
-// its many-clusters rows and small-pods section (Small). The harness (test/bench) loads
-// them into real clusters, and the read micro-benchmarks of mcprovider read them back
-// through each cache, so that every figure is of the same objects.
-package benchpods
+package testenv
+
+// The pods that fleetwatch's benchmarks cache, as apply configurations: the large pods
+// of make bench (LargePod, LargePodStatus, ApplyLargePod), which carry what a
+// Deployment's pod with a service-mesh sidecar does, and the small pods of its
+// many-clusters rows and small-pods section (SmallPod). The harness (test/bench) loads
+// them into real clusters, and mcprovider's read micro-benchmarks read them back through
+// each cache, so that every figure is of the same objects.
 
 import (
 	"context"
@@ -23,12 +24,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// Apps are the applications whose pods the generators write, pod i being of
-// Apps[i%len(Apps)].
-var Apps = []string{"checkout", "cart", "catalog", "payments", "search", "recommend", "frontend", "shipping"}
+// BenchApps are the applications whose pods the generators write, pod i being of
+// BenchApps[i%len(BenchApps)].
+var BenchApps = []string{"checkout", "cart", "catalog", "payments", "search", "recommend", "frontend", "shipping"}
 
-// Tier is the tier label of app's objects.
-func Tier(app string) string {
+// BenchTier is the tier label of app's objects.
+func BenchTier(app string) string {
 	switch app {
 	case "payments", "cart":
 		return "backend"
@@ -45,32 +46,32 @@ func templateHash(app string) string {
 	return hex.EncodeToString(sum[:])[:10]
 }
 
-// ApplyLarge writes the large pod i as a controller and a kubelet would: Large with the
-// field manager controller, then LargeStatus through the status subresource with the
-// field manager kubelet, so that the pod carries managedFields of both.
-func ApplyLarge(ctx context.Context, cs kubernetes.Interface, ns, name string, i int, controller, kubelet string) error {
+// ApplyLargePod writes the large pod i as a controller and a kubelet would: LargePod
+// with the field manager controller, then LargePodStatus through the status subresource
+// with the field manager kubelet, so that the pod carries managedFields of both.
+func ApplyLargePod(ctx context.Context, cs kubernetes.Interface, ns, name string, i int, controller, kubelet string) error {
 	opts := metav1.ApplyOptions{FieldManager: controller, Force: true}
-	if _, err := cs.CoreV1().Pods(ns).Apply(ctx, Large(ns, name, i), opts); err != nil {
+	if _, err := cs.CoreV1().Pods(ns).Apply(ctx, LargePod(ns, name, i), opts); err != nil {
 		return err
 	}
 	opts.FieldManager = kubelet
-	_, err := cs.CoreV1().Pods(ns).ApplyStatus(ctx, LargeStatus(ns, name, i), opts)
+	_, err := cs.CoreV1().Pods(ns).ApplyStatus(ctx, LargePodStatus(ns, name, i), opts)
 	return err
 }
 
-// Large is the spec and metadata of the large pod i, about 9.3 KB of JSON as served
-// once LargeStatus is applied too, 5.7 KB without its managedFields: three containers
+// LargePod is the spec and metadata of the large pod i, about 9.3 KB of JSON as served
+// once LargePodStatus is applied too, 5.7 KB without its managedFields: three containers
 // (an application, an Istio sidecar, a log shipper) with probes, resources and
 // environment, six labels, six annotations, an owner, volumes and tolerations.
-func Large(ns, name string, i int) *corev1ac.PodApplyConfiguration {
-	app := Apps[i%len(Apps)]
+func LargePod(ns, name string, i int) *corev1ac.PodApplyConfiguration {
+	app := BenchApps[i%len(BenchApps)]
 	hash := templateHash(app)
 	labels := map[string]string{
 		"app.kubernetes.io/name":     app,
 		"app.kubernetes.io/instance": app + "-" + ns,
 		"app.kubernetes.io/version":  "1.14.2",
 		"app.kubernetes.io/part-of":  "shop",
-		"tier":                       Tier(app),
+		"tier":                       BenchTier(app),
 		"pod-template-hash":          hash,
 	}
 	sum := sha256.Sum256([]byte(ns + name))
@@ -104,7 +105,7 @@ func Large(ns, name string, i int) *corev1ac.PodApplyConfiguration {
 		WithAnnotations(annotations).
 		WithOwnerReferences(metav1ac.OwnerReference().
 			WithAPIVersion("apps/v1").WithKind("ReplicaSet").WithName(app + "-" + hash).
-			WithUID(types.UID(fmt.Sprintf("%08x-0000-4000-8000-%012x", i%len(Apps), i%len(Apps)))).
+			WithUID(types.UID(fmt.Sprintf("%08x-0000-4000-8000-%012x", i%len(BenchApps), i%len(BenchApps)))).
 			WithController(true).WithBlockOwnerDeletion(true)).
 		WithSpec(corev1ac.PodSpec().
 			WithNodeName(fmt.Sprintf("node-%03d", i%200)).
@@ -140,9 +141,9 @@ func Large(ns, name string, i int) *corev1ac.PodApplyConfiguration {
 			))
 }
 
-// LargeStatus is the status of the large pod i as a kubelet reports a running pod.
-func LargeStatus(ns, name string, i int) *corev1ac.PodApplyConfiguration {
-	app := Apps[i%len(Apps)]
+// LargePodStatus is the status of the large pod i as a kubelet reports a running pod.
+func LargePodStatus(ns, name string, i int) *corev1ac.PodApplyConfiguration {
+	app := BenchApps[i%len(BenchApps)]
 	started := metav1.NewTime(time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC).Add(time.Duration(i) * time.Second))
 	hostIP := fmt.Sprintf("10.0.%d.%d", (i%200)/250, i%200+1)
 	podIP := fmt.Sprintf("10.%d.%d.%d", 64+i/65536, (i/256)%256, i%256)
@@ -172,16 +173,16 @@ func LargeStatus(ns, name string, i int) *corev1ac.PodApplyConfiguration {
 		))
 }
 
-// Small is the small pod i, about 1.7 KB of JSON as served, 1.2 KB without its
+// SmallPod is the small pod i, about 1.7 KB of JSON as served, 1.2 KB without its
 // managedFields: one container with an image, a port and resources, and three labels;
 // no node, no status.
-func Small(ns, name string, i int) *corev1ac.PodApplyConfiguration {
-	app := Apps[i%len(Apps)]
+func SmallPod(ns, name string, i int) *corev1ac.PodApplyConfiguration {
+	app := BenchApps[i%len(BenchApps)]
 	return corev1ac.Pod(name, ns).
 		WithLabels(map[string]string{
 			"app.kubernetes.io/name":    app,
 			"app.kubernetes.io/part-of": "shop",
-			"tier":                      Tier(app),
+			"tier":                      BenchTier(app),
 		}).
 		WithSpec(corev1ac.PodSpec().WithContainers(corev1ac.Container().WithName(app).
 			WithImage("registry.example.com/shop/" + app + ":1.14.2").
