@@ -59,7 +59,7 @@ BENCH_QUICK_FLAGS ?= --pods 300 --configmaps 100 --clusters 3 --runs 2 --write-r
 # The smoke test of make test: bench-quick's sizes, one run, in a temporary directory.
 BENCH_SMOKE_FLAGS ?= $(BENCH_QUICK_FLAGS) --runs 1 --check
 
-.PHONY: all build image tools test test-unit test-e2e test-browser test-bench lint fmt tidy demo bench bench-quick bench-many bench-small bench-go fuzz clean
+.PHONY: all build image tools test test-unit test-e2e test-browser test-bench lint fmt tidy demo bench bench-quick bench-many bench-small bench-go bench-read fuzz clean
 
 all: lint build test
 
@@ -187,6 +187,14 @@ bench-small: tools
 ## the server's list pages and its heap beyond the fleet, and of the search index
 bench-go:
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) -count $(COUNT) -benchmem ./aggregate/... ./server/... ./search/...
+
+## bench-read: the read micro-benchmarks of issue #37 (mcprovider's BenchmarkRead): Get and
+## List of a Pod from controller-runtime's cache (with and without its DeepCopy), client-go's
+## lister with a DeepCopy, the plain and compact fleets untyped and typed, and mcprovider's
+## cache, on the large and small pods of make bench in real local clusters, COUNT times
+## (a few minutes each); run it under nice -n -20 on a shared machine
+bench-read:
+	cd mcprovider && $(GO) test -run '^$$' -bench '^BenchmarkRead$$' -benchtime $(BENCHTIME) -count $(COUNT) -benchmem -timeout 120m .
 
 ## fuzz: run each fuzz target for FUZZTIME
 fuzz:

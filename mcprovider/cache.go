@@ -121,24 +121,8 @@ func (c *clusterCache) List(_ context.Context, list client.ObjectList, opts ...c
 	if err != nil {
 		return err
 	}
-	items := make([]runtime.Object, 0, len(held))
-	for _, h := range held {
-		if o.Limit > 0 && int64(len(items)) >= o.Limit {
-			break
-		}
-		item, err := t.newObject()
-		if err != nil {
-			return err
-		}
-		if err := t.fromEncoded(h.Object, h.Encoded, item); err != nil {
-			return err
-		}
-		if filter && !selector.Matches(labels.Set(item.GetLabels())) {
-			continue
-		}
-		items = append(items, item)
-	}
-	if err := meta.SetList(list, items); err != nil {
+	keep := func(item client.Object) bool { return !filter || selector.Matches(labels.Set(item.GetLabels())) }
+	if err := t.fill(list, held, o.Limit, keep); err != nil {
 		return err
 	}
 	list.SetContinue("continue-not-supported")

@@ -274,6 +274,49 @@ func TestTypedListOfEncodings(t *testing.T) {
 	}
 }
 
+// TestTypedListReplacesItems lists, typed, into a list that holds items already, with a
+// label selector that the objects of an indexed field are filtered by after their
+// conversion, which the List converts into the list's own items: the list holds the
+// matching objects only, and its items' slice keeps nothing of a rejected one past its
+// length.
+func TestTypedListReplacesItems(t *testing.T) {
+	for _, tc := range fleetCodecs {
+		t.Run(tc.name, func(t *testing.T) {
+			p, views := newTestProviderOf(t, tc.codec)
+			ctx := t.Context()
+			if err := p.IndexField(ctx, &corev1.ConfigMap{}, "data.owner", func(o client.Object) []string {
+				return []string{o.(*corev1.ConfigMap).Data["owner"]}
+			}); err != nil {
+				t.Fatal(err)
+			}
+			list := corev1.ConfigMapList{Items: []corev1.ConfigMap{{ObjectMeta: metav1.ObjectMeta{Name: "stale"}}}}
+			for _, app := range []string{"y", "x", "none"} {
+				err := views["a"].List(ctx, &list, client.MatchingFields{"data.owner": "a"}, client.MatchingLabels{"app": app})
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := map[string][]string{"x": {"ns/one", "other/three"}, "y": {"ns/two"}}[app]
+				var got []string
+				for _, cm := range list.Items {
+					if cm.Labels["app"] != app || cm.Data["owner"] != "a" || cm.Kind != "ConfigMap" {
+						t.Errorf("app=%s: item %s/%s with labels %v, data %v, kind %q", app, cm.Namespace, cm.Name, cm.Labels, cm.Data, cm.Kind)
+					}
+					got = append(got, cm.Namespace+"/"+cm.Name)
+				}
+				slices.Sort(got)
+				if !slices.Equal(got, want) {
+					t.Errorf("app=%s: listed %v, want %v", app, got, want)
+				}
+				for i, cm := range list.Items[len(list.Items):cap(list.Items)] {
+					if cm.Name != "" {
+						t.Errorf("app=%s: the items' slice keeps %s/%s past its length, at %d", app, cm.Namespace, cm.Name, len(list.Items)+i)
+					}
+				}
+			}
+		})
+	}
+}
+
 // recorder is a client-go handler that records what it gets.
 type recorder struct {
 	mu     sync.Mutex

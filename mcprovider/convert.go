@@ -188,6 +188,76 @@ func (t target) into(obj runtime.Object, out runtime.Object) error {
 	return nil
 }
 
+// fill converts held, objects as the fleet holds them, into the items of list, a list of
+// the target, replacing them: at most limit of them (0: all), those that keep accepts.
+// A typed list whose items are structs (corev1.PodList) is converted into in place, one
+// slice for its items; any other goes through an object per item, which meta.SetList
+// copies into the list.
+func (t target) fill(list client.ObjectList, held []aggregate.Held, limit int64, keep func(client.Object) bool) error {
+	if limit <= 0 || limit > int64(len(held)) {
+		limit = int64(len(held))
+	}
+	if items, ok := t.structItems(list); ok {
+		out := reflect.MakeSlice(items.Type(), int(limit), int(limit))
+		n := 0
+		for _, h := range held {
+			if n == out.Len() {
+				break
+			}
+			item := out.Index(n).Addr().Interface().(client.Object)
+			// fromEncoded replaces all of item: one that keep rejects is overwritten.
+			if err := t.fromEncoded(h.Object, h.Encoded, item); err != nil {
+				return err
+			}
+			if keep(item) {
+				n++
+			}
+		}
+		if n < out.Len() {
+			out.Index(n).SetZero()
+		}
+		items.Set(out.Slice(0, n))
+		return nil
+	}
+	objs := make([]runtime.Object, 0, limit)
+	for _, h := range held {
+		if int64(len(objs)) == limit {
+			break
+		}
+		item, err := t.newObject()
+		if err != nil {
+			return err
+		}
+		if err := t.fromEncoded(h.Object, h.Encoded, item); err != nil {
+			return err
+		}
+		if keep(item) {
+			objs = append(objs, item)
+		}
+	}
+	return meta.SetList(list, objs)
+}
+
+// structItems returns the Items of list, a typed list of the target, if they are a
+// slice of structs whose pointers are client.Objects, such as []corev1.Pod.
+func (t target) structItems(list client.ObjectList) (reflect.Value, bool) {
+	if t.form != formTyped {
+		return reflect.Value{}, false
+	}
+	ptr, err := meta.GetItemsPtr(list)
+	if err != nil {
+		return reflect.Value{}, false
+	}
+	items := reflect.ValueOf(ptr).Elem()
+	if items.Kind() != reflect.Slice || items.Type().Elem().Kind() != reflect.Struct ||
+		!reflect.PointerTo(items.Type().Elem()).Implements(clientObjectType) {
+		return reflect.Value{}, false
+	}
+	return items, true
+}
+
+var clientObjectType = reflect.TypeFor[client.Object]()
+
 // cborCodec is implemented by fleet Codecs whose encodings of unstructured objects are,
 // once expanded, CBOR maps in the format of informer.EncodedStore (persist.Codec):
 // Expand returns data itself, or the CBOR that a compressed encoding holds, in dst's

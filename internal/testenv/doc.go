@@ -11,6 +11,9 @@
 // unreachable; recreate it from empty etcd data, which gives it a new kube-system UID;
 // compact its etcd; and read its apiserver's /metrics.
 //
+// The pods of fleetwatch's benchmarks (LargePod, SmallPod) are written from here, so that
+// the harness (test/bench) and the Go micro-benchmarks cache the same objects.
+//
 // Every process is started with a parent-death signal, and Close stops them all, so
 // nothing outlives the test binary. New wires Close into t.Cleanup and fails the test
 // with the reason when the clusters cannot start; the suite skips instead only when

@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -211,7 +209,7 @@ func setClusterPods(ctx context.Context, c *testenv.Cluster, pods int) error {
 		if have[name] {
 			continue
 		}
-		if _, err := cs.CoreV1().Pods(manyNamespace).Apply(ctx, smallPodApply(manyNamespace, name, i), apply); err != nil {
+		if _, err := cs.CoreV1().Pods(manyNamespace).Apply(ctx, testenv.SmallPod(manyNamespace, name, i), apply); err != nil {
 			return err
 		}
 	}
@@ -228,22 +226,3 @@ func setClusterPods(ctx context.Context, c *testenv.Cluster, pods int) error {
 }
 
 func manyPodName(i int) string { return "pod-" + strconv.Itoa(i) }
-
-// smallPodApply is a small pod, about 1 KB of JSON as served: one container with an
-// image, a port and resources, and a few labels; no node, no status. The many-clusters
-// rows and the small-pods section (small.go) cache such pods.
-func smallPodApply(ns, name string, i int) *corev1ac.PodApplyConfiguration {
-	app := apps[i%len(apps)]
-	return corev1ac.Pod(name, ns).
-		WithLabels(map[string]string{
-			"app.kubernetes.io/name":    app,
-			"app.kubernetes.io/part-of": "shop",
-			"tier":                      tierOf(app),
-		}).
-		WithSpec(corev1ac.PodSpec().WithContainers(corev1ac.Container().WithName(app).
-			WithImage("registry.example.com/shop/" + app + ":1.14.2").
-			WithPorts(corev1ac.ContainerPort().WithName("http").WithContainerPort(8080)).
-			WithResources(corev1ac.ResourceRequirements().
-				WithRequests(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi")}).
-				WithLimits(corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")}))))
-}

@@ -14,7 +14,7 @@ import (
 // The small-pods section (--small-pods N, issue #37) measures the default fleets on
 // small objects, where fixed and per-object overheads weigh more than on the large pods
 // of the runs. It starts an env of its own, --clusters apiservers in
-// <dir>/env-small-<clusters>c-<N>p, each holding N small pods (smallPodApply) spread
+// <dir>/env-small-<clusters>c-<N>p, each holding N small pods (testenv.SmallPod) spread
 // over the bench namespaces, and runs, --runs times in rotating order, each in its own
 // process over pods alone: typed informers with the managedFields transform (the
 // strongest peer), the library's plain fleet, its compact fleet (persist.Codec{}), and
