@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -109,6 +110,21 @@ func (l *Log) Changes(req ChangesRequest) (*ChangesPage, error) {
 		Limit:        limit(req.Limit),
 		MaxScan:      l.opts.MaxScan,
 	}
+	if len(q.Clusters) > 0 {
+		// Read from the index of the clusters that match, when they are few.
+		pq.MatchCluster = q.MatchCluster
+	}
+	// names is q without the terms that read an object: they are tried first, so that
+	// an object is decoded only for a change that the others select.
+	names := *q
+	names.Labels, names.Images = nil, nil
+	// resources are the resources of the changes read, and whether the kind terms
+	// match them.
+	type resource struct {
+		gvr   schema.GroupVersionResource
+		match bool
+	}
+	resources := make(map[persist.ResourceKey]resource)
 	pq.Filter = func(c *persist.Change) bool {
 		if req.Allow != nil && !req.Allow(c.Cluster) || len(req.Types) > 0 && !slices.Contains(req.Types, c.Type) || !q.MatchCluster(c.Cluster) {
 			return false
@@ -116,15 +132,28 @@ func (l *Log) Changes(req ChangesRequest) (*ChangesPage, error) {
 		if c.Resource == "" {
 			return true
 		}
-		gvr := c.Resource.GroupVersionResource()
-		if !q.MatchKind(gvr, req.Kinds[gvr], req.ShortNames[gvr.GroupResource()]) {
+		res, ok := resources[c.Resource]
+		if !ok {
+			// c's strings are the file's, for the call only: the key is copied.
+			gvr := c.Resource.GroupVersionResource()
+			res = resource{gvr: gvr, match: q.MatchKind(gvr, req.Kinds[gvr], req.ShortNames[gvr.GroupResource()])}
+			resources[persist.ResourceKey(strings.Clone(string(c.Resource)))] = res
+		}
+		gvr := res.gvr
+		if !res.match {
 			return false
 		}
 		if c.Name == "" {
 			return true
 		}
+		if !names.MatchObject(gvr.GroupResource(), c.Namespace, c.Name, nil) {
+			return false
+		}
+		if !needsObject {
+			return true
+		}
 		var obj runtime.Object
-		if needsObject && c.Object != nil && !isSecret(gvr) {
+		if c.Object != nil && !isSecret(gvr) {
 			obj, _ = c.Decode() // one that does not decode matches no label or image term
 		}
 		return q.MatchObject(gvr.GroupResource(), c.Namespace, c.Name, obj)
