@@ -75,7 +75,7 @@ type ChangesRequest struct {
 	// index of its resources rather than from the whole log.
 	Cluster string
 	// Allow, if not nil, admits the clusters the caller may read: no change of another
-	// cluster is returned.
+	// cluster is returned. It must not keep the name it is given, which is the file's.
 	Allow func(cluster string) bool
 	// Kinds are the kinds of resources as the caller knows them from discovery, for the
 	// kind terms and the items' Kind. A resource that is not in it matches the kind

@@ -25,7 +25,8 @@ type ChangesQuery struct {
 	// MatchCluster, if not nil (and Cluster is empty), selects the records of the
 	// clusters it admits (Filter selects among them): read from the index of their
 	// resources if it admits at most half of the clusters of the log, else from the
-	// whole log. Its answer for a cluster must not change during the call.
+	// whole log. Its answer for a cluster must not change during the call, and it must
+	// not keep the name it is given (as Filter must not keep what it sees).
 	MatchCluster func(cluster string) bool
 	// Filter, if not nil, selects among the others; it sees a Change without its
 	// Object (with it if FilterObject is set), which it must not keep.
