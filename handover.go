@@ -252,7 +252,6 @@ func (m *Manager) receive(ctx context.Context, h shard.Handover) (*saved, int, e
 	m.fleet.RemoveCluster(h.Cluster)
 	snap := &persist.Snapshot{Clusters: map[string]*persist.ClusterSnapshot{h.Cluster: cs}}
 	sv := seed(ctx, m.fleet, snap, specs, m.opts.Snapshot, m.logBases)[h.Cluster]
-	m.logBases.imported(h.Cluster, cs.LogOrigins)
 	n := 0
 	for _, s := range sv.scopes {
 		n += len(s.objects)

@@ -188,6 +188,9 @@ func (sd *clusterSeeder) finish(cs *persist.ClusterSnapshot, stale []staleScope)
 		s.scopes[sc.scope] = savedScope{key: key, resourceVersion: rs.ResourceVersion, objects: sc.names}
 		sd.bases.loaded(sd.name, sc.scope, rs.ResourceVersion, len(sc.names))
 	}
+	// The logs that the cluster's records came from on a warm handover, which the
+	// snapshot keeps: their positions are placed here after a restart too.
+	sd.bases.imported(sd.name, cs.LogOrigins)
 	klog.FromContext(sd.ctx).V(1).Info("Loaded cluster from snapshot", "cluster", sd.name, "scopes", len(s.scopes), "objects", sd.n)
 	return s, stale
 }

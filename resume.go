@@ -29,8 +29,9 @@ type logBases struct {
 	mu       sync.Mutex
 	clusters map[string]map[schema.GroupVersionResource]*logBase
 	// imports are, by cluster, the change logs of other replicas whose records of the
-	// cluster the snapshot's log holds, imported with it on a warm handover
-	// (persist.ClusterSnapshot.LogOrigins), until its base is forgotten.
+	// cluster the snapshot's log holds, imported with it on a warm handover and kept
+	// with it (persist.ClusterSnapshot.LogOrigins, of the import or of a load), until
+	// its base is forgotten.
 	imports map[string][]string
 }
 

@@ -1,6 +1,7 @@
 package fleetwatch
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -143,5 +144,65 @@ func TestLogBases(t *testing.T) {
 	none.loading("prod", sc, "k")
 	if _, ok := none.get("prod", nodes); ok {
 		t.Error("no change log, a base")
+	}
+}
+
+// TestLogOriginsAfterARestart: a new owner that imported a cluster with its old owner's
+// change log, and restarts, still places the old owner's positions: the load of its
+// snapshot gives the logs the cluster's records came from (ChangeLogHolds), until the
+// cluster is forgotten.
+func TestLogOriginsAfterARestart(t *testing.T) {
+	pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	sc := informer.Scope{Resource: pods}
+	key := persist.ResourceKey(sc.String())
+	open := func() *persist.Store {
+		s, err := persist.Open(filepath.Join(t.TempDir(), "snapshot.db"), persist.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	old := open()
+	w := old.NewWriter(persist.WriterOptions{Interval: time.Hour, History: persist.HistoryOptions{Enabled: true}})
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Pod"}}
+	u.SetNamespace("shop")
+	u.SetName("a")
+	u.SetResourceVersion("10")
+	w.Upsert("prod", key, u)
+	w.Checkpoint("prod", key, "10")
+	if err := w.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	oldID, err := old.ID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var state bytes.Buffer
+	if err := old.ExportCluster("prod", &state, persist.ExportOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	store := open()
+	if _, err := store.ImportCluster("prod", &state, persist.ImportOptions{Log: true}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The restart: the snapshot loaded into a new fleet.
+	snap, err := store.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs := map[string]bool{sc.Spec: true}
+	m := &Manager{opts: Options{Snapshot: store}, logEpoch: "e", logBases: &logBases{}}
+	seed(t.Context(), aggregate.New(aggregate.Options{}), snap, specs, store, m.logBases)
+	if !m.ChangeLogHolds("prod", oldID) {
+		t.Errorf("after the restart, the log does not hold the records of %q", oldID)
+	}
+	if rv, _, ok := m.ChangeLogBase("prod", pods); rv != 10 || !ok {
+		t.Errorf("ChangeLogBase: %d, %v", rv, ok)
+	}
+	m.logBases.forget("prod", schema.GroupVersionResource{})
+	if m.ChangeLogHolds("prod", oldID) {
+		t.Error("the cluster was forgotten, its imported log is still held")
 	}
 }

@@ -62,6 +62,13 @@ func New(store *persist.Store, opts Options) *Log {
 	return &Log{store: store, opts: opts}
 }
 
+// ID identifies the log: its store's file (persist.Store.ID). Sequence numbers are
+// positions in one log only: a store whose file was replaced (recovered from a corrupt
+// one, or lost) keeps another log, whose sequence numbers start again.
+func (l *Log) ID() (string, error) {
+	return l.store.ID()
+}
+
 // ChangesRequest selects changes across the fleet.
 type ChangesRequest struct {
 	// Query selects the changes: a change of an object must match every term; a

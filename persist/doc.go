@@ -55,6 +55,9 @@
 //	    'c' <cluster> <resource> -> from resourceVersion, from seq (8 bytes each): the
 //	                                log holds every change of the resource after that
 //	                                resourceVersion, in its records after that seq
+//	    'g' <cluster> -> sealed: the seq that the cluster's import starts after (8
+//	                     bytes), then the change logs (Store.ID) whose records of the
+//	                     cluster came with it (ClusterSnapshot.LogOrigins)
 //
 // A sealed value is the byte 3, the CRC-32C of the names of its buckets below clusters,
 // its key and the value, big-endian, then the value (seal.go). Cluster and resource
@@ -78,7 +81,13 @@
 // them, so that a commit stays short. Open and Load do not read the log; Verify checks
 // every record. A record that does not pass its seal fails the reads that reach it with
 // ErrCorrupt, naming it, and is dropped with the oldest ones as any record: the file is
-// not moved aside for it, since the snapshot's objects are sound.
+// not moved aside for it, since the snapshot's objects are sound. A 'g' entry is sealed
+// as a record is (its path "history", "index"); it stands while a coverage of the
+// cluster starts after its seq, and goes with the cluster's drop, replacement or next
+// import, or the log's deletion. One that does not pass its seal, or whose coverage is
+// gone (a build before 'g' entries, which neither reads nor deletes them, dropped the
+// cluster), is not returned by Load; Verify reports the former. Neither needs a schema
+// version: a build before them ignores them.
 //
 // A cluster-scoped object's key has an empty namespace: "/node-1". The first byte of an
 // object's encoding, within its seal, says what it decodes to: the head of a CBOR map

@@ -261,7 +261,7 @@ func (s *Store) ImportCluster(cluster string, r io.Reader, opts ImportOptions) (
 				}
 			}
 			if h != nil && len(logs) > 0 {
-				if err := h.importLog(cluster, logs); err != nil {
+				if err := h.importLog(cluster, st.logIDs, logs); err != nil {
 					return err
 				}
 			}

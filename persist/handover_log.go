@@ -171,11 +171,13 @@ func checkLogs(cluster string, st *state) error {
 
 // importLog stages the records of the state's change log in h, the log of the
 // transaction that imports the cluster, after what h already staged of it (the record
-// of its replacement), and its coverage; the cluster's earlier coverage ends.
-func (h *historyTx) importLog(cluster string, logs []*stateLog) error {
+// of its replacement), and its coverage, and the change logs ids whose records they are
+// (originsKey); the cluster's earlier coverage ends.
+func (h *historyTx) importLog(cluster string, ids []string, logs []*stateLog) error {
 	if err := h.uncover(cluster, ""); err != nil {
 		return err
 	}
+	h.origins = append(h.origins, imported{cluster: cluster, ids: ids, marker: h.lastMarker(cluster, "")})
 	for _, l := range logs {
 		for _, body := range l.records {
 			r, err := parseRecordValue(0, body)
@@ -187,6 +189,114 @@ func (h *historyTx) importLog(cluster string, logs []*stateLog) error {
 			h.add(v, r.typ, r.time, cluster, l.key, string(r.key), string(r.rv))
 		}
 		h.covers = append(h.covers, coverage{cluster: cluster, resource: l.key, from: []byte(l.from), marker: h.lastMarker(cluster, l.key)})
+	}
+	return nil
+}
+
+// The change logs whose records of a cluster the log holds, imported with it, are kept
+// in the index under originsKey, in the transaction of the import, until the cluster's
+// records no longer follow from them: a drop or replacement of the cluster, another
+// import, the log cleared (uncover, clearHistory). Load returns them
+// (ClusterSnapshot.LogOrigins), so that an importer that restarts still places the
+// positions of those logs. The value is sealed as a record is (its path "history",
+// "index", its key), and holds the sequence number that the import's coverage starts
+// after: an entry stands only while a coverage of the cluster starts there
+// (loadOrigins). A build before the entry neither reads nor deletes it, so one that
+// dropped or replaced the cluster leaves it behind, and the coverage that the cluster
+// has since starts elsewhere: the entry is then ignored, and needs no schema version of
+// its own.
+
+// imported is an import's change logs, which flush records.
+type imported struct {
+	cluster string
+	ids     []string
+	// marker is the index in staged of the record of the cluster's replacement, -1 if
+	// none: the import's coverage starts after it, else after the log before the commit.
+	marker int
+}
+
+// indexSum starts the seal of an index value that has one.
+var indexSum = pathSum(string(bucketHistory), string(bucketIndex))
+
+// originsKey is the index key of the change logs that cluster's records came from.
+func originsKey(cluster string) []byte {
+	return appendString([]byte{indexOrigins}, cluster)
+}
+
+// encodeOrigins returns the sealed value of originsKey: after, the sequence number the
+// import's coverage starts after (8 bytes), then each id with its length before it.
+func encodeOrigins(cluster string, after uint64, ids []string) []byte {
+	v := binary.BigEndian.AppendUint64(make([]byte, sealSize, sealSize+8+16*len(ids)), after)
+	for _, id := range ids {
+		v = appendString(v, id)
+	}
+	sealHead(v, indexSum, originsKey(cluster))
+	return v
+}
+
+// decodeOrigins checks the seal of the value v of originsKey(cluster) and returns what
+// encodeOrigins put in it. An error wraps ErrCorrupt.
+func decodeOrigins(cluster string, v []byte) (after uint64, ids []string, err error) {
+	value, err := unsealBytes(indexSum, string(originsKey(cluster)), v)
+	if err != nil {
+		return 0, nil, fmt.Errorf("the change logs of cluster %q: %w", cluster, err)
+	}
+	if len(value) < 8 {
+		return 0, nil, fmt.Errorf("%w: the change logs of cluster %q: too short", ErrCorrupt, cluster)
+	}
+	after, rest := binary.BigEndian.Uint64(value), value[8:]
+	for len(rest) > 0 {
+		id, r, ok := readString(rest)
+		if !ok || len(id) == 0 {
+			return 0, nil, fmt.Errorf("%w: the change logs of cluster %q: a malformed id", ErrCorrupt, cluster)
+		}
+		ids, rest = append(ids, string(id)), r
+	}
+	if len(ids) == 0 {
+		return 0, nil, fmt.Errorf("%w: the change logs of cluster %q: none", ErrCorrupt, cluster)
+	}
+	return after, ids, nil
+}
+
+// loadOrigins returns the change logs whose records of cluster the log holds, imported
+// with it, nil if none: if their entry is there, passes its seal, and a coverage of the
+// cluster still starts where the import's did. An entry that does not pass is left
+// out, so that only the positions of the importer's own log are placed; Verify reports
+// it.
+func loadOrigins(index *bolt.Bucket, cluster string) []string {
+	if index == nil {
+		return nil
+	}
+	v := index.Get(originsKey(cluster))
+	if v == nil {
+		return nil
+	}
+	after, ids, err := decodeOrigins(cluster, v)
+	if err != nil {
+		return nil
+	}
+	prefix := appendString([]byte{indexCoverage}, cluster)
+	c := index.Cursor()
+	for k, cov := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, cov = c.Next() {
+		if _, rest, ok := readString(k[len(prefix):]); ok && len(rest) == 0 && len(cov) == 16 && binary.BigEndian.Uint64(cov[8:]) == after {
+			return ids
+		}
+	}
+	return nil
+}
+
+// verifyOrigins checks every entry of originsKey, for Verify.
+func verifyOrigins(index *bolt.Bucket) error {
+	prefix := []byte{indexOrigins}
+	c := index.Cursor()
+	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		cluster, rest, ok := readString(k[1:])
+		if !ok || len(rest) > 0 || len(cluster) == 0 {
+			return fmt.Errorf("%w: change log index: unexpected key %q", ErrCorrupt, k)
+		}
+		if _, _, err := decodeOrigins(string(cluster), v); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -156,6 +156,7 @@ const (
 	indexObject   = 'o' // cluster, resource, object key, seq -> nothing
 	indexResource = 'r' // cluster, resource, seq -> the resourceVersion as an integer
 	indexCoverage = 'c' // cluster, resource -> from resourceVersion, from seq
+	indexOrigins  = 'g' // cluster -> sealed: the import's seq, the change logs it came from
 )
 
 // recordFormat is the first byte of a record, after its seal.
@@ -395,6 +396,10 @@ type historyTx struct {
 	staged  []staged
 	covers  []coverage
 	markers map[string]int
+	// origins are the change logs whose records of a cluster the commit imports
+	// (importLog), recorded by flush with the sequence number its coverage starts
+	// after.
+	origins []imported
 	// before is the log's sequence before the commit.
 	before uint64
 	// keys are the index keys of the records added, put in key order at the end
@@ -549,6 +554,15 @@ func (h *historyTx) flush() error {
 			return err
 		}
 	}
+	for _, o := range h.origins {
+		after := h.before
+		if o.marker >= 0 {
+			after = h.staged[o.marker].seq
+		}
+		if err := h.index.Put(originsKey(o.cluster), encodeOrigins(o.cluster, after, o.ids)); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -579,11 +593,15 @@ func (h *historyTx) lastMarker(cluster, resource string) int {
 }
 
 // uncover deletes the coverage of (cluster, resource), of every resource of cluster if
-// resource is "".
+// resource is "", and then the change logs that the cluster's records were imported
+// from too (originsKey): what follows is not what came with it.
 func (h *historyTx) uncover(cluster, resource string) error {
 	prefix := indexPrefix(indexCoverage, cluster, resource, "")
 	if resource != "" {
 		return h.index.Delete(prefix)
+	}
+	if err := h.index.Delete(originsKey(cluster)); err != nil {
+		return err
 	}
 	prefix = prefix[:len(prefix)-1] // without the empty resource
 	var keys [][]byte

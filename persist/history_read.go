@@ -484,9 +484,14 @@ func checkHistoryTree(tx *bolt.Tx) error {
 
 // verifyHistory checks every record of the change log, for Verify.
 func verifyHistory(tx *bolt.Tx) error {
-	log, _ := historyBuckets(tx)
+	log, index := historyBuckets(tx)
 	if log == nil {
 		return nil
+	}
+	if index != nil {
+		if err := verifyOrigins(index); err != nil {
+			return err
+		}
 	}
 	c := log.Cursor()
 	for k, v := c.First(); k != nil; k, v = c.Next() {

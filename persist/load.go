@@ -31,8 +31,10 @@ type ClusterSnapshot struct {
 	// LogOrigins, of a cluster that ImportCluster imported with its change log
 	// (ImportOptions.Log), are the change logs (Store.ID) whose records of the cluster
 	// the Store's log now holds, the exporter's first: a position in one of them is
-	// placed in this Store's log as there. Empty for a Load, and for a state that
-	// carried no log.
+	// placed in this Store's log as there. Load returns them as ImportCluster did, until
+	// the cluster's records no longer follow from the import (the cluster dropped,
+	// replaced or imported again, the log cleared); empty for a state that carried no
+	// log.
 	LogOrigins []string
 }
 
@@ -256,6 +258,7 @@ func loadTx(tx *bolt.Tx, opts LoadOptions, fn func(cluster string, cs *ClusterSn
 	if err != nil {
 		return err
 	}
+	_, index := historyBuckets(tx)
 	var (
 		work      = make(chan *chunk, runtime.GOMAXPROCS(0))
 		ready     = make(chan *loadedCluster, 2)
@@ -361,7 +364,7 @@ func loadTx(tx *bolt.Tx, opts LoadOptions, fn func(cluster string, cs *ClusterSn
 			lc := &loadedCluster{
 				name:      cluster,
 				delivered: make(chan struct{}),
-				cs:        &ClusterSnapshot{Identity: id, Resources: make(map[ResourceKey]*ResourceSnapshot)},
+				cs:        &ClusterSnapshot{Identity: id, Resources: make(map[ResourceKey]*ResourceSnapshot), LogOrigins: loadOrigins(index, cluster)},
 				walked:    make(chan *chunk, 64),
 			}
 			// The deliverer takes the cluster now, and its chunks as they are walked (at

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -181,5 +182,179 @@ func TestResourceCacheHistory(t *testing.T) {
 	items, more := rc.listLocked(&query{scope: every}, nil, 0).items()
 	if len(items) != 3 || more {
 		t.Errorf("list %d items", len(items))
+	}
+}
+
+// TestCarryMoved: the position of a cluster that moved goes to the part of its owner,
+// with the epoch of the part it came from; of several parts' positions of a cluster that
+// moved more than once, the one of the greatest resourceVersion, unless the owner's own
+// is of that resourceVersion; positions of one resourceVersion that differ otherwise
+// cannot be ordered. A cluster moving now, or gone, cannot be carried either.
+func TestCarryMoved(t *testing.T) {
+	part := func(epoch string, positions map[string]position, origins map[string]string) cursor {
+		return cursor{epoch: epoch, positions: positions, origins: origins}
+	}
+	owned := func(m map[string]string) map[string]owner {
+		out := map[string]owner{}
+		for cl, r := range m {
+			out[cl] = owner{replica: r}
+		}
+		return out
+	}
+	tests := []struct {
+		name   string
+		self   string
+		parts  map[string]cursor
+		owners map[string]owner
+		want   map[string]cursor // nil: the parts as they are
+		failed string
+	}{{
+		name: "not moved",
+		self: "a",
+		parts: map[string]cursor{
+			"a": part("ea", map[string]position{"x": {rv: 5}}, nil),
+			"b": part("eb", map[string]position{"y": {rv: 7}}, nil),
+		},
+		owners: owned(map[string]string{"x": "a", "y": "b"}),
+	}, {
+		name: "moved once",
+		self: "a",
+		parts: map[string]cursor{
+			"a": part("ea", map[string]position{"x": {rv: 5}}, nil),
+			"b": part("eb", map[string]position{"y": {rv: 7}}, nil),
+		},
+		owners: owned(map[string]string{"x": "b", "y": "b"}),
+		want: map[string]cursor{
+			"a": part("ea", map[string]position{"x": {rv: 5}}, nil),
+			"b": part("eb", map[string]position{"x": {rv: 5}, "y": {rv: 7}}, map[string]string{"x": "ea"}),
+		},
+	}, {
+		name: "moved to a replica that had sent nothing",
+		self: "a",
+		parts: map[string]cursor{
+			"a": part("ea", map[string]position{"x": {rv: 5, n: 2}}, nil),
+		},
+		owners: owned(map[string]string{"x": "c"}),
+		want: map[string]cursor{
+			"a": part("ea", map[string]position{"x": {rv: 5, n: 2}}, nil),
+			"c": part("ea", map[string]position{"x": {rv: 5, n: 2}}, nil),
+		},
+	}, {
+		// A to B, the client resumed through B and saw x change there, then B to C:
+		// A's part still holds x.
+		name: "moved twice",
+		self: "c",
+		parts: map[string]cursor{
+			"a": part("ea", map[string]position{"x": {rv: 5, n: 3}, "z": {rv: 3}}, nil),
+			"b": part("eb", map[string]position{"x": {rv: 9}, "y": {rv: 7}}, nil),
+			"c": part("ec", map[string]position{"w": {rv: 2}}, nil),
+		},
+		owners: owned(map[string]string{"x": "c", "y": "b", "z": "a", "w": "c"}),
+		want: map[string]cursor{
+			"a": part("ea", map[string]position{"x": {rv: 5, n: 3}, "z": {rv: 3}}, nil),
+			"b": part("eb", map[string]position{"x": {rv: 9}, "y": {rv: 7}}, nil),
+			"c": part("ec", map[string]position{"w": {rv: 2}, "x": {rv: 9}}, map[string]string{"x": "eb"}),
+		},
+	}, {
+		// B took x's position from A's part, and x did not change on B.
+		name: "moved twice, the same position twice",
+		self: "a",
+		parts: map[string]cursor{
+			"a": part("ea", map[string]position{"x": {rv: 6, n: 1}}, nil),
+			"b": part("eb", map[string]position{"x": {rv: 6, n: 1}}, nil),
+		},
+		owners: owned(map[string]string{"x": "c"}),
+		want: map[string]cursor{
+			"a": part("ea", map[string]position{"x": {rv: 6, n: 1}}, nil),
+			"b": part("eb", map[string]position{"x": {rv: 6, n: 1}}, nil),
+			"c": part("ea", map[string]position{"x": {rv: 6, n: 1}}, nil),
+		},
+	}, {
+		name: "moved twice, not ordered",
+		self: "a",
+		parts: map[string]cursor{
+			"a": part("ea", map[string]position{"x": {rv: 6, n: 4}}, nil),
+			"b": part("eb", map[string]position{"x": {rv: 6, n: 1}}, nil),
+		},
+		owners: owned(map[string]string{"x": "c"}),
+		failed: "x",
+	}, {
+		// A to B to A: A's own position is older than B's.
+		name: "moved back",
+		self: "b",
+		parts: map[string]cursor{
+			"a": part("ea", map[string]position{"x": {rv: 5}}, nil),
+			"b": part("eb", map[string]position{"x": {rv: 9}}, nil),
+		},
+		owners: owned(map[string]string{"x": "a"}),
+		want: map[string]cursor{
+			"a": part("ea", map[string]position{"x": {rv: 9}}, map[string]string{"x": "eb"}),
+			"b": part("eb", map[string]position{"x": {rv: 9}}, nil),
+		},
+	}, {
+		// The old owner counted the deletions of x's objects as x left it.
+		name: "the owner's at the same resourceVersion",
+		self: "a",
+		parts: map[string]cursor{
+			"a": part("ea", map[string]position{"x": {rv: 9, n: 2}}, nil),
+			"b": part("eb", map[string]position{"x": {rv: 9}}, nil),
+		},
+		owners: owned(map[string]string{"x": "b"}),
+	}, {
+		name: "moving",
+		self: "a",
+		parts: map[string]cursor{
+			"a": part("ea", map[string]position{"x": {rv: 5}}, nil),
+		},
+		owners: map[string]owner{"x": {moving: true}},
+		failed: "x",
+	}, {
+		name: "gone",
+		self: "a",
+		parts: map[string]cursor{
+			"a": part("ea", map[string]position{"x": {rv: 5}}, nil),
+		},
+		owners: map[string]owner{},
+		failed: "x",
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			from := cursor{peers: map[string]string{}, replica: tt.self}
+			for id, c := range tt.parts {
+				if id == tt.self {
+					from.epoch, from.positions, from.origins = c.epoch, c.positions, c.origins
+				} else {
+					from.peers[id] = c.String()
+				}
+			}
+			got, cl, ok := carryMoved(from, tt.self, scope{cluster: allClusters}, tt.owners)
+			if tt.failed != "" {
+				if ok || cl != tt.failed {
+					t.Fatalf("carried: %q, %v; want %q to fail", cl, ok, tt.failed)
+				}
+				return
+			}
+			if !ok {
+				t.Fatalf("%q cannot be carried", cl)
+			}
+			want := tt.want
+			if want == nil {
+				want = tt.parts
+			}
+			parts := map[string]string{tt.self: got.part().String()}
+			for id, rv := range got.peers {
+				parts[id] = rv
+			}
+			if len(parts) != len(want) {
+				t.Errorf("parts %v, want %d", slices.Sorted(maps.Keys(parts)), len(want))
+			}
+			for id, c := range want {
+				if parts[id] != c.String() {
+					g, _ := base64.RawURLEncoding.DecodeString(parts[id])
+					w, _ := base64.RawURLEncoding.DecodeString(c.String())
+					t.Errorf("part %s: %s, want %s", id, g, w)
+				}
+			}
+		})
 	}
 }

@@ -238,6 +238,12 @@ type peerList struct {
 // its *apierrors.StatusError, as this replica would have refused it; any other failure
 // as an error.
 func (p peer) get(ctx context.Context, client *http.Client, r *http.Request, q url.Values) ([]byte, error) {
+	body, _, err := p.getWithHeader(ctx, client, r, q)
+	return body, err
+}
+
+// getWithHeader is get, which also returns the answer's header.
+func (p peer) getWithHeader(ctx context.Context, client *http.Client, r *http.Request, q url.Values) ([]byte, http.Header, error) {
 	u := *p.base
 	u.Path = p.base.Path + r.URL.Path
 	u.RawPath = p.base.EscapedPath() + r.URL.EscapedPath()
@@ -246,7 +252,7 @@ func (p peer) get(ctx context.Context, client *http.Client, r *http.Request, q u
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if a := r.Header.Get("Authorization"); a != "" {
 		req.Header.Set("Authorization", a)
@@ -256,21 +262,21 @@ func (p peer) get(ctx context.Context, client *http.Client, r *http.Request, q u
 	req.Header.Set(forwardedHeader, "1")
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
 		var st metav1.Status
 		if json.Unmarshal(body, &st) == nil && st.Kind == "Status" && st.Code != 0 && st.Code < 500 {
-			return nil, &apierrors.StatusError{ErrStatus: st}
+			return nil, nil, &apierrors.StatusError{ErrStatus: st}
 		}
-		return nil, fmt.Errorf("%s: %.200s", resp.Status, body)
+		return nil, nil, fmt.Errorf("%s: %.200s", resp.Status, body)
 	}
-	return body, nil
+	return body, resp.Header, nil
 }
 
 // list asks the peer for one page of the list that r asks for, after the key after
@@ -881,18 +887,27 @@ func inScope(owners map[string]owner, sc scope) map[string]owner {
 // carryMoved returns from with the position of each cluster of the request's scope sc
 // that moved since from carried to the part of the replica that watches it now
 // (owners), or the first cluster that cannot be carried. A part of from holds the
-// position of such a cluster, but the replica that watches it now holds none, because
-// the cluster moved there after that part streamed it. The part of its old owner
-// answers for the clusters that replica owns now only (ownedOnly), so it would not
-// send what the cluster lost in the move; the new owner's part, given the position
-// with the old part's epoch (cursor.origins), sends the changes after it from the
-// change log that came with the cluster on a warm handover, or answers 410 Gone if
+// position of such a cluster, but the replica that watches it now holds none, or an
+// older one, because the cluster moved there after that part streamed it. The part of
+// its old owner answers for the clusters that replica owns now only (ownedOnly), so it
+// would not send what the cluster lost in the move; the new owner's part, given the
+// position with the old part's epoch (cursor.origins), sends the changes after it from
+// the change log that came with the cluster on a warm handover, or answers 410 Gone if
 // none did (a cold move, a log off, a position too old for what came), and the client
-// lists again. A cluster that is moving or left the fleet, or whose position more than
-// one other part holds (it moved more than once, and its positions of different
-// epochs cannot be ordered), cannot be carried. A part may hold the position of a
-// cluster that its replica no longer watches (its watch cache saw the cluster leave),
-// which matters only when the owner's part has none.
+// lists again. A cluster that is moving or left the fleet cannot be carried.
+//
+// A cluster that moved more than once (A to B to C, or back to A) can have positions
+// in several parts, those of its earlier owners left in their parts. The newest is the
+// one of the greatest resourceVersion: a warm handover continues the cluster's stream
+// of changes where the old owner stopped (its new owner starts at the resourceVersion
+// the old one committed last, and places the old positions in the log that came with
+// it), so along the owners the resourceVersions of one cluster's positions grow. The
+// changes counted after one resourceVersion (the n of rv.n) do not order positions of
+// different parts: an old owner counts the deletions of the cluster's objects as it
+// leaves. So among the positions of the greatest resourceVersion, the owner's is
+// taken if it has one, else the one position they all are, else the cluster cannot be
+// carried. A part may hold the position of a cluster that its replica no longer
+// watches (its watch cache saw the cluster leave).
 func carryMoved(from cursor, self string, sc scope, owners map[string]owner) (cursor, string, bool) {
 	parts := map[string]cursor{self: from.part()}
 	for id, rv := range from.peers {
@@ -910,17 +925,18 @@ func carryMoved(from cursor, self string, sc scope, owners map[string]owner) (cu
 	}
 	carried := false
 	for _, cl := range slices.Sorted(maps.Keys(holders)) {
-		ids := holders[cl]
 		o, ok := owners[cl]
-		switch {
-		case !ok || o.moving:
-			return from, cl, false
-		case slices.Contains(ids, o.replica):
-			continue
-		case len(ids) > 1:
+		if !ok || o.moving {
 			return from, cl, false
 		}
-		src, dst := parts[ids[0]], parts[o.replica]
+		newest, ok := newestHolder(parts, holders[cl], cl, o.replica)
+		switch {
+		case !ok:
+			return from, cl, false
+		case newest == o.replica:
+			continue
+		}
+		src, dst := parts[newest], parts[o.replica]
 		epoch := src.epochOf(cl)
 		if dst.epoch == "" {
 			dst.epoch = epoch
@@ -930,8 +946,9 @@ func carryMoved(from cursor, self string, sc scope, owners map[string]owner) (cu
 			dst.positions = map[string]position{}
 		}
 		dst.positions[cl] = src.positions[cl]
+		dst.origins = maps.Clone(dst.origins)
+		delete(dst.origins, cl)
 		if epoch != dst.epoch {
-			dst.origins = maps.Clone(dst.origins)
 			if dst.origins == nil {
 				dst.origins = map[string]string{}
 			}
@@ -952,6 +969,31 @@ func carryMoved(from cursor, self string, sc scope, owners map[string]owner) (cu
 		out.peers[id] = c.String()
 	}
 	return out, "", true
+}
+
+// newestHolder returns which of the parts ids holds the newest position of cluster cl
+// (see carryMoved), the owner's if it is as new; ok is false if that cannot be told.
+func newestHolder(parts map[string]cursor, ids []string, cl, owner string) (string, bool) {
+	var top uint64
+	for _, id := range ids {
+		top = max(top, parts[id].positions[cl].rv)
+	}
+	var at []string
+	for _, id := range ids {
+		if parts[id].positions[cl].rv == top {
+			at = append(at, id)
+		}
+	}
+	if slices.Contains(at, owner) {
+		return owner, true
+	}
+	slices.Sort(at)
+	for _, id := range at[1:] {
+		if parts[id].positions[cl] != parts[at[0]].positions[cl] {
+			return "", false
+		}
+	}
+	return at[0], true
 }
 
 // deadlineWriter bounds each write of a proxied watch by timeout.

@@ -23,7 +23,7 @@ import (
 // edge and sees the cluster far owned by peer, which watches far. The peer still holds
 // objects of the others, as a replica restarted from its snapshot does before it gives
 // them up: it must not answer for them.
-func fanOutPair(t *testing.T) (local, peer *fixture, seen func() []http.Header) {
+func fanOutPair(t testing.TB) (local, peer *fixture, seen func() []http.Header) {
 	t.Helper()
 	peer = newFixture(t, func(o *Options) { o.Replica = "fleetwatch-1" })
 	far := clusterStatus("far", aggregate.PhaseSynced, false)

@@ -7,10 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -44,8 +42,10 @@ var (
 	historyGR = schema.GroupResource{Group: GroupName, Resource: historyResource}
 )
 
-// maxHistoryTokenLen bounds a history's continue token: it holds a digest and a number.
-const maxHistoryTokenLen = 256
+// maxHistoryTokenLen bounds a history's continue token, and a position in a sharded
+// fleet's changes: they hold a digest, a time and, per replica, its identity, its log's
+// and a number, about 60 bytes a replica once encoded.
+const maxHistoryTokenLen = 64 << 10
 
 // serveHistory serves the history's endpoints, rt's resource: changes (of every cluster
 // outside /clusters/), and an object's history (under a cluster's prefix only).
@@ -69,33 +69,38 @@ func (s *Server) serveHistory(w http.ResponseWriter, r *http.Request, rt route, 
 	return s.serveChanges(w, r, sc)
 }
 
-// historyLog returns the Source's change log, or the 404 Status of a server without one.
-func (s *Server) historyLog(gr schema.GroupResource) (*history.Log, error) {
+// historyLog returns the Source's change log and its identity (history.Log.ID), or the
+// 404 Status of a server without one.
+func (s *Server) historyLog(gr schema.GroupResource) (*history.Log, string, error) {
 	hs, ok := s.src.(HistorySource)
 	var err error = errors.New("the fleet keeps no change log")
 	if ok {
 		var log *history.Log
 		if log, err = hs.History(); err == nil {
-			return log, nil
+			id, err := log.ID()
+			if err != nil {
+				return nil, "", apierrors.NewInternalError(fmt.Errorf("reading the change log: %w", err))
+			}
+			return log, id, nil
 		}
 	}
 	se := apierrors.NewNotFound(gr, "")
 	se.ErrStatus.Message = fmt.Sprintf("the history API is off: %v: set history.enabled in the daemon's config, with a snapshot (docs/history.md)", err)
-	return nil, se
+	return nil, "", se
 }
 
 // serveChanges answers a page of the changes of the clusters of sc (Server.authorize
-// decided them): no change of another cluster is returned, whatever the query. In a
-// sharded fleet, each replica's log holds the changes of the clusters it watched: a
-// request of every cluster is answered with this replica's own, and a Warning names
-// the clusters that other replicas watch, whose changes their own prefix serves
-// (/clusters/{name}/... is proxied to the owner).
+// decided them): no change of another cluster is returned, whatever the query. A
+// request of every cluster of a sharded fleet is answered for the whole fleet, from the
+// log of every replica that owns clusters of sc (serveFleetChanges); any other, from
+// this replica's log.
 func (s *Server) serveChanges(w http.ResponseWriter, r *http.Request, sc scope) error {
-	log, err := s.historyLog(changesGR)
+	log, logID, err := s.historyLog(changesGR)
 	if err != nil {
 		return err
 	}
-	req, digest, err := parseChanges(r.URL.Query(), sc.cluster, s.clock.Now())
+	fleet := s.opts.Replica != "" && mayFanOut(r, sc)
+	req, err := parseChanges(r.URL.Query(), sc.cluster, s.clock.Now(), fleet, logID)
 	if err != nil {
 		return err
 	}
@@ -103,22 +108,21 @@ func (s *Server) serveChanges(w http.ResponseWriter, r *http.Request, sc scope) 
 	if !sc.all() {
 		req.Cluster = sc.cluster
 	}
-	peers, missing := s.fanOut(r, sc, nil)
-	if len(peers) > 0 || len(missing) > 0 {
-		allow := s.ownedOnly(sc.allow)
-		req.Allow = func(cl string) bool { return sc.includes(cl) && allow(cl) }
-		for _, id := range slices.Sorted(maps.Keys(peers)) {
-			missing = appendClusters(missing, peers[id], fmt.Sprintf("replica %q watches it: its changes are under its own /clusters/ prefix", id))
-		}
-	}
 	req.Kinds = make(map[schema.GroupVersionResource]string)
 	for gvr, res := range s.catalog(sc).resources {
 		req.Kinds[gvr] = res.kind
 	}
 	req.ShortNames = shortNames
-	page, err := log.Changes(req)
+	if fleet {
+		return s.serveFleetChanges(w, r, sc, log, logID, req)
+	}
+	if forwarded(r) {
+		// The replica that asks places its position in this log.
+		w.Header().Set(changeLogHeader, logID)
+	}
+	page, err := s.localChanges(log, req.ChangesRequest)
 	if err != nil {
-		return apierrors.NewInternalError(fmt.Errorf("reading the change log: %w", err))
+		return err
 	}
 	release, err := s.limits.admitList(len(page.Items))
 	if err != nil {
@@ -129,30 +133,81 @@ func (s *Server) serveChanges(w http.ResponseWriter, r *http.Request, sc scope) 
 		TypeMeta: metav1.TypeMeta{Kind: "ChangeList", APIVersion: SchemeGroupVersion.String()},
 		Items:    page.Items,
 	}
-	if page.Next != 0 {
-		out.Metadata.Continue = historyContinue{Digest: digest, After: page.Next}.String()
+	// The position after the page: the next page's start, or the last change read.
+	pos := page.Next
+	if pos == 0 && len(page.Items) > 0 {
+		pos = page.Items[len(page.Items)-1].Seq
 	}
-	warnNotIncluded(w, missing)
+	if pos = max(pos, req.After); pos != 0 {
+		out.Metadata.ResourceVersion = strconv.FormatUint(pos, 10)
+	}
+	if page.Next != 0 {
+		out.Metadata.Continue = historyContinue{Digest: req.digest, After: page.Next, Log: logID}.String()
+	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
+// localChanges reads a page of changes from this replica's log, each change naming
+// the replica (Options.Replica).
+func (s *Server) localChanges(log *history.Log, req history.ChangesRequest) (*history.ChangesPage, error) {
+	page, err := log.Changes(req)
+	if err != nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("reading the change log: %w", err))
+	}
+	for i := range page.Items {
+		page.Items[i].Replica = s.opts.Replica
+	}
+	return page, nil
+}
+
+// changesRequest is a request of changes as its parameters ask it.
+type changesRequest struct {
+	// ChangesRequest is the request of this replica's log, but for a fleet's: Since is
+	// zero on a page after the first (the token says where it starts), and After is
+	// the position of a request that reads one log.
+	history.ChangesRequest
+	// digest identifies the request in its continue tokens.
+	digest string
+	// positions are, for a request of a sharded fleet's changes, where each replica's
+	// log is read after, from after or continue; a replica absent from them is read
+	// from floor.
+	positions changesPosition
+	// floor is the first page's since: where a replica's log that positions do not
+	// place is read from.
+	floor time.Time
+}
+
 // parseChanges reads the parameters of a request of changes in the scope of cluster:
 // the query (q and the parameters that add terms), since, after, type, limit and
-// continue. A bad one gets a 400 Status that names it. digest identifies the request in
-// its continue tokens.
-func parseChanges(q url.Values, cluster string, now time.Time) (req history.ChangesRequest, digest string, err error) {
+// continue. fleet is set for a request of a sharded fleet's changes (whose positions
+// are of every replica's log), else logID is the identity of the log it reads. A bad
+// parameter gets a 400 Status that names it; the token of another log, 410 Gone.
+func parseChanges(q url.Values, cluster string, now time.Time, fleet bool, logID string) (*changesRequest, error) {
+	req := &changesRequest{}
+	var err error
 	if req.Query, err = parseQuery(q); err != nil {
-		return req, "", err
+		return nil, err
 	}
 	if v := q.Get("since"); v != "" {
 		if req.Since, err = parseSince(v, now); err != nil {
-			return req, "", badParameter("since", err)
+			return nil, badParameter("since", err)
 		}
 	}
+	req.floor = req.Since
 	if v := q.Get("after"); v != "" {
-		if req.After, err = strconv.ParseUint(v, 10, 64); err != nil {
-			return req, "", badParameter("after", fmt.Errorf("%q is not a sequence number (a change's seq)", v))
+		seq, err := strconv.ParseUint(v, 10, 64)
+		switch {
+		case fleet && err == nil:
+			return nil, badParameter("after", fmt.Errorf("%q is a seq of one replica's log: the changes of every cluster of a sharded fleet are read after a position of every replica's log, a ChangeList's metadata.resourceVersion", v))
+		case fleet:
+			if req.positions, err = parseChangesPosition(v); err != nil {
+				return nil, badParameter("after", err)
+			}
+		case err != nil:
+			return nil, badParameter("after", fmt.Errorf("%q is not a sequence number (a change's seq, or a ChangeList's metadata.resourceVersion)", v))
+		default:
+			req.After = seq
 		}
 	}
 	var types []string
@@ -160,26 +215,30 @@ func parseChanges(q url.Values, cluster string, now time.Time) (req history.Chan
 		for t := range strings.SplitSeq(v, ",") {
 			typ, ok := history.ParseType(t)
 			if !ok {
-				return req, "", badParameter("type", fmt.Errorf("unknown change type %q: use Added, Modified, Deleted, Vanished, ResourceReset, ClusterRemoved, ClusterReplaced or Lost", t))
+				return nil, badParameter("type", fmt.Errorf("unknown change type %q: use Added, Modified, Deleted, Vanished, ResourceReset, ClusterRemoved, ClusterReplaced or Lost", t))
 			}
 			req.Types = append(req.Types, typ)
 			types = append(types, t)
 		}
 	}
 	if req.Limit, err = parseLimit(q, history.DefaultLimit, history.MaxLimit); err != nil {
-		return req, "", err
+		return nil, err
 	}
 	// Since and after are those of the first page, by their text: a since relative to
 	// now moves from page to page, and the token, not it, says where a page starts.
-	digest = tokenDigest("changes", cluster, req.Query.String(), strings.Join(types, ","), q.Get("since"), q.Get("after"))
+	req.digest = tokenDigest("changes", cluster, req.Query.String(), strings.Join(types, ","), q.Get("since"), q.Get("after"))
 	if v := q.Get("continue"); v != "" {
-		after, err := parseHistoryContinue(v, digest)
+		t, err := parseHistoryContinue(v, req.digest, fleet, logID)
 		if err != nil {
-			return req, "", badParameter("continue", err)
+			return nil, err
 		}
-		req.Since, req.After = time.Time{}, after
+		req.Since, req.After, req.positions = time.Time{}, t.After, t.Parts
+		if t.Since != "" {
+			// Checked by parseHistoryContinue.
+			req.floor, _ = time.Parse(time.RFC3339Nano, t.Since)
+		}
 	}
-	return req, digest, nil
+	return req, nil
 }
 
 // parseSince reads a since parameter: a time in RFC 3339 (2026-12-01T10:00:00Z), or a
@@ -201,17 +260,20 @@ func (s *Server) serveObjectHistory(w http.ResponseWriter, r *http.Request, sc s
 	if sc.all() {
 		return badParameter("cluster", errors.New("an object's history is of one cluster: ask under /clusters/{cluster}/, not /clusters/*/"))
 	}
-	log, err := s.historyLog(historyGR)
+	log, logID, err := s.historyLog(historyGR)
 	if err != nil {
 		return err
 	}
-	req, digest, err := parseObjectHistory(r.URL.Query(), sc.cluster)
+	req, digest, err := parseObjectHistory(r.URL.Query(), sc.cluster, logID)
 	if err != nil {
 		return err
 	}
 	page, err := log.Object(req)
 	if err != nil {
 		return apierrors.NewInternalError(fmt.Errorf("reading the change log: %w", err))
+	}
+	for i := range page.Steps {
+		page.Steps[i].Replica = s.opts.Replica
 	}
 	release, err := s.limits.admitList(len(page.Steps))
 	if err != nil {
@@ -227,7 +289,7 @@ func (s *Server) serveObjectHistory(w http.ResponseWriter, r *http.Request, sc s
 		Items: page.Steps,
 	}
 	if page.Next != 0 {
-		out.Metadata.Continue = historyContinue{Digest: digest, After: page.Next}.String()
+		out.Metadata.Continue = historyContinue{Digest: digest, After: page.Next, Log: logID}.String()
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -235,8 +297,8 @@ func (s *Server) serveObjectHistory(w http.ResponseWriter, r *http.Request, sc s
 
 // parseObjectHistory reads the parameters of an object's history in cluster: group,
 // version, resource, namespace and name, limit and continue. A bad one gets a 400
-// Status that names it.
-func parseObjectHistory(q url.Values, cluster string) (req history.ObjectRequest, digest string, err error) {
+// Status that names it; the token of another log than logID's, 410 Gone.
+func parseObjectHistory(q url.Values, cluster, logID string) (req history.ObjectRequest, digest string, err error) {
 	req.Cluster = cluster
 	req.Resource = schema.GroupVersionResource{Group: q.Get("group"), Version: q.Get("version"), Resource: q.Get("resource")}
 	req.Namespace, req.Name = q.Get("namespace"), q.Get("name")
@@ -260,9 +322,11 @@ func parseObjectHistory(q url.Values, cluster string) (req history.ObjectRequest
 	}
 	digest = tokenDigest("history", cluster, req.Resource.String(), req.Namespace, req.Name)
 	if v := q.Get("continue"); v != "" {
-		if req.After, err = parseHistoryContinue(v, digest); err != nil {
-			return req, "", badParameter("continue", err)
+		t, err := parseHistoryContinue(v, digest, false, logID)
+		if err != nil {
+			return req, "", err
 		}
+		req.After = t.After
 	}
 	return req, digest, nil
 }
@@ -278,38 +342,67 @@ func tokenDigest(parts ...string) string {
 }
 
 // historyContinue is the continue token of the changes and of an object's history: its
-// request's digest and the sequence number after which the next page starts, as
-// base64url (no padding) of its compact JSON.
+// request's digest and where the next page starts, as base64url (no padding) of its
+// compact JSON. Of a request that reads one log, that is a sequence number of the log
+// (After) and the log's identity (history.Log.ID); of a request of a
+// sharded fleet's changes, a position of every replica's log (Parts) and the first
+// page's since, which the logs of replicas absent from Parts are read from.
 type historyContinue struct {
-	Digest string `json:"q"`
-	After  uint64 `json:"a"`
+	Digest string          `json:"q"`
+	After  uint64          `json:"a,omitempty"`
+	Log    string          `json:"l,omitempty"`
+	Parts  changesPosition `json:"p,omitempty"`
+	Since  string          `json:"s,omitempty"`
 }
 
 func (t historyContinue) String() string {
 	b, err := json.Marshal(t)
 	if err != nil {
-		panic(fmt.Sprintf("encode history continue token: %v", err)) // a string and a number always marshal
+		panic(fmt.Sprintf("encode history continue token: %v", err)) // strings and numbers always marshal
 	}
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-func parseHistoryContinue(s, digest string) (uint64, error) {
+// decodeHistoryContinue decodes a continue token of the history, without checking
+// that it is of the request.
+func decodeHistoryContinue(s string) (historyContinue, error) {
+	var t historyContinue
 	if len(s) > maxHistoryTokenLen {
-		return 0, fmt.Errorf("longer than %d bytes", maxHistoryTokenLen)
+		return t, fmt.Errorf("longer than %d bytes", maxHistoryTokenLen)
 	}
 	b, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil {
-		return 0, errors.New("not a continue token handed out by this server (not base64url)")
+		return t, errors.New("not a continue token handed out by this server (not base64url)")
 	}
-	var t historyContinue
 	if err := decodeStrict(b, &t); err != nil {
-		return 0, fmt.Errorf("not a continue token handed out by this server: %w", err)
+		return t, fmt.Errorf("not a continue token handed out by this server: %w", err)
 	}
-	if t.Digest != digest {
-		return 0, errors.New("the token is of another request: send the same parameters with it")
+	return t, nil
+}
+
+// parseHistoryContinue reads the continue token s of the request of digest: of a sharded
+// fleet's changes if fleet is set, else of the log whose identity is logID. A token that
+// is not one, or of another request, gets a 400 Status naming continue; one of another
+// log (the cluster moved to another replica since, or the snapshot's file was
+// replaced), 410 Gone.
+func parseHistoryContinue(s, digest string, fleet bool, logID string) (historyContinue, error) {
+	t, err := decodeHistoryContinue(s)
+	switch {
+	case err != nil:
+		return t, badParameter("continue", err)
+	case t.Digest != digest:
+		return t, badParameter("continue", errors.New("the token is of another request: send the same parameters with it"))
+	case fleet && (t.Parts.check() != nil || t.After != 0 || t.Log != ""):
+		return t, badParameter("continue", errors.New("not a continue token of the changes of every cluster of this sharded fleet: no position of its replicas' logs"))
+	case !fleet && (t.After == 0 || len(t.Parts) > 0 || t.Since != ""):
+		return t, badParameter("continue", errors.New("not a continue token handed out by this server: no position"))
+	case !fleet && t.Log != logID:
+		return t, expired("the continue token is a position in another change log than the one this replica keeps: the cluster moved to another replica since, or the snapshot's file was replaced; start from the first page")
 	}
-	if t.After == 0 {
-		return 0, errors.New("not a continue token handed out by this server: no position")
+	if t.Since != "" {
+		if _, err := time.Parse(time.RFC3339Nano, t.Since); err != nil {
+			return t, badParameter("continue", errors.New("not a continue token handed out by this server: its since is not a time"))
+		}
 	}
-	return t.After, nil
+	return t, nil
 }

@@ -460,10 +460,11 @@ func TestHistoryAPIClusterLimited(t *testing.T) {
 	}
 }
 
-// TestChangesAPIInAShardedFleet: a replica answers the changes of the clusters it
-// watches, and names in a Warning those that other replicas watch.
+// TestChangesAPIInAShardedFleet: a replica answers the changes of every cluster with
+// those of the clusters it watches and those of the replicas that watch the others; one
+// that cannot be reached is named in a Warning.
 func TestChangesAPIInAShardedFleet(t *testing.T) {
-	f := newFixture(t, nil)
+	f := newFixture(t, func(o *Options) { o.Replica = "fleetwatch-0" })
 	f.withHistory()
 	st := clusterStatus(staging, aggregate.PhaseRemote, false)
 	st.Replica, st.ReplicaAddress = "fleetwatch-1", "http://127.0.0.1:1"
@@ -478,11 +479,14 @@ func TestChangesAPIInAShardedFleet(t *testing.T) {
 	}
 	for _, c := range page.Items {
 		if c.Cluster == staging {
-			t.Errorf("a change of a cluster another replica watches: %+v", c)
+			t.Errorf("a change of a cluster another replica watches, from this replica's log: %+v", c)
+		}
+		if c.Replica != "fleetwatch-0" {
+			t.Errorf("a change of this replica's log names replica %q", c.Replica)
 		}
 	}
-	if w := r.header.Get("Warning"); !strings.Contains(w, "clusters not included: staging") || !strings.Contains(w, `replica \"fleetwatch-1\" watches it`) {
-		t.Errorf("Warning %q does not name the cluster another replica watches", w)
+	if w := r.header.Get("Warning"); !strings.Contains(w, "clusters not included: staging") || !strings.Contains(w, `replica \"fleetwatch-1\" did not answer`) {
+		t.Errorf("Warning %q does not name the cluster whose replica did not answer", w)
 	}
 	// Forwarded from another replica: this one's own clusters, no warning.
 	r = f.get(changesPath, forwardedHeader, "fleetwatch-1")

@@ -505,3 +505,92 @@ func TestWatchResumeWaitsForTheLoad(t *testing.T) {
 		t.Errorf("events %q", got)
 	}
 }
+
+// TestFanOutWatchResumesAfterTwoMoves: a fan-out watch resumes after cluster far moved
+// from fleetwatch-1 to fleetwatch-2, where the client saw it change, and on to
+// fleetwatch-3, each time warm with its change log: its cursor holds far in the parts of
+// both earlier owners (fleetwatch-1 sent nothing since), and the newer position, of
+// fleetwatch-2, is carried to fleetwatch-3, which holds both logs' records.
+func TestFanOutWatchResumesAfterTwoMoves(t *testing.T) {
+	all := clusterPath(allClusters) + "/api/v1/pods"
+	logA := &fakeLog{epoch: "snapA", cluster: "far", from: 400}
+	far := []*unstructured.Unstructured{pod("default", "far-1", "401", web), pod("default", "far-2", "402", web)}
+	for _, p := range far {
+		logA.add(resourceVersionOf(p), aggregate.Added, p, false)
+	}
+	logA.base, logA.objects = 402, 2
+	local := newFixture(t, func(o *Options) { o.Replica = "fleetwatch-0" })
+	replicas := []*fixture{local}
+	// owner makes r the owner of far, and fleetwatch-0 that of the fixture's clusters.
+	owner := func(r *fixture, id string) {
+		for _, cl := range []string{prod, staging, edge} {
+			r.src.setStatus(aggregate.ClusterStatus{Name: cl, Phase: aggregate.PhaseRemote, Replica: "fleetwatch-0", ReplicaAddress: local.http.URL})
+		}
+		replicas = append(replicas, r)
+		for _, other := range replicas[:len(replicas)-1] {
+			other.src.setStatus(aggregate.ClusterStatus{Name: "far", Phase: aggregate.PhaseRemote, Replica: id, ReplicaAddress: r.http.URL})
+		}
+	}
+	a := newLogReplica(t, logA, "fleetwatch-1", far...)
+	owner(a, "fleetwatch-1")
+	var l unstructured.UnstructuredList
+	local.getOK(all, &l)
+	w := local.watch(all + "?watch=true&resourceVersion=" + url.QueryEscape(l.GetResourceVersion()))
+	add := func(r *fixture, log *fakeLog, name, rv string) *unstructured.Unstructured {
+		p := pod("default", name, rv, web)
+		r.apply("far", podsGVR, p)
+		log.add(resourceVersionOf(p), aggregate.Added, p, false)
+		far = append(far, p)
+		return p
+	}
+	add(a, logA, "far-3", "403")
+	_, last := events(w, 1)
+	w.stop()
+
+	// far-4 is committed on fleetwatch-1, which hands far over to fleetwatch-2.
+	add(a, logA, "far-4", "404")
+	logB := &fakeLog{epoch: "snapB", cluster: "far", from: logA.from, records: slices.Clone(logA.records), holds: []string{"snapA"}}
+	logB.base, logB.objects = 404, 4
+	b := newLogReplica(t, logB, "fleetwatch-2", far...)
+	owner(b, "fleetwatch-2")
+	add(b, logB, "far-5", "405")
+	b.sync()
+	w = local.watch(all + "?watch=true&resourceVersion=" + url.QueryEscape(last))
+	got, last := events(w, 2)
+	if want := []string{"ADDED far-4@404", "ADDED far-5@405"}; !slices.Equal(got, want) {
+		t.Fatalf("after the first move: %q, want %q", got, want)
+	}
+	w.stop()
+	c, err := parseCursor(last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"fleetwatch-1", "fleetwatch-2"} {
+		if p, _ := parseCursor(c.peers[id]); p.positions["far"] == (position{}) {
+			t.Fatalf("the part of %s holds no position of far: %s", id, c.peers[id])
+		}
+	}
+
+	// far-6 is committed on fleetwatch-2, which hands far over to fleetwatch-3 with
+	// its log, which holds fleetwatch-1's records too.
+	add(b, logB, "far-6", "406")
+	logC := &fakeLog{epoch: "snapC", cluster: "far", from: logB.from, records: slices.Clone(logB.records), holds: []string{"snapB", "snapA"}}
+	logC.base, logC.objects = 406, 6
+	cr := newLogReplica(t, logC, "fleetwatch-3", far...)
+	owner(cr, "fleetwatch-3")
+	cr.apply("far", podsGVR, pod("default", "far-7", "407", web))
+	cr.sync()
+	local.sync()
+
+	want := []string{"ADDED far-6@406", "ADDED far-7@407"}
+	for name, through := range map[string]*fixture{"through fleetwatch-0": local, "through the first owner": a, "through the last owner": cr} {
+		t.Run(name, func(t *testing.T) {
+			w := through.watch(all + "?watch=true&resourceVersion=" + url.QueryEscape(last))
+			got, _ := events(w, len(want))
+			if !slices.Equal(got, want) {
+				t.Errorf("events %q, want %q", got, want)
+			}
+			w.none(200 * time.Millisecond)
+		})
+	}
+}

@@ -71,7 +71,10 @@ type SearchItem struct {
 // fleetwatch.io/v1alpha1): what changed, oldest first (docs/history.md).
 type ChangeList struct {
 	metav1.TypeMeta `json:",inline"`
-	// Metadata holds the continue token of the next page, if there is one.
+	// Metadata holds the continue token of the next page, if there is one, and as its
+	// resourceVersion the position after the page, which the parameter after takes: a
+	// Seq, or, for the changes of every cluster of a sharded fleet, an opaque position of
+	// every replica's log.
 	Metadata metav1.ListMeta `json:"metadata"`
 	Items    []Change        `json:"items"`
 }
@@ -83,9 +86,13 @@ type ChangeList struct {
 type Change struct {
 	// Seq is the record's position in the log: it increases with each record, across
 	// restarts, and is never reused. The changes after one are those with after=Seq.
-	Seq  uint64           `json:"seq"`
-	Time metav1.MicroTime `json:"time"`
-	Type string           `json:"type"`
+	Seq uint64 `json:"seq"`
+	// Replica is, in a sharded fleet, the replica whose log Seq is a position of: each
+	// replica keeps a log of its own, so (Replica, Seq) names a record across the
+	// fleet. Empty for a daemon that is not sharded.
+	Replica string           `json:"replica,omitempty"`
+	Time    metav1.MicroTime `json:"time"`
+	Type    string           `json:"type"`
 
 	Cluster   string `json:"cluster"`
 	Group     string `json:"group"`

@@ -3,7 +3,7 @@
 // search box's query, in pages. The URL holds the query, the time and the page, so that
 // a timeline is a link.
 
-import { APIError, getJSON } from './api.js';
+import { APIError, request } from './api.js';
 import { h, setText, viewURL } from './dom.js';
 import { objectURL } from './search.js';
 
@@ -19,6 +19,19 @@ const objectTypes = new Set(['Added', 'Modified', 'Deleted', 'Vanished']);
 // historyOff shows the server's reason when it keeps no change log.
 export function historyOff(e) {
   return h('p', { id: 'history-off', role: 'note' }, e.message);
+}
+
+// notIncluded returns the text of the Warning headers (RFC 7234, as kube-apiserver and
+// the server write them: 299 - "text") that name clusters an answer does not include,
+// or '' if none does.
+function notIncluded(header) {
+  if (!header) return '';
+  const texts = [];
+  for (const m of header.matchAll(/299 - "((?:[^"\\]|\\.)*)"/g)) {
+    const text = m[1].replace(/\\(.)/g, '$1');
+    if (text.startsWith('clusters not included: ')) texts.push(text);
+  }
+  return texts.join('; ');
 }
 
 export async function changesView(main, params, signal) {
@@ -40,8 +53,11 @@ export async function changesView(main, params, signal) {
   if (q) u.set('q', q);
   if (cont) u.set('continue', cont);
   let res;
+  let partial;
   try {
-    res = await getJSON(`${changesPath}?${u}`, { signal });
+    const resp = await request(`${changesPath}?${u}`, { signal });
+    partial = notIncluded(resp.headers.get('Warning'));
+    res = await resp.json();
   } catch (e) {
     setText(status, '');
     if (e instanceof APIError && e.code === 404) {
@@ -51,11 +67,14 @@ export async function changesView(main, params, signal) {
     throw e;
   }
   setText(status, '');
+  // A replica of a sharded fleet that did not answer: the timeline is without its
+  // clusters, and says so.
+  if (partial) main.append(h('p', { id: 'changes-partial', role: 'note' }, partial));
   const items = res.items || [];
   main.append(h('table', { id: 'timeline' },
     h('caption', {}, items.length ? `${items.length} ${items.length === 1 ? 'change' : 'changes'}, oldest first` : 'No change'),
     h('thead', {}, h('tr', {}, ['Time', 'Change', 'Cluster', 'Kind', 'Namespace', 'Name', 'Resource version'].map((t) => h('th', { scope: 'col' }, t)))),
-    h('tbody', {}, items.map((c) => h('tr', { 'data-seq': String(c.seq), class: `change-${c.type}` },
+    h('tbody', {}, items.map((c) => h('tr', { 'data-seq': String(c.seq), 'data-replica': c.replica || null, class: `change-${c.type}` },
       h('td', {}, h('time', { datetime: c.time, title: c.time }, new Date(c.time).toLocaleString())),
       h('td', { class: 'type' }, c.type),
       h('td', { class: 'cluster' }, c.cluster),

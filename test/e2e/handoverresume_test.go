@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -24,6 +25,20 @@ import (
 // clusters' positions in the stopped replica's part: in the end it has, per object,
 // exactly the changes the servers sent, none missed and none repeated, without a 410.
 func TestWatchResumesAcrossAHandover(t *testing.T) {
+	watchAcrossAHandover(t, false)
+}
+
+// TestWatchResumesAcrossAHandoverAndARestart (#35) is TestWatchResumesAcrossAHandover
+// with the new owner of the first member killed with SIGKILL and started again after
+// the handover, before the watch resumes: its snapshot kept which change logs the
+// member's records came from, so that it still places the stopped replica's position.
+func TestWatchResumesAcrossAHandoverAndARestart(t *testing.T) {
+	watchAcrossAHandover(t, true)
+}
+
+// watchAcrossAHandover runs TestWatchResumesAcrossAHandover, with the new owner of the
+// first member restarted after a kill -9 if restart is set.
+func watchAcrossAHandover(t *testing.T, restart bool) {
 	f := newSecureShardedFleet(t, 3)
 	f.history = true
 	ctx := t.Context()
@@ -46,7 +61,12 @@ func TestWatchResumesAcrossAHandover(t *testing.T) {
 	leaving := shard.Owner(names[0], ids)
 	live := slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return id == leaving })
 	through := f.replicas[live[0]]
-	t.Logf("watching through %s; %s leaves, owning %v", through.id, leaving, shard.Assign(names, ids))
+	newOwner := shard.Owner(names[0], live)
+	if restart && newOwner == through.id {
+		// The watch goes through the replica that is not restarted.
+		through = f.replicas[live[1]]
+	}
+	t.Logf("watching through %s; %s leaves, owning %v; %s takes %s over", through.id, leaving, shard.Assign(names, ids), newOwner, names[0])
 
 	watchCtx, stopWatching := context.WithCancel(ctx)
 	defer stopWatching()
@@ -80,6 +100,13 @@ func TestWatchResumesAcrossAHandover(t *testing.T) {
 	f.stopReplica(leaving)
 	f.placed(live...)
 	time.Sleep(2 * time.Second)
+	if restart {
+		// Within the Lease's duration, so that the clusters stay with it.
+		_ = f.replicas[newOwner].signal(t, syscall.SIGKILL)
+		f.start(newOwner)
+		f.placed(live...)
+		time.Sleep(time.Second)
+	}
 	fw.resume()
 	time.Sleep(3 * time.Second)
 	stopChurn()
