@@ -208,7 +208,7 @@ func TestChanges(t *testing.T) {
 				t.Errorf("changes:\n got %q\nwant %q", got, tc.want)
 			}
 			// Page by page, and with pages that read one record each, the same.
-			for _, opts := range []Options{{}, {MaxScan: 1}} {
+			for _, opts := range []Options{{}, {MaxScan: 1, MaxObjectScan: 1}} {
 				pl := New(store, opts)
 				req := tc.req
 				req.Limit = 1
@@ -249,6 +249,16 @@ func TestChangesBoundsItsPages(t *testing.T) {
 	page, err = scan.Changes(ChangesRequest{Types: []persist.ChangeType{persist.ChangeDeleted}})
 	if err != nil || len(page.Items) != 0 || page.Next != 2 {
 		t.Errorf("a page bounded by MaxScan: %d items, next %d, %v; want none, next 2", len(page.Items), page.Next, err)
+	}
+	// One that decodes objects, MaxObjectScan.
+	scan = New(l.store, Options{MaxScan: 100, MaxObjectScan: 3})
+	labelled, err := search.Parse("l:app=nothing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err = scan.Changes(ChangesRequest{Query: labelled})
+	if err != nil || len(page.Items) != 0 || page.Next != 3 {
+		t.Errorf("a page of a label term bounded by MaxObjectScan: %d items, next %d, %v; want none, next 3", len(page.Items), page.Next, err)
 	}
 }
 

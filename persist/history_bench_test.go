@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"testing"
@@ -11,12 +13,15 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/fleetwatch/fleetwatch/internal/testenv"
 )
 
 // BenchmarkHistoryRecordSize measures what a record of a changed pod costs: the pod's
 // compact encoding, the bytes the log counts for its record (what MaxBytes bounds), and
-// the growth of the file, against the same changes without the log. 20000 pods, then
-// 20000 changes of them in commits of 1000. DefaultHistoryMaxBytes is computed from it.
+// the growth of the file, against the same changes without the log, and both as ratios
+// to the encoding. 20000 pods, then 20000 changes of them in commits of 1000.
+// DefaultHistoryMaxBytes is computed from it.
 func BenchmarkHistoryRecordSize(b *testing.B) {
 	objs := benchPods(b, 20000)
 	enc, err := encodeObject(objs[0])
@@ -61,6 +66,9 @@ func BenchmarkHistoryRecordSize(b *testing.B) {
 	b.ReportMetric(float64(len(enc)), "encoding-B")
 	b.ReportMetric(float64(logged)/n, "log-B/record")
 	b.ReportMetric(float64(sizes[true]-sizes[false])/n, "file-B/record")
+	// The goal: a change costs at most its object's compact encoding.
+	b.ReportMetric(float64(logged)/n/float64(len(enc)), "log/encoding")
+	b.ReportMetric(float64(sizes[true]-sizes[false])/n/float64(len(enc)), "file/encoding")
 }
 
 const (
@@ -156,5 +164,97 @@ func BenchmarkHistoryQuery(b *testing.B) {
 			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
 			b.ReportMetric(float64(total)/float64(len(lat)), "changes/op")
 		})
+	}
+}
+
+// BenchmarkHistoryWriteCost measures what the change log costs the Writer, as the
+// ratio of two Writers run in the same loop, one commit each in turn (the order
+// alternating), over files of the same 20000 pods: one without the log, one with it.
+// Each commit changes perCommit pods spread over the file, as watch events do. It
+// reports the CPU (user + system, fsync included) per changed pod of each and their
+// ratio, and the commits' throughput (changed pods per second of commit) of each and
+// the ratio of the one without the log to the one with it: the goal is that
+// both ratios stay within 1.2.
+//
+// "on" is a log that retention does not trim yet; "full" is one at its MaxBytes (8
+// MiB here), from which each commit drops about as much as it adds, as a log does
+// after its first day.
+func BenchmarkHistoryWriteCost(b *testing.B) {
+	objs := benchPods(b, 20000)
+	for _, perCommit := range []int{60, 1000} {
+		for _, mode := range []struct {
+			name string
+			opts HistoryOptions
+		}{
+			{"on", HistoryOptions{Enabled: true}},
+			{"full", HistoryOptions{Enabled: true, MaxBytes: 8 << 20}},
+		} {
+			b.Run(fmt.Sprintf("commit=%d/%s", perCommit, mode.name), func(b *testing.B) {
+				type side struct {
+					name string
+					w    *Writer
+					cpu  time.Duration
+					wall time.Duration
+					next int
+					rv   int
+				}
+				sides := [2]*side{}
+				for i, opts := range []HistoryOptions{{}, mode.opts} {
+					s := openTest(b, testPath(b), Options{})
+					w := s.NewWriter(WriterOptions{Interval: time.Hour, History: opts})
+					for _, obj := range objs {
+						w.Upsert("prod", pods, obj)
+					}
+					w.Checkpoint("prod", pods, "1")
+					if err := w.Flush(context.Background()); err != nil {
+						b.Fatal(err)
+					}
+					sides[i] = &side{name: [...]string{"off", "on"}[i], w: w, rv: 1}
+				}
+				if mode.opts.MaxBytes > 0 {
+					// Fill the log to its bound (within what a commit adds) before measuring.
+					for logBytesOf(sides[1].w.store) < uint64(mode.opts.MaxBytes)*9/10 {
+						commitSpread(b, sides[1].w, objs, perCommit, &sides[1].next, &sides[1].rv)
+					}
+				}
+				runtime.GC()
+				commits := 0
+				for b.Loop() {
+					for j := range 2 {
+						sd := sides[(commits+j)%2]
+						cpu0, wall0 := testenv.ProcessCPU(), time.Now()
+						// Labelled, for a profile of each: go tool pprof -tagfocus log=on.
+						pprof.Do(context.Background(), pprof.Labels("log", sd.name), func(context.Context) {
+							commitSpread(b, sd.w, objs, perCommit, &sd.next, &sd.rv)
+						})
+						sd.wall += time.Since(wall0)
+						sd.cpu += testenv.ProcessCPU() - cpu0
+					}
+					commits++
+				}
+				changes := float64(commits * perCommit)
+				off, on := sides[0], sides[1]
+				b.ReportMetric(float64(off.cpu.Microseconds())/changes, "off-cpu-µs/change")
+				b.ReportMetric(float64(on.cpu.Microseconds())/changes, "on-cpu-µs/change")
+				b.ReportMetric(float64(on.cpu)/float64(off.cpu), "cpu-ratio")
+				b.ReportMetric(changes/off.wall.Seconds(), "off-changes/s")
+				b.ReportMetric(changes/on.wall.Seconds(), "on-changes/s")
+				b.ReportMetric(float64(on.wall)/float64(off.wall), "throughput-ratio")
+			})
+		}
+	}
+}
+
+// commitSpread changes n of objs, from *next on with a stride that spreads them over
+// the file, and commits them with the next resourceVersion, *rv.
+func commitSpread(b *testing.B, w *Writer, objs []*unstructured.Unstructured, n int, next, rv *int) {
+	for range n {
+		w.Upsert("prod", pods, objs[*next])
+		*next = (*next + 7919) % len(objs)
+	}
+	*rv++
+	w.Checkpoint("prod", pods, strconv.Itoa(*rv))
+	if err := w.Flush(context.Background()); err != nil {
+		b.Fatal(err)
 	}
 }

@@ -2,6 +2,7 @@ package persist
 
 import (
 	"bytes"
+	"container/heap"
 	"encoding/binary"
 	"fmt"
 	"slices"
@@ -21,6 +22,12 @@ type ChangesQuery struct {
 	// resources rather than from the whole log; Resource, with it, that resource's.
 	Cluster  string
 	Resource ResourceKey
+	// MatchCluster, if not nil (and Cluster is empty), selects the records of the
+	// clusters it admits (Filter selects among them): read from the index of their
+	// resources if it admits at most half of the clusters of the log, else from the
+	// whole log. Its answer for a cluster must not change during the call, and it must
+	// not keep the name it is given (as Filter must not keep what it sees).
+	MatchCluster func(cluster string) bool
 	// Filter, if not nil, selects among the others; it sees a Change without its
 	// Object (with it if FilterObject is set), which it must not keep.
 	Filter func(*Change) bool
@@ -53,6 +60,10 @@ func historyBuckets(tx *bolt.Tx) (changes, index *bolt.Bucket) {
 // Changes returns the records that q selects, oldest first, and the After of the next
 // page, 0 if there is none. The records share no memory with the file. A record that
 // does not parse is ErrCorrupt, naming it; the log's other records stay readable.
+//
+// A record is parsed and filtered where it lies in the file: only those selected are
+// copied, and Filter sees the others without an allocation (which is why it must not
+// keep what it sees).
 func (s *Store) Changes(q ChangesQuery) (changes []Change, next uint64, err error) {
 	limit := q.Limit
 	if limit <= 0 {
@@ -67,21 +78,9 @@ func (s *Store) Changes(q ChangesQuery) (changes []Change, next uint64, err erro
 		if !q.Since.IsZero() {
 			start = max(start, seqAtTime(log, q.Since.UnixNano()))
 		}
-		var seqs func(yield func(uint64) bool)
-		if q.Cluster == "" {
-			seqs = func(yield func(uint64) bool) {
-				c := log.Cursor()
-				for k, _ := c.Seek(seqKey(start)); k != nil; k, _ = c.Next() {
-					if len(k) != 8 || !yield(binary.BigEndian.Uint64(k)) {
-						return
-					}
-				}
-			}
-		} else {
-			seqs = resourceSeqs(index, q.Cluster, string(q.Resource), start)
-		}
 		scanned := 0
-		for seq := range seqs {
+		var view Change // what Filter sees, one for every record
+		for seq, v := range changesFrom(log, index, q, start) {
 			if len(changes) == limit {
 				next = changes[len(changes)-1].Seq
 				return nil
@@ -91,7 +90,6 @@ func (s *Store) Changes(q ChangesQuery) (changes []Change, next uint64, err erro
 				return nil
 			}
 			scanned++
-			v := log.Get(seqKey(seq))
 			if v == nil {
 				continue // an index key of a record that was dropped as unreadable
 			}
@@ -99,21 +97,20 @@ func (s *Store) Changes(q ChangesQuery) (changes []Change, next uint64, err erro
 			if err != nil {
 				return err
 			}
-			if q.Resource != "" && string(r.resource) != string(q.Resource) {
+			if q.Resource != "" && string(r.resource) != string(q.Resource) ||
+				q.Cluster == "" && q.MatchCluster != nil && !q.MatchCluster(aliasString(r.cluster)) {
 				continue
 			}
-			c := r.change(seq, false)
-			if q.FilterObject {
-				c.Object = r.object
+			if q.Filter != nil {
+				view = r.view(seq)
+				if q.FilterObject {
+					view.Object = r.object
+				}
+				if !q.Filter(&view) {
+					continue
+				}
 			}
-			if q.Filter != nil && !q.Filter(&c) {
-				continue
-			}
-			c.Object = nil
-			if r.object != nil {
-				c.Object = bytes.Clone(r.object)
-			}
-			changes = append(changes, c)
+			changes = append(changes, r.change(seq, true))
 		}
 		return nil
 	})
@@ -121,6 +118,57 @@ func (s *Store) Changes(q ChangesQuery) (changes []Change, next uint64, err erro
 		return nil, 0, fmt.Errorf("reading the change log of snapshot %s: %w", s.path, err)
 	}
 	return changes, next, nil
+}
+
+// changesFrom yields, in order, the sequence numbers from start on of the records that
+// q may select, with each record (nil if the log lacks it): from the log itself, or,
+// for the records of one cluster or of the clusters that q.MatchCluster admits, from
+// the index of their resources.
+func changesFrom(log, index *bolt.Bucket, q ChangesQuery, start uint64) func(yield func(uint64, []byte) bool) {
+	var prefixes [][]byte
+	switch {
+	case q.Cluster != "" && q.Resource != "":
+		prefixes = [][]byte{indexPrefix(indexResource, q.Cluster, string(q.Resource), "")}
+	case q.Cluster != "":
+		prefixes = resourcePrefixes(index, q.Cluster)
+	case q.MatchCluster != nil:
+		clusters := historyClusters(index)
+		var match []string
+		for _, c := range clusters {
+			if q.MatchCluster(c) {
+				match = append(match, c)
+			}
+		}
+		if len(match) > len(clusters)/2 {
+			// Most of the log: read in order, rather than at the places the
+			// index says.
+			return logFrom(log, start)
+		}
+		for _, c := range match {
+			prefixes = append(prefixes, resourcePrefixes(index, c)...)
+		}
+	default:
+		return logFrom(log, start)
+	}
+	return func(yield func(uint64, []byte) bool) {
+		for seq := range indexSeqs(index, prefixes, start) {
+			if !yield(seq, log.Get(seqKey(seq))) {
+				return
+			}
+		}
+	}
+}
+
+// logFrom yields the records of the log from start on, in order.
+func logFrom(log *bolt.Bucket, start uint64) func(yield func(uint64, []byte) bool) {
+	return func(yield func(uint64, []byte) bool) {
+		c := log.Cursor()
+		for k, v := c.Seek(seqKey(start)); k != nil; k, v = c.Next() {
+			if len(k) != 8 || !yield(binary.BigEndian.Uint64(k), v) {
+				return
+			}
+		}
+	}
 }
 
 // seqAtTime returns the sequence number of the first record of time t or later, or one
@@ -149,60 +197,115 @@ func seqAtTime(log *bolt.Bucket, t int64) uint64 {
 	return lo
 }
 
-// resourceSeqs yields, in order, the sequence numbers from start on of the records of
-// cluster: of resource if it is not empty, else of each of the cluster's resources
-// (and of the cluster itself), merged.
-func resourceSeqs(index *bolt.Bucket, cluster, resource string, start uint64) func(yield func(uint64) bool) {
-	return func(yield func(uint64) bool) {
-		var prefixes [][]byte
-		if resource != "" {
-			prefixes = [][]byte{indexPrefix(indexResource, cluster, resource, "")}
-		} else {
-			// The resources of the cluster: each key past the last of the one before.
-			all := appendString([]byte{indexResource}, cluster)
-			c := index.Cursor()
-			for k, _ := c.Seek(all); k != nil && bytes.HasPrefix(k, all); k, _ = c.Seek(append(bytes.Clone(prefixes[len(prefixes)-1]), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0)) {
-				res, _, ok := readString(k[len(all):])
-				if !ok {
-					return
-				}
-				prefixes = append(prefixes, appendString(bytes.Clone(all), string(res)))
-			}
-		}
-		type stream struct {
-			c      *bolt.Cursor
-			prefix []byte
-			seq    uint64
-			done   bool
-		}
-		streams := make([]*stream, len(prefixes))
-		advance := func(st *stream, k []byte) {
-			if k == nil || !bytes.HasPrefix(k, st.prefix) || len(k) != len(st.prefix)+8 {
-				st.done = true
-				return
-			}
-			st.seq = binary.BigEndian.Uint64(k[len(st.prefix):])
-		}
-		for i, p := range prefixes {
-			st := &stream{c: index.Cursor(), prefix: p}
-			k, _ := st.c.Seek(append(bytes.Clone(p), seqKey(start)...))
-			advance(st, k)
-			streams[i] = st
-		}
-		for {
-			var min *stream
-			for _, st := range streams {
-				if !st.done && (min == nil || st.seq < min.seq) {
-					min = st
-				}
-			}
-			if min == nil || !yield(min.seq) {
-				return
-			}
-			k, _ := min.c.Next()
-			advance(min, k)
+// prefixEnd returns the first key past every key that starts with p (nil if none is:
+// p is all 0xff).
+func prefixEnd(p []byte) []byte {
+	end := bytes.Clone(p)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i]++; end[i] != 0 {
+			return end[:i+1]
 		}
 	}
+	return nil
+}
+
+// historyClusters returns the clusters that the index of resources holds records of,
+// in the order of their keys: one seek per cluster.
+func historyClusters(index *bolt.Bucket) []string {
+	var clusters []string
+	c := index.Cursor()
+	for k, _ := c.Seek([]byte{indexResource}); k != nil && len(k) > 0 && k[0] == indexResource; {
+		name, _, ok := readString(k[1:])
+		if !ok {
+			break
+		}
+		clusters = append(clusters, string(name))
+		end := prefixEnd(appendString([]byte{indexResource}, string(name)))
+		if end == nil {
+			break
+		}
+		k, _ = c.Seek(end)
+	}
+	return clusters
+}
+
+// resourcePrefixes returns the prefixes of the index keys of each resource of cluster
+// (and of the cluster itself) that the index holds: one seek per resource.
+func resourcePrefixes(index *bolt.Bucket, cluster string) [][]byte {
+	var prefixes [][]byte
+	all := appendString([]byte{indexResource}, cluster)
+	c := index.Cursor()
+	for k, _ := c.Seek(all); k != nil && bytes.HasPrefix(k, all); {
+		res, _, ok := readString(k[len(all):])
+		if !ok {
+			break
+		}
+		p := appendString(bytes.Clone(all), string(res))
+		prefixes = append(prefixes, p)
+		end := prefixEnd(p)
+		if end == nil {
+			break
+		}
+		k, _ = c.Seek(end)
+	}
+	return prefixes
+}
+
+// indexSeqs yields, in order, the sequence numbers from start on of the index keys
+// under prefixes (each a prefix of sequence numbers in order), merged.
+func indexSeqs(index *bolt.Bucket, prefixes [][]byte, start uint64) func(yield func(uint64) bool) {
+	return func(yield func(uint64) bool) {
+		streams := make(seqHeap, 0, len(prefixes))
+		for _, p := range prefixes {
+			st := &seqStream{c: index.Cursor(), prefix: p}
+			k, _ := st.c.Seek(append(bytes.Clone(p), seqKey(start)...))
+			if st.advance(k) {
+				streams = append(streams, st)
+			}
+		}
+		heap.Init(&streams)
+		for len(streams) > 0 {
+			st := streams[0]
+			if !yield(st.seq) {
+				return
+			}
+			if k, _ := st.c.Next(); st.advance(k) {
+				heap.Fix(&streams, 0)
+			} else {
+				heap.Pop(&streams)
+			}
+		}
+	}
+}
+
+// seqStream reads the sequence numbers of the index keys under prefix.
+type seqStream struct {
+	c      *bolt.Cursor
+	prefix []byte
+	seq    uint64
+}
+
+// advance reads the sequence number of k, and reports whether k is under the prefix.
+func (st *seqStream) advance(k []byte) bool {
+	if k == nil || !bytes.HasPrefix(k, st.prefix) || len(k) != len(st.prefix)+8 {
+		return false
+	}
+	st.seq = binary.BigEndian.Uint64(k[len(st.prefix):])
+	return true
+}
+
+// seqHeap is a heap of streams by their next sequence number (container/heap).
+type seqHeap []*seqStream
+
+func (h seqHeap) Len() int           { return len(h) }
+func (h seqHeap) Less(i, j int) bool { return h[i].seq < h[j].seq }
+func (h seqHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *seqHeap) Push(x any)        { *h = append(*h, x.(*seqStream)) }
+func (h *seqHeap) Pop() any {
+	old := *h
+	st := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return st
 }
 
 // HistoryResources returns the resources of cluster that the change log holds records

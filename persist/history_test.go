@@ -229,6 +229,13 @@ func TestHistoryFilters(t *testing.T) {
 		{"a page's reads bounded, filtered", ChangesQuery{MaxScan: 4, Filter: func(c *Change) bool { return c.Name == "o29" }}, 1},
 		{"a cluster's page's reads bounded", ChangesQuery{MaxScan: 1, Cluster: "c2"}, 10},
 		{"unknown cluster", ChangesQuery{Cluster: "nope"}, 0},
+		// Through the index of one cluster of three; through the log for two.
+		{"clusters matched, few", ChangesQuery{MatchCluster: func(c string) bool { return c == "c1" }}, 10},
+		{"clusters matched, few, paged", ChangesQuery{MatchCluster: func(c string) bool { return c == "c1" }, Limit: 3, MaxScan: 2}, 10},
+		{"clusters matched, few, since", ChangesQuery{Since: start.Add(3 * time.Minute), MatchCluster: func(c string) bool { return c == "c0" }}, 5},
+		{"clusters matched, many", ChangesQuery{MatchCluster: func(c string) bool { return c != "c2" }, Limit: 4}, 20},
+		{"clusters matched, and a resource", ChangesQuery{MatchCluster: func(c string) bool { return c == "c1" }, Resource: pods}, 5},
+		{"clusters matched, none", ChangesQuery{MatchCluster: func(string) bool { return false }}, 0},
 	} {
 		if got := count(tc.q); got != tc.want {
 			t.Errorf("%s: %d records, want %d", tc.name, got, tc.want)
@@ -249,6 +256,26 @@ func TestHistoryFilters(t *testing.T) {
 	got := allChanges(t, s, ChangesQuery{Cluster: "c2"})
 	if !slices.IsSortedFunc(got, func(a, b Change) int { return int(a.Seq) - int(b.Seq) }) {
 		t.Error("a cluster's records are not in order")
+	}
+	// The index's answer is the log's, with a cluster's own records.
+	w.DropCluster("c1")
+	commitNow(t, w)
+	byIndex := describe(t, allChanges(t, s, ChangesQuery{MatchCluster: func(c string) bool { return c == "c1" }, Limit: 4}))
+	byLog := describe(t, allChanges(t, s, ChangesQuery{Filter: func(c *Change) bool { return c.Cluster == "c1" }}))
+	if !slices.Equal(byIndex, byLog) || len(byLog) != 11 {
+		t.Errorf("c1's records from the index:\n%q\nfrom the log:\n%q", byIndex, byLog)
+	}
+}
+
+func TestPrefixEnd(t *testing.T) {
+	for _, tc := range []struct{ p, want []byte }{
+		{[]byte("ab"), []byte("ac")},
+		{[]byte{'a', 0xff}, []byte("b")},
+		{[]byte{0xff, 0xff}, nil},
+	} {
+		if got := prefixEnd(tc.p); !bytes.Equal(got, tc.want) {
+			t.Errorf("prefixEnd(%q) = %q, want %q", tc.p, got, tc.want)
+		}
 	}
 }
 
