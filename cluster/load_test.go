@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
 	"github.com/fleetwatch/fleetwatch/cluster/clustertest"
 )
 
@@ -577,6 +580,71 @@ func TestLoadOfTheSameBytes(t *testing.T) {
 // TestLoadManyContexts: the clusters of many contexts, made on several cores, come back
 // sorted by name, and the errors of the bad ones in the order of their files and
 // contexts, among the duplicates found between files, every time.
+// TestLoadContextsOfOneClusterAndUser: contexts that name the same cluster and user
+// get configurations equal to what clientcmd makes of each, each its own (the memo of
+// a load hands out copies); contexts of another user or cluster get theirs.
+func TestLoadContextsOfOneClusterAndUser(t *testing.T) {
+	dir := t.TempDir()
+	kc := `apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster:
+    server: https://c.example:6443
+- name: d
+  cluster:
+    server: https://d.example:6443
+    tls-server-name: d.internal
+users:
+- name: u
+  user:
+    token: token-u
+- name: v
+  user:
+    username: v
+    password: password-v
+contexts:
+- name: a1
+  context: {cluster: c, user: u}
+- name: a2
+  context: {cluster: c, user: u, namespace: team-a}
+- name: b1
+  context: {cluster: c, user: v}
+- name: c1
+  context: {cluster: d, user: u}
+- name: c2
+  context: {cluster: d, user: u}
+`
+	path := filepath.Join(dir, "kc.yaml")
+	writeFile(t, path, kc)
+	clusters, err := Load(Options{Kubeconfigs: []string{path}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parsed, err := clientcmd.LoadFromFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[*rest.Config]string{}
+	for _, c := range clusters {
+		want, err := clientcmd.NewNonInteractiveClientConfig(*parsed, c.Context, &clientcmd.ConfigOverrides{}, nil).ClientConfig()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := c.Config
+		if got.Host != want.Host || got.BearerToken != want.BearerToken || got.Username != want.Username ||
+			got.Password != want.Password || got.TLSClientConfig.ServerName != want.TLSClientConfig.ServerName {
+			t.Errorf("context %s: host %q, token set %t, user %q, server name %q; want %q, %t, %q, %q", c.Context,
+				got.Host, got.BearerToken != "", got.Username, got.TLSClientConfig.ServerName,
+				want.Host, want.BearerToken != "", want.Username, want.TLSClientConfig.ServerName)
+		}
+		if prev, ok := seen[got]; ok {
+			t.Errorf("contexts %s and %s share one *rest.Config", prev, c.Context)
+		}
+		seen[got] = c.Context
+	}
+}
+
 func TestLoadManyContexts(t *testing.T) {
 	dir := t.TempDir()
 	var a, b []clustertest.Context

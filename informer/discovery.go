@@ -75,7 +75,9 @@ var mappers = new(mapperTable)
 // forDocs returns the sharedMapper of the documents of a cluster's aggregated discovery,
 // as get does. Documents whose ETags some Set has had a mapper for already, and which
 // are thus the same documents, find it without a view.
-func (t *mapperTable) forDocs(docs [len(discoveryPaths)]*discoveryDoc) *sharedMapper {
+// docs are those of the first paths of discoveryPaths that were read: all of them, or
+// the core group's alone (coreServes).
+func (t *mapperTable) forDocs(docs []*discoveryDoc) *sharedMapper {
 	var pair etagPair
 	indexed := true
 	for i, d := range docs {
@@ -307,10 +309,20 @@ func sharedETag(etag string) bool {
 // versions failed, discovery.ErrGroupDiscoveryFailed) is used as restmapper's
 // GetAPIGroupResources uses it: the resources of the failed versions are not found.
 //
+// When every name of names is the plural name of a resource of the core group, /apis
+// is not read (coreServes): the names resolve to the core group's resources whatever
+// the other groups serve, as kubectl resolves them, and a cluster of pods and
+// configmaps costs its apiserver one discovery request, not two.
+//
 // It is called by reconcile only, which runs on Start's goroutine.
-func (s *Set) discover(ctx context.Context) (meta.RESTMapper, error) {
+func (s *Set) discover(ctx context.Context, names []string) (meta.RESTMapper, error) {
 	var held [len(discoveryPaths)]*discoveryDoc
+	read := len(discoveryPaths)
 	for i := range discoveryPaths {
+		if i > 0 && coreServes(held[0], names) {
+			read = i
+			break
+		}
 		d, ok, err := s.readDiscoveryDoc(ctx, i)
 		if err != nil {
 			return nil, fmt.Errorf("reading discovery: %w", err)
@@ -321,7 +333,7 @@ func (s *Set) discover(ctx context.Context) (meta.RESTMapper, error) {
 		held[i] = d
 	}
 	failed := map[schema.GroupVersion]error{}
-	for _, d := range held {
+	for _, d := range held[:read] {
 		maps.Copy(failed, d.failed)
 	}
 	if len(failed) > 0 {
@@ -329,14 +341,35 @@ func (s *Set) discover(ctx context.Context) (meta.RESTMapper, error) {
 	}
 	// Held until the next discovery replaces them, so that they stay shared meanwhile. A
 	// document without an ETag is not: no one will ask for it.
-	s.mapper = mappers.forDocs(held)
+	s.mapper = mappers.forDocs(held[:read])
 	for i, d := range held {
-		if d.etag == "" {
+		if d != nil && d.etag == "" {
 			held[i] = nil
 		}
 	}
 	s.docs = held
 	return s.mapper.mapper, nil
+}
+
+// coreServes reports whether core, the document of the core group (/api), serves a
+// resource of each of names by its plural name, names without a group or version:
+// then the names resolve to those resources, the core group's being first in
+// discovery, and the other groups' document is not needed. Singular and short names,
+// which another group's resources may claim, are not taken as such. A name is the
+// core group's so even where a CRD claims it as a short name of its own, which
+// resolving it against every group would expand to the CRD's resource.
+func coreServes(core *discoveryDoc, names []string) bool {
+	if core == nil || len(names) == 0 {
+		return false
+	}
+	for _, name := range names {
+		if strings.Contains(name, ".") || !slices.ContainsFunc(core.view.resources, func(l *metav1.APIResourceList) bool {
+			return l.GroupVersion == "v1" && slices.ContainsFunc(l.APIResources, func(r metav1.APIResource) bool { return r.Name == name })
+		}) {
+			return false
+		}
+	}
+	return true
 }
 
 // discoveryClient returns the Set's discovery client, made at the first call. It is

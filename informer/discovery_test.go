@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -161,7 +162,7 @@ func newDiscoveringSet(t testing.TB, srv *httptest.Server) *Set {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.discover(t.Context()); err != nil {
+	if _, err := s.discover(t.Context(), nil); err != nil {
 		t.Fatal(err)
 	}
 	return s
@@ -186,7 +187,7 @@ func TestSetsShareTheMapperOfTheSameDiscovery(t *testing.T) {
 	}
 	// Read again, the same discovery gives the same mapper.
 	before := a.mapper
-	if _, err := a.discover(t.Context()); err != nil {
+	if _, err := a.discover(t.Context(), nil); err != nil {
 		t.Fatal(err)
 	}
 	if a.mapper != before {
@@ -209,7 +210,7 @@ func TestDiscoveryOnCondition(t *testing.T) {
 	check := func(what string, s *Set, wantFull, wantNotModified int64) {
 		t.Helper()
 		full0, notModified0 := f.counts()
-		if _, err := s.discover(t.Context()); err != nil {
+		if _, err := s.discover(t.Context(), nil); err != nil {
 			t.Fatal(err)
 		}
 		full, notModified := f.counts()
@@ -253,6 +254,50 @@ func TestDiscoveryOnCondition(t *testing.T) {
 	check("a reconcile after the change", b, 0, 2)
 }
 
+// TestDiscoveryOfCoreResourcesReadsCoreOnly: a Set of the core group's resources by
+// their plural names reads /api alone, and resolves them as a read of both documents
+// does; a singular name, a name with a group, or a name that the core group does not
+// serve reads /apis too.
+func TestDiscoveryOfCoreResourcesReadsCoreOnly(t *testing.T) {
+	f := newFakeDiscovery(t, nil, widgetGroup("core.example.com"))
+	full := newDiscoveringSet(t, f.Server)
+	for _, tc := range []struct {
+		names    []string
+		requests int64
+	}{
+		{[]string{"pods"}, 1},
+		{[]string{"pods", "configmaps"}, 1},
+		{[]string{"pod"}, 2},
+		{[]string{"pods", "widgets"}, 2},
+		{[]string{"deployments.apps"}, 2},
+		{[]string{"widgets.core.example.com"}, 2},
+		{nil, 2},
+	} {
+		t.Run(strings.Join(tc.names, ","), func(t *testing.T) {
+			s, err := New(Options{Cluster: "c", Config: &rest.Config{Host: f.URL}, Resources: []Resource{{Name: "pods"}}, Sink: nopSink{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			full0, notModified0 := f.counts()
+			mapper, err := s.discover(t.Context(), tc.names)
+			if err != nil {
+				t.Fatal(err)
+			}
+			full1, notModified1 := f.counts()
+			if got := full1 - full0 + notModified1 - notModified0; got != tc.requests {
+				t.Errorf("%d discovery requests, want %d", got, tc.requests)
+			}
+			for _, name := range tc.names {
+				got, gotErr := resolve(mapper, name)
+				want, wantErr := resolve(full.mapper.mapper, name)
+				if got != want || (gotErr == nil) != (wantErr == nil) {
+					t.Errorf("%s resolves to %+v, %v; with both documents to %+v, %v", name, got, gotErr, want, wantErr)
+				}
+			}
+		})
+	}
+}
+
 // TestDiscoveryWithoutETags: a server that sends no ETags, or that serves no aggregated
 // discovery, is read as it always was, and its Sets share a mapper.
 func TestDiscoveryWithoutETags(t *testing.T) {
@@ -262,7 +307,7 @@ func TestDiscoveryWithoutETags(t *testing.T) {
 		f.noETag = true
 		f.mu.Unlock()
 		a, b := newDiscoveringSet(t, f.Server), newDiscoveringSet(t, f.Server)
-		if _, err := a.discover(t.Context()); err != nil {
+		if _, err := a.discover(t.Context(), nil); err != nil {
 			t.Fatal(err)
 		}
 		if full, notModified := f.counts(); full != 6 || notModified != 0 {
@@ -315,7 +360,7 @@ func TestDiscoveryWithoutETags(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.discover(t.Context()); !apierrors.IsForbidden(err) {
+		if _, err := s.discover(t.Context(), nil); !apierrors.IsForbidden(err) {
 			t.Errorf("discovery of a server that forbids it: %v, want Forbidden", err)
 		}
 	})
@@ -395,7 +440,7 @@ func TestSharedMapperPrefersTheFirstGroupOfAShortName(t *testing.T) {
 			t.Fatalf("ev: %+v, %v, want the core group's events", m, err)
 		}
 		before := s.mapper
-		if _, err := s.discover(t.Context()); err != nil {
+		if _, err := s.discover(t.Context(), nil); err != nil {
 			t.Fatal(err)
 		}
 		if s.mapper != before {
@@ -450,7 +495,7 @@ func TestSharedMapperReleased(t *testing.T) {
 	// Its cluster's discovery changes: the mapper it held is released.
 	other := discoveryServer(t, nil, widgetGroup("released.example.com"), widgetGroup("more.example.com"))
 	c.discovery = newDiscoveringSet(t, other).discovery
-	if _, err := c.discover(t.Context()); err != nil {
+	if _, err := c.discover(t.Context(), nil); err != nil {
 		t.Fatal(err)
 	}
 	if !gone() {
@@ -475,7 +520,7 @@ func TestSharedMapperConcurrentUse(t *testing.T) {
 	for _, s := range sets {
 		wg.Go(func() {
 			for range 5 {
-				mapper, err := s.discover(t.Context())
+				mapper, err := s.discover(t.Context(), nil)
 				if err != nil {
 					t.Error(err)
 					return
@@ -539,7 +584,7 @@ func BenchmarkDiscoveryHeap(b *testing.B) {
 				b.Fatal(err)
 			}
 			s := &Set{discovery: dc}
-			mapper, err := s.discover(b.Context())
+			mapper, err := s.discover(b.Context(), nil)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -565,7 +610,7 @@ func BenchmarkDiscoveryCPU(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := s.discover(b.Context()); err != nil {
+		if _, err := s.discover(b.Context(), nil); err != nil {
 			b.Fatal(err)
 		}
 		sets[i] = s
@@ -575,7 +620,7 @@ func BenchmarkDiscoveryCPU(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		for _, s := range sets {
-			if _, err := s.discover(b.Context()); err != nil {
+			if _, err := s.discover(b.Context(), nil); err != nil {
 				b.Fatal(err)
 			}
 		}

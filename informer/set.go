@@ -715,7 +715,11 @@ func (s *Set) reconcile(ctx context.Context) {
 	if len(opts.Resources) == 0 {
 		return
 	}
-	mapper, err := s.discover(ctx)
+	names := make([]string, len(opts.Resources))
+	for i, r := range opts.Resources {
+		names[i] = r.Name
+	}
+	mapper, err := s.discover(ctx, names)
 	if err != nil {
 		s.discoveryFailed(opts.Resources, err)
 		return

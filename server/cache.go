@@ -54,8 +54,15 @@ type watchCache struct {
 	primeOnce sync.Once
 
 	// index is the search index of the same objects, written by the same handler, so
-	// that a search sees what lists see.
-	index *search.Index
+	// that a search sees what lists see. It is built once the view is primed, from the
+	// view, off the path to readiness: until then it is left alone, and indexed is
+	// closed once it has caught up (a search waits for that, waitIndexed).
+	index   *search.Index
+	indexed chan struct{}
+	// indexMu guards indexBuilt, and orders the index's build against the events
+	// that follow it.
+	indexMu    sync.Mutex
+	indexBuilt bool
 
 	// mu guards resources.
 	mu        sync.RWMutex
@@ -86,6 +93,7 @@ func newWatchCache(historySize int, codec aggregate.Codec, log ChangeLogSource) 
 		logEpoch:    logEpoch,
 		primed:      make(chan struct{}),
 		index:       search.New(search.Options{ShortNames: shortNames}),
+		indexed:     make(chan struct{}),
 		resources:   make(map[schema.GroupVersionResource]*resourceCache),
 	}
 }
@@ -106,25 +114,53 @@ func (wc *watchCache) register(fleet *aggregate.Fleet) (*aggregate.Registration,
 	// come a moment sooner.
 	if reg.Backlog() == 0 && wc.active.Load() == 0 {
 		wc.prime()
+		wc.buildIndex()
 	}
 	return reg, nil
 }
 
 func (wc *watchCache) prime() { wc.primeOnce.Do(func() { close(wc.primed) }) }
 
-// OnEvent applies a fleet event to the view and its history, and to the search index.
+// OnEvent applies a fleet event to the view and its history, and to the search index
+// once it is built.
 func (wc *watchCache) OnEvent(e aggregate.Event) {
 	wc.active.Add(1)
 	if stored := wc.resource(e.Resource).apply(e); stored != nil {
 		// The index keeps the summary, not the object the event decoded.
 		e.Object = stored
 	}
-	wc.index.OnEvent(e)
+	wc.indexMu.Lock()
+	if wc.indexBuilt {
+		wc.index.OnEvent(e)
+	}
+	wc.indexMu.Unlock()
 	wc.active.Add(-1)
 	// Inside OnEvent, an empty backlog means every event queued so far has been handled.
 	if reg := wc.reg.Load(); reg != nil && reg.Backlog() == 0 {
 		wc.prime()
+		wc.buildIndex()
 	}
+}
+
+// buildIndex fills the search index from the view, once the view is primed, and then
+// closes indexed: the replay of the fleet's state at start (a warm start's thousands of
+// clusters from the snapshot) is indexed in one pass after the server is ready, not
+// object by object before. The view already has every event handled so far; an event
+// that register's call saw the view take, and that OnEvent hands the index after, is
+// put again, to the same state.
+func (wc *watchCache) buildIndex() {
+	wc.indexMu.Lock()
+	defer wc.indexMu.Unlock()
+	if wc.indexBuilt {
+		return
+	}
+	for _, rc := range wc.all() {
+		rc.each(func(cluster string, obj runtime.Object) {
+			wc.index.OnEvent(aggregate.Event{Type: aggregate.Added, Cluster: cluster, Resource: rc.resource, Object: obj})
+		})
+	}
+	wc.indexBuilt = true
+	close(wc.indexed)
 }
 
 // resource returns the cache of gvr, creating it if needed.
@@ -143,6 +179,19 @@ func (wc *watchCache) resource(gvr schema.GroupVersionResource) *resourceCache {
 		wc.resources[gvr] = rc
 	}
 	return rc
+}
+
+// each calls fn with every object of the view, by cluster, under the read lock.
+func (rc *resourceCache) each(fn func(cluster string, obj runtime.Object)) {
+	rc.mu.RLock()
+	defer rc.mu.RUnlock()
+	for cluster, co := range rc.clusters {
+		for _, names := range co.namespaces {
+			for _, obj := range names {
+				fn(cluster, obj)
+			}
+		}
+	}
 }
 
 // lookup returns the cache of gvr, or nil if no event of gvr has been seen.

@@ -131,6 +131,8 @@ func measureServerHeap(b *testing.B, codec aggregate.Codec, pod func(ns, name, r
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	// The search index is built once the cache has caught up.
+	<-s.cache.indexed
 	withServer := liveHeap()
 
 	// Nothing reads the server's structures any more: no request, and the fleet has

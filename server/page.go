@@ -11,6 +11,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -47,9 +48,10 @@ type asset struct {
 	etag        string
 }
 
-// pageAssets are the embedded files by the path they are served at: index.html at /, the
-// others under uiPrefix.
-var pageAssets = func() map[string]asset {
+// pageAssets returns the embedded files by the path they are served at: index.html at /,
+// the others under uiPrefix. They are read and digested at the first request for the
+// page, not when the process starts (9 ms, on the path of every start to ready).
+var pageAssets = sync.OnceValue(func() map[string]asset {
 	assets := map[string]asset{}
 	err := fs.WalkDir(uiFiles, "ui", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -82,7 +84,7 @@ var pageAssets = func() map[string]asset {
 		panic("server: reading the embedded page: " + err.Error())
 	}
 	return assets
-}()
+})
 
 // servePage serves the web page at / to browsers, and its assets under uiPrefix, to
 // anyone: they hold no data, so they need no token (a browser cannot send one with a
@@ -102,7 +104,7 @@ func (s *Server) servePage(next http.Handler) http.Handler {
 			return
 		}
 		infoFrom(r.Context()).verb = "page"
-		a, ok := pageAssets[p]
+		a, ok := pageAssets()[p]
 		if p == "/" {
 			w.Header().Add("Vary", "Accept")
 		} else if p == uiPrefix+"index.html" {

@@ -44,6 +44,30 @@ func (s *Server) waitPrimed(ctx context.Context) error {
 	return se
 }
 
+// waitIndexed waits until the search index has caught up with the primed watch cache
+// (watchCache.buildIndex), bounded as waitPrimed.
+func (s *Server) waitIndexed(ctx context.Context) error {
+	if err := s.waitPrimed(ctx); err != nil {
+		return err
+	}
+	select {
+	case <-s.cache.indexed:
+		return nil
+	default:
+	}
+	t := time.NewTimer(primeWait)
+	defer t.Stop()
+	select {
+	case <-s.cache.indexed:
+		return nil
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	se := apierrors.NewServiceUnavailable("the server's search index is initializing")
+	se.ErrStatus.Details = &metav1.StatusDetails{RetryAfterSeconds: 1}
+	return se
+}
+
 // serveResource serves a collection or an object of a cached resource: get, list or
 // watch.
 func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, rt route, sc scope, c *catalog, info *requestInfo) error {

@@ -54,7 +54,7 @@ func (s *Server) serveSearch(w http.ResponseWriter, r *http.Request, sc scope) e
 	if err != nil {
 		return err
 	}
-	if err := s.waitPrimed(r.Context()); err != nil {
+	if err := s.waitIndexed(r.Context()); err != nil {
 		return err
 	}
 	peers, missing := s.fanOut(r, sc, nil)

@@ -24,9 +24,11 @@ import (
 // HeapIdle, HeapReleased and Sys, in bytes. With FLEETWATCH_BENCH_HEAP_PROFILE set to
 // a path, it writes a heap profile there first, and with FLEETWATCH_BENCH_GOROUTINE_PROFILE
 // a goroutine profile. With FLEETWATCH_BENCH_CPU_PROFILE, it profiles its CPU from its
-// start to the first SIGUSR1 into that file, and with FLEETWATCH_BENCH_BLOCK_PROFILE
-// its blocking and its mutexes (that path and the path with ".mutex"); with
-// FLEETWATCH_BENCH_TRACE, an execution trace from its start to the first SIGUSR1.
+// start to the first SIGUSR1 or SIGUSR2 into that file, and with
+// FLEETWATCH_BENCH_BLOCK_PROFILE its blocking and its mutexes (that path and the path
+// with ".mutex"); with FLEETWATCH_BENCH_TRACE, an execution trace from its start to the
+// first SIGUSR1 or SIGUSR2. SIGUSR2 stops the CPU profile and the trace alone: the
+// benchmark sends it when the daemon is ready, so that they cover the start only.
 // FLEETWATCH_BENCH_MEMPROFILERATE sets runtime.MemProfileRate (bytes per sample of the
 // heap profile; the default, 512 KiB, is too coarse for what a cluster costs). The
 // daemon built without the tag has no such hook.
@@ -41,9 +43,9 @@ func init() {
 		runtime.SetMutexProfileFraction(10)
 	}
 	c := make(chan os.Signal, 1)
-	signal.Notify(c, syscall.SIGUSR1)
+	signal.Notify(c, syscall.SIGUSR1, syscall.SIGUSR2)
 	go func() {
-		for range c {
+		for sig := range c {
 			if cpu != nil {
 				pprof.StopCPUProfile()
 				_ = cpu.Close()
@@ -53,6 +55,9 @@ func init() {
 				trace.Stop()
 				_ = tr.Close()
 				tr = nil
+			}
+			if sig == syscall.SIGUSR2 {
+				continue
 			}
 			runtime.GC()
 			runtime.GC()

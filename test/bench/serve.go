@@ -108,7 +108,8 @@ func (d *driver) serveOnce(ctx context.Context, name string, o serveOptions) (*R
 	cmd := exec.CommandContext(ctx, d.serveBin, append(args, o.args...)...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG=")
 	if d.opts.profileDir != "" {
-		cmd.Env = append(cmd.Env, "FLEETWATCH_BENCH_HEAP_PROFILE="+filepath.Join(d.opts.profileDir, name+".heap.pprof"))
+		cmd.Env = append(cmd.Env, "FLEETWATCH_BENCH_HEAP_PROFILE="+filepath.Join(d.opts.profileDir, name+".heap.pprof"),
+			"FLEETWATCH_BENCH_CPU_PROFILE="+filepath.Join(d.opts.profileDir, name+".cpu.pprof"))
 	}
 	cmd.Stderr = logFile
 	stdout, err := cmd.StdoutPipe()
@@ -164,6 +165,12 @@ func (d *driver) serveOnce(ctx context.Context, name string, o serveOptions) (*R
 		time.Sleep(max(20*time.Millisecond, time.Since(start)/100))
 	}
 	pid := cmd.Process.Pid
+	if d.opts.profileDir != "" {
+		// The CPU profile covers the start up to ready.
+		if err := cmd.Process.Signal(syscall.SIGUSR2); err != nil {
+			return nil, err
+		}
+	}
 	if res.CPUSyncSec == 0 {
 		res.CPUSyncSec = procCPU(pid)
 	}
