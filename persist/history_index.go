@@ -9,8 +9,8 @@ import (
 )
 
 // The change log's index is not sealed: its 'o' and 'r' entries are checked against the
-// records they lead to, which are. A read that an entry leads to a record checks that the
-// record is the entry's (checkIndexed): damage in the index fails the read with
+// records they lead to, which are. A read that an entry leads to a record checks that
+// the record is the entry's (checkIndexed): damage in the index fails the read with
 // ErrCorrupt, as a damaged record does, rather than answering with another resource's
 // records or placing a resume at the wrong record. An entry lost to damage is not seen
 // by the reads, which do not scan the log; Verify (verifyIndex) checks the index whole
@@ -85,12 +85,12 @@ func firstSeq(log *bolt.Bucket) uint64 {
 func dropped(seq, first uint64) bool { return first == 0 || seq < first }
 
 // verifyIndex checks the index of the change log against its records, for Verify,
-// after verifyHistory checked every record, of which records are of an object: each 'o' and 'r' entry names a record of
-// the log that has it (checkIndexed), or one before the log's first record (dropped as
-// unreadable), and each record has its 'r' entry and, if it is of an object, its 'o'
-// entry; each 'c' entry is a coverage. Every entry leads to a distinct record's, so the
-// count of those that match says whether one is missing; then the records are read
-// again to name it.
+// after verifyHistory checked every record (records of them, objects of an object):
+// each 'o' and 'r' entry names a record of the log that has it (checkIndexed), or one
+// before the log's first record (dropped as unreadable), and each record has its 'r'
+// entry and, if it is of an object, its 'o' entry; each 'c' entry is a coverage. An
+// entry that matches is its record's only one of its kind, so the counts of those that
+// match say whether one is missing; then the records are read again to name it.
 func verifyIndex(log, index *bolt.Bucket, records, objects int) error {
 	first := firstSeq(log)
 	var matchedR, matchedO int

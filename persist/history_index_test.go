@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -290,4 +291,30 @@ func TestIndexDamage(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestParseRV: parseRV accepts what strconv.ParseUint in base 10 does, of at most 20
+// bytes, as builds before it parsed the resourceVersions of the index.
+func TestParseRV(t *testing.T) {
+	for _, rv := range []string{"", "0", "7", "007", "12345", "-1", "+1", "1_000", " 1", "1 ", "1a", "a",
+		"18446744073709551615", "18446744073709551616", "99999999999999999999", "184467440737095516150", "0x10", "1e3", "１"} {
+		n, ok := parseRV([]byte(rv))
+		want, err := strconv.ParseUint(rv, 10, 64)
+		if ok != (err == nil && len(rv) <= 20) || ok && n != want {
+			t.Errorf("parseRV(%q) = %d, %v; strconv: %d, %v", rv, n, ok, want, err)
+		}
+	}
+}
+
+// FuzzParseRV compares parseRV with strconv.ParseUint in base 10, of at most 20 bytes.
+func FuzzParseRV(f *testing.F) {
+	f.Add("18446744073709551615")
+	f.Add("007")
+	f.Fuzz(func(t *testing.T, rv string) {
+		n, ok := parseRV([]byte(rv))
+		want, err := strconv.ParseUint(rv, 10, 64)
+		if ok != (err == nil && len(rv) <= 20) || ok && n != want {
+			t.Errorf("parseRV(%q) = %d, %v; strconv: %d, %v", rv, n, ok, want, err)
+		}
+	})
 }

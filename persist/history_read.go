@@ -485,7 +485,7 @@ func (s *Store) changesFrom(cluster string, resource ResourceKey, rv string, inc
 		} else {
 			k, v = c.Prev()
 		}
-		var bound *located
+		var bound located // the entry before the range, if any (key not nil)
 		for ; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Prev() {
 			if len(k) != len(prefix)+8 {
 				return fmt.Errorf("%w: change log index: malformed entry %q", ErrCorrupt, k)
@@ -496,7 +496,7 @@ func (s *Store) changesFrom(cluster string, resource ResourceKey, rv string, inc
 			}
 			at := located{seq: seq, key: k, value: v}
 			if len(v) == 8 && before(binary.BigEndian.Uint64(v)) {
-				bound = &at
+				bound = at
 				break
 			}
 			entries = append(entries, at)
@@ -516,8 +516,8 @@ func (s *Store) changesFrom(cluster string, resource ResourceKey, rv string, inc
 			}
 			return r, checkIndexed(at.key, at.value, at.seq, &r)
 		}
-		if bound != nil {
-			if _, err := read(bound); err != nil && !errors.Is(err, ErrTooOld) {
+		if bound.key != nil {
+			if _, err := read(&bound); err != nil && !errors.Is(err, ErrTooOld) {
 				return err
 			}
 		}
