@@ -2,6 +2,7 @@ package fleetwatch
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -204,5 +206,73 @@ func TestLogOriginsAfterARestart(t *testing.T) {
 	m.logBases.forget("prod", schema.GroupVersionResource{})
 	if m.ChangeLogHolds("prod", oldID) {
 		t.Error("the cluster was forgotten, its imported log is still held")
+	}
+}
+
+// TestChangesSinceDamagedIndex: a resume from a change log whose index is damaged (its
+// entries are not sealed; here the resourceVersion of one record's entry is lowered
+// before the resume's, which would end the range early) fails with persist.ErrCorrupt,
+// rather than handing the server a stream without the changes it skipped: the server
+// answers 410 to any error of ChangesSince (server.TestWatchResumesAcrossARestart).
+func TestChangesSinceDamagedIndex(t *testing.T) {
+	pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	sc := informer.Scope{Resource: pods}
+	key := persist.ResourceKey(sc.String())
+	path := filepath.Join(t.TempDir(), "snapshot.db")
+	store, err := persist.Open(path, persist.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := store.NewWriter(persist.WriterOptions{Interval: time.Hour, History: persist.HistoryOptions{Enabled: true}})
+	for rv := 10; rv <= 13; rv++ {
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Pod"}}
+		u.SetNamespace("shop")
+		u.SetName(fmt.Sprint("p", rv))
+		u.SetResourceVersion(fmt.Sprint(rv))
+		w.Upsert("prod", key, u)
+		w.Checkpoint("prod", key, fmt.Sprint(rv))
+		if err := w.Flush(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The index entry of the record at 12 says 9.
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		index := tx.Bucket([]byte("history")).Bucket([]byte("index"))
+		c := index.Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			if k[0] == 'r' && bytes.Equal(v, binary.BigEndian.AppendUint64(nil, 12)) {
+				return index.Put(bytes.Clone(k), binary.BigEndian.AppendUint64(nil, 9))
+			}
+		}
+		return errors.New("no index entry at 12")
+	})
+	if err == nil {
+		err = db.Close()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err = persist.Open(path, persist.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	m := &Manager{opts: Options{Snapshot: store}, logEpoch: "e", logBases: &logBases{}}
+	m.logBases.loading("prod", sc, key)
+	m.logBases.loaded("prod", sc, "13", 4)
+	var got []uint64
+	err = m.ChangesSince("prod", pods, 11, 13, func(at uint64, _ aggregate.Event) { got = append(got, at) })
+	if !errors.Is(err, persist.ErrCorrupt) {
+		t.Errorf("ChangesSince over a damaged index entry: %v, %v; want persist.ErrCorrupt", got, err)
+	}
+	if err := store.Verify(); !errors.Is(err, persist.ErrCorrupt) {
+		t.Errorf("Verify: %v", err)
 	}
 }

@@ -89,6 +89,21 @@
 // cluster), is not returned by Load; Verify reports the former. Neither needs a schema
 // version: a build before them ignores them.
 //
+// The 'o' and 'r' entries are not sealed: a read checks each entry that leads it to a
+// record against the record, which is (history_index.go): the record must be of the
+// entry's cluster, resource and object key, at the resourceVersion of an 'r' entry, and
+// must be there unless it is before the log's first record (the retention drops one that
+// does not parse without its entries, which it cannot name). An entry that does not
+// match is ErrCorrupt, naming it, for the read: a resume (ChangesAfter, ChangesSince,
+// which check the entry that ends their range too) fails rather than skip or repeat a
+// change, and the server answers 410; a query (Changes of clusters, ObjectHistory)
+// fails as it does at a damaged record. An entry lost, or moved to another resource or
+// object, is not seen by the reads of its resource or object, which would have to scan
+// the log for it: Verify checks the index whole, each entry against its record and each
+// record for its entries. Open and Load do not read the index, and need not: the
+// snapshot's objects do not depend on it. Nothing repairs it: the index is rebuilt as
+// the retention drops the records it names, or with the log (history off, then on).
+//
 // A cluster-scoped object's key has an empty namespace: "/node-1". The first byte of an
 // object's encoding, within its seal, says what it decodes to: the head of a CBOR map
 // (0xa0 to 0xbf) is an *unstructured.Unstructured, its Object map in CBOR; 2 is a

@@ -67,13 +67,18 @@ func (s *Store) exportLog(tx *bolt.Tx, sw *stateWriter, sent map[uint64]bool, cl
 		c := index.Cursor()
 		for k, v := c.Seek(append(bytes.Clone(prefix), seqKey(fromSeq+1)...)); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 			if len(k) != len(prefix)+8 {
-				continue
+				return nil // a damaged entry
 			}
 			seq := binary.BigEndian.Uint64(k[len(prefix):])
 			value := log.Get(seqKey(seq))
 			if value == nil || len(v) != 8 {
-				// Dropped as unreadable, or not at an integer resourceVersion: the
-				// coverage could not move past it.
+				// Dropped as unreadable (or lost to damage), or not at an integer
+				// resourceVersion: the coverage could not move past it.
+				return nil
+			}
+			if r, err := parseRecord(seq, value); err != nil || checkIndexed(k, v, seq, &r) != nil {
+				// A damaged record or index entry: the importer's log would not
+				// place a position as this one does.
 				return nil
 			}
 			mine = append(mine, rec{res: len(logs), seq: seq, rv: binary.BigEndian.Uint64(v), size: int64(len(value) - sealSize + 16)})

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"math"
 	"slices"
 	"strconv"
 	"time"
@@ -354,12 +355,21 @@ func isSecret(key ResourceKey) bool {
 }
 
 // parseRV returns rv as an integer, the form the resume index compares.
+// It accepts what strconv.ParseUint(rv, 10, 64) does, without its error: the reads
+// check the index against each record they read (checkIndexed).
 func parseRV(rv []byte) (uint64, bool) {
 	if len(rv) == 0 || len(rv) > 20 {
 		return 0, false
 	}
-	v, err := strconv.ParseUint(string(rv), 10, 64)
-	return v, err == nil
+	var n uint64
+	for _, c := range rv {
+		d := uint64(c - '0')
+		if d > 9 || n > (math.MaxUint64-d)/10 {
+			return 0, false
+		}
+		n = n*10 + d
+	}
+	return n, true
 }
 
 // historyMode says what a commit writes to the log.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"container/heap"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -59,7 +60,9 @@ func historyBuckets(tx *bolt.Tx) (changes, index *bolt.Bucket) {
 
 // Changes returns the records that q selects, oldest first, and the After of the next
 // page, 0 if there is none. The records share no memory with the file. A record that
-// does not parse is ErrCorrupt, naming it; the log's other records stay readable.
+// does not parse is ErrCorrupt, naming it; the log's other records stay readable. So is
+// an index entry, read for the records of clusters, that does not match its record or
+// names one that the log lacks (checkIndexed).
 //
 // A record is parsed and filtered where it lies in the file: only those selected are
 // copied, and Filter sees the others without an allocation (which is why it must not
@@ -79,8 +82,13 @@ func (s *Store) Changes(q ChangesQuery) (changes []Change, next uint64, err erro
 			start = max(start, seqAtTime(log, q.Since.UnixNano()))
 		}
 		scanned := 0
-		var view Change // what Filter sees, one for every record
-		for seq, v := range changesFrom(log, index, q, start) {
+		first := uint64(0) // the log's first record, read at the first that is missing
+		var view Change    // what Filter sees, one for every record
+		for at := range changesFrom(log, index, q, start) {
+			if at.malformed {
+				return fmt.Errorf("%w: change log index: malformed entry %q", ErrCorrupt, at.key)
+			}
+			seq, v := at.seq, at.v
 			if len(changes) == limit {
 				next = changes[len(changes)-1].Seq
 				return nil
@@ -91,11 +99,22 @@ func (s *Store) Changes(q ChangesQuery) (changes []Change, next uint64, err erro
 			}
 			scanned++
 			if v == nil {
-				continue // an index key of a record that was dropped as unreadable
+				if first == 0 {
+					first = firstSeq(log)
+				}
+				if dropped(seq, first) {
+					continue // an index key of a record that was dropped as unreadable
+				}
+				return missingRecord(at.key, seq)
 			}
 			r, err := parseRecord(seq, v)
 			if err != nil {
 				return err
+			}
+			if at.key != nil {
+				if err := checkIndexed(at.key, at.value, seq, &r); err != nil {
+					return err
+				}
 			}
 			if q.Resource != "" && string(r.resource) != string(q.Resource) ||
 				q.Cluster == "" && q.MatchCluster != nil && !q.MatchCluster(aliasString(r.cluster)) {
@@ -120,11 +139,21 @@ func (s *Store) Changes(q ChangesQuery) (changes []Change, next uint64, err erro
 	return changes, next, nil
 }
 
-// changesFrom yields, in order, the sequence numbers from start on of the records that
-// q may select, with each record (nil if the log lacks it): from the log itself, or,
-// for the records of one cluster or of the clusters that q.MatchCluster admits, from
-// the index of their resources.
-func changesFrom(log, index *bolt.Bucket, q ChangesQuery, start uint64) func(yield func(uint64, []byte) bool) {
+// located is a record that a query reads: its sequence number, its stored value (nil
+// if the log lacks it), and the index entry that led to it, if any.
+type located struct {
+	seq        uint64
+	v          []byte
+	key, value []byte // the index entry; nil if read from the log in order
+	// malformed is an index entry under the prefix read that is not a sequence
+	// number: damage.
+	malformed bool
+}
+
+// changesFrom yields, in order, the records from start on that q may select: from the
+// log itself, or, for the records of one cluster or of the clusters that q.MatchCluster
+// admits, from the index of their resources (which the caller checks them against).
+func changesFrom(log, index *bolt.Bucket, q ChangesQuery, start uint64) func(yield func(located) bool) {
 	var prefixes [][]byte
 	switch {
 	case q.Cluster != "" && q.Resource != "":
@@ -150,9 +179,12 @@ func changesFrom(log, index *bolt.Bucket, q ChangesQuery, start uint64) func(yie
 	default:
 		return logFrom(log, start)
 	}
-	return func(yield func(uint64, []byte) bool) {
-		for seq := range indexSeqs(index, prefixes, start) {
-			if !yield(seq, log.Get(seqKey(seq))) {
+	return func(yield func(located) bool) {
+		for at := range indexSeqs(index, prefixes, start) {
+			if !at.malformed {
+				at.v = log.Get(at.key[len(at.key)-8:])
+			}
+			if !yield(at) {
 				return
 			}
 		}
@@ -160,11 +192,11 @@ func changesFrom(log, index *bolt.Bucket, q ChangesQuery, start uint64) func(yie
 }
 
 // logFrom yields the records of the log from start on, in order.
-func logFrom(log *bolt.Bucket, start uint64) func(yield func(uint64, []byte) bool) {
-	return func(yield func(uint64, []byte) bool) {
+func logFrom(log *bolt.Bucket, start uint64) func(yield func(located) bool) {
+	return func(yield func(located) bool) {
 		c := log.Cursor()
 		for k, v := c.Seek(seqKey(start)); k != nil; k, v = c.Next() {
-			if len(k) != 8 || !yield(binary.BigEndian.Uint64(k), v) {
+			if len(k) != 8 || !yield(located{seq: binary.BigEndian.Uint64(k), v: v}) {
 				return
 			}
 		}
@@ -251,25 +283,25 @@ func resourcePrefixes(index *bolt.Bucket, cluster string) [][]byte {
 	return prefixes
 }
 
-// indexSeqs yields, in order, the sequence numbers from start on of the index keys
-// under prefixes (each a prefix of sequence numbers in order), merged.
-func indexSeqs(index *bolt.Bucket, prefixes [][]byte, start uint64) func(yield func(uint64) bool) {
-	return func(yield func(uint64) bool) {
+// indexSeqs yields, in order, the index entries from sequence number start on under
+// prefixes (each a prefix of sequence numbers in order), merged, each with its
+// sequence number and without its record.
+func indexSeqs(index *bolt.Bucket, prefixes [][]byte, start uint64) func(yield func(located) bool) {
+	return func(yield func(located) bool) {
 		streams := make(seqHeap, 0, len(prefixes))
 		for _, p := range prefixes {
 			st := &seqStream{c: index.Cursor(), prefix: p}
-			k, _ := st.c.Seek(append(bytes.Clone(p), seqKey(start)...))
-			if st.advance(k) {
+			if st.advance(st.c.Seek(append(bytes.Clone(p), seqKey(start)...))) {
 				streams = append(streams, st)
 			}
 		}
 		heap.Init(&streams)
 		for len(streams) > 0 {
 			st := streams[0]
-			if !yield(st.seq) {
+			if !yield(located{seq: st.seq, key: st.key, value: st.value, malformed: st.malformed}) {
 				return
 			}
-			if k, _ := st.c.Next(); st.advance(k) {
+			if st.advance(st.c.Next()) {
 				heap.Fix(&streams, 0)
 			} else {
 				heap.Pop(&streams)
@@ -278,17 +310,26 @@ func indexSeqs(index *bolt.Bucket, prefixes [][]byte, start uint64) func(yield f
 	}
 }
 
-// seqStream reads the sequence numbers of the index keys under prefix.
+// seqStream reads the index entries under prefix.
 type seqStream struct {
-	c      *bolt.Cursor
-	prefix []byte
-	seq    uint64
+	c          *bolt.Cursor
+	prefix     []byte
+	seq        uint64
+	key, value []byte // the entry at seq
+	// malformed is set at an entry under the prefix that is not a sequence number,
+	// given seq 0 so that it comes first, and ends the stream.
+	malformed bool
 }
 
-// advance reads the sequence number of k, and reports whether k is under the prefix.
-func (st *seqStream) advance(k []byte) bool {
-	if k == nil || !bytes.HasPrefix(k, st.prefix) || len(k) != len(st.prefix)+8 {
+// advance reads the entry k, v, and reports whether k is under the prefix.
+func (st *seqStream) advance(k, v []byte) bool {
+	if k == nil || !bytes.HasPrefix(k, st.prefix) || st.malformed {
 		return false
+	}
+	st.key, st.value = k, v
+	if len(k) != len(st.prefix)+8 {
+		st.seq, st.malformed = 0, true
+		return true
 	}
 	st.seq = binary.BigEndian.Uint64(k[len(st.prefix):])
 	return true
@@ -342,7 +383,8 @@ func (s *Store) HistoryResources(cluster string) ([]ResourceKey, error) {
 
 // ObjectHistory returns the records of one object, oldest first: its changes, without
 // those of its resource or cluster as a whole (see Changes). They share no memory with
-// the file.
+// the file. A damaged record, or an index entry of the object that does not match its
+// record, is ErrCorrupt, naming it.
 func (s *Store) ObjectHistory(cluster string, resource ResourceKey, namespace, name string) ([]Change, error) {
 	var changes []Change
 	err := s.view(func(tx *bolt.Tx) error {
@@ -351,21 +393,28 @@ func (s *Store) ObjectHistory(cluster string, resource ResourceKey, namespace, n
 			return nil
 		}
 		prefix := indexPrefix(indexObject, cluster, string(resource), objectKey(namespace, name))
+		first := firstSeq(log)
 		c := index.Cursor()
-		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		for k, iv := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, iv = c.Next() {
 			if len(k) != len(prefix)+8 {
-				continue
+				return fmt.Errorf("%w: change log index: malformed entry %q", ErrCorrupt, k)
 			}
 			seq := binary.BigEndian.Uint64(k[len(prefix):])
 			v := log.Get(k[len(prefix):])
 			if v == nil {
-				continue
+				if dropped(seq, first) {
+					continue // an index key of a record that was dropped as unreadable
+				}
+				return missingRecord(k, seq)
 			}
-			ch, err := decodeChange(seq, v)
+			r, err := parseRecord(seq, v)
 			if err != nil {
 				return err
 			}
-			changes = append(changes, ch)
+			if err := checkIndexed(k, iv, seq, &r); err != nil {
+				return err
+			}
+			changes = append(changes, r.change(seq, true))
 		}
 		return nil
 	})
@@ -379,7 +428,9 @@ func (s *Store) ObjectHistory(cluster string, resource ResourceKey, namespace, n
 // oldest first: what a watch of that resource that saw it up to rv missed. It fails
 // with ErrTooOld when the log does not hold every change of the resource after rv:
 // older ones were dropped, the log was off or lost some, the resource was dropped or
-// not stored at rv, or rv is not an integer. Positions are resourceVersions as integers,
+// not stored at rv, or rv is not an integer; and with ErrCorrupt when a record it reads
+// is damaged, or an index entry it follows does not match its record (never with a
+// sequence that skips or repeats a change). Positions are resourceVersions as integers,
 // as the server's cursors compare them; a caller must know that the cluster is the one
 // its rv is of (a cluster replaced under its name starts its resourceVersions over).
 func (s *Store) ChangesAfter(cluster string, resource ResourceKey, rv string) ([]Change, error) {
@@ -421,8 +472,11 @@ func (s *Store) changesFrom(cluster string, resource ResourceKey, rv string, inc
 		if inclusive {
 			before = func(v uint64) bool { return v < after }
 		}
+		// The entries are checked against their records (checkIndexed), the one
+		// before the range too: a value damaged to a resourceVersion before it would
+		// end the range early.
 		prefix := indexPrefix(indexResource, cluster, string(resource), "")
-		var seqs []uint64
+		var entries []located
 		c := index.Cursor()
 		k, _ := c.Seek(append(bytes.Clone(prefix), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff))
 		var v []byte
@@ -431,23 +485,48 @@ func (s *Store) changesFrom(cluster string, resource ResourceKey, rv string, inc
 		} else {
 			k, v = c.Prev()
 		}
-		for ; k != nil && bytes.HasPrefix(k, prefix) && len(k) == len(prefix)+8; k, v = c.Prev() {
+		var bound located // the entry before the range, if any (key not nil)
+		for ; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Prev() {
+			if len(k) != len(prefix)+8 {
+				return fmt.Errorf("%w: change log index: malformed entry %q", ErrCorrupt, k)
+			}
 			seq := binary.BigEndian.Uint64(k[len(prefix):])
-			if seq <= fromSeq || len(v) == 8 && before(binary.BigEndian.Uint64(v)) {
+			if seq <= fromSeq {
 				break
 			}
-			seqs = append(seqs, seq)
-		}
-		for i := len(seqs) - 1; i >= 0; i-- {
-			v := log.Get(seqKey(seqs[i]))
-			if v == nil {
-				return fmt.Errorf("%w: cluster %q, resource %q: record %d is missing", ErrTooOld, cluster, resource, seqs[i])
+			at := located{seq: seq, key: k, value: v}
+			if len(v) == 8 && before(binary.BigEndian.Uint64(v)) {
+				bound = at
+				break
 			}
-			ch, err := decodeChange(seqs[i], v)
+			entries = append(entries, at)
+		}
+		first := firstSeq(log)
+		read := func(at *located) (record, error) {
+			v := log.Get(at.key[len(at.key)-8:])
+			if v == nil {
+				if dropped(at.seq, first) {
+					return record{}, fmt.Errorf("%w: cluster %q, resource %q: record %d was dropped as unreadable", ErrTooOld, cluster, resource, at.seq)
+				}
+				return record{}, missingRecord(at.key, at.seq)
+			}
+			r, err := parseRecord(at.seq, v)
+			if err != nil {
+				return record{}, err
+			}
+			return r, checkIndexed(at.key, at.value, at.seq, &r)
+		}
+		if bound.key != nil {
+			if _, err := read(&bound); err != nil && !errors.Is(err, ErrTooOld) {
+				return err
+			}
+		}
+		for i := len(entries) - 1; i >= 0; i-- {
+			r, err := read(&entries[i])
 			if err != nil {
 				return err
 			}
-			changes = append(changes, ch)
+			changes = append(changes, r.change(entries[i].seq, true))
 		}
 		return nil
 	})
@@ -482,7 +561,8 @@ func checkHistoryTree(tx *bolt.Tx) error {
 	return nil
 }
 
-// verifyHistory checks every record of the change log, for Verify.
+// verifyHistory checks every record of the change log, and its index against them
+// (verifyIndex), for Verify.
 func verifyHistory(tx *bolt.Tx) error {
 	log, index := historyBuckets(tx)
 	if log == nil {
@@ -493,14 +573,23 @@ func verifyHistory(tx *bolt.Tx) error {
 			return err
 		}
 	}
+	var records, objects int
 	c := log.Cursor()
 	for k, v := c.First(); k != nil; k, v = c.Next() {
 		if len(k) != 8 || v == nil {
 			return fmt.Errorf("%w: change log: unexpected key %q", ErrCorrupt, k)
 		}
-		if _, err := parseRecord(binary.BigEndian.Uint64(k), v); err != nil {
+		r, err := parseRecord(binary.BigEndian.Uint64(k), v)
+		if err != nil {
 			return err
 		}
+		records++
+		if len(r.key) > 0 {
+			objects++
+		}
 	}
-	return nil
+	if index == nil {
+		return nil
+	}
+	return verifyIndex(log, index, records, objects)
 }

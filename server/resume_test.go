@@ -40,6 +40,8 @@ type fakeLog struct {
 	// holds are the change logs of other replicas whose records of the cluster came
 	// with it (ChangeLogHolds).
 	holds []string
+	// err, if not nil, is what ChangesSince fails with: a log that cannot be read.
+	err error
 }
 
 var _ ChangeLogSource = (*logSource)(nil)
@@ -76,6 +78,9 @@ func (l *fakeLog) ChangesSince(cluster string, gvr schema.GroupVersionResource, 
 	defer l.mu.Unlock()
 	if cluster != cmp.Or(l.cluster, prod) || gvr != podsGVR || rv < l.from {
 		return errors.New("too old")
+	}
+	if l.err != nil {
+		return l.err
 	}
 	for _, r := range l.records {
 		if r.at >= rv && r.at <= upTo {
@@ -236,6 +241,17 @@ func TestWatchResumesAcrossARestart(t *testing.T) {
 		if st := run2.get(pods+"?watch=1&resourceVersion="+url.QueryEscape(rv)).status(t, http.StatusGone); st.Reason != metav1.StatusReasonExpired {
 			t.Errorf("%s: Status %+v", name, st)
 		}
+	}
+
+	// A log that cannot be read (persist.ErrCorrupt: a damaged record, or an index
+	// entry that does not match its record) gets 410 too, never a stream without what
+	// it could not read.
+	log.mu.Lock()
+	log.from, log.err = 9, errors.New("persist: snapshot is corrupt: change log index: entry does not match record 5")
+	log.mu.Unlock()
+	st := run2.get(pods+"?watch=1&resourceVersion="+url.QueryEscape(cursors[1])).status(t, http.StatusGone)
+	if st.Reason != metav1.StatusReasonExpired || !strings.Contains(st.Message, "does not match record 5") {
+		t.Errorf("a damaged log: Status %+v", st)
 	}
 }
 
