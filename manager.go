@@ -1331,7 +1331,14 @@ func (m *Manager) releaseIfReady() {
 			m.releaseSync()
 			m.runDeferred()
 			m.mu.Lock()
-			clusters := len(m.members) + len(m.unengaged)
+			// A cluster being engaged is a member already and still among the
+			// unengaged until its Engage returns: counted once.
+			clusters := len(m.members)
+			for name := range m.unengaged {
+				if m.members[name] == nil {
+					clusters++
+				}
+			}
 			m.mu.Unlock()
 			klog.Background().Info("Fleet ready", "clusters", clusters, "since", time.Since(m.created).Round(time.Millisecond))
 		}
