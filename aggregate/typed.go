@@ -31,11 +31,12 @@ type Item[T any] struct {
 // object it returns is converted from the cached one at the call
 // (runtime.DefaultUnstructuredConverter), so, unlike with client-go listers, the caller
 // owns it and may modify it, for example to write it back to its cluster. The price is
-// one conversion per object returned, by reflection: about 10µs and 2 KiB for a Pod with
-// one container (BenchmarkTypedListerGet; a Get of Lister takes 40ns), more for larger
-// objects, and a copy of each in memory for as long as the caller keeps it. A controller
-// that lists many objects to look at few of them should narrow the List with a
-// namespace or a label selector, or read the cached objects through Lister.
+// one conversion per object returned, by reflection: about 20µs and 2.4 KiB for a Pod
+// with one container (BenchmarkTypedListerGet; a Get of Lister takes 40ns), 40–170µs
+// for realistic pods of 1–6 KB (mcprovider's BenchmarkRead, docs/benchmarks.md), and a
+// copy of each in memory for as long as the caller keeps it. A controller that lists
+// many objects to look at few of them should narrow the List with a namespace or a label
+// selector, or read the cached objects through Lister.
 //
 // Objects come with the TypeMeta of T (apiVersion and kind set), as controller-runtime's
 // cache gives them. A metav1.PartialObjectMetadata has the apiVersion and kind of the

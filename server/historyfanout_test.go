@@ -181,7 +181,8 @@ func (l *simLog) read(after uint64, limit, maxScan int) changesPart {
 // TestMergeChangesPagesAnyLimit: the pages of a fleet's changes, read from each page's
 // position, have every change of every replica's log once, in the same order whatever
 // their limit, also when replicas read few records a page and the query selects few of
-// them, and when a log's times go back (changes that came with a cluster handed over).
+// them, and when a log's times go back (the import clamps the times of the changes that
+// come with a cluster handed over, so they do not; the merge must not depend on it).
 func TestMergeChangesPagesAnyLimit(t *testing.T) {
 	rng := rand.New(rand.NewPCG(35, 1))
 	for round := range 20 {
