@@ -246,7 +246,7 @@ func prefixEnd(p []byte) []byte {
 func historyClusters(index *bolt.Bucket) []string {
 	var clusters []string
 	c := index.Cursor()
-	for k, _ := c.Seek([]byte{indexResource}); k != nil && len(k) > 0 && k[0] == indexResource; {
+	for k, _ := c.Seek([]byte{indexResource}); len(k) > 0 && k[0] == indexResource; {
 		name, _, ok := readString(k[1:])
 		if !ok {
 			break
