@@ -11,8 +11,11 @@ import (
 	"github.com/fleetwatch/fleetwatch/aggregate"
 )
 
-// DefaultTypedObjects is the default of Options.TypedObjects.
-const DefaultTypedObjects = 4096
+// DefaultTypedObjects is the default of Options.TypedObjects. Kept objects cost their
+// typed heap: 1,024 of make bench's ConfigMaps take about 2.5 MB, of its large pods 11
+// MB, which a controller's heap per object carries (docs/benchmarks.md, "mcprovider's
+// memo of typed objects").
+const DefaultTypedObjects = 1024
 
 // typedMemo keeps typed objects that reads converted from the fleet's objects, so that
 // a typed read of an unchanged object costs a lookup and a DeepCopy, as a read of

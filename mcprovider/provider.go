@@ -39,8 +39,10 @@ type Options struct {
 	// with the version of the fleet's object it was converted from: it is read only
 	// while the fleet holds that version, so a changed object is never read from an
 	// older one. Each costs the heap of the typed object, a few KB for a Pod (about 11
-	// KB for make bench's large pod). Default (0): DefaultTypedObjects. Negative: none
-	// are kept, every typed read converts.
+	// KB for make bench's large pod). Set it to at least the objects that controllers
+	// read again and again: a cyclic read of more distinct objects than it keeps
+	// converts every time. Default (0): DefaultTypedObjects. Negative: none are kept,
+	// every typed read converts.
 	TypedObjects int
 
 	// ClusterOptions are applied to each cluster's cluster.Options after the Provider's
