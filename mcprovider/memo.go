@@ -26,9 +26,9 @@ const DefaultTypedObjects = 1024
 // (aggregate.Held.Is): an update, a deletion and re-creation, the same key in another
 // cluster, all hold another version, which is converted and replaces the kept object.
 // The Version is a weak reference, so what the memo keeps of a version the fleet has let
-// go keeps nothing of the fleet's alive, and can never pass for a new object that takes
-// its address. The entries of deleted objects are found by no read that they match;
-// CLOCK evicts them in turn, as no read marks them.
+// go keeps none of the fleet's objects alive (only the strings that a conversion of a
+// plain fleet's object shares with it), and can never pass for a new object that takes
+// its address. The entry of a deleted object matches no read; CLOCK evicts it in turn.
 //
 // It holds at most size objects, evicted by CLOCK: a read marks its entry, and an object
 // added to a full memo takes the slot of the first unmarked entry from the hand on,
