@@ -6,7 +6,10 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"weak"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -355,18 +358,22 @@ func (ix *Indexer) Get(key Key) (runtime.Object, bool) {
 // compact fleet (Options.Codec), the encoding in the fleet's Codec, the very bytes the
 // fleet holds, when the fleet holds the object encoded only (obj nil); else the object,
 // as Get returns it (encoded nil). Unlike Get, it decodes nothing and keeps nothing
-// decoded. Neither may be modified.
+// decoded. Neither may be modified. GetHeld also gives the object's Version.
 func (ix *Indexer) GetEncoded(key Key) (obj runtime.Object, encoded []byte, ok bool) {
+	h, ok := ix.GetHeld(key)
+	return h.Object, h.Encoded, ok
+}
+
+// GetHeld returns the object with the given key as GetEncoded does, as a Held, whose
+// Version identifies the version of the object that the fleet holds.
+func (ix *Indexer) GetHeld(key Key) (Held, bool) {
 	ix.lock.RLock()
 	defer ix.lock.RUnlock()
 	e := ix.items.get(key)
 	if e == nil {
-		return nil, nil, false
+		return Held{}, false
 	}
-	if o, isEncoded := peek(e).(*encodedObject); isEncoded {
-		return nil, o.data, true
-	}
-	return peek(e), nil, true
+	return heldOf(e), true
 }
 
 // Held is an object as the fleet has it at hand (see GetEncoded): Encoded, the very
@@ -375,25 +382,96 @@ func (ix *Indexer) GetEncoded(key Key) (obj runtime.Object, encoded []byte, ok b
 type Held struct {
 	Object  runtime.Object
 	Encoded []byte
+	// e is the entry that h was read from, nil for a Held that was not; stored is what
+	// e held then: the object of a plain fleet, the *encodedObject of a compact one,
+	// whichever of the two h gives.
+	e      *entry
+	stored runtime.Object
 }
+
+// heldOf returns what e holds as a Held. The indexer's lock is held, for reading at
+// least.
+func heldOf(e *entry) Held {
+	h := Held{e: e, stored: e.obj}
+	if o, ok := peek(e).(*encodedObject); ok {
+		h.Encoded = o.data
+	} else {
+		h.Object = peek(e)
+	}
+	return h
+}
+
+// Key returns the key of h's object; the zero Key if h was not read from an Indexer
+// (GetHeld, SelectEncoded).
+func (h Held) Key() Key {
+	if h.e == nil {
+		return Key{}
+	}
+	return h.e.key
+}
+
+// Version returns the Version of the object that h holds: the zero Version if h was not
+// read from an Indexer, or if a plain fleet holds it as a type other than
+// *unstructured.Unstructured and *metav1.PartialObjectMetadata. It makes a weak
+// reference (package weak), which costs from tens of ns to a few µs for small objects
+// that many weak references share memory with: a reader that checks what it kept
+// against the objects it reads calls Is, which makes none.
+func (h Held) Version() Version {
+	switch o := h.stored.(type) {
+	case *encodedObject:
+		return Version{encoded: weak.Make(o)}
+	case *unstructured.Unstructured:
+		return Version{object: weak.Make(o)}
+	case *metav1.PartialObjectMetadata:
+		return Version{partial: weak.Make(o)}
+	}
+	return Version{}
+}
+
+// Is reports whether h holds the version that v identifies, as h.Version() == v would,
+// without making a weak reference: v's object is still alive, and it is h's. It is false
+// for the zero Version.
+func (h Held) Is(v Version) bool {
+	switch o := h.stored.(type) {
+	case *encodedObject:
+		return o == v.encoded.Value()
+	case *unstructured.Unstructured:
+		return o == v.object.Value()
+	case *metav1.PartialObjectMetadata:
+		return o == v.partial.Value()
+	}
+	return false
+}
+
+// Version identifies one version of one object held by the fleet, for a reader that
+// keeps what it derived from that version (mcprovider keeps the typed objects it
+// converted) and must never hand it out for another. Two non-zero Versions are equal if
+// and only if they are of the same version of the same object in the same Indexer: an
+// update, even one that changes nothing but the resourceVersion, and a deletion and
+// re-creation under the same key give a new Version, and so does an object of another
+// cluster, resource or Fleet; a no-op update (Apply with the resourceVersion held) keeps
+// the Version. An entry holds a new object for each version, which it never modifies
+// (Apply's contract, encodeForEntry), and a Version is a weak reference to that object
+// (package weak): it keeps nothing alive, and stays unequal to every other Version after
+// the version it identifies has been let go, even if a new object takes its address.
+// The zero Version identifies nothing: key nothing by it.
+type Version struct {
+	encoded weak.Pointer[encodedObject]
+	object  weak.Pointer[unstructured.Unstructured]
+	partial weak.Pointer[metav1.PartialObjectMetadata]
+}
+
+// IsZero reports whether v is the zero Version, which identifies nothing.
+func (v Version) IsZero() bool { return v == Version{} }
 
 // SelectEncoded returns the objects of cluster (every cluster if empty) in namespace
 // (every namespace if empty) whose labels match selector (nil matches everything), each
-// as GetEncoded returns it, for a reader that converts them into a form of its own and
-// can do so from their encodings: it decodes nothing and keeps nothing decoded.
+// as GetHeld returns it, for a reader that converts them into a form of its own and can
+// do so from their encodings: it decodes nothing and keeps nothing decoded.
 func (ix *Indexer) SelectEncoded(cluster, namespace string, selector labels.Selector) []Held {
 	ix.lock.RLock()
-	objs := ix.selectLocked(cluster, namespace, selector)
-	ix.lock.RUnlock()
-	out := make([]Held, len(objs))
-	for i, obj := range objs {
-		if o, ok := obj.(*encodedObject); ok {
-			out[i].Encoded = o.data
-		} else {
-			out[i].Object = obj
-		}
-	}
-	return out
+	defer ix.lock.RUnlock()
+	return selectLocked(ix, cluster, namespace, selector, heldOf)
 }
 
 // List returns every object.
@@ -629,19 +707,24 @@ func equalityRequirements(selector labels.Selector) []labelRequirement {
 // compact indexer, some may be *encodedObjects: the caller decodes them (decodeAll)
 // after releasing the lock.
 func (ix *Indexer) selectLocked(cluster, namespace string, selector labels.Selector) []runtime.Object {
+	return selectLocked(ix, cluster, namespace, selector, peek)
+}
+
+// selectLocked is Indexer.selectLocked of the matching entries, each as of returns it.
+func selectLocked[T any](ix *Indexer, cluster, namespace string, selector labels.Selector, of func(*entry) T) []T {
 	q, ok := newQuery(namespace, selector)
 	if !ok {
 		return nil
 	}
 	if cluster != "" {
 		if ci := ix.clusters[cluster]; ci != nil {
-			return q.appendMatches(nil, ci)
+			return appendMatches(&q, nil, ci, of)
 		}
 		return nil
 	}
-	var out []runtime.Object
+	var out []T
 	for _, ci := range ix.clusters {
-		out = q.appendMatches(out, ci)
+		out = appendMatches(&q, out, ci, of)
 	}
 	return out
 }
@@ -670,9 +753,15 @@ func newQuery(namespace string, selector labels.Selector) (query, bool) {
 	return q, true
 }
 
-// appendMatches appends the matching objects of ci to out. It scans the smallest
-// candidate sets it can find: the namespace's, or those of one equality requirement.
+// appendMatches appends the matching objects of ci to out, as peek returns them.
 func (q *query) appendMatches(out []runtime.Object, ci *clusterIndex) []runtime.Object {
+	return appendMatches(q, out, ci, peek)
+}
+
+// appendMatches appends the matching entries of ci to out, each as of returns it. It
+// scans the smallest candidate sets it can find: the namespace's, or those of one
+// equality requirement.
+func appendMatches[T any](q *query, out []T, ci *clusterIndex, of func(*entry) T) []T {
 	size := ci.count
 	if q.namespace != "" {
 		size = ci.namespaces[q.namespace].len()
@@ -720,7 +809,7 @@ func (q *query) appendMatches(out []runtime.Object, ci *clusterIndex) []runtime.
 			if !q.everything && !q.selector.Matches(e.labelSet()) {
 				continue
 			}
-			out = append(out, peek(e))
+			out = append(out, of(e))
 		}
 	}
 	return out

@@ -23,10 +23,12 @@ import (
 // clusterCache is the controller-runtime cache of one cluster: a view of the fleet's
 // objects of that cluster. It holds nothing of its own.
 //
-// Get and List return objects that the caller owns: each is converted from the cached
-// one (a typed object through the scheme, an unstructured one deep-copied), so
-// UnsafeDisableDeepCopy changes nothing. The informers it gives are handlers of the
-// fleet limited to the cluster (see clusterInformer).
+// Get and List return objects that the caller owns: a typed object is a deep copy of the
+// one that the Provider's memo keeps for the version of the cached object (typedMemo),
+// or else converted from the cached one through the scheme, which the memo then keeps;
+// an unstructured one is deep-copied. UnsafeDisableDeepCopy changes nothing. The
+// informers it gives are handlers of the fleet limited to the cluster (see
+// clusterInformer).
 type clusterCache struct {
 	p      *Provider
 	name   string
@@ -45,6 +47,7 @@ func (c *clusterCache) resolve(obj runtime.Object) (target, *meta.RESTMapping, e
 	if err != nil {
 		return target{}, nil, err
 	}
+	t.memo = c.p.memo
 	m, err := c.resolveKind(t.gvk)
 	return t, m, err
 }
@@ -69,21 +72,22 @@ func (c *clusterCache) Get(_ context.Context, key client.ObjectKey, obj client.O
 		key.Namespace = ""
 	}
 	ix, k := c.p.fleet.Indexer(m.Resource), aggregate.Key{Cluster: c.name, Namespace: key.Namespace, Name: key.Name}
-	var cached runtime.Object
-	var encoded []byte
+	var held aggregate.Held
 	var ok bool
 	if t.form == formTyped {
-		// Decoded from the encoding of a compact fleet straight into obj, without the
-		// map that Get would decode (and keep among the fleet's hot objects).
-		cached, encoded, ok = ix.GetEncoded(k)
+		// As the fleet holds it, with its Version: a typed read copies the object that the
+		// memo keeps for that version, or decodes the encoding of a compact fleet straight
+		// into obj, without the map that Get would decode (and keep among the fleet's hot
+		// objects).
+		held, ok = ix.GetHeld(k)
 	} else {
-		cached, ok = ix.Get(k)
+		held.Object, ok = ix.Get(k)
 	}
 	if !ok {
 		// The kind as the resource, as controller-runtime's cache has it.
 		return apierrors.NewNotFound(schema.GroupResource{Group: t.gvk.Group, Resource: t.gvk.Kind}, key.Name)
 	}
-	return t.fromEncoded(cached, encoded, obj)
+	return t.read(held, obj)
 }
 
 // List reads the objects of the cluster that opts select into list: in a namespace, by
@@ -131,7 +135,7 @@ func (c *clusterCache) List(_ context.Context, list client.ObjectList, opts ...c
 
 // byFields returns the objects of the cluster in namespace (every namespace if empty)
 // that match every requirement, each an exact match of an indexed field, as the fleet
-// holds them (aggregate.Indexer.GetEncoded).
+// holds them (aggregate.Indexer.GetHeld).
 func (c *clusterCache) byFields(gvr schema.GroupVersionResource, reqs fields.Requirements, namespace string) ([]aggregate.Held, error) {
 	if len(reqs) == 0 {
 		return nil, errors.New("non-exact field matches are not supported by the cache")
@@ -162,8 +166,8 @@ func (c *clusterCache) byFields(gvr schema.GroupVersionResource, reqs fields.Req
 	}
 	out := make([]aggregate.Held, 0, len(keys))
 	for k := range keys {
-		if obj, encoded, ok := ix.GetEncoded(k); ok {
-			out = append(out, aggregate.Held{Object: obj, Encoded: encoded})
+		if h, ok := ix.GetHeld(k); ok {
+			out = append(out, h)
 		}
 	}
 	return out, nil

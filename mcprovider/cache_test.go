@@ -59,6 +59,12 @@ func newTestProvider(t *testing.T) (*Provider, map[string]*clusterCache) {
 // filled as its informers would fill it (applyAs).
 func newTestProviderOf(t *testing.T, codec aggregate.Codec) (*Provider, map[string]*clusterCache) {
 	t.Helper()
+	return newTestProviderWith(t, codec, Options{})
+}
+
+// newTestProviderWith is newTestProviderOf of a Provider with opts.
+func newTestProviderWith(t *testing.T, codec aggregate.Codec, opts Options) (*Provider, map[string]*clusterCache) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "kubeconfig")
 	clustertest.WriteKubeconfig(t, path, clustertest.Context{Name: "a", Server: "https://127.0.0.1:1"})
 	mgr, err := fleetwatch.NewManager(fleetwatch.Options{
@@ -69,7 +75,7 @@ func newTestProviderOf(t *testing.T, codec aggregate.Codec) (*Provider, map[stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := New(mgr, Options{})
+	p, err := New(mgr, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

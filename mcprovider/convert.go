@@ -35,6 +35,8 @@ type target struct {
 	// decoder, if not nil, decodes the encodings of a compact fleet into typed objects
 	// (see encodedDecoder).
 	decoder *encodedDecoder
+	// memo, if not nil, keeps the typed objects that read converts.
+	memo *typedMemo
 }
 
 // newTarget returns the target of obj, an object or a list, whose kind is gvk (for a
@@ -125,6 +127,15 @@ func (t target) fromEncoded(obj runtime.Object, encoded []byte, out runtime.Obje
 	return t.into(obj, out)
 }
 
+// read converts h, an object as the fleet holds it, into out as fromEncoded does, through
+// the target's memo of typed objects if it is typed and has one.
+func (t target) read(h aggregate.Held, out runtime.Object) error {
+	if t.form != formTyped {
+		return t.fromEncoded(h.Object, h.Encoded, out)
+	}
+	return t.memo.read(t, h, out)
+}
+
 // convertEncoded is convert of a cached object that comes with its encoding in the
 // fleet's Codec (aggregate.Event.Encoded; nil if none), from which a typed target
 // decodes the new object (fromEncoded).
@@ -190,9 +201,9 @@ func (t target) into(obj runtime.Object, out runtime.Object) error {
 
 // fill converts held, objects as the fleet holds them, into the items of list, a list of
 // the target, replacing them: at most limit of them (0: all), those that keep accepts.
-// A typed list whose items are structs (corev1.PodList) is converted into in place, one
-// slice for its items; any other goes through an object per item, which meta.SetList
-// copies into the list.
+// Each item is read as target.read reads it. A typed list whose items are structs
+// (corev1.PodList) is converted or copied into in place, one slice for its items; any
+// other goes through an object per item, which meta.SetList copies into the list.
 func (t target) fill(list client.ObjectList, held []aggregate.Held, limit int64, keep func(client.Object) bool) error {
 	if limit <= 0 || limit > int64(len(held)) {
 		limit = int64(len(held))
@@ -205,8 +216,8 @@ func (t target) fill(list client.ObjectList, held []aggregate.Held, limit int64,
 				break
 			}
 			item := out.Index(n).Addr().Interface().(client.Object)
-			// fromEncoded replaces all of item: one that keep rejects is overwritten.
-			if err := t.fromEncoded(h.Object, h.Encoded, item); err != nil {
+			// read replaces all of item: one that keep rejects is overwritten.
+			if err := t.read(h, item); err != nil {
 				return err
 			}
 			if keep(item) {
@@ -228,7 +239,7 @@ func (t target) fill(list client.ObjectList, held []aggregate.Held, limit int64,
 		if err != nil {
 			return err
 		}
-		if err := t.fromEncoded(h.Object, h.Encoded, item); err != nil {
+		if err := t.read(h, item); err != nil {
 			return err
 		}
 		if keep(item) {

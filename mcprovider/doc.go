@@ -21,20 +21,25 @@
 // Each engaged cluster is a controller-runtime cluster.Cluster (cluster.New) whose cache
 // reads the fleet: Get and List convert the cached objects into the Go types of the
 // scheme (*corev1.Pod), or into unstructured or metadata-only objects, with label and
-// field selectors and namespaces as controller-runtime's cache has them; its informers
-// are fleet handlers limited to the cluster, so controller-runtime's and
-// multicluster-runtime's source.Kind turn the fleet's events into requests of the right
-// cluster. Indices added with IndexField are added once to the fleet, for every cluster.
-// Its client reads from the view and writes to the cluster's apiserver.
+// field selectors and namespaces as controller-runtime's cache has them. The Provider
+// keeps the typed objects converted last (Options.TypedObjects), each under the version
+// of the fleet's object it was converted from, so that a typed read of an unchanged
+// object is a DeepCopy of the kept one, as in controller-runtime's cache, and a changed
+// one is converted anew. Its informers are fleet handlers limited to the cluster, so
+// controller-runtime's and multicluster-runtime's source.Kind turn the fleet's events
+// into requests of the right cluster. Indices added with IndexField are added once to
+// the fleet, for every cluster. Its client reads from the view and writes to the
+// cluster's apiserver.
 //
 // The fleet may be compact (fleetwatch.Options.Fleet.Codec = persist.Codec{}): it then
 // keeps each object encoded and decodes it when the view reads it, and the view converts
 // the decoded object as above; what a controller reads is the same either way. With
-// persist.Codec{Compress: true} the encodings are compressed too: for controllers, which
-// convert every object they read, that is about half the heap of a plain fleet for the
-// same times (docs/benchmarks.md); with persist.Codec{Compress: true, Dictionary: true}
-// they are compressed with a dictionary per resource, a third of that heap again for
-// about the same CPU, which is what examples/multicluster-runtime uses.
+// persist.Codec{Compress: true} the encodings are compressed too: for controllers, that
+// was about half the heap of a plain fleet for the same times (docs/benchmarks.md,
+// measured before the typed objects kept above, which add the same heap to either); with
+// persist.Codec{Compress: true, Dictionary: true} they are compressed with a dictionary
+// per resource, a third of that heap again for about the same CPU, which is what
+// examples/multicluster-runtime uses.
 //
 // The resources a controller reads or watches must be among the fleetwatch Manager's
 // Options.Resources: the view starts no informer of its own, and reads of another

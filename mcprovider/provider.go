@@ -30,6 +30,21 @@ type Options struct {
 	// also the scheme of each cluster.Cluster. Default: client-go's scheme.Scheme.
 	Scheme *runtime.Scheme
 
+	// TypedObjects bounds the typed objects that the clusters' caches keep, converted
+	// from the fleet's, so that a typed Get or List of an object that has not changed
+	// since it was last read typed costs a lookup and a DeepCopy, as with
+	// controller-runtime's cache, rather than a conversion (docs/benchmarks.md, "Reads
+	// next to client-go's indexer and controller-runtime's cache"). The objects kept
+	// are those read last, evicted by CLOCK, shared by every cluster, one per object,
+	// with the version of the fleet's object it was converted from: it is read only
+	// while the fleet holds that version, so a changed object is never read from an
+	// older one. Each costs the heap of the typed object, a few KB for a Pod (about 11
+	// KB for make bench's large pod). Set it to at least the objects that controllers
+	// read again and again: a cyclic read of more distinct objects than it keeps
+	// converts every time. Default (0): DefaultTypedObjects. Negative: none are kept,
+	// every typed read converts.
+	TypedObjects int
+
 	// ClusterOptions are applied to each cluster's cluster.Options after the Provider's
 	// own, for example to set its Logger. They must leave NewCache, MapperProvider and
 	// Client.Cache alone: those make the cluster read the fleet. Default: none.
@@ -52,8 +67,11 @@ type Provider struct {
 	scheme *runtime.Scheme
 	// decoder decodes the fleet's encodings, nil for a plain fleet.
 	decoder *encodedDecoder
-	mapper  *fleetMapper
-	opts    Options
+	// memo keeps the typed objects that reads converted; nil if Options.TypedObjects is
+	// negative.
+	memo   *typedMemo
+	mapper *fleetMapper
+	opts   Options
 	// wg counts the goroutines of the engaged clusters, so that Start returns after them.
 	wg sync.WaitGroup
 
@@ -90,6 +108,9 @@ func New(mgr *fleetwatch.Manager, opts Options) (*Provider, error) {
 	if opts.Scheme == nil {
 		opts.Scheme = scheme.Scheme
 	}
+	if opts.TypedObjects == 0 {
+		opts.TypedObjects = DefaultTypedObjects
+	}
 	p := &Provider{
 		mgr:      mgr,
 		fleet:    mgr.Fleet(),
@@ -98,6 +119,7 @@ func New(mgr *fleetwatch.Manager, opts Options) (*Provider, error) {
 		clusters: map[multicluster.ClusterName]*member{},
 	}
 	p.decoder = newEncodedDecoder(p.fleet.Codec(), opts.Scheme)
+	p.memo = newTypedMemo(opts.TypedObjects)
 	p.mapper = newFleetMapper(mgr, opts.Scheme)
 	if err := mgr.AddAware(fleetAware{p}); err != nil {
 		return nil, fmt.Errorf("mcprovider: %w", err)

@@ -56,7 +56,8 @@ import (
 //     keys that its hot set keeps decoded;
 //   - fleetwatch-typed: aggregate.TypedLister[corev1.Pod], a fresh *corev1.Pod per object;
 //   - mcprovider: the cache of the cluster that a multicluster-runtime controller reads,
-//     Get and List of *corev1.Pod.
+//     Get and List of *corev1.Pod, with Options.TypedObjects large enough to keep every
+//     pod read typed.
 //
 // Beside ns/op, each Get reports the p50 and p99 of single calls (p50-ns, p99-ns). The
 // apiservers are started once for the test binary, by the first BenchmarkRead, and
@@ -338,7 +339,10 @@ func startFleet(ctx context.Context, tenv *testenv.Env, opts aggregate.Options, 
 	if err != nil {
 		return nil, err
 	}
-	p, err := mcprovider.New(mgr, mcprovider.Options{})
+	// Every key that a Get reads in turn fits among the typed objects kept, so that after
+	// the first pass every typed read of mcprovider copies one (the default keeps
+	// fewer: a Get of more distinct keys in turn than it keeps converts every time).
+	p, err := mcprovider.New(mgr, mcprovider.Options{TypedObjects: len(readShapes) * readPods})
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crcluster "sigs.k8s.io/controller-runtime/pkg/cluster"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
@@ -189,6 +190,80 @@ func checkTypedReadsOf(t *testing.T, clusters []*testenv.Cluster, mgr mcmanager.
 		if err := cl.GetCache().Get(ctx, client.ObjectKey{Namespace: demoNamespace, Name: "x"}, &corev1.Secret{}); !errors.As(err, &notCached) {
 			t.Errorf("%s: Get of a Secret, which the fleet does not cache: %v, want ErrResourceNotCached", c.Name, err)
 		}
+
+		checkChangedReads(t, c, cl)
+	}
+}
+
+// checkChangedReads reads a ConfigMap typed, which the Provider keeps converted
+// (mcprovider.Options.TypedObjects), then changes it on the server: updates it, then
+// deletes it and creates it again under the same name. As soon as the fleet holds the
+// server's new version (an unstructured read, which keeps nothing, shows it), a typed
+// Get and List give that version: never the one kept of the object before.
+func checkChangedReads(t *testing.T, c *testenv.Cluster, cl crcluster.Cluster) {
+	ctx := t.Context()
+	cms := c.Clientset().CoreV1().ConfigMaps(demoNamespace)
+	key := client.ObjectKey{Namespace: demoNamespace, Name: "changed-reads"}
+	// held waits until the fleet holds server, the server's object, and checks that the
+	// typed reads give it at once.
+	held := func(what string, server *corev1.ConfigMap) {
+		t.Helper()
+		eventually(t, convergeTimeout, c.Name+": the fleet holds the "+what, func() string {
+			u := &unstructured.Unstructured{}
+			u.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+			if err := cl.GetCache().Get(ctx, key, u); err != nil {
+				return err.Error()
+			}
+			if u.GetUID() != server.UID || u.GetResourceVersion() != server.ResourceVersion {
+				return fmt.Sprintf("uid %s at %s, want %s at %s", u.GetUID(), u.GetResourceVersion(), server.UID, server.ResourceVersion)
+			}
+			return ""
+		})
+		want := server.DeepCopy()
+		want.ManagedFields = nil
+		want.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+		for range 2 { // converted, then copied from what the Provider keeps
+			var got corev1.ConfigMap
+			if err := cl.GetCache().Get(ctx, key, &got); err != nil || !equality.Semantic.DeepEqual(want, &got) {
+				t.Fatalf("%s: typed Get of the %s: %v, or it differs from the server's: got data %v at %s, want %v at %s", c.Name, what, err, got.Data, got.ResourceVersion, want.Data, want.ResourceVersion)
+			}
+			var list corev1.ConfigMapList
+			if err := cl.GetCache().List(ctx, &list, client.InNamespace(demoNamespace)); err != nil {
+				t.Fatal(err)
+			}
+			i := slices.IndexFunc(list.Items, func(o corev1.ConfigMap) bool { return o.Name == key.Name })
+			if i < 0 || !equality.Semantic.DeepEqual(want, &list.Items[i]) {
+				t.Fatalf("%s: typed List lacks the %s, or it differs from the server's", c.Name, what)
+			}
+		}
+	}
+	created, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}, Data: map[string]string{"v": "1"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held("created object", created)
+	created.Data["v"] = "2"
+	updated, err := cms.Update(ctx, created, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held("updated object", updated)
+	if err := cms.Delete(ctx, key.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, convergeTimeout, c.Name+": the deletion read typed", func() string {
+		if err := cl.GetCache().Get(ctx, key, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+			return fmt.Sprintf("Get: %v, want NotFound", err)
+		}
+		return ""
+	})
+	recreated, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}, Data: map[string]string{"v": "2"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held("re-created object", recreated)
+	if err := cms.Delete(ctx, key.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }
 

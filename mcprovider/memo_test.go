@@ -1,0 +1,306 @@
+package mcprovider
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetwatch/fleetwatch/aggregate"
+)
+
+// TestTypedMemoClock checks the memo's bound and its CLOCK eviction: a full memo evicts
+// the first entry from the hand on that no read marked since the hand last passed it,
+// unmarking the marked ones it passes; a new version of a key kept takes its entry's
+// slot, and only the version kept is found.
+func TestTypedMemoClock(t *testing.T) {
+	f := aggregate.New(aggregate.Options{})
+	s := f.ClusterStore("a", configMaps)
+	gvk := corev1.SchemeGroupVersion.WithKind("ConfigMap")
+	held := func(i int, rv string) (memoKey, aggregate.Held) {
+		t.Helper()
+		name := fmt.Sprintf("cm-%d", i)
+		if err := s.Apply(configMap("ns", name, rv, nil, nil), false); err != nil {
+			t.Fatal(err)
+		}
+		h, ok := f.Indexer(configMaps).GetHeld(aggregate.Key{Cluster: "a", Namespace: "ns", Name: name})
+		if !ok {
+			t.Fatalf("%s not held", name)
+		}
+		return memoKey{key: h.Key(), gvk: gvk}, h
+	}
+	var keys []memoKey
+	var helds []aggregate.Held
+	for i := range 6 {
+		k, h := held(i, "1")
+		keys, helds = append(keys, k), append(helds, h)
+	}
+	m := newTypedMemo(3)
+	add := func(i int) {
+		m.add(keys[i], helds[i].Version(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d", i)}})
+	}
+	for _, step := range []struct {
+		add, get []int
+		// update is the object updated before the step, whose kept version then is not
+		// the fleet's.
+		update int
+		want   []int
+	}{
+		{update: -1, add: []int{0, 1, 2}, want: []int{0, 1, 2}},
+		// 0 is marked: the hand unmarks it and evicts 1.
+		{update: -1, get: []int{0}, add: []int{3}, want: []int{0, 2, 3}},
+		// The hand is at 2, unmarked.
+		{update: -1, add: []int{4}, want: []int{0, 3, 4}},
+		// 0 was unmarked when the hand passed it.
+		{update: -1, add: []int{5}, want: []int{3, 4, 5}},
+		// Every entry marked: the hand goes round once, unmarking them, and evicts 3.
+		{update: -1, get: []int{3, 4, 5}, add: []int{0}, want: []int{0, 4, 5}},
+		// 4 is updated: its kept version is not found, and the new one takes its slot.
+		{update: 4, want: []int{0, 5}},
+		{update: -1, add: []int{4}, want: []int{0, 4, 5}},
+	} {
+		if step.update >= 0 {
+			keys[step.update], helds[step.update] = held(step.update, "2")
+		}
+		for _, i := range step.get {
+			if m.get(keys[i]) == nil {
+				t.Fatalf("cm-%d is not kept", i)
+			}
+		}
+		for _, i := range step.add {
+			add(i)
+		}
+		var got []int
+		for i, k := range keys {
+			if e := m.get(k); e != nil && helds[i].Is(e.version) {
+				if name := e.obj.(*corev1.ConfigMap).Name; name != fmt.Sprintf("cm-%d", i) {
+					t.Errorf("cm-%d keeps %s", i, name)
+				}
+				got = append(got, i)
+			}
+		}
+		// The reads above marked every entry: unmark them as the step left them.
+		for _, e := range m.ring {
+			e.marked.Store(false)
+		}
+		if !slices.Equal(got, step.want) || m.len() > m.size {
+			t.Fatalf("after get %v, add %v: kept %v (%d entries), want %v", step.get, step.add, got, m.len(), step.want)
+		}
+	}
+}
+
+// TestTypedMemoReads checks that the typed reads of a cluster's cache go through the
+// memo, over a plain and compact fleets: a second read copies the object the memo keeps
+// (which the test alters to tell it apart), and the caller owns the copy; an update, a
+// deletion, and a re-creation with the resourceVersion of the deleted object are read
+// as the fleet holds them, never from what the memo kept of another version.
+func TestTypedMemoReads(t *testing.T) {
+	for _, tc := range fleetCodecs {
+		t.Run(tc.name, func(t *testing.T) {
+			p, views := newTestProviderOf(t, tc.codec)
+			a, s := views["a"], p.fleet.ClusterStore("a", configMaps)
+			ctx := t.Context()
+			key := client.ObjectKey{Namespace: "ns", Name: "one"}
+			get := func() (*corev1.ConfigMap, error) {
+				var cm corev1.ConfigMap
+				err := a.Get(ctx, key, &cm)
+				return &cm, err
+			}
+			list := func() map[string]string {
+				var l corev1.ConfigMapList
+				if err := a.List(ctx, &l, client.InNamespace("ns")); err != nil {
+					t.Fatal(err)
+				}
+				out := map[string]string{}
+				for _, cm := range l.Items {
+					out[cm.Name] = cm.ResourceVersion + ":" + cm.Data["owner"]
+				}
+				return out
+			}
+			want := func(what, rv, owner string) {
+				t.Helper()
+				cm, err := get()
+				if err != nil || cm.ResourceVersion != rv || cm.Data["owner"] != owner || cm.Kind != "ConfigMap" {
+					t.Errorf("%s: Get: %v, %s:%s %q; want %s:%s", what, err, cm.ResourceVersion, cm.Data["owner"], cm.Kind, rv, owner)
+				}
+				if got := list()["one"]; got != rv+":"+owner {
+					t.Errorf("%s: List has %q, want %s:%s", what, got, rv, owner)
+				}
+			}
+
+			if _, err := get(); err != nil {
+				t.Fatal(err)
+			}
+			if n := p.memo.len(); n != 1 {
+				t.Fatalf("%d objects kept after one Get, want 1", n)
+			}
+			for _, e := range p.memo.entries {
+				e.obj.(*corev1.ConfigMap).Data["owner"] = "kept"
+			}
+			want("a second read", "1", "kept")
+			cm, _ := get()
+			cm.Data["owner"] = "changed"
+			want("a read after the caller changed its copy", "1", "kept")
+			if n := p.memo.len(); n != 2 {
+				t.Errorf("%d objects kept after a List of 2, want 2", n)
+			}
+
+			applyAs(t, tc.codec, s, configMap("ns", "one", "10", nil, map[string]string{"owner": "updated"}), false)
+			want("after an update", "10", "updated")
+			if err := s.Delete(configMap("ns", "one", "10", nil, nil), false); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := get(); !apierrors.IsNotFound(err) {
+				t.Errorf("Get after a deletion: %v, want NotFound", err)
+			}
+			if _, ok := list()["one"]; ok {
+				t.Error("List after a deletion has the deleted object")
+			}
+			applyAs(t, tc.codec, s, configMap("ns", "one", "10", nil, map[string]string{"owner": "recreated"}), false)
+			want("after a re-creation with the same resourceVersion", "10", "recreated")
+			var other corev1.ConfigMap
+			if err := views["b"].Get(ctx, key, &other); err != nil || other.Data["owner"] != "b" {
+				t.Errorf("Get of the same key in cluster b: %v, owner %q", err, other.Data["owner"])
+			}
+		})
+	}
+}
+
+// TestTypedMemoOptions checks Options.TypedObjects: the default, a bound, and none.
+func TestTypedMemoOptions(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		opt    int
+		size   int
+		maxLen int
+	}{
+		{name: "default", opt: 0, size: DefaultTypedObjects, maxLen: 3},
+		{name: "bound", opt: 2, size: 2, maxLen: 2},
+		{name: "none", opt: -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, views := newTestProviderWith(t, nil, Options{TypedObjects: tc.opt})
+			if tc.size == 0 && p.memo != nil || tc.size != 0 && (p.memo == nil || p.memo.size != tc.size) {
+				t.Fatalf("TypedObjects %d: memo %+v, want size %d", tc.opt, p.memo, tc.size)
+			}
+			for range 2 {
+				var l corev1.ConfigMapList
+				if err := views["a"].List(t.Context(), &l); err != nil || len(l.Items) != 3 {
+					t.Fatalf("List: %v, %d items, want 3", err, len(l.Items))
+				}
+				for _, cm := range l.Items {
+					if cm.Data["owner"] != "a" {
+						t.Errorf("%s/%s: owner %q", cm.Namespace, cm.Name, cm.Data["owner"])
+					}
+				}
+			}
+			if n := p.memo.lenOrZero(); n > tc.maxLen || (tc.maxLen > 0 && n == 0) {
+				t.Errorf("%d objects kept, want 1 to %d", n, tc.maxLen)
+			}
+		})
+	}
+}
+
+func (m *typedMemo) lenOrZero() int {
+	if m == nil {
+		return 0
+	}
+	return m.len()
+}
+
+// TestTypedMemoConcurrentReads reads typed objects from several goroutines, through a
+// memo smaller than the objects read, while a writer updates them: every read is of the
+// version the fleet held when it began or a later one, whole (its data matches its
+// resourceVersion), and the caller's to change. Run it with -race.
+func TestTypedMemoConcurrentReads(t *testing.T) {
+	const (
+		objects = 16
+		rounds  = 50
+		readers = 4
+	)
+	for _, tc := range fleetCodecs {
+		t.Run(tc.name, func(t *testing.T) {
+			p, views := newTestProviderWith(t, tc.codec, Options{TypedObjects: 4})
+			s, a := p.fleet.ClusterStore("a", configMaps), views["a"]
+			ctx := t.Context()
+			var published [objects]atomic.Int64
+			apply := func(i int, rv int64) {
+				v := strconv.FormatInt(rv, 10)
+				applyAs(t, tc.codec, s, configMap("c", fmt.Sprintf("cm-%02d", i), v, nil, map[string]string{"v": v}), false)
+				published[i].Store(rv)
+			}
+			for i := range objects {
+				apply(i, 100)
+			}
+			check := func(cm *corev1.ConfigMap, floor int64) error {
+				rv, err := strconv.ParseInt(cm.ResourceVersion, 10, 64)
+				if err != nil || cm.Data["v"] != cm.ResourceVersion || rv < floor {
+					return fmt.Errorf("%s: resourceVersion %q with data %v, read after %d was held", cm.Name, cm.ResourceVersion, cm.Data, floor)
+				}
+				// The copy is the caller's: -race reports a write to a shared one.
+				cm.Data["v"] = "changed"
+				return nil
+			}
+			var wg sync.WaitGroup
+			stop := make(chan struct{})
+			errs := make(chan error, readers)
+			for r := range readers {
+				wg.Go(func() {
+					for n := 0; ; n++ {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						i := (n*7 + r) % objects
+						floor := published[i].Load()
+						var cm corev1.ConfigMap
+						err := a.Get(ctx, client.ObjectKey{Namespace: "c", Name: fmt.Sprintf("cm-%02d", i)}, &cm)
+						if err == nil {
+							err = check(&cm, floor)
+						}
+						if err == nil && n%8 == 0 {
+							var floors [objects]int64
+							for j := range floors {
+								floors[j] = published[j].Load()
+							}
+							var l corev1.ConfigMapList
+							if err = a.List(ctx, &l, client.InNamespace("c")); err == nil && len(l.Items) != objects {
+								err = fmt.Errorf("listed %d objects, want %d", len(l.Items), objects)
+							}
+							for k := 0; err == nil && k < len(l.Items); k++ {
+								j, _ := strconv.Atoi(l.Items[k].Name[len("cm-"):])
+								err = check(&l.Items[k], floors[j])
+							}
+						}
+						if err != nil {
+							errs <- err
+							return
+						}
+					}
+				})
+			}
+			for round := range int64(rounds) {
+				for i := range objects {
+					apply(i, 101+round)
+				}
+			}
+			close(stop)
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+			if n := p.memo.len(); n > 4 {
+				t.Errorf("%d objects kept, more than the bound 4", n)
+			}
+		})
+	}
+}
