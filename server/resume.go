@@ -224,8 +224,10 @@ type loggedChange struct {
 // Without the changes at rv (withRV false: the log's coverage starts at rv), a change
 // whose object's resourceVersion is rv that is not among those after rv may have been
 // a list's, with more of the list at rv after it, which n would count: with n > 0 the
-// position cannot be told from one that counts changes after rv only, and is refused
-// rather than placed where it skips changes after rv.
+// position cannot be told from one that counts changes after rv only (after a watch
+// event at rv, or a base), and is refused rather than placed where it skips changes
+// after rv. With n = 0 it is placed after rv, which is exact but for a cursor that
+// stopped at such a list's object (docs/design.md, "Watches across a restart").
 func changesAfter(p position, logged []loggedChange, withRV bool) ([]aggregate.Event, error) {
 	start, found := -1, false
 	for i, c := range logged {
