@@ -173,38 +173,41 @@ func (m *Manager) ChangeLogHolds(cluster, logEpoch string) bool {
 var errNotInLog = errors.New("the change log does not hold it")
 
 // ChangesSince implements server.ChangeLogSource, from the snapshot's change log.
-func (m *Manager) ChangesSince(cluster string, gvr schema.GroupVersionResource, rv, upTo uint64, fn func(at uint64, e aggregate.Event)) error {
+func (m *Manager) ChangesSince(cluster string, gvr schema.GroupVersionResource, rv, upTo uint64, fn func(at uint64, e aggregate.Event)) (withRV bool, err error) {
 	lb, ok := m.logBases.get(cluster, gvr)
 	if !ok || m.logEpoch == "" {
-		return fmt.Errorf("%w: cluster %q, resource %s was not loaded from the snapshot", errNotInLog, cluster, gvr)
+		return false, fmt.Errorf("%w: cluster %q, resource %s was not loaded from the snapshot", errNotInLog, cluster, gvr)
 	}
 	store := m.opts.Snapshot
+	withRV = true
 	changes, err := store.ChangesSince(cluster, lb.key, strconv.FormatUint(rv, 10))
 	if errors.Is(err, persist.ErrTooOld) {
-		// The coverage may start at rv: the log holds every change after it.
+		// The coverage may start at rv: the log holds every change after it, not
+		// every one at it.
+		withRV = false
 		changes, err = store.ChangesAfter(cluster, lb.key, strconv.FormatUint(rv, 10))
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
 	h := logHistory{store: store, cluster: cluster, key: lb.key, last: map[string]runtime.Object{}}
 	for i := range changes {
 		c := &changes[i]
 		at, err := strconv.ParseUint(c.ResourceVersion, 10, 64)
 		if err != nil {
-			return fmt.Errorf("%w: change %d has resourceVersion %q", errNotInLog, c.Seq, c.ResourceVersion)
+			return false, fmt.Errorf("%w: change %d has resourceVersion %q", errNotInLog, c.Seq, c.ResourceVersion)
 		}
 		if at > upTo {
 			break
 		}
 		e, err := h.event(c)
 		if err != nil {
-			return err
+			return false, err
 		}
 		e.Cluster, e.Resource = cluster, gvr
 		fn(at, e)
 	}
-	return nil
+	return withRV, nil
 }
 
 // logHistory turns the records of one resource of the change log into the fleet's

@@ -79,12 +79,12 @@ func TestChangesSinceFromTheLog(t *testing.T) {
 		a, _ := meta.Accessor(o)
 		return a.GetName() + "@" + a.GetResourceVersion() + "/" + a.GetLabels()["app"]
 	}
-	since := func(rv, upTo uint64) ([]string, error) {
+	since := func(rv, upTo uint64) ([]string, bool, error) {
 		var out []string
-		err := m.ChangesSince("prod", pods, rv, upTo, func(at uint64, e aggregate.Event) {
+		withRV, err := m.ChangesSince("prod", pods, rv, upTo, func(at uint64, e aggregate.Event) {
 			out = append(out, fmt.Sprintf("%d %s %s old %s unknown %v", at, e.Type, describe(e.Object), describe(e.OldObject), e.FinalStateUnknown))
 		})
-		return out, err
+		return out, withRV, err
 	}
 	all := []string{
 		"11 Added b@11/one old - unknown false",
@@ -96,26 +96,28 @@ func TestChangesSinceFromTheLog(t *testing.T) {
 	for _, tc := range []struct {
 		rv, upTo uint64
 		want     []string
+		withRV   bool
 	}{
-		{10, 20, all}, // where the coverage starts: the changes after it
-		{11, 20, all},
-		{12, 20, all[1:]},
-		{14, 20, all[3:]},
-		{11, 12, all[:2]},
+		// Where the coverage starts: the changes after it, not those at it (a@10).
+		{10, 20, all, false},
+		{11, 20, all, true},
+		{12, 20, all[1:], true},
+		{14, 20, all[3:], true},
+		{11, 12, all[:2], true},
 	} {
-		got, err := since(tc.rv, tc.upTo)
-		if err != nil || !slices.Equal(got, tc.want) {
-			t.Errorf("since %d up to %d: %v\n%q,\nwant %q", tc.rv, tc.upTo, err, got, tc.want)
+		got, withRV, err := since(tc.rv, tc.upTo)
+		if err != nil || !slices.Equal(got, tc.want) || withRV != tc.withRV {
+			t.Errorf("since %d up to %d: %v, with the changes at it %v\n%q,\nwant %q, %v", tc.rv, tc.upTo, err, withRV, got, tc.want, tc.withRV)
 		}
 	}
-	if _, err := since(9, 20); !errors.Is(err, persist.ErrTooOld) {
+	if _, _, err := since(9, 20); !errors.Is(err, persist.ErrTooOld) {
 		t.Errorf("before the log: %v, want ErrTooOld", err)
 	}
 	m.logBases.forget("prod", schema.GroupVersionResource{})
 	if _, _, ok := m.ChangeLogBase("prod", pods); ok {
 		t.Error("a forgotten cluster has a base")
 	}
-	if _, err := since(11, 20); !errors.Is(err, errNotInLog) {
+	if _, _, err := since(11, 20); !errors.Is(err, errNotInLog) {
 		t.Errorf("a forgotten cluster: %v, want errNotInLog", err)
 	}
 }
@@ -268,7 +270,7 @@ func TestChangesSinceDamagedIndex(t *testing.T) {
 	m.logBases.loading("prod", sc, key)
 	m.logBases.loaded("prod", sc, "13", 4)
 	var got []uint64
-	err = m.ChangesSince("prod", pods, 11, 13, func(at uint64, _ aggregate.Event) { got = append(got, at) })
+	_, err = m.ChangesSince("prod", pods, 11, 13, func(at uint64, _ aggregate.Event) { got = append(got, at) })
 	if !errors.Is(err, persist.ErrCorrupt) {
 		t.Errorf("ChangesSince over a damaged index entry: %v, %v; want persist.ErrCorrupt", got, err)
 	}

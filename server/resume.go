@@ -54,10 +54,12 @@ type ChangeLogSource interface {
 	// fleet sent for it: Added, Updated (OldObject is the state before, nil if the log
 	// no longer has it) or Deleted (Object is the last state that the log has, or holds
 	// the name only; FinalStateUnknown for an object that a relist found gone), each
-	// Object with the resourceVersion it had in the fleet (a watched deletion's own). It
-	// may leave out the changes at rv where the log's coverage starts at rv. It fails
-	// if the log does not hold every change after rv: the watch gets 410 Gone.
-	ChangesSince(cluster string, gvr schema.GroupVersionResource, rv, upTo uint64, fn func(at uint64, e aggregate.Event)) error
+	// Object with the resourceVersion it had in the fleet (a watched deletion's own).
+	// withRV reports whether the changes at rv are among them: false where the log's
+	// coverage starts at rv, which holds every change after rv but not every one at it,
+	// and then it leaves those at rv out. It fails if the log does not hold every
+	// change after rv: the watch gets 410 Gone.
+	ChangesSince(cluster string, gvr schema.GroupVersionResource, rv, upTo uint64, fn func(at uint64, e aggregate.Event)) (withRV bool, err error)
 	// ChangeLogHolds reports whether the change log holds the changes of cluster as
 	// the change log logEpoch (another replica's ChangeLogEpoch) recorded them, in the
 	// same order: they came with the cluster's state when it was handed over from
@@ -191,11 +193,11 @@ func (wc *watchCache) readGaps(ctx context.Context, gvr schema.GroupVersionResou
 	for i := range gaps {
 		g := &gaps[i]
 		var logged []loggedChange
-		err := wc.log.ChangesSince(g.cluster, gvr, g.from.rv, g.base, func(at uint64, e aggregate.Event) {
+		withRV, err := wc.log.ChangesSince(g.cluster, gvr, g.from.rv, g.base, func(at uint64, e aggregate.Event) {
 			logged = append(logged, loggedChange{at: at, event: e})
 		})
 		if err == nil {
-			g.changes, err = changesAfter(g.from, logged)
+			g.changes, err = changesAfter(g.from, logged, withRV)
 		}
 		if err != nil {
 			return fmt.Errorf("cluster %q: %w", g.cluster, err)
@@ -212,25 +214,36 @@ type loggedChange struct {
 }
 
 // changesAfter returns the changes that follow position p, from those of the log at
-// p's resourceVersion and after it, in the order of the log. Position (rv, n) stands n
-// changes after the change whose object's resourceVersion is rv (a list's object, or a
-// watch event, whose change is the only one at its resourceVersion), or if there is
-// none among them, n changes after those at rv: the history places each change after
-// the one before, moving to its object's resourceVersion if it is greater
+// p's resourceVersion (if withRV) and after it, in the order of the log. Position (rv,
+// n) stands n changes after the change whose object's resourceVersion is rv (a list's
+// object, or a watch event, whose change is the only one at its resourceVersion), or
+// if there is none among them, n changes after those at rv: the history places each
+// change after the one before, moving to its object's resourceVersion if it is greater
 // (position.next), which is the order of the log.
-func changesAfter(p position, logged []loggedChange) ([]aggregate.Event, error) {
-	start := -1
+//
+// Without the changes at rv (withRV false: the log's coverage starts at rv), a change
+// whose object's resourceVersion is rv that is not among those after rv may have been
+// a list's, with more of the list at rv after it, which n would count: with n > 0 the
+// position cannot be told from one that counts changes after rv only (after a watch
+// event at rv, or a base), and is refused rather than placed where it skips changes
+// after rv. With n = 0 it is placed after rv, which is exact but for a cursor that
+// stopped at such a list's object (docs/design.md, "Watches across a restart").
+func changesAfter(p position, logged []loggedChange, withRV bool) ([]aggregate.Event, error) {
+	start, found := -1, false
 	for i, c := range logged {
 		if c.at > p.rv && start < 0 {
 			start = i
 		}
 		if !c.event.FinalStateUnknown && resourceVersionOf(c.event.Object) == p.rv {
-			start = i + 1
+			start, found = i+1, true
 			break
 		}
 	}
 	if start < 0 {
 		start = len(logged)
+	}
+	if !withRV && !found && p.n > 0 {
+		return nil, fmt.Errorf("the change log holds the changes after resourceVersion %d, not every one at it, which the position %s may count", p.rv, p)
 	}
 	if start+int(p.n) > len(logged) {
 		return nil, fmt.Errorf("the change log holds %d changes after %s, fewer than the cursor counts", len(logged)-start, p)

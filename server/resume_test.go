@@ -34,7 +34,8 @@ type fakeLog struct {
 	// being loaded (loaded, if not nil, is closed once it is).
 	stale, loading bool
 	loaded         chan struct{}
-	// from is where the log's coverage starts: it holds every change after it.
+	// from is where the log's coverage starts: it holds every change after it, and
+	// ChangesSince leaves out those at it, as the Manager does.
 	from    uint64
 	records []loggedChange
 	// holds are the change logs of other replicas whose records of the cluster came
@@ -73,21 +74,21 @@ func (l *fakeLog) ChangeLogBase(cluster string, gvr schema.GroupVersionResource)
 	return l.base, l.objects, !l.stale
 }
 
-func (l *fakeLog) ChangesSince(cluster string, gvr schema.GroupVersionResource, rv, upTo uint64, fn func(uint64, aggregate.Event)) error {
+func (l *fakeLog) ChangesSince(cluster string, gvr schema.GroupVersionResource, rv, upTo uint64, fn func(uint64, aggregate.Event)) (bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if cluster != cmp.Or(l.cluster, prod) || gvr != podsGVR || rv < l.from {
-		return errors.New("too old")
+		return false, errors.New("too old")
 	}
 	if l.err != nil {
-		return l.err
+		return false, l.err
 	}
 	for _, r := range l.records {
-		if r.at >= rv && r.at <= upTo {
+		if r.at >= rv && r.at <= upTo && r.at > l.from {
 			fn(r.at, r.event)
 		}
 	}
-	return nil
+	return rv > l.from, nil
 }
 
 func (l *fakeLog) ChangeLogHolds(cluster, logEpoch string) bool {
@@ -255,6 +256,77 @@ func TestWatchResumesAcrossARestart(t *testing.T) {
 	}
 }
 
+// TestWatchResumeWhereTheLogStarts: the log's coverage starts at the resourceVersion of
+// a list, whose records it does not vouch for (persist.Store.ChangesSince), so a cursor
+// that counts changes of that list cannot be placed: it gets 410, never a stream that
+// skips changes after the list instead. A cursor after a watch event at the coverage's
+// start resumes.
+func TestWatchResumeWhereTheLogStarts(t *testing.T) {
+	pods := clusterPath(allClusters) + "/api/v1/pods"
+	log := &fakeLog{epoch: "snap", from: 20}
+
+	// The first run receives a list at 20 (in key order, a at the list's
+	// resourceVersion), then a modified at 21 and d added at 22.
+	run1 := newLogFixture(t, log)
+	w := run1.watch(pods + "?watch=1&resourceVersion=0")
+	changes := []struct {
+		at  uint64
+		typ aggregate.EventType
+		obj *unstructured.Unstructured
+	}{
+		{20, aggregate.Added, pod("default", "a", "20", web)},
+		{20, aggregate.Added, pod("default", "b", "15", web)},
+		{20, aggregate.Added, pod("default", "c", "16", web)},
+		{21, aggregate.Updated, pod("default", "a", "21", api)},
+		{22, aggregate.Added, pod("default", "d", "22", web)},
+	}
+	var cursors []string
+	for _, c := range changes {
+		run1.apply(prod, podsGVR, c.obj)
+		log.add(c.at, c.typ, c.obj, false)
+		_, last := events(w, 1)
+		cursors = append(cursors, last)
+	}
+	w.stop()
+
+	log.mu.Lock()
+	log.base, log.objects = 22, 4
+	log.mu.Unlock()
+	run2 := newLogFixture(t, log, pod("default", "a", "21", api), pod("default", "b", "15", web), pod("default", "c", "16", web), pod("default", "d", "22", web))
+	run2.apply(prod, podsGVR, pod("default", "e", "23", nil))
+
+	for _, tc := range []struct {
+		name, rv string
+		from     uint64
+		want     []string // nil: 410
+	}{
+		{"after b, in the list", cursors[1], 20, nil},
+		{"after the list", cursors[2], 20, nil},
+		// The retention dropped the records up to a's at 21.
+		{"after a watch event at the coverage's start", cursors[3], 21, []string{"ADDED d@22", "ADDED e@23"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			log.mu.Lock()
+			log.from = tc.from
+			log.mu.Unlock()
+			rv := url.QueryEscape(tc.rv)
+			if tc.want == nil {
+				// A stream that the server took ends in a second, with what it sent.
+				if st := run2.get(pods+"?watch=1&timeoutSeconds=1&resourceVersion="+rv).status(t, http.StatusGone); st.Reason != metav1.StatusReasonExpired {
+					t.Errorf("Status %+v", st)
+				}
+				return
+			}
+			w := run2.watch(pods + "?watch=1&resourceVersion=" + rv)
+			got, _ := events(w, len(tc.want))
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("events %q,\nwant %q", got, tc.want)
+			}
+			w.none(100 * time.Millisecond)
+		})
+	}
+}
+
 // TestWatchResumeNeedsTheLog: without a change log, or for a cluster that the run did
 // not load from it, a cursor of an earlier run gets 410, as before.
 func TestWatchResumeNeedsTheLog(t *testing.T) {
@@ -347,17 +419,46 @@ func TestChangesAfter(t *testing.T) {
 					since = append(since, c)
 				}
 			}
-			got, err := changesAfter(p, since)
+			got, err := changesAfter(p, since, true)
 			if err != nil || !slices.Equal(names(got), all[i:]) {
 				t.Errorf("after %s: %q, %v; want %q", p, names(got), err, all[i:])
 			}
 		})
 	}
-	if _, err := changesAfter(position{rv: 210, n: 1}, logged[5:]); err == nil {
+	if _, err := changesAfter(position{rv: 210, n: 1}, logged[5:], true); err == nil {
 		t.Error("a position past the log's changes: no error")
 	}
-	if got, err := changesAfter(position{rv: 300}, nil); err != nil || len(got) != 0 {
+	if got, err := changesAfter(position{rv: 300}, nil, true); err != nil || len(got) != 0 {
 		t.Errorf("after the log: %v, %v", got, err)
+	}
+
+	// Where the log's coverage starts at the position's resourceVersion, without the
+	// changes at it.
+	for _, tc := range []struct {
+		p    position
+		want []string // nil: refused
+	}{
+		// After the watch event at 100: the changes after 100.
+		{position{rv: 100}, all},
+		// After p1 of the list at 200, which is among the changes after 150.
+		{positions[0], all[1:]},
+		// n counts changes of the list at 200, which the log does not give.
+		{positions[2], nil},
+		{positions[3], nil},
+	} {
+		var after []loggedChange
+		for _, c := range logged {
+			if c.at > tc.p.rv {
+				after = append(after, c)
+			}
+		}
+		got, err := changesAfter(tc.p, after, false)
+		switch {
+		case tc.want == nil && err == nil:
+			t.Errorf("after %s, without the changes at %d: %q, want an error", tc.p, tc.p.rv, names(got))
+		case tc.want != nil && (err != nil || !slices.Equal(names(got), tc.want)):
+			t.Errorf("after %s, without the changes at %d: %q, %v; want %q", tc.p, tc.p.rv, names(got), err, tc.want)
+		}
 	}
 }
 
