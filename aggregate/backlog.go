@@ -21,6 +21,11 @@ type pending struct {
 	// encoded is, in a compact fleet, obj's encoding as its entry holds it (Added and
 	// Updated); see Event.Encoded.
 	encoded []byte
+	// entry and stored are, for Added and Updated events, the object's entry and what it
+	// held once the change was made (entry.obj then), the version that obj is; nil for
+	// Deleted. See Event.Held.
+	entry  *entry
+	stored runtime.Object
 	// old is the object the handler saw before this event: OldObject of an Updated
 	// event, and, for Deleted, the object the store held (not delivered; obj is the final
 	// state).
@@ -112,6 +117,8 @@ func (p *pending) event(encodedOnly bool) Event {
 			InitialList:       p.initialList,
 			FinalStateUnknown: p.finalStateUnknown,
 			Encoded:           p.encodedObj(),
+			entry:             p.entry,
+			stored:            p.stored,
 		}
 		if o, ok := p.obj.(*encodedObject); ok {
 			e.Encoded = o.data // on Deleted events too
@@ -137,6 +144,8 @@ func (p *pending) event(encodedOnly bool) Event {
 		InitialList:       p.initialList,
 		FinalStateUnknown: p.finalStateUnknown,
 		Encoded:           p.encodedObj(),
+		entry:             p.entry,
+		stored:            p.stored,
 	}
 }
 
@@ -192,7 +201,7 @@ func (p *pending) merge(e *pending) bool {
 	default:
 		p.typ, p.obj, p.old = Updated, e.obj, p.seen
 	}
-	p.encoded = e.encoded
+	p.encoded, p.entry, p.stored = e.encoded, e.entry, e.stored
 	return true
 }
 

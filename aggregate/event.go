@@ -57,6 +57,26 @@ type Event struct {
 	// in the fleet's Codec on an Updated event whose old object the fleet had only
 	// encoded; OldObject is nil then. Nil otherwise. It must not be modified.
 	OldEncoded []byte
+
+	// entry and stored are, on Added and Updated events, the object's entry and what it
+	// held once the change was made, the version that Object and Encoded are; nil
+	// otherwise (see Held).
+	entry  *entry
+	stored runtime.Object
+}
+
+// Held returns the object of an Added or Updated event as the fleet held it once the
+// change was made: Object and Encoded as the event has them, with the Key and the
+// Version of that version of the object, for a reader that keeps what it derives from
+// the event's object by Version (as it does from GetHeld) and can then reuse it on a
+// later read of the same version. The fleet may hold a later version by the time the
+// handler runs; the Held is still of the event's. ok is false for Deleted events, whose
+// object the fleet no longer holds, and for an Event that no Fleet delivered.
+func (e Event) Held() (h Held, ok bool) {
+	if e.entry == nil {
+		return Held{}, false
+	}
+	return Held{Object: e.Object, Encoded: e.Encoded, e: e.entry, stored: e.stored}, true
 }
 
 // Key returns the key of the event's object. If Object has no metadata, the key has only

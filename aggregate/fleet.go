@@ -319,13 +319,13 @@ func (f *Fleet) subscribeLocked(r *Registration, ix *Indexer) {
 	if r.cluster == "" {
 		r.queue.reserve(ix.items.n)
 		for e := range ix.items.all() {
-			r.pushLocked(pending{ref: objectRef{ix, e.key}, typ: Added, obj: peek(e), encoded: encodingOf(e), initialList: true})
+			r.pushLocked(pending{ref: objectRef{ix, e.key}, typ: Added, obj: peek(e), encoded: encodingOf(e), entry: e, stored: e.obj, initialList: true})
 		}
 	} else if ci := ix.clusters[r.cluster]; ci != nil {
 		r.queue.reserve(ci.count)
 		for _, s := range ci.namespaces {
 			for e := range s.all() {
-				r.pushLocked(pending{ref: objectRef{ix, e.key}, typ: Added, obj: peek(e), encoded: encodingOf(e), initialList: true})
+				r.pushLocked(pending{ref: objectRef{ix, e.key}, typ: Added, obj: peek(e), encoded: encodingOf(e), entry: e, stored: e.obj, initialList: true})
 			}
 		}
 	}

@@ -221,9 +221,9 @@ func (ix *Indexer) indexValues(name string, ui *userIndex, obj runtime.Object) [
 	return values
 }
 
-// addLocked stores a new object under key: v is what the entry holds (see
-// encodeForEntry), obj the object.
-func (ix *Indexer) addLocked(key Key, v version, obj runtime.Object) {
+// addLocked stores a new object under key, and returns its entry: v is what the entry
+// holds (see encodeForEntry), obj the object.
+func (ix *Indexer) addLocked(key Key, v version, obj runtime.Object) *entry {
 	e := &entry{key: key}
 	v.labels = ix.internLabelsLocked(v.labels)
 	e.hold(v)
@@ -249,6 +249,7 @@ func (ix *Indexer) addLocked(key Key, v version, obj runtime.Object) {
 			insert(ui.values, v, e)
 		}
 	}
+	return e
 }
 
 // updateLocked replaces the object of e: v is what the entry holds (see
@@ -378,7 +379,8 @@ func (ix *Indexer) GetHeld(key Key) (Held, bool) {
 
 // Held is an object as the fleet has it at hand (see GetEncoded): Encoded, the very
 // bytes that a compact fleet holds, where it holds the object encoded only; else
-// Object. Neither may be modified.
+// Object. The Held of an Event (Event.Held) has both where the event has both. Neither
+// may be modified.
 type Held struct {
 	Object  runtime.Object
 	Encoded []byte
@@ -402,7 +404,7 @@ func heldOf(e *entry) Held {
 }
 
 // Key returns the key of h's object; the zero Key if h was not read from an Indexer
-// (GetHeld, SelectEncoded).
+// (GetHeld, SelectEncoded) nor given by an Event (Event.Held).
 func (h Held) Key() Key {
 	if h.e == nil {
 		return Key{}
@@ -411,11 +413,11 @@ func (h Held) Key() Key {
 }
 
 // Version returns the Version of the object that h holds: the zero Version if h was not
-// read from an Indexer, or if a plain fleet holds it as a type other than
-// *unstructured.Unstructured and *metav1.PartialObjectMetadata. It makes a weak
-// reference (package weak), which costs from tens of ns to a few µs for small objects
-// that many weak references share memory with: a reader that checks what it kept
-// against the objects it reads calls Is, which makes none.
+// read from an Indexer nor given by an Event, or if a plain fleet holds it as a type
+// other than *unstructured.Unstructured and *metav1.PartialObjectMetadata. It makes a
+// weak reference (package weak), which costs from tens of ns to a few µs for small
+// objects that many weak references share memory with: a reader that checks what it
+// kept against the objects it reads calls Is, which makes none.
 func (h Held) Version() Version {
 	switch o := h.stored.(type) {
 	case *encodedObject:

@@ -150,7 +150,7 @@ func (s *ClusterStore) apply(obj runtime.Object, encoded []byte, partial, initia
 	e := ix.items.get(key)
 	if e != nil && rv != "" && rv == e.resourceVersion() {
 		cur := peek(e)
-		ix.fanOutLocked(pending{ref: objectRef{ix, key}, typ: Updated, obj: cur, old: cur, encoded: encodingOf(e), initialList: initialList}, true)
+		ix.fanOutLocked(pending{ref: objectRef{ix, key}, typ: Updated, obj: cur, old: cur, encoded: encodingOf(e), entry: e, stored: e.obj, initialList: initialList}, true)
 		return false, nil, nil
 	}
 	if v.obj == nil {
@@ -171,12 +171,12 @@ func (s *ClusterStore) apply(obj runtime.Object, encoded []byte, partial, initia
 		event = v.obj
 	}
 	if e == nil {
-		ix.addLocked(key, v, obj)
-		ix.fanOutLocked(pending{ref: objectRef{ix, key}, typ: Added, obj: event, encoded: stored, initialList: initialList}, false)
+		e = ix.addLocked(key, v, obj)
+		ix.fanOutLocked(pending{ref: objectRef{ix, key}, typ: Added, obj: event, encoded: stored, entry: e, stored: v.obj, initialList: initialList}, false)
 	} else {
 		old := peek(e)
 		ix.updateLocked(e, v, obj)
-		ix.fanOutLocked(pending{ref: objectRef{ix, key}, typ: Updated, obj: event, old: old, encoded: stored, initialList: initialList}, false)
+		ix.fanOutLocked(pending{ref: objectRef{ix, key}, typ: Updated, obj: event, old: old, encoded: stored, entry: e, stored: v.obj, initialList: initialList}, false)
 	}
 	return true, stored, nil
 }

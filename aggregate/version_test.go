@@ -97,3 +97,83 @@ func TestHeldVersion(t *testing.T) {
 		})
 	}
 }
+
+// TestEventHeld checks Event.Held, in a plain and a compact fleet, for handlers with and
+// without EncodedOnly: an Added or Updated event's Held is of the version the change
+// made, with the Version GetHeld gave right after it, even once the fleet holds a later
+// one; its object is that version's; a Deleted event has none.
+func TestEventHeld(t *testing.T) {
+	for _, tc := range []struct {
+		name                 string
+		compact, encodedOnly bool
+	}{{"plain", false, false}, {"compact", true, false}, {"compact encoded-only", true, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var codec aggregate.Codec
+			if tc.compact {
+				codec = persist.Codec{}
+			}
+			f := aggregate.New(aggregate.Options{Codec: codec})
+			startFleet(t, f)
+			ix, s := f.Indexer(aggregatetest.Pods), f.ClusterStore("a", aggregatetest.Pods)
+			key := aggregate.Key{Cluster: "a", Namespace: "ns", Name: "web"}
+			versions := map[string]aggregate.Version{}
+			apply := func(rv string) {
+				t.Helper()
+				mustApply(t, s, aggregatetest.Pod("ns", "web", rv, nil), false)
+				h, ok := ix.GetHeld(key)
+				if !ok {
+					t.Fatalf("%v not held", key)
+				}
+				versions[rv] = h.Version()
+			}
+			apply("1")
+			rec := aggregatetest.NewRecorder()
+			if _, err := f.AddHandler(rec, aggregate.HandlerOptions{Name: "rec", EncodedOnly: tc.encodedOnly}); err != nil {
+				t.Fatal(err)
+			}
+			apply("2")
+			apply("3")
+			mustDelete(t, s, aggregatetest.Pod("ns", "web", "3", nil), false)
+			if err := rec.WaitForLen(waitCtx(t), 4); err != nil {
+				t.Fatal(err)
+			}
+			events := rec.Events()
+			for i, rv := range []string{"1", "2", "3"} {
+				e := events[i]
+				h, ok := e.Held()
+				if !ok {
+					t.Fatalf("%s event of %s: no Held", e.Type, rv)
+				}
+				if h.Key() != key || h.Version() != versions[rv] || !h.Is(versions[rv]) {
+					t.Errorf("%s event of %s: key %v, or another Version than GetHeld gave for it", e.Type, rv, h.Key())
+				}
+				for other, v := range versions {
+					if other != rv && h.Is(v) {
+						t.Errorf("%s event of %s Is the Version of %s", e.Type, rv, other)
+					}
+				}
+				obj := h.Object
+				if obj == nil {
+					var err error
+					if obj, err = codec.Decode(h.Encoded); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if got := aggregatetest.RV(obj); got != rv {
+					t.Errorf("%s event of %s: the Held's object is of %s", e.Type, rv, got)
+				}
+				if tc.compact && h.Encoded == nil {
+					t.Errorf("%s event of %s in a compact fleet: the Held has no encoding", e.Type, rv)
+				}
+			}
+			if e := events[3]; e.Type != aggregate.Deleted {
+				t.Fatalf("fourth event %s, want Deleted", e.Type)
+			} else if _, ok := e.Held(); ok {
+				t.Error("a Deleted event has a Held")
+			}
+			if _, ok := (aggregate.Event{Type: aggregate.Added}).Held(); ok {
+				t.Error("an Event that no Fleet delivered has a Held")
+			}
+		})
+	}
+}

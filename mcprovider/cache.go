@@ -28,7 +28,7 @@ import (
 // or else converted from the cached one through the scheme, which the memo then keeps;
 // an unstructured one is deep-copied. UnsafeDisableDeepCopy changes nothing. The
 // informers it gives are handlers of the fleet limited to the cluster (see
-// clusterInformer).
+// clusterInformer), whose typed events fill the memo too.
 type clusterCache struct {
 	p      *Provider
 	name   string
@@ -187,7 +187,7 @@ func (c *clusterCache) GetInformer(ctx context.Context, obj client.Object, opts 
 // GetInformerForKind is GetInformer of a kind: of its Go type if the scheme has one,
 // else of unstructured objects.
 func (c *clusterCache) GetInformerForKind(ctx context.Context, gvk schema.GroupVersionKind, opts ...cache.InformerGetOption) (cache.Informer, error) {
-	t := target{gvk: gvk, scheme: c.p.scheme, form: formUnstructured, decoder: c.p.decoder}
+	t := target{gvk: gvk, scheme: c.p.scheme, form: formUnstructured, decoder: c.p.decoder, memo: c.p.memo}
 	if c.p.scheme.Recognizes(gvk) && !strings.HasSuffix(gvk.Kind, "List") {
 		t.form = formTyped
 	}

@@ -27,7 +27,9 @@
 // object is a DeepCopy of the kept one, as in controller-runtime's cache, and a changed
 // one is converted anew. Its informers are fleet handlers limited to the cluster, so
 // controller-runtime's and multicluster-runtime's source.Kind turn the fleet's events
-// into requests of the right cluster. Indices added with IndexField are added once to
+// into requests of the right cluster; a typed informer's add or update is converted
+// through the same kept objects, so that the Get of the reconcile it triggers copies
+// the object its handler's conversion kept. Indices added with IndexField are added once to
 // the fleet, for every cluster. Its client reads from the view and writes to the
 // cluster's apiserver.
 //

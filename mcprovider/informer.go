@@ -9,6 +9,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetwatch/fleetwatch/aggregate"
 )
@@ -16,8 +17,10 @@ import (
 // clusterInformer is the informer of one resource of one cluster, read as one target.
 // Each handler added to it is a handler of the fleet limited to the cluster and the
 // resource (aggregate.HandlerOptions.Cluster): it first gets the cluster's current
-// objects as adds, then every change, each event's objects converted into the target.
-// Like client-go's, handlers must not modify the objects they get, which for an
+// objects as adds, then every change, each event's objects converted into the target;
+// the new object of a typed target's add or update is read through the Provider's memo
+// of typed objects, which keeps a copy of its own (handlerAdapter.object). Like
+// client-go's, handlers must not modify the objects they get, which for an
 // unstructured or metadata-only target are the cached objects themselves. A deletion
 // the fleet did not watch (a relist, or the cluster leaving the fleet) comes as a
 // toolscache.DeletedFinalStateUnknown. There is no resync: resync periods are ignored.
@@ -142,7 +145,7 @@ var _ aggregate.Handler = (*handlerAdapter)(nil)
 func (a *handlerAdapter) OnEvent(e aggregate.Event) {
 	// With EncodedOnly, Object may be nil and Encoded the object: its key is known
 	// once it is converted.
-	obj, err := a.target.convertEncoded(e.Object, e.Encoded, true)
+	obj, err := a.object(e)
 	if err != nil {
 		a.logger.Error(err, "Dropping an event whose object does not convert", "key", e.Key().String(), "type", e.Type)
 		return
@@ -170,4 +173,22 @@ func (a *handlerAdapter) OnEvent(e aggregate.Event) {
 		}
 		a.h.OnDelete(obj)
 	}
+}
+
+// object returns the object of e as an object of the target. A typed one of an Added or
+// Updated event is read as a Get of the version that the event delivers reads it
+// (target.read): a copy of what the Provider's memo keeps for that version, else a
+// conversion, which the memo keeps a copy of. The Get of that object that a reconcile
+// of the event makes then copies what the memo keeps rather than converting it again,
+// and so does every other handler of the kind.
+func (a *handlerAdapter) object(e aggregate.Event) (client.Object, error) {
+	h, ok := e.Held()
+	if !ok || a.target.form != formTyped {
+		return a.target.convertEncoded(e.Object, e.Encoded, true)
+	}
+	obj, err := a.target.newObject()
+	if err != nil {
+		return nil, err
+	}
+	return obj, a.target.read(h, obj)
 }

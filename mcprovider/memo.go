@@ -17,9 +17,11 @@ import (
 // memo of typed objects").
 const DefaultTypedObjects = 1024
 
-// typedMemo keeps typed objects that reads converted from the fleet's objects, so that
-// a typed read of an unchanged object costs a lookup and a DeepCopy, as a read of
-// controller-runtime's cache does (it stores typed objects), rather than a conversion.
+// typedMemo keeps typed objects that reads, and the typed handlers of the informers,
+// converted from the fleet's objects, so that a typed read of an unchanged object costs
+// a lookup and a DeepCopy, as a read of controller-runtime's cache does (it stores typed
+// objects), rather than a conversion: the Get of the reconcile that an event triggers
+// reads the version that the event's handler converted.
 //
 // It keeps at most one object per key of the fleet and kind, with the aggregate.Version
 // of what the fleet held when it was converted, and hands it out only for that version
@@ -77,9 +79,10 @@ func newTypedMemo(size int) *typedMemo {
 	return &typedMemo{size: size, entries: make(map[memoKey]*memoEntry, size)}
 }
 
-// read converts h, an object as the fleet holds it, into out, an object of the typed
-// target t, replacing all of out: a copy of the object kept for h's version if there is
-// one, else a conversion (target.fromEncoded), which it keeps. A nil memo converts.
+// read converts h, an object as the fleet holds it (or held it, for an Event's), into
+// out, an object of the typed target t, replacing all of out: a copy of the object kept
+// for h's version if there is one, else a conversion (target.fromEncoded), which it
+// keeps. A nil memo converts.
 func (m *typedMemo) read(t target, h aggregate.Held, out runtime.Object) error {
 	k := memoKey{key: h.Key(), gvk: t.gvk}
 	if m == nil || k.key == (aggregate.Key{}) {
@@ -114,8 +117,10 @@ func (m *typedMemo) get(k memoKey) *memoEntry {
 }
 
 // add keeps obj, converted from version v of the fleet's object, under k: in the slot of
-// the entry of k if there is one (of an older version, or of v if another read
-// converted it too), else in a free slot, else in the slot of an entry it evicts.
+// the entry of k if there is one (of an older version; of a later one, where a handler
+// converts an event after the fleet replaced its version, which costs the next read of
+// the later one a conversion; or of v if another read converted it too), else in a
+// free slot, else in the slot of an entry it evicts.
 func (m *typedMemo) add(k memoKey, v aggregate.Version, obj runtime.Object) {
 	e := &memoEntry{key: k, version: v, obj: obj}
 	m.mu.Lock()

@@ -1,12 +1,14 @@
 package mcprovider
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -300,6 +302,137 @@ func TestTypedMemoConcurrentReads(t *testing.T) {
 			}
 			if n := p.memo.len(); n > 4 {
 				t.Errorf("%d objects kept, more than the bound 4", n)
+			}
+		})
+	}
+}
+
+// gatedHandler is a client-go handler of ConfigMaps that sends what it gets on events,
+// changing each object it gets (which the memo must not keep), and waits on gate, if
+// set, before it handles an update to the resourceVersion gateRV.
+type gatedHandler struct {
+	events chan string
+	gateRV string
+	gate   chan struct{}
+}
+
+func (g *gatedHandler) got(what string, obj any) {
+	cm := obj.(*corev1.ConfigMap)
+	g.events <- what + " " + cm.Name + "@" + cm.ResourceVersion + ":" + cm.Data["owner"]
+	cm.Data["owner"] = "handler"
+}
+
+func (g *gatedHandler) OnAdd(obj any, _ bool) { g.got("add", obj) }
+func (g *gatedHandler) OnUpdate(_, obj any) {
+	if g.gate != nil && obj.(*corev1.ConfigMap).ResourceVersion == g.gateRV {
+		<-g.gate
+	}
+	g.got("update", obj)
+}
+func (g *gatedHandler) OnDelete(obj any) { g.events <- "delete " + obj.(*corev1.ConfigMap).Name }
+
+// TestTypedEventsFillTheMemo checks that a typed informer's events fill the memo, over a
+// plain and compact fleets: after an add or an update, the Get of its object copies
+// what the memo keeps for that version (which the test alters to tell it apart), kept
+// apart from the handler's object; a Get of a later version, held before or after the
+// event of an earlier one is handled, converts it; a deletion's Get is NotFound.
+func TestTypedEventsFillTheMemo(t *testing.T) {
+	for _, tc := range fleetCodecs {
+		t.Run(tc.name, func(t *testing.T) {
+			p, views := newTestProviderOf(t, tc.codec)
+			a, s := views["a"], p.fleet.ClusterStore("a", configMaps)
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			go func() { _ = p.fleet.Start(ctx) }()
+			key := client.ObjectKey{Namespace: "ns", Name: "one"}
+			get := func() (*corev1.ConfigMap, error) {
+				var cm corev1.ConfigMap
+				err := a.Get(ctx, key, &cm)
+				return &cm, err
+			}
+			wantGet := func(what, rv, owner string) {
+				t.Helper()
+				cm, err := get()
+				if err != nil || cm.ResourceVersion != rv || cm.Data["owner"] != owner {
+					t.Fatalf("%s: Get: %v, %s:%s; want %s:%s", what, err, cm.ResourceVersion, cm.Data["owner"], rv, owner)
+				}
+			}
+			// alter marks what the memo keeps of one's version rv, which must be what the
+			// event's handler was given, and not the handler's object.
+			alter := func(rv, owner, mark string) {
+				t.Helper()
+				e := p.memo.get(memoKey{key: aggregate.Key{Cluster: "a", Namespace: "ns", Name: "one"}, gvk: corev1.SchemeGroupVersion.WithKind("ConfigMap")})
+				if e == nil {
+					t.Fatalf("nothing kept of one@%s", rv)
+				}
+				cm := e.obj.(*corev1.ConfigMap)
+				if cm.ResourceVersion != rv || cm.Data["owner"] != owner {
+					t.Fatalf("kept one@%s:%s, want @%s:%s", cm.ResourceVersion, cm.Data["owner"], rv, owner)
+				}
+				cm.Data["owner"] = mark
+			}
+			h := &gatedHandler{events: make(chan string, 16)}
+			want := func(events ...string) {
+				t.Helper()
+				var got []string
+				for range events {
+					select {
+					case e := <-h.events:
+						got = append(got, e)
+					case <-time.After(10 * time.Second):
+						t.Fatalf("events: got %q, want %q", got, events)
+					}
+				}
+				slices.Sort(got)
+				if !slices.Equal(got, events) {
+					t.Fatalf("events: got %q, want %q", got, events)
+				}
+			}
+
+			inf, err := a.GetInformer(ctx, &corev1.ConfigMap{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := p.memo.len(); n != 0 {
+				t.Fatalf("%d objects kept before any event or read", n)
+			}
+			if _, err := inf.AddEventHandler(h); err != nil {
+				t.Fatal(err)
+			}
+			want("add one@1:a", "add three@3:a", "add two@2:a")
+			if n := p.memo.len(); n != 3 {
+				t.Errorf("%d objects kept after the adds of 3, want 3", n)
+			}
+			alter("1", "a", "kept of the add")
+			wantGet("the Get after the add", "1", "kept of the add")
+
+			applyAs(t, tc.codec, s, configMap("ns", "one", "4", nil, map[string]string{"owner": "a4"}), false)
+			want("update one@4:a4")
+			alter("4", "a4", "kept of the update")
+			wantGet("the Get after the update", "4", "kept of the update")
+
+			// The event of 5 is handled once the fleet holds 6: the Get converts 6.
+			h.gateRV, h.gate = "5", make(chan struct{})
+			applyAs(t, tc.codec, s, configMap("ns", "one", "5", nil, map[string]string{"owner": "a5"}), false)
+			applyAs(t, tc.codec, s, configMap("ns", "one", "6", nil, map[string]string{"owner": "a6"}), false)
+			wantGet("a Get of an update whose event waits", "6", "a6")
+			close(h.gate)
+			want("update one@5:a5", "update one@6:a6")
+			wantGet("the Get after a late event", "6", "a6")
+			alter("6", "a6", "kept of the update")
+			wantGet("a second Get", "6", "kept of the update")
+
+			// An update held before its event is handled: the Get converts it.
+			applyAs(t, tc.codec, s, configMap("ns", "one", "7", nil, map[string]string{"owner": "a7"}), false)
+			wantGet("a Get of an update", "7", "a7")
+			want("update one@7:a7")
+
+			if err := s.Delete(configMap("ns", "one", "7", nil, nil), false); err != nil {
+				t.Fatal(err)
+			}
+			want("delete one")
+			if _, err := get(); !apierrors.IsNotFound(err) {
+				t.Errorf("Get after a deletion: %v, want NotFound", err)
 			}
 		})
 	}
