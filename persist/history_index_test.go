@@ -245,12 +245,29 @@ func TestIndexDamage(t *testing.T) {
 			}); err != nil {
 				t.Fatal(err)
 			}
+			// The errors name what they found in the mapped pages: each error of their
+			// chains is read again once the map is gone (one that kept a view of the
+			// pages faults there, or reads something else).
+			var failures []error
+			defer func() {
+				before := errorTexts(failures)
+				if err := s.Close(); err != nil {
+					t.Fatal(err)
+				}
+				if after := errorTexts(failures); !slices.Equal(after, before) {
+					t.Errorf("the errors read %q once the snapshot is closed, %q before", after, before)
+				}
+			}()
 			if err := s.Verify(); !errors.Is(err, ErrCorrupt) {
 				t.Errorf("Verify: %v, want ErrCorrupt", err)
 			} else {
+				failures = append(failures, err)
 				t.Logf("Verify: %v", err)
 			}
 			after, err = s.ChangesAfter("prod", pods, "10")
+			if err != nil {
+				failures = append(failures, err)
+			}
 			switch {
 			case tc.lost:
 			case tc.resume == nil && (err != nil || !slices.Equal(versions(after), want.resume)):
@@ -262,6 +279,9 @@ func TestIndexDamage(t *testing.T) {
 				t.Errorf("ChangesSince: %v", err)
 			}
 			_, _, err = s.Changes(ChangesQuery{Cluster: "prod", Limit: 1000})
+			if err != nil {
+				failures = append(failures, err)
+			}
 			if tc.changes != errors.Is(err, ErrCorrupt) {
 				t.Errorf("Changes of cluster prod: %v, want ErrCorrupt: %v", err, tc.changes)
 			}
@@ -273,6 +293,9 @@ func TestIndexDamage(t *testing.T) {
 			}
 			for name, want := range want.objects {
 				h, err := s.ObjectHistory("prod", pods, "a", name)
+				if err != nil {
+					failures = append(failures, err)
+				}
 				if name == tc.object {
 					if !errors.Is(err, ErrCorrupt) {
 						t.Errorf("ObjectHistory of %s: %q, %v; want ErrCorrupt", name, versions(h), err)
@@ -291,6 +314,31 @@ func TestIndexDamage(t *testing.T) {
 			}
 		})
 	}
+}
+
+// errorTexts returns the message of every error in the chains of errs, in the order
+// errors.Is walks them.
+func errorTexts(errs []error) []string {
+	var out []string
+	var walk func(error)
+	walk = func(err error) {
+		if err == nil {
+			return
+		}
+		out = append(out, err.Error())
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			walk(u.Unwrap())
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				walk(e)
+			}
+		}
+	}
+	for _, err := range errs {
+		walk(err)
+	}
+	return out
 }
 
 // TestParseRV: parseRV accepts what strconv.ParseUint in base 10 does, of at most 20
