@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -54,9 +55,10 @@ type watchCache struct {
 	primeOnce sync.Once
 
 	// index is the search index of the same objects, written by the same handler, so
-	// that a search sees what lists see. It is built once the view is primed, from the
-	// view, off the path to readiness: until then it is left alone, and indexed is
-	// closed once it has caught up (a search waits for that, waitIndexed).
+	// that a search sees what lists see. It is built from the view once the view is
+	// primed and the fleet ready (indexWhenReady), or at the first search before that,
+	// off the path to readiness: until then it is left alone, and indexed is closed once
+	// it has caught up (a search waits for that, waitIndexed).
 	index   *search.Index
 	indexed chan struct{}
 	// indexMu guards indexBuilt, and orders the index's build against the events
@@ -114,9 +116,38 @@ func (wc *watchCache) register(fleet *aggregate.Fleet) (*aggregate.Registration,
 	// come a moment sooner.
 	if reg.Backlog() == 0 && wc.active.Load() == 0 {
 		wc.prime()
-		wc.buildIndex()
 	}
 	return reg, nil
+}
+
+// indexPoll is how often indexWhenReady asks whether the fleet is ready.
+const indexPoll = 20 * time.Millisecond
+
+// indexWhenReady builds the search index once the view is primed and ready reports the
+// fleet ready, asking every indexPoll, unless a search built it first or stop is closed.
+// The view primes whenever it catches up with the fleet, which a warm start's replay does
+// again and again while the snapshot loads: built then, the index would take the rest of
+// the replay object by object, on the path to readiness.
+func (wc *watchCache) indexWhenReady(ready func() bool, stop <-chan struct{}) {
+	select {
+	case <-wc.primed:
+	case <-wc.indexed:
+		return
+	case <-stop:
+		return
+	}
+	t := time.NewTicker(indexPoll)
+	defer t.Stop()
+	for !ready() {
+		select {
+		case <-t.C:
+		case <-wc.indexed:
+			return
+		case <-stop:
+			return
+		}
+	}
+	wc.buildIndex()
 }
 
 func (wc *watchCache) prime() { wc.primeOnce.Do(func() { close(wc.primed) }) }
@@ -138,16 +169,15 @@ func (wc *watchCache) OnEvent(e aggregate.Event) {
 	// Inside OnEvent, an empty backlog means every event queued so far has been handled.
 	if reg := wc.reg.Load(); reg != nil && reg.Backlog() == 0 {
 		wc.prime()
-		wc.buildIndex()
 	}
 }
 
-// buildIndex fills the search index from the view, once the view is primed, and then
-// closes indexed: the replay of the fleet's state at start (a warm start's thousands of
-// clusters from the snapshot) is indexed in one pass after the server is ready, not
-// object by object before. The view already has every event handled so far; an event
-// that register's call saw the view take, and that OnEvent hands the index after, is
-// put again, to the same state.
+// buildIndex fills the search index from the view and then closes indexed: the replay
+// of the fleet's state at start (a warm start's thousands of clusters from the snapshot)
+// is indexed in one pass once the fleet is ready (indexWhenReady) or a search asks
+// (waitIndexed), not object by object before. The view already has every event handled
+// so far; an event that the view took before the build, and that OnEvent hands the index
+// after, is put again, to the same state. A second call waits for the first to end.
 func (wc *watchCache) buildIndex() {
 	wc.indexMu.Lock()
 	defer wc.indexMu.Unlock()
@@ -231,8 +261,9 @@ type resourceCache struct {
 	// evicted is, for every cluster that has lost changes off the end of the history,
 	// the position of the last one lost. A cursor before it is too old.
 	evicted map[string]position
-	// changed is closed and replaced on every change.
-	changed chan struct{}
+	// changed is closed at the next change, if a watch asked for it since the last one
+	// (changedLocked): made only when a watch waits, not at every change of a replay.
+	changed atomic.Pointer[chan struct{}]
 	// kind and namespaced are read off the objects, for resources that no cluster status
 	// describes (a cluster whose discovery has not answered yet serves from a snapshot).
 	kind       schema.GroupVersionKind
@@ -267,7 +298,6 @@ func newResourceCache(gvr schema.GroupVersionResource, historySize int, codec ag
 		clusters:    make(map[string]*clusterObjects),
 		positions:   make(map[string]position),
 		evicted:     make(map[string]position),
-		changed:     make(chan struct{}),
 		events:      make(map[string]uint64),
 	}
 }
@@ -438,8 +468,24 @@ func (rc *resourceCache) appendLocked(e entry) {
 		rc.ring[rc.head] = e
 		rc.head = (rc.head + 1) % len(rc.ring)
 	}
-	close(rc.changed)
-	rc.changed = make(chan struct{})
+	if ch := rc.changed.Swap(nil); ch != nil {
+		close(*ch)
+	}
+}
+
+// changedLocked returns a channel that is closed at the next change. It is called
+// under the read lock: watches share the channel that the first of them made, and a
+// change, which takes the write lock, closes it.
+func (rc *resourceCache) changedLocked() <-chan struct{} {
+	for {
+		if ch := rc.changed.Load(); ch != nil {
+			return *ch
+		}
+		ch := make(chan struct{})
+		if rc.changed.CompareAndSwap(nil, &ch) {
+			return ch
+		}
+	}
 }
 
 // firstSeqLocked is the sequence number of the oldest change in the history.

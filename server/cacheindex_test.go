@@ -1,17 +1,24 @@
 package server
 
 import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/fleetwatch/fleetwatch/aggregate"
 	"github.com/fleetwatch/fleetwatch/search"
 )
 
-// TestSearchIndexBuiltOncePrimed: the watch cache leaves the search index alone while it
-// takes the fleet's replay, builds it from its view once primed, off the path to
-// readiness, and then keeps it with every event, so that a search still sees what a
-// list sees.
-func TestSearchIndexBuiltOncePrimed(t *testing.T) {
+// TestSearchIndexBuiltOnceReady: the watch cache leaves the search index alone while it
+// takes the fleet's replay, also once primed (a warm start's replay catches up again and
+// again while the snapshot loads), builds it from its view once the fleet is ready, off
+// the path to readiness, and then keeps it with every event, so that a search still sees
+// what a list sees.
+func TestSearchIndexBuiltOnceReady(t *testing.T) {
 	wc := newWatchCache(100, nil, nil)
 	total := func() int { return wc.index.Search(search.Request{}).Total }
 	for _, e := range []aggregate.Event{
@@ -23,17 +30,36 @@ func TestSearchIndexBuiltOncePrimed(t *testing.T) {
 		// No registration: the view is never primed by the events themselves.
 		wc.OnEvent(e)
 	}
-	select {
-	case <-wc.indexed:
-		t.Fatal("the index was built before the view was primed")
-	default:
+	var ready atomic.Bool
+	stop := make(chan struct{})
+	defer close(stop)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		wc.indexWhenReady(ready.Load, stop)
+	}()
+	notBuilt := func(when string) {
+		t.Helper()
+		time.Sleep(3 * indexPoll)
+		select {
+		case <-wc.indexed:
+			t.Fatalf("the index was built %s", when)
+		default:
+		}
+		if n := total(); n != 0 {
+			t.Fatalf("%s, the index has %d objects, want 0", when, n)
+		}
 	}
-	if n := total(); n != 0 {
-		t.Fatalf("before the view is primed, the index has %d objects, want 0", n)
-	}
-
+	notBuilt("before the view was primed")
 	wc.prime()
-	wc.buildIndex()
+	notBuilt("once the view was primed but the fleet not ready")
+
+	ready.Store(true)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the index was not built once the fleet was ready")
+	}
 	<-wc.indexed
 	if n := total(); n != 2 {
 		t.Fatalf("built from the view, the index has %d objects, want 2", n)
@@ -48,5 +74,61 @@ func TestSearchIndexBuiltOncePrimed(t *testing.T) {
 	res := wc.index.Search(search.Request{})
 	if res.Total != 2 || res.Clusters[prod] != 1 || res.Clusters[edge] != 1 {
 		t.Errorf("after the build, events give %d objects by cluster %v, want web-1 of %s and web-3 of %s", res.Total, res.Clusters, prod, edge)
+	}
+}
+
+// TestSearchBeforeReady: a search that comes before the fleet is ready builds the index
+// from the primed view, rather than waiting for readiness or answering 503, and the
+// index keeps up with the events after it.
+func TestSearchBeforeReady(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fleet := aggregate.New(aggregate.Options{Codec: testCodec()})
+	src := &fakeSource{fleet: fleet, statuses: map[string]aggregate.ClusterStatus{}}
+	src.setStatus(clusterStatus(prod, aggregate.PhaseSyncing, false))
+	store := fleet.ClusterStore(prod, podsGVR)
+	if err := store.Apply(pod("default", "web-1", "101", web), true); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = fleet.Start(ctx) }()
+	s, err := New(src, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.stop()
+	search := func(q string) SearchResult {
+		t.Helper()
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodGet, searchPath+"?q="+q, nil)
+		req.Host = "localhost"
+		s.Handler().ServeHTTP(rec, req)
+		var res SearchResult
+		if rec.Code != http.StatusOK {
+			t.Fatalf("search %q: %d %s", q, rec.Code, rec.Body)
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &res); err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	<-s.cache.primed
+	time.Sleep(3 * indexPoll)
+	select {
+	case <-s.cache.indexed:
+		t.Fatal("the index was built from the replay before the fleet was ready and before a search")
+	default:
+	}
+	if res := search("web"); res.Total != 1 {
+		t.Fatalf("a search before ready found %q, want web-1 of %s", searchRefs(res), prod)
+	}
+	if err := store.Apply(pod("default", "web-2", "102", web), false); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for search("web-2").Total != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("after a change, a search found %q, want web-2 of %s", searchRefs(search("web-2")), prod)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -422,6 +422,7 @@ func New(src Source, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("server.New: register with the fleet: %w", err)
 	}
 	s.reg = reg
+	go s.cache.indexWhenReady(src.Ready, s.stopping)
 	// The limits come after authentication, as in kube-apiserver: a request refused for
 	// its host or its credentials takes no place, and a watch is counted against its
 	// client. The web page and its assets come before authentication: they hold no data.
