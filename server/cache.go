@@ -55,8 +55,8 @@ type watchCache struct {
 	primeOnce sync.Once
 
 	// index is the search index of the same objects, written by the same handler, so
-	// that a search sees what lists see. It is built from the view once the view is
-	// primed and the fleet ready (indexWhenReady), or at the first search before that,
+	// that a search sees what lists see. It is built from the view once the view has
+	// caught up with the ready fleet (indexWhenReady), or at the first search before that,
 	// off the path to readiness: until then it is left alone, and indexed is closed once
 	// it has caught up (a search waits for that, waitIndexed).
 	index   *search.Index
@@ -123,12 +123,14 @@ func (wc *watchCache) register(fleet *aggregate.Fleet) (*aggregate.Registration,
 // indexPoll is how often indexWhenReady asks whether the fleet is ready.
 const indexPoll = 20 * time.Millisecond
 
-// indexWhenReady builds the search index once the view is primed and ready reports the
-// fleet ready, asking every indexPoll, unless a search built it first or stop is closed.
-// The view primes whenever it catches up with the fleet, which a warm start's replay does
-// again and again while the snapshot loads: built then, the index would take the rest of
-// the replay object by object, on the path to readiness.
-func (wc *watchCache) indexWhenReady(ready func() bool, stop <-chan struct{}) {
+// indexWhenReady builds the search index once the view is primed and has caught up with
+// what the fleet held when it was first ready, unless a search built it first or stop is
+// closed. caughtUp returns nil until the fleet is ready, and then a channel closed once
+// the view has caught up (Server.caughtUp); it is asked every indexPoll. The view primes
+// whenever it catches up with the fleet, which a warm start's replay does again and again
+// while the snapshot loads: built then, the index would take the rest of the replay
+// object by object, on the path to readiness.
+func (wc *watchCache) indexWhenReady(caughtUp func() <-chan struct{}, stop <-chan struct{}) {
 	select {
 	case <-wc.primed:
 	case <-wc.indexed:
@@ -138,14 +140,23 @@ func (wc *watchCache) indexWhenReady(ready func() bool, stop <-chan struct{}) {
 	}
 	t := time.NewTicker(indexPoll)
 	defer t.Stop()
-	for !ready() {
+	ch := caughtUp()
+	for ch == nil {
 		select {
 		case <-t.C:
+			ch = caughtUp()
 		case <-wc.indexed:
 			return
 		case <-stop:
 			return
 		}
+	}
+	select {
+	case <-ch:
+	case <-wc.indexed:
+		return
+	case <-stop:
+		return
 	}
 	wc.buildIndex()
 }

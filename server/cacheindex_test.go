@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,8 +16,8 @@ import (
 
 // TestSearchIndexBuiltOnceReady: the watch cache leaves the search index alone while it
 // takes the fleet's replay, also once primed (a warm start's replay catches up again and
-// again while the snapshot loads), builds it from its view once the fleet is ready, off
-// the path to readiness, and then keeps it with every event, so that a search still sees
+// again while the snapshot loads), builds it from its view once the view has caught up
+// with the ready fleet, off the path to readiness, and then keeps it with every event, so that a search still sees
 // what a list sees.
 func TestSearchIndexBuiltOnceReady(t *testing.T) {
 	wc := newWatchCache(100, nil, nil)
@@ -30,13 +31,22 @@ func TestSearchIndexBuiltOnceReady(t *testing.T) {
 		// No registration: the view is never primed by the events themselves.
 		wc.OnEvent(e)
 	}
+	// caughtUp is nil until the fleet is ready, then up, closed once the view has
+	// caught up with the ready fleet.
 	var ready atomic.Bool
+	up := make(chan struct{})
+	caughtUp := func() <-chan struct{} {
+		if !ready.Load() {
+			return nil
+		}
+		return up
+	}
 	stop := make(chan struct{})
 	defer close(stop)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		wc.indexWhenReady(ready.Load, stop)
+		wc.indexWhenReady(caughtUp, stop)
 	}()
 	notBuilt := func(when string) {
 		t.Helper()
@@ -55,6 +65,8 @@ func TestSearchIndexBuiltOnceReady(t *testing.T) {
 	notBuilt("once the view was primed but the fleet not ready")
 
 	ready.Store(true)
+	notBuilt("once the fleet was ready but before the view caught up with it")
+	close(up)
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
@@ -130,5 +142,56 @@ func TestSearchBeforeReady(t *testing.T) {
 			t.Fatalf("after a change, a search found %q, want web-2 of %s", searchRefs(search("web-2")), prod)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestReadyzWaitsForTheCacheToHoldTheReadyFleet: the server's view primes whenever it
+// catches up with the fleet, which a warm start's does at once, before the snapshot has
+// loaded anything. /readyz passes only once the view holds what the fleet held when it
+// was first ready, so that a list right after it misses nothing.
+func TestReadyzWaitsForTheCacheToHoldTheReadyFleet(t *testing.T) {
+	fleet := aggregate.New(aggregate.Options{Codec: testCodec()})
+	src := &fakeSource{fleet: fleet, statuses: map[string]aggregate.ClusterStatus{}}
+	src.setStatus(clusterStatus(prod, aggregate.PhaseSynced, false))
+	s, err := New(src, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.stop()
+	get := func(path string) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodGet, path, nil)
+		req.Host = "localhost"
+		s.Handler().ServeHTTP(rec, req)
+		return rec
+	}
+	<-s.cache.primed // an empty fleet: primed at once, as at a warm start
+	// The fleet is loaded and ready, and its events are queued for the server's view,
+	// which has not been delivered them yet (the fleet is not started).
+	store := fleet.ClusterStore(prod, podsGVR)
+	for _, name := range []string{"web-1", "web-2"} {
+		if err := store.Apply(pod("default", name, "101", web), true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store.MarkSynced()
+	src.setReady(true)
+	if rec := get("/readyz?verbose"); rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "[-]cache failed") {
+		t.Fatalf("readyz before the view holds the ready fleet: %d %s", rec.Code, rec.Body)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = fleet.Start(ctx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for get("/readyz").Code != http.StatusOK {
+		if time.Now().After(deadline) {
+			t.Fatalf("readyz once the view caught up: %s", get("/readyz?verbose").Body)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	var list struct{ Items []json.RawMessage }
+	if err := json.Unmarshal(get("/clusters/prod/api/v1/pods").Body.Bytes(), &list); err != nil || len(list.Items) != 2 {
+		t.Errorf("a list once ready has %d pods (%v), want 2", len(list.Items), err)
 	}
 }
