@@ -283,6 +283,9 @@ type resourceCache struct {
 	metadataOnly bool
 	// events counts the changes of each cluster, for metrics.
 	events map[string]uint64
+	// lazy reads the summaries of the compactObjects of the fleet's events; nil
+	// without a codec.
+	lazy *lazySummary
 }
 
 type clusterObjects struct {
@@ -302,7 +305,7 @@ type entry struct {
 }
 
 func newResourceCache(gvr schema.GroupVersionResource, historySize int, codec aggregate.Codec) *resourceCache {
-	return &resourceCache{
+	rc := &resourceCache{
 		resource:    gvr,
 		historySize: historySize,
 		codec:       codec,
@@ -311,18 +314,25 @@ func newResourceCache(gvr schema.GroupVersionResource, historySize int, codec ag
 		evicted:     make(map[string]position),
 		events:      make(map[string]uint64),
 	}
+	if codec != nil {
+		rc.lazy = newLazySummary(gvr.GroupResource(), codec)
+	}
+	return rc
 }
 
 // apply records a fleet event. The event's type is recomputed from the view, so that the
 // history is always consistent with it. Under a compact fleet, it returns the
 // compactObject that the view keeps for a full object (the last state, for Deleted).
 func (rc *resourceCache) apply(e aggregate.Event) *compactObject {
-	obj, stored := rc.storedForm(e)
-	m, err := meta.Accessor(obj)
-	if err != nil {
-		return nil // the fleet only holds objects with metadata
+	obj, stored, id := rc.storedForm(e)
+	if id == nil {
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return nil // the fleet only holds objects with metadata
+		}
+		id = &identity{namespace: m.GetNamespace(), name: m.GetName(), resourceVersion: m.GetResourceVersion()}
 	}
-	ns, name := m.GetNamespace(), m.GetName()
+	ns, name := id.namespace, id.name
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	co := rc.clusters[e.Cluster]
@@ -366,7 +376,7 @@ func (rc *resourceCache) apply(e aggregate.Event) *compactObject {
 	rc.events[e.Cluster]++
 	rc.appendLocked(entry{
 		cluster: e.Cluster,
-		pos:     rc.positionLocked(e.Cluster, e.InitialList, m.GetResourceVersion()),
+		pos:     rc.positionLocked(e.Cluster, e.InitialList, id.resourceVersion),
 		typ:     typ,
 		obj:     obj,
 		old:     prev,
@@ -411,40 +421,51 @@ func (wc *watchCache) settled(cluster string, gvr schema.GroupVersionResource, p
 	return p
 }
 
+// identity is what the view files an object by.
+type identity struct{ namespace, name, resourceVersion string }
+
 // storedForm returns what the view keeps of the event's object: the object itself,
 // or under a compact fleet, for a full object, its compactObject (stored). The events
 // of the objects that the fleet holds encoded come undecoded (register's EncodedOnly):
-// their summary is read from the encoding. The encoding of a Deleted event's object
-// that comes decoded, which the fleet no longer holds, is made here. obj is nil for an
-// event that the view cannot keep (an encoding that fails to decode, logged).
-func (rc *resourceCache) storedForm(e aggregate.Event) (obj runtime.Object, stored *compactObject) {
+// an Added or Updated one's compactObject reads its summary from the encoding at the
+// first look (lazyCompactObject), and id is then the object's identity as the fleet
+// holds it (nil otherwise: the caller reads it from obj); a Deleted one's summary is
+// read at once. The encoding of a Deleted event's object that comes decoded, which the
+// fleet no longer holds, is made here. obj is nil for an event that the view cannot
+// keep (an encoding that fails to decode, logged).
+func (rc *resourceCache) storedForm(e aggregate.Event) (obj runtime.Object, stored *compactObject, id *identity) {
 	if e.Object == nil && e.Encoded != nil && rc.codec != nil {
+		if h, ok := e.Held(); ok && h.Key().Name != "" {
+			stored = rc.lazy.lazyCompactObject(e.Encoded)
+			k := h.Key()
+			return stored, stored, &identity{namespace: k.Namespace, name: k.Name, resourceVersion: h.ResourceVersion()}
+		}
 		if c, ok := rc.codec.(cborCodec); ok && c.CBORMaps() {
 			if stored, ok = summarizeEncoded(c, rc.resource.GroupResource(), e.Encoded); ok {
-				return stored, stored
+				return stored, stored, nil
 			}
 		}
 		decoded, err := rc.codec.Decode(e.Encoded)
 		if err != nil {
 			klog.ErrorS(err, "Decoding a cached object failed; leaving it out of the server's view", "cluster", e.Cluster, "resource", rc.resource)
-			return nil, nil
+			return nil, nil, nil
 		}
 		e.Object = decoded
 	}
 	u, ok := e.Object.(*unstructured.Unstructured)
 	if rc.codec == nil || !ok {
-		return e.Object, nil
+		return e.Object, nil, nil
 	}
 	data := e.Encoded
 	if data == nil {
 		var err error
 		if data, err = rc.codec.Encode(u); err != nil {
 			klog.ErrorS(err, "Encoding a deleted object failed; keeping it decoded", "resource", rc.resource, "namespace", u.GetNamespace(), "name", u.GetName())
-			return e.Object, nil
+			return e.Object, nil, nil
 		}
 	}
 	stored = newCompactObject(rc.resource.GroupResource(), u, data)
-	return stored, stored
+	return stored, stored, nil
 }
 
 func (rc *resourceCache) observeLocked(obj runtime.Object, namespace string) {
