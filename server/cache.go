@@ -120,17 +120,20 @@ func (wc *watchCache) register(fleet *aggregate.Fleet) (*aggregate.Registration,
 	return reg, nil
 }
 
-// indexPoll is how often indexWhenReady asks whether the fleet is ready.
-const indexPoll = 20 * time.Millisecond
+// indexPoll is how often indexWhenReady asks whether the fleet is ready, where the
+// fleet's sync hold does not tell it (a var for tests).
+var indexPoll = time.Second
 
 // indexWhenReady builds the search index once the view is primed and has caught up with
 // what the fleet held when it was first ready, unless a search built it first or stop is
-// closed. caughtUp returns nil until the fleet is ready, and then a channel closed once
-// the view has caught up (Server.caughtUp); it is asked every indexPoll. The view primes
-// whenever it catches up with the fleet, which a warm start's replay does again and again
-// while the snapshot loads: built then, the index would take the rest of the replay
-// object by object, on the path to readiness.
-func (wc *watchCache) indexWhenReady(caughtUp func() <-chan struct{}, stop <-chan struct{}) {
+// closed. synced is closed when the registration has synced: the Manager's hold on the
+// fleet released at its first readiness, and every event queued then delivered. Where no
+// hold tells it, caughtUp returns nil until the fleet is ready, and then a channel closed
+// once the view has caught up (Server.caughtUp); it is asked every indexPoll. The view
+// primes whenever it catches up with the fleet, which a warm start's replay does again
+// and again while the snapshot loads: built then, the index would take the rest of the
+// replay object by object, on the path to readiness.
+func (wc *watchCache) indexWhenReady(synced <-chan struct{}, caughtUp func() <-chan struct{}, stop <-chan struct{}) {
 	select {
 	case <-wc.primed:
 	case <-wc.indexed:
@@ -140,23 +143,22 @@ func (wc *watchCache) indexWhenReady(caughtUp func() <-chan struct{}, stop <-cha
 	}
 	t := time.NewTicker(indexPoll)
 	defer t.Stop()
-	ch := caughtUp()
-	for ch == nil {
+	var up <-chan struct{}
+	for {
+		if up == nil {
+			up = caughtUp()
+		}
 		select {
+		case <-synced:
+		case <-up: // nil until the fleet is ready
 		case <-t.C:
-			ch = caughtUp()
+			continue
 		case <-wc.indexed:
 			return
 		case <-stop:
 			return
 		}
-	}
-	select {
-	case <-ch:
-	case <-wc.indexed:
-		return
-	case <-stop:
-		return
+		break
 	}
 	wc.buildIndex()
 }

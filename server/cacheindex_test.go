@@ -20,6 +20,8 @@ import (
 // with the ready fleet, off the path to readiness, and then keeps it with every event, so that a search still sees
 // what a list sees.
 func TestSearchIndexBuiltOnceReady(t *testing.T) {
+	defer func(d time.Duration) { indexPoll = d }(indexPoll)
+	indexPoll = 20 * time.Millisecond
 	wc := newWatchCache(100, nil, nil)
 	total := func() int { return wc.index.Search(search.Request{}).Total }
 	for _, e := range []aggregate.Event{
@@ -46,7 +48,7 @@ func TestSearchIndexBuiltOnceReady(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		wc.indexWhenReady(caughtUp, stop)
+		wc.indexWhenReady(nil, caughtUp, stop)
 	}()
 	notBuilt := func(when string) {
 		t.Helper()
@@ -93,6 +95,8 @@ func TestSearchIndexBuiltOnceReady(t *testing.T) {
 // from the primed view, rather than waiting for readiness or answering 503, and the
 // index keeps up with the events after it.
 func TestSearchBeforeReady(t *testing.T) {
+	defer func(d time.Duration) { indexPoll = d }(indexPoll)
+	indexPoll = 20 * time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	fleet := aggregate.New(aggregate.Options{Codec: testCodec()})
@@ -193,5 +197,28 @@ func TestReadyzWaitsForTheCacheToHoldTheReadyFleet(t *testing.T) {
 	var list struct{ Items []json.RawMessage }
 	if err := json.Unmarshal(get("/clusters/prod/api/v1/pods").Body.Bytes(), &list); err != nil || len(list.Items) != 2 {
 		t.Errorf("a list once ready has %d pods (%v), want 2", len(list.Items), err)
+	}
+}
+
+// TestSearchIndexBuiltOnceSynced: with the Manager's hold on the fleet, the registration's
+// sync tells when the view holds the ready fleet, without asking the source.
+func TestSearchIndexBuiltOnceSynced(t *testing.T) {
+	wc := newWatchCache(100, nil, nil)
+	wc.OnEvent(aggregate.Event{Type: aggregate.Added, Cluster: prod, Resource: podsGVR, Object: pod("default", "web-1", "101", web)})
+	wc.prime()
+	synced := make(chan struct{})
+	close(synced)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		wc.indexWhenReady(synced, func() <-chan struct{} { return nil }, nil)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the index was not built once the registration synced")
+	}
+	if n := wc.index.Search(search.Request{}).Total; n != 1 {
+		t.Errorf("the index has %d objects, want 1", n)
 	}
 }

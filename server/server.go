@@ -425,7 +425,7 @@ func New(src Source, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("server.New: register with the fleet: %w", err)
 	}
 	s.reg = reg
-	go s.cache.indexWhenReady(func() <-chan struct{} { return s.caughtUp(s.src.Ready()) }, s.stopping)
+	go s.cache.indexWhenReady(reg.HasSyncedChecker().Done(), func() <-chan struct{} { return s.caughtUp(s.src.Ready()) }, s.stopping)
 	// The limits come after authentication, as in kube-apiserver: a request refused for
 	// its host or its credentials takes no place, and a watch is counted against its
 	// client. The web page and its assets come before authentication: they hold no data.
