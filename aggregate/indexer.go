@@ -412,6 +412,15 @@ func (h Held) Key() Key {
 	return h.e.key
 }
 
+// ResourceVersion returns the resourceVersion of h's object, read without decoding it;
+// "" if h was not read from an Indexer nor given by an Event.
+func (h Held) ResourceVersion() string {
+	if h.e == nil {
+		return ""
+	}
+	return version{obj: h.stored}.resourceVersion()
+}
+
 // Version returns the Version of the object that h holds: the zero Version if h was not
 // read from an Indexer nor given by an Event, or if a plain fleet holds it as a type
 // other than *unstructured.Unstructured and *metav1.PartialObjectMetadata. It makes a

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -54,9 +55,10 @@ type watchCache struct {
 	primeOnce sync.Once
 
 	// index is the search index of the same objects, written by the same handler, so
-	// that a search sees what lists see. It is built once the view is primed, from the
-	// view, off the path to readiness: until then it is left alone, and indexed is
-	// closed once it has caught up (a search waits for that, waitIndexed).
+	// that a search sees what lists see. It is built from the view once the view has
+	// caught up with the ready fleet (indexWhenReady), or at the first search before that,
+	// off the path to readiness: until then it is left alone, and indexed is closed once
+	// it has caught up (a search waits for that, waitIndexed).
 	index   *search.Index
 	indexed chan struct{}
 	// indexMu guards indexBuilt, and orders the index's build against the events
@@ -114,9 +116,51 @@ func (wc *watchCache) register(fleet *aggregate.Fleet) (*aggregate.Registration,
 	// come a moment sooner.
 	if reg.Backlog() == 0 && wc.active.Load() == 0 {
 		wc.prime()
-		wc.buildIndex()
 	}
 	return reg, nil
+}
+
+// indexPoll is how often indexWhenReady asks whether the fleet is ready, where the
+// fleet's sync hold does not tell it (a var for tests).
+var indexPoll = time.Second
+
+// indexWhenReady builds the search index once the view is primed and has caught up with
+// what the fleet held when it was first ready, unless a search built it first or stop is
+// closed. synced is closed when the registration has synced: the Manager's hold on the
+// fleet released at its first readiness, and every event queued then delivered. Where no
+// hold tells it, caughtUp returns nil until the fleet is ready, and then a channel closed
+// once the view has caught up (Server.caughtUp); it is asked every indexPoll. The view
+// primes whenever it catches up with the fleet, which a warm start's replay does again
+// and again while the snapshot loads: built then, the index would take the rest of the
+// replay object by object, on the path to readiness.
+func (wc *watchCache) indexWhenReady(synced <-chan struct{}, caughtUp func() <-chan struct{}, stop <-chan struct{}) {
+	select {
+	case <-wc.primed:
+	case <-wc.indexed:
+		return
+	case <-stop:
+		return
+	}
+	t := time.NewTicker(indexPoll)
+	defer t.Stop()
+	var up <-chan struct{}
+	for {
+		if up == nil {
+			up = caughtUp()
+		}
+		select {
+		case <-synced:
+		case <-up: // nil until the fleet is ready
+		case <-t.C:
+			continue
+		case <-wc.indexed:
+			return
+		case <-stop:
+			return
+		}
+		break
+	}
+	wc.buildIndex()
 }
 
 func (wc *watchCache) prime() { wc.primeOnce.Do(func() { close(wc.primed) }) }
@@ -138,16 +182,15 @@ func (wc *watchCache) OnEvent(e aggregate.Event) {
 	// Inside OnEvent, an empty backlog means every event queued so far has been handled.
 	if reg := wc.reg.Load(); reg != nil && reg.Backlog() == 0 {
 		wc.prime()
-		wc.buildIndex()
 	}
 }
 
-// buildIndex fills the search index from the view, once the view is primed, and then
-// closes indexed: the replay of the fleet's state at start (a warm start's thousands of
-// clusters from the snapshot) is indexed in one pass after the server is ready, not
-// object by object before. The view already has every event handled so far; an event
-// that register's call saw the view take, and that OnEvent hands the index after, is
-// put again, to the same state.
+// buildIndex fills the search index from the view and then closes indexed: the replay
+// of the fleet's state at start (a warm start's thousands of clusters from the snapshot)
+// is indexed in one pass once the fleet is ready (indexWhenReady) or a search asks
+// (waitIndexed), not object by object before. The view already has every event handled
+// so far; an event that the view took before the build, and that OnEvent hands the index
+// after, is put again, to the same state. A second call waits for the first to end.
 func (wc *watchCache) buildIndex() {
 	wc.indexMu.Lock()
 	defer wc.indexMu.Unlock()
@@ -231,8 +274,9 @@ type resourceCache struct {
 	// evicted is, for every cluster that has lost changes off the end of the history,
 	// the position of the last one lost. A cursor before it is too old.
 	evicted map[string]position
-	// changed is closed and replaced on every change.
-	changed chan struct{}
+	// changed is closed at the next change, if a watch asked for it since the last one
+	// (changedLocked): made only when a watch waits, not at every change of a replay.
+	changed atomic.Pointer[chan struct{}]
 	// kind and namespaced are read off the objects, for resources that no cluster status
 	// describes (a cluster whose discovery has not answered yet serves from a snapshot).
 	kind       schema.GroupVersionKind
@@ -241,6 +285,9 @@ type resourceCache struct {
 	metadataOnly bool
 	// events counts the changes of each cluster, for metrics.
 	events map[string]uint64
+	// lazy reads the summaries of the compactObjects of the fleet's events; nil
+	// without a codec.
+	lazy *lazySummary
 }
 
 type clusterObjects struct {
@@ -260,28 +307,34 @@ type entry struct {
 }
 
 func newResourceCache(gvr schema.GroupVersionResource, historySize int, codec aggregate.Codec) *resourceCache {
-	return &resourceCache{
+	rc := &resourceCache{
 		resource:    gvr,
 		historySize: historySize,
 		codec:       codec,
 		clusters:    make(map[string]*clusterObjects),
 		positions:   make(map[string]position),
 		evicted:     make(map[string]position),
-		changed:     make(chan struct{}),
 		events:      make(map[string]uint64),
 	}
+	if codec != nil {
+		rc.lazy = newLazySummary(gvr.GroupResource(), codec)
+	}
+	return rc
 }
 
 // apply records a fleet event. The event's type is recomputed from the view, so that the
 // history is always consistent with it. Under a compact fleet, it returns the
 // compactObject that the view keeps for a full object (the last state, for Deleted).
 func (rc *resourceCache) apply(e aggregate.Event) *compactObject {
-	obj, stored := rc.storedForm(e)
-	m, err := meta.Accessor(obj)
-	if err != nil {
-		return nil // the fleet only holds objects with metadata
+	obj, stored, id := rc.storedForm(e)
+	if id == nil {
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return nil // the fleet only holds objects with metadata
+		}
+		id = &identity{namespace: m.GetNamespace(), name: m.GetName(), resourceVersion: m.GetResourceVersion()}
 	}
-	ns, name := m.GetNamespace(), m.GetName()
+	ns, name := id.namespace, id.name
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	co := rc.clusters[e.Cluster]
@@ -325,7 +378,7 @@ func (rc *resourceCache) apply(e aggregate.Event) *compactObject {
 	rc.events[e.Cluster]++
 	rc.appendLocked(entry{
 		cluster: e.Cluster,
-		pos:     rc.positionLocked(e.Cluster, e.InitialList, m.GetResourceVersion()),
+		pos:     rc.positionLocked(e.Cluster, e.InitialList, id.resourceVersion),
 		typ:     typ,
 		obj:     obj,
 		old:     prev,
@@ -370,40 +423,51 @@ func (wc *watchCache) settled(cluster string, gvr schema.GroupVersionResource, p
 	return p
 }
 
+// identity is what the view files an object by.
+type identity struct{ namespace, name, resourceVersion string }
+
 // storedForm returns what the view keeps of the event's object: the object itself,
 // or under a compact fleet, for a full object, its compactObject (stored). The events
 // of the objects that the fleet holds encoded come undecoded (register's EncodedOnly):
-// their summary is read from the encoding. The encoding of a Deleted event's object
-// that comes decoded, which the fleet no longer holds, is made here. obj is nil for an
-// event that the view cannot keep (an encoding that fails to decode, logged).
-func (rc *resourceCache) storedForm(e aggregate.Event) (obj runtime.Object, stored *compactObject) {
+// an Added or Updated one's compactObject reads its summary from the encoding at the
+// first look (lazyCompactObject), and id is then the object's identity as the fleet
+// holds it (nil otherwise: the caller reads it from obj); a Deleted one's summary is
+// read at once. The encoding of a Deleted event's object that comes decoded, which the
+// fleet no longer holds, is made here. obj is nil for an event that the view cannot
+// keep (an encoding that fails to decode, logged).
+func (rc *resourceCache) storedForm(e aggregate.Event) (obj runtime.Object, stored *compactObject, id *identity) {
 	if e.Object == nil && e.Encoded != nil && rc.codec != nil {
+		if h, ok := e.Held(); ok && h.Key().Name != "" {
+			stored = rc.lazy.lazyCompactObject(e.Encoded)
+			k := h.Key()
+			return stored, stored, &identity{namespace: k.Namespace, name: k.Name, resourceVersion: h.ResourceVersion()}
+		}
 		if c, ok := rc.codec.(cborCodec); ok && c.CBORMaps() {
 			if stored, ok = summarizeEncoded(c, rc.resource.GroupResource(), e.Encoded); ok {
-				return stored, stored
+				return stored, stored, nil
 			}
 		}
 		decoded, err := rc.codec.Decode(e.Encoded)
 		if err != nil {
 			klog.ErrorS(err, "Decoding a cached object failed; leaving it out of the server's view", "cluster", e.Cluster, "resource", rc.resource)
-			return nil, nil
+			return nil, nil, nil
 		}
 		e.Object = decoded
 	}
 	u, ok := e.Object.(*unstructured.Unstructured)
 	if rc.codec == nil || !ok {
-		return e.Object, nil
+		return e.Object, nil, nil
 	}
 	data := e.Encoded
 	if data == nil {
 		var err error
 		if data, err = rc.codec.Encode(u); err != nil {
 			klog.ErrorS(err, "Encoding a deleted object failed; keeping it decoded", "resource", rc.resource, "namespace", u.GetNamespace(), "name", u.GetName())
-			return e.Object, nil
+			return e.Object, nil, nil
 		}
 	}
 	stored = newCompactObject(rc.resource.GroupResource(), u, data)
-	return stored, stored
+	return stored, stored, nil
 }
 
 func (rc *resourceCache) observeLocked(obj runtime.Object, namespace string) {
@@ -438,8 +502,24 @@ func (rc *resourceCache) appendLocked(e entry) {
 		rc.ring[rc.head] = e
 		rc.head = (rc.head + 1) % len(rc.ring)
 	}
-	close(rc.changed)
-	rc.changed = make(chan struct{})
+	if ch := rc.changed.Swap(nil); ch != nil {
+		close(*ch)
+	}
+}
+
+// changedLocked returns a channel that is closed at the next change. It is called
+// under the read lock: watches share the channel that the first of them made, and a
+// change, which takes the write lock, closes it.
+func (rc *resourceCache) changedLocked() <-chan struct{} {
+	for {
+		if ch := rc.changed.Load(); ch != nil {
+			return *ch
+		}
+		ch := make(chan struct{})
+		if rc.changed.CompareAndSwap(nil, &ch) {
+			return ch
+		}
+	}
 }
 
 // firstSeqLocked is the sequence number of the oldest change in the history.

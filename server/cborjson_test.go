@@ -298,8 +298,12 @@ func checkSummary(t *testing.T, gr schema.GroupResource, data []byte) bool {
 		return ok
 	}
 	want := newCompactObject(gr, u, data)
-	if !reflect.DeepEqual(*got, *want) || !bytes.Equal(got.data, data) {
-		t.Fatalf("%v: summary from the CBOR %+v\nfrom the decoded object %+v", gr, *got, *want)
+	if !reflect.DeepEqual(*got.s(), *want.s()) || !bytes.Equal(got.data, data) {
+		t.Fatalf("%v: summary from the CBOR %+v\nfrom the decoded object %+v", gr, *got.s(), *want.s())
+	}
+	// Read at the first look, the same summary.
+	if lazy := newLazySummary(gr, persist.Codec{}).lazyCompactObject(data); !reflect.DeepEqual(*lazy.s(), *want.s()) {
+		t.Fatalf("%v: summary read at the first look %+v\nfrom the decoded object %+v", gr, *lazy.s(), *want.s())
 	}
 	return true
 }
@@ -371,7 +375,7 @@ func TestPairLabels(t *testing.T) {
 	for _, t := range []string{"tier", "web", "app", "shop", "zone", "a", "app", "shop-2", "env", "prod"} {
 		sum.labels = append(sum.labels, []byte(t))
 	}
-	co := sum.build(nil)
+	co := withSummary(nil, sum.build())
 	want := map[string]string{"tier": "web", "app": "shop-2", "zone": "a", "env": "prod"}
 	if got := co.GetLabels(); !reflect.DeepEqual(got, want) {
 		t.Errorf("GetLabels() = %v, want %v", got, want)
@@ -431,7 +435,7 @@ func TestCompactObjectTexts(t *testing.T) {
 				wantImages = append(wantImages, string(img))
 			}
 			meta := sum.meta
-			co := sum.build([]byte{0xa0})
+			co := withSummary([]byte{0xa0}, sum.build())
 			for i, got := range []string{co.GetName(), co.GetNamespace(), string(co.GetUID()), co.GetResourceVersion()} {
 				if got != string(meta[i]) {
 					t.Errorf("%s = %q, want %q", summaryKeys[i], got, meta[i])
@@ -462,8 +466,13 @@ func TestCompactObjectTexts(t *testing.T) {
 // TestCompactObjectIsSmall holds the size of the struct that a compact daemon keeps for
 // every object, and checks that it refuses to be modified.
 func TestCompactObjectIsSmall(t *testing.T) {
-	if size := unsafe.Sizeof(compactObject{}); size > 64 {
-		t.Errorf("compactObject takes %d bytes, want at most 64", size)
+	// 32 and 48 bytes (Go's size classes): 16 more than when the summary was in the
+	// compactObject, for reading it at the first look rather than at every event.
+	if size := unsafe.Sizeof(compactObject{}); size > 32 {
+		t.Errorf("compactObject takes %d bytes, want at most 32", size)
+	}
+	if size := unsafe.Sizeof(compactSummary{}); size > 48 {
+		t.Errorf("compactSummary takes %d bytes, want at most 48", size)
 	}
 	co := newCompactObject(schema.GroupResource{Resource: "pods"}, aggregatetest.RealisticPod("shop", "web-1", "42", map[string]string{"app": "web"}), nil)
 	var m metav1.Object = co

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -48,6 +49,15 @@ const keepExpanded = 1 << 20
 // read from the CBOR (summarizeCBOR, of data expanded). ok is false where the caller
 // is to decode the object instead.
 func summarizeEncoded(c cborCodec, gr schema.GroupResource, data []byte) (_ *compactObject, ok bool) {
+	sum, ok := readSummaryEncoded(c, gr, data)
+	if !ok {
+		return nil, false
+	}
+	return withSummary(data, sum), true
+}
+
+// readSummaryEncoded is summarizeEncoded's summary.
+func readSummaryEncoded(c cborCodec, gr schema.GroupResource, data []byte) (_ *compactSummary, ok bool) {
 	bp := expandBuffers.Get().(*[]byte)
 	defer expandBuffers.Put(bp)
 	cbor, err := c.Expand((*bp)[:0], data)
@@ -55,7 +65,7 @@ func summarizeEncoded(c cborCodec, gr schema.GroupResource, data []byte) (_ *com
 		return nil, false
 	}
 	keepScratch(bp, cbor, data)
-	return summarizeCBOR(gr, cbor, data)
+	return readSummaryCBOR(gr, cbor)
 }
 
 // keepScratch keeps in *bp the memory of cbor, which Expand returned for data, for the
@@ -74,22 +84,97 @@ func keepScratch(bp *[]byte, cbor, data []byte) {
 // (meta.Accessor): apiVersion, kind, and the metadata name, namespace, uid,
 // resourceVersion, creationTimestamp and labels, and the images of a pod spec. It is
 // what the search index keeps of the object, so both share it. A daemon keeps one per
-// object, so it is small: its texts are one string, and the struct holds no field that
-// it does not set (a metav1.ObjectMeta took 232 bytes, mostly empty).
+// object, so it is small: its texts are one string, and neither struct holds a field
+// that it does not set (a metav1.ObjectMeta took 232 bytes, mostly empty).
+//
+// The view takes the objects of the fleet's events without their summary
+// (lazyCompactObject): the fleet tells their namespace, name and resourceVersion
+// (aggregate.Held), and the summary is read from the encoding at the first look, which
+// for most objects comes after readiness (the search index is built then), not while a
+// warm start's replay or a cold start's lists hold it back.
 type compactObject struct {
+	// data is the encoding, shared with the fleet; never modified.
+	data []byte
+	// sum is the summary, or until it is read, its resource's pending summary, whose
+	// lazy says how to read it from data; nil for a zero compactObject.
+	sum atomic.Pointer[compactSummary]
+}
+
+// compactSummary is a compactObject's summary.
+type compactSummary struct {
 	// text holds the summary's texts one after the other, in the order of the text*
 	// constants: name, namespace, uid, resourceVersion, apiVersion, kind, then the
 	// labels' keys and values in turn, sorted by key, then the images; then the end of
-	// each text in text, 4 bytes each, little-endian. Empty for a zero compactObject.
+	// each text in text, 4 bytes each, little-endian. Empty for an empty summary.
 	text string
-	// data is the encoding, shared with the fleet; never modified.
-	data []byte
+	// lazy is set on a resource's pending summary only: the summary is still to be read.
+	lazy *lazySummary
 	// createdSec and createdNsec are the creationTimestamp, as time.Unix takes it;
 	// createdNsec is -1 for the zero time (none, or one that does not parse).
 	createdSec  int64
 	createdNsec int32
 	// labels counts the label pairs, images the images, in text.
 	labels, images uint32
+}
+
+// emptySummary is the summary of a zero compactObject, and of an object whose encoding
+// fails to decode.
+var emptySummary = &compactSummary{createdNsec: -1}
+
+// lazySummary reads the summaries of the objects of one resource from their encodings.
+type lazySummary struct {
+	gr    schema.GroupResource
+	codec aggregate.Codec
+	// pending is the summary of the objects not read yet: pending.lazy is this.
+	pending *compactSummary
+}
+
+func newLazySummary(gr schema.GroupResource, codec aggregate.Codec) *lazySummary {
+	l := &lazySummary{gr: gr, codec: codec}
+	l.pending = &compactSummary{lazy: l, createdNsec: -1}
+	return l
+}
+
+// lazyCompactObject returns the compactObject of data, whose summary l reads at the
+// first look.
+func (l *lazySummary) lazyCompactObject(data []byte) *compactObject {
+	co := &compactObject{data: data}
+	co.sum.Store(l.pending)
+	return co
+}
+
+// read returns the summary of data: read from the CBOR (summarizeEncoded), or where it
+// cannot be, from the object decoded. An encoding that fails to decode, which a Codec
+// that holds its contract never makes, is logged and reads as an empty summary.
+func (l *lazySummary) read(data []byte) *compactSummary {
+	if c, ok := l.codec.(cborCodec); ok && c.CBORMaps() {
+		if sum, ok := readSummaryEncoded(c, l.gr, data); ok {
+			return sum
+		}
+	}
+	obj, err := l.codec.Decode(data)
+	u, ok := obj.(*unstructured.Unstructured)
+	if err != nil || !ok {
+		klog.ErrorS(err, "Decoding a cached object failed; its summary reads empty", "resource", l.gr, "type", fmt.Sprintf("%T", obj))
+		return emptySummary
+	}
+	return summaryOf(l.gr, u).build()
+}
+
+// s returns o's summary, reading it first if it has not been.
+func (o *compactObject) s() *compactSummary {
+	p := o.sum.Load()
+	if p == nil {
+		return emptySummary
+	}
+	if p.lazy == nil {
+		return p
+	}
+	sum := p.lazy.read(o.data)
+	if o.sum.CompareAndSwap(p, sum) {
+		return sum
+	}
+	return o.sum.Load()
 }
 
 // The texts of a compactObject's text, in order; the labels follow them, then the
@@ -111,8 +196,8 @@ var (
 	_ search.ImageLister = (*compactObject)(nil)
 )
 
-// at returns the i-th text of o.
-func (o *compactObject) at(i int) string {
+// at returns the i-th text of the summary.
+func (o *compactSummary) at(i int) string {
 	if o.text == "" {
 		return ""
 	}
@@ -127,6 +212,9 @@ func (o *compactObject) at(i int) string {
 	}
 	return o.text[start:end(i)]
 }
+
+// at returns the i-th text of o's summary.
+func (o *compactObject) at(i int) string { return o.s().at(i) }
 
 // DeepCopyObject returns o: it is immutable.
 func (o *compactObject) DeepCopyObject() runtime.Object { return o }
@@ -147,20 +235,22 @@ func (o *compactObject) GetResourceVersion() string { return o.at(textResourceVe
 // GetCreationTimestamp returns the creationTimestamp as unstructured's reads it: the
 // zero time if the object has none, or one that does not parse.
 func (o *compactObject) GetCreationTimestamp() metav1.Time {
-	if o.createdNsec < 0 || o.text == "" {
+	sum := o.s()
+	if sum.createdNsec < 0 || sum.text == "" {
 		return metav1.Time{}
 	}
-	return metav1.Unix(o.createdSec, int64(o.createdNsec))
+	return metav1.Unix(sum.createdSec, int64(sum.createdNsec))
 }
 
 // GetLabels returns the labels as a new map, nil if there are none.
 func (o *compactObject) GetLabels() map[string]string {
-	if o.labels == 0 {
+	sum := o.s()
+	if sum.labels == 0 {
 		return nil
 	}
-	m := make(map[string]string, o.labels)
-	for i := range int(o.labels) {
-		m[o.at(textLabels+2*i)] = o.at(textLabels + 2*i + 1)
+	m := make(map[string]string, sum.labels)
+	for i := range int(sum.labels) {
+		m[sum.at(textLabels+2*i)] = sum.at(textLabels + 2*i + 1)
 	}
 	return m
 }
@@ -200,10 +290,10 @@ func (o *compactObject) immutable() {
 }
 
 // labelSet returns o's labels as labels.Labels, read in place.
-func (o *compactObject) labelSet() pairLabels { return pairLabels{o} }
+func (o *compactObject) labelSet() pairLabels { return pairLabels{o.s()} }
 
 // pairLabels are a compactObject's labels as labels.Labels, read in place.
-type pairLabels struct{ o *compactObject }
+type pairLabels struct{ o *compactSummary }
 
 // Lookup returns the value of key and whether the labels have it.
 func (l pairLabels) Lookup(key string) (string, bool) {
@@ -223,12 +313,13 @@ func (l pairLabels) Get(key string) string {
 
 // ContainerImages returns the images of the object's pod spec.
 func (o *compactObject) ContainerImages() []string {
-	if o.images == 0 {
+	sum := o.s()
+	if sum.images == 0 {
 		return nil
 	}
-	out := make([]string, o.images)
+	out := make([]string, sum.images)
 	for i := range out {
-		out[i] = o.at(textLabels + 2*int(o.labels) + i)
+		out[i] = sum.at(textLabels + 2*int(sum.labels) + i)
 	}
 	return out
 }
@@ -263,6 +354,18 @@ const creationTimestamp = len(summaryKeys) - 1
 // encoding is data. u is not modified, and the summary shares no memory with it (see
 // summary.build).
 func newCompactObject(gr schema.GroupResource, u *unstructured.Unstructured, data []byte) *compactObject {
+	return withSummary(data, summaryOf(gr, u).build())
+}
+
+// withSummary returns the compactObject of data with its summary sum.
+func withSummary(data []byte, sum *compactSummary) *compactObject {
+	co := &compactObject{data: data}
+	co.sum.Store(sum)
+	return co
+}
+
+// summaryOf returns the summary of u, a full object of resource gr.
+func summaryOf(gr schema.GroupResource, u *unstructured.Unstructured) *summary {
 	var sum summary
 	text := func(v any) ([]byte, bool) {
 		s, ok := v.(string)
@@ -284,7 +387,7 @@ func newCompactObject(gr schema.GroupResource, u *unstructured.Unstructured, dat
 	for _, img := range search.Images(gr, u) {
 		sum.images = append(sum.images, []byte(img))
 	}
-	return sum.build(data)
+	return &sum
 }
 
 // summary is what a compactObject's summary holds, read from a decoded object
@@ -302,11 +405,10 @@ type summary struct {
 	images [][]byte
 }
 
-// build returns the compactObject of the summary of an object encoded in data. The
-// summary's texts are copied into one string, so that it does not keep alive, here and
-// there, the pages of the objects or encodings it was read from (which made the RSS of
-// a compact daemon twice its heap).
-func (sum *summary) build(data []byte) *compactObject {
+// build returns the compactSummary of the summary. Its texts are copied into one
+// string, so that it does not keep alive, here and there, the pages of the objects or
+// encodings it was read from (which made the RSS of a compact daemon twice its heap).
+func (sum *summary) build() *compactSummary {
 	sum.labels = sortPairs(sum.labels)
 	texts := make([][]byte, 0, textLabels+len(sum.labels)+len(sum.images))
 	for i := range creationTimestamp {
@@ -319,16 +421,19 @@ func (sum *summary) build(data []byte) *compactObject {
 	for _, t := range texts {
 		size += len(t)
 	}
-	b := make([]byte, 0, size)
+	var b strings.Builder
+	b.Grow(size)
 	for _, t := range texts {
-		b = append(b, t...)
+		b.Write(t)
 	}
 	end := 0
 	for _, t := range texts {
 		end += len(t)
-		b = append(b, byte(end), byte(end>>8), byte(end>>16), byte(end>>24))
+		for shift := 0; shift < 32; shift += 8 {
+			b.WriteByte(byte(end >> shift))
+		}
 	}
-	co := &compactObject{text: string(b), data: data, createdNsec: -1, labels: uint32(len(sum.labels) / 2), images: uint32(len(sum.images))}
+	co := &compactSummary{text: b.String(), createdNsec: -1, labels: uint32(len(sum.labels) / 2), images: uint32(len(sum.images))}
 	if sum.has[creationTimestamp] {
 		// As unstructured's GetCreationTimestamp reads it: the zero time if it does not
 		// parse.
@@ -435,6 +540,15 @@ func (e *encodedServed) appendJSON(b []byte) ([]byte, error) {
 // lengths, no more than maxCBORDepth deep), or if a member that the summary reads is
 // repeated; the caller then decodes the object.
 func summarizeCBOR(gr schema.GroupResource, cbor, data []byte) (_ *compactObject, ok bool) {
+	sum, ok := readSummaryCBOR(gr, cbor)
+	if !ok {
+		return nil, false
+	}
+	return withSummary(data, sum), true
+}
+
+// readSummaryCBOR is summarizeCBOR's summary.
+func readSummaryCBOR(gr schema.GroupResource, cbor []byte) (_ *compactSummary, ok bool) {
 	r := summaryReader{cborCursor{data: cbor}}
 	if len(cbor) > 0 && cbor[0] == formatUnstructuredV1 {
 		r.off = 1
@@ -464,7 +578,7 @@ func summarizeCBOR(gr schema.GroupResource, cbor, data []byte) (_ *compactObject
 	if !ok || r.off != len(cbor) {
 		return nil, false
 	}
-	return sum.build(data), true
+	return sum.build(), true
 }
 
 // containerLists are the lists of containers of a pod spec, in the order in which

@@ -23,15 +23,14 @@ func (s *Server) serveReadyz(w http.ResponseWriter, r *http.Request) {
 	}
 	checks := []check{{name: "fleet"}, {name: "cache"}}
 	withhold := s.authenticates() && principalFrom(r) == nil
-	if !s.src.Ready() {
+	fleetReady := s.src.Ready()
+	if !fleetReady {
 		checks[0].err = "not ready"
 		if !withhold {
 			checks[0].err = s.notReadyReason(r)
 		}
 	}
-	select {
-	case <-s.cache.primed:
-	default:
+	if !s.cacheReady(fleetReady) {
 		checks[1].err = "the server's cache has not caught up with the fleet yet"
 	}
 	ready := checks[0].err == "" && checks[1].err == ""
@@ -144,4 +143,26 @@ const maxNotReadyNames = 10
 // cluster: it does not hold this one's readiness back.
 func placedElsewhere(st aggregate.ClusterStatus) bool {
 	return st.Phase == aggregate.PhaseRemote || st.Phase == aggregate.PhaseMoving
+}
+
+// cacheReady reports whether the watch cache holds what the fleet held when it was first
+// seen ready (Server.caughtUp), fleetReady being whether it is ready now: until then,
+// a list could miss objects that the fleet serves, such as those of a warm start's
+// snapshot that the cache has not been delivered yet.
+func (s *Server) cacheReady(fleetReady bool) bool {
+	select {
+	case <-s.cache.primed:
+	default:
+		return false
+	}
+	ch := s.caughtUp(fleetReady)
+	if ch == nil {
+		return false
+	}
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }

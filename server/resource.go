@@ -44,28 +44,19 @@ func (s *Server) waitPrimed(ctx context.Context) error {
 	return se
 }
 
-// waitIndexed waits until the search index has caught up with the primed watch cache
-// (watchCache.buildIndex), bounded as waitPrimed.
+// waitIndexed waits until the watch cache is primed, bounded as waitPrimed, and then
+// until the search index has caught up with it: it builds the index if the fleet was not
+// ready yet (watchCache.indexWhenReady), or waits for the build in progress.
 func (s *Server) waitIndexed(ctx context.Context) error {
 	if err := s.waitPrimed(ctx); err != nil {
 		return err
 	}
 	select {
 	case <-s.cache.indexed:
-		return nil
 	default:
+		s.cache.buildIndex()
 	}
-	t := time.NewTimer(primeWait)
-	defer t.Stop()
-	select {
-	case <-s.cache.indexed:
-		return nil
-	case <-ctx.Done():
-	case <-t.C:
-	}
-	se := apierrors.NewServiceUnavailable("the server's search index is initializing")
-	se.ErrStatus.Details = &metav1.StatusDetails{RetryAfterSeconds: 1}
-	return se
+	return nil
 }
 
 // serveResource serves a collection or an object of a cached resource: get, list or

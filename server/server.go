@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -337,7 +338,9 @@ type Server struct {
 	// clusterFeed numbers the changes of the clusters' statuses.
 	clusterFeed *clusterFeed
 	// reg is the watch cache's registration with the fleet.
-	reg       *aggregate.Registration
+	reg *aggregate.Registration
+	// catchUp is the channel of caughtUp, once the source was first seen ready.
+	catchUp   atomic.Pointer[<-chan struct{}]
 	hosts     *hostFilter
 	tokens    *tokenFile     // nil without a token file
 	delegated *delegatedAuth // nil without delegated authentication
@@ -422,6 +425,7 @@ func New(src Source, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("server.New: register with the fleet: %w", err)
 	}
 	s.reg = reg
+	go s.cache.indexWhenReady(reg.HasSyncedChecker().Done(), func() <-chan struct{} { return s.caughtUp(s.src.Ready()) }, s.stopping)
 	// The limits come after authentication, as in kube-apiserver: a request refused for
 	// its host or its credentials takes no place, and a watch is counted against its
 	// client. The web page and its assets come before authentication: they hold no data.
@@ -525,6 +529,25 @@ func (w logWriter) Write(p []byte) (int, error) {
 }
 
 // stop ends the watches.
+// caughtUp returns nil until the source is first seen ready (ready is whether it is
+// now), and from then on a channel closed once the watch cache has been delivered every
+// event the fleet had queued for it then: the server's view holds what the ready fleet
+// held. The view primes (primed) whenever it catches up with the fleet, also at the
+// start of a warm start's load, with nothing loaded yet.
+func (s *Server) caughtUp(ready bool) <-chan struct{} {
+	if p := s.catchUp.Load(); p != nil {
+		return *p
+	}
+	if !ready {
+		return nil
+	}
+	ch := s.reg.CaughtUp()
+	if s.catchUp.CompareAndSwap(nil, &ch) {
+		return ch
+	}
+	return *s.catchUp.Load()
+}
+
 func (s *Server) stop() { s.stopOnce.Do(func() { close(s.stopping) }) }
 
 // requestInfo describes a request for metrics; the handlers fill it in.

@@ -162,7 +162,7 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, res *apiReso
 		rc.mu.RLock()
 		var lost bool
 		buf, lost = ws.readLocked(rc, buf[:0])
-		changed := rc.changed
+		changed := rc.changedLocked()
 		rc.mu.RUnlock()
 		ws.deadline()
 		if lost {
