@@ -152,6 +152,24 @@ func (c *Cluster) UID(ctx context.Context) (types.UID, error) {
 // APIServerRunning reports whether the apiserver process is running (it may be paused).
 func (c *Cluster) APIServerRunning() bool { return c.apiserver.running() }
 
+// PIDs returns the process ids of the cluster's etcd and apiservers that run, for a
+// benchmark that reads what they spend (/proc/PID/stat).
+func (c *Cluster) PIDs() []int {
+	c.mu.Lock()
+	procs := []*process{c.etcd, c.apiserver}
+	for _, a := range c.extra {
+		procs = append(procs, a.proc)
+	}
+	c.mu.Unlock()
+	var pids []int
+	for _, p := range procs {
+		if pid := p.pid(); pid != 0 {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
 // APIServerLog is the path of the apiserver's log file.
 func (c *Cluster) APIServerLog() string { return c.apiserver.logPath }
 

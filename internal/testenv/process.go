@@ -67,6 +67,21 @@ func (p *process) start() error {
 	return nil
 }
 
+// pid returns the process's id, 0 when it is not running.
+func (p *process) pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	select {
+	case <-p.done:
+		return 0
+	default:
+		return p.cmd.Process.Pid
+	}
+}
+
 // running reports whether the process has been started and has not exited.
 func (p *process) running() bool {
 	p.mu.Lock()

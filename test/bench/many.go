@@ -135,6 +135,7 @@ func (d *driver) manyRow(ctx context.Context, n int, home *shardHome) (manyResul
 	}
 	name := func(s string) string { return fmt.Sprintf("many%d-%s", n, s) }
 	var err error
+	settle(ctx, d.env)
 	r.Typed, r.TypedList, err = d.contend(ctx, name("clientgo-typed"), modeSync, false, "--impl", implClientGoTyped,
 		"--resources", "pods", "--kubeconfig", kubeconfig, "--give-up", manyRowTimeout.String())
 	if err != nil {
@@ -150,6 +151,7 @@ func (d *driver) manyRow(ctx context.Context, n int, home *shardHome) (manyResul
 	// longer holds back readiness, is beyond the row's.
 	so := serveOptions{kubeconfig: kubeconfig, resources: "pods", snapshotPath: snapshot,
 		args: []string{"--sync-timeout", (2 * manyRowTimeout).String()}, timeout: manyRowTimeout, giveUp: true, idle: true}
+	settle(ctx, d.env)
 	if r.Cold, r.ColdList, err = d.serveContend(ctx, name("serve-cold"), so); err != nil {
 		return r, err
 	}
@@ -160,6 +162,7 @@ func (d *driver) manyRow(ctx context.Context, n int, home *shardHome) (manyResul
 	if st, err := os.Stat(snapshot); err == nil {
 		r.SnapshotBytes = st.Size()
 	}
+	settle(ctx, d.env)
 	if r.Warm, r.WarmList, err = d.serveContend(ctx, name("serve-warm"), so); err != nil {
 		return r, err
 	}
@@ -226,3 +229,45 @@ func setClusterPods(ctx context.Context, c *testenv.Cluster, pods int) error {
 }
 
 func manyPodName(i int) string { return "pod-" + strconv.Itoa(i) }
+
+// Bounds of settle.
+const (
+	settleWindow = 500 * time.Millisecond
+	// settleIdle is the CPU time that the apiservers and etcds of an env may spend in a
+	// window and be idle: their Lease renewals and the like.
+	settleIdle = 25 * time.Millisecond
+	settleMax  = 15 * time.Second
+)
+
+// settle waits until the etcds and apiservers of env have been idle for a window, at
+// most settleMax (logged), so that a contender does not share the machine with their
+// work for the one before it: the ending of its thousands of watches, the writes of the
+// row's pods. Every contender of a row waits so, the first as the others.
+func settle(ctx context.Context, env *testenv.Env) {
+	var pids []int
+	for _, c := range env.Clusters {
+		pids = append(pids, c.PIDs()...)
+	}
+	cpu := func() float64 {
+		var sum float64
+		for _, pid := range pids {
+			sum += procCPU(pid)
+		}
+		return sum
+	}
+	start := time.Now()
+	last := cpu()
+	for time.Since(start) < settleMax {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(settleWindow):
+		}
+		now := cpu()
+		if now-last <= settleIdle.Seconds() {
+			return
+		}
+		last = now
+	}
+	log.Printf("many: the apiservers were still busy after %v", settleMax)
+}

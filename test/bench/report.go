@@ -1078,7 +1078,7 @@ func (rep *report) manyMarkdown() string {
 	p("\n%s\n\n", manyHeading)
 	p("Issue #38: what each cluster costs when there are thousands. One run per row, on %d apiservers of their own, each holding min(%d, %d / contexts) small pods in namespace `%s` (%.0f B of JSON as served, %.0f B without managedFields); ",
 		manyClusters, manyPodsMax, manyMaxObjects, manyNamespace, rep.ManyPod.Served, podBytes)
-	p("one kubeconfig of the row's contexts spread round-robin over them, each context a cluster of its own to both contenders, which run one after the other. ")
+	p("one kubeconfig of the row's contexts spread round-robin over them, each context a cluster of its own to both contenders, which run one after the other, each once the apiservers have been idle for half a second. ")
 	p("*Typed*: client-go typed informers with the managedFields transform, one factory per context, pods only. ")
 	p("*fleetwatch*: the real daemon, `fleetwatch serve`, in its default configuration but `--resources pods`, a snapshot file and `--sync-timeout %v` (so that ready means every context synced): cold from a removed snapshot, then warm from the file the cold run left. ", 2*manyRowTimeout)
 	p("Synced is process start → every informer and handler synced (typed), `/readyz` 200 and the watch cache holding every object (fleetwatch); RSS is after GC, the peak in parentheses, measured once idle: the typed informers at once, fleetwatch once its snapshot has committed what the sync listed and its goroutines held steady for a second (its clusters' identity reads and first probes wait for the fleet to be ready), which took it the seconds of the raw table's *idle after* column. ")
