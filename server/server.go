@@ -528,7 +528,6 @@ func (w logWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// stop ends the watches.
 // caughtUp returns nil until the source is first seen ready (ready is whether it is
 // now), and from then on a channel closed once the watch cache has been delivered every
 // event the fleet had queued for it then: the server's view holds what the ready fleet
@@ -548,6 +547,7 @@ func (s *Server) caughtUp(ready bool) <-chan struct{} {
 	return *s.catchUp.Load()
 }
 
+// stop ends the watches.
 func (s *Server) stop() { s.stopOnce.Do(func() { close(s.stopping) }) }
 
 // requestInfo describes a request for metrics; the handlers fill it in.
