@@ -326,13 +326,13 @@ func newResourceCache(gvr schema.GroupVersionResource, historySize int, codec ag
 // history is always consistent with it. Under a compact fleet, it returns the
 // compactObject that the view keeps for a full object (the last state, for Deleted).
 func (rc *resourceCache) apply(e aggregate.Event) *compactObject {
-	obj, stored, id := rc.storedForm(e)
-	if id == nil {
+	obj, stored, id, held := rc.storedForm(e)
+	if !held {
 		m, err := meta.Accessor(obj)
 		if err != nil {
 			return nil // the fleet only holds objects with metadata
 		}
-		id = &identity{namespace: m.GetNamespace(), name: m.GetName(), resourceVersion: m.GetResourceVersion()}
+		id = identity{namespace: m.GetNamespace(), name: m.GetName(), resourceVersion: m.GetResourceVersion()}
 	}
 	ns, name := id.namespace, id.name
 	rc.mu.Lock()
@@ -431,43 +431,43 @@ type identity struct{ namespace, name, resourceVersion string }
 // of the objects that the fleet holds encoded come undecoded (register's EncodedOnly):
 // an Added or Updated one's compactObject reads its summary from the encoding at the
 // first look (lazyCompactObject), and id is then the object's identity as the fleet
-// holds it (nil otherwise: the caller reads it from obj); a Deleted one's summary is
+// holds it (held; otherwise the caller reads it from obj); a Deleted one's summary is
 // read at once. The encoding of a Deleted event's object that comes decoded, which the
 // fleet no longer holds, is made here. obj is nil for an event that the view cannot
 // keep (an encoding that fails to decode, logged).
-func (rc *resourceCache) storedForm(e aggregate.Event) (obj runtime.Object, stored *compactObject, id *identity) {
+func (rc *resourceCache) storedForm(e aggregate.Event) (obj runtime.Object, stored *compactObject, id identity, held bool) {
 	if e.Object == nil && e.Encoded != nil && rc.codec != nil {
 		if h, ok := e.Held(); ok && h.Key().Name != "" {
 			stored = rc.lazy.lazyCompactObject(e.Encoded)
 			k := h.Key()
-			return stored, stored, &identity{namespace: k.Namespace, name: k.Name, resourceVersion: h.ResourceVersion()}
+			return stored, stored, identity{namespace: k.Namespace, name: k.Name, resourceVersion: h.ResourceVersion()}, true
 		}
 		if c, ok := rc.codec.(cborCodec); ok && c.CBORMaps() {
 			if stored, ok = summarizeEncoded(c, rc.resource.GroupResource(), e.Encoded); ok {
-				return stored, stored, nil
+				return stored, stored, identity{}, false
 			}
 		}
 		decoded, err := rc.codec.Decode(e.Encoded)
 		if err != nil {
 			klog.ErrorS(err, "Decoding a cached object failed; leaving it out of the server's view", "cluster", e.Cluster, "resource", rc.resource)
-			return nil, nil, nil
+			return nil, nil, identity{}, false
 		}
 		e.Object = decoded
 	}
 	u, ok := e.Object.(*unstructured.Unstructured)
 	if rc.codec == nil || !ok {
-		return e.Object, nil, nil
+		return e.Object, nil, identity{}, false
 	}
 	data := e.Encoded
 	if data == nil {
 		var err error
 		if data, err = rc.codec.Encode(u); err != nil {
 			klog.ErrorS(err, "Encoding a deleted object failed; keeping it decoded", "resource", rc.resource, "namespace", u.GetNamespace(), "name", u.GetName())
-			return e.Object, nil, nil
+			return e.Object, nil, identity{}, false
 		}
 	}
 	stored = newCompactObject(rc.resource.GroupResource(), u, data)
-	return stored, stored, nil
+	return stored, stored, identity{}, false
 }
 
 func (rc *resourceCache) observeLocked(obj runtime.Object, namespace string) {

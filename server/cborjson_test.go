@@ -281,6 +281,16 @@ func summaryTestObjects(t testing.TB) map[string][]byte {
 // a pod spec at each of its depths, and without.
 var summaryResources = []schema.GroupResource{{Resource: "pods"}, {Group: "apps", Resource: "deployments"}, {Group: "batch", Resource: "cronjobs"}, {Resource: "configmaps"}}
 
+// summarizeCBOR returns the compactObject of data, whose CBOR is cbor, with the summary
+// that readSummaryCBOR reads.
+func summarizeCBOR(gr schema.GroupResource, cbor, data []byte) (_ *compactObject, ok bool) {
+	sum, ok := readSummaryCBOR(gr, cbor)
+	if !ok {
+		return nil, false
+	}
+	return withSummary(data, sum), true
+}
+
 // checkSummary fails t if summarizeCBOR reads from data a summary other than the one
 // newCompactObject makes of the decoded object; it returns whether summarizeCBOR read
 // one.

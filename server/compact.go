@@ -31,7 +31,7 @@ import (
 // objects are small and kept decoded, as under a plain fleet.
 
 // cborCodec is implemented by Codecs whose encodings of unstructured objects are CBOR
-// maps that appendServedCBOR and summarizeCBOR read (persist.Codec), once expanded:
+// maps that appendServedCBOR and readSummaryCBOR read (persist.Codec), once expanded:
 // Expand returns data itself, or the CBOR that a compressed encoding holds, in dst's
 // memory where it has room.
 type cborCodec interface {
@@ -46,7 +46,7 @@ var expandBuffers = sync.Pool{New: func() any { return new([]byte) }}
 const keepExpanded = 1 << 20
 
 // summarizeEncoded returns the compactObject of data, an encoding of c, its summary
-// read from the CBOR (summarizeCBOR, of data expanded). ok is false where the caller
+// read from the CBOR (readSummaryCBOR, of data expanded). ok is false where the caller
 // is to decode the object instead.
 func summarizeEncoded(c cborCodec, gr schema.GroupResource, data []byte) (_ *compactObject, ok bool) {
 	sum, ok := readSummaryEncoded(c, gr, data)
@@ -391,7 +391,7 @@ func summaryOf(gr schema.GroupResource, u *unstructured.Unstructured) *summary {
 }
 
 // summary is what a compactObject's summary holds, read from a decoded object
-// (newCompactObject) or from the encoding (summarizeCBOR, whose texts are the
+// (newCompactObject) or from the encoding (readSummaryCBOR, whose texts are the
 // encoding's bytes).
 type summary struct {
 	apiVersion, kind []byte
@@ -532,22 +532,12 @@ func (e *encodedServed) appendJSON(b []byte) ([]byte, error) {
 	return appendItem(b, served(e.res, object{cluster: e.target.cluster, obj: obj}, e.target.rv))
 }
 
-// summarizeCBOR returns the compactObject of the object of gr encoded in data, whose
-// CBOR is cbor (data itself, or data expanded), its summary read from the CBOR without
-// decoding the object, as newCompactObject would make it from the decoded object. It
-// keeps data, and nothing of cbor. ok is false if data is not a CBOR map of the form
-// that persist.Codec writes for an unstructured object (with string keys, definite
-// lengths, no more than maxCBORDepth deep), or if a member that the summary reads is
-// repeated; the caller then decodes the object.
-func summarizeCBOR(gr schema.GroupResource, cbor, data []byte) (_ *compactObject, ok bool) {
-	sum, ok := readSummaryCBOR(gr, cbor)
-	if !ok {
-		return nil, false
-	}
-	return withSummary(data, sum), true
-}
-
-// readSummaryCBOR is summarizeCBOR's summary.
+// readSummaryCBOR returns the summary of the object of gr whose CBOR is cbor (an
+// encoding itself, or one expanded), read without decoding the object, as summaryOf
+// makes it of the decoded object; it keeps nothing of cbor. ok is false if cbor is not
+// a CBOR map of the form that persist.Codec writes for an unstructured object (with
+// string keys, definite lengths, no more than maxCBORDepth deep), or if a member that
+// the summary reads is repeated; the caller then decodes the object.
 func readSummaryCBOR(gr schema.GroupResource, cbor []byte) (_ *compactSummary, ok bool) {
 	r := summaryReader{cborCursor{data: cbor}}
 	if len(cbor) > 0 && cbor[0] == formatUnstructuredV1 {
@@ -591,7 +581,7 @@ type summaryReader struct{ cborCursor }
 
 // entries reads a map at depth depth, calling f with the key of each entry, which reads
 // or skips its value and reports whether the map is still in the form that
-// summarizeCBOR reads. Anything but a map is skipped.
+// readSummaryCBOR reads. Anything but a map is skipped.
 func (r *summaryReader) entries(depth int, f func(key []byte) bool) bool {
 	if !r.nextIs(cborMap) {
 		return r.skip(depth)
