@@ -327,10 +327,13 @@ func (l *loop) streamingList(ctx context.Context) (eventStream, bool, error) {
 
 // retryStreamingList reports whether a streaming list that failed with err is tried
 // again, after a backoff if the server refused it (connection refused, 429), or at once
-// from etcd if its resourceVersion is unavailable.
+// from etcd if its resourceVersion is unavailable. A refusal is reported to onError,
+// as a failed list is: the Set's status shows it, and tells by it that a cluster whose
+// apiserver is down cannot sync for now (Set.unreachable).
 func (l *loop) retryStreamingList(ctx context.Context, err error) bool {
 	if isWatchErrorRetriable(err) {
 		klog.FromContext(ctx).V(2).Info("watch-list failed - backing off", "err", err)
+		l.onError(ctx, err)
 		return l.sleep(ctx, l.delay())
 	}
 	if isExpiredError(err) || isTooLargeResourceVersionError(err) {

@@ -237,6 +237,9 @@ type Set struct {
 	discovery       *discovery.DiscoveryClient
 	mapper          *sharedMapper
 	docs            [len(discoveryPaths)]*discoveryDoc
+	// reconciled is set once reconcile has run: the first run resolves the names of
+	// builtinKinds without discovery (builtinOnly).
+	reconciled bool
 
 	// grant is the InitialSyncLimiter's grant while the initial sync holds it.
 	grant atomic.Pointer[Grant]
@@ -348,7 +351,7 @@ func (s *Set) Launch(ctx context.Context, done func(error)) {
 		} else {
 			close(s.listing)
 			s.reconcile(ctx)
-			go s.waitInitialSync(ctx)
+			go s.waitInitialSync(ctx, false)
 		}
 		s.loop.start(ctx, s, done)
 	}()
@@ -499,11 +502,9 @@ func (s *Set) initialSyncHolding(ctx context.Context, g Grant) {
 	}()
 	close(s.listing)
 	s.reconcile(ctx)
-	// A cluster that does not answer discovery gives its slot back at once, so that
-	// unreachable clusters never hold back the others; it syncs when it answers.
-	if !s.unreachable() {
-		s.waitInitialSync(ctx)
-	}
+	// A cluster that does not answer gives its slot back at once, so that unreachable
+	// clusters never hold back the others; it syncs when it answers.
+	s.waitInitialSync(ctx, true)
 }
 
 // stopAware ends the requests it sends once stopped is closed.
@@ -554,13 +555,17 @@ func (s *Set) listed(n int) {
 // with an InitialSyncLimiter, once Start has its slot. SyncTimeout counts from then.
 func (s *Set) Listing() <-chan struct{} { return s.listing }
 
-// waitInitialSync waits until every resolved resource has synced, or SyncTimeout.
-func (s *Set) waitInitialSync(ctx context.Context) {
+// waitInitialSync waits until every resolved resource has synced, or SyncTimeout; with
+// giveUp, also until the cluster is found unreachable.
+func (s *Set) waitInitialSync(ctx context.Context, giveUp bool) {
 	timeout := s.opts.Clock.NewTimer(s.opts.SyncTimeout)
 	defer timeout.Stop()
 	poll := s.opts.Clock.NewTicker(50 * time.Millisecond)
 	defer poll.Stop()
 	for !s.initialSyncDone() {
+		if giveUp && s.unreachable() {
+			return
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -572,16 +577,37 @@ func (s *Set) waitInitialSync(ctx context.Context) {
 	}
 }
 
-// unreachable reports whether discovery failed for every resource: none is resolved.
+// unreachable reports whether the cluster cannot sync any resource for now: discovery
+// failed for every resource not resolved yet, and the list of every resource resolved
+// without it (builtinKinds) failed as discovery would have: unanswered, or refused
+// (refusedOrUnanswered). A list that fails otherwise (an overloaded server's 429 or
+// 5xx, a timeout) is retried within the cluster's turn, so that the retries of large
+// lists do not add to those of other clusters.
 func (s *Set) unreachable() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, st := range s.status {
-		if st.State != StatePending || st.LastError == nil {
+		switch {
+		case st.LastError == nil:
+			return false
+		case st.State == StatePending:
+		case st.State == StateSyncing && refusedOrUnanswered(st.LastError):
+		default:
 			return false
 		}
 	}
 	return len(s.status) > 0
+}
+
+// refusedOrUnanswered reports whether err is the failure of a request that the server
+// did not answer (any error but an API status: a refused or broken connection, a bad
+// certificate), or refused as unauthenticated or forbidden.
+func refusedOrUnanswered(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return true
+	}
+	return apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err)
 }
 
 // initialSyncDone reports whether no resource is Pending or Syncing.
@@ -690,8 +716,9 @@ func (s *Set) options() Options {
 	return opts
 }
 
-// reconcile resolves every configured resource through discovery and starts, stops or
-// restarts its informers to match.
+// reconcile resolves every configured resource through discovery (but the first run,
+// for the names of builtinKinds alone) and starts, stops or restarts its informers to
+// match.
 func (s *Set) reconcile(ctx context.Context) {
 	opts := s.options()
 	configured := map[string]bool{}
@@ -719,10 +746,15 @@ func (s *Set) reconcile(ctx context.Context) {
 	for i, r := range opts.Resources {
 		names[i] = r.Name
 	}
-	mapper, err := s.discover(ctx, names)
-	if err != nil {
-		s.discoveryFailed(opts.Resources, err)
-		return
+	first := !s.reconciled
+	s.reconciled = true
+	var mapper meta.RESTMapper = builtinMapper
+	if !first || !builtinOnly(names) {
+		var err error
+		if mapper, err = s.discover(ctx, names); err != nil {
+			s.discoveryFailed(opts.Resources, err)
+			return
+		}
 	}
 	// Resolve every name first, so that a name that became a duplicate stops before the
 	// name it duplicates starts.
