@@ -28,7 +28,8 @@ func manyReport() *report {
 	}
 	rep.Many = []manyResult{
 		{Contexts: 10, PodsPerAPIServer: 20, Objects: 200, Typed: res(1, 40, 100), Cold: res(2, 20, 150), Warm: res(0.5, 20, 140),
-			TypedList: listCounters{Objects: 200}, ColdList: listCounters{Objects: 200, Others: 40}, WarmList: listCounters{Others: 41}},
+			TypedList: listCounters{Objects: 200}, ColdList: listCounters{Objects: 200, Others: 40}, WarmList: listCounters{Others: 41},
+			TypedRuns: []float64{1.2, 1, 0.9}, ColdRuns: []float64{2, 2.5, 1.5}, WarmRuns: []float64{0.5, 0.4, 0.7}},
 		{Contexts: 10000, PodsPerAPIServer: 3, Objects: 30000, Typed: res(100, 3000, 40000),
 			Cold:      &Result{Total: 12000, NotSyncedSec: 900.2, RSSAfterGC: 500 << 20, PeakRSS: 600 << 20, Goroutines: 10000},
 			TypedList: listCounters{Objects: 30000}, ColdList: listCounters{Objects: 12000, Others: 30000}},
@@ -46,6 +47,8 @@ func TestMarkdownMany(t *testing.T) {
 		"| 10 | 20 | 200 | 1.00 / 40 (80) | 2.00 / 20 (40) | 0.50 / 20 (40) | 2.00, 0.50 | 0.25 | 15.0, 10.0 | 2028, 4076 | —, — | 4.0, 4.1, 0.0 | 0 |",
 		"| 10000 | 3 | 30000 | 100.00 / 3000 (6000) | not synced in 900 s (12000 objects) / 500 (600) | — | —, — | — | 1.0, 4.0 | 48, 304 | 46, 300 | 3.0, —, 0.0 | — |",
 		"| 10000 | fleetwatch serve, cold | not synced in 900 s | 12000 |",
+		"| 10 | typed informers | 1.00 (runs: 1.20, 1.00, 0.90) | 200 |",
+		"| 10 | fleetwatch serve, warm | 0.50 (runs: 0.50, 0.40, 0.70) | 200 |",
 		"| 10000 | fleetwatch serve, warm | skipped: the cold run did not sync |",
 	} {
 		if !strings.Contains(md, want) {
@@ -57,6 +60,35 @@ func TestMarkdownMany(t *testing.T) {
 	}
 	if only := manyReport().manyOnlyMarkdown(); !strings.Contains(only, "(--many-only)") || !strings.Contains(only, "| 10 | 20 | 200 |") {
 		t.Errorf("--many-only report:\n%s", only)
+	}
+}
+
+// TestMedianRun: the run of median synced time is the row's, a run that did not sync
+// counting for the time it waited.
+func TestMedianRun(t *testing.T) {
+	run := func(synced, notSynced float64) manyRun {
+		return manyRun{res: &Result{SyncedSec: synced, NotSyncedSec: notSynced}, list: listCounters{Objects: synced}}
+	}
+	for _, tc := range []struct {
+		runs       []manyRun
+		want       float64
+		wantRuns   []float64
+		wantListed float64
+	}{
+		{nil, -1, nil, 0},
+		{[]manyRun{run(2, 0)}, 2, nil, 2},
+		{[]manyRun{run(3, 0), run(1, 0), run(2, 0)}, 2, []float64{3, 1, 2}, 2},
+		{[]manyRun{run(3, 0), run(1, 0)}, 3, []float64{3, 1}, 3},
+		{[]manyRun{run(0, 900), run(1, 0), run(2, 0)}, 2, []float64{900, 1, 2}, 2},
+	} {
+		res, list, runs := medianRun(tc.runs)
+		got := -1.0
+		if res != nil {
+			got = res.SyncedSec
+		}
+		if got != tc.want || list.Objects != tc.wantListed || fmt.Sprint(runs) != fmt.Sprint(tc.wantRuns) {
+			t.Errorf("medianRun(%d runs) = %v, %v, %v; want %v, %v, %v", len(tc.runs), got, list.Objects, runs, tc.want, tc.wantListed, tc.wantRuns)
+		}
 	}
 }
 

@@ -1076,9 +1076,10 @@ func (rep *report) manyMarkdown() string {
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	podBytes := rep.ManyPod.Cached
 	p("\n%s\n\n", manyHeading)
-	p("Issue #38: what each cluster costs when there are thousands. One run per row, on %d apiservers of their own, each holding min(%d, %d / contexts) small pods in namespace `%s` (%.0f B of JSON as served, %.0f B without managedFields); ",
+	p("Issue #38: what each cluster costs when there are thousands. On %d apiservers of their own, each holding min(%d, %d / contexts) small pods in namespace `%s` (%.0f B of JSON as served, %.0f B without managedFields); ",
 		manyClusters, manyPodsMax, manyMaxObjects, manyNamespace, rep.ManyPod.Served, podBytes)
 	p("one kubeconfig of the row's contexts spread round-robin over them, each context a cluster of its own to both contenders, which run one after the other, each once the apiservers have been idle for half a second. ")
+	p("In rows of at most %d contexts, which last seconds or less, as short as the host's hiccups, the contenders run %d times, interleaved (typed, cold, warm, typed...), and the row reports each contender's run of median synced time (the raw table lists every run's); larger rows run once. ", manyRepeatMaxContexts, manyRepeatRuns)
 	p("*Typed*: client-go typed informers with the managedFields transform, one factory per context, pods only. ")
 	p("*fleetwatch*: the real daemon, `fleetwatch serve`, in its default configuration but `--resources pods`, a snapshot file and `--sync-timeout %v` (so that ready means every context synced): cold from a removed snapshot, then warm from the file the cold run left. ", 2*manyRowTimeout)
 	p("Synced is process start → every informer and handler synced (typed), `/readyz` 200 and the watch cache holding every object (fleetwatch); RSS is after GC, the peak in parentheses, measured once idle: the typed informers at once, fleetwatch once its snapshot has committed what the sync listed and its goroutines held steady for a second (its clusters' identity reads and first probes wait for the fleet to be ready), which took it the seconds of the raw table's *idle after* column. ")
@@ -1129,14 +1130,15 @@ func (rep *report) manyMarkdown() string {
 			marginal(r.Cold, first.Cold), marginal(r.Typed, first.Typed),
 			requests(r.Cold, r.ColdList), requests(r.Warm, r.WarmList), requests(r.Typed, r.TypedList), resent)
 	}
-	p("\nRaw measurements of the rows: time from process start to synced, cached objects, CPU time up to sync, how long after synced it was idle, heap and RSS after GC once idle, peak RSS, goroutines, and the apiservers' figures during the process's life: requests beyond lists and watches, LIST requests, objects handed out as lists or initial events.\n\n")
+	p("\nRaw measurements of the rows (of the run of median synced time, where a contender ran more than once): time from process start to synced, cached objects, CPU time up to sync, how long after synced it was idle, heap and RSS after GC once idle, peak RSS, goroutines, and the apiservers' figures during the process's life: requests beyond lists and watches, LIST requests, objects handed out as lists or initial events.\n\n")
 	p("| contexts | contender | synced (s) | objects | CPU to sync (s) | idle after (s) | heap (MiB) | RSS (MiB) | peak RSS (MiB) | goroutines | requests beyond lists and watches | LIST requests | objects listed |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rep.Many {
 		for _, c := range []struct {
 			name string
 			res  *Result
 			list listCounters
-		}{{"typed informers", r.Typed, r.TypedList}, {"fleetwatch serve, cold", r.Cold, r.ColdList}, {"fleetwatch serve, warm", r.Warm, r.WarmList}} {
+			runs []float64
+		}{{"typed informers", r.Typed, r.TypedList, r.TypedRuns}, {"fleetwatch serve, cold", r.Cold, r.ColdList, r.ColdRuns}, {"fleetwatch serve, warm", r.Warm, r.WarmList, r.WarmRuns}} {
 			x := c.res
 			if x == nil {
 				p("| %d | %s | skipped: the cold run did not sync | | | | | | | | | | |\n", r.Contexts, c.name)
@@ -1145,6 +1147,13 @@ func (rep *report) manyMarkdown() string {
 			synced := fmt.Sprintf("%.2f", x.SyncedSec)
 			if x.NotSyncedSec > 0 {
 				synced = fmt.Sprintf("not synced in %.0f s", x.NotSyncedSec)
+			}
+			if len(c.runs) > 1 {
+				runs := make([]string, len(c.runs))
+				for i, sec := range c.runs {
+					runs[i] = fmt.Sprintf("%.2f", sec)
+				}
+				synced += fmt.Sprintf(" (runs: %s)", strings.Join(runs, ", "))
 			}
 			p("| %d | %s | %s | %d | %.2f | %.1f | %.0f | %.0f | %.0f | %d | %.0f | %.0f | %.0f |\n", r.Contexts, c.name, synced, x.Total, x.CPUSyncSec, x.IdleSec,
 				float64(x.HeapAfterGC)/(1<<20), float64(x.RSSAfterGC)/(1<<20), float64(x.PeakRSS)/(1<<20), x.Goroutines,
