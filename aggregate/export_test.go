@@ -89,3 +89,6 @@ func DecodeAhead(r *Registration) (claimed, busyHelpers int) {
 
 // AheadTaken returns the events taken to decode ahead of f's handlers.
 func AheadTaken(f *Fleet) int { return int(f.aheadTaken.Load()) }
+
+// LabelsKept reports whether ix keeps its label index: once a read needed it.
+func LabelsKept(ix *Indexer) bool { return ix.labelsKept.Load() }

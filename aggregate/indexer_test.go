@@ -203,6 +203,15 @@ func TestIndexerSelectNarrowsByLabel(t *testing.T) {
 	}
 	ix := f.Indexer(aggregatetest.Pods)
 	lister := f.Lister(aggregatetest.Pods)
+	// The first read by label builds the label index, which reads every object's labels
+	// once; the writes before it kept none (TestLabelIndexBuiltAtTheFirstLabelRead).
+	calls.Store(0)
+	if n := len(ix.Select(labels.SelectorFromSet(labels.Set{"app": "none"}))); n != 0 {
+		t.Fatalf("got %d objects with app=none", n)
+	}
+	if got := calls.Load(); !aggregate.Compact(f) && got != 1000 {
+		t.Errorf("building the label index examined %d objects, want 1000", got)
+	}
 	tests := []struct {
 		name      string
 		list      func() int

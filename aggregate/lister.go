@@ -58,6 +58,7 @@ var (
 )
 
 func (l *clusterLister) List(selector labels.Selector) ([]runtime.Object, error) {
+	l.ix.ensureLabelsFor(selector)
 	l.ix.lock.RLock()
 	objs := l.ix.selectLocked(l.cluster, "", selector)
 	l.ix.lock.RUnlock()
@@ -86,6 +87,7 @@ type namespaceLister struct {
 }
 
 func (l *namespaceLister) List(selector labels.Selector) ([]runtime.Object, error) {
+	l.ix.ensureLabelsFor(selector)
 	l.ix.lock.RLock()
 	objs := l.ix.selectLocked(l.cluster, l.namespace, selector)
 	l.ix.lock.RUnlock()

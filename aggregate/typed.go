@@ -103,7 +103,9 @@ func (l *TypedLister[T]) List(selector labels.Selector) ([]Item[T], error) {
 	}
 	var objs []runtime.Object
 	var clusters []string
+	l.ix.ensureLabelsFor(selector)
 	l.ix.lock.RLock()
+	q.labelsKept = l.ix.labelsKept.Load()
 	for c, ci := range l.ix.clusters {
 		n := len(objs)
 		objs = q.appendMatches(objs, ci)
@@ -196,6 +198,7 @@ func (n *TypedNamespaceLister[T]) Get(name string) (*T, error) {
 // list converts the objects of cluster in namespace (every namespace if empty) whose
 // labels match selector.
 func (l *TypedLister[T]) list(cluster, namespace string, selector labels.Selector) ([]*T, error) {
+	l.ix.ensureLabelsFor(selector)
 	l.ix.lock.RLock()
 	objs := l.ix.selectLocked(cluster, namespace, selector)
 	l.ix.lock.RUnlock()
