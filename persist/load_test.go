@@ -28,6 +28,85 @@ func TestLoadPanicWaitsForDecoders(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) { testLoadEndsEarly(t, tc.fail) })
 	}
+	t.Run("a decoder fails while the walk waits, runs ahead", testLoadFailsAhead)
+}
+
+// testLoadFailsAhead: a snapshot of many small clusters, whose walk runs loadAhead runs
+// ahead of the filing and then waits for a token (the filing waits on the run of the
+// second cluster, in which a decoder is held; the first cluster is filed alone), when
+// another decoder finds a value unreadable. The walk
+// ends from its wait, and Load returns only once no decoder can read the map: none
+// reads it after.
+func testLoadFailsAhead(t *testing.T) {
+	path := testPath(t)
+	s := openTest(t, path, Options{})
+	w := s.NewWriter(WriterOptions{})
+	clusters := 4 * loadAhead()
+	for c := range clusters {
+		cluster := fmt.Sprintf("c-%03d", c)
+		for i := range 4 {
+			w.Upsert(cluster, pods, object("ns", fmt.Sprintf("pod-%d", i), "1"))
+		}
+		w.Checkpoint(cluster, pods, "100")
+	}
+	if err := w.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, path, Options{})
+
+	returned := make(chan struct{})
+	var held, sent, lateReads atomic.Int32
+	testHookSent = func(n int) error {
+		sent.Store(int32(n))
+		return nil
+	}
+	// The first cluster is filed alone, and gives its token back: then the walk hands
+	// out loadAhead runs more, the last one of cluster c-<loadAhead>, and waits.
+	most := int32(1 + loadAhead())
+	last := fmt.Sprintf("c-%03d", loadAhead())
+	testHookDecode = func(c *chunk, i int) {
+		switch {
+		case c.cluster == "c-001" && i == 1 && held.CompareAndSwap(0, 1):
+			// Held until the walk has handed out all it may, and then a while.
+			for sent.Load() < most {
+				runtime.Gosched()
+			}
+			select {
+			case <-returned:
+			case <-time.After(200 * time.Millisecond):
+			}
+		case c.cluster == last && i == 0:
+			for sent.Load() < most {
+				runtime.Gosched()
+			}
+			panic("an unreadable value")
+		}
+		select {
+		case <-returned:
+			lateReads.Add(1)
+			runtime.Goexit()
+		default:
+		}
+	}
+	t.Cleanup(func() { testHookSent, testHookDecode = nil, nil })
+
+	snap, err := s.Load()
+	close(returned)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if len(snap.Clusters) != 0 {
+		t.Errorf("Load after a decoder failed returned %d clusters", len(snap.Clusters))
+	}
+	if n := sent.Load(); n != most {
+		t.Errorf("the walk handed out %d runs, want %d: it did not wait for the filing", n, most)
+	}
+	if n := lateReads.Load(); n > 0 {
+		t.Fatalf("a decoder went on reading the memory map after Load returned (%d times)", n)
+	}
 }
 
 func testLoadEndsEarly(t *testing.T, fail func() error) {
