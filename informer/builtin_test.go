@@ -1,7 +1,6 @@
 package informer
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -146,35 +145,13 @@ func TestRefusingClusterGivesBackItsSlot(t *testing.T) {
 				_ = json.NewEncoder(w).Encode(st)
 			}))
 			defer srv.Close()
-			l := &signalingLimiter{Limiter: NewLimiter(LimiterOptions{MaxSyncs: 1}), acquired: make(chan struct{})}
-			s, err := New(Options{
-				Cluster:            "refusing",
-				Config:             &rest.Config{Host: srv.URL},
-				Resources:          []Resource{{Name: "pods"}},
-				Sink:               nopSink{},
-				InitialSyncLimiter: l,
-				SyncTimeout:        time.Hour,
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(t.Context())
-			defer cancel()
-			go func() { _ = s.Start(ctx) }()
-			<-l.acquired
-			wait := 3 * time.Second
+			s, l := startWithTheOnlySlot(t, "refusing", &rest.Config{Host: srv.URL})
 			if !tc.giveBack {
-				// Long enough for a few failed lists and their backoff.
+				// It keeps the slot after its lists failed, not only before.
 				eventually(t, "a list failed", func() bool { return s.Status()[0].LastError != nil })
 			}
-			actx, acancel := context.WithTimeout(t.Context(), wait)
-			defer acancel()
-			g, err := l.Limiter.Acquire(actx, 0)
-			if got := err == nil; got != tc.giveBack {
+			if got := slotGivenBack(t, l, 3*time.Second); got != tc.giveBack {
 				t.Fatalf("slot given back: %v, want %v (last error: %v)", got, tc.giveBack, s.Status()[0].LastError)
-			}
-			if err == nil {
-				g.Release()
 			}
 		})
 	}

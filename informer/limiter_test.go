@@ -229,11 +229,23 @@ func TestLimiterCancelledWaiterLetsOthersIn(t *testing.T) {
 }
 
 func TestUnreachableClusterGivesBackItsSlot(t *testing.T) {
+	// Nothing listens on this address: the first request fails at once.
+	s, l := startWithTheOnlySlot(t, "down", &rest.Config{Host: "http://127.0.0.1:1", Timeout: time.Second})
+	// A second cluster gets the only slot long before the first one's sync timeout.
+	if !slotGivenBack(t, l, 30*time.Second) {
+		t.Fatalf("the slot of an unreachable cluster was not given back (last error: %v)", s.Status()[0].LastError)
+	}
+}
+
+// startWithTheOnlySlot starts a Set of the pods of the cluster at cfg, whose limiter has
+// one slot and whose sync timeout is an hour, and returns it once it holds the slot,
+// with the limiter.
+func startWithTheOnlySlot(t *testing.T, cluster string, cfg *rest.Config) (*Set, Limiter) {
+	t.Helper()
 	l := &signalingLimiter{Limiter: NewLimiter(LimiterOptions{MaxSyncs: 1}), acquired: make(chan struct{})}
-	// Nothing listens on this address: discovery fails at once.
 	s, err := New(Options{
-		Cluster:            "down",
-		Config:             &rest.Config{Host: "http://127.0.0.1:1", Timeout: time.Second},
+		Cluster:            cluster,
+		Config:             cfg,
 		Resources:          []Resource{{Name: "pods"}},
 		Sink:               nopSink{},
 		InitialSyncLimiter: l,
@@ -243,17 +255,23 @@ func TestUnreachableClusterGivesBackItsSlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
+	t.Cleanup(cancel)
 	go func() { _ = s.Start(ctx) }()
 	<-l.acquired
-	// A second cluster gets the only slot long before the first one's sync timeout.
-	actx, acancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer acancel()
-	g, err := l.Limiter.Acquire(actx, 0)
+	return s, l.Limiter
+}
+
+// slotGivenBack reports whether another cluster gets l's only slot within wait.
+func slotGivenBack(t *testing.T, l Limiter, wait time.Duration) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), wait)
+	defer cancel()
+	g, err := l.Acquire(ctx, 0)
 	if err != nil {
-		t.Fatalf("the slot of an unreachable cluster was not given back: %v", err)
+		return false
 	}
 	g.Release()
+	return true
 }
 
 // TestHungClusterGivesBackItsSlot: a cluster whose apiserver accepts connections and
