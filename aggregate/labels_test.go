@@ -1,7 +1,6 @@
 package aggregate
 
 import (
-	"encoding/binary"
 	"maps"
 	"slices"
 	"strings"
@@ -81,16 +80,6 @@ func TestCompactLabels(t *testing.T) {
 	}
 	if sameLabels(makeCompactLabels(labels.Set{"a": "1"}), makeCompactLabels(labels.Set{"a": "2"})) {
 		t.Error("sameLabels: different values found the same")
-	}
-}
-
-// TestUvarintLen: makeCompactLabels allocates its string at the exact size.
-func TestUvarintLen(t *testing.T) {
-	var buf [binary.MaxVarintLen64]byte
-	for _, n := range []int{0, 1, 127, 128, 300, 16383, 16384, 1 << 21, 1<<28 + 5} {
-		if got, want := uvarintLen(n), binary.PutUvarint(buf[:], uint64(n)); got != want {
-			t.Errorf("uvarintLen(%d) = %d, want %d", n, got, want)
-		}
 	}
 }
 
