@@ -15,7 +15,7 @@ func TestImports(t *testing.T) {
 	const module = "github.com/fleetwatch/fleetwatch"
 	allowed := map[string][]string{
 		".":                  {"aggregate", "cluster", "history", "informer", "internal/gctune", "persist", "shard"},
-		"aggregate":          nil,
+		"aggregate":          {"internal/labelenc"},
 		"api/v1alpha1":       nil,
 		"client":             {"aggregate", "api/v1alpha1"},
 		"cluster":            {"internal/dialgate", "internal/filewatch"},
@@ -23,7 +23,7 @@ func TestImports(t *testing.T) {
 		"history":            {"api/v1alpha1", "persist", "search"},
 		"informer":           {"internal/intern", "internal/weakmap", "internal/wire"},
 		"metrics":            {"aggregate", "cluster", "persist"},
-		"persist":            {"internal/intern", "internal/metaenc"},
+		"persist":            {"internal/intern", "internal/labelenc", "internal/metaenc"},
 		"search":             {"aggregate", "cluster"},
 		"server":             {"aggregate", "api/v1alpha1", "cluster", "history", "internal/filewatch", "metrics", "search"},
 		"shard":              {"cluster"},
@@ -36,6 +36,7 @@ func TestImports(t *testing.T) {
 		"internal/pbjson":    {"internal/cborenc", "internal/jsondec"},
 		"internal/cborenc":   nil,
 		"internal/metaenc":   nil,
+		"internal/labelenc":  nil,
 		"internal/weakmap":   nil,
 	}
 	for dir, want := range allowed {

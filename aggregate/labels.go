@@ -1,16 +1,15 @@
 package aggregate
 
 import (
-	"encoding/binary"
 	"iter"
-	"math/bits"
-	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/fleetwatch/fleetwatch/internal/labelenc"
 )
 
 // rawLabels is the labels map of an *unstructured.Unstructured, read in place.
@@ -156,10 +155,11 @@ func sameLabels(a, b labels.Labels) bool {
 }
 
 // compactLabels are the labels of an object of a compact indexer, in one string: the
-// labels sorted by key, each key and value preceded by its length as a uvarint, so that
-// any key or value can be held. The indexer interns them (internLabelsLocked): the
-// objects that carry the same labels, as the objects of a workload or of a chart do,
-// share one copy, and each holds a pointer to it. The zero compactLabels has no labels.
+// labels sorted by key, each key and value preceded by its length as a uvarint
+// (internal/labelenc), so that any key or value can be held. The indexer interns them
+// (internLabelsLocked): the objects that carry the same labels, as the objects of a
+// workload or of a chart do, share one copy, and each holds a pointer to it. The zero
+// compactLabels has no labels.
 //
 // A labels.Set would take a map per object: about 340 bytes for 3 labels.
 type compactLabels struct{ p *labelSet }
@@ -173,23 +173,39 @@ type labelSet struct {
 
 var _ labels.Labels = compactLabels{}
 
-// makeCompactLabels returns the labels of l, which labelsOf returned, not interned.
-func makeCompactLabels(l labels.Labels) compactLabels {
-	var buf [16]labelPair
-	pairs := buf[:0]
-	size := 0
-	eachLabel(l, func(k, v string) {
-		pairs = append(pairs, labelPair{k, v})
-		size += uvarintLen(len(k)) + len(k) + uvarintLen(len(v)) + len(v)
-	})
-	return compactLabelsOfPairs(pairs, size)
+// encodedLabels is an object that encoded its labels as compactLabels holds them when
+// it was made, while they were in the CPU's cache (a snapshot's partial load:
+// persist.PartialObject): read from a map here, after a whole run of objects was
+// decoded on another goroutine, they would not be. EncodedLabels returns the encoding,
+// and false if the object did not make one.
+type encodedLabels interface {
+	EncodedLabels() (string, bool)
 }
 
-// compactLabelsOf is makeCompactLabels(labelsOf(obj)), but reads the labels map of an
-// unstructured object, or of one that read it when it was made (filedLabels), once
-// rather than twice (labelsOf's check that every value is a string, then the copy):
-// each iteration of a map costs about as much as the rest of the work on it.
+// makeCompactLabels returns the labels of l, which labelsOf returned, not interned.
+func makeCompactLabels(l labels.Labels) compactLabels {
+	var buf [16]labelenc.Pair
+	pairs := buf[:0]
+	eachLabel(l, func(k, v string) {
+		pairs = append(pairs, labelenc.Pair{Key: k, Value: v})
+	})
+	return compactLabelsOfPairs(pairs)
+}
+
+// compactLabelsOf is makeCompactLabels(labelsOf(obj)), but takes the labels that obj
+// encoded when it was made (encodedLabels), and reads the labels map of an unstructured
+// object, or of one that read it when it was made (filedLabels), once rather than twice
+// (labelsOf's check that every value is a string, then the copy): each iteration of a
+// map costs about as much as the rest of the work on it.
 func compactLabelsOf(obj runtime.Object) compactLabels {
+	if e, ok := obj.(encodedLabels); ok {
+		if s, ok := e.EncodedLabels(); ok && labelenc.Valid(s) {
+			if s == "" {
+				return compactLabels{}
+			}
+			return compactLabels{&labelSet{s: s}}
+		}
+	}
 	var raw map[string]any
 	if f, ok := obj.(filedLabels); ok {
 		var filed bool
@@ -202,41 +218,29 @@ func compactLabelsOf(obj runtime.Object) compactLabels {
 	} else {
 		return makeCompactLabels(labelsOf(obj))
 	}
-	var buf [16]labelPair
+	var buf [16]labelenc.Pair
 	pairs := buf[:0]
-	size := 0
 	for k, v := range raw {
 		s, ok := v.(string)
 		if !ok && v != nil {
 			// As unstructuredLabels: no labels at all.
 			return compactLabels{}
 		}
-		pairs = append(pairs, labelPair{k, s})
-		size += uvarintLen(len(k)) + len(k) + uvarintLen(len(s)) + len(s)
+		pairs = append(pairs, labelenc.Pair{Key: k, Value: s})
 	}
-	return compactLabelsOfPairs(pairs, size)
+	return compactLabelsOfPairs(pairs)
 }
 
-// compactLabelsOfPairs returns the compactLabels of pairs, of which size is the encoded
-// size; it sorts pairs.
-func compactLabelsOfPairs(pairs []labelPair, size int) compactLabels {
+// compactLabelsOfPairs returns the compactLabels of pairs, whose keys are distinct (a
+// map's); it sorts pairs.
+func compactLabelsOfPairs(pairs []labelenc.Pair) compactLabels {
 	if len(pairs) == 0 {
 		return compactLabels{}
 	}
-	slices.SortFunc(pairs, func(a, b labelPair) int { return strings.Compare(a.key, b.key) })
-	var b strings.Builder
-	b.Grow(size)
-	var n [binary.MaxVarintLen64]byte
-	for _, p := range pairs {
-		b.Write(binary.AppendUvarint(n[:0], uint64(len(p.key))))
-		b.WriteString(p.key)
-		b.Write(binary.AppendUvarint(n[:0], uint64(len(p.value))))
-		b.WriteString(p.value)
-	}
-	return compactLabels{&labelSet{s: b.String()}}
+	var buf [256]byte
+	b, _ := labelenc.Append(buf[:0], pairs)
+	return compactLabels{&labelSet{s: string(b)}}
 }
-
-func uvarintLen(n int) int { return (bits.Len64(uint64(n)|1) + 6) / 7 }
 
 func (c compactLabels) String() string {
 	if c.p == nil {
@@ -246,32 +250,7 @@ func (c compactLabels) String() string {
 }
 
 // all yields every label, in the order of their keys.
-func (c compactLabels) all() iter.Seq2[string, string] {
-	return func(yield func(key, value string) bool) {
-		s := c.String()
-		for len(s) > 0 {
-			var k, v string
-			k, s = cutField(s)
-			v, s = cutField(s)
-			if !yield(k, v) {
-				return
-			}
-		}
-	}
-}
-
-// cutField splits the string that a compactLabels' field starts into that field and
-// what follows it.
-func cutField(s string) (field, rest string) {
-	n, shift, i := uint64(0), uint(0), 0
-	for ; s[i] >= 0x80; i++ {
-		n |= uint64(s[i]&0x7f) << shift
-		shift += 7
-	}
-	n |= uint64(s[i]) << shift
-	s = s[i+1:]
-	return s[:n], s[n:]
-}
+func (c compactLabels) all() iter.Seq2[string, string] { return labelenc.All(c.String()) }
 
 func (c compactLabels) Lookup(key string) (string, bool) {
 	for k, v := range c.all() {

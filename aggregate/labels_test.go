@@ -1,7 +1,6 @@
 package aggregate
 
 import (
-	"encoding/binary"
 	"maps"
 	"slices"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/cbor/direct"
 
+	"github.com/fleetwatch/fleetwatch/internal/labelenc"
 	"github.com/fleetwatch/fleetwatch/internal/wire"
 )
 
@@ -84,16 +84,6 @@ func TestCompactLabels(t *testing.T) {
 	}
 }
 
-// TestUvarintLen: makeCompactLabels allocates its string at the exact size.
-func TestUvarintLen(t *testing.T) {
-	var buf [binary.MaxVarintLen64]byte
-	for _, n := range []int{0, 1, 127, 128, 300, 16383, 16384, 1 << 21, 1<<28 + 5} {
-		if got, want := uvarintLen(n), binary.PutUvarint(buf[:], uint64(n)); got != want {
-			t.Errorf("uvarintLen(%d) = %d, want %d", n, got, want)
-		}
-	}
-}
-
 func toRaw(s labels.Set) map[string]any {
 	out := make(map[string]any, len(s))
 	for k, v := range s {
@@ -135,7 +125,8 @@ func FuzzCompactLabels(f *testing.F) {
 // the labels that makeCompactLabels(labelsOf(obj)) makes, for every kind of object and
 // of labels map: strings, nulls (read as ""), a value that is not a string (no labels at
 // all), none, more labels than its buffer, an informer's partial object that read its
-// map when it was made, and a typed object.
+// map when it was made, an object that encoded its labels (encodedLabels), and a typed
+// object.
 func TestCompactLabelsOf(t *testing.T) {
 	many := map[string]any{}
 	for i := range 40 {
@@ -164,7 +155,19 @@ func TestCompactLabelsOf(t *testing.T) {
 			}
 			partial := (&wire.EncodedObject{Unstructured: u, Encoded: encoded}).ToPartial()
 			typed := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: labels.Set(u.GetLabels())}}
-			for _, obj := range []runtime.Object{u, partial, typed} {
+			var pairs []labelenc.Pair
+			for k, v := range u.GetLabels() {
+				pairs = append(pairs, labelenc.Pair{Key: k, Value: v})
+			}
+			enc, _ := labelenc.Append(nil, pairs)
+			objs := []runtime.Object{u, partial, typed,
+				// As a snapshot's partial load makes them; one whose encoding is broken,
+				// and one that made none, are read as their metadata says.
+				encodedLabelsObject{u, string(enc), true},
+				encodedLabelsObject{u, "\x05broken", true},
+				encodedLabelsObject{u, "ignored", false},
+			}
+			for _, obj := range objs {
 				got, want := compactLabelsOf(obj), makeCompactLabels(labelsOf(obj))
 				if got.String() != want.String() {
 					t.Errorf("%T: compactLabelsOf %q, makeCompactLabels(labelsOf) %q", obj, got.String(), want.String())
@@ -176,3 +179,13 @@ func TestCompactLabelsOf(t *testing.T) {
 		})
 	}
 }
+
+// encodedLabelsObject is an object that encoded its labels when it was made, as a
+// snapshot's partial load's persist.PartialObject does.
+type encodedLabelsObject struct {
+	*unstructured.Unstructured
+	encoded string
+	ok      bool
+}
+
+func (o encodedLabelsObject) EncodedLabels() (string, bool) { return o.encoded, o.ok }

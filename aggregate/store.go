@@ -98,9 +98,10 @@ func (s *ClusterStore) ApplyEncodedChanged(obj runtime.Object, encoded []byte, i
 // is the whole object, in the format of the fleet's Codec. Only a compact fleet takes
 // it: it keeps encoded and decodes it where it needs the object (user index functions,
 // handlers, reads). partial must have ObjectMeta (an *unstructured.Unstructured, or an
-// object that embeds one, as the *metav1.PartialObjectMetadata of a snapshot's partial
-// load, persist.LoadOptions.Partial); the store reads its namespace, name, resourceVersion and
-// labels, and keeps nothing of it. It implements informer.PartialStore.
+// object that embeds one, as the *persist.PartialObject of a snapshot's partial load,
+// persist.LoadOptions.Partial); the store reads its namespace, name, resourceVersion and
+// labels (as the object encoded them, if it did: persist.PartialObject.EncodedLabels),
+// and keeps nothing of it. It implements informer.PartialStore.
 //
 // An informer hands it the partial objects its decoders made, which answer for those
 // fields from what they read when they were made (wire.EncodedObject): read from the

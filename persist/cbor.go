@@ -42,6 +42,8 @@ type fastDecoder struct {
 	// spans is the decoder's scratch space for the spans of an object's maps and
 	// slices (scanSpans).
 	spans []span
+	// labelSets interns the labels of a partial decoding's objects (filingLabels).
+	labelSets labelSets
 }
 
 // decodeMap decodes data, the CBOR of an unstructured object's map. ok is false if data
@@ -90,6 +92,8 @@ type cborReader struct {
 	shared *sharedValues
 	spans  []span
 	next   int
+	// labelSets is the decoder's, for filingLabels.
+	labelSets *labelSets
 }
 
 // uniqueMetadata reports whether the member key of an object's metadata is a value of

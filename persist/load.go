@@ -48,8 +48,8 @@ type ResourceSnapshot struct {
 	Objects []kruntime.Object
 	// Encoded is nil unless the snapshot was loaded with LoadOptions.Partial. Then it
 	// has an element for each of Objects: if it is not nil, the object is a
-	// *metav1.PartialObjectMetadata that holds only what files it (apiVersion, kind, and
-	// of the metadata name, namespace, uid, resourceVersion and labels, the members that
+	// *PartialObject that holds only what files it (apiVersion, kind, and of the
+	// metadata name, namespace, uid, resourceVersion and labels, the members that
 	// jsondec.Decoder.ObjectPartialCBOR builds) and Encoded is the whole object in
 	// Codec's encoding, which aggregate.ClusterStore.ApplyPartial takes; if it is nil,
 	// the object is whole (metadata-only, or stored in a form that is decoded whole).
@@ -71,7 +71,7 @@ func (r *ResourceSnapshot) MetadataOnly() bool {
 // LoadOptions configures Store.LoadEach. The zero value decodes every object whole.
 type LoadOptions struct {
 	// Partial hands out each stored *unstructured.Unstructured as what files it (a
-	// *metav1.PartialObjectMetadata, with no map but the labels), with its stored
+	// *PartialObject, without a map), with its stored
 	// encoding in ResourceSnapshot.Encoded, for a fleet that keeps objects in
 	// Codec's encoding (aggregate.ClusterStore.ApplyPartial): the encoding is taken as it
 	// is stored rather than decoded into maps and encoded again. The rest of each object

@@ -86,14 +86,18 @@ func filing(u *unstructured.Unstructured) *metav1.PartialObjectMetadata {
 	return p
 }
 
-// sameFiling reports whether p, a partial decoding, files as want does: the labels'
-// nil and empty maps are the same.
+// sameFiling reports whether p, a partial decoding, files as want does, its labels
+// read through GetLabels: the labels' nil and empty maps are the same.
 func sameFiling(p runtime.Object, want *metav1.PartialObjectMetadata) bool {
-	got, ok := p.(*metav1.PartialObjectMetadata)
+	got, ok := p.(*PartialObject)
 	if !ok {
 		return false
 	}
-	g := *got
+	if _, ok := got.EncodedLabels(); !ok {
+		return false
+	}
+	g := got.PartialObjectMetadata
+	g.Labels = got.GetLabels()
 	if len(g.Labels) == 0 {
 		g.Labels = nil
 	}
