@@ -84,23 +84,11 @@ func testLoadFailsAhead(t *testing.T) {
 			}
 			panic("an unreadable value")
 		}
-		select {
-		case <-returned:
-			lateReads.Add(1)
-			runtime.Goexit()
-		default:
-		}
+		stopLateRead(returned, &lateReads)
 	}
 	t.Cleanup(func() { testHookSent, testHookDecode = nil, nil })
 
-	snap, err := s.Load()
-	close(returned)
-	if err != nil {
-		t.Fatalf("Load: %v", err)
-	}
-	if len(snap.Clusters) != 0 {
-		t.Errorf("Load after a decoder failed returned %d clusters", len(snap.Clusters))
-	}
+	loadNothing(t, s, returned, "after a decoder failed")
 	if n := sent.Load(); n != most {
 		t.Errorf("the walk handed out %d runs, want %d: it did not wait for the filing", n, most)
 	}
@@ -143,24 +131,11 @@ func testLoadEndsEarly(t *testing.T, fail func() error) {
 			case <-time.After(time.Second):
 			}
 		}
-		select {
-		case <-returned:
-			// Reading c.values[i] now is the fault; report it instead.
-			lateReads.Add(1)
-			runtime.Goexit()
-		default:
-		}
+		stopLateRead(returned, &lateReads)
 	}
 	t.Cleanup(func() { testHookSent, testHookDecode = nil, nil })
 
-	snap, err := s.Load()
-	close(returned)
-	if err != nil {
-		t.Fatalf("Load: %v", err)
-	}
-	if len(snap.Clusters) != 0 {
-		t.Errorf("Load after the walk ended early returned %d clusters", len(snap.Clusters))
-	}
+	loadNothing(t, s, returned, "after the walk ended early")
 	if moved, cause := s.Recovered(); moved == "" {
 		t.Errorf("Load did not move the file aside (cause %v)", cause)
 	}
@@ -213,4 +188,30 @@ func dumpSnapshot(t *testing.T, snap *Snapshot) string {
 		}
 	}
 	return b.String()
+}
+
+// stopLateRead, called by a decoder before it reads a value, counts in late and ends
+// the decoder instead if Load has returned (returned is closed): reading the value now,
+// from a map that is gone, is the fault the tests look for, reported rather than taken.
+func stopLateRead(returned <-chan struct{}, late *atomic.Int32) {
+	select {
+	case <-returned:
+		late.Add(1)
+		runtime.Goexit()
+	default:
+	}
+}
+
+// loadNothing loads s, closes returned once Load has returned, and checks that the load
+// failed whole: no error, and no cluster.
+func loadNothing(t *testing.T, s *Store, returned chan struct{}, what string) {
+	t.Helper()
+	snap, err := s.Load()
+	close(returned)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if len(snap.Clusters) != 0 {
+		t.Errorf("Load %s returned %d clusters", what, len(snap.Clusters))
+	}
 }
