@@ -33,6 +33,7 @@ import (
 // checks who sees what, and that no credential reaches the logs, /metrics or the
 // snapshot, and no Secret data the cache.
 func TestDaemonAuth(t *testing.T) {
+	t.Parallel()
 	env := testenv.New(t, testenv.Options{Names: []string{"home", "remote"}})
 	ctx := t.Context()
 	home := env.Clusters[0]
@@ -260,6 +261,7 @@ server:
 // TestDaemonRefusesInsecureAddress starts `fleetwatch serve` on every interface without
 // TLS or authentication: it must refuse to start, and say why.
 func TestDaemonRefusesInsecureAddress(t *testing.T) {
+	t.Parallel()
 	bin := buildBinary(t, "./cmd/fleetwatch")
 	dir := t.TempDir()
 	for _, tc := range []struct {

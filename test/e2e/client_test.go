@@ -32,6 +32,7 @@ import (
 // metadata clients) hold all 200, each deletion taking away its own cluster's object
 // only; the search client pages through the same objects.
 func TestClientOverTheDaemon(t *testing.T) {
+	t.Parallel()
 	env := testenv.New(t, testenv.Options{Names: []string{"east", "west"}})
 	createManyPods(t, env, 100)
 	dir := t.TempDir()

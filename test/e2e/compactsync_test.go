@@ -56,6 +56,7 @@ func (l *wholeLog) OnEvent(e aggregate.Event) {
 // (Dictionary), with more configmaps, and larger: the first 64 KiB of them make the
 // dictionary that the others are compressed with, and the snapshot keeps it.
 func TestCompactStreamingList(t *testing.T) {
+	t.Parallel()
 	t.Run("compact", func(t *testing.T) { testCompactStreamingList(t, persist.Codec{}, 40) })
 	t.Run("compressed", func(t *testing.T) { testCompactStreamingList(t, persist.Codec{Compress: true}, 40) })
 	t.Run("compressed-dict", func(t *testing.T) {

@@ -148,6 +148,7 @@ func checkSnapshot(ctx context.Context, t *testing.T, env *testenv.Env, path str
 // between cache.encoding compact and compressed, so the snapshot holds both forms. In the
 // end, a graceful run converges to the servers' truth.
 func TestDaemonKill9DuringChurn(t *testing.T) {
+	t.Parallel()
 	env := testenv.New(t, testenv.Options{Clusters: 3})
 	ctx := t.Context()
 	dir := t.TempDir()

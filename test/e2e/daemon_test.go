@@ -141,6 +141,7 @@ func truthKeys(ctx context.Context, t *testing.T, clusters []*testenv.Cluster, f
 // TestDaemonWithKubectl runs `fleetwatch serve` against three real clusters and uses the
 // real kubectl as its client.
 func TestDaemonWithKubectl(t *testing.T) {
+	t.Parallel()
 	env := testenv.New(t, testenv.Options{Names: []string{"prod-eu", "prod-us", "staging"}})
 	ctx := t.Context()
 	for i, c := range env.Clusters {

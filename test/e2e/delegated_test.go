@@ -36,6 +36,7 @@ import (
 //     error Status instead of leaving clusters out, and a watch that was already
 //     authorized keeps receiving events meanwhile.
 func TestDaemonDelegatedAuthorization(t *testing.T) {
+	t.Parallel()
 	const clusters = 200
 	env := testenv.New(t, testenv.Options{Names: []string{"home", "remote"}})
 	ctx := t.Context()

@@ -53,6 +53,7 @@ import (
 // another namespace with components/cert-manager, whose Certificate must name the
 // replicas there.
 func TestDeployManifests(t *testing.T) {
+	t.Parallel()
 	env := testenv.New(t, testenv.Options{Clusters: 1})
 	for _, tc := range []struct {
 		dir string

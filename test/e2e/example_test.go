@@ -61,6 +61,7 @@ func (w *lineWatcher) waitFor(t *testing.T, substr string) {
 // TestControllerExample runs examples/controller against real clusters: it reconciles
 // every deployment of every cluster, then new and deleted ones.
 func TestControllerExample(t *testing.T) {
+	t.Parallel()
 	env := testenv.New(t, testenv.Options{Names: []string{"east", "west"}})
 	ctx := t.Context()
 	for _, c := range env.Clusters {

@@ -38,6 +38,7 @@ import (
 // after kill -9 of a replica, the others keep answering, and name the clusters they
 // cannot include.
 func TestFanOut(t *testing.T) {
+	t.Parallel()
 	f := newShardedFleet(t, 4)
 	const admin, limited = "admin-token-0123456789", "limited-token-0123456789"
 	f.secure(admin+" user=admin\n"+limited+" user=limited clusters=member-1,member-3\n", admin)

@@ -46,6 +46,7 @@ import (
 // after a warm restart from the snapshot.
 // docs/design.md ("Fidelity") lists what it covers.
 func TestEveryKindFidelity(t *testing.T) {
+	t.Parallel()
 	env := testenv.New(t, testenv.Options{Clusters: 1})
 	c := env.Clusters[0]
 	createFidelityFixtures(t, c)

@@ -192,6 +192,7 @@ func phaseOf(mgr *fleetwatch.Manager, name string) aggregate.Phase {
 // TestFleet runs the whole data path against three real clusters: clusters from a
 // kubeconfig, one informer set each, the federated cache and handlers.
 func TestFleet(t *testing.T) {
+	t.Parallel()
 	env := testenv.New(t, testenv.Options{Names: []string{"alpha", "bravo", arnName}})
 	ctx := t.Context()
 	for i, c := range env.Clusters {

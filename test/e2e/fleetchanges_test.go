@@ -148,6 +148,7 @@ func sortedCopy(s []string) []string {
 // for a continue token handed out before; once it is back, every replica answers the
 // whole set again.
 func TestFleetChanges(t *testing.T) {
+	t.Parallel()
 	f := newShardedFleet(t, 3)
 	f.history = true
 	ctx := t.Context()
@@ -329,6 +330,7 @@ func TestFleetChanges(t *testing.T) {
 // replica, has its steps from before the move, now of its new owner's log, and the
 // fleet's changes through every replica are still the servers' changes, each once.
 func TestFleetChangesAcrossAHandover(t *testing.T) {
+	t.Parallel()
 	f := newSecureShardedFleet(t, 3)
 	f.history = true
 	ctx := t.Context()

@@ -58,6 +58,7 @@ func rawGet(t *testing.T, addr, host, path, token string) (int, http.Header, str
 // token learns whether the daemon is ready but not which clusters hold it back, and a
 // token file that does not parse is reported without its tokens.
 func TestDaemonFrontDoor(t *testing.T) {
+	t.Parallel()
 	env := testenv.New(t, testenv.Options{Names: []string{"inventory-prod"}})
 	createPod(t, env.Clusters[0], "default", "app")
 	bin := buildBinary(t, "./cmd/fleetwatch")

@@ -25,6 +25,7 @@ import (
 // clusters' positions in the stopped replica's part: in the end it has, per object,
 // exactly the changes the servers sent, none missed and none repeated, without a 410.
 func TestWatchResumesAcrossAHandover(t *testing.T) {
+	t.Parallel()
 	watchAcrossAHandover(t, false)
 }
 
@@ -33,6 +34,7 @@ func TestWatchResumesAcrossAHandover(t *testing.T) {
 // the handover, before the watch resumes: its snapshot kept which change logs the
 // member's records came from, so that it still places the stopped replica's position.
 func TestWatchResumesAcrossAHandoverAndARestart(t *testing.T) {
+	t.Parallel()
 	watchAcrossAHandover(t, true)
 }
 

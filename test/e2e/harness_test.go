@@ -21,6 +21,7 @@ import (
 // TestHarness proves that the test harness gives real, independent clusters with the
 // faults that the rest of the suite relies on.
 func TestHarness(t *testing.T) {
+	t.Parallel()
 	env := testenv.New(t, testenv.Options{Clusters: 3})
 	ctx := t.Context()
 

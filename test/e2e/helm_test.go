@@ -18,6 +18,7 @@ import (
 // module stays out of this one. Each install has a namespace of its own, as the
 // permissions checked are the namespace's.
 func TestHelmChart(t *testing.T) {
+	t.Parallel()
 	env := testenv.New(t, testenv.Options{Clusters: 1})
 	helmDir := filepath.Join("..", "..", "deploy", "helm")
 	template := filepath.Join(t.TempDir(), "template")

@@ -80,6 +80,7 @@ func fleetChanges(t *testing.T, base, query string, limit int) []string {
 // filtered by the search grammar and paged, and an object's history with its field
 // diffs; a Secret's values never come out.
 func TestDaemonHistory(t *testing.T) {
+	t.Parallel()
 	env := testenv.New(t, testenv.Options{Names: []string{"east", "west"}})
 	ctx := t.Context()
 	for _, c := range env.Clusters {

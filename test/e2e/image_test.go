@@ -28,6 +28,7 @@ import (
 // says it, not with go-containerregistry that wrote it (hack/image's tests read it with
 // that, and check the rest: the platforms, the files, the CA roots, the labels).
 func TestImage(t *testing.T) {
+	t.Parallel()
 	dir := os.Getenv("FLEETWATCH_IMAGE_LAYOUT")
 	if dir == "" {
 		dir = filepath.Join(t.TempDir(), "image")

@@ -258,6 +258,7 @@ func startSet(t *testing.T, opts informer.Options) (*informer.Set, func()) {
 // through discovery (a CRD that is missing, then installed, then removed), transforms,
 // namespace and label filters, and a relist after 410 Gone diffed against the store.
 func TestInformerSet(t *testing.T) {
+	t.Parallel()
 	env := testenv.New(t, testenv.Options{Clusters: 1})
 	c := env.Clusters[0]
 	ctx := t.Context()

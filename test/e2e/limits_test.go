@@ -49,6 +49,7 @@ const (
 // Retry-After, keep answering its probes at once, serve the lists of another client
 // (within client-go's retries, which honor Retry-After), and keep a watch going.
 func TestDaemonUnderLoad(t *testing.T) {
+	t.Parallel()
 	env := testenv.New(t, testenv.Options{Names: []string{"load-a", "load-b"}})
 	ctx := t.Context()
 	for _, c := range env.Clusters {

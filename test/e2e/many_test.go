@@ -32,6 +32,7 @@ const manyContexts = 1000
 // identity and resumes its watches, no LIST reaches an apiserver, and the cache equals
 // the servers. Not timed: the bounds are only there so that a hang fails.
 func TestManyContextsWarmWhilePaused(t *testing.T) {
+	t.Parallel()
 	env := testenv.New(t, testenv.Options{})
 	ctx := t.Context()
 	const pods = 4
@@ -235,6 +236,7 @@ func manyTruth(t *testing.T, env *testenv.Env, contextsOf map[string][]string) m
 // bounds, far below the sync timeout that would release a paused context's turn, are
 // only there so that a hang fails.
 func TestManyContextsOneAPIServerPaused(t *testing.T) {
+	t.Parallel()
 	env := testenv.New(t, testenv.Options{})
 	createManyPods(t, env, 3)
 	kubeconfig, contextsOf := writeManyContexts(t, env, t.TempDir(), 300)

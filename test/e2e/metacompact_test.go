@@ -67,6 +67,7 @@ const truthAgent = "e2e-truth"
 // follows a change made while fleetwatch was down. Metadata-only Secrets, whose values
 // a transform drops, go through client-go's metadata client beside them.
 func TestCompactMetadataOnly(t *testing.T) {
+	t.Parallel()
 	env := testenv.New(t, testenv.Options{Clusters: 2, AuditWatches: true})
 	ctx := t.Context()
 	for _, c := range env.Clusters {

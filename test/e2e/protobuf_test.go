@@ -64,6 +64,7 @@ func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) {
 // JSON through the same request, and so does a StatefulSet, whose protobuf loses
 // members (pbjson.Lossy).
 func TestProtobufWire(t *testing.T) {
+	t.Parallel()
 	env := testenv.New(t, testenv.Options{Clusters: 1})
 	c := env.Clusters[0]
 	ctx := t.Context()

@@ -26,6 +26,7 @@ import (
 // snapshot's timing change without a restart, without relisting what did not change, and
 // a broken file changes nothing.
 func TestDaemonReloadsConfig(t *testing.T) {
+	t.Parallel()
 	env := testenv.New(t, testenv.Options{Names: []string{"alpha", "beta"}})
 	ctx := t.Context()
 	for _, c := range env.Clusters {

@@ -299,6 +299,7 @@ func churnResume(ctx context.Context, t *testing.T, c *testenv.Cluster, perSecon
 // servers sent, none missed and none repeated. A resourceVersion older than
 // history.retention gets 410.
 func TestWatchResumesAcrossRestarts(t *testing.T) {
+	t.Parallel()
 	env := testenv.New(t, testenv.Options{Clusters: 3})
 	ctx := t.Context()
 	for _, c := range env.Clusters {

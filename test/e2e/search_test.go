@@ -155,6 +155,7 @@ func searchTruth(ctx context.Context, t *testing.T, clusters []*testenv.Cluster,
 // kill -9 and a warm restart still equals the servers' truth; kubectl explain works
 // through a cluster's prefix, and kubectl get prints a CRD's printer columns.
 func TestDaemonSearchExplainColumns(t *testing.T) {
+	t.Parallel()
 	env := testenv.New(t, testenv.Options{Names: []string{"east", "west"}})
 	ctx := t.Context()
 	for i, c := range env.Clusters {

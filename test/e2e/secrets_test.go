@@ -277,6 +277,7 @@ func (w *secretsWatch) read() []byte {
 // holds a value. Then it upgrades a snapshot that holds values, as the versions before
 // schema 3 wrote them: the migration scrubs it and the warm restart converges.
 func TestDaemonKeepsNoSecretValue(t *testing.T) {
+	t.Parallel()
 	env := testenv.New(t, testenv.Options{Names: []string{"prod"}})
 	ctx := t.Context()
 	c := env.Clusters[0]
@@ -714,6 +715,7 @@ func copyBoltBucket(to, from *bolt.Bucket) error {
 // TestLogTextReadsHexDumps: a value in a body that client-go logged as a hex dump, as
 // klog writes it, is found by a search of logText.
 func TestLogTextReadsHexDumps(t *testing.T) {
+	t.Parallel()
 	body := append([]byte("k8s\x00\x0a\x0c"), "SecretList with s3cr3t-value-0123456789 inside"...)
 	log := fmt.Sprintf("I1127 13:00:00.000000 1 request.go:1] \"Response Body\" body=<\n%s >\n", "\t"+strings.ReplaceAll(hex.Dump(body), "\n", "\n\t"))
 	if strings.Contains(log, "s3cr3t-value-0123456789") {

@@ -505,6 +505,7 @@ func (c *churner) changes() map[string]int64 {
 // duration plus the sync, while the others keep answering; a replica paused past its
 // Lease stops watching within a retry period of resuming.
 func TestShardedReplicas(t *testing.T) {
+	t.Parallel()
 	begin := time.Now()
 	f := newSecureShardedFleet(t, 6)
 	// Objects that never change: a cold start lists them again, a warm one does not.

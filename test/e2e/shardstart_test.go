@@ -22,6 +22,7 @@ import (
 // by its owner, as the replicas log it: no replica took the fleet to give most of it
 // back a moment later (without shard.replicas, the first to join takes most of them).
 func TestShardedStartTogether(t *testing.T) {
+	t.Parallel()
 	f := newShardedFleet(t, 6)
 	f.expect = 3
 	const objects = 200

@@ -33,6 +33,7 @@ var widgetsGVR = schema.GroupVersionResource{Group: "example.com", Version: "v1a
 // a third of the file among them: each start reaches /readyz and serves the servers'
 // truth.
 func TestDaemonCorruptSnapshot(t *testing.T) {
+	t.Parallel()
 	env := testenv.New(t, testenv.Options{Clusters: 3})
 	ctx := t.Context()
 	var seedWG sync.WaitGroup

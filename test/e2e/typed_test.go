@@ -167,6 +167,7 @@ func pointers[T any](items []*T) []runtime.Object {
 // must equal what the apiservers return, and writes back from a handler to the cluster
 // each event came from, through Manager.RESTConfig.
 func TestTypedReadsAndWriteBack(t *testing.T) {
+	t.Parallel()
 	env := testenv.New(t, testenv.Options{Names: []string{"alpha", "bravo", arnName}})
 	ctx := t.Context()
 	for i, c := range env.Clusters {

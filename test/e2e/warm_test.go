@@ -236,6 +236,7 @@ func listCounters(ctx context.Context, t *testing.T, env *testenv.Env) map[strin
 // TestWarmRestart restarts an embedded fleet on its snapshot: within the watch window,
 // after compaction, after a cluster was recreated, and from a corrupt file.
 func TestWarmRestart(t *testing.T) {
+	t.Parallel()
 	env := testenv.New(t, testenv.Options{Clusters: 3})
 	ctx := t.Context()
 	for _, c := range env.Clusters {
