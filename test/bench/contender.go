@@ -295,6 +295,7 @@ func runContender(args []string) (err error) {
 	dict := fs.Bool("dict", false, "fleetwatch: with --compress, compress with a dictionary per resource (persist.Codec{Compress: true, Dictionary: true})")
 	jsonOnly := fs.Bool("json-only", false, "fleetwatch: ask the apiservers for JSON only (Options.JSONOnly), not protobuf")
 	snapshot := fs.String("snapshot", "", "fleetwatch: snapshot file (empty: no persistence)")
+	history := fs.Bool("history", false, "fleetwatch: with --snapshot, keep the snapshot's change log (Options.SnapshotWriter.History.Enabled)")
 	expect := fs.Int("expect", 0, "objects expected in the cache, to time when a warm cache is complete")
 	t0ns := fs.Int64("t0", 0, "Unix nanoseconds at which the driver started this process (default: now)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole process here")
@@ -348,7 +349,7 @@ func runContender(args []string) (err error) {
 	case implClientGo, implClientGoStripped, implClientGoTyped, implClientGoMetadata:
 		c = &clientGo{impl: *impl, kubeconfig: *kubeconfig, namespaces: splitList(*namespaces), resources: gvrs}
 	case implFleetwatch:
-		fw := &fleetwatchContender{kubeconfig: *kubeconfig, resources: gvrs, metadataOnly: *metadataOnly, compact: *compact, compress: *compress, dict: *dict, jsonOnly: *jsonOnly, snapshotPath: *snapshot, namespaces: splitList(*namespaces), syncTimeout: *syncTimeout}
+		fw := &fleetwatchContender{kubeconfig: *kubeconfig, resources: gvrs, metadataOnly: *metadataOnly, compact: *compact, compress: *compress, dict: *dict, jsonOnly: *jsonOnly, snapshotPath: *snapshot, history: *history, namespaces: splitList(*namespaces), syncTimeout: *syncTimeout}
 		if err := fw.open(); err != nil {
 			return err
 		}
@@ -732,8 +733,10 @@ type fleetwatchContender struct {
 	dict         bool
 	jsonOnly     bool
 	snapshotPath string
-	namespaces   []string
-	syncTimeout  time.Duration
+	// history keeps the snapshot's change log.
+	history     bool
+	namespaces  []string
+	syncTimeout time.Duration
 
 	store    *persist.Store
 	mgr      *fleetwatch.Manager
@@ -765,6 +768,7 @@ func (f *fleetwatchContender) open() error {
 		}
 		f.store = store
 		opts.Snapshot = store
+		opts.SnapshotWriter.History.Enabled = f.history
 	}
 	mgr, err := fleetwatch.NewManager(opts)
 	if err != nil {

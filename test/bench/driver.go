@@ -497,6 +497,9 @@ type runResult struct {
 	// protobuf and JSON only (--watch-compact).
 	CompactWatch     *Result `json:"compactWatch,omitempty"`
 	CompactJSONWatch *Result `json:"compactJSONWatch,omitempty"`
+	// HistoryWatch is fleetwatch + snapshot with its change log, in the same window as
+	// SnapWatch, the same without; nil in reports from before it.
+	HistoryWatch *Result `json:"historyWatch,omitempty"`
 	// ClientGoTypedWatch is the strongest peer for full objects, typed informers with
 	// the managedFields transform, in the same window; nil in reports from before it.
 	ClientGoTypedWatch *Result `json:"clientGoTypedWatch,omitempty"`
@@ -808,7 +811,8 @@ func (d *driver) watchPhase(ctx context.Context, r int, rr *runResult) error {
 	// A fresh file: the window measures the cost of keeping the snapshot current, not a
 	// warm start's catching up (measured apart, in the sync phase).
 	watchSnap := filepath.Join(d.workDir, "fleetwatch-watch.db")
-	for _, p := range []string{watchSnap, watchSnap + "-lock"} {
+	historySnap := filepath.Join(d.workDir, "fleetwatch-history-watch.db")
+	for _, p := range []string{watchSnap, watchSnap + "-lock", historySnap, historySnap + "-lock"} {
 		if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
 			return err
 		}
@@ -822,6 +826,7 @@ func (d *driver) watchPhase(ctx context.Context, r int, rr *runResult) error {
 		{name("clientgo-typed-watch"), []string{"--impl", implClientGoTyped}, &rr.ClientGoTypedWatch},
 		{name("fleetwatch-watch"), []string{"--impl", implFleetwatch}, &rr.FleetwatchWatch},
 		{name("fleetwatch-snapshot-watch"), []string{"--impl", implFleetwatch, "--snapshot", watchSnap}, &rr.SnapWatch},
+		{name("fleetwatch-history-watch"), []string{"--impl", implFleetwatch, "--snapshot", historySnap, "--history"}, &rr.HistoryWatch},
 	}
 	if d.opts.watchCompact {
 		units = append(units, []struct {

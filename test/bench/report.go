@@ -762,7 +762,7 @@ func (rep *report) persistenceFigures() []figure {
 	if len(rep.Runs) > 0 {
 		changes = rep.Runs[0].CatchUp.Expected
 	}
-	return []figure{
+	out := []figure{
 		{name: "Start → all objects readable (s): warm from the snapshot / cold sync, same objects (both with a snapshot)",
 			base: rep.per(func(r *runResult) float64 { return r.SnapCold.SyncedSec }), value: rep.per(func(r *runResult) float64 { return r.Warm.LoadedSec }),
 			format: "%.2f", goal: "≤ 0.1", ok: atMost(0.1)},
@@ -794,6 +794,19 @@ func (rep *report) persistenceFigures() []figure {
 			base: rep.per(func(r *runResult) float64 { return latency(r.FleetwatchWatch, 0.99) }), value: rep.per(func(r *runResult) float64 { return latency(r.SnapWatch, 0.99) }),
 			format: "%.1f", watch: true},
 	}
+	// The change log (issue #35), in reports that have it: the snapshot with its log
+	// against the snapshot without, in the same window.
+	if len(rep.Runs) == 0 || rep.Runs[0].HistoryWatch != nil {
+		out = append(out,
+			figure{name: fmt.Sprintf("CPU per event at %.0f writes/s (µs): change log on / off (both with a snapshot)", o.writeRate),
+				base: rep.per(func(r *runResult) float64 { return cpuPerEvent(r.SnapWatch) }), value: rep.per(func(r *runResult) float64 { return cpuPerEvent(r.HistoryWatch) }),
+				format: "%.0f", goal: "≤ 1.2", ok: atMost(1.2), watch: true},
+			figure{name: fmt.Sprintf("Event latency p99 at %.0f writes/s (ms): change log on / off (both with a snapshot)", o.writeRate),
+				base: rep.per(func(r *runResult) float64 { return latency(r.SnapWatch, 0.99) }), value: rep.per(func(r *runResult) float64 { return latency(r.HistoryWatch, 0.99) }),
+				format: "%.1f", watch: true},
+		)
+	}
+	return out
 }
 
 // rawRow is a contender's row in the raw measurements; key names it in WatchLists.
@@ -821,6 +834,9 @@ func (r *runResult) watchRows() []rawRow {
 		{"fleetwatch + snapshot (fresh file)", r.SnapWatch, "fleetwatch+snapshot"}}
 	if r.ClientGoTypedWatch != nil {
 		rows = append(rows, rawRow{"client-go typed + transform", r.ClientGoTypedWatch, "clientgo-typed"})
+	}
+	if r.HistoryWatch != nil {
+		rows = append(rows, rawRow{"fleetwatch + snapshot + change log (fresh file)", r.HistoryWatch, "fleetwatch+history"})
 	}
 	return rows
 }
