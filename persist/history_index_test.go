@@ -442,3 +442,35 @@ func FuzzParseRV(f *testing.F) {
 		}
 	})
 }
+
+// FuzzReadCoverage: readCoverage reads back what coverageValue wrote, for its key only,
+// accepts the 16 bytes alone of an earlier build, and refuses anything else with
+// ErrCorrupt rather than read past the value or panic.
+func FuzzReadCoverage(f *testing.F) {
+	key := indexPrefix(indexCoverage, "prod", string(pods), "")
+	f.Add(uint64(10), uint64(3), []byte{})
+	f.Add(uint64(0), uint64(0), []byte{0})
+	f.Add(uint64(1<<63), uint64(7), coverageValue(key, 9, 9)[:20])
+	f.Fuzz(func(t *testing.T, from, seq uint64, raw []byte) {
+		v := coverageValue(key, from, seq)
+		if f2, s2, err := readCoverage(key, v); err != nil || f2 != from || s2 != seq {
+			t.Fatalf("readCoverage(coverageValue(%d, %d)) = %d, %d, %v", from, seq, f2, s2, err)
+		}
+		if _, _, err := readCoverage(indexPrefix(indexCoverage, "dev", string(pods), ""), v); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("another resource's key read the value: %v", err)
+		}
+		f2, s2, err := readCoverage(key, raw)
+		switch {
+		case len(raw) == legacyCoverage:
+			if err != nil || f2 != binary.BigEndian.Uint64(raw) || s2 != binary.BigEndian.Uint64(raw[8:]) {
+				t.Fatalf("a legacy coverage %x: %d, %d, %v", raw, f2, s2, err)
+			}
+		case err == nil:
+			if !bytes.Equal(raw, coverageValue(key, f2, s2)) {
+				t.Fatalf("%x read as %d, %d, which is not what it holds", raw, f2, s2)
+			}
+		case !errors.Is(err, ErrCorrupt):
+			t.Fatalf("%x: %v, want ErrCorrupt", raw, err)
+		}
+	})
+}
