@@ -52,9 +52,10 @@
 //	    'o' <cluster> <resource> <namespace/name> <seq> -> empty: one object's records
 //	    'r' <cluster> <resource> <seq> -> the record's resourceVersion as a uint64
 //	                                     (8 bytes), or empty if it is none or not one
-//	    'c' <cluster> <resource> -> from resourceVersion, from seq (8 bytes each): the
-//	                                log holds every change of the resource after that
-//	                                resourceVersion, in its records after that seq
+//	    'c' <cluster> <resource> -> sealed: from resourceVersion, from seq (8 bytes
+//	                                each): the log holds every change of the
+//	                                resource after that resourceVersion, in its
+//	                                records after that seq
 //	    'g' <cluster> -> sealed: the seq that the cluster's import starts after (8
 //	                     bytes), then the change logs (Store.ID) whose records of the
 //	                     cluster came with it (ClusterSnapshot.LogOrigins)
@@ -87,7 +88,13 @@
 // import, or the log's deletion. One that does not pass its seal, or whose coverage is
 // gone (a build before 'g' entries, which neither reads nor deletes them, dropped the
 // cluster), is not returned by Load; Verify reports the former. Neither needs a schema
-// version: a build before them ignores them.
+// version: a build before them ignores them. A 'c' entry is sealed the same way: one
+// that does not pass its seal fails the resumes of its resource with ErrCorrupt (a
+// coverage that says what the log does not hold would make a resume skip changes), and
+// Verify reports it. A build before the seal wrote the 16 bytes alone: such an entry is
+// read as it is and sealed by the next commit of its resource; a build before the seal
+// reads a sealed one as no coverage, so that its resumes get ErrTooOld (and its Verify
+// reports the entry as malformed).
 //
 // The 'o' and 'r' entries are not sealed: a read checks each entry that leads it to a
 // record against the record, which is (history_index.go): the record must be of the

@@ -57,11 +57,17 @@ func (s *Store) exportLog(tx *bolt.Tx, sw *stateWriter, sent map[uint64]bool, cl
 		recs []rec
 	)
 	err := forEachResource(cluster, cb, func(resource string, _ *bolt.Bucket) error {
-		cov := index.Get(indexPrefix(indexCoverage, cluster, resource, ""))
-		if len(cov) != 16 {
+		covKey := indexPrefix(indexCoverage, cluster, resource, "")
+		cov := index.Get(covKey)
+		if cov == nil {
 			return nil
 		}
-		fromRV, fromSeq := binary.BigEndian.Uint64(cov), binary.BigEndian.Uint64(cov[8:])
+		fromRV, fromSeq, err := readCoverage(covKey, cov)
+		if err != nil {
+			// A damaged coverage: the resource's records are not exported, as if
+			// the log did not cover it.
+			return nil
+		}
 		prefix := indexPrefix(indexResource, cluster, resource, "")
 		var mine []rec
 		c := index.Cursor()
@@ -283,8 +289,10 @@ func loadOrigins(index *bolt.Bucket, cluster string) []string {
 	prefix := appendString([]byte{indexCoverage}, cluster)
 	c := index.Cursor()
 	for k, cov := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, cov = c.Next() {
-		if _, rest, ok := readString(k[len(prefix):]); ok && len(rest) == 0 && len(cov) == 16 && binary.BigEndian.Uint64(cov[8:]) == after {
-			return ids
+		if _, rest, ok := readString(k[len(prefix):]); ok && len(rest) == 0 {
+			if _, from, err := readCoverage(k, cov); err == nil && from == after {
+				return ids
+			}
 		}
 	}
 	return nil

@@ -639,10 +639,14 @@ func (h *historyTx) cover(cluster, resource string, from []byte, seq uint64) err
 	if !ok {
 		return h.index.Delete(key)
 	}
-	if h.index.Get(key) != nil {
+	if v := h.index.Get(key); v != nil {
+		if len(v) == legacyCoverage {
+			// Of a build before coverages were sealed: sealed as it stands.
+			return h.index.Put(key, coverageValue(key, binary.BigEndian.Uint64(v), binary.BigEndian.Uint64(v[8:])))
+		}
 		return nil
 	}
-	return h.index.Put(key, binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, n), seq))
+	return h.index.Put(key, coverageValue(key, n, seq))
 }
 
 // prune drops the oldest records, those older than the retention and those beyond
@@ -697,11 +701,16 @@ func (h *historyTx) prune(hist *bolt.Bucket, budget int) error {
 	}
 	for ck, n := range coverage {
 		v := h.index.Get([]byte(ck))
-		if len(v) != 16 || binary.BigEndian.Uint64(v) >= n {
+		if v == nil {
 			continue
 		}
-		seq := binary.BigEndian.Uint64(v[8:])
-		if err := h.index.Put([]byte(ck), binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, n), seq)); err != nil {
+		// A damaged coverage stays as it is: the reads that reach it fail, and Verify
+		// reports it.
+		from, seq, err := readCoverage([]byte(ck), v)
+		if err != nil || from >= n {
+			continue
+		}
+		if err := h.index.Put([]byte(ck), coverageValue([]byte(ck), n, seq)); err != nil {
 			return err
 		}
 	}

@@ -100,8 +100,11 @@ func verifyIndex(log, index *bolt.Bucket, records, objects int) error {
 		case indexOrigins:
 			continue // verifyOrigins
 		case indexCoverage:
-			if _, rest, ok := readCoverageKey(k); !ok || len(rest) != 0 || len(v) != 16 {
-				return fmt.Errorf("%w: change log index: malformed coverage %q -> %x", ErrCorrupt, k, v)
+			if _, rest, ok := readCoverageKey(k); !ok || len(rest) != 0 {
+				return fmt.Errorf("%w: change log index: malformed coverage %q", ErrCorrupt, k)
+			}
+			if _, _, err := readCoverage(k, v); err != nil {
+				return err
 			}
 			continue
 		case indexObject, indexResource:
@@ -180,4 +183,35 @@ func readCoverageKey(k []byte) (cluster, rest []byte, ok bool) {
 	}
 	_, rest, ok = readString(rest)
 	return cluster, rest, ok
+}
+
+// coverageValue returns the value of the coverage entry key, sealed as an origins entry
+// is (its path "history", "index"): from resourceVersion and from seq, 8 bytes each.
+func coverageValue(key []byte, from, seq uint64) []byte {
+	v := make([]byte, sealSize, sealSize+16)
+	v = binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(v, from), seq)
+	sealHead(v, indexSum, key)
+	return v
+}
+
+// legacyCoverage is the size of a coverage entry of a build before they were sealed:
+// the 16 bytes alone. One is read as it is, and sealed by the next commit of its
+// resource (historyTx.cover).
+const legacyCoverage = 16
+
+// readCoverage returns what the coverage entry key holds, v its value: the log holds
+// every change of its resource after resourceVersion from, in its records after seq.
+// An error wraps ErrCorrupt and names the entry: a damaged coverage would place a
+// resumed watch where the log does not cover it.
+func readCoverage(key, v []byte) (from, seq uint64, err error) {
+	value := v
+	if len(v) != legacyCoverage {
+		if value, err = unsealBytes(indexSum, string(key), v); err != nil {
+			return 0, 0, fmt.Errorf("change log coverage %q: %w", key, err)
+		}
+		if len(value) != 16 {
+			return 0, 0, fmt.Errorf("%w: change log coverage %q: %d bytes", ErrCorrupt, key, len(value))
+		}
+	}
+	return binary.BigEndian.Uint64(value), binary.BigEndian.Uint64(value[8:]), nil
 }

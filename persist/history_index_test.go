@@ -206,7 +206,16 @@ func TestIndexDamage(t *testing.T) {
 		{name: "coverage malformed", damage: func(t *testing.T, tx *bolt.Tx, index *bolt.Bucket) error {
 			k := indexPrefix(indexCoverage, "prod", string(pods), "")
 			return index.Put(k, index.Get(k)[:15])
-		}, resume: ErrTooOld},
+		}, resume: ErrCorrupt},
+		// A coverage that still parses but says what the log does not hold: a resume
+		// from before its real start would miss the changes in between, one from
+		// after its real start would be refused. Its seal tells.
+		{name: "coverage's resourceVersion lowered", damage: func(t *testing.T, tx *bolt.Tx, index *bolt.Bucket) error {
+			return damageCoverage(index, "prod", pods, func(v []byte) { binary.BigEndian.PutUint64(v, binary.BigEndian.Uint64(v)-5) })
+		}, resume: ErrCorrupt},
+		{name: "coverage's seq raised", damage: func(t *testing.T, tx *bolt.Tx, index *bolt.Bucket) error {
+			return damageCoverage(index, "prod", pods, func(v []byte) { binary.BigEndian.PutUint64(v[8:], binary.BigEndian.Uint64(v[8:])+2) })
+		}, resume: ErrCorrupt},
 		{name: "unknown kind of entry", damage: func(t *testing.T, tx *bolt.Tx, index *bolt.Bucket) error {
 			return index.Put([]byte("zzz"), nil)
 		}},
@@ -316,6 +325,73 @@ func TestIndexDamage(t *testing.T) {
 	}
 }
 
+// TestLegacyCoverage: a coverage of a build before they were sealed (its 16 bytes alone)
+// is read as it is, passes Verify, and is sealed by the next commit of its resource.
+func TestLegacyCoverage(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "legacy.db")
+	if err := os.WriteFile(path, writeIndexSample(t, filepath.Join(t.TempDir(), "sample.db")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, w, _ := historyWriter(t, path, HistoryOptions{Enabled: true})
+	want, err := s.ChangesAfter("prod", pods, "10")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := indexPrefix(indexCoverage, "prod", string(pods), "")
+	stored := func() []byte {
+		var v []byte
+		if err := s.view(func(tx *bolt.Tx) error {
+			_, index := historyBuckets(tx)
+			v = bytes.Clone(index.Get(key))
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	sealed := stored()
+	if len(sealed) != sealSize+16 {
+		t.Fatalf("the coverage is %x, want a sealed value", sealed)
+	}
+	if err := s.update(func(tx *bolt.Tx) error {
+		_, index := historyBuckets(tx)
+		return index.Put(key, sealed[sealSize:])
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Verify(); err != nil {
+		t.Errorf("Verify of a log with a legacy coverage: %v", err)
+	}
+	got, err := s.ChangesAfter("prod", pods, "10")
+	if err != nil || !slices.EqualFunc(got, want, func(a, b Change) bool { return a.Seq == b.Seq }) {
+		t.Errorf("ChangesAfter over a legacy coverage: %d changes, %v; want %d", len(got), err, len(want))
+	}
+	if _, err := s.ChangesAfter("prod", pods, "9"); !errors.Is(err, ErrTooOld) {
+		t.Errorf("ChangesAfter from before a legacy coverage: %v, want ErrTooOld", err)
+	}
+	w.Upsert("prod", pods, object("a", "p2", "3"))
+	w.Checkpoint("prod", pods, "14")
+	commitNow(t, w)
+	if v := stored(); !bytes.Equal(v, sealed) {
+		t.Errorf("after a commit of its resource, the coverage is %x, want %x (sealed, as it was)", v, sealed)
+	}
+	if got, err := s.ChangesAfter("prod", pods, "10"); err != nil || len(got) != len(want)+1 {
+		t.Errorf("ChangesAfter once sealed again: %d changes, %v; want %d", len(got), err, len(want)+1)
+	}
+}
+
+// damageCoverage changes the value of the coverage of (cluster, resource) with change,
+// given its 16 bytes, and leaves its seal as it was.
+func damageCoverage(index *bolt.Bucket, cluster string, resource ResourceKey, change func(v []byte)) error {
+	k := indexPrefix(indexCoverage, cluster, string(resource), "")
+	v := bytes.Clone(index.Get(k))
+	if len(v) != sealSize+16 {
+		return fmt.Errorf("coverage %q is %d bytes, want a sealed one", k, len(v))
+	}
+	change(v[sealSize:])
+	return index.Put(k, v)
+}
+
 // errorTexts returns the message of every error in the chains of errs, in the order
 // errors.Is walks them.
 func errorTexts(errs []error) []string {
@@ -363,6 +439,38 @@ func FuzzParseRV(f *testing.F) {
 		want, err := strconv.ParseUint(rv, 10, 64)
 		if ok != (err == nil && len(rv) <= 20) || ok && n != want {
 			t.Errorf("parseRV(%q) = %d, %v; strconv: %d, %v", rv, n, ok, want, err)
+		}
+	})
+}
+
+// FuzzReadCoverage: readCoverage reads back what coverageValue wrote, for its key only,
+// accepts the 16 bytes alone of an earlier build, and refuses anything else with
+// ErrCorrupt rather than read past the value or panic.
+func FuzzReadCoverage(f *testing.F) {
+	key := indexPrefix(indexCoverage, "prod", string(pods), "")
+	f.Add(uint64(10), uint64(3), []byte{})
+	f.Add(uint64(0), uint64(0), []byte{0})
+	f.Add(uint64(1<<63), uint64(7), coverageValue(key, 9, 9)[:20])
+	f.Fuzz(func(t *testing.T, from, seq uint64, raw []byte) {
+		v := coverageValue(key, from, seq)
+		if f2, s2, err := readCoverage(key, v); err != nil || f2 != from || s2 != seq {
+			t.Fatalf("readCoverage(coverageValue(%d, %d)) = %d, %d, %v", from, seq, f2, s2, err)
+		}
+		if _, _, err := readCoverage(indexPrefix(indexCoverage, "dev", string(pods), ""), v); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("another resource's key read the value: %v", err)
+		}
+		f2, s2, err := readCoverage(key, raw)
+		switch {
+		case len(raw) == legacyCoverage:
+			if err != nil || f2 != binary.BigEndian.Uint64(raw) || s2 != binary.BigEndian.Uint64(raw[8:]) {
+				t.Fatalf("a legacy coverage %x: %d, %d, %v", raw, f2, s2, err)
+			}
+		case err == nil:
+			if !bytes.Equal(raw, coverageValue(key, f2, s2)) {
+				t.Fatalf("%x read as %d, %d, which is not what it holds", raw, f2, s2)
+			}
+		case !errors.Is(err, ErrCorrupt):
+			t.Fatalf("%x: %v, want ErrCorrupt", raw, err)
 		}
 	})
 }

@@ -459,11 +459,15 @@ func (s *Store) changesFrom(cluster string, resource ResourceKey, rv string, inc
 		if log == nil || index == nil {
 			return fmt.Errorf("%w: the snapshot has no change log", ErrTooOld)
 		}
-		cov := index.Get(indexPrefix(indexCoverage, string(cluster), string(resource), ""))
-		if len(cov) != 16 {
+		covKey := indexPrefix(indexCoverage, string(cluster), string(resource), "")
+		cov := index.Get(covKey)
+		if cov == nil {
 			return fmt.Errorf("%w: cluster %q, resource %q: the change log does not cover it", ErrTooOld, cluster, resource)
 		}
-		from, fromSeq := binary.BigEndian.Uint64(cov), binary.BigEndian.Uint64(cov[8:])
+		from, fromSeq, err := readCoverage(covKey, cov)
+		if err != nil {
+			return err
+		}
 		if after < from || inclusive && after == from {
 			return fmt.Errorf("%w: cluster %q, resource %q: the change log holds its changes after resourceVersion %d, not from %d", ErrTooOld, cluster, resource, from, after)
 		}
