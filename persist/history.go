@@ -642,7 +642,8 @@ func (h *historyTx) cover(cluster, resource string, from []byte, seq uint64) err
 	if v := h.index.Get(key); v != nil {
 		if len(v) == legacyCoverage {
 			// Of a build before coverages were sealed: sealed as it stands.
-			return h.index.Put(key, coverageValue(key, binary.BigEndian.Uint64(v), binary.BigEndian.Uint64(v[8:])))
+			from, seq, _ := readCoverage(key, v)
+			return h.index.Put(key, coverageValue(key, from, seq))
 		}
 		return nil
 	}
