@@ -44,12 +44,15 @@
 //	        rv -> the sealed resourceVersion the objects are current at
 //	        objects/
 //	          <namespace>/<name> -> the sealed encoded object
+//	          <namespace>/<name> 0 -> sealed: the sequence numbers of the object's
+//	                                  newest records in the change log (its list)
 //	history/                       the change log
 //	  bytes  -> uint64, big-endian: the size of its records and index keys
 //	  changes/                     in the order of the bucket's sequence
 //	    <seq, 8 bytes big-endian> -> a sealed record
 //	  index/
 //	    'o' <cluster> <resource> <namespace/name> <seq> -> empty: one object's records
+//	                                     that its list does not name
 //	    'r' <cluster> <resource> <seq> -> the record's resourceVersion as a uint64
 //	                                     (8 bytes), or empty if it is none or not one
 //	    'c' <cluster> <resource> -> sealed: from resourceVersion, from seq (8 bytes
@@ -95,6 +98,22 @@
 // read as it is and sealed by the next commit of its resource; a build before the seal
 // reads a sealed one as no coverage, so that its resumes get ErrTooOld (and its Verify
 // reports the entry as malformed).
+//
+// A Writer's commit names the records of an object in the object's list, beside the
+// object in its objects bucket, rather than in 'o' entries: the commit writes that leaf
+// anyway, where an 'o' entry was a leaf of the index at a random place per change
+// (history_lists.go). A list holds at most 32; the oldest beyond that go to 'o'
+// entries, and so does the whole list when its object is deleted or vanishes, or its
+// resource or cluster is dropped, replaced or imported over. Each record of an object
+// is named by its list or by an 'o' entry, never both; ObjectHistory reads both. A list
+// is sealed as an object is (its path the object's and "history"), its value the
+// sequence numbers, 8 bytes each, increasing; a read checks each record it names, as
+// for an 'o' entry. The log's sequence never starts over in a file, so that a list
+// that outlived its log (switched off) names no record of the next. No object key holds
+// a 0 byte (the Writer refuses one, as ImportCluster does a state with one), and Load,
+// ExportCluster and Inspect skip the lists. A build before lists takes a file that holds
+// one for a damaged one, as it does an object format it does not know: it moves the
+// file aside and starts cold.
 //
 // The 'o' and 'r' entries are not sealed: a read checks each entry that leads it to a
 // record against the record, which is (history_index.go): the record must be of the

@@ -391,6 +391,7 @@ const (
 
 // historyTx writes to the change log within one commit's transaction.
 type historyTx struct {
+	tx      *bolt.Tx
 	mode    historyMode
 	opts    HistoryOptions
 	now     time.Time
@@ -443,7 +444,7 @@ func openHistory(tx *bolt.Tx, mode historyMode, opts HistoryOptions, now time.Ti
 	// Records are appended at the end: full pages, rather than bbolt's half-full
 	// ones of a split, halve the pages of small records. (Not stored: per transaction.)
 	changes.FillPercent = 1
-	h := &historyTx{mode: mode, opts: opts, now: now, changes: changes, index: index}
+	h := &historyTx{tx: tx, mode: mode, opts: opts, now: now, changes: changes, index: index}
 	h.bytes, _ = getUint64(hist, keyBytes)
 	h.before = changes.Sequence()
 	if k, v := changes.Cursor().Last(); k != nil {
@@ -463,10 +464,16 @@ func clearHistory(tx *bolt.Tx) error {
 			return nil
 		}
 	}
+	// The sequence goes on: the lists that the objects buckets keep of this log name
+	// records before the next log's first one (history_lists.go).
+	seq := hist.Bucket(bucketChanges).Sequence()
 	if err := tx.DeleteBucket(bucketHistory); err != nil {
 		return err
 	}
-	return createHistoryBucket(tx)
+	if err := createHistoryBucket(tx); err != nil {
+		return err
+	}
+	return tx.Bucket(bucketHistory).Bucket(bucketChanges).SetSequence(seq)
 }
 
 // createHistoryBucket lays out an empty change log.
@@ -521,6 +528,7 @@ func (h *historyTx) flush() error {
 		}
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(h.staged[a].t, h.staged[b].t) })
+	var lists []listed
 	for _, i := range order {
 		r := &h.staged[i]
 		seq, err := h.changes.NextSequence()
@@ -537,9 +545,15 @@ func (h *historyTx) flush() error {
 		}
 		size := len(k) + len(r.v)
 		if r.key != "" {
+			// The size of the log counts a record's 'o' entry, whether its object's
+			// list names it instead or not.
 			ok := append(indexPrefix(indexObject, r.cluster, r.resource, r.key), k...)
-			h.keys = append(h.keys, op{key: ok, value: []byte{}})
 			size += len(ok)
+			if h.mode == historyOn {
+				lists = append(lists, listed{cluster: r.cluster, resource: r.resource, key: r.key, seq: seq})
+			} else {
+				h.keys = append(h.keys, op{key: ok, value: []byte{}})
+			}
 		}
 		rk := append(indexPrefix(indexResource, r.cluster, r.resource, ""), k...)
 		rvv := []byte{}
@@ -549,6 +563,9 @@ func (h *historyTx) flush() error {
 		h.keys = append(h.keys, op{key: rk, value: rvv})
 		h.bytes += uint64(size + len(rk) + len(rvv))
 		h.appended++
+	}
+	if err := h.updateLists(lists); err != nil {
+		return err
 	}
 	slices.SortFunc(h.keys, func(a, b op) int { return bytes.Compare(a.key, b.key) })
 	for _, k := range h.keys {

@@ -178,8 +178,12 @@ func TestIndexDamage(t *testing.T) {
 			k, _ := sampleEntry(t, tx, indexResource, "old", "", "", "")
 			return index.Delete(k)
 		}, lost: true},
+		// p1 was deleted: its records have 'o' entries. p2's are named by its list.
 		{name: "'o' entry lost", damage: func(t *testing.T, tx *bolt.Tx, index *bolt.Bucket) error {
-			k, _ := sampleEntry(t, tx, indexObject, "prod", pods, "a/p2", "12")
+			k, _ := sampleEntry(t, tx, indexObject, "prod", pods, "a/p1", "11")
+			if index.Get(k) == nil {
+				t.Fatalf("no entry %q", k)
+			}
 			return index.Delete(k)
 		}, lost: true},
 		{name: "'o' key's seq moved to another object's record", damage: func(t *testing.T, tx *bolt.Tx, index *bolt.Bucket) error {
@@ -196,8 +200,41 @@ func TestIndexDamage(t *testing.T) {
 			return index.Put(withSeq(k, seq+1000), []byte{})
 		}, object: "p2"},
 		{name: "'o' entry given a value", damage: func(t *testing.T, tx *bolt.Tx, index *bolt.Bucket) error {
-			k, _ := sampleEntry(t, tx, indexObject, "prod", pods, "a/p2", "12")
+			k, _ := sampleEntry(t, tx, indexObject, "prod", pods, "a/p1", "11")
 			return index.Put(k, []byte{0})
+		}, object: "p1"},
+		{name: "'o' entry added, of a record that p2's list names", damage: func(t *testing.T, tx *bolt.Tx, index *bolt.Bucket) error {
+			k, _ := sampleEntry(t, tx, indexObject, "prod", pods, "a/p2", "12")
+			return index.Put(k, []byte{})
+		}, object: "p2"},
+		{name: "list lost", damage: func(t *testing.T, tx *bolt.Tx, index *bolt.Bucket) error {
+			return sampleObjects(tx).Delete(listKey([]byte("a/p2")))
+		}, lost: true},
+		{name: "list's record lost", damage: func(t *testing.T, tx *bolt.Tx, index *bolt.Bucket) error {
+			return damageList(t, tx, func(seqs []uint64) []uint64 { return seqs[1:] })
+		}, lost: true},
+		{name: "list names another object's record", damage: func(t *testing.T, tx *bolt.Tx, index *bolt.Bucket) error {
+			_, other := sampleEntry(t, tx, indexObject, "prod", pods, "a/p1", "11")
+			return damageList(t, tx, func(seqs []uint64) []uint64 { return []uint64{other, seqs[1]} })
+		}, object: "p2"},
+		{name: "list names a record past the log", damage: func(t *testing.T, tx *bolt.Tx, index *bolt.Bucket) error {
+			return damageList(t, tx, func(seqs []uint64) []uint64 { return append(seqs, seqs[len(seqs)-1]+1000) })
+		}, object: "p2"},
+		{name: "list's sequence numbers out of order", damage: func(t *testing.T, tx *bolt.Tx, index *bolt.Bucket) error {
+			return damageList(t, tx, func(seqs []uint64) []uint64 { return []uint64{seqs[1], seqs[0]} })
+		}, object: "p2"},
+		{name: "list a byte short, sealed", damage: func(t *testing.T, tx *bolt.Tx, index *bolt.Bucket) error {
+			lk := listKey([]byte("a/p2"))
+			v := bytes.Clone(sampleObjects(tx).Get(lk))
+			v = v[:len(v)-1]
+			sealHead(v, listSum("prod", string(pods)), lk)
+			return sampleObjects(tx).Put(lk, v)
+		}, object: "p2"},
+		{name: "list's seal broken", damage: func(t *testing.T, tx *bolt.Tx, index *bolt.Bucket) error {
+			lk := listKey([]byte("a/p2"))
+			v := bytes.Clone(sampleObjects(tx).Get(lk))
+			v[len(v)-1] ^= 1
+			return sampleObjects(tx).Put(lk, v)
 		}, object: "p2"},
 		{name: "'o' entry for a record of no object", damage: func(t *testing.T, tx *bolt.Tx, index *bolt.Bucket) error {
 			_, seq := sampleEntry(t, tx, indexResource, "dev", deployments, "", "")
@@ -473,4 +510,21 @@ func FuzzReadCoverage(f *testing.F) {
 			t.Fatalf("%x: %v, want ErrCorrupt", raw, err)
 		}
 	})
+}
+
+// sampleObjects returns the objects bucket of prod's pods in writeIndexSample's file.
+func sampleObjects(tx *bolt.Tx) *bolt.Bucket {
+	return getBucket(tx, bucketClusters, []byte("prod"), bucketResources, []byte(pods), bucketObjects)
+}
+
+// damageList replaces the list of prod's pod a/p2 in writeIndexSample's file, two
+// records (added, modified), by what damage returns of it, sealed.
+func damageList(t *testing.T, tx *bolt.Tx, damage func([]uint64) []uint64) error {
+	t.Helper()
+	lk := listKey([]byte("a/p2"))
+	seqs, err := readList(nil, "prod", string(pods), lk, sampleObjects(tx).Get(lk))
+	if err != nil || len(seqs) != 2 {
+		t.Fatalf("the list of a/p2: %v, %v", seqs, err)
+	}
+	return sampleObjects(tx).Put(lk, encodeList("prod", string(pods), lk, damage(seqs)))
 }

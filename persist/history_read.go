@@ -2,6 +2,7 @@ package persist
 
 import (
 	"bytes"
+	"cmp"
 	"container/heap"
 	"encoding/binary"
 	"errors"
@@ -416,6 +417,22 @@ func (s *Store) ObjectHistory(cluster string, resource ResourceKey, namespace, n
 			}
 			changes = append(changes, r.change(seq, true))
 		}
+		// The newest records are named by the object's list, in its objects bucket.
+		indexed := len(changes)
+		err := objectList(tx, log, cluster, string(resource), []byte(objectKey(namespace, name)), func(seq uint64, r *record) {
+			changes = append(changes, r.change(seq, true))
+		})
+		if err != nil {
+			return err
+		}
+		if indexed > 0 && indexed < len(changes) {
+			slices.SortFunc(changes, func(a, b Change) int { return cmp.Compare(a.Seq, b.Seq) })
+			for i := 1; i < len(changes); i++ {
+				if changes[i].Seq == changes[i-1].Seq {
+					return fmt.Errorf("%w: change log: record %d is named by an 'o' entry and by its object's list", ErrCorrupt, changes[i].Seq)
+				}
+			}
+		}
 		return nil
 	})
 	if err != nil {
@@ -595,5 +612,5 @@ func verifyHistory(tx *bolt.Tx) error {
 	if index == nil {
 		return nil
 	}
-	return verifyIndex(log, index, records, objects)
+	return verifyIndex(tx, log, index, records, objects)
 }

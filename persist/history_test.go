@@ -525,6 +525,44 @@ func checkIndex(t *testing.T, s *Store) {
 			return nil
 		})
 	})
+	// The records of objects without an 'o' entry are named by their objects' lists,
+	// which name no others, and are kept for stored objects only.
+	_ = s.view(func(tx *bolt.Tx) error {
+		log, _ := historyBuckets(tx)
+		return forEachCluster(tx, func(cluster string, cb *bolt.Bucket, _ Identity) error {
+			return forEachResource(cluster, cb, func(resource string, rb *bolt.Bucket) error {
+				objects := rb.Bucket(bucketObjects)
+				return objects.ForEach(func(k, v []byte) error {
+					if !isListKey(k) {
+						return nil
+					}
+					key := k[:len(k)-1]
+					seqs, err := readList(nil, cluster, resource, k, v)
+					if err != nil {
+						t.Errorf("list of %s %s %s: %v", cluster, resource, key, err)
+						return nil
+					}
+					if len(seqs) > maxListSeqs {
+						t.Errorf("list of %s %s %s: %d sequence numbers", cluster, resource, key, len(seqs))
+					}
+					if objects.Get(key) == nil {
+						t.Errorf("list of %s %s %s, which is not stored", cluster, resource, key)
+					}
+					err = objectList(tx, log, cluster, resource, key, func(seq uint64, _ *record) {
+						ok := string(append(indexPrefix(indexObject, cluster, resource, string(key)), seqKey(seq)...))
+						if !want[ok] {
+							t.Errorf("list of %s %s %s names record %d twice, or it has an 'o' entry", cluster, resource, key, seq)
+						}
+						delete(want, ok)
+					})
+					if err != nil {
+						t.Errorf("list of %s %s %s: %v", cluster, resource, key, err)
+					}
+					return nil
+				})
+			})
+		})
+	})
 	if len(want) > 0 {
 		t.Errorf("%d index keys missing", len(want))
 	}

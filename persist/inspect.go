@@ -68,7 +68,13 @@ func (s *Store) Inspect() (Info, error) {
 				ri := ResourceInfo{Resource: key, ResourceVersion: rv}
 				if objects := rb.Bucket(bucketObjects); objects != nil {
 					st := objects.Stats()
-					ri.Objects = st.KeyN
+					// The objects, without their lists of changes (history_lists.go).
+					c := objects.Cursor()
+					for k, _ := c.First(); k != nil; k, _ = c.Next() {
+						if !isListKey(k) {
+							ri.Objects++
+						}
+					}
 					ri.Bytes = int64(st.BranchAlloc + st.LeafAlloc + st.InlineBucketInuse)
 				}
 				ci.Resources = append(ci.Resources, ri)

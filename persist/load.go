@@ -415,6 +415,9 @@ func loadTx(tx *bolt.Tx, opts LoadOptions, fn func(cluster string, cs *ClusterSn
 					if v == nil {
 						return fmt.Errorf("%w: cluster %q, resource %q: %q is a bucket, not an object", ErrCorrupt, cluster, resource, k)
 					}
+					if isListKey(k) {
+						continue // an object's list of changes (history_lists.go)
+					}
 					if c == nil {
 						c = &chunk{cluster: cluster, resource: resource, key: key, sealed: sealed, sum: sum, partial: opts.Partial, dicts: dicts, rs: rs}
 					}

@@ -284,6 +284,10 @@ func (w *Writer) delete(cluster string, resource ResourceKey, namespace, name st
 		w.reject(fmt.Errorf("%w: cluster %q, resource %q: delete of an object without a name", ErrInvalid, cluster, resource))
 		return
 	}
+	if key := objectKey(namespace, name); !validObjectKey(key) {
+		w.reject(fmt.Errorf("cluster %q, resource %q: %w", cluster, resource, errObjectKey(key)))
+		return
+	}
 	now := w.clock.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -493,7 +497,11 @@ func keyOf(obj runtime.Object) (string, error) {
 	if m.GetName() == "" {
 		return "", fmt.Errorf("%w: object without a name", ErrInvalid)
 	}
-	return objectKey(m.GetNamespace(), m.GetName()), nil
+	key := objectKey(m.GetNamespace(), m.GetName())
+	if !validObjectKey(key) {
+		return "", errObjectKey(key)
+	}
+	return key, nil
 }
 
 // commit takes what is ready, from the Writer if there is one and otherwise from a
@@ -699,6 +707,9 @@ func apply(tx *bolt.Tx, b *batch, ops map[*groupBatch][]op, sealed bool, h *hist
 				if err := h.marker(typ, cluster, "", ""); err != nil {
 					return err
 				}
+				if err := h.spillCluster(cluster, clusters.Bucket(name)); err != nil {
+					return err
+				}
 			}
 			if err := deleteBucket(clusters, name); err != nil {
 				return err
@@ -735,6 +746,9 @@ func apply(tx *bolt.Tx, b *batch, ops map[*groupBatch][]op, sealed bool, h *hist
 			if res := getBucket(tx, bucketClusters, name, bucketResources); gb.drop && res != nil {
 				if h != nil && res.Bucket(key) != nil {
 					if err := h.marker(ChangeResourceReset, cluster, string(resource), ""); err != nil {
+						return err
+					}
+					if err := h.spillObjects(cluster, string(resource), res.Bucket(key).Bucket(bucketObjects)); err != nil {
 						return err
 					}
 				}

@@ -16,7 +16,8 @@ import (
 )
 
 // encodedSizes sums the encoded objects of a snapshot file by resource key, walking the
-// bucket tree that package persist documents (clusters/<cluster>/resources/<key>/objects).
+// bucket tree that package persist documents (clusters/<cluster>/resources/<key>/objects,
+// without the objects' lists of changes, whose keys end with a 0 byte).
 // persist.Inspect reports the bbolt pages the objects take; this is the payload in them.
 func encodedSizes(path string) (map[string]resourceSize, error) {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: 5 * time.Second})
@@ -41,7 +42,10 @@ func encodedSizes(path string) (map[string]resourceSize, error) {
 					return nil
 				}
 				s := out[string(key)]
-				err := objects.ForEach(func(_, v []byte) error {
+				err := objects.ForEach(func(k, v []byte) error {
+					if len(k) > 0 && k[len(k)-1] == 0 {
+						return nil // an object's list of changes, with the change log on
+					}
 					s.Objects++
 					s.Bytes += int64(len(v))
 					return nil
