@@ -99,21 +99,9 @@ func verifyIndex(tx *bolt.Tx, log, index *bolt.Bucket, records, objects int) err
 	// The objects' lists name the records of objects that have no 'o' entry.
 	err := forEachCluster(tx, func(cluster string, cb *bolt.Bucket, _ Identity) error {
 		return forEachResource(cluster, cb, func(resource string, rb *bolt.Bucket) error {
-			objects := rb.Bucket(bucketObjects)
-			if objects == nil {
-				return nil
-			}
-			c := objects.Cursor()
-			for k, v := c.First(); k != nil; k, v = c.Next() {
-				if !isListKey(k) || v == nil {
-					continue
-				}
-				key := k[:len(k)-1]
-				if err := objectList(tx, log, cluster, resource, key, func(uint64, *record) { matchedO++ }); err != nil {
-					return err
-				}
-			}
-			return nil
+			return eachList(rb.Bucket(bucketObjects), func(lk, v []byte) error {
+				return listRecords(log, cluster, resource, lk, v, func(uint64, *record) { matchedO++ })
+			})
 		})
 	})
 	if err != nil {

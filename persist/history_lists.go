@@ -115,8 +115,8 @@ type listed struct {
 // updateLists adds the records of objects that flush appended to their objects'
 // lists, after the commit's writes to the objects: the list of an object that is no
 // longer stored goes to 'o' entries with them, and a list that overflows sends its
-// oldest there. An object whose resource the commit does not store (none here) has 'o'
-// entries. A list that does not pass its seal is written anew: the records it named
+// oldest there. Records of an object whose resource bucket is missing (which apply
+// does not leave) get 'o' entries. A list that does not pass its seal is written anew: the records it named
 // are lost to ObjectHistory, as they would be with their 'o' entries lost, and Verify
 // reports them.
 func (h *historyTx) updateLists(recs []listed) error {
@@ -125,7 +125,6 @@ func (h *historyTx) updateLists(recs []listed) error {
 			strings.Compare(a.key, b.key), cmp.Compare(a.seq, b.seq))
 	})
 	first := firstSeq(h.changes)
-	clusters := getClustersBucket(h.tx)
 	var objects *bolt.Bucket
 	var seqs []uint64
 	for i := 0; i < len(recs); {
@@ -135,10 +134,7 @@ func (h *historyTx) updateLists(recs []listed) error {
 			j++
 		}
 		if i == 0 || recs[i-1].cluster != r.cluster || recs[i-1].resource != r.resource {
-			objects = nil
-			if clusters != nil {
-				objects = getBucketIn(clusters, []byte(r.cluster), bucketResources, []byte(r.resource), bucketObjects)
-			}
+			objects = getBucket(h.tx, bucketClusters, []byte(r.cluster), bucketResources, []byte(r.resource), bucketObjects)
 		}
 		seqs = seqs[:0]
 		key := bytesOf(r.key)
@@ -194,23 +190,32 @@ func (h *historyTx) spill(cluster, resource, key string, seqs []uint64) {
 // drop, replacement or import. The lists' records of objects stay reachable by
 // ObjectHistory through them. A list that does not pass its seal is left out, as
 // updateLists leaves it.
-func (h *historyTx) spillObjects(cluster, resource string, objects *bolt.Bucket) error {
+func (h *historyTx) spillObjects(cluster, resource string, objects *bolt.Bucket) {
+	first := firstSeq(h.changes)
+	var seqs []uint64
+	_ = eachList(objects, func(lk, v []byte) error {
+		var err error
+		if seqs, err = readList(seqs[:0], cluster, resource, lk, v); err == nil {
+			seqs = slices.DeleteFunc(seqs, func(s uint64) bool { return dropped(s, first) })
+			h.spill(cluster, resource, string(lk[:len(lk)-1]), seqs)
+		}
+		return nil
+	})
+}
+
+// eachList calls fn with the key and the stored value of each list of objects, an
+// objects bucket (nil: none), in key order, until fn fails.
+func eachList(objects *bolt.Bucket, fn func(lk, v []byte) error) error {
 	if objects == nil {
 		return nil
 	}
-	first := firstSeq(h.changes)
-	var seqs []uint64
 	c := objects.Cursor()
 	for k, v := c.First(); k != nil; k, v = c.Next() {
-		if !isListKey(k) || v == nil {
-			continue
+		if isListKey(k) && v != nil {
+			if err := fn(k, v); err != nil {
+				return err
+			}
 		}
-		var err error
-		if seqs, err = readList(seqs[:0], cluster, resource, k, v); err != nil {
-			continue
-		}
-		seqs = slices.DeleteFunc(seqs, func(s uint64) bool { return dropped(s, first) })
-		h.spill(cluster, resource, string(k[:len(k)-1]), seqs)
 	}
 	return nil
 }
@@ -221,14 +226,13 @@ func (h *historyTx) spillCluster(cluster string, cb *bolt.Bucket) error {
 		return nil
 	}
 	return forEachResource(cluster, cb, func(resource string, rb *bolt.Bucket) error {
-		return h.spillObjects(cluster, resource, rb.Bucket(bucketObjects))
+		h.spillObjects(cluster, resource, rb.Bucket(bucketObjects))
+		return nil
 	})
 }
 
-// objectList returns the records that the list of the object key of (cluster,
-// resource) names, in the transaction of log, checked against the list (listedBy).
-// Those that the retention dropped are skipped; a missing record of the log's range,
-// or one of another object, is ErrCorrupt.
+// objectList calls fn with each record that the list of the object key of (cluster,
+// resource) names, as listRecords does, in the transaction of log.
 func objectList(tx *bolt.Tx, log *bolt.Bucket, cluster, resource string, key []byte, fn func(seq uint64, r *record)) error {
 	objects := getBucket(tx, bucketClusters, []byte(cluster), bucketResources, []byte(resource), bucketObjects)
 	if objects == nil {
@@ -239,10 +243,19 @@ func objectList(tx *bolt.Tx, log *bolt.Bucket, cluster, resource string, key []b
 	if v == nil {
 		return nil
 	}
+	return listRecords(log, cluster, resource, lk, v, fn)
+}
+
+// listRecords calls fn with each record that the list lk of (cluster, resource), its
+// stored value v, names, checked against the list (listedBy). Those that the retention
+// dropped are skipped; a list that does not pass its seal, a missing record of the
+// log's range, or one of another object, is ErrCorrupt.
+func listRecords(log *bolt.Bucket, cluster, resource string, lk, v []byte, fn func(seq uint64, r *record)) error {
 	seqs, err := readList(nil, cluster, resource, lk, v)
 	if err != nil {
 		return err
 	}
+	key := lk[:len(lk)-1]
 	first := firstSeq(log)
 	for _, seq := range seqs {
 		rv := log.Get(seqKey(seq))
@@ -262,15 +275,4 @@ func objectList(tx *bolt.Tx, log *bolt.Bucket, cluster, resource string, key []b
 		fn(seq, &r)
 	}
 	return nil
-}
-
-// getBucketIn returns the bucket at the path of names under b, nil if one is missing.
-func getBucketIn(b *bolt.Bucket, names ...[]byte) *bolt.Bucket {
-	for _, name := range names {
-		if b == nil {
-			return nil
-		}
-		b = b.Bucket(name)
-	}
-	return b
 }

@@ -532,10 +532,7 @@ func checkIndex(t *testing.T, s *Store) {
 		return forEachCluster(tx, func(cluster string, cb *bolt.Bucket, _ Identity) error {
 			return forEachResource(cluster, cb, func(resource string, rb *bolt.Bucket) error {
 				objects := rb.Bucket(bucketObjects)
-				return objects.ForEach(func(k, v []byte) error {
-					if !isListKey(k) {
-						return nil
-					}
+				return eachList(objects, func(k, v []byte) error {
 					key := k[:len(k)-1]
 					seqs, err := readList(nil, cluster, resource, k, v)
 					if err != nil {
@@ -548,7 +545,7 @@ func checkIndex(t *testing.T, s *Store) {
 					if objects.Get(key) == nil {
 						t.Errorf("list of %s %s %s, which is not stored", cluster, resource, key)
 					}
-					err = objectList(tx, log, cluster, resource, key, func(seq uint64, _ *record) {
+					err = listRecords(log, cluster, resource, k, v, func(seq uint64, _ *record) {
 						ok := string(append(indexPrefix(indexObject, cluster, resource, string(key)), seqKey(seq)...))
 						if !want[ok] {
 							t.Errorf("list of %s %s %s names record %d twice, or it has an 'o' entry", cluster, resource, key, seq)

@@ -748,9 +748,7 @@ func apply(tx *bolt.Tx, b *batch, ops map[*groupBatch][]op, sealed bool, h *hist
 					if err := h.marker(ChangeResourceReset, cluster, string(resource), ""); err != nil {
 						return err
 					}
-					if err := h.spillObjects(cluster, string(resource), res.Bucket(key).Bucket(bucketObjects)); err != nil {
-						return err
-					}
+					h.spillObjects(cluster, string(resource), res.Bucket(key).Bucket(bucketObjects))
 				}
 				if err := deleteBucket(res, key); err != nil {
 					return err
