@@ -33,7 +33,8 @@ import (
 //   - User index functions get decoded objects, at each write of an object.
 //
 // Every object handed out is shared or fresh: as with a plain fleet, it must not be
-// modified.
+// modified. A fresh one decoded with a SharingDecoder holds maps and slices of other
+// objects too (a container of the pods of one Deployment), decoded once.
 
 // Codec encodes the objects of a compact Fleet and decodes them back. Decode(Encode(o))
 // must equal o, field for field and type for type; what Decode returns must share no
@@ -41,6 +42,19 @@ import (
 type Codec interface {
 	Encode(obj runtime.Object) ([]byte, error)
 	Decode(data []byte) (runtime.Object, error)
+}
+
+// SharingDecoder is implemented by Codecs that decode an object sharing its maps and
+// slices with objects they decoded before, where their encodings are the same (the
+// containers, volumes and tolerations of the pods of one Deployment), such as
+// persist.Codec. A compact fleet decodes what it hands out, and what it passes to index
+// functions, with DecodeShared rather than Decode: none of it may be modified, and the
+// objects of a Get or a List outside the hot set then take the memory of what sets each
+// apart only. DecodeShared(Encode(o)) must equal o, as Decode's does; the objects it
+// returns share no memory with data, and may share any map or slice but their root
+// with others.
+type SharingDecoder interface {
+	DecodeShared(data []byte) (runtime.Object, error)
 }
 
 // EncodingShortener is implemented by Codecs that keep an encoding made elsewhere, by
@@ -106,7 +120,13 @@ func (o *encodedObject) DeepCopyObject() runtime.Object { return o }
 // An encoding that fails to decode, which a Codec that holds its contract never makes,
 // is logged, and the object is replaced by its metadata key.
 func (ix *Indexer) decode(data []byte, key Key) runtime.Object {
-	obj, err := ix.codec.Decode(data)
+	var obj runtime.Object
+	var err error
+	if ix.sharing != nil {
+		obj, err = ix.sharing.DecodeShared(data)
+	} else {
+		obj, err = ix.codec.Decode(data)
+	}
 	if err != nil {
 		klog.ErrorS(err, "Decoding a cached object failed; handing out its key only", "cluster", key.Cluster, "namespace", key.Namespace, "name", key.Name)
 		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -517,5 +518,102 @@ func TestSelectEncoded(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// sharingSpy is the snapshot's codec, counting its decodes of each kind.
+type sharingSpy struct {
+	persist.Codec
+	decodes, shared atomic.Int64
+}
+
+func (c *sharingSpy) Decode(data []byte) (runtime.Object, error) {
+	c.decodes.Add(1)
+	return c.Codec.Decode(data)
+}
+
+func (c *sharingSpy) DecodeShared(data []byte) (runtime.Object, error) {
+	c.shared.Add(1)
+	return c.Codec.DecodeShared(data)
+}
+
+// TestCompactFleetDecodesShared: a compact fleet whose Codec is a SharingDecoder decodes
+// with DecodeShared everything it hands out (Gets, lists, events, what index functions
+// get) and nothing with Decode, and what it hands out is what was applied. A
+// ResourceCodec's Codecs are asked, not the fleet's (persist.Codec with Dictionary).
+func TestCompactFleetDecodesShared(t *testing.T) {
+	byNode := cache.Indexers{"node": func(obj any) ([]string, error) {
+		node, _, err := unstructured.NestedString(obj.(*unstructured.Unstructured).Object, "spec", "nodeName")
+		return []string{node}, err
+	}}
+	spy := &sharingSpy{}
+	f := aggregate.New(aggregate.Options{Codec: spy, HotObjects: 1, Indexers: byNode})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	go func() { _ = f.Start(ctx) }()
+	rec := aggregatetest.NewRecorder()
+	if _, err := f.AddHandler(rec, aggregate.HandlerOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s := f.ClusterStore("a", aggregatetest.Pods)
+	want := map[string]*unstructured.Unstructured{}
+	for i := range 20 {
+		p := aggregatetest.RealisticPod("ns", fmt.Sprintf("pod-%02d", i), fmt.Sprint(10+i), nil)
+		// Half as the informers hand them over, encoded with the filing fields only:
+		// the index function gets them decoded.
+		if i%2 == 0 {
+			mustApply(t, s, p.DeepCopy(), true)
+		} else {
+			mustApplyPartial(t, s, p)
+		}
+		want[p.GetName()] = p
+	}
+	if err := rec.WaitForLen(ctx, len(want)); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range rec.Events() {
+		if u := e.Object.(*unstructured.Unstructured); !equality.Semantic.DeepEqual(u, want[u.GetName()]) {
+			t.Fatalf("event of %s: %v", u.GetName(), u)
+		}
+	}
+	ix := f.Indexer(aggregatetest.Pods)
+	for range 2 {
+		for name, p := range want {
+			got, ok := ix.Get(aggregate.Key{Cluster: "a", Namespace: "ns", Name: name})
+			if !ok || !equality.Semantic.DeepEqual(got, p) {
+				t.Fatalf("Get(%s) = %v, %v", name, ok, got)
+			}
+		}
+		objs, err := ix.ByIndex(aggregate.IndexNamespace, "ns")
+		if err != nil || len(objs) != len(want) {
+			t.Fatalf("ByIndex: %d objects, %v", len(objs), err)
+		}
+		for _, obj := range objs {
+			if u := obj.(*unstructured.Unstructured); !equality.Semantic.DeepEqual(u, want[u.GetName()]) {
+				t.Fatalf("listed %s: %v", u.GetName(), u)
+			}
+		}
+	}
+	if n := spy.decodes.Load(); n != 0 {
+		t.Errorf("%d objects decoded with Decode, want none", n)
+	}
+	if spy.shared.Load() < 2*int64(len(want)) {
+		t.Errorf("%d objects decoded with DecodeShared, want every one read", spy.shared.Load())
+	}
+
+	// With dictionaries, the Codec of the resource is the one that decodes.
+	f = aggregate.New(aggregate.Options{Codec: persist.Codec{Dictionary: true}, HotObjects: 1})
+	s = f.ClusterStore("a", aggregatetest.Pods)
+	for _, p := range want {
+		mustApply(t, s, p.DeepCopy(), true)
+	}
+	ix = f.Indexer(aggregatetest.Pods)
+	if !aggregate.DecodesShared(ix) {
+		t.Error("the indexer of a Codec with dictionaries decodes with Decode")
+	}
+	for name, p := range want {
+		if got, ok := ix.Get(aggregate.Key{Cluster: "a", Namespace: "ns", Name: name}); !ok || !equality.Semantic.DeepEqual(got, p) {
+			t.Fatalf("Get(%s) with dictionaries = %v, %v", name, ok, got)
+		}
 	}
 }

@@ -32,6 +32,18 @@ type countingCodec struct {
 }
 
 func (c *countingCodec) Decode(data []byte) (runtime.Object, error) {
+	c.count()
+	return c.Codec.Decode(data)
+}
+
+// DecodeShared is the one the fleet decodes with (aggregate.SharingDecoder).
+func (c *countingCodec) DecodeShared(data []byte) (runtime.Object, error) {
+	c.count()
+	return c.Codec.DecodeShared(data)
+}
+
+// count counts a decode, and stalls it while stall is set.
+func (c *countingCodec) count() {
 	c.decodes.Add(1)
 	c.mu.Lock()
 	stall, stalled, released := c.stall, c.stalled, c.released
@@ -43,7 +55,6 @@ func (c *countingCodec) Decode(data []byte) (runtime.Object, error) {
 		}
 		<-released
 	}
-	return c.Codec.Decode(data)
 }
 
 // stallDecodes makes every later decode wait until the returned function is called.

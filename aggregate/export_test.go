@@ -92,3 +92,6 @@ func AheadTaken(f *Fleet) int { return int(f.aheadTaken.Load()) }
 
 // LabelsKept reports whether ix keeps its label index: once a read needed it.
 func LabelsKept(ix *Indexer) bool { return ix.labelsKept.Load() }
+
+// DecodesShared reports whether ix decodes with a SharingDecoder.
+func DecodesShared(ix *Indexer) bool { return ix.sharing != nil }

@@ -132,6 +132,8 @@ type Indexer struct {
 	// bounds the decoded objects they keep (see compact.go).
 	codec Codec
 	hot   *hotSet
+	// sharing is codec as a SharingDecoder, nil if it is none.
+	sharing SharingDecoder
 
 	// lock guards all fields below, and the removed, syncedAt and waiters fields of the
 	// ClusterStores of this resource. A write to the indexer and the fan-out of its event
@@ -178,6 +180,7 @@ func newIndexer(gvr schema.GroupVersionResource, indexers cache.Indexers, codec 
 		ix.indices[name] = &userIndex{fn: fn, values: make(map[string]*set)}
 	}
 	if codec != nil {
+		ix.sharing, _ = codec.(SharingDecoder)
 		ix.hot = newHotSet(hotObjects)
 		ix.labelSets = make(map[string]*labelSet)
 	}

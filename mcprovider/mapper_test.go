@@ -30,6 +30,12 @@ func (c *countingCodec) Decode(data []byte) (runtime.Object, error) {
 	return c.Codec.Decode(data)
 }
 
+// DecodeShared is the one the fleet decodes with (aggregate.SharingDecoder).
+func (c *countingCodec) DecodeShared(data []byte) (runtime.Object, error) {
+	c.decodes.Add(1)
+	return c.Codec.DecodeShared(data)
+}
+
 var _ aggregate.Codec = (*countingCodec)(nil)
 
 // TestMapperLearnsAKindFromOneObject: before any cluster's discovery answers (a warm

@@ -3,6 +3,7 @@ package persist
 import (
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
@@ -140,7 +141,7 @@ func FuzzFastDecode(f *testing.F) {
 		}
 		// With shared values, as the loader decodes: the second decoding finds the
 		// maps and arrays of the first.
-		shared := fastDecoder{shared: new(sharedValues)}
+		shared := fastDecoder{shared: newSharedValues(sharedBits, false)}
 		for i := range 2 {
 			got, ok := shared.decodeMap(string(data))
 			if !ok {
@@ -148,6 +149,23 @@ func FuzzFastDecode(f *testing.F) {
 			}
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("decoding %d with shared values: %#v\ndirect.Unmarshal: %#v", i, got, want)
+			}
+		}
+		// As Codec.DecodeShared decodes, with a table that keeps its encodings: the
+		// third decoding finds the maps and arrays that the second kept, though the
+		// buffer decoded from is scribbled over after each.
+		owner := fastDecoder{shared: newSharedValues(readsBits, true)}
+		for i := range 3 {
+			buf := slices.Clone(data)
+			got, ok := owner.decodeMap(unsafe.String(unsafe.SliceData(buf), len(buf)))
+			for j := range buf {
+				buf[j] ^= 0xff
+			}
+			if !ok {
+				t.Fatalf("decoding %d with kept values gave up", i)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("decoding %d with kept values: %#v\ndirect.Unmarshal: %#v", i, got, want)
 			}
 		}
 	})

@@ -139,9 +139,9 @@ func (d *fastDecoder) decode(data string) (runtime.Object, error) {
 	if err != nil {
 		return nil, err
 	}
-	if d.shared != nil && unsafe.StringData(expanded) != unsafe.StringData(data) {
+	if d.shared != nil && !d.shared.own && unsafe.StringData(expanded) != unsafe.StringData(data) {
 		// The expansion is in d's scratch space, which the next value overwrites: the
-		// shared values are found by views of values read in place only.
+		// loader's shared values are found by views of values read in place only.
 		shared := d.shared
 		d.shared = nil
 		defer func() { d.shared = shared }()
@@ -263,6 +263,37 @@ func (Codec) Decode(data []byte) (obj runtime.Object, err error) {
 	// The decoder copies what it keeps of data (intern.Table), so data need not be
 	// copied into a string first.
 	return d.decode(unsafe.String(unsafe.SliceData(data), len(data)))
+}
+
+// DecodeShared is Decode, but the object it returns may share maps and slices with
+// the objects that DecodeShared returned before, and with those it returns after: a
+// map or slice whose encoding is that of one decoded before (the containers, volumes
+// and tolerations of the pods of one Deployment, a Deployment's selector) is that
+// map or slice, from the second time its encoding is met on. The object's own map and
+// its metadata's are always its own. None of it may be modified, as with what a
+// fleet hands out (aggregate.SharingDecoder, which a compact fleet decodes with):
+// a change would show in other objects.
+//
+// The decoders keep copies of the encodings they share values of (a table of 1,024
+// per decoder of the pool), so data, as with Decode, may change after the call.
+func (Codec) DecodeShared(data []byte) (obj runtime.Object, err error) {
+	if len(data) == 0 {
+		return decodeObject(data)
+	}
+	d := decoders.Get().(*fastDecoder)
+	defer decoders.Put(d)
+	defer recoverDecode(&err)
+	return d.decodeShared(unsafe.String(unsafe.SliceData(data), len(data)))
+}
+
+// decodeShared is decode with d's table of values shared between the calls (reads).
+func (d *fastDecoder) decodeShared(data string) (runtime.Object, error) {
+	if d.reads == nil {
+		d.reads = newSharedValues(readsBits, true)
+	}
+	d.shared = d.reads
+	defer func() { d.shared = nil }()
+	return d.decode(data)
 }
 
 // CBORMaps reports that the encoding of an *unstructured.Unstructured, once expanded

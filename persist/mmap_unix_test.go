@@ -5,7 +5,12 @@ package persist
 import (
 	"context"
 	"fmt"
+	"reflect"
+	"syscall"
 	"testing"
+	"unsafe"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -46,5 +51,44 @@ func TestWriterGrowsTheFileWithoutRemapping(t *testing.T) {
 	}
 	if got := len(mustLoad(t, s).Clusters); got != 100 {
 		t.Errorf("loaded %d clusters, want 100", got)
+	}
+}
+
+// TestDecodeSharedFromUnmappedMemory: DecodeShared of values in memory that is unmapped
+// after each call (as a bbolt value is by a remap): neither the objects it returned nor
+// its table hold views of that memory, so reading them, and decoding again, after the
+// unmap reads no unmapped page (a view would fault, and the test crash).
+func TestDecodeSharedFromUnmappedMemory(t *testing.T) {
+	pods, encs := sharedPods(t, Codec{}, 4)
+	// Every mapping is made before the first is unmapped, so that none takes the place
+	// of one unmapped before: a view of one would read unmapped memory, not another
+	// copy of the value.
+	var maps [][]byte
+	for range 3 {
+		for _, enc := range encs {
+			m, err := syscall.Mmap(-1, 0, len(enc), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+			if err != nil {
+				t.Fatal(err)
+			}
+			copy(m, enc)
+			maps = append(maps, m)
+		}
+	}
+	var d fastDecoder
+	var objs []map[string]any
+	for _, m := range maps {
+		obj, err := d.decodeShared(unsafe.String(unsafe.SliceData(m), len(m)))
+		if err := syscall.Munmap(m); err != nil {
+			t.Fatal(err)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs = append(objs, obj.(*unstructured.Unstructured).Object)
+	}
+	for i, m := range objs {
+		if !reflect.DeepEqual(m, pods[i%len(pods)].Object) {
+			t.Fatalf("object %d read after the unmap as %v", i, m)
+		}
 	}
 }

@@ -32,7 +32,7 @@ func benchmarkListPage(b *testing.B, codec aggregate.Codec) {
 	f := newFixtureOf(b, codec, nil)
 	clusters := []string{prod, staging, edge}
 	for i := range pods {
-		f.apply(clusters[i%len(clusters)], podsGVR, aggregatetest.RealisticPod(fmt.Sprintf("ns-%d", i%10), fmt.Sprintf("pod-%05d", i), fmt.Sprint(1000+i), nil))
+		f.apply(clusters[i%len(clusters)], podsGVR, aggregatetest.ScheduledPod(fmt.Sprintf("ns-%d", i%10), fmt.Sprintf("pod-%05d", i), fmt.Sprint(1000+i), nil, i))
 	}
 	f.sync()
 	for _, accept := range []string{"application/json", "application/json;as=Table;v=v1;g=meta.k8s.io"} {

@@ -152,7 +152,7 @@ func (l *lazySummary) read(data []byte) *compactSummary {
 			return sum
 		}
 	}
-	obj, err := l.codec.Decode(data)
+	obj, err := decodeShared(l.codec, data)
 	u, ok := obj.(*unstructured.Unstructured)
 	if err != nil || !ok {
 		klog.ErrorS(err, "Decoding a cached object failed; its summary reads empty", "resource", l.gr, "type", fmt.Sprintf("%T", obj))
@@ -465,6 +465,18 @@ func sortPairs(kv [][]byte) [][]byte {
 	return out
 }
 
+// decodeShared decodes data with codec, with DecodeShared where codec is an
+// aggregate.SharingDecoder: the object may share maps and slices with others that the
+// fleet and the server decoded. The server never modifies what it decodes (served
+// copies what it changes), so a Table page of the pods of one Deployment decodes their
+// containers once.
+func decodeShared(codec aggregate.Codec, data []byte) (runtime.Object, error) {
+	if s, ok := codec.(aggregate.SharingDecoder); ok {
+		return s.DecodeShared(data)
+	}
+	return codec.Decode(data)
+}
+
 // full returns o with its object decoded, if it is a compactObject. An encoding that
 // fails to decode, which a Codec that holds its contract never makes, is logged, and
 // the summary stands for the object.
@@ -473,7 +485,7 @@ func (o object) full() object {
 	if !ok || o.codec == nil {
 		return o
 	}
-	obj, err := o.codec.Decode(co.data)
+	obj, err := decodeShared(o.codec, co.data)
 	if err != nil {
 		klog.ErrorS(err, "Decoding a cached object failed; serving its summary", "cluster", o.cluster, "namespace", co.GetNamespace(), "name", co.GetName())
 		obj = co.unstructured()
@@ -522,7 +534,7 @@ func (e *encodedServed) appendJSON(b []byte) ([]byte, error) {
 			return out, nil
 		}
 	}
-	obj, err := e.codec.Decode(e.data)
+	obj, err := decodeShared(e.codec, e.data)
 	if err != nil {
 		return b, fmt.Errorf("decoding the cached object to serve it: %w", err)
 	}

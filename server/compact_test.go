@@ -12,7 +12,7 @@ import (
 	"github.com/fleetwatch/fleetwatch/persist"
 )
 
-// blockingCodec is the snapshot's codec, whose Decode waits for release while block
+// blockingCodec is the snapshot's codec, whose decodes wait for release while block
 // is set, after telling entered.
 type blockingCodec struct {
 	persist.Codec
@@ -22,6 +22,19 @@ type blockingCodec struct {
 }
 
 func (c *blockingCodec) Decode(data []byte) (runtime.Object, error) {
+	c.wait()
+	return c.Codec.Decode(data)
+}
+
+// DecodeShared is the one the server and the fleet decode with
+// (aggregate.SharingDecoder).
+func (c *blockingCodec) DecodeShared(data []byte) (runtime.Object, error) {
+	c.wait()
+	return c.Codec.DecodeShared(data)
+}
+
+// wait waits for release while block is set, after telling entered.
+func (c *blockingCodec) wait() {
 	if c.block.Load() {
 		select {
 		case c.entered <- struct{}{}:
@@ -29,7 +42,6 @@ func (c *blockingCodec) Decode(data []byte) (runtime.Object, error) {
 		}
 		<-c.release
 	}
-	return c.Codec.Decode(data)
 }
 
 // TestFieldSelectorDecodesOutsideTheLock: a field selector that a compact object's

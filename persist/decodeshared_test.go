@@ -1,0 +1,169 @@
+package persist
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// sharedPods returns n pods of testdata/pod.json, each with a name of its own and every
+// other one with a container image of its own, and their encodings in codec.
+func sharedPods(t *testing.T, codec Codec, n int) ([]*unstructured.Unstructured, [][]byte) {
+	t.Helper()
+	var pods []*unstructured.Unstructured
+	var encs [][]byte
+	for i := range n {
+		pod := testPod(t, "ns", fmt.Sprintf("pod-%04d", i))
+		if i%2 == 1 {
+			c := pod.Object["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+			c["image"] = fmt.Sprintf("registry.example.com/app:%04d", i)
+		}
+		enc, err := codec.Encode(pod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pods, encs = append(pods, pod), append(encs, enc)
+	}
+	return pods, encs
+}
+
+// TestDecodeShared: DecodeShared decodes each object to what it was encoded from, in
+// every encoding, and the objects share the maps and arrays that they hold alike once
+// their encodings have been met twice, and only those: each has its own root map and
+// metadata, and an object's containers of its own image are its own.
+func TestDecodeShared(t *testing.T) {
+	for _, codec := range []Codec{{}, {Compress: true}} {
+		t.Run(fmt.Sprintf("compress=%v", codec.Compress), func(t *testing.T) {
+			pods, encs := sharedPods(t, codec, 8)
+			var d fastDecoder
+			var got []map[string]any
+			for round := range 3 {
+				got = got[:0]
+				for i, enc := range encs {
+					obj, err := d.decodeShared(string(enc))
+					if err != nil {
+						t.Fatal(err)
+					}
+					m := obj.(*unstructured.Unstructured).Object
+					if !reflect.DeepEqual(m, pods[i].Object) {
+						t.Fatalf("round %d: pod %d decoded as %v, encoded as %v", round, i, m, pods[i].Object)
+					}
+					got = append(got, m)
+				}
+			}
+			field := func(i int, path ...string) any {
+				v, _, _ := unstructured.NestedFieldNoCopy(got[i], path...)
+				return v
+			}
+			if !sameMap(field(0, "spec"), field(2, "spec")) {
+				t.Error("pods with the same spec hold copies of it")
+			}
+			if sameMap(field(0, "spec"), field(1, "spec")) {
+				t.Error("pods with different specs hold the same map")
+			}
+			if !sameMap(field(0, "spec", "volumes"), field(1, "spec", "volumes")) {
+				t.Error("pods with the same volumes hold copies of them")
+			}
+			if sameMap(got[0], got[2]) || sameMap(field(0, "metadata"), field(2, "metadata")) {
+				t.Error("two pods share their root map or their metadata")
+			}
+			if !sameMap(field(0, "metadata", "labels"), field(2, "metadata", "labels")) {
+				t.Error("pods with the same labels hold copies of them")
+			}
+			// Nothing shared reached the objects that DecodeShared did not decode.
+			obj, err := codec.Decode(encs[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sameMap(obj.(*unstructured.Unstructured).Object["spec"], field(0, "spec")) {
+				t.Error("Decode handed out a map of DecodeShared")
+			}
+		})
+	}
+}
+
+// TestDecodeSharedKeepsOnlyWhatRepeats: an encoding met once in its slot is not kept
+// (the table holds its tag only), so a value of one object neither costs a copy nor
+// pushes out a shared one; met twice in a row, it is kept.
+func TestDecodeSharedKeepsOnlyWhatRepeats(t *testing.T) {
+	// An object whose maps and arrays are all different.
+	cm := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "cm", "namespace": "ns", "labels": map[string]any{"app": "x"}},
+		"data":     map[string]any{"a": "1"},
+		"binary":   []any{"b", int64(2)},
+	}}
+	enc, err := Codec{}.Encode(cm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	encs := [][]byte{enc}
+	var d fastDecoder
+	held := func() int {
+		n := 0
+		for _, sv := range d.reads.slots {
+			if sv.v != nil {
+				n++
+			}
+		}
+		return n
+	}
+	if _, err := d.decodeShared(string(encs[0])); err != nil {
+		t.Fatal(err)
+	}
+	if n := held(); n != 0 {
+		t.Fatalf("after one decode, %d values held, want none", n)
+	}
+	if _, err := d.decodeShared(string(encs[0])); err != nil {
+		t.Fatal(err)
+	}
+	if held() == 0 { // labels, data and binary, but where two of them met in a slot
+		t.Fatal("after two decodes of one object, no value held")
+	}
+}
+
+// TestDecodeSharedOwnsItsKeys: the table of DecodeShared outlives the call, so it keeps
+// copies of the encodings, never views of data: the caller may reuse its buffer, and
+// data may be memory that goes away (a bbolt value, which the next remap unmaps). Here
+// the buffer decoded from is scribbled over after each call; every later decode still
+// finds the shared values, and decodes to what was encoded.
+func TestDecodeSharedOwnsItsKeys(t *testing.T) {
+	pods, encs := sharedPods(t, Codec{}, 4)
+	var d fastDecoder
+	for round := range 3 {
+		for i, enc := range encs {
+			buf := []byte(string(enc))
+			// A view of buf, as Codec.DecodeShared takes data.
+			obj, err := d.decodeShared(unsafe.String(unsafe.SliceData(buf), len(buf)))
+			for j := range buf {
+				buf[j] = 0xff
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(obj.(*unstructured.Unstructured).Object, pods[i].Object) {
+				t.Fatalf("round %d: pod %d decoded as %v", round, i, obj)
+			}
+		}
+	}
+	for _, sv := range d.reads.slots {
+		if sv.v != nil && strings.Contains(sv.enc, "\xff\xff\xff\xff") {
+			t.Fatal("the table holds a view of a buffer decoded from")
+		}
+	}
+	a, err := d.decodeShared(string(encs[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := d.decodeShared(string(encs[2]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sameMap(a.(*unstructured.Unstructured).Object["spec"], b.(*unstructured.Unstructured).Object["spec"]) {
+		t.Error("the shared values were not found after their buffers were reused")
+	}
+}
