@@ -384,6 +384,12 @@ const (
 	readsBits  = 10
 )
 
+// maxKeptEncoding bounds the encodings that a table which owns its encodings keeps,
+// and so what it holds: at most 1<<readsBits copies of that size and their decodings
+// (a few MiB at worst; a pod's container is about 1 KiB). A larger map or slice (a big
+// ConfigMap's data) is decoded at each read, as without the table.
+const maxKeptEncoding = 2 << 10
+
 var sharedSeed = maphash.MakeSeed()
 
 // slot returns the index of the slot of enc, and the tag of its hash.
@@ -394,9 +400,12 @@ func (t *sharedValues) slot(enc string) (uint16, uint32) {
 
 // set puts enc, whose hash has the tag, and its decoding v in slot i; in a table that
 // owns its encodings, a copy of enc, and only if the slot's last encoding had the
-// same tag.
+// same tag and enc is at most maxKeptEncoding long.
 func (t *sharedValues) set(i uint16, tag uint32, enc string, v any) {
 	if t.own {
+		if len(enc) > maxKeptEncoding {
+			return
+		}
 		if t.seen[i] != tag {
 			t.seen[i] = tag
 			return

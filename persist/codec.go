@@ -275,7 +275,8 @@ func (Codec) Decode(data []byte) (obj runtime.Object, err error) {
 // a change would show in other objects.
 //
 // The decoders keep copies of the encodings they share values of (a table of 1,024
-// per decoder of the pool), so data, as with Decode, may change after the call.
+// per decoder of the pool, of encodings up to maxKeptEncoding long), so data, as with
+// Decode, may change after the call.
 func (Codec) DecodeShared(data []byte) (obj runtime.Object, err error) {
 	if len(data) == 0 {
 		return decodeObject(data)

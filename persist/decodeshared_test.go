@@ -31,6 +31,11 @@ func sharedPods(t *testing.T, codec Codec, n int) ([]*unstructured.Unstructured,
 	return pods, encs
 }
 
+// container returns the container i of pod's spec.
+func container(pod map[string]any, i int) any {
+	return pod["spec"].(map[string]any)["containers"].([]any)[i]
+}
+
 // TestDecodeShared: DecodeShared decodes each object to what it was encoded from, in
 // every encoding, and the objects share the maps and arrays that they hold alike once
 // their encodings have been met twice, and only those: each has its own root map and
@@ -59,11 +64,16 @@ func TestDecodeShared(t *testing.T) {
 				v, _, _ := unstructured.NestedFieldNoCopy(got[i], path...)
 				return v
 			}
-			if !sameMap(field(0, "spec"), field(2, "spec")) {
-				t.Error("pods with the same spec hold copies of it")
+			// The first container (about 1.5 KB) is shared, not the spec (beyond
+			// maxKeptEncoding).
+			if !sameMap(container(got[0], 0), container(got[2], 0)) {
+				t.Error("pods with the same container hold copies of it")
 			}
-			if sameMap(field(0, "spec"), field(1, "spec")) {
-				t.Error("pods with different specs hold the same map")
+			if sameMap(container(got[0], 0), container(got[1], 0)) {
+				t.Error("pods with different containers hold the same map")
+			}
+			if !sameMap(container(got[0], 1), container(got[1], 1)) {
+				t.Error("pods with the same second container hold copies of it")
 			}
 			if !sameMap(field(0, "spec", "volumes"), field(1, "spec", "volumes")) {
 				t.Error("pods with the same volumes hold copies of them")
@@ -79,7 +89,7 @@ func TestDecodeShared(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if sameMap(obj.(*unstructured.Unstructured).Object["spec"], field(0, "spec")) {
+			if sameMap(container(obj.(*unstructured.Unstructured).Object, 0), container(got[0], 0)) {
 				t.Error("Decode handed out a map of DecodeShared")
 			}
 		})
@@ -163,7 +173,54 @@ func TestDecodeSharedOwnsItsKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !sameMap(a.(*unstructured.Unstructured).Object["spec"], b.(*unstructured.Unstructured).Object["spec"]) {
+	if !sameMap(container(a.(*unstructured.Unstructured).Object, 1), container(b.(*unstructured.Unstructured).Object, 1)) {
 		t.Error("the shared values were not found after their buffers were reused")
+	}
+}
+
+// TestDecodeSharedKeepsNoLargeValue: a map or slice whose encoding is longer than
+// maxKeptEncoding (a big ConfigMap's data) is not kept, however often it is met, so that
+// the table's memory stays bounded; what it holds that is short is.
+func TestDecodeSharedKeepsNoLargeValue(t *testing.T) {
+	data := map[string]any{}
+	for i := range 64 {
+		data[fmt.Sprintf("key-%02d", i)] = strings.Repeat("v", 64)
+	}
+	cm := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "cm", "namespace": "ns"},
+		"data":     data,
+		"binary":   []any{"b"},
+	}}
+	enc, err := Codec{}.Encode(cm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(enc) <= maxKeptEncoding {
+		t.Fatalf("the ConfigMap's encoding is %d bytes, not beyond %d", len(enc), maxKeptEncoding)
+	}
+	var d fastDecoder
+	var got []map[string]any
+	for range 4 {
+		obj, err := d.decodeShared(string(enc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := obj.(*unstructured.Unstructured).Object
+		if !reflect.DeepEqual(m, cm.Object) {
+			t.Fatalf("decoded %v", m)
+		}
+		got = append(got, m)
+	}
+	if sameMap(got[2]["data"], got[3]["data"]) {
+		t.Error("a map beyond maxKeptEncoding was kept")
+	}
+	if !sameMap(got[2]["binary"], got[3]["binary"]) {
+		t.Error("a short slice met twice was not kept")
+	}
+	for _, sv := range d.reads.slots {
+		if len(sv.enc) > maxKeptEncoding {
+			t.Fatalf("the table holds an encoding of %d bytes", len(sv.enc))
+		}
 	}
 }
