@@ -37,12 +37,11 @@ type fastDecoder struct {
 	scratch []byte
 	// shared, if not nil, is the maps and slices that the decoder decoded, by their
 	// encoding (sharedValues): a map or slice of an object whose encoding is there is
-	// not decoded again, but handed out as it was. The loader sets it, and
-	// Codec.DecodeShared sets it to reads for the call.
+	// not decoded again, but handed out as it was. Only the loader sets it.
 	shared *sharedValues
-	// reads is the sharedValues of Codec.DecodeShared, which keeps copies of the
-	// encodings it is given: it outlives the call, in the pool of decoders.
-	reads *sharedValues
+	// kept, if not nil, is the table of Codec.DecodeShared, set for the call
+	// (decodeKept).
+	kept *keptValues
 	// spans is the decoder's scratch space for the spans of an object's maps and
 	// slices (scanSpans).
 	spans []span
@@ -58,9 +57,9 @@ func (d *fastDecoder) decodeMap(data string) (m map[string]any, ok bool) {
 		return nil, false
 	}
 	r := cborReader{data: data, strings: &d.strings}
-	if d.shared != nil {
+	if d.shared != nil || d.kept != nil {
 		if d.spans, ok = scanSpans(data, d.spans[:0]); ok {
-			r.shared, r.spans = d.shared, d.spans
+			r.shared, r.kept, r.spans = d.shared, d.kept, d.spans
 		}
 	}
 	v, ok := r.value(0)
@@ -96,6 +95,9 @@ type cborReader struct {
 	shared *sharedValues
 	spans  []span
 	next   int
+	// kept, if not nil, is Codec.DecodeShared's table, which value uses as it does
+	// shared (the decoder sets one of them at most).
+	kept *keptValues
 	// labelSets is the decoder's, for filingLabels.
 	labelSets *labelSets
 }
@@ -228,7 +230,7 @@ func (r *cborReader) value(depth int) (any, bool) {
 		}
 		return strings.Clone(s), true
 	case cborArray, cborMap:
-		if r.shared == nil {
+		if r.shared == nil && r.kept == nil {
 			return r.container(major, arg, depth)
 		}
 		// The spans are those of the maps and slices of data in this order (scanSpans):
@@ -243,14 +245,26 @@ func (r *cborReader) value(depth int) (any, bool) {
 			return r.container(major, arg, depth)
 		}
 		enc := r.data[start:sp.end]
-		i, tag := r.shared.slot(enc)
+		if r.kept != nil {
+			i, tag := r.kept.slot(enc)
+			if v := r.kept.find(i, enc); v != nil {
+				r.off, r.next = int(sp.end), int(sp.after)
+				return v, true
+			}
+			v, ok := r.container(major, arg, depth)
+			if ok && r.off == int(sp.end) && v != nil {
+				r.kept.keep(i, tag, enc, v)
+			}
+			return v, ok
+		}
+		i := r.shared.slot(enc)
 		if slot := &r.shared.slots[i]; slot.v != nil && slot.enc == enc {
 			r.off, r.next = int(sp.end), int(sp.after)
 			return slot.v, true
 		}
 		v, ok := r.container(major, arg, depth)
 		if ok && r.off == int(sp.end) && v != nil {
-			r.shared.set(i, tag, enc, v)
+			r.shared.set(i, enc, v)
 		}
 		return v, ok
 	case cborSimple:
@@ -343,32 +357,11 @@ type sharedValues struct {
 	// slots holds an encoding and its decoding in the slot that the encoding's hash
 	// picks, the last one decoded with that slot: a cache, not a set, so that it stays
 	// small and each lookup costs one hash and one comparison.
-	slots []sharedValue
+	slots [1 << sharedBits]sharedValue
 	// used has the index of each slot set since the last reset, which clears those
 	// only: a load of thousands of small clusters resets the table at each cluster,
 	// and clearing every slot was most of its CPU.
 	used []uint16
-	// bits is log2 of len(slots).
-	bits uint8
-	// own is set in a table that outlives the values it is given (Codec.DecodeShared):
-	// it keeps a copy of each encoding it holds, not a view, and holds an encoding the
-	// second time it is met in a row in its slot only (seen), so that values of one
-	// object (a pod's status, its name in a volume) neither cost a copy nor push out the
-	// values that objects share.
-	own bool
-	// seen has, in a table that owns its encodings, the tag of the hash of the last
-	// encoding that met each slot, held or not.
-	seen []uint32
-}
-
-// newSharedValues returns an empty sharedValues of 1<<bits slots, which owns the
-// encodings it holds if own is set.
-func newSharedValues(bits uint8, own bool) *sharedValues {
-	t := &sharedValues{slots: make([]sharedValue, 1<<bits), bits: bits, own: own}
-	if own {
-		t.seen = make([]uint32, 1<<bits)
-	}
-	return t
 }
 
 type sharedValue struct {
@@ -376,33 +369,18 @@ type sharedValue struct {
 	v   any
 }
 
-// sharedBits sets the number of slots of the loader's sharedValues, readsBits that of
-// Codec.DecodeShared's, one per decoder of the pool: its values and their encodings
-// stay while the decoder does, at most a few hundred KiB.
-const (
-	sharedBits = 14
-	readsBits  = 10
-)
+// sharedBits sets the number of slots of a sharedValues.
+const sharedBits = 14
 
 var sharedSeed = maphash.MakeSeed()
 
-// slot returns the index of the slot of enc, and the tag of its hash.
-func (t *sharedValues) slot(enc string) (uint16, uint32) {
-	h := maphash.String(sharedSeed, enc)
-	return uint16(h >> (64 - t.bits)), uint32(h)
+// slot returns the index of the slot of enc.
+func (t *sharedValues) slot(enc string) uint16 {
+	return uint16(maphash.String(sharedSeed, enc) >> (64 - sharedBits))
 }
 
-// set puts enc, whose hash has the tag, and its decoding v in slot i; in a table that
-// owns its encodings, a copy of enc, and only if the slot's last encoding had the
-// same tag.
-func (t *sharedValues) set(i uint16, tag uint32, enc string, v any) {
-	if t.own {
-		if t.seen[i] != tag {
-			t.seen[i] = tag
-			return
-		}
-		enc = strings.Clone(enc)
-	}
+// set puts enc and its decoding v in slot i.
+func (t *sharedValues) set(i uint16, enc string, v any) {
 	if t.slots[i].v == nil {
 		t.used = append(t.used, i)
 	}

@@ -141,7 +141,7 @@ func FuzzFastDecode(f *testing.F) {
 		}
 		// With shared values, as the loader decodes: the second decoding finds the
 		// maps and arrays of the first.
-		shared := fastDecoder{shared: newSharedValues(sharedBits, false)}
+		shared := fastDecoder{shared: new(sharedValues)}
 		for i := range 2 {
 			got, ok := shared.decodeMap(string(data))
 			if !ok {
@@ -154,7 +154,7 @@ func FuzzFastDecode(f *testing.F) {
 		// As Codec.DecodeShared decodes, with a table that keeps its encodings: the
 		// third decoding finds the maps and arrays that the second kept, though the
 		// buffer decoded from is scribbled over after each.
-		owner := fastDecoder{shared: newSharedValues(readsBits, true)}
+		owner := fastDecoder{kept: new(keptValues)}
 		for i := range 3 {
 			buf := slices.Clone(data)
 			got, ok := owner.decodeMap(unsafe.String(unsafe.SliceData(buf), len(buf)))

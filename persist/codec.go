@@ -139,9 +139,10 @@ func (d *fastDecoder) decode(data string) (runtime.Object, error) {
 	if err != nil {
 		return nil, err
 	}
-	if d.shared != nil && !d.shared.own && unsafe.StringData(expanded) != unsafe.StringData(data) {
+	if d.shared != nil && unsafe.StringData(expanded) != unsafe.StringData(data) {
 		// The expansion is in d's scratch space, which the next value overwrites: the
-		// loader's shared values are found by views of values read in place only.
+		// loader's shared values are found by views of values read in place only (the
+		// kept ones of DecodeShared are copies).
 		shared := d.shared
 		d.shared = nil
 		defer func() { d.shared = shared }()
@@ -274,8 +275,9 @@ func (Codec) Decode(data []byte) (obj runtime.Object, err error) {
 // fleet hands out (aggregate.SharingDecoder, which a compact fleet decodes with):
 // a change would show in other objects.
 //
-// The decoders keep copies of the encodings they share values of (a table of 1,024
-// per decoder of the pool), so data, as with Decode, may change after the call.
+// The values are kept in one table for the process (keptValues: 8,192 slots, copies
+// of encodings up to 2 KiB long and 4 MiB in all), so data, as with Decode, may change
+// after the call.
 func (Codec) DecodeShared(data []byte) (obj runtime.Object, err error) {
 	if len(data) == 0 {
 		return decodeObject(data)
@@ -283,16 +285,13 @@ func (Codec) DecodeShared(data []byte) (obj runtime.Object, err error) {
 	d := decoders.Get().(*fastDecoder)
 	defer decoders.Put(d)
 	defer recoverDecode(&err)
-	return d.decodeShared(unsafe.String(unsafe.SliceData(data), len(data)))
+	return d.decodeKept(unsafe.String(unsafe.SliceData(data), len(data)), &kept)
 }
 
-// decodeShared is decode with d's table of values shared between the calls (reads).
-func (d *fastDecoder) decodeShared(data string) (runtime.Object, error) {
-	if d.reads == nil {
-		d.reads = newSharedValues(readsBits, true)
-	}
-	d.shared = d.reads
-	defer func() { d.shared = nil }()
+// decodeKept is decode with the table of values t.
+func (d *fastDecoder) decodeKept(data string, t *keptValues) (runtime.Object, error) {
+	d.kept = t
+	defer func() { d.kept = nil }()
 	return d.decode(data)
 }
 

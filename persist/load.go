@@ -500,7 +500,7 @@ func decodeChunks(work <-chan *chunk, fail func(error)) {
 			// starts over with each, so that it holds views of the pages being read,
 			// not of those that the load has evicted (evictMapped).
 			if d.shared == nil {
-				d.shared = newSharedValues(sharedBits, false)
+				d.shared = new(sharedValues)
 			}
 			d.shared.reset()
 			cluster = c.cluster

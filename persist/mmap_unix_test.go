@@ -75,9 +75,10 @@ func TestDecodeSharedFromUnmappedMemory(t *testing.T) {
 		}
 	}
 	var d fastDecoder
+	tab := new(keptValues)
 	var objs []map[string]any
 	for _, m := range maps {
-		obj, err := d.decodeShared(unsafe.String(unsafe.SliceData(m), len(m)))
+		obj, err := d.decodeKept(unsafe.String(unsafe.SliceData(m), len(m)), tab)
 		if err := syscall.Munmap(m); err != nil {
 			t.Fatal(err)
 		}

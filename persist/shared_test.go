@@ -85,7 +85,7 @@ func TestSharedValuesIgnoreExpandedEncodings(t *testing.T) {
 	if !isCompressed(compressed[0]) {
 		t.Fatal("the test's encoding is not compressed")
 	}
-	d := fastDecoder{shared: newSharedValues(sharedBits, false)}
+	d := fastDecoder{shared: new(sharedValues)}
 	views := func() (in, out int) {
 		lo := uintptr(unsafe.Pointer(unsafe.SliceData(d.scratch)))
 		hi := lo + uintptr(cap(d.scratch))
@@ -161,7 +161,7 @@ func TestSharedValuesEndWithTheLoad(t *testing.T) {
 // clears only the slots set since the last reset, and the next cluster's values are
 // shared again.
 func TestSharedValuesResetClearsEverySlot(t *testing.T) {
-	d := fastDecoder{shared: newSharedValues(sharedBits, false)}
+	d := fastDecoder{shared: new(sharedValues)}
 	set := func() int {
 		n := 0
 		for _, sv := range d.shared.slots {
