@@ -23,7 +23,8 @@ import (
 // decode first reports on stalled and then waits for release to be closed.
 type countingCodec struct {
 	persist.Codec
-	decodes atomic.Int64
+	// decodes counts both kinds, plain those with Decode (not DecodeShared).
+	decodes, plain atomic.Int64
 
 	mu       sync.Mutex
 	stall    bool
@@ -32,6 +33,7 @@ type countingCodec struct {
 }
 
 func (c *countingCodec) Decode(data []byte) (runtime.Object, error) {
+	c.plain.Add(1)
 	c.count()
 	return c.Codec.Decode(data)
 }

@@ -254,16 +254,8 @@ func (Codec) Expand(dst, data []byte) ([]byte, error) {
 // during the call. Its strings are interned in tables that outlive the call (one per
 // decoder in a pool), so that the keys and the short values that every object repeats
 // are shared rather than allocated again for each decode.
-func (Codec) Decode(data []byte) (obj runtime.Object, err error) {
-	if len(data) == 0 {
-		return decodeObject(data)
-	}
-	d := decoders.Get().(*fastDecoder)
-	defer decoders.Put(d)
-	defer recoverDecode(&err)
-	// The decoder copies what it keeps of data (intern.Table), so data need not be
-	// copied into a string first.
-	return d.decode(unsafe.String(unsafe.SliceData(data), len(data)))
+func (Codec) Decode(data []byte) (runtime.Object, error) {
+	return decodePooled(data, nil)
 }
 
 // DecodeShared is Decode, but the object it returns may share maps and slices with
@@ -278,17 +270,25 @@ func (Codec) Decode(data []byte) (obj runtime.Object, err error) {
 // The values are kept in one table for the process (keptValues: 8,192 slots, copies
 // of encodings up to 2 KiB long and 4 MiB in all), so data, as with Decode, may change
 // after the call.
-func (Codec) DecodeShared(data []byte) (obj runtime.Object, err error) {
+func (Codec) DecodeShared(data []byte) (runtime.Object, error) {
+	return decodePooled(data, &kept)
+}
+
+// decodePooled decodes data with a decoder of the pool and the table of values t (nil:
+// none), as Decode and DecodeShared do.
+func decodePooled(data []byte, t *keptValues) (obj runtime.Object, err error) {
 	if len(data) == 0 {
 		return decodeObject(data)
 	}
 	d := decoders.Get().(*fastDecoder)
 	defer decoders.Put(d)
 	defer recoverDecode(&err)
-	return d.decodeKept(unsafe.String(unsafe.SliceData(data), len(data)), &kept)
+	// The decoder copies what it keeps of data (intern.Table, keptValues), so data need
+	// not be copied into a string first.
+	return d.decodeKept(unsafe.String(unsafe.SliceData(data), len(data)), t)
 }
 
-// decodeKept is decode with the table of values t.
+// decodeKept is decode with the table of values t (nil: none).
 func (d *fastDecoder) decodeKept(data string, t *keptValues) (runtime.Object, error) {
 	d.kept = t
 	defer func() { d.kept = nil }()

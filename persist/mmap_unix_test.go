@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/serializer/cbor/direct"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -90,6 +91,52 @@ func TestDecodeSharedFromUnmappedMemory(t *testing.T) {
 	for i, m := range objs {
 		if !reflect.DeepEqual(m, pods[i%len(pods)].Object) {
 			t.Fatalf("object %d read after the unmap as %v", i, m)
+		}
+	}
+
+	// On the error path too: an object whose map "a" decodes, and is kept once met
+	// twice, before its member "b", a NaN, fails the decode. The errors, and the decode
+	// of the same map from the heap after the unmaps, read no unmapped page.
+	sub, err := direct.Marshal(map[string]any{"x": int64(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := append(append([]byte{0xa2, 0x61, 'a'}, sub...), 0x61, 'b', 0xf9, 0x7e, 0x00)
+	maps = maps[:0]
+	for range 2 {
+		m, err := syscall.Mmap(-1, 0, len(bad), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+		if err != nil {
+			t.Fatal(err)
+		}
+		copy(m, bad)
+		maps = append(maps, m)
+	}
+	tab = new(keptValues)
+	var errs []error
+	for _, m := range maps {
+		_, err := d.decodeKept(unsafe.String(unsafe.SliceData(m), len(m)), tab)
+		if err := syscall.Munmap(m); err != nil {
+			t.Fatal(err)
+		}
+		if err == nil {
+			t.Fatal("an object with a NaN decoded")
+		}
+		errs = append(errs, err)
+	}
+	if tab.bytes.Load() == 0 {
+		t.Fatal("the failed decodes kept nothing: the error path is not tested")
+	}
+	for _, err := range errs {
+		_ = err.Error()
+	}
+	good := append([]byte{0xa1, 0x61, 'a'}, sub...)
+	for range 2 {
+		obj, err := d.decodeKept(string(good), tab)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[string]any{"a": map[string]any{"x": int64(1)}}; !reflect.DeepEqual(obj.(*unstructured.Unstructured).Object, want) {
+			t.Fatalf("decoded %v, want %v", obj, want)
 		}
 	}
 }
