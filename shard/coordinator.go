@@ -700,11 +700,25 @@ func (c *Coordinator) tryRenew(ctx context.Context, now time.Time) error {
 	held := c.self.liveAt(now)
 	c.mu.Unlock()
 	if !mine && holder != "" && held {
-		return fmt.Errorf("lease %s is held by another process (holder %q, instance %q); waiting for it to expire", name, holder, l.Annotations[InstanceAnnotation])
+		waiting := fmt.Errorf("lease %s is held by another process (holder %q, instance %q); waiting for it to expire", name, holder, l.Annotations[InstanceAnnotation])
+		if holder != c.opts.Identity {
+			return waiting
+		}
+		// This process succeeds one of its identity that held the Lease (it was killed,
+		// or runs on): it says so, for the others to leave the identity's clusters to it.
+		if l.Annotations == nil {
+			l.Annotations = map[string]string{}
+		}
+		l.Annotations[SuccessorAnnotation] = c.instance + " " + now.UTC().Format(time.RFC3339Nano)
+		if l, err = c.own.Update(ctx, l, metav1.UpdateOptions{}); err == nil {
+			c.observeSelf(l, now)
+		}
+		return waiting
 	}
 	if !mine {
 		l.Spec.AcquireTime = &metav1.MicroTime{Time: now}
 		l.Spec.LeaseTransitions = ptr.To(ptr.Deref(l.Spec.LeaseTransitions, 0) + 1)
+		delete(l.Annotations, SuccessorAnnotation)
 	}
 	c.holdReplica(l, now)
 	l, err = c.own.Update(ctx, l, metav1.UpdateOptions{})
@@ -754,15 +768,23 @@ func (c *Coordinator) holdReplica(l *coordinationv1.Lease, now time.Time) {
 	l.Spec.RenewTime = &metav1.MicroTime{Time: now}
 }
 
+// observeSelf observes this replica's own Lease. Its successor's marks do not count as
+// changes: a process waiting for its identity's Lease judges the holder by its own
+// renewals alone.
 func (c *Coordinator) observeSelf(l *coordinationv1.Lease, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.self = observe(c.self, l, now, c.opts.LeaseDuration)
+	c.self = observe(c.self, l, now, c.opts.LeaseDuration, false)
 }
 
-// observe returns the observation of l, which prev observed before.
-func observe(prev *observed, l *coordinationv1.Lease, now time.Time, fallback time.Duration) *observed {
+// observe returns the observation of l, which prev observed before. With successor, a
+// new SuccessorAnnotation is a change: the identity lives on in a process that waits
+// to take the Lease.
+func observe(prev *observed, l *coordinationv1.Lease, now time.Time, fallback time.Duration, successor bool) *observed {
 	record := l.Spec.String() + l.Annotations[InstanceAnnotation]
+	if successor {
+		record += "\x00" + l.Annotations[SuccessorAnnotation]
+	}
 	if prev != nil && prev.record == record {
 		return prev
 	}
@@ -804,7 +826,7 @@ func (c *Coordinator) observe(ctx context.Context) error {
 	c.unproven = false
 	for i := range replicas.Items {
 		l := &replicas.Items[i]
-		o := observe(c.peers[l.Name], l, now, c.opts.LeaseDuration)
+		o := observe(c.peers[l.Name], l, now, c.opts.LeaseDuration, true)
 		peers[l.Name] = o
 		if o.holder != c.opts.Identity && l.Name == ReplicaLeaseName(o.holder) && o.liveAt(sent) {
 			members = append(members, o.holder)

@@ -1044,3 +1044,146 @@ func TestCoordinatorEngagesAsItTakes(t *testing.T) {
 		t.Errorf("%d cluster Leases were created when the first cluster was engaged, want 1", aware.atFirst)
 	}
 }
+
+// TestCoordinatorRestartKeepsItsClusters: a replica killed and started again with its
+// identity (a kill -9, an OOM kill) waits for its earlier process's Lease to expire,
+// as it must, but says it does (SuccessorAnnotation): the others leave its clusters to
+// it instead of taking them cold at the same expiry and handing them back. A successor
+// that dies too stops saying it, and the others take the clusters a Lease later.
+func TestCoordinatorRestartKeepsItsClusters(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		// successorDies stops the successor once it has waited for half a Lease.
+		successorDies bool
+	}{
+		{name: "comes back"},
+		{name: "dies waiting", successorDies: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			client := newClient()
+			clk := clocktesting.NewFakeClock(time.Now())
+			w := &watchers{t: t, by: map[string]string{}}
+			ctx := t.Context()
+			clusters := names("cluster", 12)
+			r0, r1 := newOnClock(t, client, clk, w, "r0"), newOnClock(t, client, clk, w, "r1")
+			for _, c := range []*Coordinator{r0, r1} {
+				for _, name := range clusters {
+					if err := c.Engage(ctx, &cluster.Cluster{Name: name}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if !c.renew(ctx) {
+					t.Fatal("a replica does not join")
+				}
+			}
+			for _, c := range []*Coordinator{r0, r1} {
+				if err := c.observe(ctx); err != nil {
+					t.Fatal(err)
+				}
+				c.assign(ctx)
+			}
+			before := w.snapshot()
+			var share []string
+			for name, by := range before {
+				if by == "r0" {
+					share = append(share, name)
+				}
+			}
+			if len(share) == 0 || len(before) != len(clusters) {
+				t.Fatalf("r0 watches %v of %v", share, before)
+			}
+			// r0 is killed: its process renews and watches nothing from now on.
+			w.mu.Lock()
+			for _, name := range share {
+				delete(w.by, name)
+			}
+			w.mu.Unlock()
+
+			succ, err := New(func() Options {
+				o := fastTiming
+				o.Identity, o.Namespace, o.Client, o.Clock = "r0", "fleetwatch", client, clk
+				return o
+			}(), w.aware("r0 again"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, name := range clusters {
+				if err := succ.Engage(ctx, &cluster.Cluster{Name: name}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The cluster Leases, as each one's informer would bring them.
+			informed := func(c *Coordinator) {
+				ls, err := client.CoordinationV1().Leases("fleetwatch").List(ctx, metav1.ListOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := range ls.Items {
+					c.storeClusterLease(&ls.Items[i])
+				}
+			}
+			informed(r1)
+			killed := clk.Now()
+			clk.Step(fastTiming.RetryPeriod) // the new process starts
+			var joined time.Time
+			for step := 0; clk.Since(killed) < 3*fastTiming.LeaseDuration; step++ {
+				if !tc.successorDies || clk.Since(killed) < fastTiming.LeaseDuration/2 {
+					if succ.renew(ctx) && joined.IsZero() {
+						joined = clk.Now()
+						informed(succ)
+						if err := succ.observe(ctx); err != nil {
+							t.Fatal(err)
+						}
+						succ.assign(ctx)
+					}
+				}
+				informed(r1)
+				if !r1.renew(ctx) || r1.observe(ctx) != nil {
+					t.Fatal("r1 cannot renew")
+				}
+				r1.assign(ctx)
+				if !tc.successorDies {
+					for _, name := range share {
+						if by := w.snapshot()[name]; by == "r1" {
+							t.Fatalf("r1 took cluster %s of r0 %v after r0 was killed, while r0's successor waited for its Lease", name, clk.Since(killed))
+						}
+					}
+				}
+				clk.Step(fastTiming.RetryPeriod)
+				time.Sleep(time.Millisecond) // the recorder stops a cluster as its context ends
+			}
+			want := "r0 again"
+			if tc.successorDies {
+				want = "r1"
+				if !joined.IsZero() {
+					t.Fatalf("the successor joined at %v, before it stopped", joined.Sub(killed))
+				}
+			} else {
+				if joined.IsZero() {
+					t.Fatal("the successor never joined")
+				}
+				if joined.Sub(killed) < fastTiming.LeaseDuration {
+					t.Errorf("the successor joined %v after r0 was killed, before r0's Lease of %v expired", joined.Sub(killed), fastTiming.LeaseDuration)
+				}
+				l, err := client.CoordinationV1().Leases("fleetwatch").Get(ctx, ReplicaLeaseName("r0"), metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if v, ok := l.Annotations[SuccessorAnnotation]; ok {
+					t.Errorf("the successor holds its Lease with %s=%q still on it", SuccessorAnnotation, v)
+				}
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for _, name := range share {
+				for w.snapshot()[name] != want && time.Now().Before(deadline) {
+					time.Sleep(5 * time.Millisecond)
+				}
+				if by := w.snapshot()[name]; by != want {
+					t.Errorf("cluster %s of r0 is watched by %q, want %q", name, by, want)
+				}
+			}
+		})
+	}
+}

@@ -24,7 +24,9 @@
 // wait for each other (Options.Replicas) before they take clusters, so that each cluster
 // is taken once, by its owner. A replica that cannot renew its Lease within
 // RenewDeadline disengages every cluster before its Lease can expire for the others
-// (LeaseDuration).
+// (LeaseDuration). A process started with the identity of one that holds its Lease (a
+// restart after a kill) waits for that Lease to expire, marking it meanwhile
+// (SuccessorAnnotation), so that the others leave the identity's clusters to it.
 //
 // Of fleetwatch it imports only cluster.
 package shard

@@ -32,6 +32,13 @@ const (
 	// InstanceAnnotation, on a replica Lease, tells the process that holds it from
 	// another started with the same identity, which must wait for the Lease to expire.
 	InstanceAnnotation = "fleetwatch.io/instance"
+	// SuccessorAnnotation, on a replica Lease, is written by a process that found its
+	// identity's Lease held by another instance (a restart after a kill -9 or an OOM
+	// kill) while it waits for that Lease to expire: its instance and the time, renewed
+	// every retry period. The others count the identity live while it changes, and leave
+	// its clusters to it rather than take them cold; the waiting process judges the
+	// holder by the Lease's spec alone. Removed when the process takes the Lease.
+	SuccessorAnnotation = "fleetwatch.io/successor"
 	// HandoverAnnotation, on a cluster Lease released on a planned move (ErrMoved), names
 	// the replica that released it: it keeps the cluster's state for a while, for the
 	// next holder to fetch (see Receiver). The next holder removes it as it takes the

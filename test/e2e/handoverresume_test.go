@@ -1,10 +1,12 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -103,10 +105,22 @@ func watchAcrossAHandover(t *testing.T, restart bool) {
 	f.placed(live...)
 	time.Sleep(2 * time.Second)
 	if restart {
-		// Within the Lease's duration, so that the clusters stay with it.
+		// Its successor says it is back within the Lease's duration, so that the
+		// clusters stay with it (shard.SuccessorAnnotation): it takes them warm once the
+		// killed process's Lease has expired, none of the others takes them cold.
 		_ = f.replicas[newOwner].signal(t, syscall.SIGKILL)
 		f.start(newOwner)
 		f.placed(live...)
+		for _, id := range live {
+			if id == newOwner {
+				continue
+			}
+			if b, err := os.ReadFile(f.replicas[id].log.Name()); err != nil {
+				t.Fatal(err)
+			} else if i := bytes.Index(b, []byte("Taking the cluster of a replica whose Lease expired")); i >= 0 {
+				t.Fatalf("%s took a cluster of %s while it restarted: %s", id, newOwner, b[i:i+bytes.IndexByte(b[i:], '\n')])
+			}
+		}
 		time.Sleep(time.Second)
 	}
 	fw.resume()
