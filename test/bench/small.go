@@ -71,6 +71,8 @@ func (d *driver) smallPhase(ctx context.Context, rep *report) error {
 // smallRun runs each contender of the section once, in an order that rotates with r.
 func (d *driver) smallRun(ctx context.Context, r int) (*smallRun, error) {
 	sr := &smallRun{}
+	// The library's contenders of the last run are profiled with --profile.
+	profile := r == d.opts.runs-1 && d.opts.profileDir != ""
 	name := func(s string) string { return fmt.Sprintf("small%d-%s", r+1, s) }
 	pods := []string{"--resources", "pods"}
 	units := []struct {
@@ -87,9 +89,9 @@ func (d *driver) smallRun(ctx context.Context, r int) (*smallRun, error) {
 		u := units[(k+r)%len(units)]
 		var err error
 		if u.args == nil {
-			*u.res, _, err = d.serveContend(ctx, name(u.name), serveOptions{resources: "pods"})
+			*u.res, _, err = d.serveContend(ctx, name(u.name), serveOptions{resources: "pods", idle: true})
 		} else {
-			*u.res, _, err = d.contend(ctx, name(u.name), modeSync, false, append(u.args, pods...)...)
+			*u.res, _, err = d.contend(ctx, name(u.name), modeSync, profile, append(u.args, pods...)...)
 		}
 		if err != nil {
 			return nil, err
@@ -147,7 +149,7 @@ func (rep *report) smallMarkdown() string {
 	var b strings.Builder
 	o := rep.Options
 	fmt.Fprintf(&b, "\n%s\n\n", smallHeading)
-	fmt.Fprintf(&b, "%d clusters × %d small pods (%.0f B of JSON as served, %.0f B as cached), pods alone, in an env of their own; %d runs, the contenders in rotating order, each in its own process. The peer is typed informers with the transform dropping managedFields; the plain and compact fleets are the library's (`fleetwatch.NewManager`, `Fleet.Codec` unset and `persist.Codec{}`), the daemon runs in its default configuration.\n\n",
+	fmt.Fprintf(&b, "%d clusters × %d small pods (%.0f B of JSON as served, %.0f B as cached), pods alone, in an env of their own; %d runs, the contenders in rotating order, each in its own process. The peer is typed informers with the transform dropping managedFields; the plain and compact fleets are the library's (`fleetwatch.NewManager`, `Fleet.Codec` unset and `persist.Codec{}`), the daemon runs in its default configuration, its memory measured once it is idle after the sync (its snapshot committed, its goroutines steady for a second: the work that follows its sync, done).\n\n",
 		o.clusters, o.smallPods, rep.SmallPod.Served, rep.SmallPod.Cached, len(rep.Small))
 	b.WriteString("| Figure | typed informers + transform | fleetwatch | ratio per run | ratio | goal | met |\n|---|---|---|---|---|---|---|\n")
 	for _, f := range rep.smallFigures() {
