@@ -28,13 +28,14 @@ type Item[T any] struct {
 //
 // It reads the same Indexer as Lister: a Get is one map lookup, and a List of a cluster
 // or of a namespace of a cluster reads that cluster's or namespace's objects only. Every
-// object it returns is converted from the cached one at the call
-// (runtime.DefaultUnstructuredConverter), so, unlike with client-go listers, the caller
-// owns it and may modify it, for example to write it back to its cluster. The price is
-// one conversion per object returned, by reflection: about 20µs and 2.4 KiB for a Pod
-// with one container (BenchmarkTypedListerGet; a Get of Lister takes 40ns), 40–170µs
-// for realistic pods of 1–6 KB (mcprovider's BenchmarkRead, docs/benchmarks.md), and a
-// copy of each in memory for as long as the caller keeps it. A controller that lists
+// object it returns is made at the call, so, unlike with client-go listers, the caller
+// owns it and may modify it, for example to write it back to its cluster: decoded from
+// the encoding straight into T in a compact fleet whose Codec encodes CBOR maps
+// (persist.Codec; TypedDecoder), else converted from the cached object by reflection
+// (runtime.DefaultUnstructuredConverter), which costs about twice as much. The price is
+// that decoding or conversion per object returned (BenchmarkTypedListerGet; a Get of
+// Lister takes 40ns; mcprovider's BenchmarkRead, docs/benchmarks.md, on realistic
+// pods), and a copy of each in memory for as long as the caller keeps it. A controller that lists
 // many objects to look at few of them should narrow the List with a namespace or a label
 // selector, or read the cached objects through Lister.
 //
@@ -49,6 +50,9 @@ type TypedLister[T any] struct {
 	gvk schema.GroupVersionKind
 	// partial is set when T is metav1.PartialObjectMetadata.
 	partial bool
+	// typed decodes a compact fleet's encodings straight into T; nil for a plain
+	// fleet, a partial T, or a Codec whose encodings are not CBOR maps.
+	typed *TypedDecoder
 }
 
 // NewTypedLister returns a TypedLister of the objects of gvr in fleet, as T. A resource
@@ -87,7 +91,34 @@ func NewTypedLister[T any](fleet *Fleet, gvr schema.GroupVersionResource, scheme
 		return nil, fmt.Errorf("typed lister of %s as %T: not a runtime.Object: %w", gvr, obj, ErrTypeMismatch)
 	}
 	l.ix = fleet.Indexer(gvr)
+	if !l.partial && l.ix.codec != nil {
+		l.typed = NewTypedDecoder(l.ix.codec, scheme)
+	}
 	return l, nil
+}
+
+// of returns what a read of the lister takes from e, the lock held: with a
+// TypedDecoder, the encoding of a compact fleet's object even where the fleet holds it
+// decoded too (a decode into T from it is the cheaper conversion); else what the
+// fleet's reads hand out.
+func (l *TypedLister[T]) of(e *entry) runtime.Object {
+	if l.typed != nil {
+		return e.obj
+	}
+	return peek(e)
+}
+
+// read returns a new T holding obj, an object as of returns it: an encoding is decoded
+// into T, or decoded and converted where the TypedDecoder does not decode it.
+func (l *TypedLister[T]) read(obj runtime.Object) (*T, error) {
+	if o, ok := obj.(*encodedObject); ok {
+		out := new(T)
+		if l.typed.DecodeInto(o.data, l.gvk, any(out).(runtime.Object)) {
+			return out, nil
+		}
+		obj = l.ix.decode(o.data, *o.key)
+	}
+	return l.convert(obj)
 }
 
 // Resource returns the lister's resource.
@@ -108,17 +139,16 @@ func (l *TypedLister[T]) List(selector labels.Selector) ([]Item[T], error) {
 	q.labelsKept = l.ix.labelsKept.Load()
 	for c, ci := range l.ix.clusters {
 		n := len(objs)
-		objs = q.appendMatches(objs, ci)
+		objs = appendMatches(&q, objs, ci, l.of)
 		for range len(objs) - n {
 			clusters = append(clusters, c)
 		}
 	}
 	l.ix.lock.RUnlock()
-	l.ix.decodeAll(objs)
 
 	out := make([]Item[T], len(objs))
 	for i, obj := range objs {
-		t, err := l.convert(obj)
+		t, err := l.read(obj)
 		if err != nil {
 			return nil, l.convertError(clusters[i], obj, err)
 		}
@@ -129,11 +159,22 @@ func (l *TypedLister[T]) List(selector labels.Selector) ([]Item[T], error) {
 
 // Get returns the object with the given key, or a Kubernetes NotFound error.
 func (l *TypedLister[T]) Get(key Key) (*T, error) {
-	obj, ok := l.ix.Get(key)
+	var obj runtime.Object
+	ok := false
+	if l.typed != nil {
+		l.ix.lock.RLock()
+		if e := l.ix.items.get(key); e != nil {
+			obj, ok = l.of(e), true
+		}
+		l.ix.lock.RUnlock()
+	} else {
+		// Through the fleet's Get, which keeps a compact fleet's object decoded.
+		obj, ok = l.ix.Get(key)
+	}
 	if !ok {
 		return nil, apierrors.NewNotFound(l.ix.resource.GroupResource(), key.Name)
 	}
-	t, err := l.convert(obj)
+	t, err := l.read(obj)
 	if err != nil {
 		return nil, l.convertError(key.Cluster, obj, err)
 	}
@@ -200,12 +241,11 @@ func (n *TypedNamespaceLister[T]) Get(name string) (*T, error) {
 func (l *TypedLister[T]) list(cluster, namespace string, selector labels.Selector) ([]*T, error) {
 	l.ix.ensureLabelsFor(selector)
 	l.ix.lock.RLock()
-	objs := l.ix.selectLocked(cluster, namespace, selector)
+	objs := selectLocked(l.ix, cluster, namespace, selector, l.of)
 	l.ix.lock.RUnlock()
-	l.ix.decodeAll(objs)
 	out := make([]*T, len(objs))
 	for i, obj := range objs {
-		t, err := l.convert(obj)
+		t, err := l.read(obj)
 		if err != nil {
 			return nil, l.convertError(cluster, obj, err)
 		}

@@ -7,8 +7,10 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/fleetwatch/fleetwatch/aggregate"
 	"github.com/fleetwatch/fleetwatch/aggregate/aggregatetest"
+	"github.com/fleetwatch/fleetwatch/persist"
 )
 
 // typedFleet holds pods in clusters a and b, and nodes in a.
@@ -272,29 +275,147 @@ func TestTypedListerTypes(t *testing.T) {
 	})
 }
 
-// BenchmarkTypedListerGet measures the conversion that every typed read pays, next to the
-// untyped read of the same object.
+// BenchmarkTypedListerGet measures what every typed read pays, next to the untyped read
+// of the same object, a realistic pod: in a plain fleet, a conversion by reflection; in a
+// compact one, a decode from the encoding straight into the type (TypedDecoder).
 func BenchmarkTypedListerGet(b *testing.B) {
-	f := aggregate.New(aggregate.Options{})
-	mustApply(b, f.ClusterStore("a", aggregatetest.Pods), aggregatetest.Pod("default", "web-0", "1", map[string]string{"app": "web", "tier": "frontend"}), true)
 	key := aggregate.Key{Cluster: "a", Namespace: "default", Name: "web-0"}
-	b.Run("untyped", func(b *testing.B) {
-		l := f.Lister(aggregatetest.Pods)
-		for b.Loop() {
-			if _, err := l.Get(key); err != nil {
+	for _, fc := range []struct {
+		name  string
+		codec aggregate.Codec
+	}{{"plain", nil}, {"compact", persist.Codec{}}} {
+		f := aggregate.New(aggregate.Options{Codec: fc.codec})
+		mustApply(b, f.ClusterStore("a", aggregatetest.Pods), aggregatetest.RealisticPod("default", "web-0", "1", map[string]string{"app": "web", "tier": "frontend"}), true)
+		b.Run(fc.name+"/untyped", func(b *testing.B) {
+			l := f.Lister(aggregatetest.Pods)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := l.Get(key); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fc.name+"/typed", func(b *testing.B) {
+			l, err := aggregate.NewTypedLister[corev1.Pod](f, aggregatetest.Pods, scheme.Scheme)
+			if err != nil {
 				b.Fatal(err)
 			}
-		}
-	})
-	b.Run("typed", func(b *testing.B) {
-		l, err := aggregate.NewTypedLister[corev1.Pod](f, aggregatetest.Pods, scheme.Scheme)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for b.Loop() {
-			if _, err := l.Get(key); err != nil {
-				b.Fatal(err)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := l.Get(key); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// TestTypedListerDecodesEncodings: over a compact fleet whose encodings are CBOR maps,
+// a TypedLister decodes each object from its encoding straight into the type
+// (TypedDecoder), with no decode into a map, also of an object the fleet holds decoded
+// (its hot set); what it returns equals what a plain fleet's TypedLister converts,
+// compressed or with a dictionary too. Where the CBOR serializer does not decode (a
+// float in an integer field), the object is decoded and converted, as in a plain fleet;
+// an object of another kind fails as there.
+func TestTypedListerDecodesEncodings(t *testing.T) {
+	objs := []*unstructured.Unstructured{
+		aggregatetest.RealisticPod("default", "web-0", "1", map[string]string{"app": "web"}),
+		aggregatetest.ScheduledPod("default", "web-1", "2", map[string]string{"app": "web"}, 1),
+		aggregatetest.ScheduledPod("shop", "web-2", "3", map[string]string{"app": "shop"}, 2),
+		aggregatetest.Pod("shop", "plain", "4", nil),
+	}
+	float := aggregatetest.Pod("shop", "float", "5", nil)
+	if err := unstructured.SetNestedField(float.Object, 30.0, "spec", "terminationGracePeriodSeconds"); err != nil {
+		t.Fatal(err)
+	}
+	deployment := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
+		"metadata": map[string]any{"name": "not-a-pod", "namespace": "other", "resourceVersion": "6"}}}
+	fill := func(f *aggregate.Fleet) {
+		for _, c := range []string{"a", "b"} {
+			s := f.ClusterStore(c, aggregatetest.Pods)
+			for _, o := range append(slices.Clone(objs), float, deployment) {
+				mustApply(t, s, o.DeepCopy(), true)
 			}
 		}
-	})
+	}
+	// The reference: the package's default fleet (plain; with
+	// FLEETWATCH_TEST_CACHE_ENCODING=compact, one whose Codec is not CBOR maps), which
+	// converts.
+	reference := aggregate.New(aggregate.Options{})
+	fill(reference)
+	want := newTyped[corev1.Pod](t, reference, aggregatetest.Pods)
+	for name, codec := range map[string]persist.Codec{"compact": {}, "compressed": {Compress: true}, "compressed-dict": {Compress: true, Dictionary: true}} {
+		t.Run(name, func(t *testing.T) {
+			counting := &countingCodec{Codec: codec}
+			var fc aggregate.Codec = counting
+			if codec.Dictionary {
+				fc = codec // its per-resource Codec decodes; nothing counts
+			}
+			f := aggregate.New(aggregate.Options{Codec: fc})
+			fill(f)
+			got := newTyped[corev1.Pod](t, f, aggregatetest.Pods)
+			// One pod of each cluster is held decoded too.
+			for _, c := range []string{"a", "b"} {
+				if _, ok := f.Indexer(aggregatetest.Pods).Get(aggregate.Key{Cluster: c, Namespace: "default", Name: "web-0"}); !ok {
+					t.Fatal("web-0 is missing")
+				}
+			}
+			before := counting.decodes.Load()
+			for _, c := range []string{"a", "b"} {
+				for _, o := range objs {
+					key := aggregate.Key{Cluster: c, Namespace: o.GetNamespace(), Name: o.GetName()}
+					g, err := got.Get(key)
+					if err != nil {
+						t.Fatalf("Get %s: %v", key, err)
+					}
+					w, err := want.Get(key)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !equality.Semantic.DeepEqual(g, w) {
+						t.Errorf("Get %s:\n got %#v\nwant %#v", key, g, w)
+					}
+				}
+				ns, err := got.Cluster(c).Namespace("default").List(nil)
+				if err != nil || len(ns) != 2 {
+					t.Errorf("List of %s/default: %d pods, %v", c, len(ns), err)
+				}
+			}
+			if n := counting.decodes.Load() - before; !codec.Dictionary && n != 0 {
+				t.Errorf("%d objects were decoded into maps to be read typed; want none", n)
+			}
+			key := aggregate.Key{Cluster: "a", Namespace: "shop", Name: "float"}
+			g, err := got.Get(key)
+			if err != nil {
+				t.Fatalf("the pod with a float in an integer field: %v", err)
+			}
+			if w, _ := want.Get(key); !equality.Semantic.DeepEqual(g, w) || g.Spec.TerminationGracePeriodSeconds == nil || *g.Spec.TerminationGracePeriodSeconds != 30 {
+				t.Errorf("the pod with a float in an integer field:\n got %#v\nwant %#v", g, w)
+			}
+			if _, err := got.Get(aggregate.Key{Cluster: "a", Namespace: "other", Name: "not-a-pod"}); !errors.Is(err, aggregate.ErrTypeMismatch) {
+				t.Errorf("a Deployment read as a Pod: %v, want ErrTypeMismatch", err)
+			}
+			if _, err := got.List(nil); !errors.Is(err, aggregate.ErrTypeMismatch) {
+				t.Errorf("a List with a Deployment among the pods: %v, want ErrTypeMismatch", err)
+			}
+			items, err := got.List(labels.SelectorFromSet(labels.Set{"app": "web"}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantItems, err := want.List(labels.SelectorFromSet(labels.Set{"app": "web"}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			byKey := func(items []aggregate.Item[corev1.Pod]) map[string]*corev1.Pod {
+				m := map[string]*corev1.Pod{}
+				for _, it := range items {
+					m[it.Cluster+"/"+it.Object.Namespace+"/"+it.Object.Name] = it.Object
+				}
+				return m
+			}
+			if g, w := byKey(items), byKey(wantItems); len(g) != 4 || !equality.Semantic.DeepEqual(g, w) {
+				t.Errorf("List app=web: %d pods, want %d the same as the plain fleet's", len(g), len(w))
+			}
+		})
+	}
 }

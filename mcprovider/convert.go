@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	cborserializer "k8s.io/apimachinery/pkg/runtime/serializer/cbor"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -269,27 +268,12 @@ func (t target) structItems(list client.ObjectList) (reflect.Value, bool) {
 
 var clientObjectType = reflect.TypeFor[client.Object]()
 
-// cborCodec is implemented by fleet Codecs whose encodings of unstructured objects are,
-// once expanded, CBOR maps in the format of informer.EncodedStore (persist.Codec):
-// Expand returns data itself, or the CBOR that a compressed encoding holds, in dst's
-// memory where it has room.
-type cborCodec interface {
-	CBORMaps() bool
-	Expand(dst, data []byte) ([]byte, error)
-}
-
-// encodedDecoder decodes the encodings of a compact fleet. Where they are CBOR maps
-// (cborCodec), it decodes them into typed objects with apimachinery's CBOR serializer,
-// which reads that format as it is: strings as byte strings, map entries as struct
-// fields, unknown fields ignored (as runtime.DefaultUnstructuredConverter ignores
-// them), RawExtensions handed on as JSON.
+// encodedDecoder decodes the encodings of a compact fleet: straight into typed objects
+// where they are CBOR maps (aggregate.TypedDecoder), else with the fleet's Codec.
 type encodedDecoder struct {
 	codec aggregate.Codec
-	// expand and cbor are set if codec's encodings are CBOR maps.
-	expand func(dst, data []byte) ([]byte, error)
-	cbor   runtime.Decoder
-	// buffers holds the scratch space of expanded encodings, *[]byte.
-	buffers sync.Pool
+	// typed is nil if codec's encodings are not CBOR maps.
+	typed *aggregate.TypedDecoder
 }
 
 // newEncodedDecoder returns the encodedDecoder of a fleet with codec; nil for a plain
@@ -298,49 +282,14 @@ func newEncodedDecoder(codec aggregate.Codec, scheme *runtime.Scheme) *encodedDe
 	if codec == nil {
 		return nil
 	}
-	d := &encodedDecoder{codec: codec, buffers: sync.Pool{New: func() any { return new([]byte) }}}
-	if c, ok := codec.(cborCodec); ok && c.CBORMaps() {
-		d.expand = c.Expand
-		d.cbor = cborserializer.NewSerializer(scheme, scheme)
-	}
-	return d
+	return &encodedDecoder{codec: codec, typed: aggregate.NewTypedDecoder(codec, scheme)}
 }
 
-// keepExpanded is the largest scratch space that an encodedDecoder keeps.
-const keepExpanded = 1 << 20
-
-// intoTyped decodes encoded, a CBOR encoding, into out, a typed object of kind gvk
-// replaced whole, and reports whether it did. It does not, leaving out zero, for a
-// decoder that is nil or reads no CBOR, an encoding of another kind, or one that the
-// CBOR serializer fails on (a value that the type cannot hold as CBOR gives it, which
-// runtime.DefaultUnstructuredConverter may still convert): the caller converts the
-// decoded object then, which gives the conversion's result or its error.
+// intoTyped decodes encoded into out, a typed object of kind gvk replaced whole, as
+// aggregate.TypedDecoder.DecodeInto does, and reports whether it did; it does not for a
+// nil decoder, or one whose fleet's encodings are not CBOR maps.
 func (d *encodedDecoder) intoTyped(encoded []byte, gvk schema.GroupVersionKind, out runtime.Object) bool {
-	v := reflect.ValueOf(out)
-	if d == nil || d.cbor == nil || v.Kind() != reflect.Pointer || v.IsNil() {
-		return false
-	}
-	bp := d.buffers.Get().(*[]byte)
-	defer d.buffers.Put(bp)
-	data, err := d.expand((*bp)[:0], encoded)
-	if err != nil {
-		return false
-	}
-	// Keep the scratch space that a compressed encoding was expanded into; never the
-	// fleet's own bytes, which Expand returns for an encoding that is not compressed.
-	if cap(data) <= keepExpanded && len(data) > 0 && &data[0] != &encoded[0] {
-		*bp = data[:0]
-	}
-	zero := reflect.Zero(v.Elem().Type())
-	v.Elem().Set(zero)
-	defaults := gvk
-	got, actual, err := d.cbor.Decode(data, &defaults, out)
-	if err != nil || got != out || actual == nil || *actual != gvk {
-		v.Elem().Set(zero)
-		return false
-	}
-	out.GetObjectKind().SetGroupVersionKind(gvk)
-	return true
+	return d != nil && d.typed.DecodeInto(encoded, gvk, out)
 }
 
 // checkKind fails for an object of another kind than the target's.
