@@ -823,11 +823,6 @@ func newQuery(namespace string, selector labels.Selector) (query, bool) {
 	return q, true
 }
 
-// appendMatches appends the matching objects of ci to out, as peek returns them.
-func (q *query) appendMatches(out []runtime.Object, ci *clusterIndex) []runtime.Object {
-	return appendMatches(q, out, ci, peek)
-}
-
 // appendMatches appends the matching entries of ci to out, each as of returns it. It
 // scans the smallest candidate sets it can find: the namespace's, or those of one
 // equality requirement.
