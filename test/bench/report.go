@@ -466,6 +466,20 @@ func peerFigures(rep *report) []figure {
 				func(x *Result) float64 { return latency(x, 0.99) }, "≤ 1.2", atMost(1.2)),
 			watchFig(fmt.Sprintf("CPU per event at %.0f writes/s (µs)", o.writeRate), "%.0f", cpuPerEvent, "", nil),
 		)
+		// The compact fleet, the candidate default of #37, whose goal for the CPU per
+		// event is the peer's.
+		if len(rep.Runs) == 0 || rep.Runs[0].CompactWatch != nil {
+			compactFig := func(name, format string, v func(*Result) float64, goal string, ok func(float64, []float64, []float64) bool) figure {
+				return figure{name: "Full objects, compact cache, vs typed informers + transform: " + name, format: format, goal: goal, ok: ok, watch: true,
+					base:  rep.per(func(r *runResult) float64 { return v(r.ClientGoTypedWatch) }),
+					value: rep.per(func(r *runResult) float64 { return v(r.CompactWatch) })}
+			}
+			out = append(out,
+				compactFig(fmt.Sprintf("event latency, apiserver write → handler, p99 at %.0f writes/s (ms)", o.writeRate), "%.1f",
+					func(x *Result) float64 { return latency(x, 0.99) }, "≤ 1.2", atMost(1.2)),
+				compactFig(fmt.Sprintf("CPU per event at %.0f writes/s (µs)", o.writeRate), "%.0f", cpuPerEvent, "≤ 1", atMost(1)),
+			)
+		}
 	}
 	return out
 }
@@ -837,6 +851,12 @@ func (r *runResult) watchRows() []rawRow {
 	}
 	if r.HistoryWatch != nil {
 		rows = append(rows, rawRow{"fleetwatch + snapshot + change log (fresh file)", r.HistoryWatch, "fleetwatch+history"})
+	}
+	if r.CompactWatch != nil {
+		rows = append(rows, rawRow{"fleetwatch, compact cache", r.CompactWatch, "fleetwatch-compact"})
+	}
+	if r.CompactJSONWatch != nil {
+		rows = append(rows, rawRow{"fleetwatch, compact cache, JSON lists", r.CompactJSONWatch, "fleetwatch-compact-json"})
 	}
 	return rows
 }
