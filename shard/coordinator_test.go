@@ -1101,11 +1101,10 @@ func TestCoordinatorRestartKeepsItsClusters(t *testing.T) {
 			}
 			w.mu.Unlock()
 
-			succ, err := New(func() Options {
-				o := fastTiming
-				o.Identity, o.Namespace, o.Client, o.Clock = "r0", "fleetwatch", client, clk
-				return o
-			}(), w.aware("r0 again"))
+			// The new process: r0's identity, its Aware named apart.
+			opts := fastTiming
+			opts.Identity, opts.Namespace, opts.Client, opts.Clock = "r0", "fleetwatch", client, clk
+			succ, err := New(opts, w.aware("r0 again"))
 			if err != nil {
 				t.Fatal(err)
 			}
