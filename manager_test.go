@@ -714,7 +714,7 @@ func TestManagerLogsAReplacedCluster(t *testing.T) {
 	if id, err := store.ID(); err != nil || m.ChangeLogEpoch() != id {
 		t.Errorf("ChangeLogEpoch %q, want the snapshot's ID %q (%v)", m.ChangeLogEpoch(), id, err)
 	}
-	if rv, n, ok := m.ChangeLogBase("a", configMaps); rv != 7 || n != 1 || !ok {
+	if rv, n, _, ok := m.ChangeLogBase("a", configMaps); rv != 7 || n != 1 || !ok {
 		t.Errorf("loaded: base %d, %d objects, %v; want 7, 1, true", rv, n, ok)
 	}
 	stop := start(t, m)
@@ -724,7 +724,7 @@ func TestManagerLogsAReplacedCluster(t *testing.T) {
 		}
 		return ""
 	})
-	if _, _, ok := m.ChangeLogBase("a", configMaps); ok {
+	if _, _, _, ok := m.ChangeLogBase("a", configMaps); ok {
 		t.Error("a replaced cluster's base still resumes watches")
 	}
 	if err := stop(); err != nil {

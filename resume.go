@@ -33,6 +33,8 @@ type logBases struct {
 	// with it (persist.ClusterSnapshot.LogOrigins, of the import or of a load), until
 	// its base is forgotten.
 	imports map[string][]string
+	// loads counts the calls of loading, which number the loads (logBase.load).
+	loads uint64
 }
 
 // logBase is what the fleet loaded of one resource of a cluster.
@@ -48,6 +50,8 @@ type logBase struct {
 	none bool
 	// stale: the objects no longer stand for the log (forget).
 	stale bool
+	// load numbers the load among all of the run's (ChangeLogBase).
+	load uint64
 }
 
 // loading records that the objects of scope, saved under key, are being loaded into the
@@ -70,7 +74,8 @@ func (b *logBases) loading(cluster string, scope informer.Scope, key persist.Res
 		lb.none = true
 		return
 	}
-	res[scope.Resource] = &logBase{key: key}
+	b.loads++
+	res[scope.Resource] = &logBase{key: key, load: b.loads}
 }
 
 // loaded records the resourceVersion and the number of objects of a scope that loading
@@ -158,9 +163,9 @@ func (b *logBases) get(cluster string, gvr schema.GroupVersionResource) (logBase
 func (m *Manager) ChangeLogEpoch() string { return m.logEpoch }
 
 // ChangeLogBase implements server.ChangeLogSource.
-func (m *Manager) ChangeLogBase(cluster string, gvr schema.GroupVersionResource) (uint64, int, bool) {
+func (m *Manager) ChangeLogBase(cluster string, gvr schema.GroupVersionResource) (uint64, int, uint64, bool) {
 	lb, ok := m.logBases.get(cluster, gvr)
-	return lb.rv, lb.objects, ok
+	return lb.rv, lb.objects, lb.load, ok
 }
 
 // ChangeLogHolds implements server.ChangeLogSource: whether the records of cluster came

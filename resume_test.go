@@ -69,8 +69,9 @@ func TestChangesSinceFromTheLog(t *testing.T) {
 	m := &Manager{opts: Options{Snapshot: store}, logEpoch: "e", logBases: &logBases{}}
 	m.logBases.loading("prod", sc, key)
 	m.logBases.loaded("prod", sc, "20", 1)
-	if rv, n, ok := m.ChangeLogBase("prod", pods); rv != 20 || n != 1 || !ok {
-		t.Errorf("ChangeLogBase: %d, %d, %v", rv, n, ok)
+	rv, n, load, ok := m.ChangeLogBase("prod", pods)
+	if rv != 20 || n != 1 || load == 0 || !ok {
+		t.Errorf("ChangeLogBase: %d, %d, load %d, %v", rv, n, load, ok)
 	}
 	describe := func(o runtime.Object) string {
 		if o == nil {
@@ -114,11 +115,18 @@ func TestChangesSinceFromTheLog(t *testing.T) {
 		t.Errorf("before the log: %v, want ErrTooOld", err)
 	}
 	m.logBases.forget("prod", schema.GroupVersionResource{})
-	if _, _, ok := m.ChangeLogBase("prod", pods); ok {
+	if _, _, _, ok := m.ChangeLogBase("prod", pods); ok {
 		t.Error("a forgotten cluster has a base")
 	}
 	if _, _, err := since(11, 20); !errors.Is(err, errNotInLog) {
 		t.Errorf("a forgotten cluster: %v, want errNotInLog", err)
+	}
+	// The cluster comes back (a warm handover from the replica it went to): its
+	// load has another number, from which the server counts a new generation of
+	// its positions.
+	m.logBases.loading("prod", sc, key)
+	if _, _, again, ok := m.ChangeLogBase("prod", pods); again == load || !ok {
+		t.Errorf("the load of a cluster that came back: %d, %v; the first one's was %d", again, ok, load)
 	}
 }
 
@@ -202,7 +210,7 @@ func TestLogOriginsAfterARestart(t *testing.T) {
 	if !m.ChangeLogHolds("prod", oldID) {
 		t.Errorf("after the restart, the log does not hold the records of %q", oldID)
 	}
-	if rv, _, ok := m.ChangeLogBase("prod", pods); rv != 10 || !ok {
+	if rv, _, _, ok := m.ChangeLogBase("prod", pods); rv != 10 || !ok {
 		t.Errorf("ChangeLogBase: %d, %v", rv, ok)
 	}
 	m.logBases.forget("prod", schema.GroupVersionResource{})

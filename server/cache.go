@@ -271,6 +271,9 @@ type resourceCache struct {
 	nextSeq uint64
 	// positions is the position of every cluster that has had a change.
 	positions map[string]position
+	// loads is, for each cluster loaded from the change log, the load of it that the
+	// generation of its positions counts from (positionLocked).
+	loads map[string]uint64
 	// evicted is, for every cluster that has lost changes off the end of the history,
 	// the position of the last one lost. A cursor before it is too old.
 	evicted map[string]position
@@ -313,6 +316,7 @@ func newResourceCache(gvr schema.GroupVersionResource, historySize int, codec ag
 		codec:       codec,
 		clusters:    make(map[string]*clusterObjects),
 		positions:   make(map[string]position),
+		loads:       make(map[string]uint64),
 		evicted:     make(map[string]position),
 		events:      make(map[string]uint64),
 	}
@@ -391,36 +395,67 @@ func (rc *resourceCache) apply(e aggregate.Event) *compactObject {
 // come in key order, each take the position after the one before without a
 // resourceVersion, (0, n); once they all came, the cluster stands at their base, the
 // resourceVersion they were stored at (ChangeLogSource.ChangeLogBase): cursors say so
-// (settled), and the first change after them is placed after (base, 0). A cursor at or
-// after the base resumes in a later run of the server from the log.
+// (settledLocked), and the first change after them is placed after (base, 0). A cursor
+// at or after the base resumes in a later run of the server from the log.
+//
+// A load of a cluster that already has positions here (it left and came back with its
+// log on a warm handover: A to B to A) starts a generation of its positions, whose
+// loaded objects take (gen, 0, n) in the same way: placed after its old objects, at
+// the positions that the replica it came from had them at, they would come again to a
+// watch resumed from a position of that replica (carryMoved).
 func (rc *resourceCache) positionLocked(cluster string, initial bool, rv string) position {
-	cur := rc.positions[cluster]
-	if cur.rv == 0 && rc.log != nil {
-		// A base that no longer stands for the log (ok false) still places the
-		// changes after the objects it came with.
-		if base, _, ok := rc.log.ChangeLogBase(cluster, rc.resource); ok || base > 0 {
-			switch {
-			case initial:
-				return position{n: cur.n + 1}
-			case base > 0:
-				cur = position{rv: base}
-			}
+	cur, had := rc.positions[cluster]
+	if rc.log == nil {
+		return cur.next(rv)
+	}
+	// A base that no longer stands for the log (ok false) still places the changes
+	// after the objects it came with.
+	base, _, load, ok := rc.log.ChangeLogBase(cluster, rc.resource)
+	if !ok && base == 0 {
+		return cur.next(rv)
+	}
+	if initial && load != rc.loads[cluster] {
+		if had {
+			cur = position{gen: cur.gen + 1}
+		}
+		rc.loads[cluster] = load
+	}
+	if cur.rv == 0 {
+		switch {
+		case initial:
+			return position{gen: cur.gen, n: cur.n + 1}
+		case base > 0:
+			cur = position{gen: cur.gen, rv: base}
 		}
 	}
 	return cur.next(rv)
 }
 
-// settled returns p, the position of cluster in the history of gvr, or if p is where
-// the last of the objects loaded from the snapshot put it, their base (see
-// positionLocked).
-func (wc *watchCache) settled(cluster string, gvr schema.GroupVersionResource, p position) position {
-	if p.rv != 0 || p.n == 0 || wc.log == nil {
+// settledLocked returns p, a position of cluster, or if p is where the last of the
+// objects of the cluster's current load put it, their base (see positionLocked).
+func (rc *resourceCache) settledLocked(cluster string, p position) position {
+	if p.rv != 0 || p.n == 0 || rc.log == nil || p.gen != rc.positions[cluster].gen {
 		return p
 	}
-	if base, objects, _ := wc.log.ChangeLogBase(cluster, gvr); base > 0 && int(p.n) == objects {
-		return position{rv: base}
+	if base, objects, load, _ := rc.log.ChangeLogBase(cluster, rc.resource); base > 0 && int(p.n) == objects && load == rc.loads[cluster] {
+		return position{gen: p.gen, rv: base}
 	}
 	return p
+}
+
+// placeLocked returns c with the position of a cluster's own resourceVersion
+// (clusterRV) in the cluster's current generation.
+func (rc *resourceCache) placeLocked(c cursor) cursor {
+	if !c.clusterRV {
+		return c
+	}
+	placed := make(map[string]position, len(c.positions))
+	for cl, p := range c.positions {
+		p.gen = rc.positions[cl].gen
+		placed[cl] = p
+	}
+	c.positions, c.clusterRV = placed, false
+	return c
 }
 
 // identity is what the view files an object by.
@@ -540,7 +575,7 @@ func (rc *resourceCache) cursorLocked(wc *watchCache, sc scope) cursor {
 	c := cursor{epoch: wc.epoch, positions: make(map[string]position)}
 	for cl, p := range rc.positions {
 		if sc.includes(cl) {
-			c.positions[cl] = wc.settled(cl, rc.resource, p)
+			c.positions[cl] = rc.settledLocked(cl, p)
 		}
 	}
 	return c

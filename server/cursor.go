@@ -27,43 +27,65 @@ const maxTokenLen = 1 << 20
 // one informer per namespace; n gives each of them a position after every earlier one,
 // so positions strictly increase in the order changes arrive, and "everything after
 // this position" is exact.
+//
+// gen, compared first, is the generation of the cluster's positions in this watch
+// cache: 0, and one more each time the cluster is loaded again from the change log in
+// the same run (a warm handover that brings back a cluster that left, A to B to A).
+// The objects of such a load take the positions (gen, 0, n), as those of the first
+// load do (positionLocked), before the positions that the earlier generations reached
+// and after every one of them.
 type position struct {
-	rv uint64
-	n  uint32
+	gen uint32
+	rv  uint64
+	n   uint32
 }
 
 func (p position) compare(o position) int {
-	return cmp.Or(cmp.Compare(p.rv, o.rv), cmp.Compare(p.n, o.n))
+	return cmp.Or(cmp.Compare(p.gen, o.gen), cmp.Compare(p.rv, o.rv), cmp.Compare(p.n, o.n))
 }
 
 // next returns the position of a change with resourceVersion rv that arrives after p.
 func (p position) next(rv string) position {
 	if v, err := strconv.ParseUint(rv, 10, 64); err == nil && v > p.rv {
-		return position{rv: v}
+		return position{gen: p.gen, rv: v}
 	}
-	return position{rv: p.rv, n: p.n + 1}
+	return position{gen: p.gen, rv: p.rv, n: p.n + 1}
 }
 
+// String is "rv", "rv.n", and with a generation, "rv~gen" or "rv.n~gen".
 func (p position) String() string {
-	if p.n == 0 {
-		return strconv.FormatUint(p.rv, 10)
+	s := strconv.FormatUint(p.rv, 10)
+	if p.n != 0 {
+		s += "." + strconv.FormatUint(uint64(p.n), 10)
 	}
-	return strconv.FormatUint(p.rv, 10) + "." + strconv.FormatUint(uint64(p.n), 10)
+	if p.gen != 0 {
+		s += "~" + strconv.FormatUint(uint64(p.gen), 10)
+	}
+	return s
 }
 
 func parsePosition(s string) (position, error) {
+	bad := fmt.Errorf("cluster position %q is not an unsigned integer, optionally followed by .n and ~gen", s)
+	s, g, withGen := strings.Cut(s, "~")
 	rv, n, dotted := strings.Cut(s, ".")
 	v, err := strconv.ParseUint(rv, 10, 64)
 	if err != nil {
-		return position{}, fmt.Errorf("cluster position %q is not an unsigned integer, optionally followed by .n", s)
+		return position{}, bad
 	}
 	p := position{rv: v}
 	if dotted {
 		m, err := strconv.ParseUint(n, 10, 32)
 		if err != nil || m == 0 {
-			return position{}, fmt.Errorf("cluster position %q is not an unsigned integer, optionally followed by .n", s)
+			return position{}, bad
 		}
 		p.n = uint32(m)
+	}
+	if withGen {
+		m, err := strconv.ParseUint(g, 10, 32)
+		if err != nil || m == 0 {
+			return position{}, bad
+		}
+		p.gen = uint32(m)
 	}
 	return p, nil
 }
@@ -91,6 +113,10 @@ type cursor struct {
 	// (see rootedAt). Empty in a replica's own cursor, and where the issuer has no
 	// identity.
 	replica string
+	// clusterRV is set on the cursor of a cluster's own resourceVersion, given in the
+	// scope of that cluster (resolveResourceVersion): its position is of no
+	// generation, and is taken in the cluster's current one (placeLocked).
+	clusterRV bool
 }
 
 // cursorJSON is the encoded form of a cursor, as base64url (no padding) of its compact

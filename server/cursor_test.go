@@ -17,6 +17,8 @@ func TestCursorRoundTrip(t *testing.T) {
 	for _, c := range []cursor{
 		{epoch: "e", positions: map[string]position{}},
 		{epoch: "e", positions: map[string]position{"prod": {rv: 12}, edge: {rv: 7, n: 3}, "x": {}}},
+		// Positions of a later generation (a cluster that came back).
+		{epoch: "e", positions: map[string]position{"prod": {gen: 2, rv: 12}, edge: {gen: 1, rv: 7, n: 3}, "x": {gen: 1, n: 4}}},
 		// A merged cursor of a sharded fleet: the other replicas' cursors inside.
 		{epoch: "e", positions: map[string]position{"prod": {rv: 12}}, peers: map[string]string{
 			"fleetwatch-1": cursor{epoch: "f", positions: map[string]position{"far": {rv: 3}}}.String(),
@@ -46,6 +48,8 @@ func TestParseCursorErrors(t *testing.T) {
 		"", "!", b64("null"), b64("{}"), b64(`{"e":""}`), b64(`{"e":"x","c":{"a":"1x"}}`),
 		b64(`{"e":"x","c":{"a":"1.0"}}`), b64(`{"e":"x","c":{"a":"-1"}}`), b64(`{"e":"x","c":{"":"1"}}`),
 		b64(`{"e":"x","z":1}`), b64(`{"e":"x"} {}`), b64(`{"e":"x","c":{"a":"1.99999999999"}}`),
+		b64(`{"e":"x","c":{"a":"1~"}}`), b64(`{"e":"x","c":{"a":"1~0"}}`), b64(`{"e":"x","c":{"a":"1.2~x"}}`),
+		b64(`{"e":"x","c":{"a":"1~2.3"}}`), b64(`{"e":"x","c":{"a":"1~99999999999"}}`), b64(`{"e":"x","c":{"a":"~1"}}`),
 		// A replica's part must be one of its cursors, without parts of its own.
 		b64(`{"e":"x","p":{"r":"1"}}`), b64(`{"e":"x","p":{"r":"!"}}`), b64(`{"e":"x","p":{"":"` + b64(`{"e":"y"}`) + `"}}`),
 		b64(`{"e":"x","p":{"r":"` + b64(`{"e":"y","p":{"s":"`+b64(`{"e":"z"}`)+`"}}`) + `"}}`),
@@ -124,6 +128,16 @@ func TestPositionNext(t *testing.T) {
 	want := []string{"10", "12", "12.1", "12.2", "12.3", "13", "13.1"}
 	if !slices.Equal(got, want) {
 		t.Errorf("positions %q, want %q", got, want)
+	}
+	// A later generation starts again, after every position of the earlier ones, and
+	// next keeps it.
+	g := position{gen: 1}
+	for _, rv := range []string{"", "9", "8"} {
+		g = g.next(rv)
+		want = append(want, g.String())
+	}
+	if !slices.Equal(want[len(want)-3:], []string{"0.1~1", "9~1", "9.1~1"}) {
+		t.Errorf("positions of generation 1: %q", want[len(want)-3:])
 	}
 	for i := 1; i < len(want); i++ {
 		a, _ := parsePosition(want[i-1])

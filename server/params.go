@@ -370,7 +370,7 @@ func resolveResourceVersion(rv string, wc *watchCache, sc scope) (c cursor, zero
 			return cursor{}, false, true, nil
 		}
 		v, _ := strconv.ParseUint(rv, 10, 64)
-		return cursor{epoch: epoch, positions: map[string]position{sc.cluster: {rv: v}}}, false, false, nil
+		return cursor{epoch: epoch, positions: map[string]position{sc.cluster: {rv: v}}, clusterRV: true}, false, false, nil
 	case err != nil:
 		return cursor{}, false, false, badParameter("resourceVersion", err)
 	case !wc.acceptsCursor(c):

@@ -39,14 +39,18 @@ type ChangeLogSource interface {
 	// run waits for it.
 	SnapshotLoaded() <-chan struct{}
 	// ChangeLogBase returns where the objects of cluster's resource gvr that the fleet
-	// loaded from the snapshot stand in the change log: the resourceVersion they were
-	// stored at (0 while it is not known yet), and how many were loaded. ok is false if
-	// none of the resource was loaded from it (rv 0), if one informer per namespace
-	// watches the resource (rv 0), or if what was loaded no longer stands for the log
-	// (the cluster's identity changed, it left, the resource was dropped): then rv and
-	// objects are still those of the load. It is called with the watch cache's locks
-	// held, so it does no I/O.
-	ChangeLogBase(cluster string, gvr schema.GroupVersionResource) (rv uint64, objects int, ok bool)
+	// loaded from the snapshot, or imported on a warm handover, stand in the change
+	// log: the resourceVersion they were stored at (0 while it is not known yet), how
+	// many were loaded, and the number of the load, which tells the loads of the
+	// cluster's resource in one run apart: a load that brings back a cluster that left
+	// (a warm handover, A to B to A) has another than the one before, and the watch
+	// cache starts a new generation of the cluster's positions for its objects
+	// (position). ok is false if none of the resource was loaded from it (all 0), if
+	// one informer per namespace watches the resource (rv 0), or if what was loaded no
+	// longer stands for the log (the cluster's identity changed, it left, the resource
+	// was dropped): then the rest are still those of the load. It is called with the
+	// watch cache's locks held, so it does no I/O.
+	ChangeLogBase(cluster string, gvr schema.GroupVersionResource) (rv uint64, objects int, load uint64, ok bool)
 	// ChangesSince calls fn with each change of cluster's resource gvr that the change
 	// log holds at resourceVersion rv or after it, up to upTo (a base of
 	// ChangeLogBase), oldest first: at is the change's resourceVersion in the log (a
@@ -146,6 +150,8 @@ type logGap struct {
 	cluster string
 	from    position
 	base    uint64
+	// gen is the generation of the cluster's positions at the base (position).
+	gen     uint32
 	changes []aggregate.Event
 }
 
@@ -159,8 +165,12 @@ type logGap struct {
 // received them again with the same resourceVersions). Any other position of an
 // earlier run fails: the history of this run cannot place it. A position of another
 // replica's run, of a cluster handed over from it with its change log, is one of an
-// earlier run.
+// earlier run. Positions of other runs, and a cluster's own resourceVersion, are placed
+// in the cluster's current generation (position); one of this run's of an older
+// generation resumes from the history, which has the cluster's objects go and come
+// again.
 func (wc *watchCache) resumeLocked(rc *resourceCache, c cursor, sc scope) (map[string]position, []logGap, error) {
+	c = rc.placeLocked(c)
 	starts := make(map[string]position, len(c.positions))
 	var gaps []logGap
 	for _, cl := range slices.Sorted(maps.Keys(c.positions)) {
@@ -168,17 +178,24 @@ func (wc *watchCache) resumeLocked(rc *resourceCache, c cursor, sc scope) (map[s
 			continue
 		}
 		p := c.positions[cl]
+		gen := rc.positions[cl].gen
 		thisRun := c.epochOf(cl) == wc.epoch
+		if !thisRun {
+			// Generations are of a run: the log places the position in the current one.
+			p.gen = gen
+		}
 		var base uint64
 		var loaded bool
 		if wc.log != nil {
-			base, _, loaded = wc.log.ChangeLogBase(cl, rc.resource)
+			base, _, _, loaded = wc.log.ChangeLogBase(cl, rc.resource)
 			loaded = loaded && base > 0
 		}
 		switch {
-		case loaded && p.rv > 0 && p.compare(position{rv: base}) <= 0:
-			gaps = append(gaps, logGap{cluster: cl, from: p, base: base})
-			starts[cl] = position{rv: base}
+		case p.gen > gen:
+			return nil, nil, fmt.Errorf("the position %s of cluster %q is of a generation that this run of the server has not reached", p, cl)
+		case loaded && p.gen == gen && p.rv > 0 && p.compare(position{gen: gen, rv: base}) <= 0:
+			gaps = append(gaps, logGap{cluster: cl, from: p, base: base, gen: gen})
+			starts[cl] = position{gen: gen, rv: base}
 		case thisRun, loaded && p.rv > 0:
 			starts[cl] = p
 		default:

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -34,6 +35,8 @@ type fakeLog struct {
 	// being loaded (loaded, if not nil, is closed once it is).
 	stale, loading bool
 	loaded         chan struct{}
+	// load is the number of the load (ChangeLogBase).
+	load uint64
 	// from is where the log's coverage starts: it holds every change after it, and
 	// ChangesSince leaves out those at it, as the Manager does.
 	from    uint64
@@ -65,13 +68,13 @@ func (l *fakeLog) SnapshotLoaded() <-chan struct{} {
 	return loadedChan
 }
 
-func (l *fakeLog) ChangeLogBase(cluster string, gvr schema.GroupVersionResource) (uint64, int, bool) {
+func (l *fakeLog) ChangeLogBase(cluster string, gvr schema.GroupVersionResource) (uint64, int, uint64, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if cluster != cmp.Or(l.cluster, prod) || gvr != podsGVR || l.base == 0 {
-		return 0, 0, l.loading
+		return 0, 0, l.load, l.loading
 	}
-	return l.base, l.objects, !l.stale
+	return l.base, l.objects, l.load, !l.stale
 }
 
 func (l *fakeLog) ChangesSince(cluster string, gvr schema.GroupVersionResource, rv, upTo uint64, fn func(uint64, aggregate.Event)) (bool, error) {
@@ -360,7 +363,10 @@ func TestSettledCursor(t *testing.T) {
 	if want := (position{rv: 12}); c.positions[prod] != want || raw != (position{n: 2}) {
 		t.Errorf("cursor %v (history at %v), want %v", c.positions[prod], raw, want)
 	}
-	if p := f.server.cache.settled(prod, podsGVR, position{n: 1}); p != (position{n: 1}) {
+	rc.mu.RLock()
+	half := rc.settledLocked(prod, position{n: 1})
+	rc.mu.RUnlock()
+	if p := half; p != (position{n: 1}) {
 		t.Errorf("half-way: %v", p)
 	}
 	// The cluster's identity changed: its objects go, and the settled cursor of this
@@ -709,5 +715,137 @@ func TestFanOutWatchResumesAfterTwoMoves(t *testing.T) {
 			}
 			w.none(200 * time.Millisecond)
 		})
+	}
+}
+
+// TestFanOutWatchResumesAfterComingBack: cluster far moves from fleetwatch-1 to
+// fleetwatch-2, where the client sees it change, and back to fleetwatch-1 (A to B to
+// A), each time warm with its change log. fleetwatch-1 loads far's objects again, in
+// key order, where far-1 changed last: placed after the positions of far's first stay
+// there, they would come again to a watch resumed from fleetwatch-2's position, which
+// is after all of them. They take a new generation of far's positions, as a first load
+// does, and the watch gets what changed after the client's position only: through any
+// replica, from the merged cursor, and from far's own resourceVersion.
+func TestFanOutWatchResumesAfterComingBack(t *testing.T) {
+	all := clusterPath(allClusters) + "/api/v1/pods"
+	logA := &fakeLog{epoch: "snapA", cluster: "far", from: 400, load: 1}
+	far := map[string]*unstructured.Unstructured{}
+	add := func(r *fixture, log *fakeLog, name, rv string, typ aggregate.EventType) {
+		p := pod("default", name, rv, web)
+		r.apply("far", podsGVR, p)
+		log.add(resourceVersionOf(p), typ, p, false)
+		far[name] = p
+	}
+	seed := func() []*unstructured.Unstructured {
+		return slices.SortedFunc(maps.Values(far), func(a, b *unstructured.Unstructured) int { return strings.Compare(a.GetName(), b.GetName()) })
+	}
+	for _, p := range []*unstructured.Unstructured{pod("default", "far-1", "401", web), pod("default", "far-2", "402", web)} {
+		logA.add(resourceVersionOf(p), aggregate.Added, p, false)
+		far[p.GetName()] = p
+	}
+	logA.base, logA.objects = 402, 2
+	local := newFixture(t, func(o *Options) { o.Replica = "fleetwatch-0" })
+	replicas := []*fixture{local}
+	// owner makes r, as id, the owner of far in every replica, and fleetwatch-0 that
+	// of the fixture's clusters.
+	owner := func(r *fixture, id string) {
+		for _, cl := range []string{prod, staging, edge} {
+			r.src.setStatus(aggregate.ClusterStatus{Name: cl, Phase: aggregate.PhaseRemote, Replica: "fleetwatch-0", ReplicaAddress: local.http.URL})
+		}
+		if !slices.Contains(replicas, r) {
+			replicas = append(replicas, r)
+		}
+		for _, other := range replicas {
+			if other != r {
+				other.src.setStatus(aggregate.ClusterStatus{Name: "far", Phase: aggregate.PhaseRemote, Replica: id, ReplicaAddress: r.http.URL})
+			}
+		}
+		st := clusterStatus("far", aggregate.PhaseSynced, false)
+		st.Replica = id
+		r.src.setStatus(st)
+	}
+	a := newLogReplica(t, logA, "fleetwatch-1", seed()...)
+	owner(a, "fleetwatch-1")
+	var l unstructured.UnstructuredList
+	local.getOK(all, &l)
+	w := local.watch(all + "?watch=true&resourceVersion=" + url.QueryEscape(l.GetResourceVersion()))
+	add(a, logA, "far-3", "403", aggregate.Added)
+	_, last := events(w, 1)
+	w.stop()
+
+	// far-4 is committed on fleetwatch-1, which hands far over to fleetwatch-2, where
+	// far-5 is added and far-1 changes.
+	add(a, logA, "far-4", "404", aggregate.Added)
+	logB := &fakeLog{epoch: "snapB", cluster: "far", from: logA.from, records: slices.Clone(logA.records), holds: []string{"snapA"}, load: 1}
+	logB.base, logB.objects = 404, 4
+	b := newLogReplica(t, logB, "fleetwatch-2", seed()...)
+	a.fleet.RemoveCluster("far")
+	logA.mu.Lock()
+	logA.stale = true
+	logA.mu.Unlock()
+	owner(b, "fleetwatch-2")
+	add(b, logB, "far-5", "405", aggregate.Added)
+	add(b, logB, "far-1", "406", aggregate.Updated)
+	b.sync()
+	w = local.watch(all + "?watch=true&resourceVersion=" + url.QueryEscape(last))
+	got, last := events(w, 3)
+	if want := []string{"ADDED far-4@404", "ADDED far-5@405", "MODIFIED far-1@406"}; !slices.Equal(got, want) {
+		t.Fatalf("after the first move: %q, want %q", got, want)
+	}
+	w.stop()
+
+	// fleetwatch-2 hands far back to fleetwatch-1 with its log: fleetwatch-1 loads
+	// far's five objects again, in key order (far-1, the newest, first), and its
+	// informer then receives far-6.
+	logA.mu.Lock()
+	logA.records = slices.Clone(logB.records)
+	logA.holds = []string{"snapB"}
+	logA.base, logA.objects, logA.load, logA.stale = 406, 5, 2, false
+	logA.mu.Unlock()
+	for _, p := range seed() {
+		if err := a.fleet.ClusterStore("far", podsGVR).Apply(p, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.fleet.ClusterStore("far", podsGVR).MarkSynced()
+	owner(a, "fleetwatch-1")
+	add(a, logA, "far-6", "407", aggregate.Added)
+	a.sync()
+	b.sync()
+	local.sync()
+
+	want := []string{"ADDED far-6@407"}
+	for name, through := range map[string]*fixture{"through fleetwatch-0": local, "through the owner": a, "through the replica it left": b} {
+		t.Run(name, func(t *testing.T) {
+			w := through.watch(all + "?watch=true&resourceVersion=" + url.QueryEscape(last))
+			got, _ := events(w, len(want))
+			if !slices.Equal(got, want) {
+				t.Errorf("events %q, want %q", got, want)
+			}
+			w.none(200 * time.Millisecond)
+		})
+	}
+	t.Run("from far's own resourceVersion", func(t *testing.T) {
+		w := a.watch(clusterPath("far") + "/api/v1/pods?watch=true&resourceVersion=406")
+		got, _ := events(w, len(want))
+		if !slices.Equal(got, want) {
+			t.Errorf("events %q, want %q", got, want)
+		}
+		w.none(200 * time.Millisecond)
+	})
+	t.Run("a list at far's own resourceVersion, exactly", func(t *testing.T) {
+		a.getOK(clusterPath("far")+"/api/v1/pods?resourceVersionMatch=Exact&resourceVersion=407", &l)
+		if len(l.Items) != 6 {
+			t.Errorf("%d pods, want 6", len(l.Items))
+		}
+	})
+	// The cursor that fleetwatch-1 hands out places far in the new generation.
+	a.getOK(all, &l)
+	c, err := parseCursor(l.GetResourceVersion())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := c.positions["far"]; p != (position{gen: 1, rv: 407}) {
+		t.Errorf("far's position in fleetwatch-1's list: %v, want 407~1", p)
 	}
 }

@@ -81,7 +81,7 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, res *apiReso
 	}
 
 	rc := s.cache.resource(res.gvr)
-	ws := &watchStream{s: s, res: res, query: qr, format: f, opts: opts, positions: map[string]position{}}
+	ws := &watchStream{s: s, res: res, rc: rc, query: qr, format: f, opts: opts, positions: map[string]position{}}
 	if f == formatTable {
 		// The columns are decided once: every row of the stream must have them.
 		ws.printer = s.printerIn(r.Context(), res, s.scopeClusters(qr.scope), false, opts)
@@ -206,6 +206,7 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, res *apiReso
 type watchStream struct {
 	s      *Server
 	res    *apiResource
+	rc     *resourceCache
 	query  *query
 	format format
 	opts   tableOptions
@@ -222,11 +223,13 @@ type watchStream struct {
 }
 
 func (ws *watchStream) cursor() string {
+	ws.rc.mu.RLock()
 	for cl, p := range ws.positions {
 		// The history has nothing of cl between the two: the objects loaded from the
 		// snapshot are before, the changes after.
-		ws.positions[cl] = ws.s.cache.settled(cl, ws.res.gvr, p)
+		ws.positions[cl] = ws.rc.settledLocked(cl, p)
 	}
+	ws.rc.mu.RUnlock()
 	return cursor{epoch: ws.s.cache.epoch, positions: ws.positions}.String()
 }
 
@@ -267,7 +270,7 @@ func (ws *watchStream) sendGap(g logGap) error {
 			return err
 		}
 	}
-	ws.positions[g.cluster] = position{rv: g.base}
+	ws.positions[g.cluster] = position{gen: g.gen, rv: g.base}
 	return nil
 }
 

@@ -45,11 +45,11 @@ func TestWatchResumesAcrossAHandoverAndARestart(t *testing.T) {
 func watchAcrossAHandover(t *testing.T, restart bool) {
 	f := newSecureShardedFleet(t, 3)
 	f.history = true
-	// The replicas wait for each other before they take clusters, so that each member
-	// has one owner from the start: one that the first replica up took and handed to its
-	// owner a moment later would come back to it in the handover below (A to B to A),
-	// where its imported objects take positions after its first ones, which the watch
-	// then gets again (design.md, "Across a warm handover").
+	// The replicas wait for each other before they take clusters, as the chart's do, so
+	// that each member has one owner from the start and the handover below is its only
+	// move. (One that the first replica up took and handed to its owner a moment later
+	// would come back to it there, A to B to A, which server's
+	// TestFanOutWatchResumesAfterComingBack covers.)
 	f.expect = 3
 	ctx := t.Context()
 	for _, m := range f.members {
