@@ -367,6 +367,15 @@ func (rc *resourceCache) apply(e aggregate.Event) *compactObject {
 		if co.count--; co.count == 0 {
 			delete(rc.clusters, e.Cluster)
 		}
+		if e.Moved {
+			// The cluster moved to another replica, whose part of a fleet watch goes
+			// on with its changes: no watch sees the object go, and the cluster's
+			// position stays at its last change here.
+			if rc.clusters[e.Cluster] == nil {
+				rc.leftLocked(e.Cluster, rc.positions[e.Cluster])
+			}
+			return stored
+		}
 		typ = watch.Deleted
 	default:
 		if co == nil {
@@ -400,12 +409,18 @@ func (rc *resourceCache) apply(e aggregate.Event) *compactObject {
 		rc.kept[e.Cluster] = pos
 	case rc.clusters[e.Cluster] == nil:
 		// Emptied by deletions that no watch saw: the cluster left (or a relist found
-		// nothing). The first time in a generation, the changes up to the last one
-		// before are the change log's too.
-		m, had := rc.left[e.Cluster]
-		rc.left[e.Cluster] = leftMark{at: rc.kept[e.Cluster], once: !had || m.at.gen != pos.gen}
+		// nothing).
+		rc.leftLocked(e.Cluster, pos)
 	}
 	return stored
+}
+
+// leftLocked records that the objects of cluster, now at pos, are all gone by
+// deletions that no watch saw: the first time in a generation, the changes up to the
+// last one before are the change log's too (placedBeforeLeaving).
+func (rc *resourceCache) leftLocked(cluster string, pos position) {
+	m, had := rc.left[cluster]
+	rc.left[cluster] = leftMark{at: rc.kept[cluster], once: !had || m.at.gen != pos.gen}
 }
 
 // leftMark is where a cluster stood when its objects were all deleted without a watch

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/fleetwatch/fleetwatch/aggregate"
@@ -780,10 +781,24 @@ func TestFanOutWatchResumesAfterComingBack(t *testing.T) {
 	logB := &fakeLog{epoch: "snapB", cluster: "far", from: logA.from, records: slices.Clone(logA.records), holds: []string{"snapA"}, load: 1}
 	logB.base, logB.objects = 404, 4
 	b := newLogReplica(t, logB, "fleetwatch-2", seed()...)
-	a.fleet.RemoveCluster("far")
+	a.fleet.MoveCluster("far")
 	logA.mu.Lock()
 	logA.stale = true
 	logA.mu.Unlock()
+	a.sync()
+	// far's objects leave fleetwatch-1's view without a watch event: fleetwatch-2's
+	// part of a fleet watch goes on with its changes.
+	rc := a.server.cache.lookup(podsGVR)
+	rc.mu.RLock()
+	for _, e := range rc.readLocked(rc.firstSeqLocked(), len(rc.ring), nil) {
+		if e.cluster == "far" && e.typ == watch.Deleted {
+			t.Errorf("fleetwatch-1's history has far's %s %v as it left", e.typ, e.pos)
+		}
+	}
+	if p, n := rc.positions["far"], rc.clusters["far"]; p != (position{rv: 404}) || n != nil {
+		t.Errorf("far stands at %v in fleetwatch-1's history with %v, want 404 without objects", p, n)
+	}
+	rc.mu.RUnlock()
 	owner(b, "fleetwatch-2")
 	add(b, logB, "far-5", "405", aggregate.Added)
 	add(b, logB, "far-1", "406", aggregate.Updated)
