@@ -1229,7 +1229,12 @@ func (m *Manager) Disengage(ctx context.Context, c *cluster.Cluster, cause error
 		m.keepHandoff(ctx, c.Name)
 	}
 	m.logBases.forget(c.Name, schema.GroupVersionResource{})
-	m.fleet.RemoveCluster(c.Name)
+	if errors.Is(cause, shard.ErrMoved) || errors.Is(cause, shard.ErrLeaseLost) {
+		// Another replica watches it now: its objects did not go.
+		m.fleet.MoveCluster(c.Name)
+	} else {
+		m.fleet.RemoveCluster(c.Name)
+	}
 	m.status.Remove(c.Name)
 	if w := m.snapshotWriter(); w != nil {
 		w.DropCluster(c.Name)

@@ -32,6 +32,8 @@ type pending struct {
 	old               runtime.Object
 	initialList       bool
 	finalStateUnknown bool
+	// moved is set on the Deleted events of Fleet.MoveCluster (Event.Moved).
+	moved bool
 
 	// seq is the sequence number of the first event merged into this one; see
 	// Registration.doneThrough.
@@ -116,6 +118,7 @@ func (p *pending) event(encodedOnly bool) Event {
 			Type:              p.typ,
 			InitialList:       p.initialList,
 			FinalStateUnknown: p.finalStateUnknown,
+			Moved:             p.moved,
 			Encoded:           p.encodedObj(),
 			entry:             p.entry,
 			stored:            p.stored,
@@ -143,6 +146,7 @@ func (p *pending) event(encodedOnly bool) Event {
 		OldObject:         oldObject,
 		InitialList:       p.initialList,
 		FinalStateUnknown: p.finalStateUnknown,
+		Moved:             p.moved,
 		Encoded:           p.encodedObj(),
 		entry:             p.entry,
 		stored:            p.stored,
@@ -189,7 +193,7 @@ func (p *pending) merge(e *pending) bool {
 		}
 	}
 	p.initialList = p.initialList && e.initialList
-	p.finalStateUnknown = false
+	p.finalStateUnknown, p.moved = false, false
 	switch {
 	case !p.present && e.typ == Deleted:
 		return false
@@ -197,7 +201,7 @@ func (p *pending) merge(e *pending) bool {
 		p.typ, p.obj, p.old = Added, e.obj, nil
 	case e.typ == Deleted:
 		p.typ, p.obj, p.old = Deleted, e.obj, nil
-		p.finalStateUnknown = e.finalStateUnknown
+		p.finalStateUnknown, p.moved = e.finalStateUnknown, e.moved
 	default:
 		p.typ, p.obj, p.old = Updated, e.obj, p.seen
 	}

@@ -45,6 +45,10 @@ type Event struct {
 	// removal of a whole cluster or resource from the fleet. Object is then the last
 	// state the fleet knew, which may be stale.
 	FinalStateUnknown bool
+	// Moved is set, with FinalStateUnknown, on the Deleted events of Fleet.MoveCluster:
+	// the object is still in its cluster, which another fleet (another replica of a
+	// sharded fleet) watches from now on.
+	Moved bool
 	// Encoded is, in a compact fleet (Options.Codec), Object's encoding in the fleet's
 	// Codec, the very bytes the fleet holds, on Added and Updated events; nil on Deleted
 	// events and in a plain fleet. With HandlerOptions.EncodedOnly, it is also set on

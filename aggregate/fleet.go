@@ -403,12 +403,21 @@ func (f *Fleet) ClusterStore(cluster string, gvr schema.GroupVersionResource) *C
 // event for each with FinalStateUnknown set (the objects were not deleted in the
 // cluster; the fleet stopped knowing them). The cluster's stores are retired: writes to
 // them fail with ErrStoreRemoved, and handlers stop waiting for them to sync.
-func (f *Fleet) RemoveCluster(cluster string) {
+func (f *Fleet) RemoveCluster(cluster string) { f.removeCluster(cluster, false) }
+
+// MoveCluster is RemoveCluster for a cluster that another fleet watches from now on (a
+// replica of a sharded fleet that took it over): the objects did not go from the
+// cluster, and the Deleted events say so (Event.Moved), for a handler that serves
+// watches of the whole sharded fleet (the HTTP server's), whose clients follow the
+// cluster's changes on its new owner.
+func (f *Fleet) MoveCluster(cluster string) { f.removeCluster(cluster, true) }
+
+func (f *Fleet) removeCluster(cluster string, moved bool) {
 	f.lock.Lock()
 	var waiters []*Registration
 	for _, ix := range f.resources {
 		ix.lock.Lock()
-		waiters = append(waiters, ix.removeClusterLocked(cluster)...)
+		waiters = append(waiters, ix.removeClusterLocked(cluster, moved)...)
 		ix.lock.Unlock()
 	}
 	f.lock.Unlock()
@@ -427,7 +436,7 @@ func (f *Fleet) RemoveClusterResource(cluster string, gvr schema.GroupVersionRes
 		return
 	}
 	ix.lock.Lock()
-	waiters := ix.removeClusterLocked(cluster)
+	waiters := ix.removeClusterLocked(cluster, false)
 	ix.lock.Unlock()
 	for _, r := range waiters {
 		r.storeSynced()

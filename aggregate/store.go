@@ -330,7 +330,7 @@ func (ix *Indexer) fanOutLocked(p pending, noOp bool) {
 // removeClusterLocked removes the objects of cluster from ix, delivering Deleted events
 // with FinalStateUnknown set, and retires the cluster's store. It returns the
 // registrations that were waiting for that store to sync.
-func (ix *Indexer) removeClusterLocked(cluster string) (waiters []*Registration) {
+func (ix *Indexer) removeClusterLocked(cluster string, moved bool) (waiters []*Registration) {
 	if s := ix.stores[cluster]; s != nil {
 		s.removed = true
 		waiters, s.waiters = s.waiters, nil
@@ -354,7 +354,7 @@ func (ix *Indexer) removeClusterLocked(cluster string) (waiters []*Registration)
 					ix.removeFromIndexLocked(ui, e, values, err)
 				}
 			}
-			ix.fanOutLocked(pending{ref: objectRef{ix, e.key}, typ: Deleted, obj: cur, old: cur, finalStateUnknown: true}, false)
+			ix.fanOutLocked(pending{ref: objectRef{ix, e.key}, typ: Deleted, obj: cur, old: cur, finalStateUnknown: true, moved: moved}, false)
 		}
 	}
 	return waiters

@@ -2,6 +2,7 @@ package aggregate_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -320,6 +321,34 @@ func TestRemoveCluster(t *testing.T) {
 	mustApply(t, pa2, pod("p", "2"), true)
 	if n := f.Indexer(aggregatetest.Pods).ClusterLen("a"); n != 1 {
 		t.Errorf("ClusterLen(a) = %d after re-adding", n)
+	}
+}
+
+// TestMoveCluster: a cluster that moves to another fleet leaves as with RemoveCluster,
+// with Deleted events that say it moved; RemoveCluster's do not.
+func TestMoveCluster(t *testing.T) {
+	f := aggregate.New(aggregate.Options{})
+	startFleet(t, f)
+	rec := aggregatetest.NewRecorder()
+	if _, err := f.AddHandler(rec, aggregate.HandlerOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	mustApply(t, f.ClusterStore("a", aggregatetest.Pods), pod("p", "1"), true)
+	mustApply(t, f.ClusterStore("b", aggregatetest.Pods), pod("p", "1"), true)
+	barrier(t, f, rec, "before")
+	before := len(rec.Events())
+	f.MoveCluster("a")
+	f.RemoveCluster("b")
+	barrier(t, f, rec, "after")
+	var got []string
+	for _, e := range withoutCluster(rec.Events()[before:], "barrier") {
+		got = append(got, fmt.Sprintf("%s %s unknown=%v moved=%v", e.Type, e.Cluster, e.FinalStateUnknown, e.Moved))
+	}
+	if want := []string{"Deleted a unknown=true moved=true", "Deleted b unknown=true moved=false"}; !slices.Equal(got, want) {
+		t.Errorf("events %q, want %q", got, want)
+	}
+	if n := f.Indexer(aggregatetest.Pods).ClusterLen("a"); n != 0 {
+		t.Errorf("ClusterLen(a) = %d after the move", n)
 	}
 }
 

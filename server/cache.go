@@ -274,6 +274,11 @@ type resourceCache struct {
 	// loads is, for each cluster loaded from the change log, the load of it that the
 	// generation of its positions counts from (positionLocked).
 	loads map[string]uint64
+	// kept is the position of each cluster's last change that is not a deletion that
+	// no watch saw (FinalStateUnknown); left, for each cluster whose objects such
+	// deletions emptied, the last of those positions before (placedBeforeLeaving).
+	kept map[string]position
+	left map[string]leftMark
 	// evicted is, for every cluster that has lost changes off the end of the history,
 	// the position of the last one lost. A cursor before it is too old.
 	evicted map[string]position
@@ -317,6 +322,8 @@ func newResourceCache(gvr schema.GroupVersionResource, historySize int, codec ag
 		clusters:    make(map[string]*clusterObjects),
 		positions:   make(map[string]position),
 		loads:       make(map[string]uint64),
+		kept:        make(map[string]position),
+		left:        make(map[string]leftMark),
 		evicted:     make(map[string]position),
 		events:      make(map[string]uint64),
 	}
@@ -360,6 +367,15 @@ func (rc *resourceCache) apply(e aggregate.Event) *compactObject {
 		if co.count--; co.count == 0 {
 			delete(rc.clusters, e.Cluster)
 		}
+		if e.Moved {
+			// The cluster moved to another replica, whose part of a fleet watch goes
+			// on with its changes: no watch sees the object go, and the cluster's
+			// position stays at its last change here.
+			if rc.clusters[e.Cluster] == nil {
+				rc.leftLocked(e.Cluster, rc.positions[e.Cluster])
+			}
+			return stored
+		}
 		typ = watch.Deleted
 	default:
 		if co == nil {
@@ -380,14 +396,51 @@ func (rc *resourceCache) apply(e aggregate.Event) *compactObject {
 		rc.observeLocked(obj, ns)
 	}
 	rc.events[e.Cluster]++
+	pos := rc.positionLocked(e.Cluster, e.InitialList, id.resourceVersion)
 	rc.appendLocked(entry{
 		cluster: e.Cluster,
-		pos:     rc.positionLocked(e.Cluster, e.InitialList, id.resourceVersion),
+		pos:     pos,
 		typ:     typ,
 		obj:     obj,
 		old:     prev,
 	})
+	switch {
+	case typ != watch.Deleted || !e.FinalStateUnknown:
+		rc.kept[e.Cluster] = pos
+	case rc.clusters[e.Cluster] == nil:
+		// Emptied by deletions that no watch saw: the cluster left (or a relist found
+		// nothing).
+		rc.leftLocked(e.Cluster, pos)
+	}
 	return stored
+}
+
+// leftLocked records that the objects of cluster, now at pos, are all gone by
+// deletions that no watch saw: the first time in a generation, the changes up to the
+// last one before are the change log's too (placedBeforeLeaving).
+func (rc *resourceCache) leftLocked(cluster string, pos position) {
+	m, had := rc.left[cluster]
+	rc.left[cluster] = leftMark{at: rc.kept[cluster], once: !had || m.at.gen != pos.gen}
+}
+
+// leftMark is where a cluster stood when its objects were all deleted without a watch
+// event (see resourceCache.left).
+type leftMark struct {
+	// at is the position of the cluster's last change before those deletions.
+	at position
+	// once is false if its objects were emptied so before in the same generation.
+	once bool
+}
+
+// placedBeforeLeaving reports whether p, a position of this run of an older generation
+// of cluster, stands at or before the last change before the cluster's objects went
+// (left), the only time in p's generation: the change log, which holds the changes of
+// the cluster in the order the fleet sent them, places it (resumeLocked), as it places a
+// position of an earlier run. The deletions after it are the view's only (the cluster
+// left), which the log does not count.
+func (rc *resourceCache) placedBeforeLeaving(cluster string, p position) bool {
+	m, ok := rc.left[cluster]
+	return ok && m.once && m.at.gen == p.gen && p.compare(m.at) <= 0
 }
 
 // positionLocked returns the position of the next change of cluster, whose object has

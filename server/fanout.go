@@ -903,8 +903,8 @@ func inScope(owners map[string]owner, sc scope) map[string]owner {
 // the old one committed last, and places the old positions in the log that came with
 // it), so along the owners the resourceVersions of one cluster's positions grow. The
 // changes counted after one resourceVersion (the n of rv.n) do not order positions of
-// different parts: an old owner counts the deletions of the cluster's objects as it
-// leaves. So among the positions of the greatest resourceVersion, the owner's is
+// different parts (a relist's deletions that one owner counted, say). So among the
+// positions of the greatest resourceVersion, the owner's is
 // taken if it has one, else the one position they all are, else the cluster cannot be
 // carried. A part may hold the position of a cluster that its replica no longer
 // watches (its watch cache saw the cluster leave).

@@ -166,9 +166,10 @@ type logGap struct {
 // earlier run fails: the history of this run cannot place it. A position of another
 // replica's run, of a cluster handed over from it with its change log, is one of an
 // earlier run. Positions of other runs, and a cluster's own resourceVersion, are placed
-// in the cluster's current generation (position); one of this run's of an older
-// generation resumes from the history, which has the cluster's objects go and come
-// again.
+// in the cluster's current generation (position). One of this run's of an older
+// generation (the cluster left and came back) is placed in the log as one of an earlier
+// run if it is of a change before the cluster left (placedBeforeLeaving); else it
+// resumes from the history, which has the cluster's objects go and come again.
 func (wc *watchCache) resumeLocked(rc *resourceCache, c cursor, sc scope) (map[string]position, []logGap, error) {
 	c = rc.placeLocked(c)
 	starts := make(map[string]position, len(c.positions))
@@ -193,7 +194,11 @@ func (wc *watchCache) resumeLocked(rc *resourceCache, c cursor, sc scope) (map[s
 		switch {
 		case p.gen > gen:
 			return nil, nil, fmt.Errorf("the position %s of cluster %q is of a generation that this run of the server has not reached", p, cl)
-		case loaded && p.gen == gen && p.rv > 0 && p.compare(position{gen: gen, rv: base}) <= 0:
+		case loaded && p.rv > 0 && (p.gen == gen && p.compare(position{gen: gen, rv: base}) <= 0 ||
+			p.gen < gen && rc.placedBeforeLeaving(cl, p)):
+			// The changes in between are the log's; the watch stands at their
+			// positions in the current generation.
+			p.gen = gen
 			gaps = append(gaps, logGap{cluster: cl, from: p, base: base, gen: gen})
 			starts[cl] = position{gen: gen, rv: base}
 		case thisRun, loaded && p.rv > 0:

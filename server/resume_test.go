@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/fleetwatch/fleetwatch/aggregate"
@@ -772,6 +773,7 @@ func TestFanOutWatchResumesAfterComingBack(t *testing.T) {
 	add(a, logA, "far-3", "403", aggregate.Added)
 	_, last := events(w, 1)
 	w.stop()
+	beforeMoves := last
 
 	// far-4 is committed on fleetwatch-1, which hands far over to fleetwatch-2, where
 	// far-5 is added and far-1 changes.
@@ -779,10 +781,24 @@ func TestFanOutWatchResumesAfterComingBack(t *testing.T) {
 	logB := &fakeLog{epoch: "snapB", cluster: "far", from: logA.from, records: slices.Clone(logA.records), holds: []string{"snapA"}, load: 1}
 	logB.base, logB.objects = 404, 4
 	b := newLogReplica(t, logB, "fleetwatch-2", seed()...)
-	a.fleet.RemoveCluster("far")
+	a.fleet.MoveCluster("far")
 	logA.mu.Lock()
 	logA.stale = true
 	logA.mu.Unlock()
+	a.sync()
+	// far's objects leave fleetwatch-1's view without a watch event: fleetwatch-2's
+	// part of a fleet watch goes on with its changes.
+	rc := a.server.cache.lookup(podsGVR)
+	rc.mu.RLock()
+	for _, e := range rc.readLocked(rc.firstSeqLocked(), len(rc.ring), nil) {
+		if e.cluster == "far" && e.typ == watch.Deleted {
+			t.Errorf("fleetwatch-1's history has far's %s %v as it left", e.typ, e.pos)
+		}
+	}
+	if p, n := rc.positions["far"], rc.clusters["far"]; p != (position{rv: 404}) || n != nil {
+		t.Errorf("far stands at %v in fleetwatch-1's history with %v, want 404 without objects", p, n)
+	}
+	rc.mu.RUnlock()
 	owner(b, "fleetwatch-2")
 	add(b, logB, "far-5", "405", aggregate.Added)
 	add(b, logB, "far-1", "406", aggregate.Updated)
@@ -825,6 +841,20 @@ func TestFanOutWatchResumesAfterComingBack(t *testing.T) {
 			w.none(200 * time.Millisecond)
 		})
 	}
+	// A cursor of before the first move, whose position of far is of fleetwatch-1's
+	// first stay (an older generation there): the change log places it, as one of an
+	// earlier run, rather than the history, where far's objects went and came again.
+	all4 := []string{"ADDED far-4@404", "ADDED far-5@405", "MODIFIED far-1@406", "ADDED far-6@407"}
+	for name, through := range map[string]*fixture{"through fleetwatch-0": local, "through the owner": a, "through the replica it left": b} {
+		t.Run("from before the moves, "+name, func(t *testing.T) {
+			w := through.watch(all + "?watch=true&resourceVersion=" + url.QueryEscape(beforeMoves))
+			got, _ := events(w, len(all4))
+			if !slices.Equal(got, all4) {
+				t.Errorf("events %q, want %q", got, all4)
+			}
+			w.none(200 * time.Millisecond)
+		})
+	}
 	t.Run("from far's own resourceVersion", func(t *testing.T) {
 		w := a.watch(clusterPath("far") + "/api/v1/pods?watch=true&resourceVersion=406")
 		got, _ := events(w, len(want))
@@ -847,5 +877,49 @@ func TestFanOutWatchResumesAfterComingBack(t *testing.T) {
 	}
 	if p := c.positions["far"]; p != (position{gen: 1, rv: 407}) {
 		t.Errorf("far's position in fleetwatch-1's list: %v, want 407~1", p)
+	}
+}
+
+// TestPlacedBeforeLeaving checks the mark of where a cluster stood when its objects
+// went without a watch event: a position up to the last change before is placed in the
+// change log, one that counts the deletions is not, and neither is any once the
+// cluster was emptied so twice in the same generation.
+func TestPlacedBeforeLeaving(t *testing.T) {
+	rc := newResourceCache(podsGVR, 100, nil)
+	rc.log = &fakeLog{epoch: "snap"}
+	apply := func(typ aggregate.EventType, name, rv string, vanished bool) {
+		rc.apply(aggregate.Event{Cluster: prod, Resource: podsGVR, Type: typ, Object: pod("default", name, rv, web), FinalStateUnknown: vanished})
+	}
+	placed := func(p position) bool {
+		rc.mu.RLock()
+		defer rc.mu.RUnlock()
+		return rc.placedBeforeLeaving(prod, p)
+	}
+	apply(aggregate.Added, "a", "10", false)
+	apply(aggregate.Added, "b", "11", false)
+	apply(aggregate.Deleted, "a", "10", true) // a relist's, before the cluster left
+	if placed(position{rv: 11}) {
+		t.Error("placed before the cluster was emptied")
+	}
+	apply(aggregate.Deleted, "b", "11", true)
+	for _, tc := range []struct {
+		p    position
+		want bool
+	}{
+		{position{rv: 10}, true},
+		{position{rv: 11}, true},
+		{position{rv: 11, n: 1}, false}, // counts a deletion that no watch saw
+		{position{gen: 1, rv: 11}, false},
+	} {
+		if got := placed(tc.p); got != tc.want {
+			t.Errorf("placedBeforeLeaving(%v) = %v, want %v", tc.p, got, tc.want)
+		}
+	}
+	// Back cold, in the same generation, and emptied again: the log does not count
+	// the deletions in between.
+	apply(aggregate.Added, "c", "12", false)
+	apply(aggregate.Deleted, "c", "12", true)
+	if placed(position{rv: 10}) || placed(position{rv: 12}) {
+		t.Error("placed after the cluster was emptied twice")
 	}
 }

@@ -51,13 +51,7 @@ func watchAcrossAHandover(t *testing.T, restart bool) {
 	// would come back to it there, A to B to A, which server's
 	// TestFanOutWatchResumesAfterComingBack covers.)
 	f.expect = 3
-	ctx := t.Context()
-	for _, m := range f.members {
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: resumeNamespace}}
-		if _, err := m.Clientset().CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createResumeNamespaces(t, f)
 	ids := []string{"fleetwatch-0", "fleetwatch-1", "fleetwatch-2"}
 	for _, id := range ids {
 		f.start(id)
@@ -78,33 +72,11 @@ func watchAcrossAHandover(t *testing.T, restart bool) {
 	}
 	t.Logf("watching through %s; %s leaves, owning %v; %s takes %s over", through.id, leaving, shard.Assign(names, ids), newOwner, names[0])
 
-	watchCtx, stopWatching := context.WithCancel(ctx)
-	defer stopWatching()
-	var truth sequences
-	var wg sync.WaitGroup
-	for _, m := range f.members {
-		wg.Go(func() { watchTruth(watchCtx, t, m, &truth) })
-	}
-	code, body := f.fetch(ctx, through.base+"/clusters/*/api/v1/namespaces/"+resumeNamespace+"/configmaps")
-	var list struct {
-		Metadata metav1.ListMeta `json:"metadata"`
-	}
-	if code != http.StatusOK || json.Unmarshal(body, &list) != nil {
-		t.Fatalf("list through %s: %d %s", through.id, code, body)
-	}
-	fw := &fleetWatcher{base: through.base, client: f.warm.client, token: f.warm.readerToken, cursors: []string{list.Metadata.ResourceVersion}}
-	wg.Go(func() { fw.run(watchCtx) })
-	time.Sleep(time.Second) // the truth's watches and the fleet watch are open
-
-	churnCtx, stopChurn := context.WithCancel(ctx)
-	var churnWG sync.WaitGroup
-	for i, m := range f.members {
-		churnWG.Go(func() { churnResume(churnCtx, t, m, 10, uint64(i)) })
-	}
+	run := startResumeRun(f, through)
 	time.Sleep(3 * time.Second)
 	// The watch falls behind: the changes before the handover reach it from the moved
 	// clusters' change log on their new owners, those after from their watches.
-	fw.pause()
+	run.fw.pause()
 	time.Sleep(time.Second)
 	since := time.Now()
 	f.stopReplica(leaving)
@@ -129,38 +101,160 @@ func watchAcrossAHandover(t *testing.T, restart bool) {
 		}
 		time.Sleep(time.Second)
 	}
-	fw.resume()
+	run.fw.resume()
 	time.Sleep(3 * time.Second)
-	stopChurn()
-	churnWG.Wait()
+	run.finish()
+	if moved := f.movedWarm(ids, live, since); moved == 0 {
+		t.Error("no member moved")
+	}
+}
 
+// TestWatchResumesAfterAClusterComesBack (#35): a member moves from its owner A to a
+// replica B that joins, and back to A, in the same run of A (A to B to A). Two replicas
+// own the 3 members; a third joins and takes a member over warm from A, while a fleet
+// watch through the other replica sees the member change there; the watch falls
+// behind; the third replica stops, handing the member back to A warm with its change
+// log, and A loads it again. The watch resumes from its last resourceVersion, whose
+// newest position of the member is in B's part: in the end it has, per object, exactly
+// the changes the servers sent, none missed and none repeated, without a 410.
+func TestWatchResumesAfterAClusterComesBack(t *testing.T) {
+	t.Parallel()
+	f := newSecureShardedFleet(t, 3)
+	f.history = true
+	f.expect = 2
+	createResumeNamespaces(t, f)
+	first := []string{"fleetwatch-0", "fleetwatch-1"}
+	names := make([]string, len(f.members))
+	for i, m := range f.members {
+		names[i] = m.Name
+	}
+	// The replica that joins: the first identity after them that takes a member.
+	var joiner, member string
+	for i := len(first); joiner == ""; i++ {
+		id := fmt.Sprintf("fleetwatch-%d", i)
+		for _, n := range names {
+			if shard.Owner(n, append(slices.Clone(first), id)) == id {
+				joiner, member = id, n
+				break
+			}
+		}
+	}
+	all := append(slices.Clone(first), joiner)
+	back := shard.Owner(member, first)
+	for _, id := range first {
+		f.start(id)
+	}
+	eventually(t, shardSettle, fmt.Sprintf("settling on %v", first), func() string { return f.settled(first) })
+	through := f.replicas[first[0]]
+	if through.id == back {
+		through = f.replicas[first[1]]
+	}
+	t.Logf("watching through %s; %s joins and takes %s from %s, then leaves", through.id, joiner, member, back)
+	run := startResumeRun(f, through)
+	time.Sleep(2 * time.Second)
+	f.start(joiner)
+	f.placed(all...)
+	// The watch sees the member change on the replica that joined.
+	time.Sleep(3 * time.Second)
+	run.fw.pause()
+	time.Sleep(time.Second)
+	since := time.Now()
+	f.stopReplica(joiner)
+	f.placed(first...)
+	time.Sleep(2 * time.Second)
+	run.fw.resume()
+	time.Sleep(3 * time.Second)
+	run.finish()
+	if moved := f.movedWarm(all, first, since); moved == 0 {
+		t.Errorf("%s did not move back", member)
+	}
+}
+
+// createResumeNamespaces creates the namespace of the churn in every member.
+func createResumeNamespaces(t *testing.T, f *shardedFleet) {
+	for _, m := range f.members {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: resumeNamespace}}
+		if _, err := m.Clientset().CoreV1().Namespaces().Create(t.Context(), ns, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// resumeRun is a fleet watch through one replica of a sharded fleet, beside the
+// members' own watches (the truth), under churn on every member.
+type resumeRun struct {
+	f                       *shardedFleet
+	fw                      *fleetWatcher
+	truth                   sequences
+	watchers, churners      sync.WaitGroup
+	stopWatching, stopChurn context.CancelFunc
+}
+
+// startResumeRun lists through the replica through and watches from the list's
+// resourceVersion, opens the members' own watches, and starts the churn.
+func startResumeRun(f *shardedFleet, through *fleetReplica) *resumeRun {
+	t := f.t
+	t.Helper()
+	ctx := t.Context()
+	r := &resumeRun{f: f}
+	watchCtx, stopWatching := context.WithCancel(ctx)
+	r.stopWatching = stopWatching
+	t.Cleanup(stopWatching)
+	for _, m := range f.members {
+		r.watchers.Go(func() { watchTruth(watchCtx, t, m, &r.truth) })
+	}
+	code, body := f.fetch(ctx, through.base+"/clusters/*/api/v1/namespaces/"+resumeNamespace+"/configmaps")
+	var list struct {
+		Metadata metav1.ListMeta `json:"metadata"`
+	}
+	if code != http.StatusOK || json.Unmarshal(body, &list) != nil {
+		t.Fatalf("list through %s: %d %s", through.id, code, body)
+	}
+	r.fw = &fleetWatcher{base: through.base, client: f.warm.client, token: f.warm.readerToken, cursors: []string{list.Metadata.ResourceVersion}}
+	r.watchers.Go(func() { r.fw.run(watchCtx) })
+	time.Sleep(time.Second) // the truth's watches and the fleet watch are open
+
+	churnCtx, stopChurn := context.WithCancel(ctx)
+	r.stopChurn = stopChurn
+	t.Cleanup(stopChurn)
+	for i, m := range f.members {
+		r.churners.Go(func() { churnResume(churnCtx, t, m, 10, uint64(i)) })
+	}
+	return r
+}
+
+// finish stops the churn, waits until the fleet watch has what the members' watches
+// have (at most 30 s), and fails the test unless it has, per object, exactly their
+// changes, without a 410.
+func (r *resumeRun) finish() {
+	t := r.f.t
+	t.Helper()
+	r.stopChurn()
+	r.churners.Wait()
 	var missed, repeated int
 	var examples []string
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		missed, repeated, examples = compareSequences(truth.snapshot(), fw.seen.snapshot())
+		missed, repeated, examples = compareSequences(r.truth.snapshot(), r.fw.seen.snapshot())
 		if missed == 0 && repeated == 0 || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	stopWatching()
-	wg.Wait()
-	fw.mu.Lock()
-	gone, opened := slices.Clone(fw.gone), fw.opened
-	fw.mu.Unlock()
+	r.stopWatching()
+	r.watchers.Wait()
+	r.fw.mu.Lock()
+	gone, opened := slices.Clone(r.fw.gone), r.fw.opened
+	r.fw.mu.Unlock()
 	changes := 0
-	for _, s := range truth.snapshot() {
+	for _, s := range r.truth.snapshot() {
 		changes += len(s)
 	}
-	t.Logf("%d changes of %d objects on the servers; the watch was opened %d times: %d missed, %d repeated", changes, len(truth.snapshot()), opened, missed, repeated)
+	t.Logf("%d changes of %d objects on the servers; the watch was opened %d times: %d missed, %d repeated", changes, len(r.truth.snapshot()), opened, missed, repeated)
 	if missed != 0 || repeated != 0 {
 		t.Errorf("the resumed watch is not the servers' sequence of changes: %d missed, %d repeated; for example:\n%s", missed, repeated, strings.Join(examples, "\n"))
 	}
 	if len(gone) > 0 {
 		t.Errorf("the watch got 410 across the handover %d times, first from %s", len(gone), gone[0])
-	}
-	if moved := f.movedWarm(ids, live, since); moved == 0 {
-		t.Error("no member moved")
 	}
 }
