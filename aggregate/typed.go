@@ -35,7 +35,10 @@ type Item[T any] struct {
 // (runtime.DefaultUnstructuredConverter), which costs about twice as much. The price is
 // that decoding or conversion per object returned (BenchmarkTypedListerGet; a Get of
 // Lister takes 40ns; mcprovider's BenchmarkRead, docs/benchmarks.md, on realistic
-// pods), and a copy of each in memory for as long as the caller keeps it. A controller that lists
+// pods), and a copy of each in memory for as long as the caller keeps it. A lister
+// with a memo (NewTypedListerWithOptions, TypedListerOptions.Memo) hands out a
+// DeepCopy of the object it made at an earlier read of the same version instead, as
+// controller-runtime's cache does. A controller that lists
 // many objects to look at few of them should narrow the List with a namespace or a label
 // selector, or read the cached objects through Lister.
 //
@@ -53,6 +56,20 @@ type TypedLister[T any] struct {
 	// typed decodes a compact fleet's encodings straight into T; nil for a plain
 	// fleet, a partial T, or a Codec whose encodings are not CBOR maps.
 	typed *TypedDecoder
+	// memo keeps the objects that reads made (TypedListerOptions.Memo); nil for none,
+	// and for a partial T.
+	memo *TypedMemo
+}
+
+// TypedListerOptions are the options of NewTypedListerWithOptions.
+type TypedListerOptions struct {
+	// Memo, if not nil, keeps the objects that the lister's reads make: a read of an
+	// object unchanged since copies the one kept (a DeepCopy, as controller-runtime's
+	// cache reads do) rather than decoding or converting it again. One memo may serve
+	// several listers, of several resources. It does not keep
+	// metav1.PartialObjectMetadata, which costs about as much to make as to copy.
+	// Default (nil): every read makes its objects.
+	Memo *TypedMemo
 }
 
 // NewTypedLister returns a TypedLister of the objects of gvr in fleet, as T. A resource
@@ -66,6 +83,11 @@ type TypedLister[T any] struct {
 // holds: an object of another kind than T's (a lister of deployments as corev1.Pod) is
 // an error of the read that meets it. The errors wrap ErrTypeMismatch.
 func NewTypedLister[T any](fleet *Fleet, gvr schema.GroupVersionResource, scheme *runtime.Scheme) (*TypedLister[T], error) {
+	return NewTypedListerWithOptions[T](fleet, gvr, scheme, TypedListerOptions{})
+}
+
+// NewTypedListerWithOptions is NewTypedLister with options.
+func NewTypedListerWithOptions[T any](fleet *Fleet, gvr schema.GroupVersionResource, scheme *runtime.Scheme, opts TypedListerOptions) (*TypedLister[T], error) {
 	l := &TypedLister[T]{}
 	switch obj := any(new(T)).(type) {
 	case *metav1.PartialObjectMetadata:
@@ -94,7 +116,32 @@ func NewTypedLister[T any](fleet *Fleet, gvr schema.GroupVersionResource, scheme
 	if !l.partial && l.ix.codec != nil {
 		l.typed = NewTypedDecoder(l.ix.codec, scheme)
 	}
+	if !l.partial {
+		l.memo = opts.Memo
+	}
 	return l, nil
+}
+
+// readHeld returns a new T holding h's object, a copy of the one the memo keeps for its
+// version if there is one, else made by read, which the memo then keeps a copy of.
+func (l *TypedLister[T]) readHeld(h Held) (*T, error) {
+	out := new(T)
+	err := l.memo.Read(h, l.gvk, any(out).(runtime.Object), func(runtime.Object) error {
+		// What of(e) gives: the encoding where a TypedDecoder decodes it.
+		obj := h.stored
+		if l.typed == nil && h.Object != nil {
+			obj = h.Object
+		}
+		t, err := l.read(obj)
+		if err == nil {
+			*out = *t
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // of returns what a read of the lister takes from e, the lock held: with a
@@ -128,6 +175,18 @@ func (l *TypedLister[T]) Resource() schema.GroupVersionResource { return l.ix.re
 // everything), each with its cluster. If an object does not convert to T, List returns
 // nil and an error naming its key.
 func (l *TypedLister[T]) List(selector labels.Selector) ([]Item[T], error) {
+	if l.memo != nil {
+		helds := l.ix.SelectEncoded("", "", selector)
+		out := make([]Item[T], len(helds))
+		for i, h := range helds {
+			t, err := l.readHeld(h)
+			if err != nil {
+				return nil, l.heldError(h, err)
+			}
+			out[i] = Item[T]{Cluster: h.Key().Cluster, Object: t}
+		}
+		return out, nil
+	}
 	q, ok := newQuery("", selector)
 	if !ok {
 		return nil, nil
@@ -159,6 +218,17 @@ func (l *TypedLister[T]) List(selector labels.Selector) ([]Item[T], error) {
 
 // Get returns the object with the given key, or a Kubernetes NotFound error.
 func (l *TypedLister[T]) Get(key Key) (*T, error) {
+	if l.memo != nil {
+		h, ok := l.ix.GetHeld(key)
+		if !ok {
+			return nil, apierrors.NewNotFound(l.ix.resource.GroupResource(), key.Name)
+		}
+		t, err := l.readHeld(h)
+		if err != nil {
+			return nil, l.heldError(h, err)
+		}
+		return t, nil
+	}
 	var obj runtime.Object
 	ok := false
 	if l.typed != nil {
@@ -239,6 +309,18 @@ func (n *TypedNamespaceLister[T]) Get(name string) (*T, error) {
 // list converts the objects of cluster in namespace (every namespace if empty) whose
 // labels match selector.
 func (l *TypedLister[T]) list(cluster, namespace string, selector labels.Selector) ([]*T, error) {
+	if l.memo != nil {
+		helds := l.ix.SelectEncoded(cluster, namespace, selector)
+		out := make([]*T, len(helds))
+		for i, h := range helds {
+			t, err := l.readHeld(h)
+			if err != nil {
+				return nil, l.heldError(h, err)
+			}
+			out[i] = t
+		}
+		return out, nil
+	}
 	l.ix.ensureLabelsFor(selector)
 	l.ix.lock.RLock()
 	objs := selectLocked(l.ix, cluster, namespace, selector, l.of)
@@ -293,6 +375,11 @@ func (l *TypedLister[T]) convert(obj runtime.Object) (*T, error) {
 	// *T is a runtime.Object: NewTypedLister checked it.
 	any(out).(runtime.Object).GetObjectKind().SetGroupVersionKind(l.gvk)
 	return out, nil
+}
+
+// heldError is convertError of an object read as a Held.
+func (l *TypedLister[T]) heldError(h Held, err error) error {
+	return fmt.Errorf("%s %s: %w: %w", l.ix.resource.GroupResource(), h.Key(), err, ErrTypeMismatch)
 }
 
 func (l *TypedLister[T]) convertError(cluster string, obj runtime.Object, err error) error {

@@ -56,8 +56,17 @@ func podKeys(cluster string, pods []*corev1.Pod) []string {
 // TestTypedListerReads runs every read of a TypedLister: which objects each view returns,
 // and that each is a complete conversion of the cached one.
 func TestTypedListerReads(t *testing.T) {
+	t.Run("without a memo", func(t *testing.T) { typedListerReads(t, nil) })
+	// A memo smaller than what the lists read: they evict from it as they go.
+	t.Run("with a memo", func(t *testing.T) { typedListerReads(t, aggregate.NewTypedMemo(2)) })
+}
+
+func typedListerReads(t *testing.T, memo *aggregate.TypedMemo) {
 	f := typedFleet(t)
-	pods := newTyped[corev1.Pod](t, f, aggregatetest.Pods)
+	pods, err := aggregate.NewTypedListerWithOptions[corev1.Pod](f, aggregatetest.Pods, scheme.Scheme, aggregate.TypedListerOptions{Memo: memo})
+	if err != nil {
+		t.Fatal(err)
+	}
 	web := labels.SelectorFromSet(labels.Set{"app": "web"})
 
 	tests := []struct {
@@ -136,7 +145,10 @@ func TestTypedListerReads(t *testing.T) {
 	})
 
 	t.Run("cluster-scoped", func(t *testing.T) {
-		nodes := newTyped[corev1.Node](t, f, aggregatetest.Nodes)
+		nodes, err := aggregate.NewTypedListerWithOptions[corev1.Node](f, aggregatetest.Nodes, scheme.Scheme, aggregate.TypedListerOptions{Memo: memo})
+		if err != nil {
+			t.Fatal(err)
+		}
 		n, err := nodes.Cluster("a").Get("node-1")
 		if err != nil || n.Name != "node-1" || n.Labels["zone"] != "z" || n.Kind != "Node" {
 			t.Errorf("Get node-1: %+v, %v", n, err)
@@ -295,16 +307,88 @@ func BenchmarkTypedListerGet(b *testing.B) {
 				}
 			}
 		})
-		b.Run(fc.name+"/typed", func(b *testing.B) {
-			l, err := aggregate.NewTypedLister[corev1.Pod](f, aggregatetest.Pods, scheme.Scheme)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := l.Get(key); err != nil {
+		for _, typed := range []struct {
+			name string
+			memo *aggregate.TypedMemo
+		}{{"typed", nil}, {"typed-memo", aggregate.NewTypedMemo(16)}} {
+			b.Run(fc.name+"/"+typed.name, func(b *testing.B) {
+				l, err := aggregate.NewTypedListerWithOptions[corev1.Pod](f, aggregatetest.Pods, scheme.Scheme, aggregate.TypedListerOptions{Memo: typed.memo})
+				if err != nil {
 					b.Fatal(err)
 				}
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := l.Get(key); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestTypedListerMemo: with a memo, over a plain and a compact fleet, a second read of
+// an unchanged object copies the one the memo keeps (which the test marks to tell it
+// apart), and the caller owns the copy; an update, a deletion and a re-creation with the
+// same resourceVersion are read as the fleet holds them; metav1.PartialObjectMetadata is
+// not kept.
+func TestTypedListerMemo(t *testing.T) {
+	key := aggregate.Key{Cluster: "a", Namespace: "default", Name: "web-0"}
+	podKind := corev1.SchemeGroupVersion.WithKind("Pod")
+	for _, fc := range []struct {
+		name  string
+		codec aggregate.Codec
+	}{{"plain", nil}, {"compact", persist.Codec{}}} {
+		t.Run(fc.name, func(t *testing.T) {
+			f := aggregate.New(aggregate.Options{Codec: fc.codec})
+			s := f.ClusterStore("a", aggregatetest.Pods)
+			mustApply(t, s, aggregatetest.Pod("default", "web-0", "1", map[string]string{"app": "web"}), true)
+			memo := aggregate.NewTypedMemo(8)
+			pods, err := aggregate.NewTypedListerWithOptions[corev1.Pod](f, aggregatetest.Pods, scheme.Scheme, aggregate.TypedListerOptions{Memo: memo})
+			if err != nil {
+				t.Fatal(err)
+			}
+			read := func(what, rv, app string) {
+				t.Helper()
+				p, err := pods.Get(key)
+				if err != nil || p.ResourceVersion != rv || p.Labels["app"] != app || p.Kind != "Pod" {
+					t.Errorf("%s: Get: %v, %+v; want %s with app %s", what, err, p, rv, app)
+					return
+				}
+				items, err := pods.List(nil)
+				if err != nil || len(items) != 1 || items[0].Object.ResourceVersion != rv || items[0].Object.Labels["app"] != app || items[0].Cluster != "a" {
+					t.Errorf("%s: List: %v, %+v; want %s with app %s", what, err, items, rv, app)
+				}
+				// The caller's to change.
+				p.Labels["app"] = "changed by the caller"
+			}
+			read("a first read", "1", "web")
+			kept, ok := memo.Kept(key, podKind)
+			if !ok || memo.Len() != 1 {
+				t.Fatalf("kept %v after a read, %d objects", ok, memo.Len())
+			}
+			kept.(*corev1.Pod).Labels["app"] = "kept"
+			read("a second read", "1", "kept")
+			read("a read after the caller changed its copy", "1", "kept")
+
+			mustApply(t, s, aggregatetest.Pod("default", "web-0", "2", map[string]string{"app": "updated"}), false)
+			read("after an update", "2", "updated")
+			if err := s.Delete(aggregatetest.Pod("default", "web-0", "2", nil), false); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := pods.Get(key); !apierrors.IsNotFound(err) {
+				t.Errorf("Get after a deletion: %v", err)
+			}
+			mustApply(t, s, aggregatetest.Pod("default", "web-0", "2", map[string]string{"app": "recreated"}), false)
+			read("after a re-creation with the same resourceVersion", "2", "recreated")
+
+			partial, err := aggregate.NewTypedListerWithOptions[metav1.PartialObjectMetadata](f, aggregatetest.Pods, nil, aggregate.TypedListerOptions{Memo: memo})
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := memo.Len()
+			if p, err := partial.Get(key); err != nil || p.Labels["app"] != "recreated" || memo.Len() != n {
+				t.Errorf("partial Get: %v, %+v; %d objects kept, was %d", err, p, memo.Len(), n)
 			}
 		})
 	}

@@ -24,7 +24,7 @@ import (
 // objects of that cluster. It holds nothing of its own.
 //
 // Get and List return objects that the caller owns: a typed object is a deep copy of the
-// one that the Provider's memo keeps for the version of the cached object (typedMemo),
+// one that the Provider's memo keeps for the version of the cached object (aggregate.TypedMemo),
 // or else converted from the cached one through the scheme, which the memo then keeps;
 // an unstructured one is deep-copied. UnsafeDisableDeepCopy changes nothing. The
 // informers it gives are handlers of the fleet limited to the cluster (see

@@ -35,7 +35,7 @@ type target struct {
 	// (see encodedDecoder).
 	decoder *encodedDecoder
 	// memo, if not nil, keeps the typed objects that read converts.
-	memo *typedMemo
+	memo *aggregate.TypedMemo
 }
 
 // newTarget returns the target of obj, an object or a list, whose kind is gvk (for a
@@ -132,7 +132,7 @@ func (t target) read(h aggregate.Held, out runtime.Object) error {
 	if t.form != formTyped {
 		return t.fromEncoded(h.Object, h.Encoded, out)
 	}
-	return t.memo.read(t, h, out)
+	return t.memo.Read(h, t.gvk, out, func(out runtime.Object) error { return t.fromEncoded(h.Object, h.Encoded, out) })
 }
 
 // convertEncoded is convert of a cached object that comes with its encoding in the

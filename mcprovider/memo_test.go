@@ -12,91 +12,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetwatch/fleetwatch/aggregate"
 )
-
-// TestTypedMemoClock checks the memo's bound and its CLOCK eviction: a full memo evicts
-// the first entry from the hand on that no read marked since the hand last passed it,
-// unmarking the marked ones it passes; a new version of a key kept takes its entry's
-// slot, and only the version kept is found.
-func TestTypedMemoClock(t *testing.T) {
-	f := aggregate.New(aggregate.Options{})
-	s := f.ClusterStore("a", configMaps)
-	gvk := corev1.SchemeGroupVersion.WithKind("ConfigMap")
-	held := func(i int, rv string) (memoKey, aggregate.Held) {
-		t.Helper()
-		name := fmt.Sprintf("cm-%d", i)
-		if err := s.Apply(configMap("ns", name, rv, nil, nil), false); err != nil {
-			t.Fatal(err)
-		}
-		h, ok := f.Indexer(configMaps).GetHeld(aggregate.Key{Cluster: "a", Namespace: "ns", Name: name})
-		if !ok {
-			t.Fatalf("%s not held", name)
-		}
-		return memoKey{key: h.Key(), gvk: gvk}, h
-	}
-	var keys []memoKey
-	var helds []aggregate.Held
-	for i := range 6 {
-		k, h := held(i, "1")
-		keys, helds = append(keys, k), append(helds, h)
-	}
-	m := newTypedMemo(3)
-	add := func(i int) {
-		m.add(keys[i], helds[i].Version(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d", i)}})
-	}
-	for _, step := range []struct {
-		add, get []int
-		// update is the object updated before the step, whose kept version then is not
-		// the fleet's.
-		update int
-		want   []int
-	}{
-		{update: -1, add: []int{0, 1, 2}, want: []int{0, 1, 2}},
-		// 0 is marked: the hand unmarks it and evicts 1.
-		{update: -1, get: []int{0}, add: []int{3}, want: []int{0, 2, 3}},
-		// The hand is at 2, unmarked.
-		{update: -1, add: []int{4}, want: []int{0, 3, 4}},
-		// 0 was unmarked when the hand passed it.
-		{update: -1, add: []int{5}, want: []int{3, 4, 5}},
-		// Every entry marked: the hand goes round once, unmarking them, and evicts 3.
-		{update: -1, get: []int{3, 4, 5}, add: []int{0}, want: []int{0, 4, 5}},
-		// 4 is updated: its kept version is not found, and the new one takes its slot.
-		{update: 4, want: []int{0, 5}},
-		{update: -1, add: []int{4}, want: []int{0, 4, 5}},
-	} {
-		if step.update >= 0 {
-			keys[step.update], helds[step.update] = held(step.update, "2")
-		}
-		for _, i := range step.get {
-			if m.get(keys[i]) == nil {
-				t.Fatalf("cm-%d is not kept", i)
-			}
-		}
-		for _, i := range step.add {
-			add(i)
-		}
-		var got []int
-		for i, k := range keys {
-			if e := m.get(k); e != nil && helds[i].Is(e.version) {
-				if name := e.obj.(*corev1.ConfigMap).Name; name != fmt.Sprintf("cm-%d", i) {
-					t.Errorf("cm-%d keeps %s", i, name)
-				}
-				got = append(got, i)
-			}
-		}
-		// The reads above marked every entry: unmark them as the step left them.
-		for _, e := range m.ring {
-			e.marked.Store(false)
-		}
-		if !slices.Equal(got, step.want) || m.len() > m.size {
-			t.Fatalf("after get %v, add %v: kept %v (%d entries), want %v", step.get, step.add, got, m.len(), step.want)
-		}
-	}
-}
 
 // TestTypedMemoReads checks that the typed reads of a cluster's cache go through the
 // memo, over a plain and compact fleets: a second read copies the object the memo keeps
@@ -140,17 +59,19 @@ func TestTypedMemoReads(t *testing.T) {
 			if _, err := get(); err != nil {
 				t.Fatal(err)
 			}
-			if n := p.memo.len(); n != 1 {
+			if n := p.memo.Len(); n != 1 {
 				t.Fatalf("%d objects kept after one Get, want 1", n)
 			}
-			for _, e := range p.memo.entries {
-				e.obj.(*corev1.ConfigMap).Data["owner"] = "kept"
+			kept, ok := p.memo.Kept(aggregate.Key{Cluster: "a", Namespace: "ns", Name: "one"}, corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+			if !ok {
+				t.Fatal("nothing kept of one")
 			}
+			kept.(*corev1.ConfigMap).Data["owner"] = "kept"
 			want("a second read", "1", "kept")
 			cm, _ := get()
 			cm.Data["owner"] = "changed"
 			want("a read after the caller changed its copy", "1", "kept")
-			if n := p.memo.len(); n != 2 {
+			if n := p.memo.Len(); n != 2 {
 				t.Errorf("%d objects kept after a List of 2, want 2", n)
 			}
 
@@ -189,7 +110,7 @@ func TestTypedMemoOptions(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, views := newTestProviderWith(t, nil, Options{TypedObjects: tc.opt})
-			if tc.size == 0 && p.memo != nil || tc.size != 0 && (p.memo == nil || p.memo.size != tc.size) {
+			if p.memo.Size() != tc.size {
 				t.Fatalf("TypedObjects %d: memo %+v, want size %d", tc.opt, p.memo, tc.size)
 			}
 			for range 2 {
@@ -203,18 +124,11 @@ func TestTypedMemoOptions(t *testing.T) {
 					}
 				}
 			}
-			if n := p.memo.lenOrZero(); n > tc.maxLen || (tc.maxLen > 0 && n == 0) {
+			if n := p.memo.Len(); n > tc.maxLen || (tc.maxLen > 0 && n == 0) {
 				t.Errorf("%d objects kept, want 1 to %d", n, tc.maxLen)
 			}
 		})
 	}
-}
-
-func (m *typedMemo) lenOrZero() int {
-	if m == nil {
-		return 0
-	}
-	return m.len()
 }
 
 // TestTypedMemoConcurrentReads reads typed objects from several goroutines, through a
@@ -300,7 +214,7 @@ func TestTypedMemoConcurrentReads(t *testing.T) {
 			for err := range errs {
 				t.Error(err)
 			}
-			if n := p.memo.len(); n > 4 {
+			if n := p.memo.Len(); n > 4 {
 				t.Errorf("%d objects kept, more than the bound 4", n)
 			}
 		})
@@ -361,11 +275,11 @@ func TestTypedEventsFillTheMemo(t *testing.T) {
 			// event's handler was given, and not the handler's object.
 			alter := func(rv, owner, mark string) {
 				t.Helper()
-				e := p.memo.get(memoKey{key: aggregate.Key{Cluster: "a", Namespace: "ns", Name: "one"}, gvk: corev1.SchemeGroupVersion.WithKind("ConfigMap")})
-				if e == nil {
+				kept, ok := p.memo.Kept(aggregate.Key{Cluster: "a", Namespace: "ns", Name: "one"}, corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+				if !ok {
 					t.Fatalf("nothing kept of one@%s", rv)
 				}
-				cm := e.obj.(*corev1.ConfigMap)
+				cm := kept.(*corev1.ConfigMap)
 				if cm.ResourceVersion != rv || cm.Data["owner"] != owner {
 					t.Fatalf("kept one@%s:%s, want @%s:%s", cm.ResourceVersion, cm.Data["owner"], rv, owner)
 				}
@@ -393,14 +307,14 @@ func TestTypedEventsFillTheMemo(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if n := p.memo.len(); n != 0 {
+			if n := p.memo.Len(); n != 0 {
 				t.Fatalf("%d objects kept before any event or read", n)
 			}
 			if _, err := inf.AddEventHandler(h); err != nil {
 				t.Fatal(err)
 			}
 			want("add one@1:a", "add three@3:a", "add two@2:a")
-			if n := p.memo.len(); n != 3 {
+			if n := p.memo.Len(); n != 3 {
 				t.Errorf("%d objects kept after the adds of 3, want 3", n)
 			}
 			alter("1", "a", "kept of the add")

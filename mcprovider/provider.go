@@ -69,7 +69,7 @@ type Provider struct {
 	decoder *encodedDecoder
 	// memo keeps the typed objects that reads converted; nil if Options.TypedObjects is
 	// negative.
-	memo   *typedMemo
+	memo   *aggregate.TypedMemo
 	mapper *fleetMapper
 	opts   Options
 	// wg counts the goroutines of the engaged clusters, so that Start returns after them.
@@ -119,7 +119,7 @@ func New(mgr *fleetwatch.Manager, opts Options) (*Provider, error) {
 		clusters: map[multicluster.ClusterName]*member{},
 	}
 	p.decoder = newEncodedDecoder(p.fleet.Codec(), opts.Scheme)
-	p.memo = newTypedMemo(opts.TypedObjects)
+	p.memo = aggregate.NewTypedMemo(opts.TypedObjects)
 	p.mapper = newFleetMapper(mgr, opts.Scheme)
 	if err := mgr.AddAware(fleetAware{p}); err != nil {
 		return nil, fmt.Errorf("mcprovider: %w", err)

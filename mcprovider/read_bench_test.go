@@ -55,6 +55,8 @@ import (
 //     Get reads its keys in turn (cold: nearly every Get decodes) and, as -hot, among 100
 //     keys that its hot set keeps decoded;
 //   - fleetwatch-typed: aggregate.TypedLister[corev1.Pod], a fresh *corev1.Pod per object;
+//     -typed-memo: the same with a memo of typed objects (TypedListerOptions.Memo) that
+//     keeps every pod read, each read a copy of the one kept after the first pass;
 //   - mcprovider: the cache of the cluster that a multicluster-runtime controller reads,
 //     Get and List of *corev1.Pod, with Options.TypedObjects large enough to keep every
 //     pod read typed.
@@ -152,6 +154,7 @@ type readEnv struct {
 type fleetReader struct {
 	fleet    *aggregate.Fleet
 	typed    *aggregate.TypedLister[corev1.Pod]
+	memo     *aggregate.TypedLister[corev1.Pod]
 	clusters map[string]cluster.Cluster
 }
 
@@ -207,7 +210,7 @@ func (e *readEnv) readers(shape string) []reader {
 		r    *fleetReader
 	}{{"fleetwatch", e.plain}, {"fleetwatch-compact", e.compact}} {
 		untyped := f.r.fleet.Lister(podsGVR).Cluster(shape)
-		typed := f.r.typed.Cluster(shape)
+		typed, memo := f.r.typed.Cluster(shape), f.r.memo.Cluster(shape)
 		cl := f.r.clusters[shape].GetCache()
 		get := func(key client.ObjectKey) error {
 			_, err := untyped.ByNamespace(key.Namespace).Get(key.Name)
@@ -229,6 +232,15 @@ func (e *readEnv) readers(shape string) []reader {
 				},
 				list: func(ns string) (int, error) {
 					pods, err := typed.Namespace(ns).List(labels.Everything())
+					return len(pods), err
+				}},
+			reader{name: f.name + "-typed-memo", keys: readPods,
+				get: func(key client.ObjectKey) error {
+					_, err := memo.Namespace(key.Namespace).Get(key.Name)
+					return err
+				},
+				list: func(ns string) (int, error) {
+					pods, err := memo.Namespace(ns).List(labels.Everything())
 					return len(pods), err
 				}},
 			reader{name: "mcprovider-" + f.name, keys: readPods,
@@ -350,9 +362,14 @@ func startFleet(ctx context.Context, tenv *testenv.Env, opts aggregate.Options, 
 	if err != nil {
 		return nil, err
 	}
+	memo, err := aggregate.NewTypedListerWithOptions[corev1.Pod](mgr.Fleet(), podsGVR, scheme.Scheme,
+		aggregate.TypedListerOptions{Memo: aggregate.NewTypedMemo(len(readShapes) * readPods)})
+	if err != nil {
+		return nil, err
+	}
 	engage := awareFunc(func(context.Context, multicluster.ClusterName, cluster.Cluster) error { return nil })
 	run("provider", func(ctx context.Context) error { return p.Start(ctx, engage) })
-	fr := &fleetReader{fleet: mgr.Fleet(), typed: typed, clusters: map[string]cluster.Cluster{}}
+	fr := &fleetReader{fleet: mgr.Fleet(), typed: typed, memo: memo, clusters: map[string]cluster.Cluster{}}
 	syncCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	for _, c := range tenv.Clusters {
@@ -386,6 +403,11 @@ func (e *readEnv) check(ctx context.Context) error {
 			for name, f := range map[string]*fleetReader{"fleetwatch": e.plain, "fleetwatch-compact": e.compact} {
 				if got[name+"-typed"], err = f.typed.Cluster(shape).Namespace(key.Namespace).Get(key.Name); err != nil {
 					return err
+				}
+				for range 2 { // the second from the memo
+					if got[name+"-typed-memo"], err = f.memo.Cluster(shape).Namespace(key.Namespace).Get(key.Name); err != nil {
+						return err
+					}
 				}
 				var p corev1.Pod
 				if err := f.clusters[shape].GetCache().Get(ctx, key, &p); err != nil {

@@ -55,7 +55,11 @@ func run() int {
 		return 1
 	}
 	fleet := mgr.Fleet()
-	lister, err := aggregate.NewTypedLister[appsv1.Deployment](fleet, deployments, scheme.Scheme)
+	// Reconciles read the same Deployments again and again: a memo of typed objects
+	// hands out copies of those read before and unchanged since, rather than decoding
+	// them again.
+	lister, err := aggregate.NewTypedListerWithOptions[appsv1.Deployment](fleet, deployments, scheme.Scheme,
+		aggregate.TypedListerOptions{Memo: aggregate.NewTypedMemo(1024)})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "controller:", err)
 		return 1
