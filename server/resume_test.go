@@ -603,6 +603,35 @@ func TestFanOutWatchResumesAcrossAHandover(t *testing.T) {
 	})
 }
 
+// farOwners moves cluster far among the replicas of a sharded fleet of fixtures, whose
+// fleetwatch-0, local, owns the fixture's own clusters.
+type farOwners struct {
+	local    *fixture
+	replicas []*fixture
+}
+
+// own makes r, as id, the owner of far in every replica met so far, and local that of
+// the fixture's clusters in r.
+func (o *farOwners) own(r *fixture, id string) {
+	for _, cl := range []string{prod, staging, edge} {
+		r.src.setStatus(aggregate.ClusterStatus{Name: cl, Phase: aggregate.PhaseRemote, Replica: "fleetwatch-0", ReplicaAddress: o.local.http.URL})
+	}
+	if len(o.replicas) == 0 {
+		o.replicas = []*fixture{o.local}
+	}
+	if !slices.Contains(o.replicas, r) {
+		o.replicas = append(o.replicas, r)
+	}
+	for _, other := range o.replicas {
+		if other != r {
+			other.src.setStatus(aggregate.ClusterStatus{Name: "far", Phase: aggregate.PhaseRemote, Replica: id, ReplicaAddress: r.http.URL})
+		}
+	}
+	st := clusterStatus("far", aggregate.PhaseSynced, false)
+	st.Replica = id
+	r.src.setStatus(st)
+}
+
 // TestWatchResumeWaitsForTheLoad: a cursor of an earlier run that comes while the
 // snapshot loads waits for the load, rather than getting 410 for clusters that are not
 // loaded yet.
@@ -644,17 +673,7 @@ func TestFanOutWatchResumesAfterTwoMoves(t *testing.T) {
 	}
 	logA.base, logA.objects = 402, 2
 	local := newFixture(t, func(o *Options) { o.Replica = "fleetwatch-0" })
-	replicas := []*fixture{local}
-	// owner makes r the owner of far, and fleetwatch-0 that of the fixture's clusters.
-	owner := func(r *fixture, id string) {
-		for _, cl := range []string{prod, staging, edge} {
-			r.src.setStatus(aggregate.ClusterStatus{Name: cl, Phase: aggregate.PhaseRemote, Replica: "fleetwatch-0", ReplicaAddress: local.http.URL})
-		}
-		replicas = append(replicas, r)
-		for _, other := range replicas[:len(replicas)-1] {
-			other.src.setStatus(aggregate.ClusterStatus{Name: "far", Phase: aggregate.PhaseRemote, Replica: id, ReplicaAddress: r.http.URL})
-		}
-	}
+	owner := (&farOwners{local: local}).own
 	a := newLogReplica(t, logA, "fleetwatch-1", far...)
 	owner(a, "fleetwatch-1")
 	var l unstructured.UnstructuredList
@@ -746,25 +765,7 @@ func TestFanOutWatchResumesAfterComingBack(t *testing.T) {
 	}
 	logA.base, logA.objects = 402, 2
 	local := newFixture(t, func(o *Options) { o.Replica = "fleetwatch-0" })
-	replicas := []*fixture{local}
-	// owner makes r, as id, the owner of far in every replica, and fleetwatch-0 that
-	// of the fixture's clusters.
-	owner := func(r *fixture, id string) {
-		for _, cl := range []string{prod, staging, edge} {
-			r.src.setStatus(aggregate.ClusterStatus{Name: cl, Phase: aggregate.PhaseRemote, Replica: "fleetwatch-0", ReplicaAddress: local.http.URL})
-		}
-		if !slices.Contains(replicas, r) {
-			replicas = append(replicas, r)
-		}
-		for _, other := range replicas {
-			if other != r {
-				other.src.setStatus(aggregate.ClusterStatus{Name: "far", Phase: aggregate.PhaseRemote, Replica: id, ReplicaAddress: r.http.URL})
-			}
-		}
-		st := clusterStatus("far", aggregate.PhaseSynced, false)
-		st.Replica = id
-		r.src.setStatus(st)
-	}
+	owner := (&farOwners{local: local}).own
 	a := newLogReplica(t, logA, "fleetwatch-1", seed()...)
 	owner(a, "fleetwatch-1")
 	var l unstructured.UnstructuredList
