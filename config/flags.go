@@ -44,7 +44,7 @@ var usages = map[string]string{
 	"snapshot.keepCorrupt":             "number of unreadable snapshot files moved aside that are kept; 0 deletes them",
 	"history.enabled":                  "keep a change log in the snapshot: every change the fleet sees, retained by history.retention and history.maxBytes",
 	"history.retention":                "how long the change log keeps a change",
-	"history.maxBytes":                 "bytes of the change log's records and index keys beyond which the oldest are dropped; the file takes up to about twice as much",
+	"history.maxBytes":                 "bytes of the change log's records and index keys beyond which the oldest are dropped; the file takes up to about twice as much; lowered to a quarter of the snapshot's filesystem where twice it would take more than half of it",
 	"server.address":                   "host:port of the HTTP server; other than loopback requires TLS and authentication",
 	"server.acceptHosts":               "regexps over the host names of requests (Host without port); loopback names are always accepted; empty means only those without authentication, any with it",
 	"server.tls.certFile":              "PEM certificate (and intermediates) of the server; enables HTTPS with keyFile",

@@ -126,6 +126,13 @@ func serve(ctx context.Context, loadOpts config.LoadOptions, cfg *config.Config)
 			}
 		}()
 		opts.Snapshot = store
+		if h := &opts.SnapshotWriter.History; h.Enabled {
+			var lowered string
+			h.MaxBytes, lowered = historyBound(h.MaxBytes, cfg.Snapshot.Path, filesystemBytes(cfg.Snapshot.Path), config.MinHistoryMaxBytes)
+			if lowered != "" {
+				logger.Info("Bounding the change log by the snapshot's filesystem", "reason", lowered)
+			}
+		}
 		// The kubeconfig files are read, the clusters made and the API served while
 		// the snapshot loads, on another core: at 1,000 clusters that was a fifth of a
 		// warm start. Each cluster is engaged once its state is loaded.
