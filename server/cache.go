@@ -458,7 +458,8 @@ func (rc *resourceCache) placedBeforeLeaving(cluster string, p position) bool {
 // watch resumed from a position of that replica (carryMoved).
 func (rc *resourceCache) positionLocked(cluster string, initial bool, rv string) position {
 	cur, had := rc.positions[cluster]
-	if rc.log == nil {
+	if rc.log == nil || !initial && cur.rv != 0 {
+		// A watch event after a base, or without a change log.
 		return cur.next(rv)
 	}
 	// A base that no longer stands for the log (ok false) still places the changes

@@ -603,6 +603,22 @@ func TestFanOutWatchResumesAcrossAHandover(t *testing.T) {
 	})
 }
 
+// watchesThrough watches path from cursor through each of replicas, in a subtest named
+// prefix and its name, and fails unless each gets exactly want, in order, and nothing
+// more.
+func watchesThrough(t *testing.T, replicas map[string]*fixture, prefix, path, cursor string, want []string) {
+	t.Helper()
+	for name, through := range replicas {
+		t.Run(prefix+name, func(t *testing.T) {
+			w := through.watch(path + "?watch=true&resourceVersion=" + url.QueryEscape(cursor))
+			if got, _ := events(w, len(want)); !slices.Equal(got, want) {
+				t.Errorf("events %q, want %q", got, want)
+			}
+			w.none(200 * time.Millisecond)
+		})
+	}
+}
+
 // farOwners moves cluster far among the replicas of a sharded fleet of fixtures, whose
 // fleetwatch-0, local, owns the fixture's own clusters.
 type farOwners struct {
@@ -726,16 +742,7 @@ func TestFanOutWatchResumesAfterTwoMoves(t *testing.T) {
 	local.sync()
 
 	want := []string{"ADDED far-6@406", "ADDED far-7@407"}
-	for name, through := range map[string]*fixture{"through fleetwatch-0": local, "through the first owner": a, "through the last owner": cr} {
-		t.Run(name, func(t *testing.T) {
-			w := through.watch(all + "?watch=true&resourceVersion=" + url.QueryEscape(last))
-			got, _ := events(w, len(want))
-			if !slices.Equal(got, want) {
-				t.Errorf("events %q, want %q", got, want)
-			}
-			w.none(200 * time.Millisecond)
-		})
-	}
+	watchesThrough(t, map[string]*fixture{"through fleetwatch-0": local, "through the first owner": a, "through the last owner": cr}, "", all, last, want)
 }
 
 // TestFanOutWatchResumesAfterComingBack: cluster far moves from fleetwatch-1 to
@@ -832,30 +839,13 @@ func TestFanOutWatchResumesAfterComingBack(t *testing.T) {
 	local.sync()
 
 	want := []string{"ADDED far-6@407"}
-	for name, through := range map[string]*fixture{"through fleetwatch-0": local, "through the owner": a, "through the replica it left": b} {
-		t.Run(name, func(t *testing.T) {
-			w := through.watch(all + "?watch=true&resourceVersion=" + url.QueryEscape(last))
-			got, _ := events(w, len(want))
-			if !slices.Equal(got, want) {
-				t.Errorf("events %q, want %q", got, want)
-			}
-			w.none(200 * time.Millisecond)
-		})
-	}
+	replicas := map[string]*fixture{"through fleetwatch-0": local, "through the owner": a, "through the replica it left": b}
+	watchesThrough(t, replicas, "", all, last, want)
 	// A cursor of before the first move, whose position of far is of fleetwatch-1's
 	// first stay (an older generation there): the change log places it, as one of an
 	// earlier run, rather than the history, where far's objects went and came again.
 	all4 := []string{"ADDED far-4@404", "ADDED far-5@405", "MODIFIED far-1@406", "ADDED far-6@407"}
-	for name, through := range map[string]*fixture{"through fleetwatch-0": local, "through the owner": a, "through the replica it left": b} {
-		t.Run("from before the moves, "+name, func(t *testing.T) {
-			w := through.watch(all + "?watch=true&resourceVersion=" + url.QueryEscape(beforeMoves))
-			got, _ := events(w, len(all4))
-			if !slices.Equal(got, all4) {
-				t.Errorf("events %q, want %q", got, all4)
-			}
-			w.none(200 * time.Millisecond)
-		})
-	}
+	watchesThrough(t, replicas, "from before the moves, ", all, beforeMoves, all4)
 	t.Run("from far's own resourceVersion", func(t *testing.T) {
 		w := a.watch(clusterPath("far") + "/api/v1/pods?watch=true&resourceVersion=406")
 		got, _ := events(w, len(want))
