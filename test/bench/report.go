@@ -231,7 +231,7 @@ func (rep *report) markdown() string {
 	}
 
 	p("\n### fleetwatch next to the strongest peers\n\n")
-	p("The strongest thing a user can write for the same objects: for full objects, typed informers (`informers.SharedInformerFactory`) with a transform that drops managedFields; for metadata-only, the `metadatainformer` with the same transform. Ratios are fleetwatch / peer, and the goals are issue #15's: fleetwatch loses where a time or memory ratio is above 1, or a throughput ratio below 1. %s\n\n", rep.compressedNote())
+	p("The strongest thing a user can write for the same objects: for full objects, typed informers (`informers.SharedInformerFactory`) with a transform that drops managedFields; for metadata-only, the `metadatainformer` with the same transform. Ratios are fleetwatch / peer, and the goals are issue #15's: fleetwatch loses where a time or memory ratio is above 1, or a throughput ratio below 1. The library's fleet is compact by default (`fleetwatch.DefaultEncoding`; rows *compact cache*); the rows *fleetwatch, full objects* and *metadata-only* without it hold decoded objects (`Encoding: EncodingObjects`). %s\n\n", rep.compressedNote())
 	header("peer", "fleetwatch")
 	for _, f := range peerFigures(rep) {
 		if !f.watch || hasWatch {
@@ -466,8 +466,8 @@ func peerFigures(rep *report) []figure {
 				func(x *Result) float64 { return latency(x, 0.99) }, "≤ 1.2", atMost(1.2)),
 			watchFig(fmt.Sprintf("CPU per event at %.0f writes/s (µs)", o.writeRate), "%.0f", cpuPerEvent, "", nil),
 		)
-		// The compact fleet, the candidate default of #37, whose goal for the CPU per
-		// event is the peer's.
+		// The compact fleet, the library's default (fleetwatch.DefaultEncoding), whose
+		// goal for the CPU per event is the peer's (#37).
 		if len(rep.Runs) == 0 || rep.Runs[0].CompactWatch != nil {
 			compactFig := func(name, format string, v func(*Result) float64, goal string, ok func(float64, []float64, []float64) bool) figure {
 				return figure{name: "Full objects, compact cache, vs typed informers + transform: " + name, format: format, goal: goal, ok: ok, watch: true,
