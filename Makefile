@@ -84,8 +84,9 @@ test: tools test-unit test-e2e test-browser test-bench
 test-unit:
 	$(ROOT_GO) test -race -count=1 $(UNIT_PKGS)
 	@# The fleet's and the server's tests once more over compact fleets, as cache.encoding
-	@# compact runs them.
+	@# compact and the Manager's default run them; the Manager's over plain fleets.
 	FLEETWATCH_TEST_CACHE_ENCODING=compact $(ROOT_GO) test -race -count=1 ./aggregate/ ./server/
+	FLEETWATCH_TEST_CACHE_ENCODING=objects $(ROOT_GO) test -race -count=1 .
 	@for m in $(NESTED_MODULES); do \
 		echo "test-unit $$m"; (cd $$m && $(GO) test -race -count=1 $$($(GO) list ./... | grep -v /test/e2e)) || exit 1; \
 	done

@@ -1,15 +1,12 @@
 package fleetwatch
 
-import (
-	"os"
+import "os"
 
-	"github.com/fleetwatch/fleetwatch/persist"
-)
-
-// With FLEETWATCH_TEST_CACHE_ENCODING=compact, the Managers of this package's tests keep
-// their objects in the snapshot's encoding (Options.Fleet.Codec = persist.Codec{}).
+// FLEETWATCH_TEST_CACHE_ENCODING, if set, is the Encoding of the Managers of this
+// package's tests that set neither Options.Encoding nor Options.Fleet.Codec
+// (FLEETWATCH_TEST_CACHE_ENCODING=objects runs them against plain fleets).
 func init() {
-	if os.Getenv("FLEETWATCH_TEST_CACHE_ENCODING") == "compact" {
-		defaultFleetCodec = persist.Codec{}
+	if e := os.Getenv("FLEETWATCH_TEST_CACHE_ENCODING"); e != "" {
+		defaultEncoding = Encoding(e)
 	}
 }

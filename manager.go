@@ -43,8 +43,13 @@ type Options struct {
 	// Resources are the resources cached in every cluster, valid as
 	// informer.ValidateResources checks them. Required.
 	Resources []informer.Resource
-	// Fleet configures the federated cache. See aggregate.Options.
+	// Fleet configures the federated cache. See aggregate.Options. Its Codec, if set,
+	// takes the place of Encoding.
 	Fleet aggregate.Options
+	// Encoding is how the fleet holds full objects (its Codec), unless Fleet.Codec is
+	// set. Default DefaultEncoding: each object in the snapshot's encoding, decoded
+	// where it is read. EncodingObjects holds decoded objects, as aggregate.New does.
+	Encoding Encoding
 	// Health configures the probe of each cluster. See cluster.HealthOptions.
 	Health cluster.HealthOptions
 
@@ -361,11 +366,6 @@ type member struct {
 	stale bool
 }
 
-// defaultFleetCodec is the Fleet.Codec of Managers whose Options have none: nil, except
-// in this package's tests run with FLEETWATCH_TEST_CACHE_ENCODING=compact
-// (export_test.go), which then run against compact fleets.
-var defaultFleetCodec aggregate.Codec
-
 // NewManager validates opts and returns a Manager. Nothing runs until Start.
 func NewManager(opts Options) (*Manager, error) {
 	if err := validateResources(opts.Resources); err != nil {
@@ -378,9 +378,11 @@ func NewManager(opts Options) (*Manager, error) {
 	if opts.Fleet.Clock == nil {
 		opts.Fleet.Clock = opts.Clock
 	}
-	if opts.Fleet.Codec == nil {
-		opts.Fleet.Codec = defaultFleetCodec
+	codec, err := fleetCodec(&opts)
+	if err != nil {
+		return nil, err
 	}
+	opts.Fleet.Codec = codec
 	if opts.GracefulShutdownTimeout <= 0 {
 		opts.GracefulShutdownTimeout = DefaultGracefulShutdownTimeout
 	}

@@ -93,13 +93,17 @@ func TestLoadSnapshotSeedsOrTakesBack(t *testing.T) {
 				}
 				defer store.Close()
 
-				m, err := NewManager(Options{
+				opts := Options{
 					Clusters:        cluster.Options{Kubeconfigs: []string{t.TempDir()}},
 					Resources:       resources,
 					Snapshot:        store,
 					DisableGCTuning: true,
 					Fleet:           aggregate.Options{Codec: fleetCodec},
-				})
+				}
+				if fleetCodec == nil {
+					opts.Encoding = EncodingObjects
+				}
+				m, err := NewManager(opts)
 				if err != nil {
 					t.Fatal(err)
 				}

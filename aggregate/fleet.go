@@ -42,7 +42,8 @@ type Options struct {
 
 	// Codec, if set, makes the fleet compact: it keeps each object as its encoding and
 	// decodes it when it is read or delivered (see Codec). Reads then cost a decode,
-	// except for the objects in the hot set. Default: nil, objects are kept decoded.
+	// except for the objects in the hot set. Default: nil, objects are kept decoded (a
+	// fleetwatch.Manager's fleet is compact unless its Options.Encoding says otherwise).
 	Codec Codec
 
 	// HotObjects bounds the decoded objects that a compact fleet keeps per resource, for

@@ -71,6 +71,7 @@ func newTestProviderWith(t *testing.T, codec aggregate.Codec, opts Options) (*Pr
 		Clusters:  cluster.Options{Kubeconfigs: []string{path}},
 		Resources: []informer.Resource{{Name: "configmaps"}},
 		Fleet:     aggregate.Options{Codec: codec},
+		Encoding:  encodingOf(codec),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -103,6 +104,15 @@ var fleetCodecs = []struct {
 	name  string
 	codec aggregate.Codec
 }{{"plain", nil}, {"compact", persist.Codec{}}, {"compressed", persist.Codec{Compress: true}}}
+
+// encodingOf is the fleetwatch.Options.Encoding of a Manager whose fleet has codec: the
+// plain fleet's for nil (the default is compact), else none, codec being set.
+func encodingOf(codec aggregate.Codec) fleetwatch.Encoding {
+	if codec == nil {
+		return fleetwatch.EncodingObjects
+	}
+	return ""
+}
 
 // applyAs applies obj to s, of a fleet with codec, as the fleet's informers do: in a
 // compact fleet its encoding, with a partial object that files it; in a plain one

@@ -33,15 +33,15 @@
 // the fleet, for every cluster. Its client reads from the view and writes to the
 // cluster's apiserver.
 //
-// The fleet may be compact (fleetwatch.Options.Fleet.Codec = persist.Codec{}): it then
-// keeps each object encoded and decodes it when the view reads it, and the view converts
-// the decoded object as above; what a controller reads is the same either way. With
-// persist.Codec{Compress: true} the encodings are compressed too: for controllers, that
-// was about half the heap of a plain fleet for the same times (docs/benchmarks.md,
-// measured before the typed objects kept above, which add the same heap to either); with
-// persist.Codec{Compress: true, Dictionary: true} they are compressed with a dictionary
-// per resource, a third of that heap again for about the same CPU, which is what
-// examples/multicluster-runtime uses.
+// A Manager's fleet is compact by default (fleetwatch.Options.Encoding): it keeps each
+// object encoded and decodes it when the view reads it, and the view converts the
+// decoded object as above; what a controller reads is the same over a plain fleet
+// (fleetwatch.EncodingObjects). With fleetwatch.EncodingCompressed the encodings are
+// compressed too: for controllers, that was about half the heap of a plain fleet for
+// the same times (docs/benchmarks.md, measured before the typed objects kept above,
+// which add the same heap to either); with fleetwatch.EncodingCompressedDict they are
+// compressed with a dictionary per resource, a third of that heap again for about the
+// same CPU, which is what examples/multicluster-runtime uses.
 //
 // The resources a controller reads or watches must be among the fleetwatch Manager's
 // Options.Resources: the view starts no informer of its own, and reads of another

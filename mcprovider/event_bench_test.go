@@ -35,6 +35,7 @@ func BenchmarkEventThenGet(b *testing.B) {
 				Clusters:  cluster.Options{Kubeconfigs: []string{path}},
 				Resources: []informer.Resource{{Name: "pods"}},
 				Fleet:     aggregate.Options{Codec: tc.codec},
+				Encoding:  encodingOf(tc.codec),
 			})
 			if err != nil {
 				b.Fatal(err)

@@ -342,12 +342,16 @@ func startReadEnv() (_ *readEnv, err error) {
 // startFleet starts a Provider over a fleet of the clusters of tenv with opts, and waits
 // until it has engaged each of them.
 func startFleet(ctx context.Context, tenv *testenv.Env, opts aggregate.Options, run func(string, func(context.Context) error)) (*fleetReader, error) {
-	mgr, err := fleetwatch.NewManager(fleetwatch.Options{
+	fwOpts := fleetwatch.Options{
 		Clusters:        fwcluster.Options{Kubeconfigs: []string{tenv.Kubeconfig}},
 		Resources:       []informer.Resource{{Name: "pods"}},
 		Fleet:           opts,
 		DisableGCTuning: true,
-	})
+	}
+	if opts.Codec == nil {
+		fwOpts.Encoding = fleetwatch.EncodingObjects // a plain fleet
+	}
+	mgr, err := fleetwatch.NewManager(fwOpts)
 	if err != nil {
 		return nil, err
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"github.com/fleetwatch/fleetwatch"
-	"github.com/fleetwatch/fleetwatch/aggregate"
 	"github.com/fleetwatch/fleetwatch/cluster"
 	"github.com/fleetwatch/fleetwatch/config"
 	"github.com/fleetwatch/fleetwatch/persist"
@@ -48,20 +47,6 @@ func managerOptions(cfg *config.Config) fleetwatch.Options {
 				MaxBytes:  int64(cfg.History.MaxBytes),
 			},
 		},
-		Fleet: aggregate.Options{Codec: fleetCodec(cfg.Cache.Encoding)},
+		Encoding: fleetwatch.Encoding(cfg.Cache.Encoding),
 	}
-}
-
-// fleetCodec turns cache.encoding into aggregate.Options.Codec: the snapshot's encoding
-// for a compact cache, compressing for a compressed one, nil for decoded objects.
-func fleetCodec(encoding string) aggregate.Codec {
-	switch encoding {
-	case config.CacheEncodingCompact:
-		return persist.Codec{}
-	case config.CacheEncodingCompressed:
-		return persist.Codec{Compress: true}
-	case config.CacheEncodingCompressedDict:
-		return persist.Codec{Compress: true, Dictionary: true}
-	}
-	return nil
 }

@@ -38,7 +38,8 @@ func TestManagerOptionsJSONOnly(t *testing.T) {
 	}
 }
 
-// TestManagerOptionsEncoding checks that each cache.encoding reaches the fleet's Codec.
+// TestManagerOptionsEncoding checks that each cache.encoding is an Encoding of the
+// library that gives the fleet its Codec.
 func TestManagerOptionsEncoding(t *testing.T) {
 	for encoding, want := range map[string]aggregate.Codec{
 		config.CacheEncodingObjects:        nil,
@@ -48,7 +49,11 @@ func TestManagerOptionsEncoding(t *testing.T) {
 	} {
 		cfg := config.Default()
 		cfg.Cache.Encoding = encoding
-		if got := managerOptions(&cfg).Fleet.Codec; got != want {
+		got, err := managerOptions(&cfg).Encoding.Codec()
+		if err != nil {
+			t.Fatalf("cache.encoding %s: %v", encoding, err)
+		}
+		if got != want {
 			t.Errorf("cache.encoding %s: Codec %#v, want %#v", encoding, got, want)
 		}
 	}

@@ -86,7 +86,7 @@ func run() int {
 	kubeconfigs := flag.String("kubeconfigs", "", "fleetwatch: kubeconfig files or directories, comma-separated; every context is a cluster (default $KUBECONFIG, else ~/.kube/config)")
 	snapshot := flag.String("snapshot", "", "fleetwatch: snapshot file, for warm restarts; empty for none")
 	snapshotInterval := flag.Duration("snapshot-interval", persist.DefaultInterval, "fleetwatch: how often the snapshot is committed")
-	encoding := flag.String("encoding", "compressed-dict", "fleetwatch: how the fleet keeps its objects: objects (decoded, as maps), compact (in the snapshot's encoding, decoded when read: Fleet.Codec = persist.Codec{}), compressed (compact, and compressed where S2 shortens an encoding by an eighth: persist.Codec{Compress: true}), or compressed-dict (compressed with a dictionary per resource: persist.Codec{Compress: true, Dictionary: true}); docs/benchmarks.md has the trade-off")
+	encoding := flag.String("encoding", "compressed-dict", "fleetwatch: how the fleet keeps its objects (fleetwatch.Options.Encoding): objects (decoded, as maps), compact (in the snapshot's encoding, decoded when read: the library's default), compressed (compact, and compressed where S2 shortens an encoding by an eighth: persist.Codec{Compress: true}), or compressed-dict (compressed with a dictionary per resource: persist.Codec{Compress: true, Dictionary: true}); docs/benchmarks.md has the trade-off")
 	maxConcurrentSyncs := flag.Int("max-concurrent-syncs", fleetwatch.DefaultMaxConcurrentSyncs, "fleetwatch: how many clusters do their initial list at once (fleetwatch.Options.MaxConcurrentSyncs); 1 lists them one after another, which engages the first cluster sooner where the apiservers share the controller's CPU (docs/benchmarks.md, \"The Pod controller's cold start\")")
 	namespace := flag.String("namespace", "default", "kubeconfig: namespace of the kubeconfig Secrets")
 	stripManagedFields := flag.Bool("strip-managed-fields", true, "kubeconfig: drop managedFields from the objects in each cluster's cache (controller-runtime's cache.TransformStripManagedFields), as fleetwatch's default transforms do; false keeps them, controller-runtime's default")
@@ -157,13 +157,10 @@ func run() int {
 			Clusters:           cluster.Options{Kubeconfigs: files},
 			Resources:          []informer.Resource{{Name: *resource, Namespaces: cached}},
 			MaxConcurrentSyncs: *maxConcurrentSyncs,
+			Encoding:           fleetwatch.Encoding(*encoding),
 		}
-		switch *encoding {
-		case "objects":
-		case "compact", "compressed", "compressed-dict":
-			fwOpts.Fleet.Codec = persist.Codec{Compress: *encoding != "compact", Dictionary: *encoding == "compressed-dict"}
-		default:
-			log.Error(nil, "Unknown --encoding; want objects, compact, compressed or compressed-dict", "encoding", *encoding)
+		if _, err := fwOpts.Encoding.Codec(); err != nil {
+			log.Error(err, "Unknown --encoding")
 			return 2
 		}
 		if *snapshot != "" {

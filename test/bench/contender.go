@@ -290,7 +290,7 @@ func runContender(args []string) (err error) {
 	mode := fs.String("mode", modeSync, "sync or watch")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig with one context per cluster")
 	metadataOnly := fs.Bool("metadata-only", false, "fleetwatch: cache every resource metadata-only")
-	compact := fs.Bool("compact", false, "fleetwatch: keep the objects in the snapshot's encoding (Fleet.Codec = persist.Codec{})")
+	compact := fs.Bool("compact", false, "fleetwatch: keep the objects in the snapshot's encoding (Fleet.Codec = persist.Codec{}, the library's default); without it, decoded (Encoding = EncodingObjects)")
 	compress := fs.Bool("compress", false, "fleetwatch: with --compact, compress the encodings that S2 shortens (persist.Codec{Compress: true})")
 	dict := fs.Bool("dict", false, "fleetwatch: with --compress, compress with a dictionary per resource (persist.Codec{Compress: true, Dictionary: true})")
 	jsonOnly := fs.Bool("json-only", false, "fleetwatch: ask the apiservers for JSON only (Options.JSONOnly), not protobuf")
@@ -760,6 +760,8 @@ func (f *fleetwatchContender) open() error {
 	}
 	if f.compact {
 		opts.Fleet.Codec = persist.Codec{Compress: f.compress, Dictionary: f.dict}
+	} else {
+		opts.Encoding = fleetwatch.EncodingObjects
 	}
 	if f.snapshotPath != "" {
 		store, err := persist.Open(f.snapshotPath, persist.Options{})

@@ -171,7 +171,7 @@ func runDriver(args []string) error {
 	fs.BoolVar(&o.scaleOnly, "scale-only", false, "skip the runs: print the scale table alone (not written to --out)")
 	fs.BoolVar(&o.scaleClientGo, "scale-clientgo", true, "run client-go next to fleetwatch in the scale runs")
 	fs.BoolVar(&o.compressDict, "compress-dict", true, "give the compressed contenders (fleetwatch-compressed, the controllers' fleetwatch-compressed) a compression dictionary per resource (persist.Codec{Compress: true, Dictionary: true}; cache.encoding compressed-dict)")
-	fs.BoolVar(&o.scaleCompact, "scale-compact", false, "give the scale runs' fleetwatch a compact fleet (Fleet.Codec = persist.Codec{})")
+	fs.BoolVar(&o.scaleCompact, "scale-compact", true, "give the scale runs' fleetwatch a compact fleet (the library's default; false: Encoding objects)")
 	fs.BoolVar(&o.scaleWarm, "scale-warm", false, "in the scale runs, sync fleetwatch with a snapshot, then restart it warm from that snapshot")
 	fs.StringVar(&o.scaleMemLimit, "scale-memlimit", "", "GOMEMLIMIT of the scale runs' fleetwatch processes, such as 7GiB (default: none)")
 	fs.IntVar(&o.shards, "shards", 0, "run the sharded phase with this many replicas of the fleetwatch binary (at least 2): planned moves N-1 → N → N-1 with and without the warm handover, and fan-out lists through a replica against a single replica (default: none)")
@@ -449,8 +449,10 @@ type runResult struct {
 	MetadataCompact *Result `json:"metadataCompact,omitempty"`
 	// JSON and CompactJSON are fleetwatch and its compact cache asking the apiservers
 	// for JSON only (Options.JSONOnly), run only when named in --contenders.
-	JSON         *Result      `json:"json,omitempty"`
-	CompactJSON  *Result      `json:"compactJSON,omitempty"`
+	JSON        *Result `json:"json,omitempty"`
+	CompactJSON *Result `json:"compactJSON,omitempty"`
+	// SnapCold and Warm are the library's default fleet (compact) with a snapshot:
+	// a cold sync writing it, then a restart warm from it.
 	SnapCold     *Result      `json:"snapshotCold"`
 	Warm         *Result      `json:"warm"`
 	ClientGoList listCounters `json:"clientGoList"`
@@ -492,9 +494,10 @@ type runResult struct {
 	// Watch phase.
 	ClientGoWatch   *Result `json:"clientGoWatch"`
 	FleetwatchWatch *Result `json:"fleetwatchWatch"`
-	SnapWatch       *Result `json:"snapshotWatch"`
+	// SnapWatch is the compact fleet (the default) with a snapshot.
+	SnapWatch *Result `json:"snapshotWatch"`
 	// CompactWatch and CompactJSONWatch are the compact fleet in the watch phase,
-	// protobuf and JSON only (--watch-compact).
+	// protobuf and JSON only (the latter with --watch-compact).
 	CompactWatch     *Result `json:"compactWatch,omitempty"`
 	CompactJSONWatch *Result `json:"compactJSONWatch,omitempty"`
 	// HistoryWatch is fleetwatch + snapshot with its change log, in the same window as
@@ -590,7 +593,7 @@ func (d *driver) run(ctx context.Context, r int) (*runResult, error) {
 					return err
 				}
 			}
-			if rr.SnapCold, _, err = d.contend(ctx, name("fleetwatch-snapshot-cold"), modeSync, profile, "--impl", implFleetwatch, "--snapshot", snapPath); err != nil {
+			if rr.SnapCold, _, err = d.contend(ctx, name("fleetwatch-snapshot-cold"), modeSync, profile, "--impl", implFleetwatch, "--compact", "--snapshot", snapPath); err != nil {
 				return err
 			}
 			if rr.Snapshot, err = inspect(snapPath); err != nil {
@@ -600,7 +603,7 @@ func (d *driver) run(ctx context.Context, r int) (*runResult, error) {
 				return err
 			}
 			rr.Warm, rr.WarmList, err = d.contend(ctx, name("fleetwatch-snapshot-warm"), modeSync, profile,
-				"--impl", implFleetwatch, "--snapshot", snapPath, "--expect", strconv.Itoa(rr.SnapCold.Total))
+				"--impl", implFleetwatch, "--compact", "--snapshot", snapPath, "--expect", strconv.Itoa(rr.SnapCold.Total))
 			if err != nil {
 				return err
 			}
@@ -619,7 +622,7 @@ func (d *driver) run(ctx context.Context, r int) (*runResult, error) {
 				}
 			}
 			rr.CatchUp, rr.CatchUpList, err = d.contend(ctx, name("fleetwatch-snapshot-catchup"), modeSync, profile,
-				"--impl", implFleetwatch, "--snapshot", snapPath, "--expect", strconv.Itoa(rr.SnapCold.Total), "--catch-up", strconv.Itoa(n))
+				"--impl", implFleetwatch, "--compact", "--snapshot", snapPath, "--expect", strconv.Itoa(rr.SnapCold.Total), "--catch-up", strconv.Itoa(n))
 			return err
 		},
 	}
@@ -825,8 +828,8 @@ func (d *driver) watchPhase(ctx context.Context, r int, rr *runResult) error {
 		{name("clientgo-watch"), []string{"--impl", implClientGo}, &rr.ClientGoWatch},
 		{name("clientgo-typed-watch"), []string{"--impl", implClientGoTyped}, &rr.ClientGoTypedWatch},
 		{name("fleetwatch-watch"), []string{"--impl", implFleetwatch}, &rr.FleetwatchWatch},
-		{name("fleetwatch-snapshot-watch"), []string{"--impl", implFleetwatch, "--snapshot", watchSnap}, &rr.SnapWatch},
-		{name("fleetwatch-history-watch"), []string{"--impl", implFleetwatch, "--snapshot", historySnap, "--history"}, &rr.HistoryWatch},
+		{name("fleetwatch-snapshot-watch"), []string{"--impl", implFleetwatch, "--compact", "--snapshot", watchSnap}, &rr.SnapWatch},
+		{name("fleetwatch-history-watch"), []string{"--impl", implFleetwatch, "--compact", "--snapshot", historySnap, "--history"}, &rr.HistoryWatch},
 		{name("fleetwatch-compact-watch"), []string{"--impl", implFleetwatch, "--compact"}, &rr.CompactWatch},
 	}
 	if d.opts.watchCompact {

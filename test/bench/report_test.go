@@ -79,7 +79,7 @@ func fullReport() *report {
 			Encoded:      map[string]resourceSize{"/v1/pods": {Objects: 300, Bytes: 300 << 10}},
 			ClientGoList: listCounters{InitEvents: 100}, CatchUpList: listCounters{InitEvents: 10},
 			CatchUpResume: []resumeProbe{{Cluster: "cluster-1", Resource: "pods", ResourceVersion: "7", Resumes: true}},
-			ClientGoWatch: watch(implClientGo), FleetwatchWatch: watch(implFleetwatch), SnapWatch: watch(implFleetwatch),
+			ClientGoWatch: watch(implClientGo), FleetwatchWatch: watch(implFleetwatch), SnapWatch: watch(implFleetwatch), CompactWatch: watch(implFleetwatch),
 			ClientGoTypedWatch: watch(implClientGoTyped), HistoryWatch: watch(implFleetwatch),
 			WatchLists:    map[string]listCounters{},
 			MCRKubeconfig: mcr(mcrKubeconfig, false, false),

@@ -17,8 +17,8 @@ import (
 // <dir>/env-small-<clusters>c-<N>p, each holding N small pods (testenv.SmallPod) spread
 // over the bench namespaces, and runs, --runs times in rotating order, each in its own
 // process over pods alone: typed informers with the managedFields transform (the
-// strongest peer), the library's plain fleet, its compact fleet (persist.Codec{}), and
-// `fleetwatch serve` in its default cache encoding.
+// strongest peer), the library's plain fleet (Encoding objects), its compact fleet (the
+// default, persist.Codec{}), and `fleetwatch serve` in its default cache encoding.
 
 // smallRun is one run of the small-pods section.
 type smallRun struct {
@@ -149,7 +149,7 @@ func (rep *report) smallMarkdown() string {
 	var b strings.Builder
 	o := rep.Options
 	fmt.Fprintf(&b, "\n%s\n\n", smallHeading)
-	fmt.Fprintf(&b, "%d clusters × %d small pods (%.0f B of JSON as served, %.0f B as cached), pods alone, in an env of their own; %d runs, the contenders in rotating order, each in its own process. The peer is typed informers with the transform dropping managedFields; the plain and compact fleets are the library's (`fleetwatch.NewManager`, `Fleet.Codec` unset and `persist.Codec{}`), the daemon runs in its default configuration, its memory measured once it is idle after the sync (its snapshot committed, its goroutines steady for a second: the work that follows its sync, done).\n\n",
+	fmt.Fprintf(&b, "%d clusters × %d small pods (%.0f B of JSON as served, %.0f B as cached), pods alone, in an env of their own; %d runs, the contenders in rotating order, each in its own process. The peer is typed informers with the transform dropping managedFields; the plain and compact fleets are the library's (`fleetwatch.NewManager` with `Encoding: EncodingObjects`, and with its default, `EncodingCompact`), the daemon runs in its default configuration, its memory measured once it is idle after the sync (its snapshot committed, its goroutines steady for a second: the work that follows its sync, done).\n\n",
 		o.clusters, o.smallPods, rep.SmallPod.Served, rep.SmallPod.Cached, len(rep.Small))
 	b.WriteString("| Figure | typed informers + transform | fleetwatch | ratio per run | ratio | goal | met |\n|---|---|---|---|---|---|---|\n")
 	for _, f := range rep.smallFigures() {

@@ -24,7 +24,6 @@ import (
 	"github.com/fleetwatch/fleetwatch/cluster"
 	"github.com/fleetwatch/fleetwatch/informer"
 	"github.com/fleetwatch/fleetwatch/internal/testenv"
-	"github.com/fleetwatch/fleetwatch/persist"
 )
 
 var deploymentsGVR = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
@@ -146,12 +145,12 @@ func fleetCache(t *testing.T, fleet *aggregate.Fleet, gvr schema.GroupVersionRes
 // startManager starts a Manager until the test ends or the returned stop is called.
 // before, if set, runs between NewManager and Start.
 //
-// With FLEETWATCH_TEST_CACHE_ENCODING=compact, the Manager's fleet is compact, in the
-// snapshot's encoding (Options.Fleet.Codec = persist.Codec{}).
+// FLEETWATCH_TEST_CACHE_ENCODING, if set, is the Encoding of a Manager whose opts set
+// neither Encoding nor Fleet.Codec (objects: a plain fleet; the default is compact).
 func startManager(t *testing.T, opts fleetwatch.Options, before func(*fleetwatch.Manager)) (*fleetwatch.Manager, func()) {
 	t.Helper()
-	if os.Getenv("FLEETWATCH_TEST_CACHE_ENCODING") == "compact" && opts.Fleet.Codec == nil {
-		opts.Fleet.Codec = persist.Codec{}
+	if e := os.Getenv("FLEETWATCH_TEST_CACHE_ENCODING"); e != "" && opts.Fleet.Codec == nil && opts.Encoding == "" {
+		opts.Encoding = fleetwatch.Encoding(e)
 	}
 	mgr, err := fleetwatch.NewManager(opts)
 	if err != nil {
