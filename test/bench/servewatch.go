@@ -3,13 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -48,25 +45,15 @@ type serveWatch struct {
 
 // spawnServeWatch starts the daemon for the watch phase.
 func (d *driver) spawnServeWatch(ctx context.Context, name string) (*serveWatch, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	cmd, logFile, base, err := d.serveCommand(ctx, name, serveOptions{kubeconfig: d.env.Kubeconfig, resources: "pods,configmaps"})
 	if err != nil {
 		return nil, err
 	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	logFile, err := os.Create(filepath.Join(d.logDir, name+".log"))
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.CommandContext(ctx, d.serveBin, "serve", "--kubeconfig", d.env.Kubeconfig, "--resources", "pods,configmaps",
-		"--snapshot-path", "", "--server-address", addr, "--log-verbosity", strconv.Itoa(d.opts.verbosity))
-	cmd.Env = append(os.Environ(), "KUBECONFIG=")
-	cmd.Stderr = logFile
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
 		return nil, err
 	}
-	return &serveWatch{name: name, cmd: cmd, logFile: logFile, base: "http://" + addr, ctx: ctx}, nil
+	return &serveWatch{name: name, cmd: cmd, logFile: logFile, base: base, ctx: ctx}, nil
 }
 
 // ready waits, at most 10 minutes, until the daemon has synced.
@@ -141,15 +128,8 @@ func (s *serveWatch) expect(typ string) error {
 func (s *serveWatch) result() (*Result, error) {
 	defer s.logFile.Close()
 	res := &Result{Impl: "serve", Mode: modeWatch, Events: s.events, Expected: s.want, CPUWindowSec: s.cpu1 - s.cpu0}
-	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := stopServe(s.cmd, s.name); err != nil {
 		return nil, err
-	}
-	done := make(chan error, 1)
-	go func() { done <- s.cmd.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Minute):
-		return nil, fmt.Errorf("%s did not stop within 5 minutes of SIGTERM", s.name)
 	}
 	return res, nil
 }
