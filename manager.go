@@ -83,7 +83,10 @@ type Options struct {
 	// annotation of kubectl apply, all dropped by default (see informer.Options).
 	KeepSecretData bool
 	// Transform, if set, runs on every object after the built-in transforms. It must be
-	// idempotent (objects loaded from the snapshot pass through it again).
+	// idempotent (objects loaded from the snapshot pass through it again), and return
+	// the type it is given (*unstructured.Unstructured, or *metav1.PartialObjectMetadata
+	// for a metadata-only resource): a compact fleet (the default Encoding) and the
+	// snapshot encode no other.
 	Transform cache.TransformFunc
 	// TransformID identifies Transform; change it when Transform changes what it keeps,
 	// so that snapshot state made under the old one is not reused.

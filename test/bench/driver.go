@@ -496,6 +496,10 @@ type runResult struct {
 	FleetwatchWatch *Result `json:"fleetwatchWatch"`
 	// SnapWatch is the compact fleet (the default) with a snapshot.
 	SnapWatch *Result `json:"snapshotWatch"`
+	// ServeWatch is `fleetwatch serve` in its default configuration (servewatch.go):
+	// its CPU time and events in the window, no latencies; nil in reports from before
+	// it.
+	ServeWatch *Result `json:"serveWatch,omitempty"`
 	// CompactWatch and CompactJSONWatch are the compact fleet in the watch phase,
 	// protobuf and JSON only (the latter with --watch-compact).
 	CompactWatch     *Result `json:"compactWatch,omitempty"`
@@ -847,7 +851,8 @@ func (d *driver) watchPhase(ctx context.Context, r int, rr *runResult) error {
 			units[k].args = append(units[k].args, "--window-cpuprofile", filepath.Join(d.opts.profileDir, units[k].name+".window.cpu.pprof"))
 		}
 	}
-	procs := make([]*proc, len(units))
+	// The daemon (servewatch.go) is the last participant, after the units' processes.
+	procs := make([]watchParticipant, len(units)+1)
 	// Whatever happens, no process outlives the phase.
 	defer func() {
 		for _, p := range procs {
@@ -864,6 +869,11 @@ func (d *driver) watchPhase(ctx context.Context, r int, rr *runResult) error {
 		}
 		procs[(k+r)%len(units)] = p
 	}
+	serve, err := d.spawnServeWatch(ctx, name("serve-watch"))
+	if err != nil {
+		return err
+	}
+	procs[len(units)] = serve
 	for _, p := range procs {
 		if err := p.ready(); err != nil {
 			return err
@@ -905,6 +915,11 @@ func (d *driver) watchPhase(ctx context.Context, r int, rr *runResult) error {
 			return err
 		}
 		procs[k] = nil
+		if k == len(units) {
+			rr.ServeWatch = res
+			log.Printf("%-34s watch: %d/%d changes, %.0fµs CPU/event", name("serve-watch"), res.Events, res.Expected, cpuPerEvent(res))
+			continue
+		}
 		*units[k].res = res
 		logResult(units[k].name, res)
 	}

@@ -357,6 +357,10 @@ func (rep *report) markdown() string {
 			p("| %d | %s | %d/%d | %d | %.1f | %.2f | %.0f | %.1f | %.1f | %.1f | %.1f | %.1f | %d | %.0f |\n", i+1, c.name, x.Stamped, x.Expected, x.Events, x.WindowSec,
 				x.CPUWindowSec, cpuPerEvent(x), faults, latency(x, 0.5), latency(x, 0.9), latency(x, 0.99), latency(x, 1), x.GCsInWindow, listedInWindow(r, c.key))
 		}
+		if x := r.ServeWatch; x != nil {
+			// No handler to time: the changes its watch cache received, and its CPU.
+			p("| %d | %s | — | %d | — | %.2f | %.0f | — | — | — | — | — | — | %.0f |\n", i+1, serveWatchRow, x.Events, x.CPUWindowSec, cpuPerEvent(x), listedInWindow(r, "window"))
+		}
 	}
 	p("\n%s\n", markerEnd)
 	return b.String()
@@ -480,6 +484,13 @@ func peerFigures(rep *report) []figure {
 					func(x *Result) float64 { return latency(x, 0.99) }, "≤ 1.2", atMost(1.2)),
 				compactFig(fmt.Sprintf("CPU per event at %.0f writes/s (µs)", o.writeRate), "%.0f", cpuPerEvent, "≤ 1", atMost(1)),
 			)
+		}
+		// The daemon in its default configuration, in the same window (servewatch.go).
+		if len(rep.Runs) == 0 || rep.Runs[0].ServeWatch != nil {
+			out = append(out, figure{name: fmt.Sprintf("`fleetwatch serve`, default cache.encoding, vs typed informers + transform: CPU per event at %.0f writes/s (µs)", o.writeRate),
+				format: "%.0f", goal: "≤ 1", ok: atMost(1), watch: true,
+				base:  rep.per(func(r *runResult) float64 { return cpuPerEvent(r.ClientGoTypedWatch) }),
+				value: rep.per(func(r *runResult) float64 { return cpuPerEvent(r.ServeWatch) })})
 		}
 	}
 	return out
@@ -844,6 +855,9 @@ func (r *runResult) syncRows() []rawRow {
 		{"fleetwatch + snapshot, warm after changes", r.CatchUp, ""}}
 }
 
+// serveWatchRow names the daemon's row of the watch phase's raw measurements.
+const serveWatchRow = "`fleetwatch serve`, default configuration (its watch cache's changes; no latencies)"
+
 // watchRows are the rows of the watch phase's raw measurements.
 func (r *runResult) watchRows() []rawRow {
 	rows := []rawRow{{"client-go", r.ClientGoWatch, "clientgo"}, {"fleetwatch", r.FleetwatchWatch, "fleetwatch"},
@@ -919,6 +933,9 @@ func (rep *report) missingRows(md string) []string {
 		if hasWatch {
 			for _, c := range r.watchRows() {
 				row(fmt.Sprintf("| %d | %s |", i+1, c.name))
+			}
+			if r.ServeWatch != nil {
+				row(fmt.Sprintf("| %d | %s |", i+1, serveWatchRow))
 			}
 		}
 	}

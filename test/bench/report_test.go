@@ -80,7 +80,7 @@ func fullReport() *report {
 			ClientGoList: listCounters{InitEvents: 100}, CatchUpList: listCounters{InitEvents: 10},
 			CatchUpResume: []resumeProbe{{Cluster: "cluster-1", Resource: "pods", ResourceVersion: "7", Resumes: true}},
 			ClientGoWatch: watch(implClientGo), FleetwatchWatch: watch(implFleetwatch), SnapWatch: watch(implFleetwatch), CompactWatch: watch(implFleetwatch),
-			ClientGoTypedWatch: watch(implClientGoTyped), HistoryWatch: watch(implFleetwatch),
+			ClientGoTypedWatch: watch(implClientGoTyped), HistoryWatch: watch(implFleetwatch), ServeWatch: watch("serve"),
 			WatchLists:    map[string]listCounters{},
 			MCRKubeconfig: mcr(mcrKubeconfig, false, false),
 			MCRFleetwatch: mcr(mcrFleetwatch, false, false), MCRFleetwatchWarm: mcr(mcrFleetwatch, true, false),

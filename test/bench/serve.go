@@ -85,33 +85,61 @@ func (d *driver) serveContend(ctx context.Context, name string, o serveOptions) 
 	return d.counted(ctx, name, func() (*Result, error) { return d.serveOnce(ctx, name, o) })
 }
 
-// serveOnce runs and measures the daemon for serveContend, whose defaults o has.
-func (d *driver) serveOnce(ctx context.Context, name string, o serveOptions) (*Result, error) {
+// serveCommand returns the command of the daemon as o says, serving on a free loopback
+// address, base its URL, its stderr going to logFile, name.log in the driver's log
+// directory, which the caller closes.
+func (d *driver) serveCommand(ctx context.Context, name string, o serveOptions) (cmd *exec.Cmd, logFile *os.File, base string, err error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, err
+		return nil, nil, "", err
 	}
 	addr := l.Addr().String()
 	_ = l.Close()
-	logFile, err := os.Create(filepath.Join(d.logDir, name+".log"))
+	logFile, err = os.Create(filepath.Join(d.logDir, name+".log"))
+	if err != nil {
+		return nil, nil, "", err
+	}
+	args := []string{"serve", "--kubeconfig", o.kubeconfig, "--resources", o.resources, "--snapshot-path", o.snapshotPath,
+		"--server-address", addr, "--log-verbosity", strconv.Itoa(d.opts.verbosity)}
+	if o.encoding != "" {
+		args = append(args, "--cache-encoding", o.encoding)
+	}
+	cmd = exec.CommandContext(ctx, d.serveBin, append(args, o.args...)...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG=")
+	cmd.Stderr = logFile
+	return cmd, logFile, "http://" + addr, nil
+}
+
+// stopServe stops the daemon with SIGTERM and waits for its exit, at most 5 minutes.
+func stopServe(cmd *exec.Cmd, name string) error {
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+		return nil
+	case <-time.After(5 * time.Minute):
+		return fmt.Errorf("%s did not stop within 5 minutes of SIGTERM", name)
+	}
+}
+
+// serveOnce runs and measures the daemon for serveContend, whose defaults o has.
+func (d *driver) serveOnce(ctx context.Context, name string, o serveOptions) (*Result, error) {
+	cmd, logFile, base, err := d.serveCommand(ctx, name, o)
 	if err != nil {
 		return nil, err
 	}
 	defer logFile.Close()
-	args := []string{"serve", "--kubeconfig", o.kubeconfig, "--resources", o.resources, "--snapshot-path", o.snapshotPath,
-		"--server-address", addr, "--log-verbosity", strconv.Itoa(d.opts.verbosity)}
 	impl := "serve"
 	if o.encoding != "" {
-		args = append(args, "--cache-encoding", o.encoding)
 		impl += "-" + o.encoding
 	}
-	cmd := exec.CommandContext(ctx, d.serveBin, append(args, o.args...)...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG=")
 	if d.opts.profileDir != "" {
 		cmd.Env = append(cmd.Env, "FLEETWATCH_BENCH_HEAP_PROFILE="+filepath.Join(d.opts.profileDir, name+".heap.pprof"),
 			"FLEETWATCH_BENCH_CPU_PROFILE="+filepath.Join(d.opts.profileDir, name+".cpu.pprof"))
 	}
-	cmd.Stderr = logFile
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -137,7 +165,6 @@ func (d *driver) serveOnce(ctx context.Context, name string, o serveOptions) (*R
 	}()
 
 	res := &Result{Impl: impl, Mode: modeSync}
-	base := "http://" + addr
 	deadline := start.Add(o.timeout)
 	for {
 		if err := ctx.Err(); err != nil {
@@ -196,15 +223,8 @@ func (d *driver) serveOnce(ctx context.Context, name string, o serveOptions) (*R
 	case <-time.After(time.Minute):
 		return nil, fmt.Errorf("%s: no memstats within a minute of SIGUSR1 (is it built with -tags fleetwatch_bench?)", name)
 	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := stopServe(cmd, name); err != nil {
 		return nil, err
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Minute):
-		return nil, fmt.Errorf("%s did not stop within 5 minutes of SIGTERM", name)
 	}
 	return res, nil
 }
