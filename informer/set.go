@@ -1086,6 +1086,13 @@ func storedSame(known cache.KeyListerGetter, obj interface{}) (interface{}, bool
 	if err != nil {
 		return nil, false
 	}
+	// A compact store decodes at GetByKey: what a watch event brings, a new
+	// resourceVersion, is told apart without it.
+	if vg, ok := versionGetterOf(known); ok {
+		if rv, ok := vg.ResourceVersionByKey(key); !ok || rv != a.GetResourceVersion() {
+			return nil, false
+		}
+	}
 	stored, ok, err := known.GetByKey(key)
 	if err != nil || !ok {
 		return nil, false

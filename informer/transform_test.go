@@ -80,6 +80,58 @@ func TestTransform(t *testing.T) {
 	}
 }
 
+// versionedStore is a store that tells resourceVersions without handing out its
+// objects (as aggregate.ClusterStore does without decoding), and counts the objects it
+// hands out.
+type versionedStore struct {
+	cache.Store
+	gets int
+}
+
+func (s *versionedStore) GetByKey(key string) (any, bool, error) {
+	s.gets++
+	return s.Store.GetByKey(key)
+}
+
+func (s *versionedStore) ResourceVersionByKey(key string) (string, bool) {
+	obj, ok, _ := s.Store.GetByKey(key)
+	if !ok {
+		return "", false
+	}
+	return obj.(*unstructured.Unstructured).GetResourceVersion(), true
+}
+
+// TestTransformAsksVersion checks that the transform of a watched change, at a new
+// resourceVersion, does not take the stored object from a store that tells
+// resourceVersions (a compact fleet decodes it to hand it out), and that an object at
+// the stored resourceVersion is still handed out as stored.
+func TestTransformAsksVersion(t *testing.T) {
+	known := &versionedStore{Store: cache.NewStore(cache.MetaNamespaceKeyFunc)}
+	tf := transform(Options{}, podsMapping, known, false)
+	a, err := tf(decodePod(t, "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := known.Add(a); err != nil {
+		t.Fatal(err)
+	}
+	changed := decodePod(t, "a")
+	changed.SetResourceVersion(changed.GetResourceVersion() + "1")
+	if _, err := tf(changed); err != nil {
+		t.Fatal(err)
+	}
+	if known.gets != 0 {
+		t.Errorf("the transform of a change at a new resourceVersion took the stored object %d times", known.gets)
+	}
+	again, err := tf(decodePod(t, "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again != a {
+		t.Error("the stored object at the same resourceVersion was not reused")
+	}
+}
+
 // TestTransformOfInterned checks that the transform of a Set whose decoder interns
 // interns only what a user Transform returns.
 func TestTransformOfInterned(t *testing.T) {

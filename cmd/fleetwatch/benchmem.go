@@ -29,6 +29,9 @@ import (
 // with ".mutex"); with FLEETWATCH_BENCH_TRACE, an execution trace from its start to the
 // first SIGUSR1 or SIGUSR2. SIGUSR2 stops the CPU profile and the trace alone: the
 // benchmark sends it when the daemon is ready, so that they cover the start only.
+// With FLEETWATCH_BENCH_WINDOW_CPU_PROFILE set to a path (and no CPU profile of the
+// start running), SIGUSR2 starts a CPU profile into it and the next SIGUSR2 stops it:
+// the benchmark's watch phase sends them at its window's start and end.
 // FLEETWATCH_BENCH_MEMPROFILERATE sets runtime.MemProfileRate (bytes per sample of the
 // heap profile; the default, 512 KiB, is too coarse for what a cluster costs). The
 // daemon built without the tag has no such hook.
@@ -37,6 +40,8 @@ func init() {
 		runtime.MemProfileRate = r
 	}
 	cpu := startCPUProfile(os.Getenv("FLEETWATCH_BENCH_CPU_PROFILE"))
+	windowPath := os.Getenv("FLEETWATCH_BENCH_WINDOW_CPU_PROFILE")
+	var window *os.File
 	tr := startTrace(os.Getenv("FLEETWATCH_BENCH_TRACE"))
 	if os.Getenv("FLEETWATCH_BENCH_BLOCK_PROFILE") != "" {
 		runtime.SetBlockProfileRate(int(time.Millisecond))
@@ -46,6 +51,16 @@ func init() {
 	signal.Notify(c, syscall.SIGUSR1, syscall.SIGUSR2)
 	go func() {
 		for sig := range c {
+			if sig == syscall.SIGUSR2 && windowPath != "" && cpu == nil {
+				if window == nil {
+					window = startCPUProfile(windowPath)
+				} else {
+					pprof.StopCPUProfile()
+					_ = window.Close()
+					window, windowPath = nil, ""
+				}
+				continue
+			}
 			if cpu != nil {
 				pprof.StopCPUProfile()
 				_ = cpu.Close()

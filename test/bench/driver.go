@@ -869,7 +869,11 @@ func (d *driver) watchPhase(ctx context.Context, r int, rr *runResult) error {
 		}
 		procs[(k+r)%len(units)] = p
 	}
-	serve, err := d.spawnServeWatch(ctx, name("serve-watch"))
+	profileDir := ""
+	if d.opts.profileDir != "" && r == d.opts.runs-1 {
+		profileDir = d.opts.profileDir
+	}
+	serve, err := d.spawnServeWatch(ctx, name("serve-watch"), profileDir)
 	if err != nil {
 		return err
 	}

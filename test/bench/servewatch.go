@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -41,19 +43,26 @@ type serveWatch struct {
 	events0    float64
 	want       int
 	events     int
+	// profile has the daemon profile its window's CPU (FLEETWATCH_BENCH_WINDOW_CPU_PROFILE):
+	// SIGUSR2 at "start" and at "end".
+	profile bool
 }
 
-// spawnServeWatch starts the daemon for the watch phase.
-func (d *driver) spawnServeWatch(ctx context.Context, name string) (*serveWatch, error) {
+// spawnServeWatch starts the daemon for the watch phase; with profileDir not empty, it
+// profiles its window's CPU into name.window.cpu.pprof there.
+func (d *driver) spawnServeWatch(ctx context.Context, name, profileDir string) (*serveWatch, error) {
 	cmd, logFile, base, err := d.serveCommand(ctx, name, serveOptions{kubeconfig: d.env.Kubeconfig, resources: "pods,configmaps"})
 	if err != nil {
 		return nil, err
+	}
+	if profileDir != "" {
+		cmd.Env = append(cmd.Env, "FLEETWATCH_BENCH_WINDOW_CPU_PROFILE="+filepath.Join(profileDir, name+".window.cpu.pprof"))
 	}
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
 		return nil, err
 	}
-	return &serveWatch{name: name, cmd: cmd, logFile: logFile, base: base, ctx: ctx}, nil
+	return &serveWatch{name: name, cmd: cmd, logFile: logFile, base: base, ctx: ctx, profile: profileDir != ""}, nil
 }
 
 // ready waits, at most 10 minutes, until the daemon has synced.
@@ -88,6 +97,9 @@ func (s *serveWatch) send(cmd string) error {
 			return err
 		}
 		s.cpu0, s.events0 = procCPU(s.cmd.Process.Pid), events
+		if s.profile {
+			return s.cmd.Process.Signal(syscall.SIGUSR2)
+		}
 	case strings.HasPrefix(cmd, "finish "):
 		n, err := strconv.Atoi(strings.TrimPrefix(cmd, "finish "))
 		if err != nil {
@@ -96,6 +108,9 @@ func (s *serveWatch) send(cmd string) error {
 		s.want = n
 	case cmd == "end":
 		s.cpu1 = procCPU(s.cmd.Process.Pid)
+		if s.profile {
+			return s.cmd.Process.Signal(syscall.SIGUSR2)
+		}
 	default:
 		return fmt.Errorf("%s: unknown command %q", s.name, cmd)
 	}
