@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"maps"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -105,7 +106,12 @@ func newWatchCache(historySize int, codec aggregate.Codec, log ChangeLogSource) 
 func (wc *watchCache) register(fleet *aggregate.Fleet) (*aggregate.Registration, error) {
 	// EncodedOnly: the view keeps a summary and the encoding of each full object of a
 	// compact fleet, read from the encoding (storedForm), so the events need not decode.
-	reg, err := fleet.AddHandler(wc, aggregate.HandlerOptions{Name: "server", EncodedOnly: wc.codec != nil})
+	// No MaxBacklog: the history, and so every watch, must have each change, in order,
+	// as the apiservers' watch caches have them; coalesced events would skip some (a
+	// warm start's replay of more objects than the fleet's MaxBacklog, with changes
+	// to some of them coming in behind it). A view that falls behind holds the events
+	// it has yet to take, and the versions of the objects they name.
+	reg, err := fleet.AddHandler(wc, aggregate.HandlerOptions{Name: "server", EncodedOnly: wc.codec != nil, MaxBacklog: math.MaxInt})
 	if err != nil {
 		return nil, err
 	}

@@ -20,6 +20,8 @@ import (
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/fleetwatch/fleetwatch/aggregate"
 )
 
 func TestWatchInitialStateThenChanges(t *testing.T) {
@@ -214,6 +216,52 @@ func TestWatchResumeOutOfOrder(t *testing.T) {
 	want := []string{"ADDED prod|default/r-1", "ADDED prod|default/r-2", "DELETED prod|default/web-2"}
 	if !slices.Equal(got, want) {
 		t.Errorf("events %q, want %q", got, want)
+	}
+	w.none(100 * time.Millisecond)
+}
+
+// TestWatchEveryChangeBehindABacklog checks that a watch has every change, in order,
+// when the server's view falls behind the fleet by more than the fleet's MaxBacklog,
+// beyond which a handler's events are coalesced: changes of objects that have one
+// waiting already, and an object added and deleted while the view waits.
+func TestWatchEveryChangeBehindABacklog(t *testing.T) {
+	f := newFixture(t, func(o *Options) { o.HistorySize = 2 * aggregate.DefaultMaxBacklog })
+	pods := clusterPath(prod) + "/api/v1/pods"
+	var l itemList
+	f.getOK(pods, &l)
+	// The view's handler waits at the search index's lock after its next event.
+	f.server.cache.indexMu.Lock()
+	var want []string
+	rv := 1000
+	change := func(typ, name string) {
+		rv++
+		if typ == "DELETED" {
+			f.remove(prod, podsGVR, pod("default", name, fmt.Sprint(rv), web))
+		} else {
+			f.apply(prod, podsGVR, pod("default", name, fmt.Sprint(rv), web))
+		}
+		want = append(want, fmt.Sprintf("%s prod|default/%s@%d", typ, name, rv))
+	}
+	for i := range aggregate.DefaultMaxBacklog + 100 {
+		change("MODIFIED", []string{"web-1", "web-2"}[i%2])
+		if i == aggregate.DefaultMaxBacklog/2 {
+			change("ADDED", "brief")
+			change("DELETED", "brief")
+		}
+	}
+	f.server.cache.indexMu.Unlock()
+	f.sync()
+	if st := f.server.cache.reg.Load().Stats(); st.Coalesced != 0 {
+		t.Errorf("the view's events were coalesced: %+v", st)
+	}
+
+	w := f.watch(pods + "?watch=1&resourceVersion=" + url.QueryEscape(l.Metadata.ResourceVersion))
+	for k, wt := range want {
+		e := w.next()
+		got := e.ref() + "@" + e.Object.GetAnnotations()[ResourceVersionAnnotation]
+		if got != wt {
+			t.Fatalf("change %d of %d: %s, want %s", k+1, len(want), got, wt)
+		}
 	}
 	w.none(100 * time.Millisecond)
 }

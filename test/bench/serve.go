@@ -137,6 +137,9 @@ func (d *driver) serveOnce(ctx context.Context, name string, o serveOptions) (*R
 		impl += "-" + o.encoding
 	}
 	if d.opts.profileDir != "" {
+		if err := os.MkdirAll(d.opts.profileDir, 0o755); err != nil {
+			return nil, err
+		}
 		cmd.Env = append(cmd.Env, "FLEETWATCH_BENCH_HEAP_PROFILE="+filepath.Join(d.opts.profileDir, name+".heap.pprof"),
 			"FLEETWATCH_BENCH_CPU_PROFILE="+filepath.Join(d.opts.profileDir, name+".cpu.pprof"))
 	}
