@@ -181,6 +181,87 @@ func TestDecodeAheadIsBounded(t *testing.T) {
 	}
 }
 
+// TestDecodeAheadOfAReplay: without Options.DecodeAhead, helpers decode ahead of a
+// handler's replay of the objects the fleet held when it was added (a warm start's),
+// up to ReplayDecodeAhead, and not ahead of a handler that takes the same objects as
+// they come; each handler gets every event once, in order, each object decoded once.
+func TestDecodeAheadOfAReplay(t *testing.T) {
+	const n = 3 * aggregate.ReplayDecodeAhead
+	f, codec := compactFleet(0, 1)
+	aggregate.NoDecodeAhead(f)
+	startFleet(t, f)
+	liveRec, replayRec := aggregatetest.NewRecorder(), aggregatetest.NewRecorder()
+	live, replay := newGate(liveRec), newGate(replayRec)
+	liveReg, err := f.AddHandler(live, aggregate.HandlerOptions{MaxBacklog: 2 * n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := f.ClusterStore("a", aggregatetest.Pods)
+	for i := range n {
+		mustApplyPartial(t, s, aggregatetest.RealisticPod("ns", fmt.Sprintf("p%d", i), strconv.Itoa(i+1), nil))
+	}
+	<-live.entered
+	replayReg, err := f.AddHandler(replay, aggregate.HandlerOptions{MaxBacklog: 2 * n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-replay.entered
+	for deadline := time.Now().Add(waitTimeout); aggregate.AheadTaken(f) < aggregate.ReplayDecodeAhead; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d events decoded ahead of a replay, want %d", aggregate.AheadTaken(f), aggregate.ReplayDecodeAhead)
+		}
+	}
+	waitDecodeAhead(t, replayReg, func(_, busy int) bool { return busy == 0 })
+	time.Sleep(20 * time.Millisecond)
+	if claimed, _ := aggregate.DecodeAhead(liveReg); claimed != 0 {
+		t.Errorf("%d events decoded ahead of a handler that is not replaying, without DecodeAhead", claimed)
+	}
+	if got := aggregate.AheadTaken(f); got > aggregate.ReplayDecodeAhead {
+		t.Fatalf("%d events decoded ahead, want at most %d", got, aggregate.ReplayDecodeAhead)
+	}
+	close(live.open)
+	close(replay.open)
+	// The live handler gets the objects as they came, the replay in the fleet's order.
+	for _, rec := range []*aggregatetest.Recorder{liveRec, replayRec} {
+		if err := rec.WaitForLen(waitCtx(t), n); err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]bool{}
+		for i, e := range rec.Events() {
+			name := e.Key().Name
+			k, _ := strconv.Atoi(name[1:])
+			if e.Type != aggregate.Added || seen[name] || aggregatetest.RV(e.Object) != strconv.Itoa(k+1) || rec == liveRec && k != i {
+				t.Fatalf("event %d: %s %s@%s", i, e.Type, name, aggregatetest.RV(e.Object))
+			}
+			seen[name] = true
+		}
+	}
+	if got := codec.decodes.Load(); got != 2*n {
+		t.Errorf("%d decodes for %d events to 2 handlers, want one each", got, n)
+	}
+	waitDecodeAhead(t, replayReg, func(claimed, busy int) bool { return claimed == 0 && busy == 0 })
+	if got := aggregate.AheadTaken(f); got != 0 {
+		t.Errorf("%d events counted as decoded ahead once every event was delivered", got)
+	}
+	// The replay delivered, the changes that follow are decoded by the handler's own
+	// goroutine, which a stalled decode holds.
+	<-replayReg.Replayed()
+	stalled, release := codec.stallDecodes()
+	defer release()
+	for i := range 8 {
+		mustApplyPartial(t, s, aggregatetest.RealisticPod("ns", fmt.Sprintf("p%d", i), strconv.Itoa(n+i+1), nil))
+	}
+	<-stalled
+	time.Sleep(20 * time.Millisecond)
+	if claimed, _ := aggregate.DecodeAhead(replayReg); claimed != 0 {
+		t.Errorf("%d changes decoded ahead of a handler whose replay was delivered, without DecodeAhead", claimed)
+	}
+	release()
+	if err := replayRec.WaitForLen(waitCtx(t), n+8); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestDecodeAheadSkipsCoalescedChanges: objects that change faster than their handler
 // takes their events are decoded ahead at most once per pending event, not once per
 // change, and the handler still gets consistent events ending at the final states.

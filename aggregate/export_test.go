@@ -77,7 +77,21 @@ func SetDecodeHelpers(f *Fleet, n int) {
 	if f.codec != nil && f.decodeAhead > 0 {
 		f.decodeHelpers = n
 	}
+	if f.codec != nil {
+		f.replayHelpers = n
+	}
 }
+
+// NoDecodeAhead makes f decode nothing ahead but replays, whatever its Options and
+// FLEETWATCH_TEST_CACHE_ENCODING say.
+func NoDecodeAhead(f *Fleet) {
+	f.lock.Lock()
+	defer f.lock.Unlock()
+	f.decodeAhead, f.decodeHelpers = 0, 0
+}
+
+// ReplayDecodeAhead is the bound on the events decoded ahead of a handler's replay.
+const ReplayDecodeAhead = replayDecodeAhead
 
 // DecodeAhead returns how many of r's queued events were taken to decode ahead, and how
 // many helpers run and do not wait for the handler.

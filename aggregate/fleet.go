@@ -59,13 +59,22 @@ type Options struct {
 	// decoded pods. It shortens the end of a cold sync whose handlers fall behind when
 	// the fleet has cores to spare, at about a tenth more CPU for the sync
 	// (docs/benchmarks.md, "Decoding ahead of a compact fleet's handlers"). Default 0:
-	// no decoding ahead, each handler's goroutine decodes its events' objects. Ignored
-	// without Codec, and for EncodedOnly handlers.
+	// no decoding ahead, each handler's goroutine decodes its events' objects, but for
+	// its replay: the objects the fleet held when the handler was added, as after a warm
+	// start's load, are decoded ahead of it so, up to 64 events, while it takes them.
+	// Ignored without Codec, and for EncodedOnly handlers.
 	DecodeAhead int
 }
 
 // maxDecodeHelpers bounds the helper goroutines that decode ahead of one handler.
 const maxDecodeHelpers = 3
+
+// replayDecodeAhead is the bound on the events decoded ahead (Options.DecodeAhead)
+// while a handler of a compact fleet takes its replay: the objects the fleet held when
+// the handler was added, as after a warm start's load, whose decoding is then all that
+// the handler waits for, and which no apiserver competes with for the cores, unlike
+// a cold sync's.
+const replayDecodeAhead = 64
 
 // withDefaults returns o with defaults filled in and the Indexers map copied, so the
 // caller may reuse it.
@@ -112,6 +121,9 @@ type Fleet struct {
 	// that helpers took (backlog.claimed, over every handler).
 	decodeAhead, decodeHelpers int
 	aheadTaken                 atomic.Int64
+	// replayHelpers are the helper goroutines of a handler that decode ahead of its
+	// replay (replayDecodeAhead), in a compact fleet; 0 with one processor.
+	replayHelpers int
 
 	// lock guards the fields below, and the started and indexers fields of every
 	// Registration. Lock order: lock, then an Indexer's lock, then a Registration's mu.
@@ -153,6 +165,9 @@ func New(opts Options) *Fleet {
 		// With one processor, a helper would only take turns with the handler's
 		// goroutine: none then.
 		f.decodeAhead, f.decodeHelpers = opts.DecodeAhead, max(min(runtime.GOMAXPROCS(0)-1, maxDecodeHelpers), 0)
+	}
+	if f.codec != nil {
+		f.replayHelpers = max(min(runtime.GOMAXPROCS(0)-1, maxDecodeHelpers), 0)
 	}
 	return f
 }
@@ -208,11 +223,11 @@ func (f *Fleet) Start(ctx context.Context) error {
 	return nil
 }
 
-// takeAhead counts one event more taken to decode ahead, if fewer than decodeAhead are.
-func (f *Fleet) takeAhead() bool {
+// takeAhead counts one event more taken to decode ahead, if fewer than bound are.
+func (f *Fleet) takeAhead(bound int) bool {
 	for {
 		n := f.aheadTaken.Load()
-		if n >= int64(f.decodeAhead) {
+		if n >= int64(bound) {
 			return false
 		}
 		if f.aheadTaken.CompareAndSwap(n, n+1) {

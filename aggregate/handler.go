@@ -382,7 +382,8 @@ func (r *Registration) pushLocked(p pending) {
 // the events waiting has objects to decode that no helper took, the fleet's bound on
 // events decoded ahead is not reached, and fewer than maxHelpers helpers run.
 func (r *Registration) helpLocked() {
-	if r.helpers >= r.maxHelpers || !r.running || r.stopped || r.fleet.aheadTaken.Load() >= int64(r.fleet.decodeAhead) {
+	bound, helpers := r.aheadLocked()
+	if r.helpers >= helpers || !r.running || r.stopped || r.fleet.aheadTaken.Load() >= int64(bound) {
 		return
 	}
 	if r.queue.live < 2 && (r.inflight == 0 || r.queue.live == 0) {
@@ -420,6 +421,17 @@ func (r *Registration) decodeAhead() {
 	r.helpers--
 }
 
+// aheadLocked returns the bound on the events decoded ahead, all handlers together, and
+// on the helpers of r, that apply to r now: the fleet's (Options.DecodeAhead), raised
+// while r takes its replay (replayDecodeAhead), unless it is EncodedOnly.
+func (r *Registration) aheadLocked() (bound, helpers int) {
+	bound, helpers = r.fleet.decodeAhead, r.maxHelpers
+	if r.replaySet && !r.encodedOnly {
+		bound, helpers = max(bound, replayDecodeAhead), max(helpers, r.fleet.replayHelpers)
+	}
+	return bound, helpers
+}
+
 // decodeNextLocked takes the oldest queued event with objects to decode that nobody
 // took, if the fleet's bound on events decoded ahead allows, and decodes its objects
 // outside mu for the delivery goroutine (pending.decodedObjects). It reports whether it
@@ -427,7 +439,8 @@ func (r *Registration) decodeAhead() {
 // (backlog.dropAhead).
 func (r *Registration) decodeNextLocked() bool {
 	p := r.queue.nextToDecode()
-	if p == nil || !r.fleet.takeAhead() {
+	bound, _ := r.aheadLocked()
+	if p == nil || !r.fleet.takeAhead(bound) {
 		return false
 	}
 	d := &aheadDecode{}
