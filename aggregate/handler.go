@@ -379,8 +379,8 @@ func (r *Registration) pushLocked(p pending) {
 
 // helpLocked starts a helper goroutine to decode events ahead of the handler, if the
 // handler is behind (an event waits beyond the one it delivers or takes next), one of
-// the events waiting has objects to decode that no helper took, the fleet's bound on
-// events decoded ahead is not reached, and fewer than maxHelpers helpers run.
+// the events waiting has objects to decode that no helper took, and the bounds of
+// aheadLocked on the events decoded ahead and on the helpers are not reached.
 func (r *Registration) helpLocked() {
 	bound, helpers := r.aheadLocked()
 	if r.helpers >= helpers || !r.running || r.stopped || r.fleet.aheadTaken.Load() >= int64(bound) {
