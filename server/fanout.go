@@ -884,6 +884,63 @@ func inScope(owners map[string]owner, sc scope) map[string]owner {
 	return out
 }
 
+// partsAt returns the parts of c, a cursor rooted at replica self, by replica: its own
+// and its peers'.
+func (c cursor) partsAt(self string) map[string]cursor {
+	parts := map[string]cursor{self: c.part()}
+	for id, rv := range c.peers {
+		// Checked by parseCursor.
+		p, _ := parseCursor(rv)
+		parts[id] = p
+	}
+	return parts
+}
+
+// moveWait bounds how long a fan-out watch from a cursor waits for the clusters it
+// holds positions of to end their moves between replicas (a var for tests).
+var moveWait = primeWait
+
+// waitMoves waits, at most moveWait, until no cluster of sc that a part of the cursor
+// rv holds a position of is moving between replicas: carryMoved carries such a position
+// to the cluster's new owner once it watches it, where a cluster moving now would get
+// 410 and the client would list again. Past it: 503 with Retry-After, and the client
+// watches again from rv. A cursor that does not parse is left to serveFanOutWatch.
+func (s *Server) waitMoves(ctx context.Context, rv string, sc scope) error {
+	if rv == "" || rv == "0" {
+		return nil
+	}
+	c, err := parseCursor(rv)
+	if err != nil {
+		return nil
+	}
+	var held []string
+	for _, part := range c.rootedAt(s.opts.Replica).partsAt(s.opts.Replica) {
+		for cl := range part.positions {
+			if sc.includes(cl) {
+				held = append(held, cl)
+			}
+		}
+	}
+	deadline := time.Now().Add(moveWait)
+	for {
+		owners := s.placed(true).owners
+		i := slices.IndexFunc(held, func(cl string) bool { return owners[cl].moving })
+		if i < 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			se := apierrors.NewServiceUnavailable(fmt.Sprintf("cluster %q is moving between replicas; watch again from the same resourceVersion", held[i]))
+			se.ErrStatus.Details = &metav1.StatusDetails{RetryAfterSeconds: 1}
+			return se
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 // carryMoved returns from with the position of each cluster of the request's scope sc
 // that moved since from carried to the part of the replica that watches it now
 // (owners), or the first cluster that cannot be carried. A part of from holds the
@@ -909,12 +966,7 @@ func inScope(owners map[string]owner, sc scope) map[string]owner {
 // carried. A part may hold the position of a cluster that its replica no longer
 // watches (its watch cache saw the cluster leave).
 func carryMoved(from cursor, self string, sc scope, owners map[string]owner) (cursor, string, bool) {
-	parts := map[string]cursor{self: from.part()}
-	for id, rv := range from.peers {
-		// Checked by parseCursor.
-		c, _ := parseCursor(rv)
-		parts[id] = c
-	}
+	parts := from.partsAt(self)
 	holders := map[string][]string{}
 	for id, c := range parts {
 		for cl := range c.positions {

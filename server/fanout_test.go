@@ -442,6 +442,16 @@ func TestFanOutWatchAfterAMove(t *testing.T) {
 	// A watch open during the move ends once the move is seen: its parts answer for the
 	// clusters their replicas owned when they started.
 	open := local.watch(all + "?watch=true&resourceVersion=" + before)
+	// While edge moves, a watch from the cursor waits for the move to end rather than
+	// answer 410 at once.
+	local.src.setStatus(aggregate.ClusterStatus{Name: edge, Phase: aggregate.PhaseMoving})
+	during := make(chan response, 1)
+	go func() { during <- local.get(all + "?watch=true&timeoutSeconds=2&resourceVersion=" + before) }()
+	select {
+	case r := <-during:
+		t.Fatalf("a watch from a cursor of a cluster moving now answered at once: %d %s", r.code, r.body)
+	case <-time.After(300 * time.Millisecond):
+	}
 	// edge moves from local to peer: local gives it up (its objects leave local's fleet),
 	// peer takes it with what it holds of it.
 	local.src.setStatus(aggregate.ClusterStatus{Name: edge, Phase: aggregate.PhaseRemote, Replica: "fleetwatch-1", ReplicaAddress: peer.http.URL})
@@ -451,6 +461,11 @@ func TestFanOutWatchAfterAMove(t *testing.T) {
 	peer.sync()
 	if !open.ended(3 * ownersCheckInterval) {
 		t.Errorf("the watch open during the move did not end within %v", 3*ownersCheckInterval)
+	}
+	// The waiting watch is answered once the move ended: as any watch from before it
+	// (a move without a change log: 410).
+	if r := <-during; r.code != http.StatusGone || !strings.Contains(string(r.body), edge) {
+		t.Errorf("the watch that waited for the move: %d %s", r.code, r.body)
 	}
 	for _, f := range []*fixture{local, peer} {
 		// Bounded, so that a watch served by mistake fails the test rather than hangs it.
@@ -475,6 +490,17 @@ func TestFanOutWatchAfterAMove(t *testing.T) {
 		t.Errorf("after the move: %v", got)
 	}
 	w.stop()
+
+	// A move that does not end within moveWait: 503 with Retry-After, and the client
+	// watches again from the same cursor.
+	defer func(d time.Duration) { moveWait = d }(moveWait)
+	moveWait = 200 * time.Millisecond
+	local.src.setStatus(aggregate.ClusterStatus{Name: prod, Phase: aggregate.PhaseMoving})
+	r := local.get(all + "?watch=true&timeoutSeconds=2&resourceVersion=" + l.GetResourceVersion())
+	r.status(t, http.StatusServiceUnavailable)
+	if r.header.Get("Retry-After") != "1" || !strings.Contains(string(r.body), prod) {
+		t.Errorf("a move that does not end: Retry-After %q, %s", r.header.Get("Retry-After"), r.body)
+	}
 }
 
 // BenchmarkFanOutList measures the latency that the fan-out adds to a list: each
