@@ -161,13 +161,13 @@ func New(opts Options) *Fleet {
 		hotObjects:      opts.HotObjects,
 		resources:       make(map[schema.GroupVersionResource]*Indexer),
 	}
-	if f.codec != nil && opts.DecodeAhead > 0 {
+	if f.codec != nil {
 		// With one processor, a helper would only take turns with the handler's
 		// goroutine: none then.
-		f.decodeAhead, f.decodeHelpers = opts.DecodeAhead, max(min(runtime.GOMAXPROCS(0)-1, maxDecodeHelpers), 0)
-	}
-	if f.codec != nil {
 		f.replayHelpers = max(min(runtime.GOMAXPROCS(0)-1, maxDecodeHelpers), 0)
+		if opts.DecodeAhead > 0 {
+			f.decodeAhead, f.decodeHelpers = opts.DecodeAhead, f.replayHelpers
+		}
 	}
 	return f
 }
