@@ -60,7 +60,17 @@ func TestBuiltinKindsResolveAsDiscovery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name := range builtinKinds {
+	var names []string
+	for name, k := range builtinKinds {
+		names = append(names, name)
+		if k.group != "" {
+			names = append(names, name+"."+k.group)
+		}
+	}
+	for _, name := range names {
+		if !builtinOnly([]string{name}) {
+			t.Errorf("%q is not taken as built in", name)
+		}
 		want, err := resolve(discovered, name)
 		if err != nil {
 			t.Errorf("%s: discovery: %v", name, err)
@@ -71,9 +81,11 @@ func TestBuiltinKindsResolveAsDiscovery(t *testing.T) {
 			t.Errorf("%s resolves without discovery to %+v (%v), want %+v", name, got, err, want)
 		}
 	}
-	for _, name := range []string{"pod", "po", "deployments", "pods.v1.", "widgets"} {
+	// Short names, singulars, other groups' and versions' forms, and names that
+	// discovery alone resolves are left to it.
+	for _, name := range []string{"pod", "po", "deploy", "deployment", "pods.v1.", "deployments.v1.apps", "deployments.extensions", "events.events.k8s.io", "pods.apps", "flowschemas", "widgets"} {
 		if builtinOnly([]string{name}) {
-			t.Errorf("%q is taken as built in: only plural names of the core group are", name)
+			t.Errorf("%q is taken as built in: only the plural names of builtinKinds are, alone or with their group", name)
 		}
 	}
 }
@@ -101,20 +113,31 @@ func TestBuiltinResourcesListBeforeDiscovery(t *testing.T) {
 		return s, rec
 	}
 
-	s, rec := start("pods", "configmaps")
+	s, rec := start("pods", "configmaps", "deployments", "jobs.batch")
 	paths := rec.get()
 	first := slices.IndexFunc(paths, isDiscovery)
-	if first >= 0 && !slices.Contains(paths[:first], "/api/v1/pods") {
-		t.Errorf("a Set of built-in resources read discovery before it listed them: %q", paths)
+	if first < 0 {
+		first = len(paths)
+	}
+	for _, list := range []string{"/api/v1/pods", "/api/v1/configmaps", "/apis/apps/v1/deployments", "/apis/batch/v1/jobs"} {
+		if !slices.Contains(paths[:first], list) {
+			t.Errorf("a Set of built-in resources read discovery before it listed %s: %q", list, paths)
+		}
+	}
+	want := map[string]schema.GroupVersionResource{
+		"pods":        {Version: "v1", Resource: "pods"},
+		"configmaps":  {Version: "v1", Resource: "configmaps"},
+		"deployments": {Group: "apps", Version: "v1", Resource: "deployments"},
+		"jobs.batch":  {Group: "batch", Version: "v1", Resource: "jobs"},
 	}
 	for _, st := range s.Status() {
-		if st.Mapping.Resource != (schema.GroupVersionResource{Version: "v1", Resource: st.Name}) {
-			t.Errorf("%s is mapped to %v", st.Name, st.Mapping.Resource)
+		if st.Mapping.Resource != want[st.Name] {
+			t.Errorf("%s is mapped to %v, want %v", st.Name, st.Mapping.Resource, want[st.Name])
 		}
 	}
 	eventually(t, "discovery read at the next reconcile", func() bool { return slices.ContainsFunc(rec.get(), isDiscovery) })
 
-	_, rec = start("pods", "deployments")
+	_, rec = start("pods", "flowschemas")
 	if paths := rec.get(); len(paths) == 0 || !isDiscovery(paths[0]) {
 		t.Errorf("a Set with a resource that is not built in did not read discovery first: %q", paths)
 	}

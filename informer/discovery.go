@@ -372,60 +372,113 @@ func coreServes(core *discoveryDoc, names []string) bool {
 	return true
 }
 
-// builtinKinds are the resources that the core group (/api, v1) of every Kubernetes
-// release serves and that can be listed and watched, by plural name, with their kinds
-// and whether they are namespaced: what discovery resolves each name to on any cluster,
-// as coreServes takes it (a name without a group that the core group serves is the
-// core group's, whatever another group claims).
-var builtinKinds = map[string]struct {
-	kind       string
-	namespaced bool
-}{
-	"configmaps":             {"ConfigMap", true},
-	"endpoints":              {"Endpoints", true},
-	"events":                 {"Event", true},
-	"limitranges":            {"LimitRange", true},
-	"namespaces":             {"Namespace", false},
-	"nodes":                  {"Node", false},
-	"persistentvolumeclaims": {"PersistentVolumeClaim", true},
-	"persistentvolumes":      {"PersistentVolume", false},
-	"pods":                   {"Pod", true},
-	"podtemplates":           {"PodTemplate", true},
-	"replicationcontrollers": {"ReplicationController", true},
-	"resourcequotas":         {"ResourceQuota", true},
-	"secrets":                {"Secret", true},
-	"serviceaccounts":        {"ServiceAccount", true},
-	"services":               {"Service", true},
+// builtinKinds are the resources that every Kubernetes release still supported (1.23
+// on) serves at the same group and version, and that can be listed and watched, by
+// plural name: the core group's (/api, v1) and the built-in groups' whose only stable
+// version is that one, with their kinds and whether they are namespaced. What
+// discovery resolves each name to on any such cluster: a name without a group that the
+// core group serves is the core group's, whatever another group claims (coreServes),
+// and a built-in group comes before any CRD's or aggregated API's in discovery's order
+// (the priority of the built-in groups), so a CRD of the same plural name does not
+// take it either. Not here: names that two built-in groups serve (events, core's),
+// resources whose preferred version changed within the supported releases, and those
+// served only by optional components.
+var builtinKinds = map[string]builtinKind{
+	"configmaps":             {"", "v1", "ConfigMap", true},
+	"endpoints":              {"", "v1", "Endpoints", true},
+	"events":                 {"", "v1", "Event", true},
+	"limitranges":            {"", "v1", "LimitRange", true},
+	"namespaces":             {"", "v1", "Namespace", false},
+	"nodes":                  {"", "v1", "Node", false},
+	"persistentvolumeclaims": {"", "v1", "PersistentVolumeClaim", true},
+	"persistentvolumes":      {"", "v1", "PersistentVolume", false},
+	"pods":                   {"", "v1", "Pod", true},
+	"podtemplates":           {"", "v1", "PodTemplate", true},
+	"replicationcontrollers": {"", "v1", "ReplicationController", true},
+	"resourcequotas":         {"", "v1", "ResourceQuota", true},
+	"secrets":                {"", "v1", "Secret", true},
+	"serviceaccounts":        {"", "v1", "ServiceAccount", true},
+	"services":               {"", "v1", "Service", true},
+
+	"controllerrevisions":             {"apps", "v1", "ControllerRevision", true},
+	"daemonsets":                      {"apps", "v1", "DaemonSet", true},
+	"deployments":                     {"apps", "v1", "Deployment", true},
+	"replicasets":                     {"apps", "v1", "ReplicaSet", true},
+	"statefulsets":                    {"apps", "v1", "StatefulSet", true},
+	"cronjobs":                        {"batch", "v1", "CronJob", true},
+	"jobs":                            {"batch", "v1", "Job", true},
+	"horizontalpodautoscalers":        {"autoscaling", "v2", "HorizontalPodAutoscaler", true},
+	"leases":                          {"coordination.k8s.io", "v1", "Lease", true},
+	"endpointslices":                  {"discovery.k8s.io", "v1", "EndpointSlice", true},
+	"ingressclasses":                  {"networking.k8s.io", "v1", "IngressClass", false},
+	"ingresses":                       {"networking.k8s.io", "v1", "Ingress", true},
+	"networkpolicies":                 {"networking.k8s.io", "v1", "NetworkPolicy", true},
+	"poddisruptionbudgets":            {"policy", "v1", "PodDisruptionBudget", true},
+	"clusterrolebindings":             {"rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", false},
+	"clusterroles":                    {"rbac.authorization.k8s.io", "v1", "ClusterRole", false},
+	"rolebindings":                    {"rbac.authorization.k8s.io", "v1", "RoleBinding", true},
+	"roles":                           {"rbac.authorization.k8s.io", "v1", "Role", true},
+	"priorityclasses":                 {"scheduling.k8s.io", "v1", "PriorityClass", false},
+	"csidrivers":                      {"storage.k8s.io", "v1", "CSIDriver", false},
+	"csinodes":                        {"storage.k8s.io", "v1", "CSINode", false},
+	"storageclasses":                  {"storage.k8s.io", "v1", "StorageClass", false},
+	"volumeattachments":               {"storage.k8s.io", "v1", "VolumeAttachment", false},
+	"customresourcedefinitions":       {"apiextensions.k8s.io", "v1", "CustomResourceDefinition", false},
+	"mutatingwebhookconfigurations":   {"admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration", false},
+	"validatingwebhookconfigurations": {"admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration", false},
+	"runtimeclasses":                  {"node.k8s.io", "v1", "RuntimeClass", false},
+	"certificatesigningrequests":      {"certificates.k8s.io", "v1", "CertificateSigningRequest", false},
 }
 
-// builtinMapper resolves the names of builtinKinds, and no other.
+// builtinKind is what a name of builtinKinds resolves to.
+type builtinKind struct {
+	group, version, kind string
+	namespaced           bool
+}
+
+// builtinMapper resolves the names of builtinKinds, by plural name and as
+// plural.group, and no other.
 var builtinMapper = func() meta.RESTMapper {
-	m := meta.NewDefaultRESTMapper([]schema.GroupVersion{{Version: "v1"}})
+	var gvs []schema.GroupVersion
+	for _, k := range builtinKinds {
+		if gv := (schema.GroupVersion{Group: k.group, Version: k.version}); !slices.Contains(gvs, gv) {
+			gvs = append(gvs, gv)
+		}
+	}
+	m := meta.NewDefaultRESTMapper(gvs)
 	for name, k := range builtinKinds {
 		scope := meta.RESTScopeRoot
 		if k.namespaced {
 			scope = meta.RESTScopeNamespace
 		}
-		gvk := schema.GroupVersionKind{Version: "v1", Kind: k.kind}
-		m.AddSpecific(gvk, schema.GroupVersionResource{Version: "v1", Resource: name},
-			schema.GroupVersionResource{Version: "v1", Resource: strings.ToLower(k.kind)}, scope)
+		gvk := schema.GroupVersionKind{Group: k.group, Version: k.version, Kind: k.kind}
+		m.AddSpecific(gvk, gvk.GroupVersion().WithResource(name), gvk.GroupVersion().WithResource(strings.ToLower(k.kind)), scope)
 	}
 	return m
 }()
 
-// builtinOnly reports whether every name is one of builtinKinds: then a Set's first
-// reconcile resolves them without reading discovery, as typed informers do, and lists
-// at once. Each cluster's start so costs its apiserver a request less, which at
-// thousands of clusters is a tenth of the apiservers' work of a cold start, and a round
-// trip less before its list. Discovery is read at the next reconcile
-// (Options.DiscoveryInterval later, or at once if a list finds the resource missing).
+// builtinOnly reports whether every name is one of builtinKinds, by its plural name or
+// as plural.group (deployments.apps): then a Set's first reconcile resolves them without
+// reading discovery, as typed informers do, and lists at once. Each cluster's start so
+// costs its apiserver a request less, which at thousands of clusters is a tenth of the
+// apiservers' work of a cold start, and a round trip less before its list. Discovery is
+// read at the next reconcile (Options.DiscoveryInterval later, or at once if a list
+// finds the resource missing), and a name that it resolves otherwise is restarted
+// with its mapping.
 func builtinOnly(names []string) bool {
 	for _, name := range names {
-		if _, ok := builtinKinds[name]; !ok {
+		if !isBuiltin(name) {
 			return false
 		}
 	}
 	return len(names) > 0
+}
+
+// isBuiltin reports whether name is a name of builtinKinds, or one as plural.group.
+func isBuiltin(name string) bool {
+	plural, group, dotted := strings.Cut(name, ".")
+	k, ok := builtinKinds[plural]
+	return ok && (!dotted || k.group != "" && k.group == group)
 }
 
 // discoveryClient returns the Set's discovery client, made at the first call. It is
