@@ -280,6 +280,11 @@ type resourceCache struct {
 	// loads is, for each cluster loaded from the change log, the load of it that the
 	// generation of its positions counts from (positionLocked).
 	loads map[string]uint64
+	// forgotten is, for each cluster whose loaded objects stopped standing for the
+	// change log (its identity changed, it left, the resource was dropped), the load
+	// and the generation of its positions that the change after started
+	// (positionLocked).
+	forgotten map[string]forgottenLoad
 	// kept is the position of each cluster's last change that is not a deletion that
 	// no watch saw (FinalStateUnknown); left, for each cluster whose objects such
 	// deletions emptied, the last of those positions before (placedBeforeLeaving).
@@ -328,6 +333,7 @@ func newResourceCache(gvr schema.GroupVersionResource, historySize int, codec ag
 		clusters:    make(map[string]*clusterObjects),
 		positions:   make(map[string]position),
 		loads:       make(map[string]uint64),
+		forgotten:   make(map[string]forgottenLoad),
 		kept:        make(map[string]position),
 		left:        make(map[string]leftMark),
 		evicted:     make(map[string]position),
@@ -402,7 +408,7 @@ func (rc *resourceCache) apply(e aggregate.Event) *compactObject {
 		rc.observeLocked(obj, ns)
 	}
 	rc.events[e.Cluster]++
-	pos := rc.positionLocked(e.Cluster, e.InitialList, id.resourceVersion)
+	pos := rc.positionLocked(e.Cluster, e.InitialList, typ == watch.Deleted && e.FinalStateUnknown, id.resourceVersion)
 	rc.appendLocked(entry{
 		cluster: e.Cluster,
 		pos:     pos,
@@ -462,16 +468,37 @@ func (rc *resourceCache) placedBeforeLeaving(cluster string, p position) bool {
 // loaded objects take (gen, 0, n) in the same way: placed after its old objects, at
 // the positions that the replica it came from had them at, they would come again to a
 // watch resumed from a position of that replica (carryMoved).
-func (rc *resourceCache) positionLocked(cluster string, initial bool, rv string) position {
+//
+// So does the first change after the loaded objects stopped standing for the log
+// (forgotten: ok false): the cluster's identity changed, it left, or the resource was
+// dropped, and the deletions that follow (unknown: no watch saw them) and the objects
+// listed again are of another history than the log's. In the new generation they come
+// after every earlier position, also after one of an earlier run past the base, which
+// a watch resumed before the change started from (resumeLocked): those of the
+// changes that the restarted informer was to receive again, which it now never will.
+// The deletions and the objects listed again (and any loaded object that the view
+// takes only now) take positions without a resourceVersion, (gen, 0, n), and the watch
+// events after them positions of their own resourceVersions, not after the base: a
+// cluster of another identity counts from its own, which a later run places in its own
+// log, and a later run refuses a position (0, n) of this one.
+func (rc *resourceCache) positionLocked(cluster string, initial, unknown bool, rv string) position {
 	cur, had := rc.positions[cluster]
-	if rc.log == nil || !initial && cur.rv != 0 {
+	if rc.log == nil || !initial && !unknown && cur.rv != 0 {
 		// A watch event after a base, or without a change log.
 		return cur.next(rv)
 	}
-	// A base that no longer stands for the log (ok false) still places the changes
-	// after the objects it came with.
 	base, _, load, ok := rc.log.ChangeLogBase(cluster, rc.resource)
 	if !ok && base == 0 {
+		return cur.next(rv)
+	}
+	if !ok {
+		if f, was := rc.forgotten[cluster]; !was || f.load != load {
+			cur = position{gen: cur.gen + 1}
+			rc.forgotten[cluster] = forgottenLoad{load: load, gen: cur.gen}
+		}
+		if (unknown || initial) && cur.rv == 0 {
+			return position{gen: cur.gen, n: cur.n + 1}
+		}
 		return cur.next(rv)
 	}
 	if initial && load != rc.loads[cluster] {
@@ -491,10 +518,22 @@ func (rc *resourceCache) positionLocked(cluster string, initial bool, rv string)
 	return cur.next(rv)
 }
 
+// forgottenLoad is a load whose objects stopped standing for the change log, and the
+// generation of the cluster's positions after it (resourceCache.forgotten).
+type forgottenLoad struct {
+	load uint64
+	gen  uint32
+}
+
 // settledLocked returns p, a position of cluster, or if p is where the last of the
 // objects of the cluster's current load put it, their base (see positionLocked).
+// Positions after the load stopped standing for the log do not settle: the deletions
+// of its objects take (gen, 0, n) too.
 func (rc *resourceCache) settledLocked(cluster string, p position) position {
 	if p.rv != 0 || p.n == 0 || rc.log == nil || p.gen != rc.positions[cluster].gen {
+		return p
+	}
+	if f, ok := rc.forgotten[cluster]; ok && f.gen == p.gen {
 		return p
 	}
 	if base, objects, load, _ := rc.log.ChangeLogBase(cluster, rc.resource); base > 0 && int(p.n) == objects && load == rc.loads[cluster] {

@@ -30,7 +30,9 @@ const maxTokenLen = 1 << 20
 //
 // gen, compared first, is the generation of the cluster's positions in this watch
 // cache: 0, and one more each time the cluster is loaded again from the change log in
-// the same run (a warm handover that brings back a cluster that left, A to B to A).
+// the same run (a warm handover that brings back a cluster that left, A to B to A),
+// and at the first change after what was loaded stopped standing for the log (the
+// cluster's identity changed, it left, the resource was dropped).
 // The objects of such a load take the positions (gen, 0, n), as those of the first
 // load do (positionLocked), before the positions that the earlier generations reached
 // and after every one of them.

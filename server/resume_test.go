@@ -371,7 +371,8 @@ func TestSettledCursor(t *testing.T) {
 		t.Errorf("half-way: %v", p)
 	}
 	// The cluster's identity changed: its objects go, and the settled cursor of this
-	// run still sees them go, placed after the base whatever their resourceVersions.
+	// run still sees them go, in the next generation of the cluster's positions, whatever
+	// their resourceVersions.
 	log.mu.Lock()
 	log.stale = true
 	log.mu.Unlock()
@@ -384,9 +385,82 @@ func TestSettledCursor(t *testing.T) {
 	}
 	rc.mu.RLock()
 	defer rc.mu.RUnlock()
-	if p := rc.positions[prod]; p != (position{rv: 12, n: 1}) {
+	if p := rc.positions[prod]; p != (position{gen: 1, n: 1}) {
 		t.Errorf("after a deletion found by a relist: %v", p)
 	}
+}
+
+// TestWatchPastTheBaseSeesTheClusterReplaced: a watch resumed from a cursor of an
+// earlier run past the base (changes that the restarted informer was to receive again)
+// still gets the deletions of the loaded objects and the objects of a cluster of
+// another identity, which it would skip if they were placed after the base; and a
+// cursor after them is placed by a later run in the log of that cluster, from its own
+// resourceVersions.
+func TestWatchPastTheBaseSeesTheClusterReplaced(t *testing.T) {
+	pods := clusterPath(allClusters) + "/api/v1/pods"
+	log := &fakeLog{epoch: "snap", from: 9}
+	run1 := newLogFixture(t, log)
+	w := run1.watch(pods + "?watch=1&resourceVersion=0")
+	for _, obj := range []*unstructured.Unstructured{pod("default", "a", "10", web), pod("default", "b", "11", web), pod("default", "a", "12", api)} {
+		run1.apply(prod, podsGVR, obj)
+		log.add(resourceVersionOf(obj), aggregate.Added, obj, false)
+		events(w, 1)
+	}
+	// b@13 was sent, not committed: the run is killed.
+	run1.apply(prod, podsGVR, pod("default", "b", "13", api))
+	_, at13 := events(w, 1)
+	w.stop()
+
+	log.mu.Lock()
+	log.base, log.objects, log.load = 12, 2, 1
+	log.mu.Unlock()
+	run2 := newLogFixture(t, log, pod("default", "a", "12", api), pod("default", "b", "11", web))
+	w = run2.watch(pods + "?watch=1&resourceVersion=" + url.QueryEscape(at13))
+	w.none(100 * time.Millisecond)
+	// Before the informer receives b@13 again, the cluster is found to be another one
+	// (a new kube-system UID): its loaded objects go, and it lists cold, with
+	// resourceVersions of its own.
+	log.mu.Lock()
+	log.stale = true
+	log.mu.Unlock()
+	run2.fleet.RemoveCluster(prod)
+	store := run2.fleet.ClusterStore(prod, podsGVR)
+	for _, obj := range []*unstructured.Unstructured{pod("default", "x", "3", web), pod("default", "a", "2", nil)} {
+		if err := store.Apply(obj, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store.MarkSynced()
+	run2.apply(prod, podsGVR, pod("default", "x", "5", api))
+	want := []string{"DELETED a@12", "DELETED b@11", "ADDED x@3", "ADDED a@2", "MODIFIED x@5"}
+	got, last := events(w, len(want))
+	if !slices.Equal(got, want) {
+		t.Errorf("events %q,\nwant %q", got, want)
+	}
+	w.none(100 * time.Millisecond)
+	w.stop()
+	c, err := parseCursor(last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := c.positions[prod]; p.rv != 5 {
+		t.Errorf("the cursor after x@5 holds %v, not the new cluster's resourceVersion", p)
+	}
+
+	// A later run, loaded from the new cluster's log at 6, places that cursor there.
+	log.mu.Lock()
+	log.records, log.from = nil, 1
+	log.stale, log.base, log.objects, log.load = false, 6, 2, 2
+	log.mu.Unlock()
+	log.add(6, aggregate.Added, pod("default", "y", "6", nil), false)
+	run3 := newLogFixture(t, log, pod("default", "a", "2", nil), pod("default", "x", "5", api), pod("default", "y", "6", nil))
+	w = run3.watch(pods + "?watch=1&resourceVersion=" + url.QueryEscape(last))
+	run3.apply(prod, podsGVR, pod("default", "y", "7", web))
+	want = []string{"ADDED y@6", "MODIFIED y@7"}
+	if got, _ := events(w, len(want)); !slices.Equal(got, want) {
+		t.Errorf("a later run: events %q,\nwant %q", got, want)
+	}
+	w.none(100 * time.Millisecond)
 }
 
 // TestChangesAfter places positions among the changes that the log holds, with a
