@@ -372,16 +372,16 @@ func coreServes(core *discoveryDoc, names []string) bool {
 	return true
 }
 
-// builtinKinds are the resources that every Kubernetes release still supported (1.23
-// on) serves at the same group and version, and that can be listed and watched, by
-// plural name: the core group's (/api, v1) and the built-in groups' whose only stable
-// version is that one, with their kinds and whether they are namespaced. What
-// discovery resolves each name to on any such cluster: a name without a group that the
-// core group serves is the core group's, whatever another group claims (coreServes),
-// and a built-in group comes before any CRD's or aggregated API's in discovery's order
-// (the priority of the built-in groups), so a CRD of the same plural name does not
-// take it either. Not here: names that two built-in groups serve (events, core's),
-// resources whose preferred version changed within the supported releases, and those
+// builtinKinds are the resources that every Kubernetes release from 1.23 on (the first
+// with autoscaling/v2) serves at the same group and version, and that can be listed
+// and watched, by plural name: the core group's (/api, v1) and the built-in groups'
+// whose only stable version is that one, with their kinds and whether they are
+// namespaced. What discovery resolves each name to on any such cluster: a name without
+// a group that the core group serves is the core group's, whatever another group
+// claims (coreServes), and a built-in group comes before any CRD's or aggregated API's
+// in discovery's order (the priority of the built-in groups), so a CRD of the same
+// plural name does not take it either. Not here: names that two built-in groups serve
+// (events, core's), resources whose preferred version changed since 1.23, and those
 // served only by optional components.
 var builtinKinds = map[string]builtinKind{
 	"configmaps":             {"", "v1", "ConfigMap", true},
