@@ -203,8 +203,10 @@ func (wc *watchCache) resumeLocked(rc *resourceCache, c cursor, sc scope) (map[s
 			starts[cl] = position{gen: gen, rv: base}
 		case thisRun, loaded && p.rv > 0:
 			starts[cl] = p
+		case loaded:
+			return nil, nil, fmt.Errorf("the position %s of cluster %q is of an earlier run of the server, among the objects that it loaded from the snapshot, which the change log cannot place", p, cl)
 		default:
-			return nil, nil, fmt.Errorf("the position %s of cluster %q is of an earlier run of the server, which the change log cannot place", p, cl)
+			return nil, nil, fmt.Errorf("the position %s of cluster %q is of an earlier run of the server, which the change log cannot place: this run did not load the cluster's %s from the snapshot, or they no longer stand for its log (the cluster's identity changed, it left, the resource was dropped), or one informer per namespace watches them", p, cl, rc.resource.Resource)
 		}
 	}
 	return starts, gaps, nil

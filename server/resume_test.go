@@ -344,8 +344,19 @@ func TestWatchResumeNeedsTheLog(t *testing.T) {
 
 	run2 := newLogFixture(t, log) // prod was not loaded from the log
 	st := run2.get(pods+"?watch=1&resourceVersion="+url.QueryEscape(l.Metadata.ResourceVersion)).status(t, http.StatusGone)
-	if !strings.Contains(st.Message, "earlier run") {
+	if !strings.Contains(st.Message, "earlier run") || !strings.Contains(st.Message, "did not load the cluster's pods") {
 		t.Errorf("Status %+v", st)
+	}
+	// A position among the objects that an earlier run loaded counts them in key order,
+	// and names neither their base nor which of them the client has.
+	log.mu.Lock()
+	log.base, log.objects = 10, 1
+	log.mu.Unlock()
+	run3 := newLogFixture(t, log, pod("default", "a", "10", web))
+	loading := cursor{epoch: "snap" + logEpochSep + "run1", positions: map[string]position{prod: {n: 1}}}.String()
+	st = run3.get(pods+"?watch=1&resourceVersion="+url.QueryEscape(loading)).status(t, http.StatusGone)
+	if !strings.Contains(st.Message, "among the objects that it loaded") {
+		t.Errorf("a position among an earlier run's loaded objects: Status %+v", st)
 	}
 	plain := newFixture(t, nil)
 	plain.get(pods+"?watch=1&resourceVersion="+url.QueryEscape(l.Metadata.ResourceVersion)).status(t, http.StatusGone)
