@@ -904,14 +904,15 @@ var moveWait = primeWait
 // rv holds a position of is moving between replicas: carryMoved carries such a position
 // to the cluster's new owner once it watches it, where a cluster moving now would get
 // 410 and the client would list again. Past it: 503 with Retry-After, and the client
-// watches again from rv. A cursor that does not parse is left to serveFanOutWatch.
-func (s *Server) waitMoves(ctx context.Context, rv string, sc scope) error {
+// watches again from rv. A cursor that does not parse is left to serveFanOutWatch. It
+// returns the placement it read last, by which the watch chooses its parts.
+func (s *Server) waitMoves(ctx context.Context, rv string, sc scope) (placedAs, error) {
 	if rv == "" || rv == "0" {
-		return nil
+		return s.placed(true), nil
 	}
 	c, err := parseCursor(rv)
 	if err != nil {
-		return nil
+		return s.placed(true), nil
 	}
 	var held []string
 	for _, part := range c.rootedAt(s.opts.Replica).partsAt(s.opts.Replica) {
@@ -923,19 +924,19 @@ func (s *Server) waitMoves(ctx context.Context, rv string, sc scope) error {
 	}
 	deadline := time.Now().Add(moveWait)
 	for {
-		owners := s.placed(true).owners
-		i := slices.IndexFunc(held, func(cl string) bool { return owners[cl].moving })
+		placed := s.placed(true)
+		i := slices.IndexFunc(held, func(cl string) bool { return placed.owners[cl].moving })
 		if i < 0 {
-			return nil
+			return placed, nil
 		}
 		if time.Now().After(deadline) {
 			se := apierrors.NewServiceUnavailable(fmt.Sprintf("cluster %q is moving between replicas; watch again from the same resourceVersion", held[i]))
 			se.ErrStatus.Details = &metav1.StatusDetails{RetryAfterSeconds: 1}
-			return se
+			return placedAs{}, se
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return placedAs{}, ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

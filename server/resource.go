@@ -110,10 +110,10 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, rt route,
 		// Read before the parts are chosen, so that a move after it ends the watch.
 		var placed placedAs
 		if mayFanOut(r, qr.scope) {
-			if err := s.waitMoves(r.Context(), p.resourceVersion, qr.scope); err != nil {
+			var err error
+			if placed, err = s.waitMoves(r.Context(), p.resourceVersion, qr.scope); err != nil {
 				return err
 			}
-			placed = s.placed(true)
 		}
 		if peers, missing := s.fanOut(r, qr.scope, res); len(peers) > 0 || len(missing) > 0 {
 			return s.serveFanOutWatch(w, r, p, qr.scope, placed, peers, missing)
