@@ -177,6 +177,11 @@ func (sd *clusterSeeder) finish(cs *persist.ClusterSnapshot, stale []staleScope)
 		identity: cluster.Identity{UID: cs.Identity.UID, Server: cs.Identity.Server},
 		scopes:   map[informer.Scope]savedScope{},
 	}
+	// Every scope is recorded as loading before any is loaded: the base of a resource
+	// loaded namespace by namespace is known once all of its scopes are (ChangeLogBase).
+	for key := range cs.Resources {
+		sd.scope(key)
+	}
 	for key, rs := range cs.Resources {
 		sc := sd.scope(key)
 		if sc.stale {
@@ -186,7 +191,7 @@ func (sd *clusterSeeder) finish(cs *persist.ClusterSnapshot, stale []staleScope)
 			continue
 		}
 		s.scopes[sc.scope] = savedScope{key: key, resourceVersion: rs.ResourceVersion, objects: sc.names}
-		sd.bases.loaded(sd.name, sc.scope, rs.ResourceVersion, len(sc.names))
+		sd.bases.loaded(sd.name, sc.scope, key, rs.ResourceVersion, len(sc.names))
 	}
 	// The logs that the cluster's records came from on a warm handover, which the
 	// snapshot keeps: their positions are placed here after a restart too.
@@ -281,6 +286,9 @@ func (s *sink) Store(scope informer.Scope) informer.Store {
 	s.requested[scope] = true
 	writer := s.writer
 	s.mu.Unlock()
+	// Before the informer starts: the server keeps a position per namespace of a
+	// resource watched namespace by namespace from its first change.
+	s.bases.watching(s.cluster, scope)
 	store := s.fleet.ClusterStore(s.cluster, scope.Resource)
 	if writer == nil {
 		return store

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -68,7 +69,7 @@ func TestChangesSinceFromTheLog(t *testing.T) {
 
 	m := &Manager{opts: Options{Snapshot: store}, logEpoch: "e", logBases: &logBases{}}
 	m.logBases.loading("prod", sc, key)
-	m.logBases.loaded("prod", sc, "20", 1)
+	m.logBases.loaded("prod", sc, key, "20", 1)
 	rv, n, load, ok := m.ChangeLogBase("prod", pods)
 	if rv != 20 || n != 1 || load == 0 || !ok {
 		t.Errorf("ChangeLogBase: %d, %d, load %d, %v", rv, n, load, ok)
@@ -131,30 +132,69 @@ func TestChangesSinceFromTheLog(t *testing.T) {
 }
 
 // TestLogBases: a resource saved in more than one scope (one informer per namespace)
-// has no base, nor one whose resourceVersion is not an integer.
+// is one load, whose base is the greatest of its namespaces' once every one is known,
+// with the objects of all, and each namespace has its own (ChangeLogScopeBases); it is
+// watched namespace by namespace (ChangeLogScoped) from its first scope on, loaded or
+// watched. A resource saved at a resourceVersion that is not an integer has no base.
 func TestLogBases(t *testing.T) {
 	pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 	nodes := schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
-	var b logBases
+	m := &Manager{logEpoch: "e", logBases: &logBases{}}
+	b := m.logBases
+	scopes := map[string]informer.Scope{}
 	for _, ns := range []string{"a", "b"} {
-		sc := informer.Scope{Resource: pods, Namespace: ns}
-		b.loading("prod", sc, persist.ResourceKey(sc.String()))
-		b.loaded("prod", sc, "5", 1)
+		scopes[ns] = informer.Scope{Resource: pods, Namespace: ns}
+		b.loading("prod", scopes[ns], persist.ResourceKey(scopes[ns].String()))
 	}
+	if !m.ChangeLogScoped("prod", pods) {
+		t.Error("pods loaded by namespace: not scoped")
+	}
+	b.loaded("prod", scopes["a"], persist.ResourceKey(scopes["a"].String()), "7", 2)
+	if rv, n, _, ok := m.ChangeLogBase("prod", pods); rv != 0 || n != 2 || !ok {
+		t.Errorf("while b loads: %d, %d, %v", rv, n, ok)
+	}
+	b.loaded("prod", scopes["b"], persist.ResourceKey(scopes["b"].String()), "5", 1)
+	rv, n, load, ok := m.ChangeLogBase("prod", pods)
+	if rv != 7 || n != 3 || !ok {
+		t.Errorf("loaded: %d, %d, %v", rv, n, ok)
+	}
+	got := map[string]string{}
+	m.ChangeLogScopeBases("prod", pods, func(ns string, rv uint64, objects int) { got[ns] = fmt.Sprint(rv, "/", objects) })
+	if want := map[string]string{"a": "7/2", "b": "5/1"}; !maps.Equal(got, want) {
+		t.Errorf("bases by namespace %v, want %v", got, want)
+	}
+	if _, err := m.ChangesSince("prod", pods, 5, 7, func(uint64, aggregate.Event) {}); !errors.Is(err, errNotInLog) {
+		t.Errorf("ChangesSince of a resource loaded by namespace: %v", err)
+	}
+	// Loaded again (a cluster that came back): another load.
+	b.forget("prod", pods)
+	b.loading("prod", scopes["a"], persist.ResourceKey(scopes["a"].String()))
+	if _, _, again, _ := m.ChangeLogBase("prod", pods); again == load {
+		t.Error("a load after a forget has the number of the one before")
+	}
+	// Watched in every namespace now: not scoped.
+	b.watching("prod", informer.Scope{Resource: pods})
+	if m.ChangeLogScoped("prod", pods) {
+		t.Error("pods watched in every namespace: scoped")
+	}
+	b.watching("prod", scopes["b"])
+	if !m.ChangeLogScoped("prod", pods) || m.ChangeLogScoped("other", pods) {
+		t.Error("ChangeLogScoped of watched scopes")
+	}
+
 	sc := informer.Scope{Resource: nodes}
 	b.loading("prod", sc, persist.ResourceKey(sc.String()))
-	if lb, ok := b.get("prod", nodes); !ok || lb.rv != 0 {
-		t.Errorf("while loading: %+v, %v", lb, ok)
+	if rv, _, _, ok := m.ChangeLogBase("prod", nodes); !ok || rv != 0 {
+		t.Errorf("while loading: %d, %v", rv, ok)
 	}
-	b.loaded("prod", sc, "x", 1)
-	for _, gvr := range []schema.GroupVersionResource{pods, nodes} {
-		if lb, ok := b.get("prod", gvr); ok {
-			t.Errorf("%s: %+v", gvr.Resource, lb)
-		}
+	b.loaded("prod", sc, persist.ResourceKey(sc.String()), "x", 1)
+	if _, _, _, ok := m.ChangeLogBase("prod", nodes); ok {
+		t.Error("a resourceVersion that is not an integer: a base")
 	}
 	var none *logBases
 	none.loading("prod", sc, "k")
-	if _, ok := none.get("prod", nodes); ok {
+	none.watching("prod", sc)
+	if _, ok := none.get("prod", nodes, nil); ok {
 		t.Error("no change log, a base")
 	}
 }
@@ -276,7 +316,7 @@ func TestChangesSinceDamagedIndex(t *testing.T) {
 	t.Cleanup(func() { _ = store.Close() })
 	m := &Manager{opts: Options{Snapshot: store}, logEpoch: "e", logBases: &logBases{}}
 	m.logBases.loading("prod", sc, key)
-	m.logBases.loaded("prod", sc, "13", 4)
+	m.logBases.loaded("prod", sc, key, "13", 4)
 	var got []uint64
 	_, err = m.ChangesSince("prod", pods, 11, 13, func(at uint64, _ aggregate.Event) { got = append(got, at) })
 	if !errors.Is(err, persist.ErrCorrupt) {
