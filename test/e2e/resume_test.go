@@ -97,10 +97,10 @@ func compareSequences(want, got map[string][]string) (missed, repeated int, exam
 	return missed, repeated, examples
 }
 
-// watchTruth records the changes of the configmaps in resumeNamespace of c, as its
+// watchTruth records the changes of the configmaps in namespace of c, as its
 // apiserver sends them, until ctx is done.
-func watchTruth(ctx context.Context, t *testing.T, c *testenv.Cluster, into *sequences) {
-	cms := c.Clientset().CoreV1().ConfigMaps(resumeNamespace)
+func watchTruth(ctx context.Context, t *testing.T, c *testenv.Cluster, namespace string, into *sequences) {
+	cms := c.Clientset().CoreV1().ConfigMaps(namespace)
 	list, err := cms.List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Errorf("listing configmaps of %s: %v", c.Name, err)
@@ -125,7 +125,7 @@ func watchTruth(ctx context.Context, t *testing.T, c *testenv.Cluster, into *seq
 			}
 			rv = cm.ResourceVersion
 			if e.Type != watch.Bookmark {
-				into.add(c.Name, cm.Name, string(e.Type), cm.ResourceVersion)
+				into.add(c.Name, cm.Namespace+"/"+cm.Name, string(e.Type), cm.ResourceVersion)
 			}
 		}
 	}
@@ -136,6 +136,9 @@ func watchTruth(ctx context.Context, t *testing.T, c *testenv.Cluster, into *seq
 // from the resourceVersion of the last event or bookmark, as a reflector does.
 type fleetWatcher struct {
 	base string
+	// path is what is watched, below base; default the configmaps of resumeNamespace
+	// across the fleet.
+	path string
 	seen sequences
 	// client and token, if set, are what the watch is sent with; default
 	// http.DefaultClient, without a token.
@@ -199,7 +202,11 @@ func (fw *fleetWatcher) run(ctx context.Context) {
 
 // watchOnce watches from rv until the stream ends.
 func (fw *fleetWatcher) watchOnce(ctx context.Context, rv string) error {
-	u := fw.base + "/clusters/*/api/v1/namespaces/" + resumeNamespace + "/configmaps?watch=1&allowWatchBookmarks=true&resourceVersion=" + url.QueryEscape(rv)
+	path := fw.path
+	if path == "" {
+		path = "/clusters/*/api/v1/namespaces/" + resumeNamespace + "/configmaps"
+	}
+	u := fw.base + path + "?watch=1&allowWatchBookmarks=true&resourceVersion=" + url.QueryEscape(rv)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return err
@@ -247,7 +254,7 @@ func (fw *fleetWatcher) watchOnce(ctx context.Context, rv string) error {
 		}
 		if e.Type != string(watch.Bookmark) {
 			ann := e.Object.GetAnnotations()
-			fw.seen.add(ann[v1alpha1.ClusterAnnotation], e.Object.GetName(), e.Type, ann[v1alpha1.ResourceVersionAnnotation])
+			fw.seen.add(ann[v1alpha1.ClusterAnnotation], e.Object.GetNamespace()+"/"+e.Object.GetName(), e.Type, ann[v1alpha1.ResourceVersionAnnotation])
 		}
 		fw.mu.Lock()
 		fw.cursors = append(fw.cursors, e.Object.GetResourceVersion())
@@ -256,10 +263,10 @@ func (fw *fleetWatcher) watchOnce(ctx context.Context, rv string) error {
 	return sc.Err()
 }
 
-// churnResume creates, updates and deletes configmaps of resumeNamespace in c, about
+// churnResume creates, updates and deletes configmaps of namespace in c, about
 // perSecond writes a second, until ctx is done.
-func churnResume(ctx context.Context, t *testing.T, c *testenv.Cluster, perSecond int, seed uint64) {
-	cms := c.Clientset().CoreV1().ConfigMaps(resumeNamespace)
+func churnResume(ctx context.Context, t *testing.T, c *testenv.Cluster, namespace string, perSecond int, seed uint64) {
+	cms := c.Clientset().CoreV1().ConfigMaps(namespace)
 	rng := rand.New(rand.NewPCG(seed, 35))
 	tick := time.NewTicker(time.Second / time.Duration(perSecond))
 	defer tick.Stop()
@@ -274,10 +281,10 @@ func churnResume(ctx context.Context, t *testing.T, c *testenv.Cluster, perSecon
 		switch op := rng.IntN(10); {
 		case len(live) < 10 || op < 3:
 			name := fmt.Sprintf("r-%d-%d", seed, i)
-			_, err = cms.Create(ctx, configMap(resumeNamespace, name, c.Name), metav1.CreateOptions{})
+			_, err = cms.Create(ctx, configMap(namespace, name, c.Name), metav1.CreateOptions{})
 			live = append(live, name)
 		case op < 8:
-			cm := configMap(resumeNamespace, live[rng.IntN(len(live))], c.Name)
+			cm := configMap(namespace, live[rng.IntN(len(live))], c.Name)
 			cm.Data["i"] = fmt.Sprint(i)
 			_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
 		default:
@@ -300,12 +307,34 @@ func churnResume(ctx context.Context, t *testing.T, c *testenv.Cluster, perSecon
 // history.retention gets 410.
 func TestWatchResumesAcrossRestarts(t *testing.T) {
 	t.Parallel()
+	testWatchResumesAcrossRestarts(t, nil)
+}
+
+// TestWatchResumesAcrossRestartsByNamespace is TestWatchResumesAcrossRestarts with the
+// daemon restricted to two namespaces, each of them watched by an informer of its own,
+// whose streams interleave in the fleet in another order after each restart; the
+// changes are made in both, and the fleet watch is of every namespace.
+func TestWatchResumesAcrossRestartsByNamespace(t *testing.T) {
+	t.Parallel()
+	testWatchResumesAcrossRestarts(t, []string{resumeNamespace, resumeNamespace + "-b"})
+}
+
+// testWatchResumesAcrossRestarts runs TestWatchResumesAcrossRestarts, with the daemon
+// restricted to namespaces if not nil (then the changes are made in each, and the
+// fleet watch is of every namespace).
+func testWatchResumesAcrossRestarts(t *testing.T, namespaces []string) {
 	env := testenv.New(t, testenv.Options{Clusters: 3})
 	ctx := t.Context()
+	changed := namespaces
+	if changed == nil {
+		changed = []string{resumeNamespace}
+	}
 	for _, c := range env.Clusters {
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: resumeNamespace}}
-		if _, err := c.Clientset().CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
+		for _, name := range changed {
+			ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+			if _, err := c.Clientset().CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	dir := t.TempDir()
@@ -313,9 +342,15 @@ func TestWatchResumesAcrossRestarts(t *testing.T) {
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	cfgPath := filepath.Join(dir, "fleetwatch.yaml")
 	const retention = 25 * time.Second
+	restricted := ""
+	path := "/clusters/*/api/v1/namespaces/" + resumeNamespace + "/configmaps"
+	if namespaces != nil {
+		restricted = fmt.Sprintf("\n    namespaces: [%s]", strings.Join(namespaces, ", "))
+		path = "/clusters/*/api/v1/configmaps"
+	}
 	cfg := fmt.Sprintf(`kubeconfig: [%q]
 resources:
-  - name: configmaps
+  - name: configmaps%s
 snapshot:
   path: %q
   interval: 1s
@@ -324,7 +359,7 @@ history:
   retention: %s
 server:
   address: 127.0.0.1:%d
-`, env.Kubeconfig, filepath.Join(dir, "fleetwatch.db"), retention, port)
+`, env.Kubeconfig, restricted, filepath.Join(dir, "fleetwatch.db"), retention, port)
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -336,12 +371,14 @@ server:
 	var truth sequences
 	var wg sync.WaitGroup
 	for _, c := range env.Clusters {
-		wg.Go(func() { watchTruth(watchCtx, t, c, &truth) })
+		for _, ns := range changed {
+			wg.Go(func() { watchTruth(watchCtx, t, c, ns, &truth) })
+		}
 	}
 	var list struct {
 		Metadata metav1.ListMeta `json:"metadata"`
 	}
-	resp, err := http.Get(base + "/clusters/*/api/v1/namespaces/" + resumeNamespace + "/configmaps")
+	resp, err := http.Get(base + path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -350,7 +387,7 @@ server:
 	if err != nil {
 		t.Fatal(err)
 	}
-	fw := &fleetWatcher{base: base, cursors: []string{list.Metadata.ResourceVersion}}
+	fw := &fleetWatcher{base: base, path: path, cursors: []string{list.Metadata.ResourceVersion}}
 	wg.Go(func() { fw.run(watchCtx) })
 	time.Sleep(time.Second) // the truth's watches and the fleet watch are open
 
@@ -358,7 +395,8 @@ server:
 	var churnWG sync.WaitGroup
 	for i, c := range env.Clusters {
 		for w := range 2 {
-			churnWG.Go(func() { churnResume(churnCtx, t, c, 25, uint64(10*i+w)) })
+			ns := changed[w%len(changed)]
+			churnWG.Go(func() { churnResume(churnCtx, t, c, ns, 25, uint64(10*i+w)) })
 		}
 	}
 	time.Sleep(time.Second)
@@ -435,6 +473,9 @@ server:
 	}
 	stopWatching()
 	wg.Wait()
+	if namespaces != nil {
+		return
+	}
 
 	// A resourceVersion older than the retention: the log no longer holds what follows.
 	if wait := retention + 2*time.Second - time.Since(earlyAt); wait > 0 {
