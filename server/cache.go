@@ -600,7 +600,8 @@ func (rc *resourceCache) scopeBaseLocked(cluster, ns string) (base uint64, objec
 // its base. A namespace of the current load that had no loaded object and no change
 // stands at its base. "" if the cluster is not watched namespace by namespace.
 func (rc *resourceCache) scopesLocked(cluster string, p position, scopes map[string]position) string {
-	if !rc.scopedLocked(cluster) {
+	if len(scopes) == 0 && len(rc.scopes[cluster]) == 0 || !rc.scopedLocked(cluster) {
+		// The first without asking the log, at every cursor of every cluster.
 		return ""
 	}
 	out := make(map[string]position, len(scopes))
