@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"net/url"
@@ -16,10 +17,15 @@ import (
 	"github.com/fleetwatch/fleetwatch/aggregate"
 )
 
-// scopedLog is a change log of the pods of cluster prod, which one informer per
-// namespace watches: a log and a base per namespace (ScopedChangeLog).
+// scopedLog is a change log of the pods of one cluster, prod unless cluster is set,
+// which one informer per namespace watches: a log and a base per namespace
+// (ScopedChangeLog).
 type scopedLog struct {
-	epoch string
+	epoch   string
+	cluster string
+	// holds are the change logs of other replicas whose records of the cluster came
+	// with it (ChangeLogHolds).
+	holds []string
 
 	mu sync.Mutex
 	// namespaces are the namespaces' logs and bases, by name.
@@ -52,10 +58,12 @@ func (l *scopedLog) ChangeLogEpoch() string { return l.epoch }
 
 func (l *scopedLog) SnapshotLoaded() <-chan struct{} { return loadedChan }
 
-func (l *scopedLog) ChangeLogHolds(string, string) bool { return false }
+func (l *scopedLog) ChangeLogHolds(cluster, logEpoch string) bool {
+	return cluster == cmp.Or(l.cluster, prod) && slices.Contains(l.holds, logEpoch)
+}
 
 func (l *scopedLog) ChangeLogScoped(cluster string, gvr schema.GroupVersionResource) bool {
-	return cluster == prod && gvr == podsGVR
+	return cluster == cmp.Or(l.cluster, prod) && gvr == podsGVR
 }
 
 func (l *scopedLog) ChangeLogBase(cluster string, gvr schema.GroupVersionResource) (uint64, int, uint64, bool) {
@@ -117,7 +125,7 @@ func (l *scopedLog) add(typ aggregate.EventType, obj *unstructured.Unstructured)
 		n = &namespaceLog{from: 1}
 		l.namespaces[obj.GetNamespace()] = n
 	}
-	n.records = append(n.records, loggedChange{at: resourceVersionOf(obj), event: aggregate.Event{Cluster: prod, Resource: podsGVR, Type: typ, Object: obj}})
+	n.records = append(n.records, loggedChange{at: resourceVersionOf(obj), event: aggregate.Event{Cluster: cmp.Or(l.cluster, prod), Resource: podsGVR, Type: typ, Object: obj}})
 }
 
 // byNamespace reads n events that are not bookmarks, as "TYPE name@resourceVersion in
@@ -323,5 +331,89 @@ func TestWatchResumesOneNamespaceWithoutScopes(t *testing.T) {
 		if c, err := parseCursor(last); err != nil || c.positions[prod].scopes != "a=14" {
 			t.Errorf("the cursor after them: %+v, %v", c.positions[prod], err)
 		}
+	}
+}
+
+// clone returns a copy of l's namespaces, records and bases, as a warm handover brings
+// them to another replica's log.
+func (l *scopedLog) clone(epoch string, holds ...string) *scopedLog {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := &scopedLog{epoch: epoch, cluster: l.cluster, holds: holds, namespaces: map[string]*namespaceLog{}}
+	for ns, n := range l.namespaces {
+		cn := *n
+		cn.records = slices.Clone(n.records)
+		c.namespaces[ns] = &cn
+	}
+	return c
+}
+
+// TestFanOutWatchResumesByNamespaceAcrossAHandover: a fan-out watch that saw cluster
+// far, whose pods one informer per namespace watches, through its owner fleetwatch-1,
+// resumes through any replica after far moved to fleetwatch-2 by a warm handover that
+// brought its change log: fleetwatch-2 places fleetwatch-1's positions of far
+// namespace by namespace, and sends what the client had not seen, once each, though
+// its informers interleave the namespaces in another order.
+func TestFanOutWatchResumesByNamespaceAcrossAHandover(t *testing.T) {
+	all := clusterPath(allClusters) + "/api/v1/pods"
+	logA := &scopedLog{epoch: "snapA", cluster: "far", namespaces: map[string]*namespaceLog{"a": {from: 400}, "b": {from: 400}}}
+	seed := []*unstructured.Unstructured{pod("a", "x", "401", web), pod("b", "y", "402", web)}
+	for _, p := range seed {
+		logA.add(aggregate.Added, p)
+	}
+	logA.namespaces["a"].base, logA.namespaces["a"].objects = 401, 1
+	logA.namespaces["b"].base, logA.namespaces["b"].objects = 402, 1
+	logA.load = 1
+	local := newFixture(t, func(o *Options) { o.Replica = "fleetwatch-0" })
+	a := newSourceFixture(t, "far", "fleetwatch-1", func(src *fakeSource) Source { return scopedSource{src, logA} }, seed...)
+	for _, cl := range []string{prod, staging, edge} {
+		a.src.setStatus(aggregate.ClusterStatus{Name: cl, Phase: aggregate.PhaseRemote, Replica: "fleetwatch-0", ReplicaAddress: local.http.URL})
+	}
+	local.src.setStatus(aggregate.ClusterStatus{Name: "far", Phase: aggregate.PhaseRemote, Replica: "fleetwatch-1", ReplicaAddress: a.http.URL})
+	var l unstructured.UnstructuredList
+	local.getOK(all, &l)
+	w := local.watch(all + "?watch=true&resourceVersion=" + url.QueryEscape(l.GetResourceVersion()))
+	// b's informer is ahead of a's on fleetwatch-1: y@404 comes before z@403.
+	y404, z403 := pod("b", "y", "404", api), pod("a", "z", "403", nil)
+	a.apply("far", podsGVR, y404)
+	logA.add(aggregate.Updated, y404)
+	a.apply("far", podsGVR, z403)
+	logA.add(aggregate.Added, z403)
+	_, last := byNamespace(w, 2)
+	w.stop()
+
+	// fleetwatch-1 commits x@405 in a, then hands far over with its log to
+	// fleetwatch-2 (a at 405, b at 402: y@404 is not in it), whose informers receive
+	// y@404 again, then y@406 and w@407.
+	x405 := pod("a", "x", "405", api)
+	a.apply("far", podsGVR, x405)
+	logA.add(aggregate.Updated, x405)
+	logB := logA.clone("snapB", "snapA")
+	logB.namespaces["a"].base, logB.namespaces["a"].objects = 405, 2
+	logB.namespaces["b"].base, logB.namespaces["b"].objects = 402, 1
+	logB.namespaces["b"].records = logB.namespaces["b"].records[:1]
+	logB.load = 1
+	b := newSourceFixture(t, "far", "fleetwatch-2", func(src *fakeSource) Source { return scopedSource{src, logB} }, x405, z403, seed[1])
+	b.apply("far", podsGVR, y404)
+	moved := aggregate.ClusterStatus{Name: "far", Phase: aggregate.PhaseRemote, Replica: "fleetwatch-2", ReplicaAddress: b.http.URL}
+	local.src.setStatus(moved)
+	a.src.setStatus(moved)
+	for _, cl := range []string{prod, staging, edge} {
+		b.src.setStatus(aggregate.ClusterStatus{Name: cl, Phase: aggregate.PhaseRemote, Replica: "fleetwatch-0", ReplicaAddress: local.http.URL})
+	}
+	b.apply("far", podsGVR, pod("b", "y", "406", web))
+	b.apply("far", podsGVR, pod("a", "w", "407", nil))
+	b.sync()
+
+	want := map[string][]string{"a": {"MODIFIED x@405", "ADDED w@407"}, "b": {"MODIFIED y@406"}}
+	for name, through := range map[string]*fixture{"through fleetwatch-0": local, "through the old owner": a, "through the new owner": b} {
+		t.Run(name, func(t *testing.T) {
+			w := through.watch(all + "?watch=true&resourceVersion=" + url.QueryEscape(last))
+			got, _ := byNamespace(w, count(want))
+			if !maps.EqualFunc(got, want, slices.Equal) {
+				t.Errorf("events %q, want %q", got, want)
+			}
+			w.none(200 * time.Millisecond)
+		})
 	}
 }
