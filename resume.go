@@ -50,6 +50,10 @@ type logBase struct {
 	none bool
 	// stale: the objects no longer stand for the log (forget).
 	stale bool
+	// listed: the base is of the first lists of the resource's informers in this run,
+	// which watch it cold, not of a load: the log holds nothing of it from an earlier
+	// run (ChangeLogListed).
+	listed bool
 	// load numbers the load among all of the run's (ChangeLogBase).
 	load uint64
 }
@@ -104,14 +108,45 @@ func (b *logBases) loading(cluster string, scope informer.Scope, key persist.Res
 	res[scope.Resource] = &logBase{scopes: map[persist.ResourceKey]*scopeBase{key: {namespace: scope.Namespace}}, load: b.loads}
 }
 
-// watching records that an informer of scope feeds the fleet, before it starts.
-func (b *logBases) watching(cluster string, scope informer.Scope) {
+// watching records that an informer of scope, whose store writes under key, feeds the
+// fleet, before it starts. A resource that the fleet did not load, or whose load no
+// longer stands for the log, is watched cold: its first lists are its base, as a load
+// is, with every scope of it that is watched (listing, loaded).
+func (b *logBases) watching(cluster string, scope informer.Scope, key persist.ResourceKey) {
 	if b == nil {
 		return
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.scopeLocked(cluster, scope)
+	if b.clusters == nil {
+		b.clusters = map[string]map[schema.GroupVersionResource]*logBase{}
+	}
+	res := b.clusters[cluster]
+	if res == nil {
+		res = map[schema.GroupVersionResource]*logBase{}
+		b.clusters[cluster] = res
+	}
+	switch lb := res[scope.Resource]; {
+	case lb == nil || lb.stale:
+		b.loads++
+		res[scope.Resource] = &logBase{scopes: map[persist.ResourceKey]*scopeBase{key: {namespace: scope.Namespace}}, listed: true, load: b.loads}
+	case lb.listed && lb.scopes[key] == nil:
+		lb.scopes[key] = &scopeBase{namespace: scope.Namespace}
+	}
+}
+
+// listing reports whether the first list of scope, under key, is the base of its
+// resource, which watching recorded, not known yet: the store then counts its objects
+// for loaded, called with its resourceVersion.
+func (b *logBases) listing(cluster string, scope informer.Scope, key persist.ResourceKey) bool {
+	if b == nil {
+		return false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	lb := b.clusters[cluster][scope.Resource]
+	return lb != nil && lb.listed && !lb.stale && lb.scopes[key] != nil && lb.scopes[key].rv == 0
 }
 
 // scopeLocked records whether scope's resource is watched namespace by namespace.
@@ -249,6 +284,13 @@ func (m *Manager) ChangeLogScoped(cluster string, gvr schema.GroupVersionResourc
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.scoped[cluster][gvr]
+}
+
+// ChangeLogListed implements server.ListedChangeLog.
+func (m *Manager) ChangeLogListed(cluster string, gvr schema.GroupVersionResource) bool {
+	listed := false
+	m.logBases.get(cluster, gvr, func(lb *logBase) { listed = lb.listed })
+	return listed
 }
 
 // ChangeLogScopeBases implements server.ScopedChangeLog.

@@ -173,11 +173,12 @@ func TestLogBases(t *testing.T) {
 		t.Error("a load after a forget has the number of the one before")
 	}
 	// Watched in every namespace now: not scoped.
-	b.watching("prod", informer.Scope{Resource: pods})
+	all := informer.Scope{Resource: pods}
+	b.watching("prod", all, persist.ResourceKey(all.String()))
 	if m.ChangeLogScoped("prod", pods) {
 		t.Error("pods watched in every namespace: scoped")
 	}
-	b.watching("prod", scopes["b"])
+	b.watching("prod", scopes["b"], persist.ResourceKey(scopes["b"].String()))
 	if !m.ChangeLogScoped("prod", pods) || m.ChangeLogScoped("other", pods) {
 		t.Error("ChangeLogScoped of watched scopes")
 	}
@@ -193,7 +194,7 @@ func TestLogBases(t *testing.T) {
 	}
 	var none *logBases
 	none.loading("prod", sc, "k")
-	none.watching("prod", sc)
+	none.watching("prod", sc, "k")
 	if _, ok := none.get("prod", nodes, nil); ok {
 		t.Error("no change log, a base")
 	}
@@ -324,5 +325,88 @@ func TestChangesSinceDamagedIndex(t *testing.T) {
 	}
 	if err := store.Verify(); !errors.Is(err, persist.ErrCorrupt) {
 		t.Errorf("Verify: %v", err)
+	}
+}
+
+// TestListedBase: a resource that the fleet did not load is watched cold, and the first
+// lists of its informers are its base, as a load is: each scope's at the list's
+// resourceVersion with the list's objects, known at the list's checkpoint, the
+// resource's once every scope's is; a later list, or a resource that was loaded, is
+// no base of this kind.
+func TestListedBase(t *testing.T) {
+	pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	store, err := persist.Open(filepath.Join(t.TempDir(), "snapshot.db"), persist.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	w := store.NewWriter(persist.WriterOptions{Interval: time.Hour, History: persist.HistoryOptions{Enabled: true}})
+	fleet := aggregate.New(aggregate.Options{})
+	m := &Manager{opts: Options{Snapshot: store}, logEpoch: "e", logBases: &logBases{}}
+	s := &sink{fleet: fleet, cluster: "prod", snapshot: store, bases: m.logBases, writer: w}
+	obj := func(ns, name, rv string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Pod"}}
+		u.SetNamespace(ns)
+		u.SetName(name)
+		u.SetResourceVersion(rv)
+		return u
+	}
+	stores := map[string]informer.Store{}
+	for _, ns := range []string{"a", "b"} {
+		stores[ns] = s.Store(informer.Scope{Resource: pods, Namespace: ns})
+	}
+	if !m.ChangeLogListed("prod", pods) || !m.ChangeLogScoped("prod", pods) {
+		t.Fatal("pods watched cold, by namespace: not listed, or not scoped")
+	}
+	for _, o := range []*unstructured.Unstructured{obj("a", "x", "5"), obj("a", "y", "8")} {
+		if err := stores["a"].Apply(o, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stores["a"].(informer.Checkpointer).Checkpoint("9")
+	if rv, n, _, ok := m.ChangeLogBase("prod", pods); rv != 0 || n != 2 || !ok {
+		t.Errorf("a listed, b not: %d, %d, %v", rv, n, ok)
+	}
+	// b's list is empty; a's watch events and relists that follow change no base.
+	stores["b"].(informer.Checkpointer).Checkpoint("10")
+	if err := stores["a"].Apply(obj("a", "z", "11"), false); err != nil {
+		t.Fatal(err)
+	}
+	stores["a"].(informer.Checkpointer).Checkpoint("11")
+	rv, n, load, ok := m.ChangeLogBase("prod", pods)
+	if rv != 10 || n != 2 || !ok {
+		t.Errorf("both listed: %d, %d, %v; want 10, 2, true", rv, n, ok)
+	}
+	got := map[string]string{}
+	m.ChangeLogScopeBases("prod", pods, func(ns string, rv uint64, objects int) { got[ns] = fmt.Sprint(rv, "/", objects) })
+	if want := map[string]string{"a": "9/2", "b": "10/0"}; !maps.Equal(got, want) {
+		t.Errorf("bases by namespace %v, want %v", got, want)
+	}
+	// The informers start again (the resource came back): a new base, of their lists.
+	s.RemoveResource(pods)
+	again := s.Store(informer.Scope{Resource: pods, Namespace: "a"})
+	if _, _, l, _ := m.ChangeLogBase("prod", pods); l == load || !m.ChangeLogListed("prod", pods) {
+		t.Errorf("the resource watched again: load %d (was %d), listed %v", l, load, m.ChangeLogListed("prod", pods))
+	}
+	if err := again.Apply(obj("a", "x", "12"), true); err != nil {
+		t.Fatal(err)
+	}
+	again.(informer.Checkpointer).Checkpoint("12")
+	if rv, n, _, ok := m.ChangeLogBase("prod", pods); rv != 12 || n != 1 || !ok {
+		t.Errorf("listed again: %d, %d, %v", rv, n, ok)
+	}
+
+	// A loaded resource keeps its load's base when its informer starts.
+	nodes := schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
+	sc := informer.Scope{Resource: nodes}
+	m.logBases.loading("prod", sc, persist.ResourceKey(sc.String()))
+	m.logBases.loaded("prod", sc, persist.ResourceKey(sc.String()), "20", 3)
+	st := s.Store(sc)
+	if err := st.Apply(obj("", "n1", "21"), true); err != nil {
+		t.Fatal(err)
+	}
+	st.(informer.Checkpointer).Checkpoint("21")
+	if rv, n, _, ok := m.ChangeLogBase("prod", nodes); rv != 20 || n != 3 || !ok || m.ChangeLogListed("prod", nodes) {
+		t.Errorf("a loaded resource: %d, %d, %v, listed %v", rv, n, ok, m.ChangeLogListed("prod", nodes))
 	}
 }

@@ -226,6 +226,7 @@ func (wc *watchCache) resource(gvr schema.GroupVersionResource) *resourceCache {
 		rc = newResourceCache(gvr, wc.historySize, wc.codec)
 		rc.log = wc.log
 		rc.scoped, _ = wc.log.(ScopedChangeLog)
+		rc.listed, _ = wc.log.(ListedChangeLog)
 		wc.resources[gvr] = rc
 	}
 	return rc
@@ -265,8 +266,10 @@ type resourceCache struct {
 	// codec and log are the watch cache's.
 	codec aggregate.Codec
 	log   ChangeLogSource
-	// scoped is log as a ScopedChangeLog, nil if it is none.
+	// scoped and listed are log as a ScopedChangeLog and a ListedChangeLog, nil if it
+	// is none.
 	scoped ScopedChangeLog
+	listed ListedChangeLog
 
 	// mu guards every field below.
 	mu sync.RWMutex
@@ -542,6 +545,12 @@ func (rc *resourceCache) positionLocked(cluster string, initial, unknown bool, r
 	return cur.next(rv)
 }
 
+// listedLocked reports whether the base of cluster's resource is of its first lists in
+// this run (ListedChangeLog).
+func (rc *resourceCache) listedLocked(cluster string) bool {
+	return rc.listed != nil && rc.listed.ChangeLogListed(cluster, rc.resource)
+}
+
 // scopedLocked reports whether one informer per namespace watches the resource in
 // cluster, with a change log that keeps its changes by namespace.
 func (rc *resourceCache) scopedLocked(cluster string) bool {
@@ -618,7 +627,9 @@ func (rc *resourceCache) scopesLocked(cluster string, p position, scopes map[str
 				sp, seen := out[ns]
 				switch {
 				case base == 0:
-				case !seen && objects == 0:
+				case !seen && objects == 0 && !rc.listedLocked(cluster):
+					// (An empty first list may not be where the log's coverage
+					// starts: without a position the namespace is sent whole.)
 					out[ns] = position{gen: p.gen, rv: base}
 				case seen && sp.rv == 0 && sp.n > 0 && int(sp.n) == objects:
 					out[ns] = position{gen: p.gen, rv: base}

@@ -103,6 +103,22 @@ type ScopedChangeLog interface {
 	ScopeChangesSince(cluster string, gvr schema.GroupVersionResource, namespace string, rv, upTo uint64, fn func(at uint64, e aggregate.Event)) (withRV bool, err error)
 }
 
+// ListedChangeLog is a ChangeLogSource that also gives a base to the objects of the
+// first lists of a resource that the fleet did not load from the snapshot (it watches
+// the resource cold): ChangeLogBase is then the resourceVersion of the list, and the
+// objects those of the list, which take positions (0, n) and then stand at the base,
+// as loaded objects do (positionLocked); so a cursor handed out after the list names
+// the list's resourceVersion, which a later run places in the log, where its coverage
+// of the resource starts. *fleetwatch.Manager implements it.
+type ListedChangeLog interface {
+	ChangeLogSource
+	// ChangeLogListed reports whether the base of cluster's resource gvr
+	// (ChangeLogBase) is of first lists in this run, not of a load: no position of an
+	// earlier run stands on it, and the log may hold nothing of it yet. It is called
+	// with the watch cache's locks held, so it does no I/O.
+	ChangeLogListed(cluster string, gvr schema.GroupVersionResource) bool
+}
+
 // logEpochSep separates, in a watch cache's epoch, the change log's epoch from the
 // run's: neither a base-36 nor a base64url string holds it.
 const logEpochSep = ":"
@@ -247,6 +263,17 @@ func (wc *watchCache) resumeLocked(rc *resourceCache, c cursor, sc scope) (resum
 		if wc.log != nil {
 			base, _, _, loaded = wc.log.ChangeLogBase(cl, rc.resource)
 			loaded = loaded && base > 0
+		}
+		if rc.listedLocked(cl) {
+			// The history holds every change since the lists, which are this run's.
+			if !thisRun || p.gen != gen {
+				return resumed{}, fmt.Errorf("the position %s of cluster %q is of an earlier run of the server, which the change log cannot place: this run did not load the cluster's %s from the snapshot", p, cl, rc.resource.Resource)
+			}
+			r.starts[cl] = p
+			if at, err := parseScopes(p.scopes, p.gen); err == nil && len(at) > 0 {
+				r.scopesAt(cl, at)
+			}
+			continue
 		}
 		if rc.scopedLocked(cl) {
 			done, err := wc.resumeScopesLocked(rc, cl, p, thisRun, loaded, base, &r)

@@ -2,6 +2,7 @@ package server
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"maps"
 	"net/url"
@@ -415,5 +416,59 @@ func TestFanOutWatchResumesByNamespaceAcrossAHandover(t *testing.T) {
 			}
 			w.none(200 * time.Millisecond)
 		})
+	}
+}
+
+// listedLog is a fakeLog whose base is of the first list of this run
+// (ListedChangeLog).
+type listedLog struct {
+	*fakeLog
+}
+
+func (l listedLog) ChangeLogListed(cluster string, gvr schema.GroupVersionResource) bool {
+	return cluster == prod && gvr == podsGVR
+}
+
+// TestListedBase: the objects of a first list of a resource that the fleet watches cold
+// take positions (0, n) and then stand at the list's resourceVersion, as loaded ones
+// do: a cursor after the list names it (a later run places it in the log, where its
+// coverage starts), and resumes in this run from the history, never from the log,
+// which may not hold the list yet; a cursor of an earlier run gets 410.
+func TestListedBase(t *testing.T) {
+	pods := clusterPath(allClusters) + "/api/v1/pods"
+	log := &fakeLog{epoch: "snap", loading: true, load: 1}
+	f := newSourceFixture(t, prod, "", func(src *fakeSource) Source {
+		return struct {
+			*fakeSource
+			listedLog
+		}{src, listedLog{log}}
+	}, pod("default", "a", "12", web), pod("default", "b", "7", web))
+	rc := f.server.cache.lookup(podsGVR)
+	rc.mu.RLock()
+	raw := rc.positions[prod]
+	rc.mu.RUnlock()
+	if raw != (position{n: 2}) {
+		t.Errorf("after the list: %v, want 0.2", raw)
+	}
+	// The list's checkpoint: its resourceVersion is known.
+	log.mu.Lock()
+	log.loading, log.base, log.objects = false, 13, 2
+	log.err = errors.New("the log was read")
+	log.mu.Unlock()
+	var l itemList
+	f.getOK(pods, &l)
+	c, err := parseCursor(l.Metadata.ResourceVersion)
+	if err != nil || c.positions[prod] != (position{rv: 13}) {
+		t.Fatalf("the list's cursor: %v, %v; want the list's resourceVersion 13", c.positions[prod], err)
+	}
+	f.apply(prod, podsGVR, pod("default", "b", "14", api))
+	w := f.watch(pods + "?watch=1&resourceVersion=" + url.QueryEscape(l.Metadata.ResourceVersion))
+	if got, _ := events(w, 1); !slices.Equal(got, []string{"MODIFIED b@14"}) {
+		t.Errorf("from the list's cursor: %q", got)
+	}
+	w.none(100 * time.Millisecond)
+	earlier := cursor{epoch: "snap" + logEpochSep + "earlier", positions: map[string]position{prod: {rv: 13}}}.String()
+	if st := f.get(pods+"?watch=1&resourceVersion="+url.QueryEscape(earlier)).status(t, 410); !strings.Contains(st.Message, "did not load") {
+		t.Errorf("a cursor of an earlier run: %s", st.Message)
 	}
 }
