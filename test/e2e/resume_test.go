@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -494,4 +495,85 @@ server:
 		}
 		return ""
 	})
+}
+
+// TestWatchResumesAfterAColdStart: a cursor that a cold daemon handed out after its
+// first list of a cluster where nothing changed since resumes after a restart: the
+// list's objects stand at the list's resourceVersion, where the change log's coverage
+// starts, not at the greatest of their own (which the log cannot place: 410).
+func TestWatchResumesAfterAColdStart(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t, testenv.Options{Clusters: 1})
+	c := env.Clusters[0]
+	for _, name := range []string{"a", "b", "c"} {
+		createConfigMap(t, c.Clientset(), "quiet", name, c.Name)
+	}
+	// What the daemon does not watch changes: the cluster's resourceVersion, which its
+	// list has, moves past its objects', as in any cluster that runs controllers.
+	createConfigMap(t, c.Clientset(), "elsewhere", "x", c.Name)
+	dir := t.TempDir()
+	port := freePort(t)
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	cfgPath := filepath.Join(dir, "fleetwatch.yaml")
+	cfg := fmt.Sprintf(`kubeconfig: [%q]
+resources:
+  - name: configmaps
+    namespaces: [quiet]
+snapshot:
+  path: %q
+  interval: 1s
+history:
+  enabled: true
+server:
+  address: 127.0.0.1:%d
+`, env.Kubeconfig, filepath.Join(dir, "fleetwatch.db"), port)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, buildBinary(t, "./cmd/fleetwatch"), cfgPath)
+	waitReadyz(t, http.DefaultClient, base)
+	path := base + "/clusters/*/api/v1/configmaps"
+	var list struct {
+		Metadata metav1.ListMeta `json:"metadata"`
+	}
+	resp, err := http.Get(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = json.NewDecoder(resp.Body).Decode(&list)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2500 * time.Millisecond) // past a commit (snapshot.interval)
+	_ = d.signal(t, syscall.SIGTERM)
+	d.start(t)
+	waitReadyz(t, http.DefaultClient, base)
+	createConfigMap(t, c.Clientset(), "quiet", "after", c.Name)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, path+"?watch=1&resourceVersion="+url.QueryEscape(list.Metadata.ResourceVersion), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(resp.Body)
+		t.Fatalf("watch from the cold run's list: %d %s", resp.StatusCode, body)
+	}
+	var e struct {
+		Type   string                    `json:"type"`
+		Object unstructured.Unstructured `json:"object"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&e); err != nil {
+		t.Fatal(err)
+	}
+	if e.Type != string(watch.Added) || e.Object.GetName() != "after" {
+		t.Errorf("the first event: %s %s/%s, want the configmap created after the restart", e.Type, e.Object.GetNamespace(), e.Object.GetName())
+	}
 }
