@@ -92,6 +92,16 @@ func (b *logBases) loading(cluster string, scope informer.Scope, key persist.Res
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.scopeLocked(cluster, scope)
+	res := b.resourcesLocked(cluster)
+	if lb := res[scope.Resource]; lb != nil && !lb.stale && !lb.listed && lb.scopes[key] == nil {
+		lb.scopes[key] = &scopeBase{namespace: scope.Namespace}
+		return
+	}
+	res[scope.Resource] = b.newLocked(scope, key)
+}
+
+// resourcesLocked returns the bases of cluster's resources, made if there are none.
+func (b *logBases) resourcesLocked(cluster string) map[schema.GroupVersionResource]*logBase {
 	if b.clusters == nil {
 		b.clusters = map[string]map[schema.GroupVersionResource]*logBase{}
 	}
@@ -100,12 +110,13 @@ func (b *logBases) loading(cluster string, scope informer.Scope, key persist.Res
 		res = map[schema.GroupVersionResource]*logBase{}
 		b.clusters[cluster] = res
 	}
-	if lb := res[scope.Resource]; lb != nil && !lb.stale && lb.scopes[key] == nil {
-		lb.scopes[key] = &scopeBase{namespace: scope.Namespace}
-		return
-	}
+	return res
+}
+
+// newLocked returns the base of a new load, of scope under key so far.
+func (b *logBases) newLocked(scope informer.Scope, key persist.ResourceKey) *logBase {
 	b.loads++
-	res[scope.Resource] = &logBase{scopes: map[persist.ResourceKey]*scopeBase{key: {namespace: scope.Namespace}}, load: b.loads}
+	return &logBase{scopes: map[persist.ResourceKey]*scopeBase{key: {namespace: scope.Namespace}}, load: b.loads}
 }
 
 // watching records that an informer of scope, whose store writes under key, feeds the
@@ -119,18 +130,12 @@ func (b *logBases) watching(cluster string, scope informer.Scope, key persist.Re
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.scopeLocked(cluster, scope)
-	if b.clusters == nil {
-		b.clusters = map[string]map[schema.GroupVersionResource]*logBase{}
-	}
-	res := b.clusters[cluster]
-	if res == nil {
-		res = map[schema.GroupVersionResource]*logBase{}
-		b.clusters[cluster] = res
-	}
+	res := b.resourcesLocked(cluster)
 	switch lb := res[scope.Resource]; {
 	case lb == nil || lb.stale:
-		b.loads++
-		res[scope.Resource] = &logBase{scopes: map[persist.ResourceKey]*scopeBase{key: {namespace: scope.Namespace}}, listed: true, load: b.loads}
+		lb = b.newLocked(scope, key)
+		lb.listed = true
+		res[scope.Resource] = lb
 	case lb.listed && lb.scopes[key] == nil:
 		lb.scopes[key] = &scopeBase{namespace: scope.Namespace}
 	}

@@ -158,9 +158,7 @@ func TestLogBases(t *testing.T) {
 	if rv != 7 || n != 3 || !ok {
 		t.Errorf("loaded: %d, %d, %v", rv, n, ok)
 	}
-	got := map[string]string{}
-	m.ChangeLogScopeBases("prod", pods, func(ns string, rv uint64, objects int) { got[ns] = fmt.Sprint(rv, "/", objects) })
-	if want := map[string]string{"a": "7/2", "b": "5/1"}; !maps.Equal(got, want) {
+	if got, want := scopeBases(m, pods), map[string]string{"a": "7/2", "b": "5/1"}; !maps.Equal(got, want) {
 		t.Errorf("bases by namespace %v, want %v", got, want)
 	}
 	if _, err := m.ChangesSince("prod", pods, 5, 7, func(uint64, aggregate.Event) {}); !errors.Is(err, errNotInLog) {
@@ -377,9 +375,7 @@ func TestListedBase(t *testing.T) {
 	if rv != 10 || n != 2 || !ok {
 		t.Errorf("both listed: %d, %d, %v; want 10, 2, true", rv, n, ok)
 	}
-	got := map[string]string{}
-	m.ChangeLogScopeBases("prod", pods, func(ns string, rv uint64, objects int) { got[ns] = fmt.Sprint(rv, "/", objects) })
-	if want := map[string]string{"a": "9/2", "b": "10/0"}; !maps.Equal(got, want) {
+	if got, want := scopeBases(m, pods), map[string]string{"a": "9/2", "b": "10/0"}; !maps.Equal(got, want) {
 		t.Errorf("bases by namespace %v, want %v", got, want)
 	}
 	// The informers start again (the resource came back): a new base, of their lists.
@@ -409,4 +405,11 @@ func TestListedBase(t *testing.T) {
 	if rv, n, _, ok := m.ChangeLogBase("prod", nodes); rv != 20 || n != 3 || !ok || m.ChangeLogListed("prod", nodes) {
 		t.Errorf("a loaded resource: %d, %d, %v, listed %v", rv, n, ok, m.ChangeLogListed("prod", nodes))
 	}
+}
+
+// scopeBases returns the bases of prod's gvr by namespace, as "rv/objects".
+func scopeBases(m *Manager, gvr schema.GroupVersionResource) map[string]string {
+	got := map[string]string{}
+	m.ChangeLogScopeBases("prod", gvr, func(ns string, rv uint64, objects int) { got[ns] = fmt.Sprint(rv, "/", objects) })
+	return got
 }

@@ -376,19 +376,7 @@ server:
 			wg.Go(func() { watchTruth(watchCtx, t, c, ns, &truth) })
 		}
 	}
-	var list struct {
-		Metadata metav1.ListMeta `json:"metadata"`
-	}
-	resp, err := http.Get(base + path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = json.NewDecoder(resp.Body).Decode(&list)
-	resp.Body.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	fw := &fleetWatcher{base: base, path: path, cursors: []string{list.Metadata.ResourceVersion}}
+	fw := &fleetWatcher{base: base, path: path, cursors: []string{listResourceVersion(t, base+path)}}
 	wg.Go(func() { fw.run(watchCtx) })
 	time.Sleep(time.Second) // the truth's watches and the fleet watch are open
 
@@ -533,18 +521,7 @@ server:
 	d := startDaemon(t, buildBinary(t, "./cmd/fleetwatch"), cfgPath)
 	waitReadyz(t, http.DefaultClient, base)
 	path := base + "/clusters/*/api/v1/configmaps"
-	var list struct {
-		Metadata metav1.ListMeta `json:"metadata"`
-	}
-	resp, err := http.Get(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = json.NewDecoder(resp.Body).Decode(&list)
-	resp.Body.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	listed := listResourceVersion(t, path)
 	time.Sleep(2500 * time.Millisecond) // past a commit (snapshot.interval)
 	_ = d.signal(t, syscall.SIGTERM)
 	d.start(t)
@@ -553,11 +530,11 @@ server:
 
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, path+"?watch=1&resourceVersion="+url.QueryEscape(list.Metadata.ResourceVersion), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, path+"?watch=1&resourceVersion="+url.QueryEscape(listed), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err = http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -576,4 +553,22 @@ server:
 	if e.Type != string(watch.Added) || e.Object.GetName() != "after" {
 		t.Errorf("the first event: %s %s/%s, want the configmap created after the restart", e.Type, e.Object.GetNamespace(), e.Object.GetName())
 	}
+}
+
+// listResourceVersion lists url and returns the list's resourceVersion.
+func listResourceVersion(t *testing.T, url string) string {
+	t.Helper()
+	var list struct {
+		Metadata metav1.ListMeta `json:"metadata"`
+	}
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = json.NewDecoder(resp.Body).Decode(&list)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list.Metadata.ResourceVersion
 }
