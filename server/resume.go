@@ -219,6 +219,13 @@ type resumed struct {
 	scopes, skips map[string]map[string]position
 }
 
+// scopesOf records where position p of cluster cl stands in its namespaces, if it says.
+func (r *resumed) scopesOf(cl string, p position) {
+	if at, err := parseScopes(p.scopes, p.gen); err == nil && len(at) > 0 {
+		r.scopesAt(cl, at)
+	}
+}
+
 // scopesAt records that the cursor of cluster cl stands at scopes in its namespaces.
 func (r *resumed) scopesAt(cl string, scopes map[string]position) {
 	if r.scopes == nil {
@@ -242,8 +249,9 @@ func (r *resumed) scopesAt(cl string, scopes map[string]position) {
 // generation (the cluster left and came back) is placed in the log as one of an earlier
 // run if it is of a change before the cluster left (placedBeforeLeaving); else it
 // resumes from the history, which has the cluster's objects go and come again. A
-// cluster whose resource one informer per namespace watches is placed namespace by
-// namespace (resumeScopesLocked).
+// cluster whose base is of this run's first lists (ListedChangeLog) resumes a position
+// of this run from the history, and none of another. A cluster whose resource one
+// informer per namespace watches is placed namespace by namespace (resumeScopesLocked).
 func (wc *watchCache) resumeLocked(rc *resourceCache, c cursor, sc scope) (resumed, error) {
 	c = rc.placeLocked(c)
 	r := resumed{starts: make(map[string]position, len(c.positions))}
@@ -264,16 +272,16 @@ func (wc *watchCache) resumeLocked(rc *resourceCache, c cursor, sc scope) (resum
 			base, _, _, loaded = wc.log.ChangeLogBase(cl, rc.resource)
 			loaded = loaded && base > 0
 		}
-		if rc.listedLocked(cl) {
-			// The history holds every change since the lists, which are this run's.
-			if !thisRun || p.gen != gen {
-				return resumed{}, fmt.Errorf("the position %s of cluster %q is of an earlier run of the server, which the change log cannot place: this run did not load the cluster's %s from the snapshot", p, cl, rc.resource.Resource)
-			}
+		if rc.listedLocked(cl) && thisRun && p.gen <= gen {
+			// The history holds every change since the lists, which are this run's
+			// (and before them, of an older generation of the cluster, the changes of
+			// what they replaced).
 			r.starts[cl] = p
-			if at, err := parseScopes(p.scopes, p.gen); err == nil && len(at) > 0 {
-				r.scopesAt(cl, at)
-			}
+			r.scopesOf(cl, p)
 			continue
+		}
+		if rc.listedLocked(cl) && !thisRun {
+			return resumed{}, fmt.Errorf("the position %s of cluster %q is of an earlier run of the server, which the change log cannot place: this run did not load the cluster's %s from the snapshot", p, cl, rc.resource.Resource)
 		}
 		if rc.scopedLocked(cl) {
 			done, err := wc.resumeScopesLocked(rc, cl, p, thisRun, loaded, base, &r)
@@ -283,9 +291,7 @@ func (wc *watchCache) resumeLocked(rc *resourceCache, c cursor, sc scope) (resum
 			if done {
 				continue
 			}
-			if at, err := parseScopes(p.scopes, p.gen); err == nil && len(at) > 0 {
-				r.scopesAt(cl, at)
-			}
+			r.scopesOf(cl, p)
 		}
 		switch {
 		case p.gen > gen:
