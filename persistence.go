@@ -177,6 +177,11 @@ func (sd *clusterSeeder) finish(cs *persist.ClusterSnapshot, stale []staleScope)
 		identity: cluster.Identity{UID: cs.Identity.UID, Server: cs.Identity.Server},
 		scopes:   map[informer.Scope]savedScope{},
 	}
+	// Every scope is recorded as loading before any is loaded: the base of a resource
+	// loaded namespace by namespace is known once all of its scopes are (ChangeLogBase).
+	for key := range cs.Resources {
+		sd.scope(key)
+	}
 	for key, rs := range cs.Resources {
 		sc := sd.scope(key)
 		if sc.stale {
@@ -186,7 +191,7 @@ func (sd *clusterSeeder) finish(cs *persist.ClusterSnapshot, stale []staleScope)
 			continue
 		}
 		s.scopes[sc.scope] = savedScope{key: key, resourceVersion: rs.ResourceVersion, objects: sc.names}
-		sd.bases.loaded(sd.name, sc.scope, rs.ResourceVersion, len(sc.names))
+		sd.bases.loaded(sd.name, sc.scope, key, rs.ResourceVersion, len(sc.names))
 	}
 	// The logs that the cluster's records came from on a warm handover, which the
 	// snapshot keeps: their positions are placed here after a restart too.
@@ -281,11 +286,16 @@ func (s *sink) Store(scope informer.Scope) informer.Store {
 	s.requested[scope] = true
 	writer := s.writer
 	s.mu.Unlock()
+	// Before the informer starts: the server keeps a position per namespace of a
+	// resource watched namespace by namespace from its first change, and places the
+	// objects of a first list as it places loaded ones.
+	key := persist.ResourceKey(scope.String())
+	s.bases.watching(s.cluster, scope, key)
 	store := s.fleet.ClusterStore(s.cluster, scope.Resource)
 	if writer == nil {
 		return store
 	}
-	return &persistingStore{ClusterStore: store, writer: writer, cluster: s.cluster, key: persist.ResourceKey(scope.String()), compact: s.compact}
+	return &persistingStore{ClusterStore: store, writer: writer, cluster: s.cluster, key: key, compact: s.compact, bases: s.bases, scope: scope}
 }
 
 func (s *sink) RemoveResource(gvr schema.GroupVersionResource) {
@@ -379,6 +389,24 @@ type persistingStore struct {
 	// compact: the fleet holds objects in the snapshot's encoding, which the writer
 	// stores as it is.
 	compact bool
+	// bases and scope: the informer's first list is the base of its resource in the
+	// change log where the fleet did not load it (logBases.listing). started is set
+	// at the first list's first object or checkpoint; listed counts the list's objects
+	// until its checkpoint, while counting.
+	bases    *logBases
+	scope    informer.Scope
+	started  bool
+	counting bool
+	listed   int
+}
+
+// initial counts an object of the informer's first list that the fleet took.
+func (p *persistingStore) initial() {
+	if !p.started {
+		p.started = true
+		p.counting = p.bases.listing(p.cluster, p.scope, p.key)
+	}
+	p.listed++
 }
 
 var (
@@ -398,6 +426,9 @@ func (p *persistingStore) Apply(obj runtime.Object, initialList bool) error {
 	if !changed {
 		return nil
 	}
+	if initialList {
+		p.initial()
+	}
 	if u, ok := obj.(*unstructured.Unstructured); ok && p.compact && held != nil {
 		p.writer.UpsertEncoded(p.cluster, p.key, u, held)
 	} else {
@@ -416,6 +447,9 @@ func (p *persistingStore) ApplyEncoded(obj *unstructured.Unstructured, encoded [
 		return err
 	}
 	if changed {
+		if initialList {
+			p.initial()
+		}
 		// What the fleet keeps (compressed by its Codec), else the informer's encoding.
 		if stored == nil {
 			stored = encoded
@@ -445,6 +479,9 @@ func (p *persistingStore) ApplyPartial(partial runtime.Object, encoded []byte, i
 		return err
 	}
 	if changed {
+		if initialList {
+			p.initial()
+		}
 		p.writer.UpsertEncoded(p.cluster, p.key, u, stored)
 	}
 	return nil
@@ -469,4 +506,14 @@ func (p *persistingStore) Delete(obj runtime.Object, finalStateUnknown bool) err
 
 func (p *persistingStore) Checkpoint(resourceVersion string) {
 	p.writer.Checkpoint(p.cluster, p.key, resourceVersion)
+	if !p.started {
+		// An empty first list.
+		p.started = true
+		p.counting = p.bases.listing(p.cluster, p.scope, p.key)
+	}
+	if p.counting {
+		// The end of the first list: its objects stand at resourceVersion.
+		p.counting = false
+		p.bases.loaded(p.cluster, p.scope, p.key, resourceVersion, p.listed)
+	}
 }

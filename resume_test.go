@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -68,7 +69,7 @@ func TestChangesSinceFromTheLog(t *testing.T) {
 
 	m := &Manager{opts: Options{Snapshot: store}, logEpoch: "e", logBases: &logBases{}}
 	m.logBases.loading("prod", sc, key)
-	m.logBases.loaded("prod", sc, "20", 1)
+	m.logBases.loaded("prod", sc, key, "20", 1)
 	rv, n, load, ok := m.ChangeLogBase("prod", pods)
 	if rv != 20 || n != 1 || load == 0 || !ok {
 		t.Errorf("ChangeLogBase: %d, %d, load %d, %v", rv, n, load, ok)
@@ -131,30 +132,68 @@ func TestChangesSinceFromTheLog(t *testing.T) {
 }
 
 // TestLogBases: a resource saved in more than one scope (one informer per namespace)
-// has no base, nor one whose resourceVersion is not an integer.
+// is one load, whose base is the greatest of its namespaces' once every one is known,
+// with the objects of all, and each namespace has its own (ChangeLogScopeBases); it is
+// watched namespace by namespace (ChangeLogScoped) from its first scope on, loaded or
+// watched. A resource saved at a resourceVersion that is not an integer has no base.
 func TestLogBases(t *testing.T) {
 	pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 	nodes := schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
-	var b logBases
+	m := &Manager{logEpoch: "e", logBases: &logBases{}}
+	b := m.logBases
+	scopes := map[string]informer.Scope{}
 	for _, ns := range []string{"a", "b"} {
-		sc := informer.Scope{Resource: pods, Namespace: ns}
-		b.loading("prod", sc, persist.ResourceKey(sc.String()))
-		b.loaded("prod", sc, "5", 1)
+		scopes[ns] = informer.Scope{Resource: pods, Namespace: ns}
+		b.loading("prod", scopes[ns], persist.ResourceKey(scopes[ns].String()))
 	}
+	if !m.ChangeLogScoped("prod", pods) {
+		t.Error("pods loaded by namespace: not scoped")
+	}
+	b.loaded("prod", scopes["a"], persist.ResourceKey(scopes["a"].String()), "7", 2)
+	if rv, n, _, ok := m.ChangeLogBase("prod", pods); rv != 0 || n != 2 || !ok {
+		t.Errorf("while b loads: %d, %d, %v", rv, n, ok)
+	}
+	b.loaded("prod", scopes["b"], persist.ResourceKey(scopes["b"].String()), "5", 1)
+	rv, n, load, ok := m.ChangeLogBase("prod", pods)
+	if rv != 7 || n != 3 || !ok {
+		t.Errorf("loaded: %d, %d, %v", rv, n, ok)
+	}
+	if got, want := scopeBases(m, pods), map[string]string{"a": "7/2", "b": "5/1"}; !maps.Equal(got, want) {
+		t.Errorf("bases by namespace %v, want %v", got, want)
+	}
+	if _, err := m.ChangesSince("prod", pods, 5, 7, func(uint64, aggregate.Event) {}); !errors.Is(err, errNotInLog) {
+		t.Errorf("ChangesSince of a resource loaded by namespace: %v", err)
+	}
+	// Loaded again (a cluster that came back): another load.
+	b.forget("prod", pods)
+	b.loading("prod", scopes["a"], persist.ResourceKey(scopes["a"].String()))
+	if _, _, again, _ := m.ChangeLogBase("prod", pods); again == load {
+		t.Error("a load after a forget has the number of the one before")
+	}
+	// Watched in every namespace now: not scoped.
+	all := informer.Scope{Resource: pods}
+	b.watching("prod", all, persist.ResourceKey(all.String()))
+	if m.ChangeLogScoped("prod", pods) {
+		t.Error("pods watched in every namespace: scoped")
+	}
+	b.watching("prod", scopes["b"], persist.ResourceKey(scopes["b"].String()))
+	if !m.ChangeLogScoped("prod", pods) || m.ChangeLogScoped("other", pods) {
+		t.Error("ChangeLogScoped of watched scopes")
+	}
+
 	sc := informer.Scope{Resource: nodes}
 	b.loading("prod", sc, persist.ResourceKey(sc.String()))
-	if lb, ok := b.get("prod", nodes); !ok || lb.rv != 0 {
-		t.Errorf("while loading: %+v, %v", lb, ok)
+	if rv, _, _, ok := m.ChangeLogBase("prod", nodes); !ok || rv != 0 {
+		t.Errorf("while loading: %d, %v", rv, ok)
 	}
-	b.loaded("prod", sc, "x", 1)
-	for _, gvr := range []schema.GroupVersionResource{pods, nodes} {
-		if lb, ok := b.get("prod", gvr); ok {
-			t.Errorf("%s: %+v", gvr.Resource, lb)
-		}
+	b.loaded("prod", sc, persist.ResourceKey(sc.String()), "x", 1)
+	if _, _, _, ok := m.ChangeLogBase("prod", nodes); ok {
+		t.Error("a resourceVersion that is not an integer: a base")
 	}
 	var none *logBases
 	none.loading("prod", sc, "k")
-	if _, ok := none.get("prod", nodes); ok {
+	none.watching("prod", sc, "k")
+	if _, ok := none.get("prod", nodes, nil); ok {
 		t.Error("no change log, a base")
 	}
 }
@@ -276,7 +315,7 @@ func TestChangesSinceDamagedIndex(t *testing.T) {
 	t.Cleanup(func() { _ = store.Close() })
 	m := &Manager{opts: Options{Snapshot: store}, logEpoch: "e", logBases: &logBases{}}
 	m.logBases.loading("prod", sc, key)
-	m.logBases.loaded("prod", sc, "13", 4)
+	m.logBases.loaded("prod", sc, key, "13", 4)
 	var got []uint64
 	_, err = m.ChangesSince("prod", pods, 11, 13, func(at uint64, _ aggregate.Event) { got = append(got, at) })
 	if !errors.Is(err, persist.ErrCorrupt) {
@@ -285,4 +324,92 @@ func TestChangesSinceDamagedIndex(t *testing.T) {
 	if err := store.Verify(); !errors.Is(err, persist.ErrCorrupt) {
 		t.Errorf("Verify: %v", err)
 	}
+}
+
+// TestListedBase: a resource that the fleet did not load is watched cold, and the first
+// lists of its informers are its base, as a load is: each scope's at the list's
+// resourceVersion with the list's objects, known at the list's checkpoint, the
+// resource's once every scope's is; a later list, or a resource that was loaded, is
+// no base of this kind.
+func TestListedBase(t *testing.T) {
+	pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	store, err := persist.Open(filepath.Join(t.TempDir(), "snapshot.db"), persist.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	w := store.NewWriter(persist.WriterOptions{Interval: time.Hour, History: persist.HistoryOptions{Enabled: true}})
+	fleet := aggregate.New(aggregate.Options{})
+	m := &Manager{opts: Options{Snapshot: store}, logEpoch: "e", logBases: &logBases{}}
+	s := &sink{fleet: fleet, cluster: "prod", snapshot: store, bases: m.logBases, writer: w}
+	obj := func(ns, name, rv string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Pod"}}
+		u.SetNamespace(ns)
+		u.SetName(name)
+		u.SetResourceVersion(rv)
+		return u
+	}
+	stores := map[string]informer.Store{}
+	for _, ns := range []string{"a", "b"} {
+		stores[ns] = s.Store(informer.Scope{Resource: pods, Namespace: ns})
+	}
+	if !m.ChangeLogListed("prod", pods) || !m.ChangeLogScoped("prod", pods) {
+		t.Fatal("pods watched cold, by namespace: not listed, or not scoped")
+	}
+	for _, o := range []*unstructured.Unstructured{obj("a", "x", "5"), obj("a", "y", "8")} {
+		if err := stores["a"].Apply(o, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stores["a"].(informer.Checkpointer).Checkpoint("9")
+	if rv, n, _, ok := m.ChangeLogBase("prod", pods); rv != 0 || n != 2 || !ok {
+		t.Errorf("a listed, b not: %d, %d, %v", rv, n, ok)
+	}
+	// b's list is empty; a's watch events and relists that follow change no base.
+	stores["b"].(informer.Checkpointer).Checkpoint("10")
+	if err := stores["a"].Apply(obj("a", "z", "11"), false); err != nil {
+		t.Fatal(err)
+	}
+	stores["a"].(informer.Checkpointer).Checkpoint("11")
+	rv, n, load, ok := m.ChangeLogBase("prod", pods)
+	if rv != 10 || n != 2 || !ok {
+		t.Errorf("both listed: %d, %d, %v; want 10, 2, true", rv, n, ok)
+	}
+	if got, want := scopeBases(m, pods), map[string]string{"a": "9/2", "b": "10/0"}; !maps.Equal(got, want) {
+		t.Errorf("bases by namespace %v, want %v", got, want)
+	}
+	// The informers start again (the resource came back): a new base, of their lists.
+	s.RemoveResource(pods)
+	again := s.Store(informer.Scope{Resource: pods, Namespace: "a"})
+	if _, _, l, _ := m.ChangeLogBase("prod", pods); l == load || !m.ChangeLogListed("prod", pods) {
+		t.Errorf("the resource watched again: load %d (was %d), listed %v", l, load, m.ChangeLogListed("prod", pods))
+	}
+	if err := again.Apply(obj("a", "x", "12"), true); err != nil {
+		t.Fatal(err)
+	}
+	again.(informer.Checkpointer).Checkpoint("12")
+	if rv, n, _, ok := m.ChangeLogBase("prod", pods); rv != 12 || n != 1 || !ok {
+		t.Errorf("listed again: %d, %d, %v", rv, n, ok)
+	}
+
+	// A loaded resource keeps its load's base when its informer starts.
+	nodes := schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
+	sc := informer.Scope{Resource: nodes}
+	m.logBases.loading("prod", sc, persist.ResourceKey(sc.String()))
+	m.logBases.loaded("prod", sc, persist.ResourceKey(sc.String()), "20", 3)
+	st := s.Store(sc)
+	if err := st.Apply(obj("", "n1", "21"), true); err != nil {
+		t.Fatal(err)
+	}
+	st.(informer.Checkpointer).Checkpoint("21")
+	if rv, n, _, ok := m.ChangeLogBase("prod", nodes); rv != 20 || n != 3 || !ok || m.ChangeLogListed("prod", nodes) {
+		t.Errorf("a loaded resource: %d, %d, %v, listed %v", rv, n, ok, m.ChangeLogListed("prod", nodes))
+	}
+}
+
+// scopeBases returns the bases of prod's gvr by namespace, as "rv/objects".
+func scopeBases(m *Manager, gvr schema.GroupVersionResource) map[string]string {
+	got := map[string]string{}
+	m.ChangeLogScopeBases("prod", gvr, func(ns string, rv uint64, objects int) { got[ns] = fmt.Sprint(rv, "/", objects) })
+	return got
 }

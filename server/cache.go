@@ -225,6 +225,8 @@ func (wc *watchCache) resource(gvr schema.GroupVersionResource) *resourceCache {
 	if rc = wc.resources[gvr]; rc == nil {
 		rc = newResourceCache(gvr, wc.historySize, wc.codec)
 		rc.log = wc.log
+		rc.scoped, _ = wc.log.(ScopedChangeLog)
+		rc.listed, _ = wc.log.(ListedChangeLog)
 		wc.resources[gvr] = rc
 	}
 	return rc
@@ -264,6 +266,10 @@ type resourceCache struct {
 	// codec and log are the watch cache's.
 	codec aggregate.Codec
 	log   ChangeLogSource
+	// scoped and listed are log as a ScopedChangeLog and a ListedChangeLog, nil if it
+	// is none.
+	scoped ScopedChangeLog
+	listed ListedChangeLog
 
 	// mu guards every field below.
 	mu sync.RWMutex
@@ -277,6 +283,10 @@ type resourceCache struct {
 	nextSeq uint64
 	// positions is the position of every cluster that has had a change.
 	positions map[string]position
+	// scopes is, for each cluster whose resource one informer per namespace watches
+	// (ScopedChangeLog), its position in each namespace that has had a change, of the
+	// cluster's generation or an older one (then it has had none in this one).
+	scopes map[string]map[string]position
 	// loads is, for each cluster loaded from the change log, the load of it that the
 	// generation of its positions counts from (positionLocked).
 	loads map[string]uint64
@@ -319,7 +329,12 @@ type entry struct {
 	seq     uint64
 	cluster string
 	pos     position
-	typ     watch.EventType
+	// scope is, for a resource that one informer per namespace watches in the
+	// cluster, the object's namespace, and spos the cluster's position in it after the
+	// change (resourceCache.scopes); "" otherwise.
+	scope string
+	spos  position
+	typ   watch.EventType
 	// obj is the new state, or for Deleted the last state. old is the state before a
 	// Modified or Deleted: what a watcher saw, which its selectors are applied to.
 	obj, old runtime.Object
@@ -332,6 +347,7 @@ func newResourceCache(gvr schema.GroupVersionResource, historySize int, codec ag
 		codec:       codec,
 		clusters:    make(map[string]*clusterObjects),
 		positions:   make(map[string]position),
+		scopes:      make(map[string]map[string]position),
 		loads:       make(map[string]uint64),
 		forgotten:   make(map[string]forgottenLoad),
 		kept:        make(map[string]position),
@@ -408,14 +424,25 @@ func (rc *resourceCache) apply(e aggregate.Event) *compactObject {
 		rc.observeLocked(obj, ns)
 	}
 	rc.events[e.Cluster]++
-	pos := rc.positionLocked(e.Cluster, e.InitialList, typ == watch.Deleted && e.FinalStateUnknown, id.resourceVersion)
-	rc.appendLocked(entry{
+	unknown := typ == watch.Deleted && e.FinalStateUnknown
+	pos := rc.positionLocked(e.Cluster, e.InitialList, unknown, id.resourceVersion)
+	en := entry{
 		cluster: e.Cluster,
 		pos:     pos,
 		typ:     typ,
 		obj:     obj,
 		old:     prev,
-	})
+	}
+	if rc.scopedLocked(e.Cluster) {
+		en.scope, en.spos = ns, rc.scopePositionLocked(e.Cluster, ns, pos.gen, e.InitialList, unknown, id.resourceVersion)
+		sp := rc.scopes[e.Cluster]
+		if sp == nil {
+			sp = make(map[string]position)
+			rc.scopes[e.Cluster] = sp
+		}
+		sp[ns] = en.spos
+	}
+	rc.appendLocked(en)
 	switch {
 	case typ != watch.Deleted || !e.FinalStateUnknown:
 		rc.kept[e.Cluster] = pos
@@ -516,6 +543,101 @@ func (rc *resourceCache) positionLocked(cluster string, initial, unknown bool, r
 		}
 	}
 	return cur.next(rv)
+}
+
+// listedLocked reports whether the base of cluster's resource is of its first lists in
+// this run (ListedChangeLog).
+func (rc *resourceCache) listedLocked(cluster string) bool {
+	return rc.listed != nil && rc.listed.ChangeLogListed(cluster, rc.resource)
+}
+
+// scopedLocked reports whether one informer per namespace watches the resource in
+// cluster, with a change log that keeps its changes by namespace.
+func (rc *resourceCache) scopedLocked(cluster string) bool {
+	return rc.scoped != nil && rc.scoped.ChangeLogScoped(cluster, rc.resource)
+}
+
+// scopePositionLocked returns the position in namespace ns of the next change of
+// cluster, which positionLocked placed in generation gen: the rules of positionLocked,
+// namespace by namespace, with the namespace's base (ChangeLogScopeBases). A
+// namespace's loaded objects take (gen, 0, n) in it, and its first change after them
+// is placed after its own base.
+func (rc *resourceCache) scopePositionLocked(cluster, ns string, gen uint32, initial, unknown bool, rv string) position {
+	cur, ok := rc.scopes[cluster][ns]
+	if !ok || cur.gen != gen {
+		cur = position{gen: gen}
+	}
+	if !initial && !unknown && cur.rv != 0 {
+		return cur.next(rv)
+	}
+	if f, ok := rc.forgotten[cluster]; ok && f.gen == gen {
+		// The load stopped standing for the log (positionLocked).
+		if (unknown || initial) && cur.rv == 0 {
+			return position{gen: gen, n: cur.n + 1}
+		}
+		return cur.next(rv)
+	}
+	base, _, loaded := rc.scopeBaseLocked(cluster, ns)
+	if !loaded {
+		return cur.next(rv)
+	}
+	if cur.rv == 0 {
+		switch {
+		case initial:
+			return position{gen: gen, n: cur.n + 1}
+		case base > 0:
+			cur = position{gen: gen, rv: base}
+		}
+	}
+	return cur.next(rv)
+}
+
+// scopeBaseLocked returns the base of namespace ns of cluster's current load, as
+// ChangeLogScopeBases has it; loaded is false if there is none that stands for the log.
+func (rc *resourceCache) scopeBaseLocked(cluster, ns string) (base uint64, objects int, loaded bool) {
+	ok := rc.scoped.ChangeLogScopeBases(cluster, rc.resource, func(n string, rv uint64, o int) {
+		if n == ns {
+			base, objects, loaded = rv, o, true
+		}
+	})
+	return base, objects, loaded && ok
+}
+
+// scopesLocked returns the scopes of a cursor of cluster whose position is p, from its
+// positions by namespace: those of p's generation, each of them settled, as
+// settledLocked settles p: where the last of its namespace's loaded objects put it,
+// its base. A namespace of the current load that had no loaded object and no change
+// stands at its base. "" if the cluster is not watched namespace by namespace.
+func (rc *resourceCache) scopesLocked(cluster string, p position, scopes map[string]position) string {
+	if len(scopes) == 0 && len(rc.scopes[cluster]) == 0 || !rc.scopedLocked(cluster) {
+		// The first without asking the log, at every cursor of every cluster.
+		return ""
+	}
+	out := make(map[string]position, len(scopes))
+	for ns, sp := range scopes {
+		if sp.gen == p.gen {
+			out[ns] = sp
+		}
+	}
+	if rc.log != nil && p.gen == rc.positions[cluster].gen {
+		f, forgotten := rc.forgotten[cluster]
+		_, _, load, _ := rc.log.ChangeLogBase(cluster, rc.resource)
+		if (!forgotten || f.gen != p.gen) && load == rc.loads[cluster] {
+			rc.scoped.ChangeLogScopeBases(cluster, rc.resource, func(ns string, base uint64, objects int) {
+				sp, seen := out[ns]
+				switch {
+				case base == 0:
+				case !seen && objects == 0 && !rc.listedLocked(cluster):
+					// (An empty first list may not be where the log's coverage
+					// starts: without a position the namespace is sent whole.)
+					out[ns] = position{gen: p.gen, rv: base}
+				case seen && sp.rv == 0 && sp.n > 0 && int(sp.n) == objects:
+					out[ns] = position{gen: p.gen, rv: base}
+				}
+			})
+		}
+	}
+	return encodeScopes(out)
 }
 
 // forgottenLoad is a load whose objects stopped standing for the change log, and the
@@ -674,7 +796,9 @@ func (rc *resourceCache) cursorLocked(wc *watchCache, sc scope) cursor {
 	c := cursor{epoch: wc.epoch, positions: make(map[string]position)}
 	for cl, p := range rc.positions {
 		if sc.includes(cl) {
-			c.positions[cl] = rc.settledLocked(cl, p)
+			sp := rc.settledLocked(cl, p)
+			sp.scopes = rc.scopesLocked(cl, p, rc.scopes[cl])
+			c.positions[cl] = sp
 		}
 	}
 	return c

@@ -9,8 +9,11 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/fleetwatch/fleetwatch/aggregate"
 )
@@ -40,6 +43,13 @@ type position struct {
 	gen uint32
 	rv  uint64
 	n   uint32
+	// scopes is, in a cursor, where the cluster stands in each namespace of a resource
+	// that one informer per namespace watches (ScopedChangeLog), encoded as
+	// encodeScopes does; "" otherwise, and in the history's entries, which hold their
+	// namespace's position beside (entry.spos). compare leaves it out: within a run the
+	// positions of the cluster say it all; a later run places the cursor by namespace
+	// (resumeLocked).
+	scopes string
 }
 
 func (p position) compare(o position) int {
@@ -54,7 +64,8 @@ func (p position) next(rv string) position {
 	return position{gen: p.gen, rv: p.rv, n: p.n + 1}
 }
 
-// String is "rv", "rv.n", and with a generation, "rv~gen" or "rv.n~gen".
+// String is "rv", "rv.n", and with a generation, "rv~gen" or "rv.n~gen", followed by
+// ";" and the scopes if there are any: "412.3~1;shop=410,web=412.1".
 func (p position) String() string {
 	s := strconv.FormatUint(p.rv, 10)
 	if p.n != 0 {
@@ -63,10 +74,32 @@ func (p position) String() string {
 	if p.gen != 0 {
 		s += "~" + strconv.FormatUint(uint64(p.gen), 10)
 	}
+	if p.scopes != "" {
+		s += ";" + p.scopes
+	}
 	return s
 }
 
 func parsePosition(s string) (position, error) {
+	s, scopes, withScopes := strings.Cut(s, ";")
+	p, err := parseOnePosition(s)
+	if err != nil {
+		return position{}, err
+	}
+	if withScopes {
+		if scopes == "" {
+			return position{}, fmt.Errorf("cluster position %q has no namespace positions after ;", s)
+		}
+		if _, err := parseScopes(scopes, p.gen); err != nil {
+			return position{}, err
+		}
+		p.scopes = scopes
+	}
+	return p, nil
+}
+
+// parseOnePosition parses a position without scopes.
+func parseOnePosition(s string) (position, error) {
 	bad := fmt.Errorf("cluster position %q is not an unsigned integer, optionally followed by .n and ~gen", s)
 	s, g, withGen := strings.Cut(s, "~")
 	rv, n, dotted := strings.Cut(s, ".")
@@ -90,6 +123,54 @@ func parsePosition(s string) (position, error) {
 		p.gen = uint32(m)
 	}
 	return p, nil
+}
+
+// encodeScopes encodes the positions of a cluster by namespace as a position's
+// scopes: "ns=rv" or "ns=rv.n" for each, in namespace order, separated by ",", without
+// their generation, which is the cluster position's. "" if there are none.
+func encodeScopes(scopes map[string]position) string {
+	if len(scopes) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	for i, ns := range slices.Sorted(maps.Keys(scopes)) {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		p := scopes[ns]
+		p.gen, p.scopes = 0, ""
+		b.WriteString(ns)
+		b.WriteByte('=')
+		b.WriteString(p.String())
+	}
+	return b.String()
+}
+
+// parseScopes decodes what encodeScopes encoded, each position in generation gen. It
+// takes the canonical form only (namespace names in order, each once), so that equal
+// cursors are equal strings.
+func parseScopes(s string, gen uint32) (map[string]position, error) {
+	out := map[string]position{}
+	if s == "" {
+		return out, nil
+	}
+	prev := ""
+	for item := range strings.SplitSeq(s, ",") {
+		ns, ps, ok := strings.Cut(item, "=")
+		if !ok || len(validation.IsDNS1123Label(ns)) > 0 || ns <= prev {
+			return nil, fmt.Errorf("namespace positions %q are not namespace=position, in namespace order, each once", s)
+		}
+		if strings.Contains(ps, "~") {
+			return nil, fmt.Errorf("namespace position %q has a generation of its own", item)
+		}
+		p, err := parseOnePosition(ps)
+		if err != nil {
+			return nil, err
+		}
+		p.gen = gen
+		out[ns], prev = p, ns
+	}
+	return out, nil
 }
 
 // cursor is a fleet resourceVersion: the position of every cluster in the watch cache

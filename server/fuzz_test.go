@@ -20,6 +20,7 @@ import (
 func FuzzParseCursor(f *testing.F) {
 	f.Add(cursor{epoch: "e", positions: map[string]position{"a": {rv: 1, n: 2}}}.String())
 	f.Add(cursor{epoch: "e", positions: map[string]position{"a": {gen: 3, rv: 1, n: 2}, "b": {gen: 1}}}.String())
+	f.Add(cursor{epoch: "e", positions: map[string]position{"a": {gen: 1, rv: 14, n: 1, scopes: "shop=12.1,web=14"}}}.String())
 	f.Add("123")
 	f.Add("eyJlIjoiZSJ9")
 	f.Add(cursor{epoch: "e", replica: "r0", peers: map[string]string{"r1": cursor{epoch: "f"}.String()}}.String())

@@ -45,10 +45,12 @@ type ChangeLogSource interface {
 	// cluster's resource in one run apart: a load that brings back a cluster that left
 	// (a warm handover, A to B to A) has another than the one before, and the watch
 	// cache starts a new generation of the cluster's positions for its objects
-	// (position). ok is false if none of the resource was loaded from it (all 0), if
-	// one informer per namespace watches the resource (rv 0), or if what was loaded no
-	// longer stands for the log (the cluster's identity changed, it left, the resource
-	// was dropped): then the rest are still those of the load. It is called with the
+	// (position). Of a resource that one informer per namespace watches
+	// (ScopedChangeLog), rv is the greatest of its namespaces' once every one is
+	// known, and objects those of all. ok is false if none of the resource was loaded
+	// from it (all 0), or if what was loaded no longer stands for the log (the
+	// cluster's identity changed, it left, the resource was dropped): then the rest are
+	// still those of the load. It is called with the
 	// watch cache's locks held, so it does no I/O.
 	ChangeLogBase(cluster string, gvr schema.GroupVersionResource) (rv uint64, objects int, load uint64, ok bool)
 	// ChangesSince calls fn with each change of cluster's resource gvr that the change
@@ -71,6 +73,50 @@ type ChangeLogSource interface {
 	// own (ChangeLogBase and ChangesSince serve it). It is called with the watch
 	// cache's locks held, so it does no I/O.
 	ChangeLogHolds(cluster, logEpoch string) bool
+}
+
+// ScopedChangeLog is a ChangeLogSource whose fleet may watch a resource with one
+// informer per namespace (a daemon restricted to namespaces). The log then holds the
+// changes of each namespace in the order its informer received them, and a base per
+// namespace; the informers' streams interleave in the fleet in an order that a
+// restarted fleet does not repeat. So the watch cache keeps, for such a resource, a
+// position of the cluster in each namespace beside the cluster's, and cursors carry
+// them (position.scopes): a later run places a cursor namespace by namespace
+// (resumeLocked). Without it, a cursor of such a resource is not resumed across a
+// restart. *fleetwatch.Manager implements it.
+type ScopedChangeLog interface {
+	ChangeLogSource
+	// ChangeLogScoped reports whether cluster's resource gvr is watched, or was
+	// loaded, with one informer per namespace. It is known before the first change of
+	// the resource reaches the server. It is called with the watch cache's locks held,
+	// so it does no I/O.
+	ChangeLogScoped(cluster string, gvr schema.GroupVersionResource) bool
+	// ChangeLogScopeBases calls fn with the base of each namespace of cluster's
+	// resource gvr that the fleet loaded: the resourceVersion that namespace's objects
+	// were stored at (0 while not known) and how many were loaded. ChangeLogBase of
+	// the resource is the greatest of those resourceVersions, once every one is known,
+	// with the objects of all. It returns ChangeLogBase's ok, and calls fn only where
+	// there is a load. It is called with the watch cache's locks held, so it does no
+	// I/O.
+	ChangeLogScopeBases(cluster string, gvr schema.GroupVersionResource, fn func(namespace string, rv uint64, objects int)) bool
+	// ScopeChangesSince is ChangesSince of the changes in namespace, up to its base.
+	ScopeChangesSince(cluster string, gvr schema.GroupVersionResource, namespace string, rv, upTo uint64, fn func(at uint64, e aggregate.Event)) (withRV bool, err error)
+}
+
+// ListedChangeLog is a ChangeLogSource that also gives a base to the objects of the
+// first lists of a resource that the fleet did not load from the snapshot (it watches
+// the resource cold): ChangeLogBase is then the resourceVersion of the list, and the
+// objects those of the list, which take positions (0, n) and then stand at the base,
+// as loaded objects do (positionLocked); so a cursor handed out after the list names
+// the list's resourceVersion, which a later run places in the log, where its coverage
+// of the resource starts. *fleetwatch.Manager implements it.
+type ListedChangeLog interface {
+	ChangeLogSource
+	// ChangeLogListed reports whether the base of cluster's resource gvr
+	// (ChangeLogBase) is of first lists in this run, not of a load: no position of an
+	// earlier run stands on it, and the log may hold nothing of it yet. It is called
+	// with the watch cache's locks held, so it does no I/O.
+	ChangeLogListed(cluster string, gvr schema.GroupVersionResource) bool
 }
 
 // logEpochSep separates, in a watch cache's epoch, the change log's epoch from the
@@ -148,11 +194,44 @@ func (wc *watchCache) waitLoaded(ctx context.Context) error {
 // holds every change.
 type logGap struct {
 	cluster string
-	from    position
-	base    uint64
+	// namespace is, for a resource that one informer per namespace watches
+	// (ScopedChangeLog), the namespace whose changes the gap holds; from is then the
+	// cluster's position in it, base its base.
+	namespace string
+	from      position
+	base      uint64
 	// gen is the generation of the cluster's positions at the base (position).
 	gen     uint32
 	changes []aggregate.Event
+}
+
+// resumed is where a watch resumed from a cursor starts (resumeLocked).
+type resumed struct {
+	// starts is the position of each cluster in the history, after which it starts.
+	starts map[string]position
+	// gaps are read from the change log and sent first.
+	gaps []logGap
+	// scopes are, for the clusters whose resource one informer per namespace watches,
+	// where the cursor stands in each namespace (position.scopes), and skips, for
+	// those placed namespace by namespace, where the watch starts in each: it skips
+	// the changes of the history at or before them (the changes after the last commit
+	// of an earlier run, which the restarted informers received again).
+	scopes, skips map[string]map[string]position
+}
+
+// scopesOf records where position p of cluster cl stands in its namespaces, if it says.
+func (r *resumed) scopesOf(cl string, p position) {
+	if at, err := parseScopes(p.scopes, p.gen); err == nil && len(at) > 0 {
+		r.scopesAt(cl, at)
+	}
+}
+
+// scopesAt records that the cursor of cluster cl stands at scopes in its namespaces.
+func (r *resumed) scopesAt(cl string, scopes map[string]position) {
+	if r.scopes == nil {
+		r.scopes = map[string]map[string]position{}
+	}
+	r.scopes[cl] = scopes
 }
 
 // resumeLocked returns where a watch resumed from cursor c starts in the history of rc
@@ -169,11 +248,13 @@ type logGap struct {
 // in the cluster's current generation (position). One of this run's of an older
 // generation (the cluster left and came back) is placed in the log as one of an earlier
 // run if it is of a change before the cluster left (placedBeforeLeaving); else it
-// resumes from the history, which has the cluster's objects go and come again.
-func (wc *watchCache) resumeLocked(rc *resourceCache, c cursor, sc scope) (map[string]position, []logGap, error) {
+// resumes from the history, which has the cluster's objects go and come again. A
+// cluster whose base is of this run's first lists (ListedChangeLog) resumes a position
+// of this run from the history, and none of another. A cluster whose resource one
+// informer per namespace watches is placed namespace by namespace (resumeScopesLocked).
+func (wc *watchCache) resumeLocked(rc *resourceCache, c cursor, sc scope) (resumed, error) {
 	c = rc.placeLocked(c)
-	starts := make(map[string]position, len(c.positions))
-	var gaps []logGap
+	r := resumed{starts: make(map[string]position, len(c.positions))}
 	for _, cl := range slices.Sorted(maps.Keys(c.positions)) {
 		if !sc.includes(cl) {
 			continue
@@ -191,25 +272,121 @@ func (wc *watchCache) resumeLocked(rc *resourceCache, c cursor, sc scope) (map[s
 			base, _, _, loaded = wc.log.ChangeLogBase(cl, rc.resource)
 			loaded = loaded && base > 0
 		}
+		if rc.listedLocked(cl) && thisRun && p.gen <= gen {
+			// The history holds every change since the lists, which are this run's
+			// (and before them, of an older generation of the cluster, the changes of
+			// what they replaced).
+			r.starts[cl] = p
+			r.scopesOf(cl, p)
+			continue
+		}
+		if rc.listedLocked(cl) && !thisRun {
+			return resumed{}, fmt.Errorf("the position %s of cluster %q is of an earlier run of the server, which the change log cannot place: this run did not load the cluster's %s from the snapshot", p, cl, rc.resource.Resource)
+		}
+		if rc.scopedLocked(cl) {
+			done, err := wc.resumeScopesLocked(rc, cl, p, thisRun, loaded, base, &r)
+			if err != nil {
+				return resumed{}, err
+			}
+			if done {
+				continue
+			}
+			r.scopesOf(cl, p)
+		}
 		switch {
 		case p.gen > gen:
-			return nil, nil, fmt.Errorf("the position %s of cluster %q is of a generation that this run of the server has not reached", p, cl)
+			return resumed{}, fmt.Errorf("the position %s of cluster %q is of a generation that this run of the server has not reached", p, cl)
 		case loaded && p.rv > 0 && (p.gen == gen && p.compare(position{gen: gen, rv: base}) <= 0 ||
 			p.gen < gen && rc.placedBeforeLeaving(cl, p)):
 			// The changes in between are the log's; the watch stands at their
 			// positions in the current generation.
 			p.gen = gen
-			gaps = append(gaps, logGap{cluster: cl, from: p, base: base, gen: gen})
-			starts[cl] = position{gen: gen, rv: base}
+			r.gaps = append(r.gaps, logGap{cluster: cl, from: p, base: base, gen: gen})
+			r.starts[cl] = position{gen: gen, rv: base}
 		case thisRun, loaded && p.rv > 0:
-			starts[cl] = p
+			r.starts[cl] = p
 		case loaded:
-			return nil, nil, fmt.Errorf("the position %s of cluster %q is of an earlier run of the server, among the objects that it loaded from the snapshot, which the change log cannot place", p, cl)
+			return resumed{}, fmt.Errorf("the position %s of cluster %q is of an earlier run of the server, among the objects that it loaded from the snapshot, which the change log cannot place", p, cl)
 		default:
-			return nil, nil, fmt.Errorf("the position %s of cluster %q is of an earlier run of the server, which the change log cannot place: this run did not load the cluster's %s from the snapshot, or they no longer stand for its log (the cluster's identity changed, it left, the resource was dropped), or one informer per namespace watches them", p, cl, rc.resource.Resource)
+			return resumed{}, fmt.Errorf("the position %s of cluster %q is of an earlier run of the server, which the change log cannot place: this run did not load the cluster's %s from the snapshot, or they no longer stand for its log (the cluster's identity changed, it left, the resource was dropped)", p, cl, rc.resource.Resource)
 		}
 	}
-	return starts, gaps, nil
+	return r, nil
+}
+
+// resumeScopesLocked places position p of cluster cl, whose resource one informer per
+// namespace watches, namespace by namespace, adding to r where the watch starts, and
+// reports whether it did; if not, resumeLocked places p as the cluster's position
+// alone, which it does exactly within a run (the cluster's positions give the order in
+// which the history holds its changes) and for a resource loaded in one scope.
+//
+// A position of an earlier run, or of this run at or before the base (where the
+// history does not hold what follows), is placed by its positions per namespace
+// (scopes): in each namespace, one at or before the namespace's base resumes from the
+// log up to the base, one after it from the history, skipping the changes at or
+// before it, which the restarted informer of the namespace received again; one among
+// the namespace's loaded objects (0.n) fails. A namespace that the cursor has no
+// position in had sent nothing when it was handed out: the watch sends its loaded
+// objects, then its changes. The cluster then starts after its base in the history,
+// or before its loaded objects if it sends some of them.
+func (wc *watchCache) resumeScopesLocked(rc *resourceCache, cl string, p position, thisRun, loaded bool, base uint64, r *resumed) (bool, error) {
+	gen := rc.positions[cl].gen
+	if thisRun && (!loaded || p.gen != gen || p.scopes == "" || p.rv == 0 && p.n > 0 || p.compare(position{gen: gen, rv: base}) > 0) {
+		return false, nil
+	}
+	type scopeBase struct {
+		rv      uint64
+		objects int
+	}
+	bases := map[string]scopeBase{}
+	ok := rc.scoped.ChangeLogScopeBases(cl, rc.resource, func(ns string, rv uint64, objects int) {
+		bases[ns] = scopeBase{rv: rv, objects: objects}
+	})
+	switch {
+	case p.scopes == "" && ok && len(bases) == 1:
+		// Of a build that kept no positions per namespace, of a resource loaded in
+		// one namespace: its position is the namespace's.
+		for ns := range bases {
+			p.scopes = encodeScopes(map[string]position{ns: {rv: p.rv, n: p.n}})
+		}
+	case p.scopes == "":
+		return false, fmt.Errorf("the position %s of cluster %q is of an earlier run of the server, which kept no position per namespace of %s, which one informer per namespace watches: the change log cannot place it", p, cl, rc.resource.Resource)
+	case !ok || !loaded:
+		return false, fmt.Errorf("the position %s of cluster %q is of an earlier run of the server, which the change log cannot place: this run did not load the cluster's %s from the snapshot, or they no longer stand for its log (the cluster's identity changed, it left, the resource was dropped)", p, cl, rc.resource.Resource)
+	}
+	at, err := parseScopes(p.scopes, gen)
+	if err != nil {
+		return false, err // checked by parseCursor
+	}
+	start := position{gen: gen, rv: base}
+	skips := make(map[string]position, len(at))
+	for _, ns := range slices.Sorted(maps.Keys(at)) {
+		sp := at[ns]
+		b, ok := bases[ns]
+		switch {
+		case !ok || b.rv == 0:
+			return false, fmt.Errorf("the position %s of cluster %q is of an earlier run of the server, which watched namespace %q, whose %s this run did not load from the snapshot", p, cl, ns, rc.resource.Resource)
+		case sp.rv == 0:
+			return false, fmt.Errorf("the position %s of cluster %q is of an earlier run of the server, among the objects of namespace %q that it loaded from the snapshot, which the change log cannot place", p, cl, ns)
+		case sp.compare(position{gen: gen, rv: b.rv}) <= 0:
+			r.gaps = append(r.gaps, logGap{cluster: cl, namespace: ns, from: sp, base: b.rv, gen: gen})
+			skips[ns] = position{gen: gen, rv: b.rv}
+		default:
+			skips[ns] = sp
+		}
+	}
+	for ns, b := range bases {
+		if _, seen := at[ns]; !seen && b.objects > 0 {
+			start = position{gen: gen}
+		}
+	}
+	r.starts[cl] = start
+	r.scopesAt(cl, at)
+	if r.skips == nil {
+		r.skips = map[string]map[string]position{}
+	}
+	r.skips[cl] = skips
+	return true, nil
 }
 
 // readGaps reads the changes of each gap from the change log.
@@ -217,16 +394,24 @@ func (wc *watchCache) readGaps(ctx context.Context, gvr schema.GroupVersionResou
 	for i := range gaps {
 		g := &gaps[i]
 		var logged []loggedChange
-		withRV, err := wc.log.ChangesSince(g.cluster, gvr, g.from.rv, g.base, func(at uint64, e aggregate.Event) {
+		collect := func(at uint64, e aggregate.Event) {
 			logged = append(logged, loggedChange{at: at, event: e})
-		})
+		}
+		var withRV bool
+		var err error
+		if g.namespace != "" {
+			// Only resumeScopesLocked makes such gaps, with a ScopedChangeLog.
+			withRV, err = wc.log.(ScopedChangeLog).ScopeChangesSince(g.cluster, gvr, g.namespace, g.from.rv, g.base, collect)
+		} else {
+			withRV, err = wc.log.ChangesSince(g.cluster, gvr, g.from.rv, g.base, collect)
+		}
 		if err == nil {
 			g.changes, err = changesAfter(g.from, logged, withRV)
 		}
 		if err != nil {
 			return fmt.Errorf("cluster %q: %w", g.cluster, err)
 		}
-		klog.FromContext(ctx).V(4).Info("Resuming a watch from the change log", "cluster", g.cluster, "resource", gvr, "from", g.from, "base", g.base, "changes", len(g.changes))
+		klog.FromContext(ctx).V(4).Info("Resuming a watch from the change log", "cluster", g.cluster, "resource", gvr, "namespace", g.namespace, "from", g.from, "base", g.base, "changes", len(g.changes))
 	}
 	return nil
 }

@@ -119,7 +119,14 @@ func newLogFixture(t *testing.T, log *fakeLog, seed ...*unstructured.Unstructure
 // not sharded).
 func newLogReplica(t *testing.T, log *fakeLog, replica string, seed ...*unstructured.Unstructured) *fixture {
 	t.Helper()
-	cluster := cmp.Or(log.cluster, prod)
+	return newSourceFixture(t, cmp.Or(log.cluster, prod), replica, func(src *fakeSource) Source { return logSource{src, log} }, seed...)
+}
+
+// newSourceFixture starts a fleet of cluster whose pods are those that seed loads as
+// from a snapshot, and a server of it, of the Source that source makes of the fixture's
+// (a change log with it), as the replica named replica.
+func newSourceFixture(t *testing.T, cluster, replica string, source func(*fakeSource) Source, seed ...*unstructured.Unstructured) *fixture {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	fleet := aggregate.New(aggregate.Options{Codec: testCodec()})
 	f := &fixture{t: t, ctx: ctx, fleet: fleet, src: &fakeSource{fleet: fleet, statuses: map[string]aggregate.ClusterStatus{}, ready: true}}
@@ -141,7 +148,7 @@ func newLogReplica(t *testing.T, log *fakeLog, replica string, seed ...*unstruct
 		cancel()
 		<-done
 	})
-	s, err := New(logSource{f.src, log}, Options{Clock: clocktesting.NewFakePassiveClock(now), BookmarkInterval: 50 * time.Millisecond, Replica: replica})
+	s, err := New(source(f.src), Options{Clock: clocktesting.NewFakePassiveClock(now), BookmarkInterval: 50 * time.Millisecond, Replica: replica})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -92,10 +92,10 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, res *apiReso
 	switch {
 	case initial:
 		initialItems = rc.listLocked(qr, nil, 0)
-		ws.positions = rc.cursorLocked(s.cache, qr.scope).positions
+		ws.startAt(rc.cursorLocked(s.cache, qr.scope).positions)
 		ws.next = rc.nextSeq
 	case zero:
-		ws.positions = rc.cursorLocked(s.cache, qr.scope).positions
+		ws.startAt(rc.cursorLocked(s.cache, qr.scope).positions)
 		ws.next = rc.nextSeq
 	default:
 		gaps, err = ws.resumeLocked(rc, from, p.resourceVersion)
@@ -216,6 +216,11 @@ type watchStream struct {
 	next uint64
 	// positions is where the watch stands for each cluster of its scope.
 	positions map[string]position
+	// scopes is, for each cluster whose resource one informer per namespace watches,
+	// where the watch stands in each namespace, which its cursors carry
+	// (position.scopes); skips where a watch resumed by namespace started in each
+	// (resumed.skips).
+	scopes, skips map[string]map[string]position
 	// sentHeaders is set once a Table with column definitions was sent.
 	sentHeaders bool
 	// printer prints the rows of a watch of Tables.
@@ -227,10 +232,31 @@ func (ws *watchStream) cursor() string {
 	for cl, p := range ws.positions {
 		// The history has nothing of cl between the two: the objects loaded from the
 		// snapshot are before, the changes after.
-		ws.positions[cl] = ws.rc.settledLocked(cl, p)
+		sp := ws.rc.settledLocked(cl, p)
+		sp.scopes = ws.rc.scopesLocked(cl, p, ws.scopes[cl])
+		ws.positions[cl] = sp
 	}
 	ws.rc.mu.RUnlock()
 	return cursor{epoch: ws.s.cache.epoch, positions: ws.positions}.String()
+}
+
+// startAt starts the watch at positions, a cursor's, and in each namespace where their
+// scopes say.
+func (ws *watchStream) startAt(positions map[string]position) {
+	ws.positions = positions
+	for cl, p := range positions {
+		if p.scopes == "" {
+			continue
+		}
+		at, err := parseScopes(p.scopes, p.gen)
+		if err != nil {
+			continue // checked by parseCursor; encoded by scopesLocked
+		}
+		if ws.scopes == nil {
+			ws.scopes = map[string]map[string]position{}
+		}
+		ws.scopes[cl] = at
+	}
 }
 
 // resumeLocked starts the watch from cursor from, given as rv: at the positions of
@@ -238,37 +264,58 @@ func (ws *watchStream) cursor() string {
 // send first (see watchCache.resumeLocked). It fails with 410 if the history or the log
 // no longer reaches back to from.
 func (ws *watchStream) resumeLocked(rc *resourceCache, from cursor, rv string) ([]logGap, error) {
-	starts, gaps, err := ws.s.cache.resumeLocked(rc, from, ws.query.scope)
+	r, err := ws.s.cache.resumeLocked(rc, from, ws.query.scope)
 	if err != nil {
 		return nil, expired(fmt.Sprintf("too old resource version: %s: %v; list again", rv, err))
 	}
-	if cl, old := rc.expiredLocked(cursor{positions: starts}, ws.query.scope); old {
+	if cl, old := rc.expiredLocked(cursor{positions: r.starts}, ws.query.scope); old {
 		return nil, expired(fmt.Sprintf("too old resource version: the history of cluster %q no longer reaches back to %s; list again", cl, rv))
 	}
-	ws.positions = starts
+	// Until the gaps are sent, the watch stands where the cursor has it in each
+	// namespace.
+	ws.positions, ws.scopes, ws.skips = r.starts, r.scopes, r.skips
 	// Until its gap is sent, a cluster stands where the cursor has it.
-	for _, g := range gaps {
-		ws.positions[g.cluster] = g.from
+	for _, g := range r.gaps {
+		if g.namespace == "" {
+			ws.positions[g.cluster] = g.from
+		}
 	}
 	ws.next = rc.firstSeqLocked()
-	return gaps, nil
+	return r.gaps, nil
 }
 
 // sendGap sends the changes of a gap read from the change log, then stands at its
-// base, where the history takes over.
+// base, where the history takes over. The changes of a namespace's gap move the watch
+// in that namespace only: the cluster stands at its start (resumeScopesLocked) from the
+// first.
 func (ws *watchStream) sendGap(g logGap) error {
 	for i, e := range g.changes {
 		if i%watchBatch == 0 {
 			ws.deadline()
 		}
-		en, ok := gapEntry(g.cluster, ws.positions[g.cluster], e)
-		if !ok {
-			ws.positions[g.cluster] = ws.positions[g.cluster].next("")
+		pos := ws.positions[g.cluster]
+		if g.namespace != "" {
+			pos = ws.scopes[g.cluster][g.namespace]
+		}
+		en, ok := gapEntry(g.cluster, pos, e)
+		switch {
+		case g.namespace != "":
+			en.scope, en.spos = g.namespace, en.pos
+			if !ok {
+				ws.scopes[g.cluster][g.namespace] = pos.next("")
+				continue
+			}
+		case !ok:
+			ws.positions[g.cluster] = pos.next("")
 			continue
 		}
-		if err := ws.applyEntry(en); err != nil {
+		if err := ws.applyEntry(en, g.namespace != ""); err != nil {
 			return err
 		}
+	}
+	if g.namespace != "" {
+		ws.scopes[g.cluster][g.namespace] = position{gen: g.gen, rv: g.base}
+		return nil
 	}
 	ws.positions[g.cluster] = position{gen: g.gen, rv: g.base}
 	return nil
@@ -290,15 +337,36 @@ func (ws *watchStream) readLocked(rc *resourceCache, buf []entry) (_ []entry, lo
 // apply sends what change e means to this watch, if anything.
 func (ws *watchStream) apply(e entry) error {
 	ws.next = e.seq + 1
-	return ws.applyEntry(e)
+	if e.scope != "" {
+		if p, ok := ws.skips[e.cluster][e.scope]; ok && e.spos.gen == p.gen && e.spos.compare(p) <= 0 {
+			// Sent before a restart, and received again.
+			return nil
+		}
+	}
+	return ws.applyEntry(e, false)
 }
 
-// applyEntry is apply of an entry of the history or of a gap.
-func (ws *watchStream) applyEntry(e entry) error {
-	if !ws.query.scope.includes(e.cluster) || e.pos.compare(ws.positions[e.cluster]) <= 0 {
+// applyEntry is apply of an entry of the history or of a gap; inScope: of the gap of a
+// namespace, which moves the watch in that namespace only.
+func (ws *watchStream) applyEntry(e entry, inScope bool) error {
+	if !ws.query.scope.includes(e.cluster) {
 		return nil
 	}
-	ws.positions[e.cluster] = e.pos
+	if !inScope {
+		if e.pos.compare(ws.positions[e.cluster]) <= 0 {
+			return nil
+		}
+		ws.positions[e.cluster] = e.pos
+	}
+	if e.scope != "" {
+		if ws.scopes == nil {
+			ws.scopes = map[string]map[string]position{}
+		}
+		if ws.scopes[e.cluster] == nil {
+			ws.scopes[e.cluster] = map[string]position{}
+		}
+		ws.scopes[e.cluster][e.scope] = e.spos
+	}
 	var typ watch.EventType
 	obj := e.obj
 	switch e.typ {

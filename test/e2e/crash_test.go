@@ -92,6 +92,8 @@ func logFile(t *testing.T, name string) *os.File {
 	}
 	logFiles.Store(t.Name()+name, f)
 	t.Cleanup(func() {
+		// A later run of the same test (-count) has a log of its own.
+		logFiles.Delete(t.Name() + name)
 		if t.Failed() {
 			t.Logf("fleetwatch log: %s", f.Name())
 		}

@@ -201,7 +201,7 @@ func startResumeRun(f *shardedFleet, through *fleetReplica) *resumeRun {
 	r.stopWatching = stopWatching
 	t.Cleanup(stopWatching)
 	for _, m := range f.members {
-		r.watchers.Go(func() { watchTruth(watchCtx, t, m, &r.truth) })
+		r.watchers.Go(func() { watchTruth(watchCtx, t, m, resumeNamespace, &r.truth) })
 	}
 	code, body := f.fetch(ctx, through.base+"/clusters/*/api/v1/namespaces/"+resumeNamespace+"/configmaps")
 	var list struct {
@@ -218,7 +218,7 @@ func startResumeRun(f *shardedFleet, through *fleetReplica) *resumeRun {
 	r.stopChurn = stopChurn
 	t.Cleanup(stopChurn)
 	for i, m := range f.members {
-		r.churners.Go(func() { churnResume(churnCtx, t, m, 10, uint64(i)) })
+		r.churners.Go(func() { churnResume(churnCtx, t, m, resumeNamespace, 10, uint64(i)) })
 	}
 	return r
 }

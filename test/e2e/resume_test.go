@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -97,10 +98,10 @@ func compareSequences(want, got map[string][]string) (missed, repeated int, exam
 	return missed, repeated, examples
 }
 
-// watchTruth records the changes of the configmaps in resumeNamespace of c, as its
+// watchTruth records the changes of the configmaps in namespace of c, as its
 // apiserver sends them, until ctx is done.
-func watchTruth(ctx context.Context, t *testing.T, c *testenv.Cluster, into *sequences) {
-	cms := c.Clientset().CoreV1().ConfigMaps(resumeNamespace)
+func watchTruth(ctx context.Context, t *testing.T, c *testenv.Cluster, namespace string, into *sequences) {
+	cms := c.Clientset().CoreV1().ConfigMaps(namespace)
 	list, err := cms.List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Errorf("listing configmaps of %s: %v", c.Name, err)
@@ -125,7 +126,7 @@ func watchTruth(ctx context.Context, t *testing.T, c *testenv.Cluster, into *seq
 			}
 			rv = cm.ResourceVersion
 			if e.Type != watch.Bookmark {
-				into.add(c.Name, cm.Name, string(e.Type), cm.ResourceVersion)
+				into.add(c.Name, cm.Namespace+"/"+cm.Name, string(e.Type), cm.ResourceVersion)
 			}
 		}
 	}
@@ -136,6 +137,9 @@ func watchTruth(ctx context.Context, t *testing.T, c *testenv.Cluster, into *seq
 // from the resourceVersion of the last event or bookmark, as a reflector does.
 type fleetWatcher struct {
 	base string
+	// path is what is watched, below base; default the configmaps of resumeNamespace
+	// across the fleet.
+	path string
 	seen sequences
 	// client and token, if set, are what the watch is sent with; default
 	// http.DefaultClient, without a token.
@@ -199,7 +203,11 @@ func (fw *fleetWatcher) run(ctx context.Context) {
 
 // watchOnce watches from rv until the stream ends.
 func (fw *fleetWatcher) watchOnce(ctx context.Context, rv string) error {
-	u := fw.base + "/clusters/*/api/v1/namespaces/" + resumeNamespace + "/configmaps?watch=1&allowWatchBookmarks=true&resourceVersion=" + url.QueryEscape(rv)
+	path := fw.path
+	if path == "" {
+		path = "/clusters/*/api/v1/namespaces/" + resumeNamespace + "/configmaps"
+	}
+	u := fw.base + path + "?watch=1&allowWatchBookmarks=true&resourceVersion=" + url.QueryEscape(rv)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return err
@@ -247,7 +255,7 @@ func (fw *fleetWatcher) watchOnce(ctx context.Context, rv string) error {
 		}
 		if e.Type != string(watch.Bookmark) {
 			ann := e.Object.GetAnnotations()
-			fw.seen.add(ann[v1alpha1.ClusterAnnotation], e.Object.GetName(), e.Type, ann[v1alpha1.ResourceVersionAnnotation])
+			fw.seen.add(ann[v1alpha1.ClusterAnnotation], e.Object.GetNamespace()+"/"+e.Object.GetName(), e.Type, ann[v1alpha1.ResourceVersionAnnotation])
 		}
 		fw.mu.Lock()
 		fw.cursors = append(fw.cursors, e.Object.GetResourceVersion())
@@ -256,10 +264,10 @@ func (fw *fleetWatcher) watchOnce(ctx context.Context, rv string) error {
 	return sc.Err()
 }
 
-// churnResume creates, updates and deletes configmaps of resumeNamespace in c, about
+// churnResume creates, updates and deletes configmaps of namespace in c, about
 // perSecond writes a second, until ctx is done.
-func churnResume(ctx context.Context, t *testing.T, c *testenv.Cluster, perSecond int, seed uint64) {
-	cms := c.Clientset().CoreV1().ConfigMaps(resumeNamespace)
+func churnResume(ctx context.Context, t *testing.T, c *testenv.Cluster, namespace string, perSecond int, seed uint64) {
+	cms := c.Clientset().CoreV1().ConfigMaps(namespace)
 	rng := rand.New(rand.NewPCG(seed, 35))
 	tick := time.NewTicker(time.Second / time.Duration(perSecond))
 	defer tick.Stop()
@@ -274,10 +282,10 @@ func churnResume(ctx context.Context, t *testing.T, c *testenv.Cluster, perSecon
 		switch op := rng.IntN(10); {
 		case len(live) < 10 || op < 3:
 			name := fmt.Sprintf("r-%d-%d", seed, i)
-			_, err = cms.Create(ctx, configMap(resumeNamespace, name, c.Name), metav1.CreateOptions{})
+			_, err = cms.Create(ctx, configMap(namespace, name, c.Name), metav1.CreateOptions{})
 			live = append(live, name)
 		case op < 8:
-			cm := configMap(resumeNamespace, live[rng.IntN(len(live))], c.Name)
+			cm := configMap(namespace, live[rng.IntN(len(live))], c.Name)
 			cm.Data["i"] = fmt.Sprint(i)
 			_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
 		default:
@@ -300,12 +308,34 @@ func churnResume(ctx context.Context, t *testing.T, c *testenv.Cluster, perSecon
 // history.retention gets 410.
 func TestWatchResumesAcrossRestarts(t *testing.T) {
 	t.Parallel()
+	testWatchResumesAcrossRestarts(t, nil)
+}
+
+// TestWatchResumesAcrossRestartsByNamespace is TestWatchResumesAcrossRestarts with the
+// daemon restricted to two namespaces, each of them watched by an informer of its own,
+// whose streams interleave in the fleet in another order after each restart; the
+// changes are made in both, and the fleet watch is of every namespace.
+func TestWatchResumesAcrossRestartsByNamespace(t *testing.T) {
+	t.Parallel()
+	testWatchResumesAcrossRestarts(t, []string{resumeNamespace, resumeNamespace + "-b"})
+}
+
+// testWatchResumesAcrossRestarts runs TestWatchResumesAcrossRestarts, with the daemon
+// restricted to namespaces if not nil (then the changes are made in each, and the
+// fleet watch is of every namespace).
+func testWatchResumesAcrossRestarts(t *testing.T, namespaces []string) {
 	env := testenv.New(t, testenv.Options{Clusters: 3})
 	ctx := t.Context()
+	changed := namespaces
+	if changed == nil {
+		changed = []string{resumeNamespace}
+	}
 	for _, c := range env.Clusters {
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: resumeNamespace}}
-		if _, err := c.Clientset().CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
+		for _, name := range changed {
+			ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+			if _, err := c.Clientset().CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	dir := t.TempDir()
@@ -313,9 +343,15 @@ func TestWatchResumesAcrossRestarts(t *testing.T) {
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	cfgPath := filepath.Join(dir, "fleetwatch.yaml")
 	const retention = 25 * time.Second
+	restricted := ""
+	path := "/clusters/*/api/v1/namespaces/" + resumeNamespace + "/configmaps"
+	if namespaces != nil {
+		restricted = fmt.Sprintf("\n    namespaces: [%s]", strings.Join(namespaces, ", "))
+		path = "/clusters/*/api/v1/configmaps"
+	}
 	cfg := fmt.Sprintf(`kubeconfig: [%q]
 resources:
-  - name: configmaps
+  - name: configmaps%s
 snapshot:
   path: %q
   interval: 1s
@@ -324,7 +360,7 @@ history:
   retention: %s
 server:
   address: 127.0.0.1:%d
-`, env.Kubeconfig, filepath.Join(dir, "fleetwatch.db"), retention, port)
+`, env.Kubeconfig, restricted, filepath.Join(dir, "fleetwatch.db"), retention, port)
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -336,21 +372,11 @@ server:
 	var truth sequences
 	var wg sync.WaitGroup
 	for _, c := range env.Clusters {
-		wg.Go(func() { watchTruth(watchCtx, t, c, &truth) })
+		for _, ns := range changed {
+			wg.Go(func() { watchTruth(watchCtx, t, c, ns, &truth) })
+		}
 	}
-	var list struct {
-		Metadata metav1.ListMeta `json:"metadata"`
-	}
-	resp, err := http.Get(base + "/clusters/*/api/v1/namespaces/" + resumeNamespace + "/configmaps")
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = json.NewDecoder(resp.Body).Decode(&list)
-	resp.Body.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	fw := &fleetWatcher{base: base, cursors: []string{list.Metadata.ResourceVersion}}
+	fw := &fleetWatcher{base: base, path: path, cursors: []string{listResourceVersion(t, base+path)}}
 	wg.Go(func() { fw.run(watchCtx) })
 	time.Sleep(time.Second) // the truth's watches and the fleet watch are open
 
@@ -358,7 +384,8 @@ server:
 	var churnWG sync.WaitGroup
 	for i, c := range env.Clusters {
 		for w := range 2 {
-			churnWG.Go(func() { churnResume(churnCtx, t, c, 25, uint64(10*i+w)) })
+			ns := changed[w%len(changed)]
+			churnWG.Go(func() { churnResume(churnCtx, t, c, ns, 25, uint64(10*i+w)) })
 		}
 	}
 	time.Sleep(time.Second)
@@ -435,6 +462,9 @@ server:
 	}
 	stopWatching()
 	wg.Wait()
+	if namespaces != nil {
+		return
+	}
 
 	// A resourceVersion older than the retention: the log no longer holds what follows.
 	if wait := retention + 2*time.Second - time.Since(earlyAt); wait > 0 {
@@ -453,4 +483,92 @@ server:
 		}
 		return ""
 	})
+}
+
+// TestWatchResumesAfterAColdStart: a cursor that a cold daemon handed out after its
+// first list of a cluster where nothing changed since resumes after a restart: the
+// list's objects stand at the list's resourceVersion, where the change log's coverage
+// starts, not at the greatest of their own (which the log cannot place: 410).
+func TestWatchResumesAfterAColdStart(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t, testenv.Options{Clusters: 1})
+	c := env.Clusters[0]
+	for _, name := range []string{"a", "b", "c"} {
+		createConfigMap(t, c.Clientset(), "quiet", name, c.Name)
+	}
+	// What the daemon does not watch changes: the cluster's resourceVersion, which its
+	// list has, moves past its objects', as in any cluster that runs controllers.
+	createConfigMap(t, c.Clientset(), "elsewhere", "x", c.Name)
+	dir := t.TempDir()
+	port := freePort(t)
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	cfgPath := filepath.Join(dir, "fleetwatch.yaml")
+	cfg := fmt.Sprintf(`kubeconfig: [%q]
+resources:
+  - name: configmaps
+    namespaces: [quiet]
+snapshot:
+  path: %q
+  interval: 1s
+history:
+  enabled: true
+server:
+  address: 127.0.0.1:%d
+`, env.Kubeconfig, filepath.Join(dir, "fleetwatch.db"), port)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, buildBinary(t, "./cmd/fleetwatch"), cfgPath)
+	waitReadyz(t, http.DefaultClient, base)
+	path := base + "/clusters/*/api/v1/configmaps"
+	listed := listResourceVersion(t, path)
+	time.Sleep(2500 * time.Millisecond) // past a commit (snapshot.interval)
+	_ = d.signal(t, syscall.SIGTERM)
+	d.start(t)
+	waitReadyz(t, http.DefaultClient, base)
+	createConfigMap(t, c.Clientset(), "quiet", "after", c.Name)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, path+"?watch=1&resourceVersion="+url.QueryEscape(listed), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(resp.Body)
+		t.Fatalf("watch from the cold run's list: %d %s", resp.StatusCode, body)
+	}
+	var e struct {
+		Type   string                    `json:"type"`
+		Object unstructured.Unstructured `json:"object"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&e); err != nil {
+		t.Fatal(err)
+	}
+	if e.Type != string(watch.Added) || e.Object.GetName() != "after" {
+		t.Errorf("the first event: %s %s/%s, want the configmap created after the restart", e.Type, e.Object.GetNamespace(), e.Object.GetName())
+	}
+}
+
+// listResourceVersion lists url and returns the list's resourceVersion.
+func listResourceVersion(t *testing.T, url string) string {
+	t.Helper()
+	var list struct {
+		Metadata metav1.ListMeta `json:"metadata"`
+	}
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = json.NewDecoder(resp.Body).Decode(&list)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list.Metadata.ResourceVersion
 }
