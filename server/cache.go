@@ -623,11 +623,13 @@ func (rc *resourceCache) scopesLocked(cluster string, p position, scopes map[str
 		f, forgotten := rc.forgotten[cluster]
 		_, _, load, _ := rc.log.ChangeLogBase(cluster, rc.resource)
 		if (!forgotten || f.gen != p.gen) && load == rc.loads[cluster] {
+			// Asked before: fn is called with the log's lock held.
+			listed := rc.listedLocked(cluster)
 			rc.scoped.ChangeLogScopeBases(cluster, rc.resource, func(ns string, base uint64, objects int) {
 				sp, seen := out[ns]
 				switch {
 				case base == 0:
-				case !seen && objects == 0 && !rc.listedLocked(cluster):
+				case !seen && objects == 0 && !listed:
 					// (An empty first list may not be where the log's coverage
 					// starts: without a position the namespace is sent whole.)
 					out[ns] = position{gen: p.gen, rv: base}

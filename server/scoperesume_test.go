@@ -32,9 +32,9 @@ type scopedLog struct {
 	// namespaces are the namespaces' logs and bases, by name.
 	namespaces map[string]*namespaceLog
 	// load is the number of the load; stale: what was loaded no longer stands for the
-	// log.
-	load  uint64
-	stale bool
+	// log; listed: the bases are of this run's first lists (ListedChangeLog).
+	load          uint64
+	stale, listed bool
 }
 
 // namespaceLog is the log and the base of one namespace of a scopedLog.
@@ -47,7 +47,10 @@ type namespaceLog struct {
 	records []loggedChange
 }
 
-var _ ScopedChangeLog = (*scopedSource)(nil)
+var (
+	_ ScopedChangeLog = (*scopedSource)(nil)
+	_ ListedChangeLog = (*scopedSource)(nil)
+)
 
 // scopedSource is a fakeSource with a scopedLog.
 type scopedSource struct {
@@ -61,6 +64,12 @@ func (l *scopedLog) SnapshotLoaded() <-chan struct{} { return loadedChan }
 
 func (l *scopedLog) ChangeLogHolds(cluster, logEpoch string) bool {
 	return cluster == cmp.Or(l.cluster, prod) && slices.Contains(l.holds, logEpoch)
+}
+
+func (l *scopedLog) ChangeLogListed(cluster string, gvr schema.GroupVersionResource) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.listed && l.ChangeLogScoped(cluster, gvr)
 }
 
 func (l *scopedLog) ChangeLogScoped(cluster string, gvr schema.GroupVersionResource) bool {
@@ -77,8 +86,11 @@ func (l *scopedLog) ChangeLogBase(cluster string, gvr schema.GroupVersionResourc
 			rv, objects, loaded = max(rv, n.base), objects+n.objects, loaded+1
 		}
 	}
-	if !l.ChangeLogScoped(cluster, gvr) || loaded == 0 {
+	if !l.ChangeLogScoped(cluster, gvr) || loaded == 0 && !l.listed {
 		return 0, 0, l.load, false
+	}
+	if loaded < len(l.namespaces) && l.listed {
+		rv = 0 // not every list has ended
 	}
 	return rv, objects, l.load, !l.stale
 }
@@ -91,7 +103,7 @@ func (l *scopedLog) ChangeLogScopeBases(cluster string, gvr schema.GroupVersionR
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for ns, n := range l.namespaces {
-		if n.base > 0 {
+		if n.base > 0 || l.listed {
 			fn(ns, n.base, n.objects)
 		}
 	}
@@ -471,4 +483,40 @@ func TestListedBase(t *testing.T) {
 	if st := f.get(pods+"?watch=1&resourceVersion="+url.QueryEscape(earlier)).status(t, 410); !strings.Contains(st.Message, "did not load") {
 		t.Errorf("a cursor of an earlier run: %s", st.Message)
 	}
+}
+
+// TestScopedListedBase: the first lists of a resource watched cold, namespace by
+// namespace, are its base: a cursor after them stands at each namespace's list, but for
+// a namespace whose list was empty, which it leaves out (the log's coverage of it may
+// start later); it resumes in this run from the history.
+func TestScopedListedBase(t *testing.T) {
+	pods := clusterPath(allClusters) + "/api/v1/pods"
+	log := &scopedLog{epoch: "snap", listed: true, load: 1, namespaces: map[string]*namespaceLog{"a": {}, "b": {}}}
+	f := newSourceFixture(t, prod, "", func(src *fakeSource) Source { return scopedSource{src, log} }, pod("a", "x", "12", web))
+	log.mu.Lock()
+	log.namespaces["a"].base, log.namespaces["a"].objects = 13, 1
+	log.namespaces["b"].base = 14
+	log.mu.Unlock()
+	listed := make(chan string, 1)
+	go func() {
+		var l itemList
+		f.getOK(pods, &l)
+		listed <- l.Metadata.ResourceVersion
+	}()
+	var rv string
+	select {
+	case rv = <-listed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no list within 10s: the cursor's positions by namespace ask the log under its own lock")
+	}
+	c, err := parseCursor(rv)
+	if err != nil || c.positions[prod] != (position{rv: 14, scopes: "a=13"}) {
+		t.Fatalf("the list's cursor: %+v, %v; want 14;a=13", c.positions[prod], err)
+	}
+	f.apply(prod, podsGVR, pod("b", "y", "15", nil))
+	w := f.watch(pods + "?watch=1&resourceVersion=" + url.QueryEscape(rv))
+	if got, _ := byNamespace(w, 1); !slices.Equal(got["b"], []string{"ADDED y@15"}) {
+		t.Errorf("from the list's cursor: %q", got)
+	}
+	w.none(100 * time.Millisecond)
 }

@@ -488,7 +488,8 @@ server:
 // TestWatchResumesAfterAColdStart: a cursor that a cold daemon handed out after its
 // first list of a cluster where nothing changed since resumes after a restart: the
 // list's objects stand at the list's resourceVersion, where the change log's coverage
-// starts, not at the greatest of their own (which the log cannot place: 410).
+// starts, not at the greatest of their own (which the log cannot place: 410). The
+// configmaps are watched in two namespaces, one of them empty.
 func TestWatchResumesAfterAColdStart(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t, testenv.Options{Clusters: 1})
@@ -499,6 +500,10 @@ func TestWatchResumesAfterAColdStart(t *testing.T) {
 	// What the daemon does not watch changes: the cluster's resourceVersion, which its
 	// list has, moves past its objects', as in any cluster that runs controllers.
 	createConfigMap(t, c.Clientset(), "elsewhere", "x", c.Name)
+	// A watched namespace without configmaps: its list is empty.
+	if _, err := c.Clientset().CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "empty"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	dir := t.TempDir()
 	port := freePort(t)
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
@@ -506,7 +511,7 @@ func TestWatchResumesAfterAColdStart(t *testing.T) {
 	cfg := fmt.Sprintf(`kubeconfig: [%q]
 resources:
   - name: configmaps
-    namespaces: [quiet]
+    namespaces: [quiet, empty]
 snapshot:
   path: %q
   interval: 1s
