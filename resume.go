@@ -298,13 +298,18 @@ func (m *Manager) ChangeLogListed(cluster string, gvr schema.GroupVersionResourc
 	return listed
 }
 
-// ChangeLogScopeBases implements server.ScopedChangeLog.
+// ChangeLogScopeBases implements server.ScopedChangeLog. fn is called without the
+// bases' lock.
 func (m *Manager) ChangeLogScopeBases(cluster string, gvr schema.GroupVersionResource, fn func(namespace string, rv uint64, objects int)) bool {
+	scopes := make([]scopeBase, 0, 8)
 	_, ok := m.logBases.get(cluster, gvr, func(lb *logBase) {
 		for _, sb := range lb.scopes {
-			fn(sb.namespace, sb.rv, sb.objects)
+			scopes = append(scopes, *sb)
 		}
 	})
+	for _, sb := range scopes {
+		fn(sb.namespace, sb.rv, sb.objects)
+	}
 	return ok
 }
 

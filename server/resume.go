@@ -97,7 +97,7 @@ type ScopedChangeLog interface {
 	// the resource is the greatest of those resourceVersions, once every one is known,
 	// with the objects of all. It returns ChangeLogBase's ok, and calls fn only where
 	// there is a load. It is called with the watch cache's locks held, so it does no
-	// I/O; fn may be called with the log's own lock held, so it does not call the log.
+	// I/O.
 	ChangeLogScopeBases(cluster string, gvr schema.GroupVersionResource, fn func(namespace string, rv uint64, objects int)) bool
 	// ScopeChangesSince is ChangesSince of the changes in namespace, up to its base.
 	ScopeChangesSince(cluster string, gvr schema.GroupVersionResource, namespace string, rv, upTo uint64, fn func(at uint64, e aggregate.Event)) (withRV bool, err error)
