@@ -249,21 +249,19 @@ func (b *logBases) get(cluster string, gvr schema.GroupVersionResource, fn func(
 	return lb.load, !lb.stale
 }
 
-// scope returns the key and the base of the scope of (cluster, gvr) in namespace ("" for
-// a resource loaded in one scope, whatever its namespace), and whether it can be
-// resumed from.
-func (b *logBases) scope(cluster string, gvr schema.GroupVersionResource, namespace string) (persist.ResourceKey, scopeBase, bool) {
+// scopeKey returns the key of the scope of (cluster, gvr) in namespace ("" for a
+// resource loaded in one scope, whatever its namespace), and whether it can be resumed
+// from.
+func (b *logBases) scopeKey(cluster string, gvr schema.GroupVersionResource, namespace string) (persist.ResourceKey, bool) {
 	var key persist.ResourceKey
-	var sb scopeBase
-	found := false
 	_, ok := b.get(cluster, gvr, func(lb *logBase) {
 		for k, s := range lb.scopes {
 			if s.namespace == namespace || namespace == "" && len(lb.scopes) == 1 {
-				key, sb, found = k, *s, true
+				key = k
 			}
 		}
 	})
-	return key, sb, ok && found
+	return key, ok && key != ""
 }
 
 // ChangeLogEpoch implements server.ChangeLogSource: the snapshot's identity, if it keeps
@@ -332,7 +330,7 @@ func (m *Manager) ChangesSince(cluster string, gvr schema.GroupVersionResource, 
 // ScopeChangesSince implements server.ScopedChangeLog; namespace "" reads the resource
 // loaded in one scope.
 func (m *Manager) ScopeChangesSince(cluster string, gvr schema.GroupVersionResource, namespace string, rv, upTo uint64, fn func(at uint64, e aggregate.Event)) (withRV bool, err error) {
-	key, _, ok := m.logBases.scope(cluster, gvr, namespace)
+	key, ok := m.logBases.scopeKey(cluster, gvr, namespace)
 	if !ok || m.logEpoch == "" {
 		if namespace != "" {
 			return false, fmt.Errorf("%w: cluster %q, resource %s in namespace %q was not loaded from the snapshot", errNotInLog, cluster, gvr, namespace)

@@ -523,10 +523,7 @@ func (rc *resourceCache) positionLocked(cluster string, initial, unknown bool, r
 			cur = position{gen: cur.gen + 1}
 			rc.forgotten[cluster] = forgottenLoad{load: load, gen: cur.gen}
 		}
-		if (unknown || initial) && cur.rv == 0 {
-			return position{gen: cur.gen, n: cur.n + 1}
-		}
-		return cur.next(rv)
+		return nextAfterLoad(cur, initial, unknown, rv, false, 0)
 	}
 	if initial && load != rc.loads[cluster] {
 		if had {
@@ -534,11 +531,22 @@ func (rc *resourceCache) positionLocked(cluster string, initial, unknown bool, r
 		}
 		rc.loads[cluster] = load
 	}
+	return nextAfterLoad(cur, initial, unknown, rv, true, base)
+}
+
+// nextAfterLoad returns the position of a change after cur, whose object has
+// resourceVersion rv, in a stream of changes that a load of objects stored at base
+// starts (positionLocked): standing, a load that still stands for the change log, else
+// one that stopped standing for it. Until the stream has a resourceVersion, the loaded
+// objects take (gen, 0, n), and so do, after a load that stopped standing, the
+// deletions that no watch saw and the objects listed again; the first other change
+// after a standing load is placed after its base.
+func nextAfterLoad(cur position, initial, unknown bool, rv string, standing bool, base uint64) position {
 	if cur.rv == 0 {
 		switch {
-		case initial:
+		case standing && initial, !standing && (initial || unknown):
 			return position{gen: cur.gen, n: cur.n + 1}
-		case base > 0:
+		case standing && base > 0:
 			cur = position{gen: cur.gen, rv: base}
 		}
 	}
@@ -572,24 +580,13 @@ func (rc *resourceCache) scopePositionLocked(cluster, ns string, gen uint32, ini
 	}
 	if f, ok := rc.forgotten[cluster]; ok && f.gen == gen {
 		// The load stopped standing for the log (positionLocked).
-		if (unknown || initial) && cur.rv == 0 {
-			return position{gen: gen, n: cur.n + 1}
-		}
-		return cur.next(rv)
+		return nextAfterLoad(cur, initial, unknown, rv, false, 0)
 	}
 	base, _, loaded := rc.scopeBaseLocked(cluster, ns)
 	if !loaded {
 		return cur.next(rv)
 	}
-	if cur.rv == 0 {
-		switch {
-		case initial:
-			return position{gen: gen, n: cur.n + 1}
-		case base > 0:
-			cur = position{gen: gen, rv: base}
-		}
-	}
-	return cur.next(rv)
+	return nextAfterLoad(cur, initial, unknown, rv, true, base)
 }
 
 // scopeBaseLocked returns the base of namespace ns of cluster's current load, as
