@@ -30,12 +30,7 @@ func TestChangesSinceFromTheLog(t *testing.T) {
 	pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 	sc := informer.Scope{Resource: pods}
 	key := persist.ResourceKey(sc.String())
-	store, err := persist.Open(filepath.Join(t.TempDir(), "snapshot.db"), persist.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
-	w := store.NewWriter(persist.WriterOptions{Interval: time.Hour, History: persist.HistoryOptions{Enabled: true}})
+	store, w := openLogged(t)
 	fleet := aggregate.New(aggregate.Options{})
 	ps := &persistingStore{ClusterStore: fleet.ClusterStore("prod", pods), writer: w, cluster: "prod", key: key}
 	obj := func(name, rv, app string) *unstructured.Unstructured {
@@ -333,12 +328,7 @@ func TestChangesSinceDamagedIndex(t *testing.T) {
 // no base of this kind.
 func TestListedBase(t *testing.T) {
 	pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
-	store, err := persist.Open(filepath.Join(t.TempDir(), "snapshot.db"), persist.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
-	w := store.NewWriter(persist.WriterOptions{Interval: time.Hour, History: persist.HistoryOptions{Enabled: true}})
+	store, w := openLogged(t)
 	fleet := aggregate.New(aggregate.Options{})
 	m := &Manager{opts: Options{Snapshot: store}, logEpoch: "e", logBases: &logBases{}}
 	s := &sink{fleet: fleet, cluster: "prod", snapshot: store, bases: m.logBases, writer: w}
@@ -412,4 +402,16 @@ func scopeBases(m *Manager, gvr schema.GroupVersionResource) map[string]string {
 	got := map[string]string{}
 	m.ChangeLogScopeBases("prod", gvr, func(ns string, rv uint64, objects int) { got[ns] = fmt.Sprint(rv, "/", objects) })
 	return got
+}
+
+// openLogged opens a new snapshot and a writer of it that keeps the change log and
+// commits when flushed.
+func openLogged(t *testing.T) (*persist.Store, *persist.Writer) {
+	t.Helper()
+	store, err := persist.Open(filepath.Join(t.TempDir(), "snapshot.db"), persist.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	return store, store.NewWriter(persist.WriterOptions{Interval: time.Hour, History: persist.HistoryOptions{Enabled: true}})
 }
