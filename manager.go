@@ -680,6 +680,10 @@ func (m *Manager) SnapshotStats() (stats persist.Stats, ok bool) {
 // clusters, also for handlers added before Start.
 func (m *Manager) Fleet() *aggregate.Fleet { return m.fleet }
 
+// Sharded reports whether the Manager runs as one replica of a sharded fleet
+// (Options.Shard; server.ShardedSource).
+func (m *Manager) Sharded() bool { return m.shard != nil }
+
 // RESTConfig returns a copy of the rest.Config with which the Manager reaches the engaged
 // cluster name, so that a controller can write back to the cluster an event came from
 // (Event.Cluster, Key.Cluster):

@@ -1,9 +1,11 @@
 package server
 
 import (
+	"bufio"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"testing"
 
 	"github.com/fleetwatch/fleetwatch/aggregate"
@@ -86,3 +88,48 @@ func (d *discard) Write(p []byte) (int, error) {
 }
 
 func (d *discard) Flush() {}
+
+// BenchmarkWatchEvent measures an event of a watch of every cluster's pods, from the
+// change in the fleet to its line read off the HTTP stream, at 10, 1,000 and 10,000
+// clusters of one pod each, with each form of cursor (cursorForms): the event's
+// resourceVersion is the cursor after it. bytes/event is the length of its line.
+func BenchmarkWatchEvent(b *testing.B) {
+	for _, form := range []struct {
+		name string
+		opts func(*Options)
+	}{{"short", nil}, {"positions", func(o *Options) { o.Replica = "r0" }}} {
+		for _, n := range []int{10, 1000, 10_000} {
+			b.Run(fmt.Sprintf("%s/clusters=%d", form.name, n), func(b *testing.B) { benchmarkWatchEvent(b, n, form.opts) })
+		}
+	}
+}
+
+func benchmarkWatchEvent(b *testing.B, clusters int, opts func(*Options)) {
+	f := newFixtureOf(b, persist.Codec{}, opts)
+	name := func(i int) string { return fmt.Sprintf("cluster-%05d", i%clusters) }
+	for i := range clusters {
+		f.apply(name(i), podsGVR, pod("default", "p", "1", web))
+	}
+	f.sync()
+	var l itemList
+	f.getOK("/clusters/*/api/v1/pods?limit=1", &l)
+	res, err := http.Get(f.http.URL + "/clusters/*/api/v1/pods?watch=1&resourceVersion=" + url.QueryEscape(l.Metadata.ResourceVersion))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer res.Body.Close()
+	r := bufio.NewReaderSize(res.Body, 1<<20)
+	var bytes int
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		f.apply(name(i), podsGVR, pod("default", "p", fmt.Sprint(2+i), web))
+		line, err := r.ReadSlice('\n')
+		if err != nil {
+			b.Fatal(err)
+		}
+		bytes += len(line)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(bytes)/float64(b.N), "bytes/event")
+}

@@ -3,9 +3,11 @@ package server
 import (
 	"crypto/rand"
 	"encoding/base64"
+	"fmt"
 	"maps"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,6 +47,11 @@ type watchCache struct {
 	// the same log resumes from it (resume.go).
 	log      ChangeLogSource
 	logEpoch string
+	// sequenced is set where no cursor outlives the run or the replica: without a
+	// change log, outside a sharded fleet. The cursors handed out are then short, a
+	// sequence number of the resource's changes (cursor.short), rather than the
+	// position of every cluster, which a later run or another replica would need.
+	sequenced bool
 
 	// reg is the fleet registration, set once AddHandler has returned.
 	reg atomic.Pointer[aggregate.Registration]
@@ -301,8 +308,10 @@ type resourceCache struct {
 	kept map[string]position
 	left map[string]leftMark
 	// evicted is, for every cluster that has lost changes off the end of the history,
-	// the position of the last one lost. A cursor before it is too old.
-	evicted map[string]position
+	// the position of the last one lost. A cursor before it is too old. evictedSeq is
+	// the sequence number of that change, for short cursors.
+	evicted    map[string]position
+	evictedSeq map[string]uint64
 	// changed is closed at the next change, if a watch asked for it since the last one
 	// (changedLocked): made only when a watch waits, not at every change of a replay.
 	changed atomic.Pointer[chan struct{}]
@@ -353,6 +362,7 @@ func newResourceCache(gvr schema.GroupVersionResource, historySize int, codec ag
 		kept:        make(map[string]position),
 		left:        make(map[string]leftMark),
 		evicted:     make(map[string]position),
+		evictedSeq:  make(map[string]uint64),
 		events:      make(map[string]uint64),
 	}
 	if codec != nil {
@@ -754,6 +764,7 @@ func (rc *resourceCache) appendLocked(e entry) {
 	} else {
 		lost := rc.ring[rc.head]
 		rc.evicted[lost.cluster] = lost.pos
+		rc.evictedSeq[lost.cluster] = lost.seq
 		rc.ring[rc.head] = e
 		rc.head = (rc.head + 1) % len(rc.ring)
 	}
@@ -801,6 +812,83 @@ func (rc *resourceCache) cursorLocked(wc *watchCache, sc scope) cursor {
 		}
 	}
 	return c
+}
+
+// listCursorLocked returns the resourceVersion of a list of the clusters in sc, in wc:
+// short if wc hands out short cursors.
+func (rc *resourceCache) listCursorLocked(wc *watchCache, sc scope) cursor {
+	if wc.sequenced {
+		return rc.shortCursorLocked(wc)
+	}
+	return rc.cursorLocked(wc, sc)
+}
+
+// currentLocked reports whether the state of the clusters in sc at want, a cursor
+// that wc accepts, is the current one (a list with resourceVersionMatch=Exact).
+func (rc *resourceCache) currentLocked(wc *watchCache, want cursor, sc scope) bool {
+	if want.short {
+		return want.resource == resourceID(rc.resource) && rc.unchangedSinceLocked(want.seq, sc)
+	}
+	return equalIn(rc.placeLocked(want), rc.cursorLocked(wc, sc), sc)
+}
+
+// shortCursorLocked returns the current short cursor of rc, in wc (cursor.short).
+func (rc *resourceCache) shortCursorLocked(wc *watchCache) cursor {
+	return cursor{epoch: wc.epoch, short: true, resource: resourceID(rc.resource), seq: rc.nextSeq}
+}
+
+// resourceID names gvr in short cursors: their sequence numbers are of one resource's
+// changes.
+func resourceID(gvr schema.GroupVersionResource) string {
+	return strings.TrimSuffix(gvr.Resource+"."+gvr.Version+"."+gvr.Group, ".")
+}
+
+// checkShortLocked returns why the short cursor c cannot be resumed in rc in the
+// scope sc, nil if it can: it is of another resource, after rc's changes, or older
+// than the history for a cluster of sc.
+func (rc *resourceCache) checkShortLocked(c cursor, sc scope) error {
+	switch {
+	case c.resource != resourceID(rc.resource):
+		return fmt.Errorf("it is a resourceVersion of %s, not of %s", c.resource, resourceID(rc.resource))
+	case c.seq > rc.nextSeq:
+		return fmt.Errorf("it is after the %d changes of this server's view", rc.nextSeq)
+	}
+	if cl, old := rc.expiredSinceLocked(c.seq, sc); old {
+		return fmt.Errorf("the history of cluster %q no longer reaches back to it", cl)
+	}
+	return nil
+}
+
+// expiredSinceLocked returns a cluster of sc that lost a change at or after sequence
+// number seq off the end of the history, if any.
+func (rc *resourceCache) expiredSinceLocked(seq uint64, sc scope) (string, bool) {
+	if seq >= rc.firstSeqLocked() {
+		return "", false
+	}
+	for _, cl := range slices.Sorted(maps.Keys(rc.evictedSeq)) {
+		if sc.includes(cl) && rc.evictedSeq[cl] >= seq {
+			return cl, true
+		}
+	}
+	return "", false
+}
+
+// unchangedSinceLocked reports whether no cluster of sc changed at or after sequence
+// number seq: the state of sc at the short cursor at seq is the current one.
+func (rc *resourceCache) unchangedSinceLocked(seq uint64, sc scope) bool {
+	if seq > rc.nextSeq {
+		return false
+	}
+	if _, old := rc.expiredSinceLocked(seq, sc); old {
+		return false
+	}
+	first := rc.firstSeqLocked()
+	for q := max(seq, first); q < rc.nextSeq; q++ {
+		if sc.includes(rc.ring[(rc.head+int(q-first))%len(rc.ring)].cluster) {
+			return false
+		}
+	}
+	return true
 }
 
 // expiredLocked returns a cluster of sc for which c is older than the history, if any.

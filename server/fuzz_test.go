@@ -25,6 +25,7 @@ func FuzzParseCursor(f *testing.F) {
 	f.Add("eyJlIjoiZSJ9")
 	f.Add(cursor{epoch: "e", replica: "r0", peers: map[string]string{"r1": cursor{epoch: "f"}.String()}}.String())
 	f.Add("")
+	f.Add(cursor{epoch: "e", short: true, resource: "pods.v1", seq: 7}.String())
 	f.Fuzz(func(t *testing.T, s string) {
 		c, err := parseCursor(s)
 		if err != nil {

@@ -304,8 +304,10 @@ func TestListBadParameters(t *testing.T) {
 	})
 }
 
-func TestListResourceVersion(t *testing.T) {
-	f := newFixture(t, nil)
+func TestListResourceVersion(t *testing.T) { cursorForms(t, testListResourceVersion) }
+
+func testListResourceVersion(t *testing.T, opts func(*Options)) {
+	f := newFixture(t, opts)
 	pods := clusterPath(allClusters) + "/api/v1/pods"
 	var l itemList
 	f.getOK(pods, &l)

@@ -224,8 +224,8 @@ func (s *Server) serveList(w http.ResponseWriter, r *http.Request, res *apiResou
 
 	rc := s.cache.resource(res.gvr)
 	rc.mu.RLock()
-	current := rc.cursorLocked(s.cache, qr.scope)
-	if p.rvMatch == metav1.ResourceVersionMatchExact && (foreign || !equalIn(rc.placeLocked(want), current, qr.scope)) {
+	current := rc.listCursorLocked(s.cache, qr.scope)
+	if p.rvMatch == metav1.ResourceVersionMatchExact && (foreign || !rc.currentLocked(s.cache, want, qr.scope)) {
 		rc.mu.RUnlock()
 		return expired(fmt.Sprintf("resourceVersion %s: only the current state is kept, at resourceVersion %s; list without resourceVersionMatch=Exact", p.resourceVersion, current))
 	}

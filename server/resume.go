@@ -132,8 +132,13 @@ func (wc *watchCache) accepts(epoch string) bool {
 // acceptsCursor reports whether cursor c can be resumed here: each of its positions is
 // of an epoch that accepts takes, or of a replica whose change log came with the position's
 // cluster on a warm handover (ChangeLogHolds); a cursor without positions, if its
-// epoch is accepted.
+// epoch is accepted; a short cursor, if it is of this run and the cache hands out
+// short ones.
 func (wc *watchCache) acceptsCursor(c cursor) bool {
+	if c.short {
+		// Of this run only (sequenced).
+		return wc.sequenced && c.epoch == wc.epoch
+	}
 	if len(c.positions) == 0 {
 		return wc.accepts(c.epoch)
 	}

@@ -59,6 +59,17 @@ type NotSyncedSource interface {
 	NotSynced(limit int) (first []aggregate.ClusterStatus, notSynced, all int)
 }
 
+// ShardedSource is a Source that may be one replica of a sharded fleet, such as a
+// fleetwatch.Manager with Options.Shard. A replica hands out resourceVersions that name
+// each cluster's position, which the other replicas resume (a cluster moves with its
+// position); a server of a Source that is not sharded, without a change log, hands
+// out short ones (see docs/design.md, "HTTP API of the daemon").
+type ShardedSource interface {
+	// Sharded reports whether the Source is a replica of a sharded fleet. It must not
+	// change.
+	Sharded() bool
+}
+
 // Defaults of Options.
 const (
 	DefaultAddress           = "127.0.0.1:8080"
@@ -387,6 +398,8 @@ func New(src Source, opts Options) (*Server, error) {
 		crds:     newCRDColumns(src),
 		stopping: make(chan struct{}),
 	}
+	sharded, _ := src.(ShardedSource)
+	s.cache.sequenced = s.cache.log == nil && opts.Replica == "" && (sharded == nil || !sharded.Sharded())
 	s.clusterFeed = newClusterFeed(s.cache.epoch)
 	if opts.TokenFile != "" {
 		t, err := loadTokenFile(opts.TokenFile)

@@ -90,13 +90,20 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, res *apiReso
 	var gaps []logGap
 	rc.mu.RLock()
 	switch {
-	case initial:
-		initialItems = rc.listLocked(qr, nil, 0)
-		ws.startAt(rc.cursorLocked(s.cache, qr.scope).positions)
+	case initial || zero:
+		if initial {
+			initialItems = rc.listLocked(qr, nil, 0)
+		}
+		if ws.short = s.cache.sequenced; !ws.short {
+			ws.startAt(rc.cursorLocked(s.cache, qr.scope).positions)
+		}
 		ws.next = rc.nextSeq
-	case zero:
-		ws.startAt(rc.cursorLocked(s.cache, qr.scope).positions)
-		ws.next = rc.nextSeq
+	case from.short:
+		if err = rc.checkShortLocked(from, qr.scope); err != nil {
+			err = expired(fmt.Sprintf("too old resource version: %s: %v; list again", p.resourceVersion, err))
+			break
+		}
+		ws.short, ws.next = true, from.seq
 	default:
 		gaps, err = ws.resumeLocked(rc, from, p.resourceVersion)
 	}
@@ -214,6 +221,11 @@ type watchStream struct {
 	rctl   *http.ResponseController
 	// next is the sequence number of the next change to look at.
 	next uint64
+	// short is set where the watch's cursors are short (watchCache.sequenced): the
+	// watch takes every change of the history from next on, and stands after the
+	// first next changes, in every cluster. positions, scopes and skips are then
+	// empty.
+	short bool
 	// positions is where the watch stands for each cluster of its scope.
 	positions map[string]position
 	// scopes is, for each cluster whose resource one informer per namespace watches,
@@ -228,6 +240,9 @@ type watchStream struct {
 }
 
 func (ws *watchStream) cursor() string {
+	if ws.short {
+		return cursor{epoch: ws.s.cache.epoch, short: true, resource: resourceID(ws.rc.resource), seq: ws.next}.String()
+	}
 	ws.rc.mu.RLock()
 	for cl, p := range ws.positions {
 		// The history has nothing of cl between the two: the objects loaded from the
@@ -326,7 +341,11 @@ func (ws *watchStream) sendGap(g logGap) error {
 // not seen: lost is set otherwise.
 func (ws *watchStream) readLocked(rc *resourceCache, buf []entry) (_ []entry, lost bool) {
 	if first := rc.firstSeqLocked(); ws.next < first {
-		if _, old := rc.expiredLocked(cursor{positions: ws.positions}, ws.query.scope); old {
+		if ws.short {
+			if _, old := rc.expiredSinceLocked(ws.next, ws.query.scope); old {
+				return buf, true
+			}
+		} else if _, old := rc.expiredLocked(cursor{positions: ws.positions}, ws.query.scope); old {
 			return buf, true
 		}
 		ws.next = first
@@ -352,7 +371,7 @@ func (ws *watchStream) applyEntry(e entry, inScope bool) error {
 	if !ws.query.scope.includes(e.cluster) {
 		return nil
 	}
-	if !inScope {
+	if !inScope && !ws.short {
 		if e.pos.compare(ws.positions[e.cluster]) <= 0 {
 			return nil
 		}

@@ -25,7 +25,11 @@ import (
 )
 
 func TestWatchInitialStateThenChanges(t *testing.T) {
-	f := newFixture(t, nil)
+	cursorForms(t, testWatchInitialStateThenChanges)
+}
+
+func testWatchInitialStateThenChanges(t *testing.T, opts func(*Options)) {
+	f := newFixture(t, opts)
 	w := f.watch(clusterPath(prod) + "/api/v1/pods?watch=true")
 	var got []string
 	var rvs []string
@@ -60,8 +64,8 @@ func TestWatchInitialStateThenChanges(t *testing.T) {
 		t.Errorf("object's own resourceVersion %q, want 110", own)
 	}
 	c, err := parseCursor(e.Object.GetResourceVersion())
-	if err != nil || c.positions[prod] != (position{rv: 110}) || len(c.positions) != 1 {
-		t.Errorf("event resourceVersion %q = %+v, %v; want a cursor of prod at 110", e.Object.GetResourceVersion(), c, err)
+	if err != nil || !c.short && (c.positions[prod] != (position{rv: 110}) || len(c.positions) != 1) || c.short && c.resource != "pods.v1" {
+		t.Errorf("event resourceVersion %q = %#v, %v; want a cursor of prod at 110, or a short one of pods", e.Object.GetResourceVersion(), c, err)
 	}
 	if e := w.next(); e.ref() != "ADDED prod|default/web-5" {
 		t.Errorf("got %s", e.ref())
@@ -108,7 +112,14 @@ func TestWatchFraming(t *testing.T) {
 }
 
 func TestWatchBookmarks(t *testing.T) {
-	f := newFixture(t, func(o *Options) { o.BookmarkInterval = 30 * time.Millisecond })
+	cursorForms(t, testWatchBookmarks)
+}
+
+func testWatchBookmarks(t *testing.T, opts func(*Options)) {
+	f := newFixture(t, func(o *Options) {
+		opts(o)
+		o.BookmarkInterval = 30 * time.Millisecond
+	})
 	w := f.watch(clusterPath(allClusters) + "/api/v1/pods?watch=1&allowWatchBookmarks=true&labelSelector=app%3Ddns")
 	if e := w.next(); e.ref() != "ADDED prod|kube-system/dns-1" {
 		t.Fatalf("got %s", e.ref())
@@ -118,8 +129,8 @@ func TestWatchBookmarks(t *testing.T) {
 		t.Fatalf("got %s %v", b.Type, b.Object.Object)
 	}
 	first, err := parseCursor(b.Object.GetResourceVersion())
-	if err != nil || len(first.positions) != 3 {
-		t.Fatalf("bookmark resourceVersion %+v, %v", first, err)
+	if err != nil || !first.short && len(first.positions) != 3 {
+		t.Fatalf("bookmark resourceVersion %#v, %v", first, err)
 	}
 	// A change the selector does not match moves the bookmarks forward.
 	f.apply(staging, podsGVR, pod("default", "api-1", "250", api))
@@ -130,7 +141,7 @@ func TestWatchBookmarks(t *testing.T) {
 			t.Fatalf("got %s", b.ref())
 		}
 		c, _ := parseCursor(b.Object.GetResourceVersion())
-		if c.positions[staging] == (position{rv: 250}) {
+		if c.short && c.seq == first.seq+1 || !c.short && c.positions[staging] == (position{rv: 250}) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -141,8 +152,10 @@ func TestWatchBookmarks(t *testing.T) {
 
 // TestWatchResume resumes watches from the resourceVersion of a list, of an event, and of
 // a bookmark: every change in between arrives, once.
-func TestWatchResume(t *testing.T) {
-	f := newFixture(t, nil)
+func TestWatchResume(t *testing.T) { cursorForms(t, testWatchResume) }
+
+func testWatchResume(t *testing.T, opts func(*Options)) {
+	f := newFixture(t, opts)
 	pods := clusterPath(allClusters) + "/api/v1/pods"
 	var l itemList
 	f.getOK(pods, &l)
@@ -197,8 +210,10 @@ func TestWatchResume(t *testing.T) {
 // TestWatchResumeOutOfOrder resumes inside a relist, whose objects do not arrive in
 // resourceVersion order, and inside deletions detected by a relist, which carry old
 // resourceVersions.
-func TestWatchResumeOutOfOrder(t *testing.T) {
-	f := newFixture(t, nil)
+func TestWatchResumeOutOfOrder(t *testing.T) { cursorForms(t, testWatchResumeOutOfOrder) }
+
+func testWatchResumeOutOfOrder(t *testing.T, opts func(*Options)) {
+	f := newFixture(t, opts)
 	pods := clusterPath(prod) + "/api/v1/pods"
 	w := f.watch(pods + "?watch=1&resourceVersion=0")
 	for range 3 {
@@ -266,8 +281,13 @@ func TestWatchEveryChangeBehindABacklog(t *testing.T) {
 	w.none(100 * time.Millisecond)
 }
 
-func TestWatchGone(t *testing.T) {
-	f := newFixture(t, func(o *Options) { o.HistorySize = 4 })
+func TestWatchGone(t *testing.T) { cursorForms(t, testWatchGone) }
+
+func testWatchGone(t *testing.T, opts func(*Options)) {
+	f := newFixture(t, func(o *Options) {
+		opts(o)
+		o.HistorySize = 4
+	})
 	pods := clusterPath(allClusters) + "/api/v1/pods"
 	var l itemList
 	f.getOK(pods, &l)

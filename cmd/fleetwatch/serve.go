@@ -199,6 +199,9 @@ func newLogger(cfg config.Log) (logr.Logger, func(verbosity int)) {
 // building every cluster's status.
 var _ server.NotSyncedSource = (*fleetwatch.Manager)(nil)
 
+// A replica of a sharded fleet hands out resourceVersions that the other replicas resume.
+var _ server.ShardedSource = (*fleetwatch.Manager)(nil)
+
 // With history.enabled, a fleet watch resumes across a restart from the change log.
 var _ server.ChangeLogSource = (*fleetwatch.Manager)(nil)
 
