@@ -66,18 +66,22 @@ func (p position) next(rv string) position {
 
 // String is "rv", "rv.n", and with a generation, "rv~gen" or "rv.n~gen", followed by
 // ";" and the scopes if there are any: "412.3~1;shop=410,web=412.1".
-func (p position) String() string {
-	s := strconv.FormatUint(p.rv, 10)
+func (p position) String() string { return string(p.appendTo(nil)) }
+
+// appendTo appends the String form of p to b. It holds digits, ".~;=," and namespace
+// names (DNS labels) only, which JSON takes unescaped.
+func (p position) appendTo(b []byte) []byte {
+	b = strconv.AppendUint(b, p.rv, 10)
 	if p.n != 0 {
-		s += "." + strconv.FormatUint(uint64(p.n), 10)
+		b = strconv.AppendUint(append(b, '.'), uint64(p.n), 10)
 	}
 	if p.gen != 0 {
-		s += "~" + strconv.FormatUint(uint64(p.gen), 10)
+		b = strconv.AppendUint(append(b, '~'), uint64(p.gen), 10)
 	}
 	if p.scopes != "" {
-		s += ";" + p.scopes
+		b = append(append(b, ';'), p.scopes...)
 	}
-	return s
+	return b
 }
 
 func parsePosition(s string) (position, error) {
@@ -228,30 +232,63 @@ type cursorJSON struct {
 	Seq      *uint64 `json:"s,omitempty"`
 }
 
-// String encodes c. Equal cursors encode equally: JSON sorts map keys.
-func (c cursor) String() string {
-	j := cursorJSON{Epoch: c.epoch}
-	if c.short {
-		j.Resource, j.Seq = c.resource, &c.seq
-	}
+// String encodes c: the base64url of its cursorJSON as encoding/json writes it, map keys
+// in order, so that equal cursors encode equally.
+func (c cursor) String() string { return c.encode(nil) }
+
+// encode is String, given the clusters of c's positions in order, or nil. A watch keeps
+// them so (watchStream.cursor): at thousands of clusters, sorting them was most of the
+// cost of the cursor that each event carries.
+func (c cursor) encode(order []string) string {
+	b := make([]byte, 0, 64+40*len(c.positions))
+	b = append(b, `{"e":`...)
+	b = appendString(b, c.epoch)
 	if len(c.positions) > 0 {
-		j.Clusters = make(map[string]string, len(c.positions))
-		for cl, p := range c.positions {
-			j.Clusters[cl] = p.String()
+		if order == nil {
+			order = slices.Sorted(maps.Keys(c.positions))
 		}
+		b = append(b, `,"c":{`...)
+		for i, cl := range order {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(appendString(b, cl), ':', '"')
+			b = append(c.positions[cl].appendTo(b), '"')
+		}
+		b = append(b, '}')
 	}
-	if len(c.peers) > 0 {
-		j.Peers = c.peers
+	b = appendStringMap(b, `,"p":`, c.peers)
+	b = appendStringMap(b, `,"o":`, c.origins)
+	if c.replica != "" {
+		b = appendString(append(b, `,"r":`...), c.replica)
 	}
-	if len(c.origins) > 0 {
-		j.Origins = c.origins
+	if c.short {
+		b = appendString(append(b, `,"g":`...), c.resource)
+		b = strconv.AppendUint(append(b, `,"s":`...), c.seq, 10)
 	}
-	j.Replica = c.replica
-	b, err := json.Marshal(j)
-	if err != nil {
-		panic(fmt.Sprintf("encode cursor: %v", err)) // strings and maps of strings always marshal
+	return base64.RawURLEncoding.EncodeToString(append(b, '}'))
+}
+
+// appendString appends s as a JSON string, as encoding/json writes it.
+func appendString(b []byte, s string) []byte {
+	b, _ = appendJSONString(b, s) // a string always encodes
+	return b
+}
+
+// appendStringMap appends the member name and m as a JSON object, keys in order, as
+// encoding/json writes it; nothing if m is empty (omitempty).
+func appendStringMap(b []byte, name string, m map[string]string) []byte {
+	if len(m) == 0 {
+		return b
 	}
-	return base64.RawURLEncoding.EncodeToString(b)
+	b = append(append(b, name...), '{')
+	for i, k := range slices.Sorted(maps.Keys(m)) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(append(appendString(b, k), ':'), m[k])
+	}
+	return append(b, '}')
 }
 
 // errNotCursor means a resourceVersion is a plain unsigned integer: the resourceVersion

@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -370,5 +371,53 @@ func TestCarryMoved(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// cursorViaJSON is what cursor.String wrote before it wrote the JSON itself: its
+// cursorJSON through encoding/json, the form that String must keep.
+func cursorViaJSON(c cursor) string {
+	j := cursorJSON{Epoch: c.epoch, Peers: c.peers, Origins: c.origins, Replica: c.replica}
+	if c.short {
+		j.Resource, j.Seq = c.resource, &c.seq
+	}
+	if len(c.positions) > 0 {
+		j.Clusters = make(map[string]string, len(c.positions))
+		for cl, p := range c.positions {
+			j.Clusters[cl] = p.String()
+		}
+	}
+	b, err := json.Marshal(j)
+	if err != nil {
+		panic(err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// TestCursorEncoding: cursors encode as encoding/json writes their cursorJSON, cluster
+// names that JSON escapes included, and a watch's cluster order gives the same string.
+func TestCursorEncoding(t *testing.T) {
+	names := []string{"prod", "arn:aws:eks:eu-west-1:1:cluster/x", "a<b>&c", "quo\"te", "back\\slash", "tab\there", "ünï", "bad\xffutf8", "\u2028"}
+	for _, c := range []cursor{
+		{epoch: "e"},
+		{epoch: "e", short: true, resource: "pods.v1", seq: 0},
+		{epoch: "e<&>", short: true, resource: "deployments.v1.apps", seq: 1 << 63},
+		{epoch: "e", positions: map[string]position{"prod": {rv: 1}}},
+		{epoch: "e", positions: map[string]position{"a": {gen: 3, rv: 14, n: 2, scopes: "shop=12.1,web=14"}, "b": {}}, origins: map[string]string{"a": "o<1>"}},
+		{epoch: "e", replica: "r0", peers: map[string]string{"r1": "x", "r&2": "y"}},
+	} {
+		if got, want := c.String(), cursorViaJSON(c); got != want {
+			t.Errorf("%#v encodes as %q, want %q", c, got, want)
+		}
+	}
+	c := cursor{epoch: "e", positions: map[string]position{}}
+	for i, n := range names {
+		c.positions[n] = position{rv: uint64(i), n: uint32(i % 2)}
+	}
+	if got, want := c.String(), cursorViaJSON(c); got != want {
+		t.Errorf("names that JSON escapes: %q, want %q", got, want)
+	}
+	if got := c.encode(slices.Sorted(maps.Keys(c.positions))); got != c.String() {
+		t.Errorf("in a given order: %q, want %q", got, c.String())
 	}
 }

@@ -35,6 +35,9 @@ func FuzzParseCursor(f *testing.F) {
 		if err != nil || again.String() != c.String() {
 			t.Fatalf("cursor %q does not round-trip: %v", s, err)
 		}
+		if c.String() != cursorViaJSON(c) {
+			t.Fatalf("cursor %q encodes as %q, not as encoding/json writes it, %q", s, c.String(), cursorViaJSON(c))
+		}
 		// Any replica can take it over, and what it hands out parses.
 		for _, self := range []string{"r0", "r1", c.replica} {
 			r := c.rootedAt(self)

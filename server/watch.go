@@ -2,16 +2,15 @@ package server
 
 import (
 	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"net/http"
+	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 )
 
@@ -226,13 +225,18 @@ type watchStream struct {
 	// first next changes, in every cluster. positions, scopes and skips are then
 	// empty.
 	short bool
-	// positions is where the watch stands for each cluster of its scope.
+	// positions is where the watch stands for each cluster of its scope; order holds
+	// their clusters in order, for its cursors, once cursor has made it (clusters are
+	// added to positions, never removed).
 	positions map[string]position
+	order     []string
 	// scopes is, for each cluster whose resource one informer per namespace watches,
 	// where the watch stands in each namespace, which its cursors carry
 	// (position.scopes); skips where a watch resumed by namespace started in each
 	// (resumed.skips).
 	scopes, skips map[string]map[string]position
+	// buf is writeEvent's, kept from one event to the next.
+	buf []byte
 	// sentHeaders is set once a Table with column definitions was sent.
 	sentHeaders bool
 	// printer prints the rows of a watch of Tables.
@@ -252,7 +256,10 @@ func (ws *watchStream) cursor() string {
 		ws.positions[cl] = sp
 	}
 	ws.rc.mu.RUnlock()
-	return cursor{epoch: ws.s.cache.epoch, positions: ws.positions}.String()
+	if len(ws.order) != len(ws.positions) {
+		ws.order = slices.Sorted(maps.Keys(ws.positions))
+	}
+	return cursor{epoch: ws.s.cache.epoch, positions: ws.positions}.encode(ws.order)
 }
 
 // startAt starts the watch at positions, a cursor's, and in each namespace where their
@@ -459,19 +466,28 @@ func (ws *watchStream) bookmark(annotations map[string]string) error {
 
 // writeEvent writes one line of the watch framing.
 func (ws *watchStream) writeEvent(typ watch.EventType, obj any) error {
-	raw, err := appendItem(nil, obj)
+	// The JSON of a metav1.WatchEvent, as json.Marshal writes it: appendItem writes the
+	// object as json.Marshal does, which would only scan it again (a cursor of positions
+	// in its resourceVersion is some 30 bytes per cluster). Event types need no escaping.
+	b := append(ws.buf[:0], `{"type":"`...)
+	b = append(append(b, typ...), `","object":`...)
+	b, err := appendItem(b, obj)
 	if err != nil {
 		return err
 	}
-	b, err := json.Marshal(metav1.WatchEvent{Type: string(typ), Object: runtime.RawExtension{Raw: raw}})
-	if err != nil {
-		return err
-	}
+	b = append(b, '}', '\n')
 	if _, err := ws.w.Write(b); err != nil {
 		return err
 	}
-	return ws.w.WriteByte('\n')
+	if cap(b) <= maxEventBuf {
+		ws.buf = b
+	}
+	return nil
 }
+
+// maxEventBuf bounds the buffer that a watch keeps from one event to the next: an event
+// of a larger object is written from a buffer of its own.
+const maxEventBuf = 256 << 10
 
 // flush sends what is buffered to the client. A watch flushes before it waits, so no
 // event is held back while nothing else happens.

@@ -1,11 +1,14 @@
 package server
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
@@ -22,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/fleetwatch/fleetwatch/aggregate"
+	"github.com/fleetwatch/fleetwatch/persist"
 )
 
 func TestWatchInitialStateThenChanges(t *testing.T) {
@@ -568,5 +572,47 @@ func checkNoRelist(t *testing.T, f *fixture, lists int) {
 	if containsMetric(body, `fleetwatch_http_requests_total{code="200",resource="pods",verb="list"}`, listed) ||
 		containsMetric(body, `fleetwatch_http_requests_total{code="410",resource="pods",verb="watch"}`, func(float64) bool { return true }) {
 		t.Errorf("the client listed more than %d times or got 410:\n%s", lists, body)
+	}
+}
+
+// TestWatchEventFrame: writeEvent writes an event as json.Marshal writes its
+// metav1.WatchEvent, for objects of a plain fleet and of a compact one (written from
+// their encoding), with strings that JSON escapes, and for an ERROR's Status.
+func TestWatchEventFrame(t *testing.T) {
+	p := pod("default", "web-1", "101", map[string]string{"app": "<web> & \u2028 \"q\""})
+	p.SetAnnotations(map[string]string{"note": "a\\b\tc\xff"})
+	encoded, err := persist.Codec{}.Encode(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rv := cursor{epoch: "e", positions: map[string]position{"a<b>": {rv: 3}}}.String()
+	for _, tc := range []struct {
+		name string
+		obj  any
+	}{
+		{"plain", served(cborTestResource, object{cluster: prod, obj: p}, rv)},
+		{"compact", served(cborTestResource, object{cluster: prod, obj: newCompactObject(podsGVR.GroupResource(), p, encoded), codec: persist.Codec{}}, rv)},
+		{"partial", partial(object{cluster: prod, obj: p}, rv)},
+		{"status", statusOf(httptest.NewRequest(http.MethodGet, "/x", nil), expired("too old <&>"))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			ws := &watchStream{w: bufio.NewWriter(&out)}
+			if err := ws.writeEvent(watch.Modified, tc.obj); err != nil {
+				t.Fatal(err)
+			}
+			_ = ws.w.Flush()
+			raw, err := json.Marshal(tc.obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := json.Marshal(metav1.WatchEvent{Type: string(watch.Modified), Object: runtime.RawExtension{Raw: raw}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := out.String(); got != string(want)+"\n" {
+				t.Errorf("writeEvent wrote\n%s\nwant\n%s", got, want)
+			}
+		})
 	}
 }
