@@ -265,8 +265,21 @@ func (fw *fleetWatcher) watchOnce(ctx context.Context, rv string) error {
 }
 
 // churnResume creates, updates and deletes configmaps of namespace in c, about
-// perSecond writes a second, until ctx is done.
+// perSecond writes a second, until ctx is done or a write fails (an error of the test).
 func churnResume(ctx context.Context, t *testing.T, c *testenv.Cluster, namespace string, perSecond int, seed uint64) {
+	churnPaced(ctx, c, namespace, perSecond, seed, func(err error) bool {
+		if ctx.Err() == nil {
+			t.Errorf("churn in %s: %v", c.Name, err)
+		}
+		return false
+	})
+}
+
+// churnPaced creates, updates and deletes configmaps of namespace in c, about
+// perSecond writes a second, until ctx is done. A write that fails (each has 10s) is
+// passed to failed, which ends the churn unless it returns true; the configmap of a
+// create that failed is not written again.
+func churnPaced(ctx context.Context, c *testenv.Cluster, namespace string, perSecond int, seed uint64, failed func(error) bool) {
 	cms := c.Clientset().CoreV1().ConfigMaps(namespace)
 	rng := rand.New(rand.NewPCG(seed, 35))
 	tick := time.NewTicker(time.Second / time.Duration(perSecond))
@@ -278,23 +291,25 @@ func churnResume(ctx context.Context, t *testing.T, c *testenv.Cluster, namespac
 			return
 		case <-tick.C:
 		}
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		var err error
 		switch op := rng.IntN(10); {
 		case len(live) < 10 || op < 3:
 			name := fmt.Sprintf("r-%d-%d", seed, i)
-			_, err = cms.Create(ctx, configMap(namespace, name, c.Name), metav1.CreateOptions{})
-			live = append(live, name)
+			if _, err = cms.Create(wctx, configMap(namespace, name, c.Name), metav1.CreateOptions{}); err == nil {
+				live = append(live, name)
+			}
 		case op < 8:
 			cm := configMap(namespace, live[rng.IntN(len(live))], c.Name)
 			cm.Data["i"] = fmt.Sprint(i)
-			_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
+			_, err = cms.Update(wctx, cm, metav1.UpdateOptions{})
 		default:
 			j := rng.IntN(len(live))
-			err = cms.Delete(ctx, live[j], metav1.DeleteOptions{})
+			err = cms.Delete(wctx, live[j], metav1.DeleteOptions{})
 			live = slices.Delete(live, j, j+1)
 		}
-		if err != nil && ctx.Err() == nil {
-			t.Errorf("churn in %s: %v", c.Name, err)
+		cancel()
+		if err != nil && !failed(err) {
 			return
 		}
 	}
