@@ -16,14 +16,19 @@
 //
 //	Fleet ──► watch cache (one handler) ──► per resource: current objects by cluster,
 //	                                            namespace and name, and a bounded history
-//	                                            of changes, each at a position per cluster
-//	list, get ◄── current objects, with a cursor of every cluster's position
+//	                                            of changes, in sequence, each at a position
+//	                                            per cluster
+//	list, get ◄── current objects, with a cursor: where the history stands
 //	watch     ◄── current objects, or the history after a cursor, then new changes
 //	search    ◄── the search.Index that the watch cache feeds with the same events
 //
 // The resourceVersion of a list or a watch event is such a cursor (opaque to clients): a
 // watch from it resumes without missing or repeating a change, or gets 410 Gone once the
-// history no longer reaches back to it, and the client lists again, as reflectors do.
+// history no longer reaches back to it, and the client lists again, as reflectors do. It
+// is short, the sequence number of the history's changes, where it is resumed by this
+// run only (no change log, not sharded); otherwise it names every cluster's position,
+// which a later run places in the change log and another replica takes over
+// (cursor.go).
 // Every object served carries the annotation fleetwatch.io/cluster. Tables (kubectl's
 // server-side printing) start with a CLUSTER column; those of custom resources have the
 // printer columns of their CRD (crdcolumns.go). What the fleet does not cache, a
