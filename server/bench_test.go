@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -124,6 +125,67 @@ func benchmarkWatchEvent(b *testing.B, clusters int, opts func(*Options)) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		f.apply(name(i), podsGVR, pod("default", "p", fmt.Sprint(2+i), web))
+		line, err := r.ReadSlice('\n')
+		if err != nil {
+			b.Fatal(err)
+		}
+		bytes += len(line)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(bytes)/float64(b.N), "bytes/event")
+}
+
+// BenchmarkFanOutWatchEvent is BenchmarkWatchEvent through a replica of a sharded fleet
+// that holds half of the clusters and merges the watch of the other replica, which holds
+// the rest: each event is of a cluster of the replica asked (its local part), and
+// carries the merged cursor, which names the position of each of its clusters and the
+// other replica's cursor.
+func BenchmarkFanOutWatchEvent(b *testing.B) {
+	for _, n := range []int{10, 1000} {
+		b.Run(fmt.Sprintf("clusters=%d", n), func(b *testing.B) { benchmarkFanOutWatchEvent(b, n) })
+	}
+}
+
+func benchmarkFanOutWatchEvent(b *testing.B, clusters int) {
+	local := newFixtureOf(b, persist.Codec{}, func(o *Options) { o.Replica = "fleetwatch-0" })
+	peer := newFixtureOf(b, persist.Codec{}, func(o *Options) { o.Replica = "fleetwatch-1" })
+	for _, cl := range []string{prod, staging, edge} {
+		// The fixture's clusters are local's.
+		peer.fleet.RemoveCluster(cl)
+		peer.src.setStatus(aggregate.ClusterStatus{Name: cl, Phase: aggregate.PhaseRemote, Replica: "fleetwatch-0", ReplicaAddress: local.http.URL})
+	}
+	name := func(i int) string { return fmt.Sprintf("cluster-%05d", i) }
+	for i := range clusters {
+		owner, other, id := local, peer, "fleetwatch-0"
+		if i%2 == 1 {
+			owner, other, id = peer, local, "fleetwatch-1"
+		}
+		st := clusterStatus(name(i), aggregate.PhaseSynced, false)
+		st.Replica = id
+		owner.src.setStatus(st)
+		other.src.setStatus(aggregate.ClusterStatus{Name: name(i), Phase: aggregate.PhaseRemote, Replica: id, ReplicaAddress: owner.http.URL})
+		owner.apply(name(i), podsGVR, pod("default", "p", "1", web))
+		owner.fleet.ClusterStore(name(i), podsGVR).MarkSynced()
+	}
+	local.sync()
+	peer.sync()
+	var l itemList
+	local.getOK("/clusters/*/api/v1/pods?limit=1", &l)
+	res, err := http.Get(local.http.URL + "/clusters/*/api/v1/pods?watch=1&resourceVersion=" + url.QueryEscape(l.Metadata.ResourceVersion))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(res.Body)
+		b.Fatalf("%d %s", res.StatusCode, body)
+	}
+	r := bufio.NewReaderSize(res.Body, 1<<20)
+	var bytes int
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		local.apply(name(2*(i%((clusters+1)/2))), podsGVR, pod("default", "p", fmt.Sprint(2+i), web))
 		line, err := r.ReadSlice('\n')
 		if err != nil {
 			b.Fatal(err)
