@@ -269,6 +269,84 @@ func (c cursor) encode(order []string) string {
 	return base64.RawURLEncoding.EncodeToString(append(b, '}'))
 }
 
+// partJSON returns the JSON of rv if it is a replica's own cursor of positions as a
+// watch cache writes it, {"e":…} or {"e":…,"c":{…}} and nothing else, so that the
+// merged cursor of a fan-out watch can be written around it (mergedAround) without
+// decoding its positions at every event.
+func partJSON(rv string) ([]byte, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(rv)
+	if err != nil || !bytes.HasPrefix(b, []byte(`{"e":`)) {
+		return nil, false
+	}
+	i, ok := skipJSONString(b, len(`{"e":`))
+	if ok && bytes.HasPrefix(b[i:], []byte(`,"c":`)) {
+		i, ok = skipStringObject(b, i+len(`,"c":`))
+	}
+	if !ok || i != len(b)-1 || b[i] != '}' {
+		return nil, false
+	}
+	return b, true
+}
+
+// mergedAround returns the merged cursor whose top level is the replica's own cursor
+// part (partJSON's), with the other replicas' cursors peers and the issuer replica: what
+// cursor.String writes for the cursor of part's epoch and positions with peers and
+// replica.
+func mergedAround(part []byte, peers map[string]string, replica string) string {
+	b := make([]byte, 0, len(part)+64+len(peers)*256)
+	b = append(b, part[:len(part)-1]...)
+	b = appendStringMap(b, `,"p":`, peers)
+	if replica != "" {
+		b = appendString(append(b, `,"r":`...), replica)
+	}
+	return base64.RawURLEncoding.EncodeToString(append(b, '}'))
+}
+
+// skipJSONString returns the index after the JSON string at b[i:].
+func skipJSONString(b []byte, i int) (int, bool) {
+	if i >= len(b) || b[i] != '"' {
+		return 0, false
+	}
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1, true
+		}
+	}
+	return 0, false
+}
+
+// skipStringObject returns the index after the JSON object of strings at b[i:]: {},
+// or {"k":"v",…}.
+func skipStringObject(b []byte, i int) (int, bool) {
+	if i >= len(b) || b[i] != '{' {
+		return 0, false
+	}
+	i++
+	if i < len(b) && b[i] == '}' {
+		return i + 1, true
+	}
+	for {
+		var ok bool
+		if i, ok = skipJSONString(b, i); !ok || i >= len(b) || b[i] != ':' {
+			return 0, false
+		}
+		if i, ok = skipJSONString(b, i+1); !ok || i >= len(b) {
+			return 0, false
+		}
+		switch b[i] {
+		case '}':
+			return i + 1, true
+		case ',':
+			i++
+		default:
+			return 0, false
+		}
+	}
+}
+
 // appendString appends s as a JSON string, as encoding/json writes it.
 func appendString(b []byte, s string) []byte {
 	b, _ = appendJSONString(b, s) // a string always encodes

@@ -421,3 +421,45 @@ func TestCursorEncoding(t *testing.T) {
 		t.Errorf("in a given order: %q, want %q", got, c.String())
 	}
 }
+
+// TestMergedAround: a merged cursor written around the JSON of a replica's own part is
+// what cursor.String writes for the part's epoch and positions with the peers and the
+// replica; partJSON takes a watch cache's cursors of positions only.
+func TestMergedAround(t *testing.T) {
+	peers := map[string]string{"fleetwatch-1": cursor{epoch: "p1", positions: map[string]position{"far": {rv: 4}}}.String(), "a<b>": "x"}
+	for _, own := range []cursor{
+		{epoch: "e"},
+		{epoch: "e\"<", positions: map[string]position{}},
+		{epoch: "e", positions: map[string]position{"prod": {rv: 1}}},
+		{epoch: "snap:run", positions: map[string]position{"a\"b": {gen: 2, rv: 14, n: 1, scopes: "shop=12.1,web=14"}, "c\\d": {}, "o": {rv: 3}}},
+	} {
+		part, ok := partJSON(own.String())
+		if !ok {
+			t.Errorf("%#v: partJSON refused %s", own, own)
+			continue
+		}
+		for _, replica := range []string{"", "fleetwatch-0"} {
+			for _, p := range []map[string]string{{}, peers} {
+				want := cursor{epoch: own.epoch, positions: own.positions, peers: p, replica: replica}.String()
+				if got := mergedAround(part, p, replica); got != want {
+					t.Errorf("%#v with %v, %q: %q, want %q", own, p, replica, got, want)
+				}
+			}
+		}
+	}
+	for _, c := range []cursor{
+		{epoch: "e", short: true, resource: "pods.v1", seq: 3},
+		{epoch: "e", positions: map[string]position{"a": {}}, origins: map[string]string{"a": "o"}},
+		{epoch: "e", replica: "r"},
+		{epoch: "e", peers: map[string]string{"r": "x"}},
+	} {
+		if _, ok := partJSON(c.String()); ok {
+			t.Errorf("partJSON took %#v", c)
+		}
+	}
+	for _, j := range []string{`{"e":"x"`, `{"e":"x","c":{"a":"1"}`, `{"e":"x","c":{"a":1}}`, `{"e":"x","c":{"a":"1",}}`, `{"e":"x\"}`, `{"e":"x"}}`, `{"e":"x","c":{}}x`, `{"e":"x","c":{"a""1"}}`} {
+		if _, ok := partJSON(base64.RawURLEncoding.EncodeToString([]byte(j))); ok {
+			t.Errorf("partJSON took %s", j)
+		}
+	}
+}

@@ -735,6 +735,10 @@ func (s *Server) serveFanOutWatch(w http.ResponseWriter, r *http.Request, p *lis
 	if merged.peers == nil {
 		merged.peers = map[string]string{}
 	}
+	// part is the JSON of the local part's last cursor, if partJSON took it: the merged
+	// cursor is then written around it (mergedAround), its positions not decoded at
+	// each event (a third of a fan-out event's CPU at 1,000 clusters).
+	var part []byte
 	sentColumns := false
 	// Each part answers for the clusters its replica owned when it started (ownedOnly):
 	// once a cluster of the scope moves, the watch ends, and the client watches again
@@ -778,7 +782,10 @@ func (s *Server) serveFanOutWatch(w http.ResponseWriter, r *http.Request, p *lis
 		}
 		rv := objectRV(e.Object)
 		if l.src == "" {
-			if c, err := parseCursor(rv); err == nil {
+			if b, ok := partJSON(rv); ok {
+				part = b
+			} else if c, err := parseCursor(rv); err == nil {
+				part = nil
 				merged.epoch, merged.positions, merged.origins = c.epoch, c.positions, c.origins
 			}
 		} else {
@@ -793,7 +800,11 @@ func (s *Server) serveFanOutWatch(w http.ResponseWriter, r *http.Request, p *lis
 		if merged.epoch == "" {
 			merged.epoch = s.cache.epoch
 		}
-		setObjectRV(e.Object, merged.String())
+		if part != nil {
+			setObjectRV(e.Object, mergedAround(part, merged.peers, merged.replica))
+		} else {
+			setObjectRV(e.Object, merged.String())
+		}
 		if _, ok := e.Object["columnDefinitions"]; ok {
 			if sentColumns {
 				delete(e.Object, "columnDefinitions")

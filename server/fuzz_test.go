@@ -27,6 +27,7 @@ func FuzzParseCursor(f *testing.F) {
 	f.Add("")
 	f.Add(cursor{epoch: "e", short: true, resource: "pods.v1", seq: 7}.String())
 	f.Fuzz(func(t *testing.T, s string) {
+		_, _ = partJSON(s) // any input, without a panic
 		c, err := parseCursor(s)
 		if err != nil {
 			return
@@ -37,6 +38,14 @@ func FuzzParseCursor(f *testing.F) {
 		}
 		if c.String() != cursorViaJSON(c) {
 			t.Fatalf("cursor %q encodes as %q, not as encoding/json writes it, %q", s, c.String(), cursorViaJSON(c))
+		}
+		// A replica's own part, as its watch writes it: the merged cursor written around
+		// it is the one encoded whole.
+		if part, ok := partJSON(c.String()); ok {
+			peers := map[string]string{"r1": "x"}
+			if got, want := mergedAround(part, peers, "r0"), (cursor{epoch: c.epoch, positions: c.positions, peers: peers, replica: "r0"}).String(); got != want {
+				t.Fatalf("cursor %q: merged around %q, want %q", s, got, want)
+			}
 		}
 		// Any replica can take it over, and what it hands out parses.
 		for _, self := range []string{"r0", "r1", c.replica} {
