@@ -289,18 +289,22 @@ func partJSON(rv string) ([]byte, bool) {
 }
 
 // mergedAround returns the merged cursor whose top level is the replica's own cursor
-// part (partJSON's), with the other replicas' cursors peers and the issuer replica: what
-// cursor.String writes for the cursor of part's epoch and positions with peers and
-// replica.
-func mergedAround(part []byte, peers map[string]string, replica string) string {
-	b := make([]byte, 0, len(part)+64+len(peers)*256)
-	b = append(b, part[:len(part)-1]...)
-	b = appendStringMap(b, `,"p":`, peers)
+// part (partJSON's), with the other replicas' cursors peers, as peersJSON writes them,
+// and the issuer replica: what cursor.String writes for the cursor of part's epoch and
+// positions with those peers and replica.
+func mergedAround(part, peers []byte, replica string) string {
+	b := make([]byte, 0, len(part)+len(peers)+64)
+	b = append(append(b, part[:len(part)-1]...), peers...)
 	if replica != "" {
 		b = appendString(append(b, `,"r":`...), replica)
 	}
 	return base64.RawURLEncoding.EncodeToString(append(b, '}'))
 }
+
+// peersJSON returns the peers member of a merged cursor, as cursor.String writes it: a
+// fan-out watch writes it again only when a peer's cursor changes, not at each event of
+// its own part.
+func peersJSON(peers map[string]string) []byte { return appendStringMap(nil, `,"p":`, peers) }
 
 // skipJSONString returns the index after the JSON string at b[i:].
 func skipJSONString(b []byte, i int) (int, bool) {

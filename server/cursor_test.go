@@ -441,7 +441,7 @@ func TestMergedAround(t *testing.T) {
 		for _, replica := range []string{"", "fleetwatch-0"} {
 			for _, p := range []map[string]string{{}, peers} {
 				want := cursor{epoch: own.epoch, positions: own.positions, peers: p, replica: replica}.String()
-				if got := mergedAround(part, p, replica); got != want {
+				if got := mergedAround(part, peersJSON(p), replica); got != want {
 					t.Errorf("%#v with %v, %q: %q, want %q", own, p, replica, got, want)
 				}
 			}

@@ -739,6 +739,7 @@ func (s *Server) serveFanOutWatch(w http.ResponseWriter, r *http.Request, p *lis
 	// cursor is then written around it (mergedAround), its positions not decoded at
 	// each event (a third of a fan-out event's CPU at 1,000 clusters).
 	var part []byte
+	peersMember := peersJSON(merged.peers)
 	sentColumns := false
 	// Each part answers for the clusters its replica owned when it started (ownedOnly):
 	// once a cluster of the scope moves, the watch ends, and the client watches again
@@ -789,8 +790,9 @@ func (s *Server) serveFanOutWatch(w http.ResponseWriter, r *http.Request, p *lis
 				merged.epoch, merged.positions, merged.origins = c.epoch, c.positions, c.origins
 			}
 		} else {
-			if rv != "" {
+			if rv != "" && merged.peers[l.src] != rv {
 				merged.peers[l.src] = rv
+				peersMember = peersJSON(merged.peers)
 			}
 			// Every event of the peer's part is sent: the peer sends those of the
 			// clusters it owns only (ownedOnly), and a cluster that moves from one
@@ -801,7 +803,7 @@ func (s *Server) serveFanOutWatch(w http.ResponseWriter, r *http.Request, p *lis
 			merged.epoch = s.cache.epoch
 		}
 		if part != nil {
-			setObjectRV(e.Object, mergedAround(part, merged.peers, merged.replica))
+			setObjectRV(e.Object, mergedAround(part, peersMember, merged.replica))
 		} else {
 			setObjectRV(e.Object, merged.String())
 		}

@@ -43,7 +43,7 @@ func FuzzParseCursor(f *testing.F) {
 		// it is the one encoded whole.
 		if part, ok := partJSON(c.String()); ok {
 			peers := map[string]string{"r1": "x"}
-			if got, want := mergedAround(part, peers, "r0"), (cursor{epoch: c.epoch, positions: c.positions, peers: peers, replica: "r0"}).String(); got != want {
+			if got, want := mergedAround(part, peersJSON(peers), "r0"), (cursor{epoch: c.epoch, positions: c.positions, peers: peers, replica: "r0"}).String(); got != want {
 				t.Fatalf("cursor %q: merged around %q, want %q", s, got, want)
 			}
 		}
