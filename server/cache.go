@@ -815,9 +815,9 @@ func (rc *resourceCache) cursorLocked(wc *watchCache, sc scope) cursor {
 }
 
 // listCursorLocked returns the resourceVersion of a list of the clusters in sc, in wc:
-// short if wc hands out short cursors.
+// short if wc hands out short cursors to sc's client (shortFor).
 func (rc *resourceCache) listCursorLocked(wc *watchCache, sc scope) cursor {
-	if wc.sequenced {
+	if wc.shortFor(sc) {
 		return rc.shortCursorLocked(wc)
 	}
 	return rc.cursorLocked(wc, sc)
@@ -831,6 +831,12 @@ func (rc *resourceCache) currentLocked(wc *watchCache, want cursor, sc scope) bo
 	}
 	return equalIn(rc.placeLocked(want), rc.cursorLocked(wc, sc), sc)
 }
+
+// shortFor reports whether wc hands out short cursors in the scope sc: if it is
+// sequenced, to a client that may read every cluster. A short cursor counts the changes
+// of every cluster, which a client limited to some clusters must not learn (see
+// docs/threat-model.md): it gets the positions of its clusters.
+func (wc *watchCache) shortFor(sc scope) bool { return wc.sequenced && sc.allow == nil }
 
 // shortCursorLocked returns the current short cursor of rc, in wc (cursor.short).
 func (rc *resourceCache) shortCursorLocked(wc *watchCache) cursor {

@@ -183,7 +183,8 @@ func parseScopes(s string, gen uint32) (map[string]position, error) {
 // empty (a new epoch) each time the server starts, and cannot tell what happened before.
 //
 // Where no cursor outlives its run or its replica (watchCache.sequenced: no change log,
-// not a replica of a sharded fleet), a cursor is short instead: the epoch, the resource,
+// not a replica of a sharded fleet), a client that may read every cluster
+// (watchCache.shortFor) gets short cursors instead: the epoch, the resource,
 // and seq, the number of the resource's changes that the watch cache had taken, which
 // stands for the position of every cluster after them. Its length does not grow with
 // the clusters: a cursor of positions takes some 30 bytes per cluster (its name and

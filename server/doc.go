@@ -26,9 +26,9 @@
 // watch from it resumes without missing or repeating a change, or gets 410 Gone once the
 // history no longer reaches back to it, and the client lists again, as reflectors do. It
 // is short, the sequence number of the history's changes, where it is resumed by this
-// run only (no change log, not sharded); otherwise it names every cluster's position,
-// which a later run places in the change log and another replica takes over
-// (cursor.go).
+// run only (no change log, not sharded) and the client may read every cluster;
+// otherwise it names the position of every cluster the client may read, which a later
+// run places in the change log and another replica takes over (cursor.go).
 // Every object served carries the annotation fleetwatch.io/cluster. Tables (kubectl's
 // server-side printing) start with a CLUSTER column; those of custom resources have the
 // printer columns of their CRD (crdcolumns.go). What the fleet does not cache, a

@@ -373,7 +373,9 @@ func resolveResourceVersion(rv string, wc *watchCache, sc scope) (c cursor, zero
 		return cursor{epoch: epoch, positions: map[string]position{sc.cluster: {rv: v}}, clusterRV: true}, false, false, nil
 	case err != nil:
 		return cursor{}, false, false, badParameter("resourceVersion", err)
-	case !wc.acceptsCursor(c):
+	case !wc.acceptsCursor(c) || c.short && !wc.shortFor(sc):
+		// A short cursor is not resumed by a client limited to some clusters, which is
+		// not handed any: its cursors would count the changes of the others.
 		return c, false, true, nil
 	}
 	return c, false, false, nil

@@ -187,3 +187,53 @@ func TestParseShortCursor(t *testing.T) {
 		}
 	}
 }
+
+// TestShortCursorNotForALimitedToken: a short cursor counts the changes of every
+// cluster, so a token limited to some clusters gets cursors of their positions only,
+// in lists, events and bookmarks, and a short cursor it got elsewhere is not resumed:
+// it would learn how much the other clusters change.
+func TestShortCursorNotForALimitedToken(t *testing.T) {
+	tokens := writeFile(t, t.TempDir(), "tokens", "all-s3cret user=admin\nstaging-s3cret user=ci clusters=staging\n")
+	f := newFixture(t, func(o *Options) {
+		o.TokenFile = tokens
+		o.BookmarkInterval = 30 * time.Millisecond
+	})
+	admin := []string{"Authorization", "Bearer all-s3cret"}
+	ci := []string{"Authorization", "Bearer staging-s3cret"}
+	pods := clusterPath(allClusters) + "/api/v1/pods"
+	var all, limited itemList
+	f.getOK(pods, &all, admin...)
+	f.getOK(pods, &limited, ci...)
+	if c, err := parseCursor(all.Metadata.ResourceVersion); err != nil || !c.short {
+		t.Errorf("the admin's list: %#v, %v; want a short cursor", c, err)
+	}
+	c, err := parseCursor(limited.Metadata.ResourceVersion)
+	if err != nil || c.short || len(c.positions) != 1 || c.positions[staging] == (position{}) {
+		t.Fatalf("the limited token's list: %#v, %v; want staging's position only", c, err)
+	}
+	w := f.watch(pods+"?watch=1&allowWatchBookmarks=true&resourceVersion="+url.QueryEscape(limited.Metadata.ResourceVersion), ci...)
+	f.apply(prod, podsGVR, pod("default", "p-1", "150", web))
+	f.apply(staging, podsGVR, pod("default", "s-1", "250", web))
+	seen := 0
+	for seen < 3 {
+		e := w.next()
+		if c, err := parseCursor(e.Object.GetResourceVersion()); err != nil || c.short || len(c.positions) != 1 {
+			t.Fatalf("%s: resourceVersion %#v, %v; want staging's position only", e.ref(), c, err)
+		}
+		if e.Type != "BOOKMARK" && e.ref() != "ADDED staging|default/s-1" {
+			t.Fatalf("got %s", e.ref())
+		}
+		seen++
+	}
+	w.stop()
+	st := f.get(pods+"?watch=1&resourceVersion="+url.QueryEscape(all.Metadata.ResourceVersion), ci...).status(t, http.StatusGone)
+	if st.Reason != metav1.StatusReasonExpired {
+		t.Errorf("the admin's short cursor, with the limited token: Status %+v", st)
+	}
+	f.get(clusterPath(staging)+"/api/v1/pods?resourceVersionMatch=Exact&resourceVersion="+url.QueryEscape(all.Metadata.ResourceVersion), ci...).status(t, http.StatusGone)
+	// The admin resumes it.
+	w = f.watch(pods+"?watch=1&resourceVersion="+url.QueryEscape(all.Metadata.ResourceVersion), admin...)
+	if e := w.next(); e.ref() != "ADDED prod|default/p-1" {
+		t.Errorf("the admin, from its list: %s", e.ref())
+	}
+}

@@ -93,7 +93,7 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, res *apiReso
 		if initial {
 			initialItems = rc.listLocked(qr, nil, 0)
 		}
-		if ws.short = s.cache.sequenced; !ws.short {
+		if ws.short = s.cache.shortFor(qr.scope); !ws.short {
 			ws.startAt(rc.cursorLocked(s.cache, qr.scope).positions)
 		}
 		ws.next = rc.nextSeq
