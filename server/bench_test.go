@@ -112,6 +112,12 @@ func benchmarkWatchEvent(b *testing.B, clusters int, opts func(*Options)) {
 		f.apply(name(i), podsGVR, pod("default", "p", "1", web))
 	}
 	f.sync()
+	timeWatchEvents(b, f, func(i int) { f.apply(name(i), podsGVR, pod("default", "p", fmt.Sprint(2+i), web)) })
+}
+
+// timeWatchEvents watches every cluster's pods through f from its current list, and
+// for each iteration makes a change (change(i)) and reads its event's line.
+func timeWatchEvents(b *testing.B, f *fixture, change func(i int)) {
 	var l itemList
 	f.getOK("/clusters/*/api/v1/pods?limit=1", &l)
 	res, err := http.Get(f.http.URL + "/clusters/*/api/v1/pods?watch=1&resourceVersion=" + url.QueryEscape(l.Metadata.ResourceVersion))
@@ -119,12 +125,16 @@ func benchmarkWatchEvent(b *testing.B, clusters int, opts func(*Options)) {
 		b.Fatal(err)
 	}
 	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(res.Body)
+		b.Fatalf("%d %s", res.StatusCode, body)
+	}
 	r := bufio.NewReaderSize(res.Body, 1<<20)
 	var bytes int
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		f.apply(name(i), podsGVR, pod("default", "p", fmt.Sprint(2+i), web))
+		change(i)
 		line, err := r.ReadSlice('\n')
 		if err != nil {
 			b.Fatal(err)
@@ -169,29 +179,7 @@ func benchmarkFanOutWatchEvent(b *testing.B, clusters int) {
 	}
 	local.sync()
 	peer.sync()
-	var l itemList
-	local.getOK("/clusters/*/api/v1/pods?limit=1", &l)
-	res, err := http.Get(local.http.URL + "/clusters/*/api/v1/pods?watch=1&resourceVersion=" + url.QueryEscape(l.Metadata.ResourceVersion))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(res.Body)
-		b.Fatalf("%d %s", res.StatusCode, body)
-	}
-	r := bufio.NewReaderSize(res.Body, 1<<20)
-	var bytes int
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
+	timeWatchEvents(b, local, func(i int) {
 		local.apply(name(2*(i%((clusters+1)/2))), podsGVR, pod("default", "p", fmt.Sprint(2+i), web))
-		line, err := r.ReadSlice('\n')
-		if err != nil {
-			b.Fatal(err)
-		}
-		bytes += len(line)
-	}
-	b.StopTimer()
-	b.ReportMetric(float64(bytes)/float64(b.N), "bytes/event")
+	})
 }
