@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/tls"
@@ -773,7 +774,11 @@ func (s *Server) serveFanOutWatch(w http.ResponseWriter, r *http.Request, p *lis
 			Type   string         `json:"type"`
 			Object map[string]any `json:"object"`
 		}
-		if err := json.Unmarshal(l.b, &e); err != nil {
+		// Numbers as json.Number, written again as they came: a float64 would round
+		// integers beyond 2^53 (TestFanOutKeepsNumbers).
+		dec := json.NewDecoder(bytes.NewReader(l.b))
+		dec.UseNumber()
+		if err := dec.Decode(&e); err != nil {
 			return nil
 		}
 		if e.Type == "ERROR" {

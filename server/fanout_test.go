@@ -677,3 +677,30 @@ func TestFanOutFromAReplicaWithoutClusters(t *testing.T) {
 		t.Errorf("staging's token searches %+v", res)
 	}
 }
+
+// TestFanOutKeepsNumbers: an object of another replica's cluster is served through a
+// fan-out list and watch with its numbers as the cluster has them, integers beyond 2^53
+// included (a float64 would round them).
+func TestFanOutKeepsNumbers(t *testing.T) {
+	local, peer, _ := fanOutPair(t)
+	all := clusterPath(allClusters) + "/api/v1/pods"
+	var l unstructured.UnstructuredList
+	local.getOK(all, &l)
+	w := local.watch(all + "?watch=true&resourceVersion=" + l.GetResourceVersion())
+	p := pod("default", "far-big", "405", web)
+	_ = unstructured.SetNestedField(p.Object, int64(9007199254740993), "spec", "activeDeadlineSeconds")
+	_ = unstructured.SetNestedField(p.Object, 0.1, "spec", "fraction")
+	peer.apply("far", podsGVR, p)
+	e := w.nextNot("BOOKMARK")
+	for _, want := range []string{`"activeDeadlineSeconds":9007199254740993`, `"fraction":0.1`} {
+		if !bytes.Contains(e.Raw, []byte(want)) {
+			t.Errorf("the fan-out watch's event lacks %s: %s", want, e.Raw)
+		}
+	}
+	r := local.get(all)
+	for _, want := range []string{`"activeDeadlineSeconds":9007199254740993`, `"fraction":0.1`} {
+		if !bytes.Contains(r.body, []byte(want)) {
+			t.Errorf("the fan-out list lacks %s", want)
+		}
+	}
+}
