@@ -4,7 +4,7 @@
 // feed all of it. Secrets are read as metadata only (PartialObjectMetadata), so that a
 // Secret's values never reach the page, even from a server that keeps them.
 
-import { getJSON, watch, collectionPath, clusterOf, inCluster, APIError, Unauthorized } from './api.js';
+import { getJSON, watch, collectionPath, clusterOf, inCluster, resourceVersionAnnotation, APIError, Unauthorized } from './api.js';
 import { historyOff } from './changes.js';
 import { diff, intent, change } from './diff.js';
 import { h, setText, sleep, timeEl, viewURL } from './dom.js';
@@ -14,7 +14,18 @@ const maxChanges = 50;
 const maxChangedFields = 30;
 // maxHistoryPages bounds the pages of an object's history that the view reads.
 const maxHistoryPages = 10;
+// maxHistoryBehind bounds how many times in a row the view reads the history again, a
+// second apart, while the change log lacks the object's last change (the snapshot
+// commits it a moment after the watch sent it).
+const maxHistoryBehind = 15;
 const maxHistoryFields = 100;
+
+// ownResourceVersion returns the resourceVersion of obj in its cluster, as a BigInt,
+// or undefined.
+function ownResourceVersion(obj) {
+  const rv = obj?.metadata?.annotations?.[resourceVersionAnnotation] || obj?.metadata?.resourceVersion || '';
+  return /^[0-9]+$/.test(rv) ? BigInt(rv) : undefined;
+}
 
 function show(v) {
   return v === undefined ? '(absent)' : v;
@@ -96,6 +107,7 @@ export async function objectView(main, params, signal) {
   // The history, newest step first, read again after a change of this cluster's object
   // once shown (the log has it once the snapshot committed it).
   let historyTimer = 0;
+  let historyBehind = 0;
   const loadHistory = async () => {
     try {
       const steps = [];
@@ -109,7 +121,18 @@ export async function objectView(main, params, signal) {
       setText(historyState, steps.length
         ? `${steps.length} ${steps.length === 1 ? 'step' : 'steps'} in the change log${cont ? ' (the oldest shown; there are more)' : ''}, newest first.`
         : 'The change log holds no change of it.');
+      const newest = cont ? undefined : ownResourceVersion({ metadata: { resourceVersion: steps.at(-1)?.objectResourceVersion } });
       history.replaceChildren(...steps.reverse().map(historyStep));
+      // The object changed after the log's newest step of it: the snapshot has not
+      // committed that change yet (or had not when the page listed the object). Read
+      // the log again shortly, as after a change that the watch sends.
+      const own = ownResourceVersion(copies.get(ref.cluster));
+      if (!cont && own !== undefined && (newest === undefined || newest < own) && historyBehind < maxHistoryBehind) {
+        historyBehind++;
+        reloadHistory();
+      } else {
+        historyBehind = 0;
+      }
     } catch (e) {
       if (e instanceof Unauthorized || e.name === 'AbortError' || signal.aborted) return;
       if (e instanceof APIError && e.code === 404) historyState.replaceWith(historyOff(e));

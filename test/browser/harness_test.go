@@ -315,12 +315,29 @@ func newTab(t *testing.T, parent context.Context) *tab {
 	return tb
 }
 
+// doTimeout bounds the actions of a do: a click waits for its node, which a page that
+// does not show what is expected never shows.
+const doTimeout = 30 * time.Second
+
 // do runs actions in the tab.
 func (tb *tab) do(t *testing.T, steps ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
-	if err := chromedp.Do(tb.ctx, steps...); err != nil {
-		t.Fatal(err)
+	ctx, cancel := context.WithTimeout(tb.ctx, doTimeout)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		t.Fatalf("%v (the page shows: %s)", err, tb.shown())
 	}
+}
+
+// shown returns the start of the text that the tab shows, for a failure's message.
+func (tb *tab) shown() string {
+	ctx, cancel := context.WithTimeout(tb.ctx, 5*time.Second)
+	defer cancel()
+	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(document.body?.innerText ?? '').slice(0, 500)`))
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	return fmt.Sprintf("%q", s)
 }
 
 // eval evaluates a JavaScript expression in the tab, and the promise it gives, if any.

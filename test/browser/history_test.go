@@ -21,7 +21,9 @@ import (
 // TestHistoryPage drives the page's Changes view and the object view's history, against
 // a daemon with history.enabled over two real clusters: changes made on the clusters
 // appear in the timeline, filtered by the search box, and on the object view with the
-// fields they changed; a Secret's value never reaches the page.
+// fields they changed, those made while a view is open included; a Secret's value never
+// reaches the page. The snapshot commits every 3s, so that the page reads the log before
+// it holds the changes just made, and has to read it again.
 func TestHistoryPage(t *testing.T) {
 	env := testenv.New(t, testenv.Options{Names: []string{"prod-eu", "prod-us"}})
 	ctx := t.Context()
@@ -44,7 +46,7 @@ cache:
   keepSecretData: true
 snapshot:
   path: %q
-  interval: 100ms
+  interval: 3s
 history:
   enabled: true
 server:
@@ -72,6 +74,14 @@ server:
 		page.wait(t, 20*time.Second, "the scale of prod-us's web in the timeline", `
 			const rows = [...document.querySelectorAll('#timeline tbody tr')].map(r => [...r.cells].slice(1, 6).map(c => c.textContent).join(' '));
 			return rows.includes('Modified prod-us Deployment shop web') && rows.includes('Added prod-eu Secret shop db-credentials') ? true : rows.join('; ');`)
+		// The last page follows the log: a change made while it is shown joins its end.
+		if _, err := eu.Clientset().AppsV1().Deployments("shop").Patch(ctx, "web", types.MergePatchType, []byte(`{"metadata":{"labels":{"tail":"followed"}}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		page.wait(t, 20*time.Second, "prod-eu's change at the end of the open timeline", `
+			const rows = [...document.querySelectorAll('#timeline tbody tr')].map(r => [...r.cells].slice(1, 6).map(c => c.textContent).join(' '));
+			const caption = document.querySelector('#timeline caption').textContent;
+			return rows.at(-1) === 'Modified prod-eu Deployment shop web' && caption === rows.length + ' changes, oldest first' ? true : caption + ': ' + rows.join('; ');`)
 		if cur := eval[string](t, page, `document.getElementById('nav-changes').getAttribute('aria-current') ?? ''`); cur != "page" {
 			t.Errorf("the Changes link is not the current view: %q", cur)
 		}
@@ -137,6 +147,31 @@ server:
 			return got === 'Modified 0, Added 0' ? true : got;`)
 		page.navigate(t, d.base+"/?view=changes&since=24h&q="+url.QueryEscape("db-credentials"))
 		page.wait(t, 10*time.Second, "the Secret's changes", `return document.querySelectorAll('#timeline tbody tr').length >= 2 ? true : document.getElementById('main').innerText;`)
+
+		// A last page that fills while it follows the log links to the newer changes,
+		// which that page follows in turn.
+		page.navigate(t, d.base+"/?view=changes&since=24h&limit=3&q="+url.QueryEscape("db-credentials"))
+		page.wait(t, 10*time.Second, "the Secret's two changes, followed", `
+			const n = document.querySelectorAll('#timeline tbody tr').length;
+			return n === 2 && document.getElementById('changes-live')?.textContent.startsWith('Following') ? true : n + ' rows: ' + document.getElementById('main').innerText;`)
+		relabel := func(v string) {
+			t.Helper()
+			if _, err := eu.Clientset().CoreV1().Secrets("shop").Patch(ctx, "db-credentials", types.MergePatchType, []byte(`{"metadata":{"labels":{"step":"`+v+`"}}}`), metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		relabel("3")
+		page.wait(t, 20*time.Second, "the third change, and the page full", `
+			const n = document.querySelectorAll('#timeline tbody tr').length;
+			const newer = [...document.querySelectorAll('nav.pages a')].find(a => a.textContent === 'Newer changes');
+			return n === 3 && newer && new URL(newer.href).searchParams.get('after') ? true : n + ' rows: ' + document.getElementById('main').innerText;`)
+		page.do(t, chromedp.Click(chromedp.CSS(`nav.pages a[rel=next]`)))
+		page.wait(t, 10*time.Second, "the newer changes' page, empty", `
+			return document.querySelector('#timeline caption')?.textContent === 'No change' && new URLSearchParams(location.search).get('after') ? true : document.getElementById('main').innerText;`)
+		relabel("4")
+		page.wait(t, 20*time.Second, "the fourth change on the newer changes' page", `
+			const rows = [...document.querySelectorAll('#timeline tbody tr')].map(r => [...r.cells].slice(1, 6).map(c => c.textContent).join(' '));
+			return rows.length === 1 && rows[0] === 'Modified prod-eu Secret shop db-credentials' ? true : rows.join('; ');`)
 		for _, v := range []string{secretValue, base64.StdEncoding.EncodeToString([]byte(secretValue))} {
 			if found := page.received(v); len(found) > 0 {
 				t.Errorf("the page received a Secret's value: %v", found)
