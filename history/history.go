@@ -2,7 +2,6 @@ package history
 
 import (
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -305,18 +304,16 @@ func (l *Log) contents(c *persist.Change, secret bool, kind *string) (map[string
 	return m, true
 }
 
-// toMap returns obj's contents as an unstructured map.
+// toMap returns obj's contents as an unstructured map, with integers as int64 as in
+// unstructured objects (a round trip through encoding/json would round those beyond
+// 2^53).
 func toMap(obj runtime.Object) (map[string]any, error) {
 	if u, ok := obj.(*unstructured.Unstructured); ok {
 		return u.Object, nil
 	}
-	b, err := json.Marshal(obj)
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 	if err != nil {
-		return nil, fmt.Errorf("encoding %T: %w", obj, err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("decoding %T: %w", obj, err)
+		return nil, fmt.Errorf("converting %T: %w", obj, err)
 	}
 	return m, nil
 }

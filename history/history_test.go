@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -377,5 +378,36 @@ func TestParseType(t *testing.T) {
 		if _, ok := ParseType(s); ok {
 			t.Errorf("ParseType(%q) is a type", s)
 		}
+	}
+}
+
+// TestToMapKeepsIntegers: a log's object that is not unstructured (a metadata-only
+// informer's) comes out with its integers as they are, beyond 2^53 included, and as
+// int64, the type that unstructured objects hold and the diffs compare.
+func TestToMapKeepsIntegers(t *testing.T) {
+	const big = 1<<53 + 1
+	grace := int64(big)
+	obj := &metav1.PartialObjectMetadata{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: "shop", Name: "web", Generation: big, DeletionGracePeriodSeconds: &grace,
+			CreationTimestamp: metav1.Date(2026, 12, 5, 7, 0, 0, 0, time.UTC),
+		},
+	}
+	m, err := toMap(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, _ := m["metadata"].(map[string]any)
+	for _, f := range []string{"generation", "deletionGracePeriodSeconds"} {
+		if got, ok := md[f].(int64); !ok || got != big {
+			t.Errorf("metadata.%s = %#v, want int64 %d", f, md[f], int64(big))
+		}
+	}
+	if got := md["creationTimestamp"]; got != "2026-12-05T07:00:00Z" {
+		t.Errorf("metadata.creationTimestamp = %#v", got)
+	}
+	if m["kind"] != "Pod" || m["apiVersion"] != "v1" {
+		t.Errorf("type = %v %v", m["apiVersion"], m["kind"])
 	}
 }
