@@ -2,6 +2,7 @@ package dialgate
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/pem"
 	"errors"
 	"net"
@@ -15,10 +16,17 @@ import (
 	"weak"
 
 	"k8s.io/client-go/rest"
+
+	"github.com/fleetwatch/fleetwatch/internal/testcert"
 )
 
 // server is a TLS server whose handler holds every request until release is closed,
-// and counts the connections it accepted and the requests it holds.
+// and counts the connections it accepted and the requests it holds. Each has a
+// certificate of its own, so that the configs of one server share a transport (client-go's
+// TLS cache) that no other test's share: with httptest's one certificate, every test of
+// the package shared one transport, and so the gates of its servers' addresses, which a
+// later test's server may be given again (an HTTP/1.1 server's gate, ungated, under a
+// dead server's address let a second request dial).
 type server struct {
 	*httptest.Server
 	conns, held atomic.Int32
@@ -36,6 +44,12 @@ func newServer(t *testing.T, http2 bool, streams int) *server {
 		case <-r.Context().Done():
 		}
 	}))
+	certFile, keyFile := testcert.Write(t, t.TempDir(), "dialgate")
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
 	s.EnableHTTP2 = http2
 	s.Config.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: streams}
 	s.Config.ConnState = func(_ net.Conn, st http.ConnState) {
@@ -162,7 +176,7 @@ func TestDeadServerHoldsBackOnlyItself(t *testing.T) {
 		}
 	})
 	deadURL := "https://" + dead.Addr().String()
-	// Same CA: the same transport as the live server's.
+	// Same CA: the same transport as the live server's, and only theirs.
 	rtDead, err := rest.TransportFor(config(live, deadURL, true))
 	if err != nil {
 		t.Fatal(err)
