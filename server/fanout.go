@@ -770,23 +770,29 @@ func (s *Server) serveFanOutWatch(w http.ResponseWriter, r *http.Request, p *lis
 			// last cursor it got.
 			return nil
 		}
+		// The event as it came, its resourceVersion replaced (scanEvent), or else
+		// decoded, changed and encoded again.
+		ev, spliced := scanEvent(l.b)
 		var e struct {
 			Type   string         `json:"type"`
 			Object map[string]any `json:"object"`
 		}
-		// Numbers as json.Number, written again as they came: a float64 would round
-		// integers beyond 2^53 (TestFanOutKeepsNumbers).
-		dec := json.NewDecoder(bytes.NewReader(l.b))
-		dec.UseNumber()
-		if err := dec.Decode(&e); err != nil {
-			return nil
+		if !spliced {
+			// Numbers as json.Number, written again as they came: a float64 would
+			// round integers beyond 2^53 (TestFanOutKeepsNumbers).
+			dec := json.NewDecoder(bytes.NewReader(l.b))
+			dec.UseNumber()
+			if err := dec.Decode(&e); err != nil {
+				return nil
+			}
+			ev.typ, ev.rv = e.Type, objectRV(e.Object)
 		}
-		if e.Type == "ERROR" {
+		if ev.typ == "ERROR" {
 			_, _ = w.Write(append(l.b, '\n'))
 			_ = rctl.Flush()
 			return nil
 		}
-		rv := objectRV(e.Object)
+		rv := ev.rv
 		if l.src == "" {
 			if b, ok := partJSON(rv); ok {
 				part = b
@@ -807,23 +813,31 @@ func (s *Server) serveFanOutWatch(w http.ResponseWriter, r *http.Request, p *lis
 		if merged.epoch == "" {
 			merged.epoch = s.cache.epoch
 		}
+		var mergedRV string
 		if part != nil {
-			setObjectRV(e.Object, mergedAround(part, peersMember, merged.replica))
+			mergedRV = mergedAround(part, peersMember, merged.replica)
 		} else {
-			setObjectRV(e.Object, merged.String())
+			mergedRV = merged.String()
 		}
-		if _, ok := e.Object["columnDefinitions"]; ok {
-			if sentColumns {
-				delete(e.Object, "columnDefinitions")
+		var b []byte
+		if spliced {
+			b = spliceRV(l.b, ev, mergedRV)
+		} else {
+			setObjectRV(e.Object, mergedRV)
+			if _, ok := e.Object["columnDefinitions"]; ok {
+				if sentColumns {
+					delete(e.Object, "columnDefinitions")
+				}
+				sentColumns = true
 			}
-			sentColumns = true
-		}
-		b, err := json.Marshal(e)
-		if err != nil {
-			return nil
+			var err error
+			if b, err = json.Marshal(e); err != nil {
+				return nil
+			}
+			b = append(b, '\n')
 		}
 		_ = rctl.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
-		if _, err := w.Write(append(b, '\n')); err != nil {
+		if _, err := w.Write(b); err != nil {
 			return nil
 		}
 		if rctl.Flush() != nil {

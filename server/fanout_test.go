@@ -687,14 +687,19 @@ func TestFanOutKeepsNumbers(t *testing.T) {
 	var l unstructured.UnstructuredList
 	local.getOK(all, &l)
 	w := local.watch(all + "?watch=true&resourceVersion=" + l.GetResourceVersion())
+	// And as Tables with their objects, whose events the fan-out decodes and encodes
+	// again (the others it writes as they came, their resourceVersion replaced).
+	tw := local.watch(all+"?watch=true&includeObject=Object&resourceVersion="+l.GetResourceVersion(), "Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
 	p := pod("default", "far-big", "405", web)
 	_ = unstructured.SetNestedField(p.Object, int64(9007199254740993), "spec", "activeDeadlineSeconds")
 	_ = unstructured.SetNestedField(p.Object, 0.1, "spec", "fraction")
 	peer.apply("far", podsGVR, p)
-	e := w.nextNot("BOOKMARK")
-	for _, want := range []string{`"activeDeadlineSeconds":9007199254740993`, `"fraction":0.1`} {
-		if !bytes.Contains(e.Raw, []byte(want)) {
-			t.Errorf("the fan-out watch's event lacks %s: %s", want, e.Raw)
+	for _, w := range []*watcher{w, tw} {
+		e := w.nextNot("BOOKMARK")
+		for _, want := range []string{`"activeDeadlineSeconds":9007199254740993`, `"fraction":0.1`} {
+			if !bytes.Contains(e.Raw, []byte(want)) {
+				t.Errorf("the fan-out watch's event lacks %s: %s", want, e.Raw)
+			}
 		}
 	}
 	r := local.get(all)
