@@ -20,11 +20,14 @@ const maxHistoryPages = 10;
 const maxHistoryBehind = 15;
 const maxHistoryFields = 100;
 
-// ownResourceVersion returns the resourceVersion of obj in its cluster, as a BigInt,
-// or undefined.
+// rvNumber returns a cluster's resourceVersion rv as a BigInt, or undefined.
+function rvNumber(rv) {
+  return /^[0-9]+$/.test(rv || '') ? BigInt(rv) : undefined;
+}
+
+// ownResourceVersion returns the resourceVersion of obj in its cluster, as rvNumber.
 function ownResourceVersion(obj) {
-  const rv = obj?.metadata?.annotations?.[resourceVersionAnnotation] || obj?.metadata?.resourceVersion || '';
-  return /^[0-9]+$/.test(rv) ? BigInt(rv) : undefined;
+  return rvNumber(obj?.metadata?.annotations?.[resourceVersionAnnotation] || obj?.metadata?.resourceVersion);
 }
 
 function show(v) {
@@ -121,7 +124,7 @@ export async function objectView(main, params, signal) {
       setText(historyState, steps.length
         ? `${steps.length} ${steps.length === 1 ? 'step' : 'steps'} in the change log${cont ? ' (the oldest shown; there are more)' : ''}, newest first.`
         : 'The change log holds no change of it.');
-      const newest = cont ? undefined : ownResourceVersion({ metadata: { resourceVersion: steps.at(-1)?.objectResourceVersion } });
+      const newest = cont ? undefined : rvNumber(steps.at(-1)?.objectResourceVersion);
       history.replaceChildren(...steps.reverse().map(historyStep));
       // The object changed after the log's newest step of it: the snapshot has not
       // committed that change yet (or had not when the page listed the object). Read
